@@ -1,0 +1,103 @@
+// Package config loads a service's configuration from defaults, DCM_*
+// environment variables and command-line flags (flags win), into one struct.
+// Fields tagged secret:"true" never appear in a dump. It must not read files
+// or know about any particular service.
+package config
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Redacted replaces every non-empty secret value in a dump.
+const Redacted = "[redacted]"
+
+// Load fills cfg, a pointer to a struct, from its `default` tags, then from
+// the environment (`env` tag), then from args (`flag` tag, with `usage`).
+// Supported field kinds: string, bool, int, time.Duration.
+func Load(cfg any, name string, args []string) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	v := reflect.ValueOf(cfg).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		fv := v.Field(i)
+		raw, hasDefault := f.Tag.Lookup("default")
+		if env := f.Tag.Get("env"); env != "" {
+			if val, ok := os.LookupEnv(env); ok {
+				raw, hasDefault = val, true
+			}
+		}
+		if hasDefault {
+			if err := set(fv, raw); err != nil {
+				return fmt.Errorf("config %s: %w", f.Name, err)
+			}
+		}
+		if fl := f.Tag.Get("flag"); fl != "" {
+			fs.Func(fl, f.Tag.Get("usage")+" (env "+f.Tag.Get("env")+")", func(s string) error { return set(fv, s) })
+		}
+	}
+	return fs.Parse(args)
+}
+
+func set(fv reflect.Value, raw string) error {
+	switch {
+	case fv.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return err
+		}
+		fv.SetInt(int64(d))
+	case fv.Kind() == reflect.String:
+		fv.SetString(raw)
+	case fv.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return err
+		}
+		fv.SetBool(b)
+	case fv.Kind() == reflect.Int:
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return err
+		}
+		fv.SetInt(int64(n))
+	default:
+		return fmt.Errorf("unsupported kind %s", fv.Kind())
+	}
+	return nil
+}
+
+// Dump renders cfg as JSON keyed by environment variable, with secret
+// fields redacted: safe to log.
+func Dump(cfg any) string {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	t := v.Type()
+	out := map[string]any{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := f.Tag.Get("env")
+		if key == "" {
+			key = strings.ToLower(f.Name)
+		}
+		val := v.Field(i).Interface()
+		if f.Tag.Get("secret") == "true" && !v.Field(i).IsZero() {
+			val = Redacted
+		}
+		if d, ok := val.(time.Duration); ok {
+			val = d.String()
+		}
+		out[key] = val
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}

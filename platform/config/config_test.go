@@ -1,0 +1,43 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type sample struct {
+	Addr    string        `env:"DCM_TEST_ADDR" flag:"addr" default:"127.0.0.1:1"`
+	URI     string        `env:"DCM_TEST_URI" flag:"uri" secret:"true"`
+	Debug   bool          `env:"DCM_TEST_DEBUG" flag:"debug" default:"false"`
+	Workers int           `env:"DCM_TEST_WORKERS" flag:"workers" default:"4"`
+	Grace   time.Duration `env:"DCM_TEST_GRACE" flag:"grace" default:"5s"`
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	t.Setenv("DCM_TEST_ADDR", "127.0.0.1:2")
+	t.Setenv("DCM_TEST_WORKERS", "8")
+	var c sample
+	require.NoError(t, Load(&c, "x", []string{"-workers", "16", "-uri", "mongodb://u:pw@h/"}))
+	require.Equal(t, "127.0.0.1:2", c.Addr, "env beats default")
+	require.Equal(t, 16, c.Workers, "flag beats env")
+	require.Equal(t, 5*time.Second, c.Grace)
+	require.Equal(t, "mongodb://u:pw@h/", c.URI)
+}
+
+func TestDumpRedactsSecrets(t *testing.T) {
+	c := sample{URI: "mongodb://user:hunter2@db/"}
+	d := Dump(&c)
+	require.NotContains(t, d, "hunter2")
+	require.True(t, strings.Contains(d, Redacted), d)
+	require.Contains(t, Dump(&sample{}), `"DCM_TEST_URI":""`, "an empty secret is shown empty")
+}
+
+func TestLoadRejectsBadValues(t *testing.T) {
+	t.Setenv("DCM_TEST_WORKERS", "many")
+	var c sample
+	err := Load(&c, "x", nil)
+	require.ErrorContains(t, err, "Workers")
+}

@@ -1,0 +1,131 @@
+// Package errs is the one place where domain errors become gRPC statuses and
+// gRPC statuses become HTTP statuses with a JSON body. Services return errors
+// built here; the server interceptor and the gateway error handler do the
+// translation. It must not know about any service.
+package errs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Error is a domain error with the gRPC code it maps to. Field names the
+// offending request field for InvalidArgument errors.
+type Error struct {
+	Code  codes.Code
+	Msg   string
+	Field string
+	cause error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return e.Msg + ": " + e.cause.Error()
+	}
+	return e.Msg
+}
+
+// Unwrap exposes the cause for errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.cause }
+
+// GRPCStatus maps the error to a status; the cause stays out of the message
+// that callers see, since it may carry internal detail.
+func (e *Error) GRPCStatus() *status.Status {
+	st := status.New(e.Code, e.Msg)
+	if e.Field == "" {
+		return st
+	}
+	withField, err := st.WithDetails(&errdetails.BadRequest{
+		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: e.Field, Description: e.Msg}},
+	})
+	if err != nil {
+		return st
+	}
+	return withField
+}
+
+func newf(code codes.Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// NotFound reports a missing record.
+func NotFound(format string, args ...any) error { return newf(codes.NotFound, format, args...) }
+
+// AlreadyExists reports a duplicate name.
+func AlreadyExists(format string, args ...any) error {
+	return newf(codes.AlreadyExists, format, args...)
+}
+
+// Invalid reports bad input in the named field (a dotted path as the caller wrote it).
+func Invalid(field, format string, args ...any) error {
+	e := newf(codes.InvalidArgument, format, args...)
+	e.Field = field
+	if e.Msg == "" || field == "" {
+		return e
+	}
+	e.Msg = field + ": " + e.Msg
+	return e
+}
+
+// FailedPrecondition reports a request that the current state forbids.
+func FailedPrecondition(format string, args ...any) error {
+	return newf(codes.FailedPrecondition, format, args...)
+}
+
+// Aborted reports a lost optimistic-concurrency race: the record changed
+// since it was read. Retrying the whole operation is safe.
+func Aborted(format string, args ...any) error { return newf(codes.Aborted, format, args...) }
+
+// Unavailable reports a dependency that is down; cause is kept for logs only.
+func Unavailable(cause error, format string, args ...any) error {
+	e := newf(codes.Unavailable, format, args...)
+	e.cause = cause
+	return e
+}
+
+// Internal reports a bug or an unexpected failure; cause is kept for logs only.
+func Internal(cause error, format string, args ...any) error {
+	e := newf(codes.Internal, format, args...)
+	e.cause = cause
+	return e
+}
+
+// ToStatus turns any error returned by a handler into the status the caller
+// sees. Domain errors and gRPC statuses pass through; context errors become
+// their gRPC codes; anything else is an internal error whose detail is not
+// shown (the caller logs it).
+func ToStatus(err error) *status.Status {
+	if err == nil {
+		return nil
+	}
+	var de *Error
+	if errors.As(err, &de) {
+		return de.GRPCStatus()
+	}
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.New(codes.Canceled, "request canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.New(codes.DeadlineExceeded, "deadline exceeded")
+	}
+	return status.New(codes.Internal, "internal error")
+}
+
+// FieldOf returns the offending field recorded in a status, if any.
+func FieldOf(st *status.Status) string {
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			return br.GetFieldViolations()[0].GetField()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// record is the stored shape of an API object: its key, the key of the record
+// it belongs to, a version bumped by every write, and the object itself.
+type record struct {
+	ID      string   `bson:"_id"`
+	Parent  string   `bson:"parent"`
+	Version int64    `bson:"version"`
+	Body    bson.Raw `bson:"body"`
+}
+
+// Records is a collection of API objects of one kind (a protobuf message
+// type), keyed by a string id and grouped by parent id.
+type Records[M proto.Message] struct {
+	coll   *mongo.Collection
+	kind   string
+	newMsg func() M
+}
+
+// NewRecords opens collection name for objects that errors call kind.
+func NewRecords[M proto.Message](s *Store, name, kind string, newMsg func() M) *Records[M] {
+	return &Records[M]{coll: s.db.Collection(name), kind: kind, newMsg: newMsg}
+}
+
+// Versioned is an object with the version it was read at.
+type Versioned[M proto.Message] struct {
+	Msg     M
+	Version int64
+}
+
+// Create stores msg under id; AlreadyExists if id is taken.
+func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M) error {
+	body, err := toBSON(msg)
+	if err != nil {
+		return err
+	}
+	_, err = r.coll.InsertOne(ctx, record{ID: id, Parent: parent, Version: 1, Body: body})
+	if mongo.IsDuplicateKeyError(err) {
+		return errs.AlreadyExists("%s %q already exists", r.kind, id)
+	}
+	return mapErr("insert "+r.kind, err)
+}
+
+// Get reads one object; NotFound if missing.
+func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
+	var rec record
+	err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&rec)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Versioned[M]{}, errs.NotFound("%s %q not found", r.kind, id)
+	}
+	if err != nil {
+		return Versioned[M]{}, mapErr("get "+r.kind, err)
+	}
+	return r.decode(rec)
+}
+
+// List reads every object under parent, ordered by id.
+func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
+	cur, err := r.coll.Find(ctx, bson.D{{Key: "parent", Value: parent}},
+		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, mapErr("list "+r.kind, err)
+	}
+	var recs []record
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, mapErr("list "+r.kind, err)
+	}
+	out := make([]M, 0, len(recs))
+	for _, rec := range recs {
+		v, err := r.decode(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v.Msg)
+	}
+	return out, nil
+}
+
+// Update replaces the object if it is still at version; Aborted if another
+// writer got there first, NotFound if it is gone.
+func (r *Records[M]) Update(ctx context.Context, id string, version int64, msg M) error {
+	body, err := toBSON(msg)
+	if err != nil {
+		return err
+	}
+	res, err := r.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "body", Value: body}, {Key: "version", Value: version + 1}}}})
+	if err != nil {
+		return mapErr("update "+r.kind, err)
+	}
+	if res.MatchedCount == 1 {
+		return nil
+	}
+	if _, err := r.Get(ctx, id); err != nil {
+		return err
+	}
+	return errs.Aborted("%s %q was changed by another request; read it again and retry", r.kind, id)
+}
+
+// Modify reads the object, applies change and writes it back conditionally
+// on the version read. A concurrent writer makes it fail with Aborted rather
+// than lose either update.
+func (r *Records[M]) Modify(ctx context.Context, id string, change func(M) error) (M, error) {
+	var zero M
+	cur, err := r.Get(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	if err := change(cur.Msg); err != nil {
+		return zero, err
+	}
+	if err := r.Update(ctx, id, cur.Version, cur.Msg); err != nil {
+		return zero, err
+	}
+	return cur.Msg, nil
+}
+
+// Delete removes the object; NotFound if missing.
+func (r *Records[M]) Delete(ctx context.Context, id string) error {
+	res, err := r.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	if err != nil {
+		return mapErr("delete "+r.kind, err)
+	}
+	if res.DeletedCount == 0 {
+		return errs.NotFound("%s %q not found", r.kind, id)
+	}
+	return nil
+}
+
+func (r *Records[M]) decode(rec record) (Versioned[M], error) {
+	msg := r.newMsg()
+	if err := fromBSON(rec.Body, msg); err != nil {
+		return Versioned[M]{}, errs.Internal(fmt.Errorf("decode %s %q: %w", r.kind, rec.ID, err), "store error")
+	}
+	return Versioned[M]{Msg: msg, Version: rec.Version}, nil
+}
+
+// toBSON stores a message as the document of its protobuf JSON form (proto
+// field names), so records stay readable with any MongoDB tool.
+func toBSON(msg proto.Message) (bson.Raw, error) {
+	j, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(msg)
+	if err != nil {
+		return nil, errs.Internal(err, "encode record")
+	}
+	var d bson.D
+	if err := bson.UnmarshalExtJSON(j, false, &d); err != nil {
+		return nil, errs.Internal(err, "encode record")
+	}
+	raw, err := bson.Marshal(d)
+	if err != nil {
+		return nil, errs.Internal(err, "encode record")
+	}
+	return raw, nil
+}
+
+func fromBSON(raw bson.Raw, msg proto.Message) error {
+	j, err := bson.MarshalExtJSON(raw, false, false)
+	if err != nil {
+		return err
+	}
+	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(j, msg)
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+const (
+	opMsg         = 2013
+	flagMoreToCome = 1 << 1
+	maxMessage    = 48 << 20 // MongoDB's maxMessageSizeBytes
+)
+
+// Serializer is a MongoDB wire-protocol proxy that forwards one request (and
+// its reply) at a time to a backend, whatever number of clients and
+// connections are open. It exists because the embedded FerretDB's updates are
+// not atomic under concurrency.
+type Serializer struct {
+	ln      net.Listener
+	backend func() (string, error)
+
+	op sync.Mutex // held from a request's first byte to its reply's last
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewSerializer listens on addr and forwards to the address backend returns
+// at each new connection (so the backend may restart on another port).
+func NewSerializer(addr string, backend func() (string, error)) (*Serializer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serializer listen: %w", err)
+	}
+	s := &Serializer{ln: ln, backend: backend, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr is the address clients connect to.
+func (s *Serializer) Addr() string { return s.ln.Addr().String() }
+
+// Close stops accepting and closes every open connection.
+func (s *Serializer) Close() error {
+	err := s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Serializer) track(c net.Conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.conns == nil {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Serializer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serve(c)
+		}()
+	}
+}
+
+// serve relays one client connection over its own backend connection. The
+// request is read whole before the lock is taken, and the reply read whole
+// before it is released, so a slow client never holds up the others.
+func (s *Serializer) serve(client net.Conn) {
+	defer client.Close()
+	addr, err := s.backend()
+	if err != nil {
+		return
+	}
+	backend, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer backend.Close()
+	s.track(client, true)
+	s.track(backend, true)
+	defer s.track(client, false)
+	defer s.track(backend, false)
+
+	for {
+		req, err := readMessage(client)
+		if err != nil {
+			return
+		}
+		replies, err := s.roundTrip(backend, req)
+		if err != nil {
+			return
+		}
+		for _, r := range replies {
+			if _, err := client.Write(r); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *Serializer) roundTrip(backend net.Conn, req []byte) ([][]byte, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	if _, err := backend.Write(req); err != nil {
+		return nil, err
+	}
+	if !expectsReply(req) {
+		return nil, nil
+	}
+	var replies [][]byte
+	for {
+		r, err := readMessage(backend)
+		if err != nil {
+			return nil, err
+		}
+		replies = append(replies, r)
+		if !moreToCome(r) {
+			return replies, nil
+		}
+	}
+}
+
+func readMessage(r io.Reader) ([]byte, error) {
+	var hdr [16]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.LittleEndian.Uint32(hdr[:4]))
+	if n < 16 || n > maxMessage {
+		return nil, errors.New("wire message length out of range")
+	}
+	msg := make([]byte, n)
+	copy(msg, hdr[:])
+	if _, err := io.ReadFull(r, msg[16:]); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+func isMsgWithFlag(m []byte, flag uint32) bool {
+	return len(m) >= 20 && binary.LittleEndian.Uint32(m[12:16]) == opMsg &&
+		binary.LittleEndian.Uint32(m[16:20])&flag != 0
+}
+
+// expectsReply is false only for an OP_MSG sent with moreToCome (an
+// unacknowledged write): the server answers nothing.
+func expectsReply(req []byte) bool { return !isMsgWithFlag(req, flagMoreToCome) }
+
+// moreToCome marks an exhaust reply that further replies follow.
+func moreToCome(reply []byte) bool { return isMsgWithFlag(reply, flagMoreToCome) }

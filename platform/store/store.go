@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+	"go.uber.org/zap"
+
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// Config selects the database. With URI empty, an embedded FerretDB runs
+// under DataDir/store.
+type Config struct {
+	URI      string
+	Database string
+	DataDir  string
+}
+
+// Store is a connected database handle shared by a process's services.
+type Store struct {
+	client   *mongo.Client
+	db       *mongo.Database
+	embedded *Embedded
+	uri      string
+}
+
+// Open connects to cfg.URI, or starts the embedded store when it is empty.
+// It does not wait for the server: a store that is down makes requests fail
+// with Unavailable until it is back, and the driver reconnects by itself.
+func Open(cfg Config, log *zap.Logger) (*Store, error) {
+	if cfg.Database == "" {
+		return nil, errors.New("store: database name is empty")
+	}
+	s := &Store{}
+	uri := cfg.URI
+	if uri == "" {
+		e, err := StartEmbedded(filepath.Join(cfg.DataDir, "store"), log)
+		if err != nil {
+			return nil, err
+		}
+		s.embedded = e
+		uri = e.URI()
+	}
+	opts := options.Client().ApplyURI(uri).
+		SetServerSelectionTimeout(3 * time.Second).
+		SetConnectTimeout(3 * time.Second).
+		SetAppName("dcm")
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		s.Close(context.Background())
+		// The URI may hold a password: do not echo the driver's message.
+		return nil, errors.New("store: invalid MongoDB URI")
+	}
+	s.client, s.uri = client, uri
+	s.db = client.Database(cfg.Database)
+	return s, nil
+}
+
+// ClientURI is the URI this store was opened with (the serializer's, for
+// the embedded store). It may carry credentials: never log it.
+func (s *Store) ClientURI() string { return s.uri }
+
+// Database is the handle services open their collections on.
+func (s *Store) Database() *mongo.Database { return s.db }
+
+// Embedded is the in-process store, or nil when connected by URI.
+func (s *Store) Embedded() *Embedded { return s.embedded }
+
+// Ping reports whether the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return mapErr("ping", s.client.Ping(ctx, readpref.Primary()))
+}
+
+// Close disconnects and stops the embedded store, if any.
+func (s *Store) Close(ctx context.Context) {
+	if s.client != nil {
+		_ = s.client.Disconnect(ctx)
+	}
+	if s.embedded != nil {
+		s.embedded.Close()
+	}
+}
+
+// mapErr turns driver errors into domain errors: a store that cannot be
+// reached is Unavailable (HTTP 503), never an internal error.
+func mapErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return err
+	case mongo.IsNetworkError(err), mongo.IsTimeout(err), isServerSelection(err):
+		return errs.Unavailable(fmt.Errorf("%s: %w", op, err), "store unavailable, retry later")
+	}
+	return errs.Internal(fmt.Errorf("%s: %w", op, err), "store error")
+}
+
+func isServerSelection(err error) bool {
+	var sse topology.ServerSelectionError
+	return errors.As(err, &sse)
+}
