@@ -50,7 +50,12 @@ type Body struct {
 
 // WriteHTTP writes st as an HTTP error response.
 func WriteHTTP(w http.ResponseWriter, st *status.Status) {
-	code := HTTPStatus(st.Code())
+	WriteHTTPStatus(w, HTTPStatus(st.Code()), st)
+}
+
+// WriteHTTPStatus writes st with an explicit HTTP status (for the few HTTP
+// conditions gRPC has no code for, such as 405).
+func WriteHTTPStatus(w http.ResponseWriter, code int, st *status.Status) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(Body{

@@ -23,6 +23,7 @@ func New(service, level string) (*zap.Logger, error) {
 	cfg.EncoderConfig.TimeKey = "time"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	cfg.Sampling = nil
+	cfg.DisableStacktrace = true // the recovery interceptor logs a panic's stack itself
 	l, err := cfg.Build()
 	if err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // Embedded is an in-process FerretDB (SQLite files under a directory) behind
@@ -120,11 +119,12 @@ func (e *Embedded) Close() {
 	e.StopBackend()
 }
 
-// zapHandler sends FerretDB's slog records to zap at warn level and above;
-// its info logs (one per connection) are noise for us.
+// zapHandler sends FerretDB's slog records at error level to zap. Below
+// that it logs every connection and every failed command (the driver's
+// endSessions, which it lacks, at each disconnect): noise for us.
 type zapHandler struct{ l *zap.Logger }
 
-func (h zapHandler) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelWarn }
+func (h zapHandler) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelError }
 
 func (h zapHandler) Handle(_ context.Context, r slog.Record) error {
 	fields := make([]zap.Field, 0, r.NumAttrs())
@@ -132,11 +132,7 @@ func (h zapHandler) Handle(_ context.Context, r slog.Record) error {
 		fields = append(fields, zap.Any(a.Key, a.Value.Any()))
 		return true
 	})
-	lvl := zapcore.WarnLevel
-	if r.Level >= slog.LevelError {
-		lvl = zapcore.ErrorLevel
-	}
-	h.l.Log(lvl, r.Message, fields...)
+	h.l.Error(r.Message, fields...)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -175,3 +176,7 @@ func fromBSON(raw bson.Raw, msg proto.Message) error {
 	}
 	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(j, msg)
 }
+
+// Key joins the names on a record's path (project, logical cloud, name...)
+// into its id. Names are DNS-1123 labels, so "/" cannot occur in them.
+func Key(names ...string) string { return strings.Join(names, "/") }

@@ -10,9 +10,9 @@ import (
 )
 
 const (
-	opMsg         = 2013
+	opMsg          = 2013
 	flagMoreToCome = 1 << 1
-	maxMessage    = 48 << 20 // MongoDB's maxMessageSizeBytes
+	maxMessage     = 48 << 20 // MongoDB's maxMessageSizeBytes
 )
 
 // Serializer is a MongoDB wire-protocol proxy that forwards one request (and

@@ -1,0 +1,132 @@
+// Package app is the body of every DCM program's main: signal context, config,
+// logger, store, server, Run. It must not know about any service.
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/dcm-project/dcm/platform/config"
+	"github.com/dcm-project/dcm/platform/logging"
+	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Env is what a program's build functions get. Config.GRPCAddr is the
+// bound address (a ":0" port resolved), so peers can dial it.
+type Env struct {
+	Config server.Config
+	Log    *zap.Logger
+	// Store is nil unless the program asked for one.
+	Store *store.Store
+}
+
+// Build turns an Env into the services a program serves and the options it
+// runs with. A program without services has no gRPC listener.
+type Build func(ctx context.Context, env *Env) ([]server.Service, server.Options, error)
+
+// Main runs a program named name and exits.
+func Main(name string, needStore bool, build Build) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, name, needStore, build)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, name string, needStore bool, build Build) error {
+	p, err := Start(ctx, name, os.Args[1:], needStore, build)
+	if err != nil {
+		return err
+	}
+	return p.Wait()
+}
+
+// Program is a started program.
+type Program struct {
+	Env    *Env
+	Server *server.Server
+	done   chan error
+}
+
+// Wait blocks until the program has stopped and returns why.
+func (p *Program) Wait() error { return <-p.done }
+
+// Start loads configuration from args and the environment, builds the
+// program and serves in the background until ctx ends.
+func Start(ctx context.Context, name string, args []string, needStore bool, build Build) (_ *Program, err error) {
+	var cfg server.Config
+	if err := config.Load(&cfg, name, args); err != nil {
+		return nil, err
+	}
+	log, err := logging.New(name, cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("config", zap.String("config", config.Dump(&cfg)))
+
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for _, f := range cleanup {
+				f()
+			}
+		}
+	}()
+	var grpcLn net.Listener
+	if cfg.GRPCAddr != "" {
+		if grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
+		}
+		cleanup = append(cleanup, func() { _ = grpcLn.Close() })
+		cfg.GRPCAddr = grpcLn.Addr().String()
+	}
+	env := &Env{Config: cfg, Log: log}
+	if needStore {
+		st, err := store.Open(store.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase, DataDir: cfg.DataDir}, log.Named("store"))
+		if err != nil {
+			return nil, err
+		}
+		env.Store = st
+		cleanup = append(cleanup, func() { st.Close(context.Background()) })
+	}
+	services, opts, err := build(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if len(services) == 0 && grpcLn != nil {
+		_ = grpcLn.Close()
+		grpcLn = nil
+	}
+	opts.GRPCListener = grpcLn
+	if env.Store != nil {
+		opts.OnStop = append(opts.OnStop, env.Store.Close)
+	}
+	srv, err := server.New(cfg, log, opts, services...)
+	if err != nil {
+		return nil, err
+	}
+	p := &Program{Env: env, Server: srv, done: make(chan error, 1)}
+	go func() {
+		err := srv.Run(ctx)
+		_ = log.Sync()
+		p.done <- err
+	}()
+	return p, nil
+}
+
+// StoreBuild is the Build of a program serving one service that needs only
+// the store.
+func StoreBuild[S server.Service](newService func(*store.Store) S) Build {
+	return func(_ context.Context, env *Env) ([]server.Service, server.Options, error) {
+		return []server.Service{newService(env.Store)}, server.Options{}, nil
+	}
+}

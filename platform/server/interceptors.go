@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"buf.build/go/protovalidate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/logging"
+)
+
+// RequestIDHeader is propagated from REST through gRPC into every log line.
+const RequestIDHeader = "x-request-id"
+
+var (
+	rpcTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "dcm_grpc_requests_total",
+		Help: "gRPC requests handled, by method and code.",
+	}, []string{"method", "code"})
+	rpcSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "dcm_grpc_request_seconds",
+		Help:    "gRPC request latency, by method.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"method"})
+)
+
+// chain is the one interceptor chain of every service, in this order:
+// recovery, validation, logging (which also maps errors to statuses) and
+// metrics. Tracing is the otelgrpc stats handler, around all of them.
+type chain struct {
+	log       *zap.Logger
+	validator protovalidate.Validator
+}
+
+func (c *chain) unary() []grpc.UnaryServerInterceptor {
+	return []grpc.UnaryServerInterceptor{c.recoverUnary, c.validateUnary, c.logUnary, c.metricsUnary}
+}
+
+func (c *chain) stream() []grpc.StreamServerInterceptor {
+	return []grpc.StreamServerInterceptor{c.recoverStream, c.validateStream, c.logStream, c.metricsStream}
+}
+
+func (c *chain) recovered(method string, p any) error {
+	c.log.Error("panic in handler", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+	return status.Error(codes.Internal, "internal error")
+}
+
+func (c *chain) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = c.recovered(info.FullMethod, p)
+		}
+	}()
+	return h(ctx, req)
+}
+
+func (c *chain) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = c.recovered(info.FullMethod, p)
+		}
+	}()
+	return h(srv, ss)
+}
+
+// validate checks the protovalidate rules of a request message and reports
+// the first violation as InvalidArgument naming the field.
+func (c *chain) validate(req any) error {
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return nil
+	}
+	err := c.validator.Validate(msg)
+	if err == nil {
+		return nil
+	}
+	if ve, ok := err.(*protovalidate.ValidationError); ok && len(ve.Violations) > 0 {
+		v := ve.Violations[0]
+		field := protovalidate.FieldPathString(v.Proto.GetField())
+		return errs.Invalid(field, "%s", v.Proto.GetMessage())
+	}
+	return errs.Internal(err, "validation failed")
+}
+
+func (c *chain) validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := c.validate(req); err != nil {
+		return nil, errs.ToStatus(err).Err()
+	}
+	return h(ctx, req)
+}
+
+type validatingStream struct {
+	grpc.ServerStream
+	c *chain
+}
+
+func (s validatingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if err := s.c.validate(m); err != nil {
+		return errs.ToStatus(err).Err()
+	}
+	return nil
+}
+
+func (c *chain) validateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, validatingStream{ss, c})
+}
+
+// requestLogger returns the request-scoped logger: method, request id (from
+// the caller or made here) and, when traced, the trace id.
+func (c *chain) requestLogger(ctx context.Context, method string) (context.Context, *zap.Logger) {
+	id := ""
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(RequestIDHeader); len(v) > 0 {
+			id = v[0]
+		}
+	}
+	if id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	fields := []zap.Field{zap.String("grpc.method", method), zap.String("request_id", id)}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
+	}
+	l := c.log.With(fields...)
+	return logging.With(ctx, l), l
+}
+
+// finish logs the outcome once, with any internal detail, and returns the
+// clean status the caller sees.
+func finish(l *zap.Logger, start time.Time, err error) error {
+	st := errs.ToStatus(err)
+	fields := []zap.Field{zap.Duration("duration", time.Since(start)), zap.String("grpc.code", st.Code().String())}
+	switch st.Code() {
+	case codes.OK:
+		l.Info("request", fields...)
+	case codes.Internal, codes.Unknown, codes.Unavailable, codes.DataLoss:
+		l.Error("request failed", append(fields, zap.Error(err))...)
+	default:
+		l.Info("request", append(fields, zap.String("error", st.Message()))...)
+	}
+	return st.Err()
+}
+
+func (c *chain) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	ctx, l := c.requestLogger(ctx, info.FullMethod)
+	resp, err := h(ctx, req)
+	if err = finish(l, start, err); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
+func (c *chain) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	ctx, l := c.requestLogger(ss.Context(), info.FullMethod)
+	return finish(l, start, h(srv, ctxStream{ss, ctx}))
+}
+
+func observe(method string, start time.Time, err error) {
+	rpcTotal.WithLabelValues(method, status.Code(err).String()).Inc()
+	rpcSeconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+func (c *chain) metricsUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := h(ctx, req)
+	observe(info.FullMethod, start, err)
+	return resp, err
+}
+
+func (c *chain) metricsStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	err := h(srv, ss)
+	observe(info.FullMethod, start, err)
+	return err
+}
+
+func mustValidator() protovalidate.Validator {
+	v, err := protovalidate.New()
+	if err != nil {
+		panic(fmt.Sprintf("protovalidate: %v", err))
+	}
+	return v
+}

@@ -1,0 +1,184 @@
+// Package server is the one bootstrap every DCM program runs: a gRPC server
+// with the shared interceptor chain, health and reflection, an HTTP listener
+// for /metrics, /healthz and (for the gateway) REST, background loops, and a
+// graceful shutdown that reports NOT_SERVING before it stops. It must not
+// know about any service.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// Service is a gRPC API a program serves.
+type Service interface {
+	Register(s grpc.ServiceRegistrar)
+}
+
+// Options are the optional parts of a program.
+type Options struct {
+	// HTTPHandler serves every HTTP path but /metrics and /healthz (the gateway's REST API).
+	HTTPHandler http.Handler
+	// Background loops run beside the servers and stop with them.
+	Background []func(ctx context.Context) error
+	// OnStop runs after the servers stopped (close the store here).
+	OnStop []func(ctx context.Context)
+	// GRPCListener, when set, is used instead of listening on Config.GRPCAddr;
+	// nil with no services means no gRPC listener.
+	GRPCListener net.Listener
+}
+
+// Server is a running program's listeners and servers.
+type Server struct {
+	cfg    Config
+	log    *zap.Logger
+	opts   Options
+	grpc   *grpc.Server
+	health *health.Server
+	http   *http.Server
+	grpcLn net.Listener
+	httpLn net.Listener
+}
+
+// New listens on the configured addresses and registers services. Nothing
+// is served until Run.
+func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Server, error) {
+	s := &Server{cfg: cfg, log: log, opts: opts}
+	if ln := opts.GRPCListener; ln != nil || (len(services) > 0 && cfg.GRPCAddr != "") {
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+				return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
+			}
+		}
+		s.grpcLn = ln
+		c := &chain{log: log, validator: mustValidator()}
+		s.grpc = grpc.NewServer(
+			grpc.StatsHandler(otelgrpc.NewServerHandler()),
+			grpc.ChainUnaryInterceptor(c.unary()...),
+			grpc.ChainStreamInterceptor(c.stream()...),
+		)
+		for _, svc := range services {
+			svc.Register(s.grpc)
+		}
+		s.health = health.NewServer()
+		healthpb.RegisterHealthServer(s.grpc, s.health)
+		reflection.Register(s.grpc)
+		for name := range s.grpc.GetServiceInfo() {
+			s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+		}
+	}
+	if cfg.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
+		}
+		s.httpLn = ln
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		})
+		if opts.HTTPHandler != nil {
+			mux.Handle("/", opts.HTTPHandler)
+		}
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	return s, nil
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range []net.Listener{s.grpcLn, s.httpLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// GRPCAddr is the bound gRPC address ("" when disabled).
+func (s *Server) GRPCAddr() string { return addrOf(s.grpcLn) }
+
+// HTTPAddr is the bound HTTP address ("" when disabled).
+func (s *Server) HTTPAddr() string { return addrOf(s.httpLn) }
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// Run serves until ctx ends or a part fails, then shuts everything down:
+// health goes NOT_SERVING, in-flight requests get ShutdownGrace to finish.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	if s.grpc != nil {
+		g.Go(func() error { return s.grpc.Serve(s.grpcLn) })
+	}
+	if s.http != nil {
+		g.Go(func() error {
+			if err := s.http.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	for _, loop := range s.opts.Background {
+		g.Go(func() error { return loop(gctx) })
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		s.shutdown()
+		return nil
+	})
+	s.log.Info("serving", zap.String("grpc", s.GRPCAddr()), zap.String("http", s.HTTPAddr()))
+	err := g.Wait()
+	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	for _, f := range s.opts.OnStop {
+		f(stopCtx)
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+func (s *Server) shutdown() {
+	s.log.Info("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if s.health != nil {
+		s.health.Shutdown() // every service NOT_SERVING before we stop
+	}
+	if s.http != nil {
+		_ = s.http.Shutdown(ctx)
+	}
+	if s.grpc != nil {
+		done := make(chan struct{})
+		go func() {
+			s.grpc.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.grpc.Stop()
+		}
+	}
+}

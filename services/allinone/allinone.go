@@ -1,0 +1,53 @@
+// Package allinone composes every DCM service and the REST gateway into one
+// program (the embedded default): one store, one gRPC endpoint serving every
+// service, one HTTP endpoint for REST, /metrics and /healthz. Services still
+// reach each other only through their gRPC clients, over that endpoint.
+package allinone
+
+import (
+	"context"
+
+	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/services/cadist"
+	"github.com/dcm-project/dcm/services/core"
+	"github.com/dcm-project/dcm/services/gateway"
+	"github.com/dcm-project/dcm/services/namespace"
+	"github.com/dcm-project/dcm/services/quota"
+	"github.com/dcm-project/dcm/services/rsync"
+	"github.com/dcm-project/dcm/services/servicemesh"
+	"github.com/dcm-project/dcm/services/traffic"
+	"github.com/dcm-project/dcm/services/user"
+)
+
+// Name is the all-in-one program's name.
+const Name = "dcm"
+
+// Builds are the parts of the program, in start order.
+var Builds = []app.Build{
+	core.Build, namespace.Build, user.Build, quota.Build,
+	servicemesh.Build, cadist.Build, traffic.Build, rsync.Build,
+	gateway.Build,
+}
+
+// Build is the all-in-one program's app.Build.
+func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	var all []server.Service
+	var opts server.Options
+	for _, b := range Builds {
+		svcs, o, err := b(ctx, env)
+		if err != nil {
+			for _, stop := range opts.OnStop {
+				stop(ctx)
+			}
+			return nil, server.Options{}, err
+		}
+		all = append(all, svcs...)
+		if o.HTTPHandler != nil {
+			opts.HTTPHandler = o.HTTPHandler
+		}
+		opts.Background = append(opts.Background, o.Background...)
+		opts.OnStop = append(opts.OnStop, o.OnStop...)
+	}
+	return all, opts, nil
+}

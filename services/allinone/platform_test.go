@@ -1,0 +1,116 @@
+package allinone_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// listServices does what `grpcurl -plaintext ADDR list` does.
+func listServices(t *testing.T, addr string) []string {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
+	}))
+	resp, err := stream.Recv()
+	require.NoError(t, err)
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	sort.Strings(names)
+	return names
+}
+
+var dcmServices = []string{
+	"dcm.cadist.v1.CaDistService",
+	"dcm.core.v1.CoreService",
+	"dcm.namespace.v1.NamespaceService",
+	"dcm.quota.v1.QuotaService",
+	"dcm.rsync.v1.RsyncService",
+	"dcm.servicemesh.v1.ServiceMeshService",
+	"dcm.traffic.v1.TrafficService",
+	"dcm.user.v1.UserService",
+}
+
+func TestEveryServiceIsServedWithHealthAndReflection(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	names := listServices(t, s.GRPC)
+	for _, want := range append(dcmServices, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection") {
+		require.Contains(t, names, want)
+	}
+
+	conn, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	for _, svc := range dcmServices {
+		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		require.NoError(t, err)
+		require.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus(), svc)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestHealthMetricsAndOpenAPI(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	code, body := get(t, s.URL+"/healthz")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"status":"ok"}`, body)
+
+	code, _ = get(t, s.URL+"/v2/projects")
+	require.Equal(t, 200, code)
+	code, body = get(t, s.URL+"/metrics")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `dcm_grpc_requests_total{code="OK",method="/dcm.core.v1.CoreService/ListProjects"}`)
+
+	code, body = get(t, s.URL+"/openapi.json")
+	require.Equal(t, 200, code)
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &doc))
+	require.Contains(t, doc.Paths, "/v2/projects")
+	require.Contains(t, doc.Paths["/v2/projects/{project}"], "put")
+	require.True(t, strings.Contains(body, `"userData1"`), "OpenAPI uses the documented JSON names")
+}
+
+// TestTwoInstancesSideBySide: nothing listens on a fixed port, so two
+// programs with their own addresses and data dirs run at once.
+func TestTwoInstancesSideBySide(t *testing.T) {
+	t.Parallel()
+	a, b := stacktest.Start(t), stacktest.Start(t)
+	require.Equal(t, 201, first(call(t, "POST", a.URL+"/v2/projects", `{"metadata":{"name":"only-in-a"}}`)))
+	code, _ := call(t, "GET", b.URL+"/v2/projects/only-in-a", "")
+	require.Equal(t, 404, code, "separate stores")
+	code, _ = call(t, "GET", a.URL+"/v2/projects/only-in-a", "")
+	require.Equal(t, 200, code)
+}

@@ -1,0 +1,78 @@
+package core
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Service is the core service's gRPC API.
+type Service struct {
+	corev1.UnimplementedCoreServiceServer
+	projects *store.Records[*corev1.Project]
+}
+
+// New opens the core service's collections on st.
+func New(st *store.Store) *Service {
+	return &Service{
+		projects: store.NewRecords(st, "projects", "project", func() *corev1.Project { return &corev1.Project{} }),
+	}
+}
+
+// Register serves the API on r.
+func (s *Service) Register(r grpc.ServiceRegistrar) { corev1.RegisterCoreServiceServer(r, s) }
+
+// CreateProject implements corev1.CoreServiceServer.
+func (s *Service) CreateProject(ctx context.Context, req *corev1.CreateProjectRequest) (*corev1.CreateProjectResponse, error) {
+	p := &corev1.Project{Metadata: req.GetMetadata()}
+	if err := s.projects.Create(ctx, p.GetMetadata().GetName(), "", p); err != nil {
+		return nil, err
+	}
+	return &corev1.CreateProjectResponse{Project: p}, nil
+}
+
+// GetProject implements corev1.CoreServiceServer.
+func (s *Service) GetProject(ctx context.Context, req *corev1.GetProjectRequest) (*corev1.GetProjectResponse, error) {
+	p, err := s.projects.Get(ctx, req.GetProject())
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetProjectResponse{Project: p.Msg}, nil
+}
+
+// ListProjects implements corev1.CoreServiceServer.
+func (s *Service) ListProjects(ctx context.Context, _ *corev1.ListProjectsRequest) (*corev1.ListProjectsResponse, error) {
+	ps, err := s.projects.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ListProjectsResponse{Projects: ps}, nil
+}
+
+// UpdateProject implements corev1.CoreServiceServer. The name is the
+// record's identity: a body naming another project is refused.
+func (s *Service) UpdateProject(ctx context.Context, req *corev1.UpdateProjectRequest) (*corev1.UpdateProjectResponse, error) {
+	if n := req.GetMetadata().GetName(); n != req.GetProject() {
+		return nil, errs.Invalid("metadata.name", "must equal the project in the path (%q), got %q", req.GetProject(), n)
+	}
+	p, err := s.projects.Modify(ctx, req.GetProject(), func(p *corev1.Project) error {
+		p.Metadata = req.GetMetadata()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.UpdateProjectResponse{Project: p}, nil
+}
+
+// DeleteProject implements corev1.CoreServiceServer.
+func (s *Service) DeleteProject(ctx context.Context, req *corev1.DeleteProjectRequest) (*corev1.DeleteProjectResponse, error) {
+	if err := s.projects.Delete(ctx, req.GetProject()); err != nil {
+		return nil, err
+	}
+	return &corev1.DeleteProjectResponse{}, nil
+}
