@@ -58,18 +58,14 @@ func (s *Serializer) Close() error {
 	return err
 }
 
-func (s *Serializer) track(c net.Conn, add bool) bool {
+func (s *Serializer) track(c net.Conn, add bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !add {
+	if add {
+		s.conns[c] = struct{}{}
+	} else {
 		delete(s.conns, c)
-		return true
 	}
-	if s.conns == nil {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
 }
 
 func (s *Serializer) accept() {
@@ -91,7 +87,7 @@ func (s *Serializer) accept() {
 // request is read whole before the lock is taken, and the reply read whole
 // before it is released, so a slow client never holds up the others.
 func (s *Serializer) serve(client net.Conn) {
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	addr, err := s.backend()
 	if err != nil {
 		return
@@ -100,7 +96,7 @@ func (s *Serializer) serve(client net.Conn) {
 	if err != nil {
 		return
 	}
-	defer backend.Close()
+	defer func() { _ = backend.Close() }()
 	s.track(client, true)
 	s.track(backend, true)
 	defer s.track(client, false)

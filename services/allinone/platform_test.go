@@ -23,7 +23,7 @@ func listServices(t *testing.T, addr string) []string {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, stream.Send(&reflectionpb.ServerReflectionRequest{
@@ -60,7 +60,7 @@ func TestEveryServiceIsServedWithHealthAndReflection(t *testing.T) {
 
 	conn, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	hc := healthpb.NewHealthClient(conn)
 	for _, svc := range dcmServices {
 		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
@@ -73,7 +73,7 @@ func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)

@@ -10,6 +10,7 @@ replace (
 require (
 	github.com/dcm-project/dcm/gen v0.0.0-00010101000000-000000000000
 	github.com/dcm-project/dcm/platform v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.85.0
 	k8s.io/apimachinery v0.37.2
 )
@@ -69,7 +70,7 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.opentelemetry.io/proto/otlp v1.3.1 // indirect
+	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

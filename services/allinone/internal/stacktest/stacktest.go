@@ -27,6 +27,9 @@ type Stack struct {
 // Start runs the program until the test ends, then checks it shut down cleanly.
 func Start(t testing.TB) *Stack {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole program: not in -short (make test-unit)")
+	}
 	args := []string{
 		"-grpc-addr", "127.0.0.1:0",
 		"-http-addr", "127.0.0.1:0",

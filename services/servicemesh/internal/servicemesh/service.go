@@ -25,7 +25,9 @@ func New(st *store.Store) *Service {
 }
 
 // Register serves the API on r.
-func (s *Service) Register(r grpc.ServiceRegistrar) { servicemeshv1.RegisterServiceMeshServiceServer(r, s) }
+func (s *Service) Register(r grpc.ServiceRegistrar) {
+	servicemeshv1.RegisterServiceMeshServiceServer(r, s)
+}
 
 // CreateControlPlane implements servicemeshv1.ServiceMeshServiceServer. The
 // Istio namespace defaults to "<logical cloud>-istio-system", as the design

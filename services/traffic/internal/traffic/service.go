@@ -32,7 +32,9 @@ type appVersion interface {
 	GetVersion() string
 }
 
-func parentOf(r appVersion) string { return store.Key(r.GetProject(), r.GetCompositeApp(), r.GetVersion()) }
+func parentOf(r appVersion) string {
+	return store.Key(r.GetProject(), r.GetCompositeApp(), r.GetVersion())
+}
 
 // CreateTrafficIntentGroup implements trafficv1.TrafficServiceServer.
 func (s *Service) CreateTrafficIntentGroup(ctx context.Context, req *trafficv1.CreateTrafficIntentGroupRequest) (*trafficv1.CreateTrafficIntentGroupResponse, error) {

@@ -1,0 +1,64 @@
+# Distributed Cloud Manager: the two commands are `make run` and `make test`.
+SHELL      := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO         ?= go
+BIN        := $(CURDIR)/bin
+BUF        := $(BIN)/buf
+GOLANGCI   := $(BIN)/golangci-lint
+# Every package of every workspace module (go.work).
+PKGS       := github.com/dcm-project/dcm/...
+# What `make generate` writes; CI fails if regenerating changes it.
+GENERATED  := gen services/gateway/internal/openapi
+
+.PHONY: run build test test-unit test-all generate check-generated lint breaking clean
+
+## run: build and start the whole suite on the embedded store (REST :8080, gRPC :9090, data ./.dcm)
+run: build
+	$(BIN)/dcm
+
+## build: every program into bin/ (dcm = all-in-one; one per service; gateway)
+build:
+	$(GO) build -o $(BIN)/ $(PKGS)/cmd/...
+
+## test: everything CI runs: generated code up to date, lint, breaking check, all tests
+test: check-generated lint breaking test-all
+
+## test-all: every Go test, integration tests included
+test-all:
+	$(GO) test -count=1 $(PKGS)
+
+## test-unit: the fast tests only (no whole-program tests)
+test-unit:
+	$(GO) test -short -count=1 $(PKGS)
+
+## generate: regenerate gen/ and the OpenAPI document from proto/ with local plugins
+generate: $(BUF)
+	$(BUF) format -w
+	$(BUF) generate
+
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- $(GENERATED) proto)" ]; then \
+		echo "make generate changed tracked files: commit the regenerated code"; \
+		git status --porcelain -- $(GENERATED) proto; git diff --stat -- $(GENERATED) proto; exit 1; fi
+	@echo "generated code is up to date"
+
+## lint: go vet, buf lint, golangci-lint
+lint: $(BUF) $(GOLANGCI)
+	$(GO) vet $(PKGS)
+	$(BUF) lint
+	$(GOLANGCI) run $(foreach m,$(shell $(GO) list -m -f '{{.Dir}}'),$(m)/...)
+
+## breaking: buf breaking against the previous commit, once it has protos
+breaking: $(BUF)
+	@if git rev-parse -q --verify HEAD~1 >/dev/null && git cat-file -e HEAD~1:proto 2>/dev/null; then \
+		$(BUF) breaking --against '.git#ref=HEAD~1'; echo "no breaking change against HEAD~1"; \
+	else echo "breaking: HEAD~1 has no proto/ (or is not in this clone): nothing to compare"; fi
+
+$(BUF): tools/go.mod tools/go.sum
+	cd tools && GOWORK=off $(GO) build -o $(BUF) github.com/bufbuild/buf/cmd/buf
+
+$(GOLANGCI): tools/lint/go.mod tools/lint/go.sum
+	cd tools/lint && GOWORK=off $(GO) build -o $(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+clean:
+	rm -rf $(BIN)
