@@ -29,6 +29,7 @@ require (
 	github.com/dcm-project/dcm/services/user v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.85.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -90,6 +91,7 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e // indirect
