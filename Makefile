@@ -5,12 +5,13 @@ GO         ?= go
 BIN        := $(CURDIR)/bin
 BUF        := $(BIN)/buf
 GOLANGCI   := $(BIN)/golangci-lint
+GRPCURL    := $(BIN)/grpcurl
 # Every package of every workspace module (go.work).
 PKGS       := github.com/dcm-project/dcm/...
 # What `make generate` writes; CI fails if regenerating changes it.
 GENERATED  := gen services/gateway/internal/openapi
 
-.PHONY: run build test test-unit test-all generate check-generated lint breaking clean
+.PHONY: grpcurl run build test test-unit test-all generate check-generated lint breaking clean
 
 ## run: build and start the whole suite on the embedded store (REST :8080, gRPC :9090, data ./.dcm)
 run: build
@@ -59,6 +60,12 @@ $(BUF): tools/go.mod tools/go.sum
 
 $(GOLANGCI): tools/lint/go.mod tools/lint/go.sum
 	cd tools/lint && GOWORK=off $(GO) build -o $(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+## grpcurl: build grpcurl into bin/ (for debugging the gRPC APIs)
+grpcurl: $(GRPCURL)
+
+$(GRPCURL): tools/grpcurl/go.mod tools/grpcurl/go.sum
+	cd tools/grpcurl && GOWORK=off $(GO) build -o $(GRPCURL) github.com/fullstorydev/grpcurl/cmd/grpcurl
 
 clean:
 	rm -rf $(BIN)
