@@ -433,23 +433,23 @@ var File_dcm_cadist_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\"m\n" +
+	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"m\n" +
 	"\x04Root\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12)\n" +
 	"\vcertificate\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\vcertificate\"D\n" +
 	"\x11CreateRootRequest\x12/\n" +
 	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootB\x06\xbaH\x03\xc8\x01\x01R\x04root\"=\n" +
 	"\x12CreateRootResponse\x12'\n" +
-	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootR\x04root\"P\n" +
-	"\x0eGetRootRequest\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\":\n" +
+	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootR\x04root\"/\n" +
+	"\x0eGetRootRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\":\n" +
 	"\x0fGetRootResponse\x12'\n" +
 	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootR\x04root\"\x12\n" +
 	"\x10ListRootsRequest\">\n" +
 	"\x11ListRootsResponse\x12)\n" +
-	"\x05roots\x18\x01 \x03(\v2\x13.dcm.cadist.v1.RootR\x05roots\"S\n" +
-	"\x11DeleteRootRequest\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"\x14\n" +
+	"\x05roots\x18\x01 \x03(\v2\x13.dcm.cadist.v1.RootR\x05roots\"2\n" +
+	"\x11DeleteRootRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
 	"\x12DeleteRootResponse2\xcf\x02\n" +
 	"\rCaDistService\x12Q\n" +
 	"\n" +

@@ -479,25 +479,25 @@ var File_dcm_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/core/v1/service.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x19dcm/core/v1/project.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x1cgoogle/api/annotations.proto\"R\n" +
+	"\x19dcm/core/v1/service.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x19dcm/core/v1/project.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"R\n" +
 	"\x14CreateProjectRequest\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"G\n" +
 	"\x15CreateProjectResponse\x12.\n" +
-	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\"Y\n" +
-	"\x11GetProjectRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\"D\n" +
+	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\"8\n" +
+	"\x11GetProjectRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"D\n" +
 	"\x12GetProjectResponse\x12.\n" +
 	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\"\x15\n" +
 	"\x13ListProjectsRequest\"H\n" +
 	"\x14ListProjectsResponse\x120\n" +
-	"\bprojects\x18\x01 \x03(\v2\x14.dcm.core.v1.ProjectR\bprojects\"\x98\x01\n" +
-	"\x14UpdateProjectRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12:\n" +
+	"\bprojects\x18\x01 \x03(\v2\x14.dcm.core.v1.ProjectR\bprojects\"w\n" +
+	"\x14UpdateProjectRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12:\n" +
 	"\bmetadata\x18\x02 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"G\n" +
 	"\x15UpdateProjectResponse\x12.\n" +
-	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\"\\\n" +
-	"\x14DeleteProjectRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\"\x17\n" +
+	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\";\n" +
+	"\x14DeleteProjectRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"\x17\n" +
 	"\x15DeleteProjectResponse2\xf1\x04\n" +
 	"\vCoreService\x12x\n" +
 	"\rCreateProject\x12!.dcm.core.v1.CreateProjectRequest\x1a\".dcm.core.v1.CreateProjectResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*b\aproject\"\f/v2/projects\x12v\n" +

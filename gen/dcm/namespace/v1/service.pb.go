@@ -8,6 +8,7 @@ package namespacev1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -439,27 +440,27 @@ var File_dcm_namespace_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\"\x86\x01\n" +
-	"\tNamespace\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\x129\n" +
+	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"e\n" +
+	"\tNamespace\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2\x17.dcm.namespace.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\"8\n" +
 	"\x05Label\x12\x19\n" +
 	"\x03key\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xf3\x01\n" +
-	"\x16CreateNamespaceRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x12A\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xb1\x01\n" +
+	"\x16CreateNamespaceRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12A\n" +
 	"\tnamespace\x18\x03 \x01(\v2\x1b.dcm.namespace.v1.NamespaceB\x06\xbaH\x03\xc8\x01\x01R\tnamespace\"T\n" +
 	"\x17CreateNamespaceResponse\x129\n" +
-	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"\xad\x01\n" +
-	"\x13GetNamespaceRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\"Q\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"k\n" +
+	"\x13GetNamespaceRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Q\n" +
 	"\x14GetNamespaceResponse\x129\n" +
-	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"\xb0\x01\n" +
-	"\x16DeleteNamespaceRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\"\x19\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"n\n" +
+	"\x16DeleteNamespaceRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x19\n" +
 	"\x17DeleteNamespaceResponse2\xc1\x02\n" +
 	"\x10NamespaceService\x12f\n" +
 	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12]\n" +

@@ -560,34 +560,34 @@ var File_dcm_quota_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\"\x7f\n" +
+	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"\x7f\n" +
 	"\x05Quota\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12:\n" +
 	"\x04hard\x18\x02 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountB\b\xbaH\x05\x92\x01\x02\x10@R\x04hard\"Z\n" +
 	"\x0eResourceAmount\x12#\n" +
 	"\bresource\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\bresource\x12#\n" +
-	"\bquantity\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\bquantity\"\xdf\x01\n" +
-	"\x12CreateQuotaRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x121\n" +
+	"\bquantity\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\bquantity\"\x9d\x01\n" +
+	"\x12CreateQuotaRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x121\n" +
 	"\x05quota\x18\x03 \x01(\v2\x13.dcm.quota.v1.QuotaB\x06\xbaH\x03\xc8\x01\x01R\x05quota\"@\n" +
 	"\x13CreateQuotaResponse\x12)\n" +
-	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"\xe9\x01\n" +
-	"\x0fGetQuotaRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x12>\n" +
-	"\x04name\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"=\n" +
+	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"\x86\x01\n" +
+	"\x0fGetQuotaRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"=\n" +
 	"\x10GetQuotaResponse\x12)\n" +
-	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"\xab\x01\n" +
-	"\x11ListQuotasRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\"A\n" +
+	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"i\n" +
+	"\x11ListQuotasRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"A\n" +
 	"\x12ListQuotasResponse\x12+\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x13.dcm.quota.v1.QuotaR\x06quotas\"\xec\x01\n" +
-	"\x12DeleteQuotaRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x12>\n" +
-	"\x04name\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"\x15\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x13.dcm.quota.v1.QuotaR\x06quotas\"\x89\x01\n" +
+	"\x12DeleteQuotaRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x15\n" +
 	"\x13DeleteQuotaResponse2\xd2\x02\n" +
 	"\fQuotaService\x12R\n" +
 	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\x12I\n" +

@@ -423,22 +423,22 @@ var File_dcm_rsync_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\"M\n" +
+	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"M\n" +
 	"\x0fClusterProvider\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"p\n" +
 	"\x1cCreateClusterProviderRequest\x12P\n" +
 	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderB\x06\xbaH\x03\xc8\x01\x01R\x0fclusterProvider\"i\n" +
 	"\x1dCreateClusterProviderResponse\x12H\n" +
-	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x0fclusterProvider\"[\n" +
-	"\x19GetClusterProviderRequest\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"f\n" +
+	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x0fclusterProvider\":\n" +
+	"\x19GetClusterProviderRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"f\n" +
 	"\x1aGetClusterProviderResponse\x12H\n" +
 	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x0fclusterProvider\"\x1d\n" +
 	"\x1bListClusterProvidersRequest\"j\n" +
 	"\x1cListClusterProvidersResponse\x12J\n" +
-	"\x11cluster_providers\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x10clusterProviders\"^\n" +
-	"\x1cDeleteClusterProviderRequest\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"\x1f\n" +
+	"\x11cluster_providers\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x10clusterProviders\"=\n" +
+	"\x1cDeleteClusterProviderRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1f\n" +
 	"\x1dDeleteClusterProviderResponse2\xca\x03\n" +
 	"\fRsyncService\x12p\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\x12g\n" +

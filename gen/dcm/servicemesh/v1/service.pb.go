@@ -8,6 +8,7 @@ package servicemeshv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -468,27 +469,27 @@ var File_dcm_servicemesh_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\n" +
-	" dcm/servicemesh/v1/service.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\"u\n" +
-	"\fControlPlane\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\x12%\n" +
-	"\tnamespace\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\tnamespace\"\xb0\x01\n" +
-	"\x19CreateControlPlaneRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12M\n" +
+	" dcm/servicemesh/v1/service.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"T\n" +
+	"\fControlPlane\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12%\n" +
+	"\tnamespace\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\tnamespace\"\x8f\x01\n" +
+	"\x19CreateControlPlaneRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12M\n" +
 	"\rcontrol_plane\x18\x02 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneB\x06\xbaH\x03\xc8\x01\x01R\fcontrolPlane\"c\n" +
 	"\x1aCreateControlPlaneResponse\x12E\n" +
-	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\fcontrolPlane\"\x9e\x01\n" +
-	"\x16GetControlPlaneRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12>\n" +
-	"\x04name\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"`\n" +
+	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\fcontrolPlane\"\\\n" +
+	"\x16GetControlPlaneRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x1d\n" +
+	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"`\n" +
 	"\x17GetControlPlaneResponse\x12E\n" +
-	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\fcontrolPlane\"`\n" +
-	"\x18ListControlPlanesRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\"d\n" +
+	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\fcontrolPlane\"?\n" +
+	"\x18ListControlPlanesRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"d\n" +
 	"\x19ListControlPlanesResponse\x12G\n" +
-	"\x0econtrol_planes\x18\x01 \x03(\v2 .dcm.servicemesh.v1.ControlPlaneR\rcontrolPlanes\"\xa1\x01\n" +
-	"\x19DeleteControlPlaneRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12>\n" +
-	"\x04name\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"\x1c\n" +
+	"\x0econtrol_planes\x18\x01 \x03(\v2 .dcm.servicemesh.v1.ControlPlaneR\rcontrolPlanes\"_\n" +
+	"\x19DeleteControlPlaneRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x1d\n" +
+	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1c\n" +
 	"\x1aDeleteControlPlaneResponse2\xdc\x03\n" +
 	"\x12ServiceMeshService\x12s\n" +
 	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\x12j\n" +

@@ -531,34 +531,34 @@ var File_dcm_traffic_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\"P\n" +
+	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"P\n" +
 	"\x12TrafficIntentGroup\x12:\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"\xd2\x02\n" +
-	"\x1fCreateTrafficIntentGroupRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12E\n" +
-	"\rcomposite_app\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x02rb\x12D\n" +
-	"\aversion\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aversion\x12\\\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"\xef\x01\n" +
+	"\x1fCreateTrafficIntentGroupRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\\\n" +
 	"\x14traffic_intent_group\x18\x04 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupB\x06\xbaH\x03\xc8\x01\x01R\x12trafficIntentGroup\"x\n" +
 	" CreateTrafficIntentGroupResponse\x12T\n" +
-	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\xb1\x02\n" +
-	"\x1cGetTrafficIntentGroupRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12E\n" +
-	"\rcomposite_app\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x02rb\x12D\n" +
-	"\aversion\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aversion\x12>\n" +
-	"\x04name\x18\x04 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"u\n" +
+	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\xad\x01\n" +
+	"\x1cGetTrafficIntentGroupRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1d\n" +
+	"\x04name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"u\n" +
 	"\x1dGetTrafficIntentGroupResponse\x12T\n" +
-	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\xf3\x01\n" +
-	"\x1eListTrafficIntentGroupsRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12E\n" +
-	"\rcomposite_app\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x02rb\x12D\n" +
-	"\aversion\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aversion\"y\n" +
+	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\x90\x01\n" +
+	"\x1eListTrafficIntentGroupsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\"y\n" +
 	"\x1fListTrafficIntentGroupsResponse\x12V\n" +
-	"\x15traffic_intent_groups\x18\x01 \x03(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x13trafficIntentGroups\"\xb4\x02\n" +
-	"\x1fDeleteTrafficIntentGroupRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12E\n" +
-	"\rcomposite_app\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x02rb\x12D\n" +
-	"\aversion\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aversion\x12>\n" +
-	"\x04name\x18\x04 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"\"\n" +
+	"\x15traffic_intent_groups\x18\x01 \x03(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x13trafficIntentGroups\"\xb0\x01\n" +
+	"\x1fDeleteTrafficIntentGroupRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1d\n" +
+	"\x04name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\"\n" +
 	" DeleteTrafficIntentGroupResponse2\x80\x04\n" +
 	"\x0eTrafficService\x12}\n" +
 	"\x18CreateTrafficIntentGroup\x12/.dcm.traffic.v1.CreateTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.CreateTrafficIntentGroupResponse\x12t\n" +

@@ -99,9 +99,9 @@ var File_dcm_types_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_dcm_types_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/types/v1/metadata.proto\x12\fdcm.types.v1\x1a\x1bbuf/validate/validate.proto\"\xc8\x01\n" +
-	"\bMetadata\x12>\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\x12*\n" +
+	"\x1bdcm/types/v1/metadata.proto\x12\fdcm.types.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"\xa7\x01\n" +
+	"\bMetadata\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12'\n" +
 	"\n" +
 	"user_data1\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\tuserData1\x12'\n" +
@@ -137,6 +137,7 @@ func file_dcm_types_v1_metadata_proto_init() {
 	if File_dcm_types_v1_metadata_proto != nil {
 		return
 	}
+	file_dcm_types_v1_rules_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

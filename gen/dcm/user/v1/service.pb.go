@@ -8,6 +8,7 @@ package userv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -503,31 +504,31 @@ var File_dcm_user_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\"|\n" +
-	"\x04User\x12C\n" +
-	"\x04name\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\tuser-name\x12/\n" +
-	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\"\xda\x01\n" +
-	"\x11CreateUserRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x12-\n" +
+	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"[\n" +
+	"\x04User\x12\"\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\tuser-name\x12/\n" +
+	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\"\x98\x01\n" +
+	"\x11CreateUserRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12-\n" +
 	"\x04user\x18\x03 \x01(\v2\x11.dcm.user.v1.UserB\x06\xbaH\x03\xc8\x01\x01R\x04user\";\n" +
 	"\x12CreateUserResponse\x12%\n" +
-	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"\xe8\x01\n" +
-	"\x0eGetUserRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x12>\n" +
-	"\x04name\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"8\n" +
+	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"\x85\x01\n" +
+	"\x0eGetUserRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"8\n" +
 	"\x0fGetUserResponse\x12%\n" +
-	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"\xaa\x01\n" +
-	"\x10ListUsersRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\"<\n" +
+	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"h\n" +
+	"\x10ListUsersRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"<\n" +
 	"\x11ListUsersResponse\x12'\n" +
-	"\x05users\x18\x01 \x03(\v2\x11.dcm.user.v1.UserR\x05users\"\xeb\x01\n" +
-	"\x11DeleteUserRequest\x12D\n" +
-	"\aproject\x18\x01 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\aproject\x12P\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\rlogical-cloud\x12>\n" +
-	"\x04name\x18\x03 \x01(\tB*\xbaH'r%\x10\x01\x18?2\x1f^[a-z0-9]([-a-z0-9]*[a-z0-9])?$R\x04name\"\x14\n" +
+	"\x05users\x18\x01 \x03(\v2\x11.dcm.user.v1.UserR\x05users\"\x88\x01\n" +
+	"\x11DeleteUserRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
 	"\x12DeleteUserResponse2\xbd\x02\n" +
 	"\vUserService\x12M\n" +
 	"\n" +
