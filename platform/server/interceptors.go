@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -88,7 +89,8 @@ func (c *chain) validate(req any) error {
 	if err == nil {
 		return nil
 	}
-	if ve, ok := err.(*protovalidate.ValidationError); ok && len(ve.Violations) > 0 {
+	var ve *protovalidate.ValidationError
+	if errors.As(err, &ve) && len(ve.Violations) > 0 {
 		v := ve.Violations[0]
 		field := protovalidate.FieldPathString(v.Proto.GetField())
 		return errs.Invalid(field, "%s", v.Proto.GetMessage())

@@ -33,7 +33,9 @@ func TestShutdownReportsNotServingFirst(t *testing.T) {
 	conn, err := client.Dial(srv.GRPCAddr())
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{Service: "test.Probe"})
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	watch, err := healthpb.NewHealthClient(conn).Watch(watchCtx, &healthpb.HealthCheckRequest{Service: "test.Probe"})
 	require.NoError(t, err)
 	first, err := watch.Recv()
 	require.NoError(t, err)
@@ -43,5 +45,6 @@ func TestShutdownReportsNotServingFirst(t *testing.T) {
 	next, err := watch.Recv()
 	require.NoError(t, err)
 	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, next.GetStatus())
+	stopWatch() // the graceful stop waits for open streams to end
 	require.NoError(t, <-done)
 }

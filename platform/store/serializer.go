@@ -25,9 +25,10 @@ type Serializer struct {
 
 	op sync.Mutex // held from a request's first byte to its reply's last
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // NewSerializer listens on addr and forwards to the address backend returns
@@ -50,6 +51,7 @@ func (s *Serializer) Addr() string { return s.ln.Addr().String() }
 func (s *Serializer) Close() error {
 	err := s.ln.Close()
 	s.mu.Lock()
+	s.closed = true
 	for c := range s.conns {
 		_ = c.Close()
 	}
@@ -58,12 +60,17 @@ func (s *Serializer) Close() error {
 	return err
 }
 
+// track records an open connection so Close can end it; a connection
+// opened while closing is closed at once.
 func (s *Serializer) track(c net.Conn, add bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if add {
+	switch {
+	case add && s.closed:
+		_ = c.Close()
+	case add:
 		s.conns[c] = struct{}{}
-	} else {
+	default:
 		delete(s.conns, c)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap"
 
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -25,7 +25,9 @@ func Open(t testing.TB) *store.Store {
 		Database: fmt.Sprintf("dcmtest_%d", time.Now().UnixNano()),
 		DataDir:  t.TempDir(),
 	}
-	s, err := store.Open(cfg, zaptest.NewLogger(t))
+	// Not zaptest: the embedded store's goroutines may log after the test.
+	log, _ := zap.NewDevelopment(zap.IncreaseLevel(zap.ErrorLevel))
+	s, err := store.Open(cfg, log)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
