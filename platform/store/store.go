@@ -9,7 +9,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 	"go.uber.org/zap"
 
@@ -73,11 +72,6 @@ func (s *Store) Database() *mongo.Database { return s.db }
 
 // Embedded is the in-process store, or nil when connected by URI.
 func (s *Store) Embedded() *Embedded { return s.embedded }
-
-// Ping reports whether the server answers.
-func (s *Store) Ping(ctx context.Context) error {
-	return mapErr("ping", s.client.Ping(ctx, readpref.Primary()))
-}
 
 // Close disconnects and stops the embedded store, if any.
 func (s *Store) Close(ctx context.Context) {
