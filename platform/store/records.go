@@ -18,10 +18,11 @@ import (
 // record is the stored shape of an API object: its key, the key of the record
 // it belongs to, a version bumped by every write, and the object itself.
 type record struct {
-	ID      string   `bson:"_id"`
-	Parent  string   `bson:"parent"`
-	Version int64    `bson:"version"`
-	Body    bson.Raw `bson:"body"`
+	ID      string        `bson:"_id"`
+	Parent  string        `bson:"parent"`
+	Version int64         `bson:"version"`
+	Body    bson.Raw      `bson:"body"`
+	Secrets []sealedField `bson:"secrets,omitempty"`
 }
 
 // Records is a collection of API objects of one kind (a protobuf message
@@ -30,11 +31,13 @@ type Records[M proto.Message] struct {
 	coll   *mongo.Collection
 	kind   string
 	newMsg func() M
+	store  *Store
 }
 
 // NewRecords opens collection name for objects that errors call kind.
 func NewRecords[M proto.Message](s *Store, name, kind string, newMsg func() M) *Records[M] {
-	return &Records[M]{coll: s.db.Collection(name), kind: kind, newMsg: newMsg}
+	s.own(name)
+	return &Records[M]{coll: s.db.Collection(name), kind: kind, newMsg: newMsg, store: s}
 }
 
 // Versioned is an object with the version it was read at.
@@ -43,13 +46,18 @@ type Versioned[M proto.Message] struct {
 	Version int64
 }
 
-// Create stores msg under id; AlreadyExists if id is taken.
-func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M) error {
+// Create stores msg under id; AlreadyExists if id is taken. Secrets, if
+// any, are sealed and stored apart from msg (see Secret).
+func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M, secrets ...Secret) error {
 	body, err := toBSON(msg)
 	if err != nil {
 		return err
 	}
-	_, err = r.coll.InsertOne(ctx, record{ID: id, Parent: parent, Version: 1, Body: body})
+	sealed, err := r.store.seal(r.coll.Name(), id, nil, secrets)
+	if err != nil {
+		return err
+	}
+	_, err = r.coll.InsertOne(ctx, record{ID: id, Parent: parent, Version: 1, Body: body, Secrets: sealed})
 	if mongo.IsDuplicateKeyError(err) {
 		return errs.AlreadyExists("%s %q already exists", r.kind, id)
 	}
@@ -92,15 +100,29 @@ func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 }
 
 // Update replaces the object if it is still at version; Aborted if another
-// writer got there first, NotFound if it is gone.
-func (r *Records[M]) Update(ctx context.Context, id string, version int64, msg M) error {
+// writer got there first, NotFound if it is gone. Secrets given replace the
+// stored ones of the same name; the others are kept.
+func (r *Records[M]) Update(ctx context.Context, id string, version int64, msg M, secrets ...Secret) error {
 	body, err := toBSON(msg)
 	if err != nil {
 		return err
 	}
+	set := bson.D{{Key: "body", Value: body}, {Key: "version", Value: version + 1}}
+	if len(secrets) > 0 {
+		var cur record
+		err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}}).Decode(&cur)
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return mapErr("update "+r.kind, err)
+		}
+		sealed, err := r.store.seal(r.coll.Name(), id, cur.Secrets, secrets)
+		if err != nil {
+			return err
+		}
+		set = append(set, bson.E{Key: "secrets", Value: sealed})
+	}
 	res, err := r.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "body", Value: body}, {Key: "version", Value: version + 1}}}})
+		bson.D{{Key: "$set", Value: set}})
 	if err != nil {
 		return mapErr("update "+r.kind, err)
 	}

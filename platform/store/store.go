@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/secrets"
 )
 
 // Config selects the database. With URI empty, an embedded FerretDB runs
@@ -21,6 +24,8 @@ type Config struct {
 	URI      string
 	Database string
 	DataDir  string
+	// Keyring seals and opens records' secrets; nil refuses to store any.
+	Keyring *secrets.Keyring
 }
 
 // Store is a connected database handle shared by a process's services.
@@ -29,6 +34,24 @@ type Store struct {
 	db       *mongo.Database
 	embedded *Embedded
 	uri      string
+	keyring  *secrets.Keyring
+
+	mu    sync.Mutex
+	colls []string // collections opened by NewRecords: what Rewrap covers
+}
+
+func (s *Store) own(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.colls, name) {
+		s.colls = append(s.colls, name)
+	}
+}
+
+func (s *Store) owned() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.colls)
 }
 
 // Open connects to cfg.URI, or starts the embedded store when it is empty.
@@ -38,7 +61,7 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 	if cfg.Database == "" {
 		return nil, errors.New("store: database name is empty")
 	}
-	s := &Store{}
+	s := &Store{keyring: cfg.Keyring}
 	uri := cfg.URI
 	if uri == "" {
 		e, err := StartEmbedded(filepath.Join(cfg.DataDir, "store"), log)

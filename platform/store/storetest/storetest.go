@@ -12,8 +12,19 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dcm-project/dcm/platform/secrets"
 	"github.com/dcm-project/dcm/platform/store"
 )
+
+// Keyring returns a keyring with one fresh key.
+func Keyring(t testing.TB) *secrets.Keyring {
+	t.Helper()
+	k, err := secrets.ParseKeyring(secrets.NewKeyLine("test"))
+	if err != nil {
+		t.Fatalf("keyring: %v", err)
+	}
+	return k
+}
 
 // Open returns a store with an empty database, closed (and, on a real
 // MongoDB, dropped) when the test ends.
@@ -24,6 +35,7 @@ func Open(t testing.TB) *store.Store {
 		URI:      uri,
 		Database: fmt.Sprintf("dcmtest_%d", time.Now().UnixNano()),
 		DataDir:  t.TempDir(),
+		Keyring:  Keyring(t),
 	}
 	// Not zaptest: the embedded store's goroutines may log after the test.
 	log, _ := zap.NewDevelopment(zap.IncreaseLevel(zap.ErrorLevel))
