@@ -163,4 +163,3 @@ func (s *Store) rewrapRecord(ctx context.Context, coll *mongo.Collection, rec re
 		}
 	}
 }
-
