@@ -13,9 +13,12 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
+	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/config"
 	"github.com/dcm-project/dcm/platform/logging"
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -27,6 +30,20 @@ type Env struct {
 	Log    *zap.Logger
 	// Store is nil unless the program asked for one.
 	Store *store.Store
+	// TLS is the program's certificate and CA bundle.
+	TLS *pki.TLS
+	// AdminToken is the bootstrap admin bearer token ("" if none is configured).
+	AdminToken string
+}
+
+// Dial connects to another DCM service at addr (empty: this program's own
+// gRPC endpoint), over mutual TLS unless DCM_INSECURE_GRPC is set.
+func (e *Env) Dial(addr string) (*grpc.ClientConn, error) {
+	t := e.TLS
+	if e.Config.InsecureGRPC {
+		t = nil
+	}
+	return client.Dial(e.Config.Peer(addr), t)
 }
 
 // Build turns an Env into the services a program serves and the options it
@@ -94,9 +111,21 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 		cleanup = append(cleanup, func() { _ = grpcLn.Close() })
 		cfg.GRPCAddr = grpcLn.Addr().String()
 	}
-	env := &Env{Config: cfg, Log: log}
+	tlsMat, err := loadTLS(&cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	adminToken, err := readAdminToken(cfg.AdminTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{Config: cfg, Log: log, TLS: tlsMat, AdminToken: adminToken}
 	if needStore {
-		st, err := store.Open(store.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase, DataDir: cfg.DataDir}, log.Named("store"))
+		keyring, err := loadKeyring(&cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		st, err := store.Open(store.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase, DataDir: cfg.DataDir, Keyring: keyring}, log.Named("store"))
 		if err != nil {
 			return nil, err
 		}
@@ -107,6 +136,10 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	if err != nil {
 		return nil, err
 	}
+	if env.Store != nil && len(services) > 0 {
+		services = append(services, &keyService{store: env.Store})
+	}
+	opts.TLS = tlsMat
 	if len(services) == 0 && grpcLn != nil {
 		_ = grpcLn.Close()
 		grpcLn = nil

@@ -1,6 +1,6 @@
 // Package client dials other DCM services over gRPC with the options every
-// caller needs: tracing and request-id propagation. It must not know about
-// any service's API.
+// caller needs: mutual TLS, tracing and request-id propagation. It must not
+// know about any service's API.
 package client
 
 import (
@@ -9,14 +9,22 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/dcm-project/dcm/platform/pki"
 )
 
-// Dial returns a lazily connecting client for addr.
-func Dial(addr string) (*grpc.ClientConn, error) {
+// Dial returns a lazily connecting client for addr, over mutual TLS with
+// t, or in plaintext when t is nil (only where DCM_INSECURE_GRPC allows it).
+func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if t != nil {
+		creds = credentials.NewTLS(t.Client())
+	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithChainUnaryInterceptor(propagateUnary),
 		grpc.WithChainStreamInterceptor(propagateStream),

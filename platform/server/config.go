@@ -1,6 +1,9 @@
 package server
 
-import "time"
+import (
+	"net"
+	"time"
+)
 
 // Config is every DCM program's configuration: defaults, DCM_* environment
 // variables, then flags. The all-in-one program and the per-service
@@ -14,6 +17,22 @@ type Config struct {
 	LogLevel      string        `env:"DCM_LOG_LEVEL" flag:"log-level" default:"info" usage:"debug, info, warn or error"`
 	ShutdownGrace time.Duration `env:"DCM_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"how long in-flight requests may finish on shutdown"`
 
+	// TLS. With the three files unset, a local CA and certificates are made
+	// under DataDir/pki on first start and used from then on.
+	TLSCAFile    string `env:"DCM_TLS_CA_FILE" flag:"tls-ca-file" usage:"PEM CA bundle that peers' and clients' certificates chain to (empty: local CA under the data dir)"`
+	TLSCertFile  string `env:"DCM_TLS_CERT_FILE" flag:"tls-cert-file" usage:"PEM certificate this program serves and dials with (server and client use)"`
+	TLSKeyFile   string `env:"DCM_TLS_KEY_FILE" flag:"tls-key-file" usage:"PEM private key of DCM_TLS_CERT_FILE"`
+	InsecureGRPC bool   `env:"DCM_INSECURE_GRPC" flag:"insecure-grpc" default:"false" usage:"serve and dial gRPC in plaintext, without mutual TLS (development only)"`
+	InsecureHTTP bool   `env:"DCM_INSECURE_HTTP" flag:"insecure-http" default:"false" usage:"serve plain HTTP instead of HTTPS; refused unless DCM_HTTP_ADDR is loopback (development only)"`
+	// AdminTokenFile holds the bootstrap admin bearer token the gateway accepts.
+	AdminTokenFile string `env:"DCM_ADMIN_TOKEN_FILE" flag:"admin-token-file" usage:"file holding the bootstrap admin bearer token (empty: the local one under the data dir)"`
+
+	// Key-encryption keys for secrets at rest, one "<id>:<base64 32 bytes>"
+	// per line, the first one current. With both unset, DataDir/kek is made
+	// on first start.
+	KEK     string `env:"DCM_KEK" flag:"kek" secret:"true" usage:"key-encryption keyring for secrets at rest"`
+	KEKFile string `env:"DCM_KEK_FILE" flag:"kek-file" usage:"file holding the key-encryption keyring (instead of DCM_KEK)"`
+
 	// Where each service's gRPC API is reached; empty means DCM_GRPC_ADDR
 	// (the all-in-one program serves them all on one endpoint).
 	CoreAddr        string `env:"DCM_CORE_ADDR" flag:"core-addr" usage:"core service gRPC address"`
@@ -26,10 +45,31 @@ type Config struct {
 	RsyncAddr       string `env:"DCM_RSYNC_ADDR" flag:"rsync-addr" usage:"resource-synchronizer service gRPC address"`
 }
 
-// Peer returns addr, or the local gRPC address when addr is empty.
+// Peer returns addr, or the local gRPC address when addr is empty. A
+// wildcard host (0.0.0.0, ::) is dialed on loopback.
 func (c *Config) Peer(addr string) string {
-	if addr != "" {
+	if addr == "" {
+		addr = c.GRPCAddr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		return addr
 	}
-	return c.GRPCAddr
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
+}
+
+// IsLoopback reports whether addr ("host:port") listens on loopback only.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -16,12 +16,15 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/logging"
+	"github.com/dcm-project/dcm/platform/pki"
 )
 
 // RequestIDHeader is propagated from REST through gRPC into every log line.
@@ -40,19 +43,56 @@ var (
 )
 
 // chain is the one interceptor chain of every service, in this order:
-// recovery, validation, logging (which also maps errors to statuses) and
-// metrics. Tracing is the otelgrpc stats handler, around all of them.
+// recovery, authorization (with mutual TLS), validation, logging (which
+// also maps errors to statuses) and metrics. Tracing is the otelgrpc stats
+// handler, around all of them.
 type chain struct {
 	log       *zap.Logger
 	validator protovalidate.Validator
+	authorize bool
 }
 
 func (c *chain) unary() []grpc.UnaryServerInterceptor {
-	return []grpc.UnaryServerInterceptor{c.recoverUnary, c.validateUnary, c.logUnary, c.metricsUnary}
+	return []grpc.UnaryServerInterceptor{c.recoverUnary, c.authorizeUnary, c.validateUnary, c.logUnary, c.metricsUnary}
 }
 
 func (c *chain) stream() []grpc.StreamServerInterceptor {
-	return []grpc.StreamServerInterceptor{c.recoverStream, c.validateStream, c.logStream, c.metricsStream}
+	return []grpc.StreamServerInterceptor{c.recoverStream, c.authorizeStream, c.validateStream, c.logStream, c.metricsStream}
+}
+
+// callerAllowed lets DCM services and admins call gRPC directly. Tenants'
+// roles are scoped by the gateway, so their certificates are refused here:
+// they must not bypass that scoping. The TLS handshake already checked the
+// chain, so the identity is read from the verified certificate.
+func (c *chain) callerAllowed(ctx context.Context, method string) error {
+	if !c.authorize {
+		return nil
+	}
+	id := pki.Identity{}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+			id = pki.IdentityOf(ti.State.VerifiedChains[0][0])
+		}
+	}
+	if id.Role == pki.RoleService || id.Role == pki.RoleAdmin {
+		return nil
+	}
+	c.log.Warn("gRPC call refused", zap.String("grpc.method", method), zap.String("subject", id.Subject), zap.String("role", id.Role))
+	return status.Error(codes.PermissionDenied, "gRPC is served to DCM services and admins only; use the REST API")
+}
+
+func (c *chain) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := c.callerAllowed(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (c *chain) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := c.callerAllowed(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
 }
 
 func (c *chain) recovered(method string, p any) error {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -18,9 +19,16 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/pki"
 )
 
 // Service is a gRPC API a program serves.
@@ -39,6 +47,12 @@ type Options struct {
 	// GRPCListener, when set, is used instead of listening on Config.GRPCAddr;
 	// nil with no services means no gRPC listener.
 	GRPCListener net.Listener
+	// TLS secures both listeners: mutual TLS on gRPC, HTTPS on HTTP. Nil is
+	// refused unless Config.InsecureGRPC and Config.InsecureHTTP allow it.
+	TLS *pki.TLS
+	// HTTPAuth authenticates every HTTP request but /healthz. Nil, with TLS,
+	// accepts a client certificate that chains to the CA bundle.
+	HTTPAuth func(r *http.Request) (pki.Identity, error)
 }
 
 // Server is a running program's listeners and servers.
@@ -57,7 +71,20 @@ type Server struct {
 // is served until Run.
 func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, opts: opts}
-	if ln := opts.GRPCListener; ln != nil || (len(services) > 0 && cfg.GRPCAddr != "") {
+	wantGRPC := opts.GRPCListener != nil || (len(services) > 0 && cfg.GRPCAddr != "")
+	if opts.TLS == nil && ((wantGRPC && !cfg.InsecureGRPC) || (cfg.HTTPAddr != "" && !cfg.InsecureHTTP)) {
+		if opts.GRPCListener != nil {
+			_ = opts.GRPCListener.Close()
+		}
+		return nil, errors.New("no TLS configured: plaintext needs DCM_INSECURE_GRPC / DCM_INSECURE_HTTP")
+	}
+	if cfg.InsecureHTTP && cfg.HTTPAddr != "" && !IsLoopback(cfg.HTTPAddr) {
+		if opts.GRPCListener != nil {
+			_ = opts.GRPCListener.Close()
+		}
+		return nil, fmt.Errorf("DCM_INSECURE_HTTP serves plain HTTP on a loopback address only, not on %s", cfg.HTTPAddr)
+	}
+	if ln := opts.GRPCListener; wantGRPC {
 		if ln == nil {
 			var err error
 			if ln, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -65,8 +92,13 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 			}
 		}
 		s.grpcLn = ln
-		c := &chain{log: log, validator: mustValidator()}
+		c := &chain{log: log, validator: mustValidator(), authorize: !cfg.InsecureGRPC}
+		creds := insecure.NewCredentials()
+		if !cfg.InsecureGRPC {
+			creds = credentials.NewTLS(opts.TLS.GRPCServer())
+		}
 		s.grpc = grpc.NewServer(
+			grpc.Creds(creds),
 			grpc.StatsHandler(otelgrpc.NewServerHandler()),
 			grpc.ChainUnaryInterceptor(c.unary()...),
 			grpc.ChainStreamInterceptor(c.stream()...),
@@ -87,9 +119,12 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 			s.closeListeners()
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
+		if !cfg.InsecureHTTP {
+			ln = tls.NewListener(ln, opts.TLS.HTTPServer())
+		}
 		s.httpLn = ln
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.Handler())
+		mux.Handle("GET /metrics", s.authenticated(promhttp.Handler()))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
@@ -97,9 +132,35 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 		if opts.HTTPHandler != nil {
 			mux.Handle("/", opts.HTTPHandler)
 		}
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
 	}
 	return s, nil
+}
+
+// authenticated serves h to callers that Options.HTTPAuth accepts, or,
+// without it, to callers with a client certificate from the CA bundle.
+// Plain HTTP without HTTPAuth (development, loopback only) is open.
+func (s *Server) authenticated(h http.Handler) http.Handler {
+	auth := s.opts.HTTPAuth
+	if auth == nil && s.opts.TLS != nil && !s.cfg.InsecureHTTP {
+		auth = func(r *http.Request) (pki.Identity, error) {
+			if r.TLS == nil {
+				return pki.Identity{}, pki.ErrBadCertificate
+			}
+			return s.opts.TLS.VerifyClient(r.TLS.PeerCertificates)
+		}
+	}
+	if auth == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := auth(r); err != nil {
+			s.log.Info("unauthenticated request", zap.String("path", r.URL.Path), zap.Error(err))
+			errs.WriteHTTPStatus(w, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) closeListeners() {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/server/servertest"
 )
 
 // TestShutdownReportsNotServingFirst: a health watcher sees NOT_SERVING
@@ -19,18 +19,19 @@ import (
 func TestShutdownReportsNotServingFirst(t *testing.T) {
 	t.Parallel()
 	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
-	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{}, probe{func(context.Context) error { return nil }})
+	tlsMat := servertest.TLS(t)
+	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{TLS: tlsMat}, probe{func(context.Context) error { return nil }})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 
-	resp, err := http.Get("http://" + srv.HTTPAddr() + "/healthz")
+	resp, err := httpsClient(tlsMat, nil).Get("https://" + srv.HTTPAddr() + "/healthz")
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
 	_ = resp.Body.Close()
 
-	conn, err := client.Dial(srv.GRPCAddr())
+	conn, err := client.Dial(srv.GRPCAddr(), tlsMat)
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
 	watchCtx, stopWatch := context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ package servertest
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,24 +13,27 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dcm-project/dcm/platform/client"
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 )
 
-// Serve starts the services built on a fresh store and returns a connection.
+// Serve starts the services built on a fresh store and returns a
+// connection, over mutual TLS with a local PKI made for the test.
 func Serve(t testing.TB, build func(st *store.Store) []server.Service) *grpc.ClientConn {
 	t.Helper()
 	st := storetest.Open(t)
+	tlsMat := TLS(t)
 	cfg := server.Config{GRPCAddr: "127.0.0.1:0", ShutdownGrace: 5 * time.Second}
-	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{}, build(st)...)
+	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{TLS: tlsMat}, build(st)...)
 	if err != nil {
 		t.Fatalf("server: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	conn, err := client.Dial(srv.GRPCAddr())
+	conn, err := client.Dial(srv.GRPCAddr(), tlsMat)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -41,4 +45,27 @@ func Serve(t testing.TB, build func(st *store.Store) []server.Service) *grpc.Cli
 		}
 	})
 	return conn
+}
+
+// TLS makes a local PKI in a temporary directory and loads the programs'
+// certificate from it.
+func TLS(t testing.TB) *pki.TLS {
+	t.Helper()
+	_, m := PKI(t)
+	return m
+}
+
+// PKI makes a local PKI in a temporary directory and returns the directory
+// (pki.LoadCA reads its CA to issue more) and the programs' certificate.
+func PKI(t testing.TB) (string, *pki.TLS) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "pki")
+	if _, err := pki.Bootstrap(dir, pki.DefaultHosts()); err != nil {
+		t.Fatalf("pki: %v", err)
+	}
+	m, err := pki.Load(pki.LocalFiles(dir))
+	if err != nil {
+		t.Fatalf("pki: %v", err)
+	}
+	return dir, m
 }
