@@ -44,7 +44,7 @@ func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options,
 		}
 		all = append(all, svcs...)
 		if o.HTTPHandler != nil {
-			opts.HTTPHandler = o.HTTPHandler
+			opts.HTTPHandler, opts.HTTPAuth = o.HTTPHandler, o.HTTPAuth
 		}
 		opts.Background = append(opts.Background, o.Background...)
 		opts.OnStop = append(opts.OnStop, o.OnStop...)

@@ -5,23 +5,34 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
-// listServices does what `grpcurl -plaintext ADDR list` does.
-func listServices(t *testing.T, addr string) []string {
+// adminCreds are what `grpcurl -cacert ca.crt -cert admin.crt -key admin.key` uses.
+func adminCreds(t *testing.T, s *stacktest.Stack) grpc.DialOption {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dir := filepath.Join(s.DataDir, "pki")
+	m, err := pki.Load(pki.Files{CA: filepath.Join(dir, pki.CACertFile), Cert: filepath.Join(dir, pki.AdminCertFile), Key: filepath.Join(dir, pki.AdminKeyFile)})
+	require.NoError(t, err)
+	return grpc.WithTransportCredentials(credentials.NewTLS(m.Client()))
+}
+
+// listServices does what `grpcurl -cacert ca.crt -cert admin.crt -key admin.key ADDR list` does.
+func listServices(t *testing.T, addr string, creds grpc.DialOption) []string {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, creds)
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
 	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
@@ -41,7 +52,9 @@ func listServices(t *testing.T, addr string) []string {
 
 var dcmServices = []string{
 	"dcm.cadist.v1.CaDistService",
+	"dcm.auth.v1.AuthService",
 	"dcm.core.v1.CoreService",
+	"dcm.keys.v1.KeyService",
 	"dcm.namespace.v1.NamespaceService",
 	"dcm.quota.v1.QuotaService",
 	"dcm.rsync.v1.RsyncService",
@@ -53,12 +66,12 @@ var dcmServices = []string{
 func TestEveryServiceIsServedWithHealthAndReflection(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	names := listServices(t, s.GRPC)
+	names := listServices(t, s.GRPC, adminCreds(t, s))
 	for _, want := range append(dcmServices, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection") {
 		require.Contains(t, names, want)
 	}
 
-	conn, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.GRPC, adminCreds(t, s))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
 	hc := healthpb.NewHealthClient(conn)
@@ -69,9 +82,9 @@ func TestEveryServiceIsServedWithHealthAndReflection(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t *testing.T, c *http.Client, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := c.Get(url)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
@@ -82,17 +95,17 @@ func get(t *testing.T, url string) (int, string) {
 func TestHealthMetricsAndOpenAPI(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	code, body := get(t, s.URL+"/healthz")
+	code, body := get(t, s.Admin, s.URL+"/healthz")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"status":"ok"}`, body)
 
-	code, _ = get(t, s.URL+"/v2/projects")
+	code, _ = get(t, s.Admin, s.URL+"/v2/projects")
 	require.Equal(t, 200, code)
-	code, body = get(t, s.URL+"/metrics")
+	code, body = get(t, s.Admin, s.URL+"/metrics")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `dcm_grpc_requests_total{code="OK",method="/dcm.core.v1.CoreService/ListProjects"}`)
 
-	code, body = get(t, s.URL+"/openapi.json")
+	code, body = get(t, s.Admin, s.URL+"/openapi.json")
 	require.Equal(t, 200, code)
 	var doc struct {
 		Paths map[string]map[string]any `json:"paths"`
@@ -108,9 +121,9 @@ func TestHealthMetricsAndOpenAPI(t *testing.T) {
 func TestTwoInstancesSideBySide(t *testing.T) {
 	t.Parallel()
 	a, b := stacktest.Start(t), stacktest.Start(t)
-	require.Equal(t, 201, first(call(t, "POST", a.URL+"/v2/projects", `{"metadata":{"name":"only-in-a"}}`)))
-	code, _ := call(t, "GET", b.URL+"/v2/projects/only-in-a", "")
+	require.Equal(t, 201, first(call(t, a.Admin, "POST", a.URL+"/v2/projects", `{"metadata":{"name":"only-in-a"}}`)))
+	code, _ := call(t, b.Admin, "GET", b.URL+"/v2/projects/only-in-a", "")
 	require.Equal(t, 404, code, "separate stores")
-	code, _ = call(t, "GET", a.URL+"/v2/projects/only-in-a", "")
+	code, _ = call(t, a.Admin, "GET", a.URL+"/v2/projects/only-in-a", "")
 	require.Equal(t, 200, code)
 }

@@ -5,11 +5,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc"
 
+	authv1 "github.com/dcm-project/dcm/gen/dcm/auth/v1"
 	"github.com/dcm-project/dcm/platform/app"
-	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/gateway/internal/gateway"
 )
@@ -17,32 +18,64 @@ import (
 // Name is the program name of the gateway.
 const Name = "gateway"
 
-// Build is the gateway's app.Build: REST on DCM_HTTP_ADDR, routed to each
-// service's configured gRPC address. It serves no gRPC API of its own.
-func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+// Build is the gateway's app.Build: REST on DCM_HTTP_ADDR (HTTPS unless
+// DCM_INSECURE_HTTP), authenticated and authorized, routed to each
+// service's configured gRPC address over mutual TLS. It serves no gRPC API
+// of its own.
+func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Options, err error) {
 	cfg := env.Config
-	var conns []*grpc.ClientConn
-	dial := func(addr string) (*grpc.ClientConn, error) {
-		c, err := client.Dial(cfg.Peer(addr))
-		if err == nil {
-			conns = append(conns, c)
-		}
-		return c, err
-	}
+	conns := map[string]*grpc.ClientConn{}
 	closeAll := func(context.Context) {
 		for _, c := range conns {
 			_ = c.Close()
 		}
 	}
-	core, err := dial(cfg.CoreAddr)
-	if err != nil {
-		closeAll(ctx)
-		return nil, server.Options{}, err
+	defer func() {
+		if err != nil {
+			closeAll(ctx)
+		}
+	}()
+	// One connection per distinct address: the all-in-one program serves
+	// every service on one.
+	dial := func(addr string) (*grpc.ClientConn, error) {
+		addr = cfg.Peer(addr)
+		if c, ok := conns[addr]; ok {
+			return c, nil
+		}
+		c, err := env.Dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		conns[addr] = c
+		return c, nil
 	}
-	h, err := gateway.New(ctx, gateway.Conns{Core: core})
+	var gc gateway.Conns
+	for _, d := range []struct {
+		addr string
+		conn **grpc.ClientConn
+	}{{cfg.CoreAddr, &gc.Core}, {cfg.RsyncAddr, &gc.Rsync}, {cfg.CADistAddr, &gc.CADist}} {
+		if *d.conn, err = dial(d.addr); err != nil {
+			return nil, server.Options{}, err
+		}
+	}
+	// Every service keeps its own records, so key rotation goes to each.
+	for _, addr := range []string{cfg.CoreAddr, cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr,
+		cfg.ServiceMeshAddr, cfg.CADistAddr, cfg.TrafficAddr, cfg.RsyncAddr} {
+		c, err := dial(addr)
+		if err != nil {
+			return nil, server.Options{}, err
+		}
+		if !slices.Contains(gc.Stores, c) {
+			gc.Stores = append(gc.Stores, c)
+		}
+	}
+	auth := &gateway.Authenticator{AdminToken: env.AdminToken, Tokens: authv1.NewAuthServiceClient(gc.Core)}
+	if !cfg.InsecureHTTP {
+		auth.TLS = env.TLS
+	}
+	h, err := gateway.New(ctx, gc, auth, env.Log.Named("gateway"), env.Log.Named("audit"))
 	if err != nil {
-		closeAll(ctx)
 		return nil, server.Options{}, fmt.Errorf("gateway: %w", err)
 	}
-	return nil, server.Options{HTTPHandler: h, OnStop: []func(context.Context){closeAll}}, nil
+	return nil, server.Options{HTTPHandler: h, HTTPAuth: auth.Authenticate, OnStop: []func(context.Context){closeAll}}, nil
 }

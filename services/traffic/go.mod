@@ -10,6 +10,7 @@ replace (
 require (
 	github.com/dcm-project/dcm/gen v0.0.0-00010101000000-000000000000
 	github.com/dcm-project/dcm/platform v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.85.0
 )
 

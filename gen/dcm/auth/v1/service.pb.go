@@ -12,7 +12,6 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -183,8 +182,9 @@ type CreateTokenRequest struct {
 	// project scopes the role: required for project-admin, optional for
 	// reader (empty: every project), not allowed for admin.
 	Project string `protobuf:"bytes,3,opt,name=project,proto3" json:"project,omitempty"`
-	// ttl is how long it works; default 30 days, at most 365 days.
-	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// ttl is how long it works, as a duration like "24h", "90m" or "3600s";
+	// default 30 days (720h), at most 365 days (8760h).
+	Ttl           string `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,11 +240,11 @@ func (x *CreateTokenRequest) GetProject() string {
 	return ""
 }
 
-func (x *CreateTokenRequest) GetTtl() *durationpb.Duration {
+func (x *CreateTokenRequest) GetTtl() string {
 	if x != nil {
 		return x.Ttl
 	}
-	return nil
+	return ""
 }
 
 // CreateTokenResponse carries the token, shown this once.
@@ -564,7 +564,7 @@ var File_dcm_auth_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_auth_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/auth/v1/service.proto\x12\vdcm.auth.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
+	"\x19dcm/auth/v1/service.proto\x12\vdcm.auth.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x12\n" +
@@ -576,12 +576,12 @@ const file_dcm_auth_v1_service_proto_rawDesc = "" +
 	"expireTime\"\\\n" +
 	"\vTokenRecord\x12(\n" +
 	"\x05token\x18\x01 \x01(\v2\x12.dcm.auth.v1.TokenR\x05token\x12#\n" +
-	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\"\xfb\x01\n" +
+	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\"\xd6\x01\n" +
 	"\x12CreateTokenRequest\x12D\n" +
 	"\asubject\x18\x01 \x01(\tB*\xbaH'r%2#^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$R\asubject\x127\n" +
 	"\x04role\x18\x02 \x01(\tB#\xbaH r\x1eR\x05adminR\rproject-adminR\x06readerR\x04role\x12&\n" +
-	"\aproject\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\aproject\x12>\n" +
-	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x11\xbaH\x0e\xaa\x01\v\"\x05\b\x80\xe7\x84\x0f2\x02\b\x01R\x03ttl\"S\n" +
+	"\aproject\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\aproject\x12\x19\n" +
+	"\x03ttl\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18 R\x03ttl\"S\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12&\n" +
 	"\x04info\x18\x02 \x01(\v2\x12.dcm.auth.v1.TokenR\x04info\"\x13\n" +
@@ -627,29 +627,27 @@ var file_dcm_auth_v1_service_proto_goTypes = []any{
 	(*AuthenticateRequest)(nil),   // 8: dcm.auth.v1.AuthenticateRequest
 	(*AuthenticateResponse)(nil),  // 9: dcm.auth.v1.AuthenticateResponse
 	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
 }
 var file_dcm_auth_v1_service_proto_depIdxs = []int32{
 	10, // 0: dcm.auth.v1.Token.create_time:type_name -> google.protobuf.Timestamp
 	10, // 1: dcm.auth.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: dcm.auth.v1.TokenRecord.token:type_name -> dcm.auth.v1.Token
-	11, // 3: dcm.auth.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	0,  // 4: dcm.auth.v1.CreateTokenResponse.info:type_name -> dcm.auth.v1.Token
-	0,  // 5: dcm.auth.v1.ListTokensResponse.tokens:type_name -> dcm.auth.v1.Token
-	0,  // 6: dcm.auth.v1.AuthenticateResponse.token:type_name -> dcm.auth.v1.Token
-	2,  // 7: dcm.auth.v1.AuthService.CreateToken:input_type -> dcm.auth.v1.CreateTokenRequest
-	4,  // 8: dcm.auth.v1.AuthService.ListTokens:input_type -> dcm.auth.v1.ListTokensRequest
-	6,  // 9: dcm.auth.v1.AuthService.DeleteToken:input_type -> dcm.auth.v1.DeleteTokenRequest
-	8,  // 10: dcm.auth.v1.AuthService.Authenticate:input_type -> dcm.auth.v1.AuthenticateRequest
-	3,  // 11: dcm.auth.v1.AuthService.CreateToken:output_type -> dcm.auth.v1.CreateTokenResponse
-	5,  // 12: dcm.auth.v1.AuthService.ListTokens:output_type -> dcm.auth.v1.ListTokensResponse
-	7,  // 13: dcm.auth.v1.AuthService.DeleteToken:output_type -> dcm.auth.v1.DeleteTokenResponse
-	9,  // 14: dcm.auth.v1.AuthService.Authenticate:output_type -> dcm.auth.v1.AuthenticateResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	0,  // 3: dcm.auth.v1.CreateTokenResponse.info:type_name -> dcm.auth.v1.Token
+	0,  // 4: dcm.auth.v1.ListTokensResponse.tokens:type_name -> dcm.auth.v1.Token
+	0,  // 5: dcm.auth.v1.AuthenticateResponse.token:type_name -> dcm.auth.v1.Token
+	2,  // 6: dcm.auth.v1.AuthService.CreateToken:input_type -> dcm.auth.v1.CreateTokenRequest
+	4,  // 7: dcm.auth.v1.AuthService.ListTokens:input_type -> dcm.auth.v1.ListTokensRequest
+	6,  // 8: dcm.auth.v1.AuthService.DeleteToken:input_type -> dcm.auth.v1.DeleteTokenRequest
+	8,  // 9: dcm.auth.v1.AuthService.Authenticate:input_type -> dcm.auth.v1.AuthenticateRequest
+	3,  // 10: dcm.auth.v1.AuthService.CreateToken:output_type -> dcm.auth.v1.CreateTokenResponse
+	5,  // 11: dcm.auth.v1.AuthService.ListTokens:output_type -> dcm.auth.v1.ListTokensResponse
+	7,  // 12: dcm.auth.v1.AuthService.DeleteToken:output_type -> dcm.auth.v1.DeleteTokenResponse
+	9,  // 13: dcm.auth.v1.AuthService.Authenticate:output_type -> dcm.auth.v1.AuthenticateResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_dcm_auth_v1_service_proto_init() }

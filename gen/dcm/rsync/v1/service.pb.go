@@ -9,6 +9,7 @@ package rsyncv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -419,11 +420,792 @@ func (*DeleteClusterProviderResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
+// UpdateClusterProviderRequest names the cluster provider and carries its new content.
+type UpdateClusterProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the cluster provider's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// cluster_provider is the new content; its name must equal name.
+	ClusterProvider *ClusterProvider `protobuf:"bytes,2,opt,name=cluster_provider,json=clusterProvider,proto3" json:"cluster_provider,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateClusterProviderRequest) Reset() {
+	*x = UpdateClusterProviderRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterProviderRequest) ProtoMessage() {}
+
+func (x *UpdateClusterProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterProviderRequest.ProtoReflect.Descriptor instead.
+func (*UpdateClusterProviderRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateClusterProviderRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateClusterProviderRequest) GetClusterProvider() *ClusterProvider {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return nil
+}
+
+// UpdateClusterProviderResponse carries the stored cluster provider.
+type UpdateClusterProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_provider as stored.
+	ClusterProvider *ClusterProvider `protobuf:"bytes,1,opt,name=cluster_provider,json=clusterProvider,proto3" json:"cluster_provider,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateClusterProviderResponse) Reset() {
+	*x = UpdateClusterProviderResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterProviderResponse) ProtoMessage() {}
+
+func (x *UpdateClusterProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterProviderResponse.ProtoReflect.Descriptor instead.
+func (*UpdateClusterProviderResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateClusterProviderResponse) GetClusterProvider() *ClusterProvider {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return nil
+}
+
+// Cluster is a registered Kubernetes cluster.
+type Cluster struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata names the cluster.
+	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec is what the operator gives.
+	Spec *ClusterSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// status is what the registry derives; ignored on input.
+	Status        *ClusterStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cluster) Reset() {
+	*x = Cluster{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cluster) ProtoMessage() {}
+
+func (x *Cluster) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
+func (*Cluster) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Cluster) GetMetadata() *v1.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Cluster) GetSpec() *ClusterSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Cluster) GetStatus() *ClusterStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// ClusterSpec is a cluster's registration.
+type ClusterSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kubeconfig is the cluster's admin kubeconfig, as text, with every
+	// credential inline. Write-only: it is never returned.
+	Kubeconfig string `protobuf:"bytes,1,opt,name=kubeconfig,proto3" json:"kubeconfig,omitempty"`
+	// labels select the cluster (e.g. "edge"); Kubernetes label values.
+	Labels        []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterSpec) Reset() {
+	*x = ClusterSpec{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterSpec) ProtoMessage() {}
+
+func (x *ClusterSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterSpec.ProtoReflect.Descriptor instead.
+func (*ClusterSpec) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ClusterSpec) GetKubeconfig() string {
+	if x != nil {
+		return x.Kubeconfig
+	}
+	return ""
+}
+
+func (x *ClusterSpec) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// ClusterStatus is what the registry shows of a cluster's kubeconfig.
+type ClusterStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// server is the API server URL of the kubeconfig's current context.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// kubeconfig_fingerprint is "sha256:" and the hex SHA-256 of the kubeconfig.
+	KubeconfigFingerprint string `protobuf:"bytes,2,opt,name=kubeconfig_fingerprint,json=kubeconfig-fingerprint,proto3" json:"kubeconfig_fingerprint,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ClusterStatus) Reset() {
+	*x = ClusterStatus{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatus) ProtoMessage() {}
+
+func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
+func (*ClusterStatus) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ClusterStatus) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetKubeconfigFingerprint() string {
+	if x != nil {
+		return x.KubeconfigFingerprint
+	}
+	return ""
+}
+
+// CreateClusterRequest names the provider and carries the new cluster.
+type CreateClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster provider's name.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster to register; spec.kubeconfig is required.
+	Cluster       *Cluster `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClusterRequest) Reset() {
+	*x = CreateClusterRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClusterRequest) ProtoMessage() {}
+
+func (x *CreateClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClusterRequest.ProtoReflect.Descriptor instead.
+func (*CreateClusterRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CreateClusterRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *CreateClusterRequest) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// CreateClusterResponse carries the stored cluster.
+type CreateClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster as stored (without its kubeconfig).
+	Cluster       *Cluster `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClusterResponse) Reset() {
+	*x = CreateClusterResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClusterResponse) ProtoMessage() {}
+
+func (x *CreateClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClusterResponse.ProtoReflect.Descriptor instead.
+func (*CreateClusterResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CreateClusterResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// GetClusterRequest names the cluster.
+type GetClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster provider's name.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// name is the cluster's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterRequest) Reset() {
+	*x = GetClusterRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterRequest) ProtoMessage() {}
+
+func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetClusterRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *GetClusterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetClusterResponse carries the cluster.
+type GetClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster as stored (without its kubeconfig).
+	Cluster       *Cluster `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterResponse) Reset() {
+	*x = GetClusterResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterResponse) ProtoMessage() {}
+
+func (x *GetClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterResponse.ProtoReflect.Descriptor instead.
+func (*GetClusterResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetClusterResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// ListClustersRequest names the provider and an optional label.
+type ListClustersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster provider's name.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// label, when set, selects the clusters that have it.
+	Label         string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClustersRequest) Reset() {
+	*x = ListClustersRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClustersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClustersRequest) ProtoMessage() {}
+
+func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
+func (*ListClustersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListClustersRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListClustersRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// ListClustersResponse carries the clusters.
+type ListClustersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// clusters ordered by name (without their kubeconfigs).
+	Clusters      []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClustersResponse) Reset() {
+	*x = ListClustersResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClustersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClustersResponse) ProtoMessage() {}
+
+func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
+func (*ListClustersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListClustersResponse) GetClusters() []*Cluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+// UpdateClusterRequest names the cluster and carries its new content.
+type UpdateClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster provider's name.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// name is the cluster's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// cluster is the new content; an empty spec.kubeconfig keeps the stored one.
+	Cluster       *Cluster `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateClusterRequest) Reset() {
+	*x = UpdateClusterRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterRequest) ProtoMessage() {}
+
+func (x *UpdateClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterRequest.ProtoReflect.Descriptor instead.
+func (*UpdateClusterRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *UpdateClusterRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *UpdateClusterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateClusterRequest) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// UpdateClusterResponse carries the stored cluster.
+type UpdateClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster as stored (without its kubeconfig).
+	Cluster       *Cluster `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateClusterResponse) Reset() {
+	*x = UpdateClusterResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateClusterResponse) ProtoMessage() {}
+
+func (x *UpdateClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateClusterResponse.ProtoReflect.Descriptor instead.
+func (*UpdateClusterResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UpdateClusterResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// DeleteClusterRequest names the cluster.
+type DeleteClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster provider's name.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// name is the cluster's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterRequest) Reset() {
+	*x = DeleteClusterRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterRequest) ProtoMessage() {}
+
+func (x *DeleteClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterRequest.ProtoReflect.Descriptor instead.
+func (*DeleteClusterRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteClusterRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *DeleteClusterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteClusterResponse is empty.
+type DeleteClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterResponse) Reset() {
+	*x = DeleteClusterResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterResponse) ProtoMessage() {}
+
+func (x *DeleteClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterResponse.ProtoReflect.Descriptor instead.
+func (*DeleteClusterResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
 var File_dcm_rsync_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"M\n" +
+	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"M\n" +
 	"\x0fClusterProvider\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"p\n" +
 	"\x1cCreateClusterProviderRequest\x12P\n" +
@@ -439,12 +1221,61 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\x11cluster_providers\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x10clusterProviders\"=\n" +
 	"\x1cDeleteClusterProviderRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1f\n" +
-	"\x1dDeleteClusterProviderResponse2\xca\x03\n" +
-	"\fRsyncService\x12p\n" +
-	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\x12g\n" +
-	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\x12m\n" +
-	"\x14ListClusterProviders\x12).dcm.rsync.v1.ListClusterProvidersRequest\x1a*.dcm.rsync.v1.ListClusterProvidersResponse\x12p\n" +
-	"\x15DeleteClusterProvider\x12*.dcm.rsync.v1.DeleteClusterProviderRequest\x1a+.dcm.rsync.v1.DeleteClusterProviderResponseB5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
+	"\x1dDeleteClusterProviderResponse\"\x8f\x01\n" +
+	"\x1cUpdateClusterProviderRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12P\n" +
+	"\x10cluster_provider\x18\x02 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderB\x06\xbaH\x03\xc8\x01\x01R\x0fclusterProvider\"i\n" +
+	"\x1dUpdateClusterProviderResponse\x12H\n" +
+	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x0fclusterProvider\"\xa9\x01\n" +
+	"\aCluster\x12:\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12-\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.dcm.rsync.v1.ClusterSpecR\x04spec\x123\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.dcm.rsync.v1.ClusterStatusR\x06status\"\x85\x01\n" +
+	"\vClusterSpec\x12\x1e\n" +
+	"\n" +
+	"kubeconfig\x18\x01 \x01(\tR\n" +
+	"kubeconfig\x12V\n" +
+	"\x06labels\x18\x02 \x03(\tB>\xbaH;\x92\x018\x10@\x18\x01\"2r0\x10\x01\x18?2*^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$R\x06labels\"_\n" +
+	"\rClusterStatus\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x126\n" +
+	"\x16kubeconfig_fingerprint\x18\x02 \x01(\tR\x16kubeconfig-fingerprint\"v\n" +
+	"\x14CreateClusterRequest\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x127\n" +
+	"\acluster\x18\x02 \x01(\v2\x15.dcm.rsync.v1.ClusterB\x06\xbaH\x03\xc8\x01\x01R\acluster\"H\n" +
+	"\x15CreateClusterResponse\x12/\n" +
+	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"Y\n" +
+	"\x11GetClusterRequest\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
+	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"E\n" +
+	"\x12GetClusterResponse\x12/\n" +
+	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"[\n" +
+	"\x13ListClustersRequest\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
+	"\x05label\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\x05label\"I\n" +
+	"\x14ListClustersResponse\x121\n" +
+	"\bclusters\x18\x01 \x03(\v2\x15.dcm.rsync.v1.ClusterR\bclusters\"\x95\x01\n" +
+	"\x14UpdateClusterRequest\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
+	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x127\n" +
+	"\acluster\x18\x03 \x01(\v2\x15.dcm.rsync.v1.ClusterB\x06\xbaH\x03\xc8\x01\x01R\acluster\"H\n" +
+	"\x15UpdateClusterResponse\x12/\n" +
+	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"\\\n" +
+	"\x14DeleteClusterRequest\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
+	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x17\n" +
+	"\x15DeleteClusterResponse2\xe4\f\n" +
+	"\fRsyncService\x12\xb3\x01\n" +
+	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
+	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
+	"\x14ListClusterProviders\x12).dcm.rsync.v1.ListClusterProvidersRequest\x1a*.dcm.rsync.v1.ListClusterProvidersResponse\"0\x82\xd3\xe4\x93\x02*b\x11cluster_providers\x12\x15/v2/cluster-providers\x12\xba\x01\n" +
+	"\x15UpdateClusterProvider\x12*.dcm.rsync.v1.UpdateClusterProviderRequest\x1a+.dcm.rsync.v1.UpdateClusterProviderResponse\"H\x82\xd3\xe4\x93\x02B:\x10cluster_providerb\x10cluster_provider\x1a\x1c/v2/cluster-providers/{name}\x12\x96\x01\n" +
+	"\x15DeleteClusterProvider\x12*.dcm.rsync.v1.DeleteClusterProviderRequest\x1a+.dcm.rsync.v1.DeleteClusterProviderResponse\"$\x82\xd3\xe4\x93\x02\x1e*\x1c/v2/cluster-providers/{name}\x12\x9d\x01\n" +
+	"\rCreateCluster\x12\".dcm.rsync.v1.CreateClusterRequest\x1a#.dcm.rsync.v1.CreateClusterResponse\"C\x82\xd3\xe4\x93\x02=:\aclusterb\acluster\")/v2/cluster-providers/{provider}/clusters\x12\x92\x01\n" +
+	"\n" +
+	"GetCluster\x12\x1f.dcm.rsync.v1.GetClusterRequest\x1a .dcm.rsync.v1.GetClusterResponse\"A\x82\xd3\xe4\x93\x02;b\acluster\x120/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
+	"\fListClusters\x12!.dcm.rsync.v1.ListClustersRequest\x1a\".dcm.rsync.v1.ListClustersResponse\";\x82\xd3\xe4\x93\x025b\bclusters\x12)/v2/cluster-providers/{provider}/clusters\x12\xa4\x01\n" +
+	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
+	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
 	file_dcm_rsync_v1_service_proto_rawDescOnce sync.Once
@@ -458,7 +1289,7 @@ func file_dcm_rsync_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_rsync_v1_service_proto_rawDescData
 }
 
-var file_dcm_rsync_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_rsync_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*ClusterProvider)(nil),               // 0: dcm.rsync.v1.ClusterProvider
 	(*CreateClusterProviderRequest)(nil),  // 1: dcm.rsync.v1.CreateClusterProviderRequest
@@ -469,27 +1300,65 @@ var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*ListClusterProvidersResponse)(nil),  // 6: dcm.rsync.v1.ListClusterProvidersResponse
 	(*DeleteClusterProviderRequest)(nil),  // 7: dcm.rsync.v1.DeleteClusterProviderRequest
 	(*DeleteClusterProviderResponse)(nil), // 8: dcm.rsync.v1.DeleteClusterProviderResponse
-	(*v1.Metadata)(nil),                   // 9: dcm.types.v1.Metadata
+	(*UpdateClusterProviderRequest)(nil),  // 9: dcm.rsync.v1.UpdateClusterProviderRequest
+	(*UpdateClusterProviderResponse)(nil), // 10: dcm.rsync.v1.UpdateClusterProviderResponse
+	(*Cluster)(nil),                       // 11: dcm.rsync.v1.Cluster
+	(*ClusterSpec)(nil),                   // 12: dcm.rsync.v1.ClusterSpec
+	(*ClusterStatus)(nil),                 // 13: dcm.rsync.v1.ClusterStatus
+	(*CreateClusterRequest)(nil),          // 14: dcm.rsync.v1.CreateClusterRequest
+	(*CreateClusterResponse)(nil),         // 15: dcm.rsync.v1.CreateClusterResponse
+	(*GetClusterRequest)(nil),             // 16: dcm.rsync.v1.GetClusterRequest
+	(*GetClusterResponse)(nil),            // 17: dcm.rsync.v1.GetClusterResponse
+	(*ListClustersRequest)(nil),           // 18: dcm.rsync.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),          // 19: dcm.rsync.v1.ListClustersResponse
+	(*UpdateClusterRequest)(nil),          // 20: dcm.rsync.v1.UpdateClusterRequest
+	(*UpdateClusterResponse)(nil),         // 21: dcm.rsync.v1.UpdateClusterResponse
+	(*DeleteClusterRequest)(nil),          // 22: dcm.rsync.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),         // 23: dcm.rsync.v1.DeleteClusterResponse
+	(*v1.Metadata)(nil),                   // 24: dcm.types.v1.Metadata
 }
 var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
-	9, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
-	0, // 1: dcm.rsync.v1.CreateClusterProviderRequest.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
-	0, // 2: dcm.rsync.v1.CreateClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
-	0, // 3: dcm.rsync.v1.GetClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
-	0, // 4: dcm.rsync.v1.ListClusterProvidersResponse.cluster_providers:type_name -> dcm.rsync.v1.ClusterProvider
-	1, // 5: dcm.rsync.v1.RsyncService.CreateClusterProvider:input_type -> dcm.rsync.v1.CreateClusterProviderRequest
-	3, // 6: dcm.rsync.v1.RsyncService.GetClusterProvider:input_type -> dcm.rsync.v1.GetClusterProviderRequest
-	5, // 7: dcm.rsync.v1.RsyncService.ListClusterProviders:input_type -> dcm.rsync.v1.ListClusterProvidersRequest
-	7, // 8: dcm.rsync.v1.RsyncService.DeleteClusterProvider:input_type -> dcm.rsync.v1.DeleteClusterProviderRequest
-	2, // 9: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
-	4, // 10: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
-	6, // 11: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
-	8, // 12: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	24, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
+	0,  // 1: dcm.rsync.v1.CreateClusterProviderRequest.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
+	0,  // 2: dcm.rsync.v1.CreateClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
+	0,  // 3: dcm.rsync.v1.GetClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
+	0,  // 4: dcm.rsync.v1.ListClusterProvidersResponse.cluster_providers:type_name -> dcm.rsync.v1.ClusterProvider
+	0,  // 5: dcm.rsync.v1.UpdateClusterProviderRequest.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
+	0,  // 6: dcm.rsync.v1.UpdateClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
+	24, // 7: dcm.rsync.v1.Cluster.metadata:type_name -> dcm.types.v1.Metadata
+	12, // 8: dcm.rsync.v1.Cluster.spec:type_name -> dcm.rsync.v1.ClusterSpec
+	13, // 9: dcm.rsync.v1.Cluster.status:type_name -> dcm.rsync.v1.ClusterStatus
+	11, // 10: dcm.rsync.v1.CreateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 11: dcm.rsync.v1.CreateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 12: dcm.rsync.v1.GetClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 13: dcm.rsync.v1.ListClustersResponse.clusters:type_name -> dcm.rsync.v1.Cluster
+	11, // 14: dcm.rsync.v1.UpdateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 15: dcm.rsync.v1.UpdateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
+	1,  // 16: dcm.rsync.v1.RsyncService.CreateClusterProvider:input_type -> dcm.rsync.v1.CreateClusterProviderRequest
+	3,  // 17: dcm.rsync.v1.RsyncService.GetClusterProvider:input_type -> dcm.rsync.v1.GetClusterProviderRequest
+	5,  // 18: dcm.rsync.v1.RsyncService.ListClusterProviders:input_type -> dcm.rsync.v1.ListClusterProvidersRequest
+	9,  // 19: dcm.rsync.v1.RsyncService.UpdateClusterProvider:input_type -> dcm.rsync.v1.UpdateClusterProviderRequest
+	7,  // 20: dcm.rsync.v1.RsyncService.DeleteClusterProvider:input_type -> dcm.rsync.v1.DeleteClusterProviderRequest
+	14, // 21: dcm.rsync.v1.RsyncService.CreateCluster:input_type -> dcm.rsync.v1.CreateClusterRequest
+	16, // 22: dcm.rsync.v1.RsyncService.GetCluster:input_type -> dcm.rsync.v1.GetClusterRequest
+	18, // 23: dcm.rsync.v1.RsyncService.ListClusters:input_type -> dcm.rsync.v1.ListClustersRequest
+	20, // 24: dcm.rsync.v1.RsyncService.UpdateCluster:input_type -> dcm.rsync.v1.UpdateClusterRequest
+	22, // 25: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
+	2,  // 26: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
+	4,  // 27: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
+	6,  // 28: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
+	10, // 29: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
+	8,  // 30: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
+	15, // 31: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
+	17, // 32: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
+	19, // 33: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
+	21, // 34: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
+	23, // 35: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
+	26, // [26:36] is the sub-list for method output_type
+	16, // [16:26] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_service_proto_init() }
@@ -503,7 +1372,7 @@ func file_dcm_rsync_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_service_proto_rawDesc), len(file_dcm_rsync_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

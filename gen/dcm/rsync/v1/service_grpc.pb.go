@@ -22,7 +22,13 @@ const (
 	RsyncService_CreateClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/CreateClusterProvider"
 	RsyncService_GetClusterProvider_FullMethodName    = "/dcm.rsync.v1.RsyncService/GetClusterProvider"
 	RsyncService_ListClusterProviders_FullMethodName  = "/dcm.rsync.v1.RsyncService/ListClusterProviders"
+	RsyncService_UpdateClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/UpdateClusterProvider"
 	RsyncService_DeleteClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/DeleteClusterProvider"
+	RsyncService_CreateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/CreateCluster"
+	RsyncService_GetCluster_FullMethodName            = "/dcm.rsync.v1.RsyncService/GetCluster"
+	RsyncService_ListClusters_FullMethodName          = "/dcm.rsync.v1.RsyncService/ListClusters"
+	RsyncService_UpdateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/UpdateCluster"
+	RsyncService_DeleteCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/DeleteCluster"
 )
 
 // RsyncServiceClient is the client API for RsyncService service.
@@ -37,8 +43,24 @@ type RsyncServiceClient interface {
 	GetClusterProvider(ctx context.Context, in *GetClusterProviderRequest, opts ...grpc.CallOption) (*GetClusterProviderResponse, error)
 	// ListClusterProviders reads every cluster provider under the same parent, ordered by name.
 	ListClusterProviders(ctx context.Context, in *ListClusterProvidersRequest, opts ...grpc.CallOption) (*ListClusterProvidersResponse, error)
-	// DeleteClusterProvider removes a cluster provider.
+	// UpdateClusterProvider replaces a cluster provider's description and user data.
+	UpdateClusterProvider(ctx context.Context, in *UpdateClusterProviderRequest, opts ...grpc.CallOption) (*UpdateClusterProviderResponse, error)
+	// DeleteClusterProvider removes a cluster provider that has no clusters.
 	DeleteClusterProvider(ctx context.Context, in *DeleteClusterProviderRequest, opts ...grpc.CallOption) (*DeleteClusterProviderResponse, error)
+	// CreateCluster registers a cluster with its admin kubeconfig, which is
+	// validated, sealed at rest and never returned.
+	CreateCluster(ctx context.Context, in *CreateClusterRequest, opts ...grpc.CallOption) (*CreateClusterResponse, error)
+	// GetCluster reads one cluster (its server URL and kubeconfig
+	// fingerprint, never the kubeconfig).
+	GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error)
+	// ListClusters reads a provider's clusters, ordered by name, optionally
+	// only those with a label.
+	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
+	// UpdateCluster replaces a cluster's description, user data and labels,
+	// and its kubeconfig when one is given.
+	UpdateCluster(ctx context.Context, in *UpdateClusterRequest, opts ...grpc.CallOption) (*UpdateClusterResponse, error)
+	// DeleteCluster removes a cluster and its kubeconfig.
+	DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error)
 }
 
 type rsyncServiceClient struct {
@@ -79,10 +101,70 @@ func (c *rsyncServiceClient) ListClusterProviders(ctx context.Context, in *ListC
 	return out, nil
 }
 
+func (c *rsyncServiceClient) UpdateClusterProvider(ctx context.Context, in *UpdateClusterProviderRequest, opts ...grpc.CallOption) (*UpdateClusterProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateClusterProviderResponse)
+	err := c.cc.Invoke(ctx, RsyncService_UpdateClusterProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *rsyncServiceClient) DeleteClusterProvider(ctx context.Context, in *DeleteClusterProviderRequest, opts ...grpc.CallOption) (*DeleteClusterProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteClusterProviderResponse)
 	err := c.cc.Invoke(ctx, RsyncService_DeleteClusterProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) CreateCluster(ctx context.Context, in *CreateClusterRequest, opts ...grpc.CallOption) (*CreateClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateClusterResponse)
+	err := c.cc.Invoke(ctx, RsyncService_CreateCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetClusterResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClustersResponse)
+	err := c.cc.Invoke(ctx, RsyncService_ListClusters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) UpdateCluster(ctx context.Context, in *UpdateClusterRequest, opts ...grpc.CallOption) (*UpdateClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateClusterResponse)
+	err := c.cc.Invoke(ctx, RsyncService_UpdateCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteClusterResponse)
+	err := c.cc.Invoke(ctx, RsyncService_DeleteCluster_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +183,24 @@ type RsyncServiceServer interface {
 	GetClusterProvider(context.Context, *GetClusterProviderRequest) (*GetClusterProviderResponse, error)
 	// ListClusterProviders reads every cluster provider under the same parent, ordered by name.
 	ListClusterProviders(context.Context, *ListClusterProvidersRequest) (*ListClusterProvidersResponse, error)
-	// DeleteClusterProvider removes a cluster provider.
+	// UpdateClusterProvider replaces a cluster provider's description and user data.
+	UpdateClusterProvider(context.Context, *UpdateClusterProviderRequest) (*UpdateClusterProviderResponse, error)
+	// DeleteClusterProvider removes a cluster provider that has no clusters.
 	DeleteClusterProvider(context.Context, *DeleteClusterProviderRequest) (*DeleteClusterProviderResponse, error)
+	// CreateCluster registers a cluster with its admin kubeconfig, which is
+	// validated, sealed at rest and never returned.
+	CreateCluster(context.Context, *CreateClusterRequest) (*CreateClusterResponse, error)
+	// GetCluster reads one cluster (its server URL and kubeconfig
+	// fingerprint, never the kubeconfig).
+	GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error)
+	// ListClusters reads a provider's clusters, ordered by name, optionally
+	// only those with a label.
+	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
+	// UpdateCluster replaces a cluster's description, user data and labels,
+	// and its kubeconfig when one is given.
+	UpdateCluster(context.Context, *UpdateClusterRequest) (*UpdateClusterResponse, error)
+	// DeleteCluster removes a cluster and its kubeconfig.
+	DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error)
 	mustEmbedUnimplementedRsyncServiceServer()
 }
 
@@ -122,8 +220,26 @@ func (UnimplementedRsyncServiceServer) GetClusterProvider(context.Context, *GetC
 func (UnimplementedRsyncServiceServer) ListClusterProviders(context.Context, *ListClusterProvidersRequest) (*ListClusterProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListClusterProviders not implemented")
 }
+func (UnimplementedRsyncServiceServer) UpdateClusterProvider(context.Context, *UpdateClusterProviderRequest) (*UpdateClusterProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateClusterProvider not implemented")
+}
 func (UnimplementedRsyncServiceServer) DeleteClusterProvider(context.Context, *DeleteClusterProviderRequest) (*DeleteClusterProviderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteClusterProvider not implemented")
+}
+func (UnimplementedRsyncServiceServer) CreateCluster(context.Context, *CreateClusterRequest) (*CreateClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateCluster not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCluster not implemented")
+}
+func (UnimplementedRsyncServiceServer) ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClusters not implemented")
+}
+func (UnimplementedRsyncServiceServer) UpdateCluster(context.Context, *UpdateClusterRequest) (*UpdateClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateCluster not implemented")
+}
+func (UnimplementedRsyncServiceServer) DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteCluster not implemented")
 }
 func (UnimplementedRsyncServiceServer) mustEmbedUnimplementedRsyncServiceServer() {}
 func (UnimplementedRsyncServiceServer) testEmbeddedByValue()                      {}
@@ -200,6 +316,24 @@ func _RsyncService_ListClusterProviders_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RsyncService_UpdateClusterProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateClusterProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).UpdateClusterProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_UpdateClusterProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).UpdateClusterProvider(ctx, req.(*UpdateClusterProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RsyncService_DeleteClusterProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteClusterProviderRequest)
 	if err := dec(in); err != nil {
@@ -214,6 +348,96 @@ func _RsyncService_DeleteClusterProvider_Handler(srv interface{}, ctx context.Co
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RsyncServiceServer).DeleteClusterProvider(ctx, req.(*DeleteClusterProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_CreateCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).CreateCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_CreateCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).CreateCluster(ctx, req.(*CreateClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_GetCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetCluster(ctx, req.(*GetClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_ListClusters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClustersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).ListClusters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_ListClusters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).ListClusters(ctx, req.(*ListClustersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_UpdateCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).UpdateCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_UpdateCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).UpdateCluster(ctx, req.(*UpdateClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_DeleteCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).DeleteCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_DeleteCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).DeleteCluster(ctx, req.(*DeleteClusterRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -238,8 +462,32 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RsyncService_ListClusterProviders_Handler,
 		},
 		{
+			MethodName: "UpdateClusterProvider",
+			Handler:    _RsyncService_UpdateClusterProvider_Handler,
+		},
+		{
 			MethodName: "DeleteClusterProvider",
 			Handler:    _RsyncService_DeleteClusterProvider_Handler,
+		},
+		{
+			MethodName: "CreateCluster",
+			Handler:    _RsyncService_CreateCluster_Handler,
+		},
+		{
+			MethodName: "GetCluster",
+			Handler:    _RsyncService_GetCluster_Handler,
+		},
+		{
+			MethodName: "ListClusters",
+			Handler:    _RsyncService_ListClusters_Handler,
+		},
+		{
+			MethodName: "UpdateCluster",
+			Handler:    _RsyncService_UpdateCluster_Handler,
+		},
+		{
+			MethodName: "DeleteCluster",
+			Handler:    _RsyncService_DeleteCluster_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

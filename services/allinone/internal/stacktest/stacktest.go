@@ -1,31 +1,75 @@
 // Package stacktest starts the whole all-in-one program for a test: every
 // service and the gateway on free loopback ports, on an embedded store in a
-// temporary directory (or a fresh database on DCM_TEST_MONGO_URI). It is
-// the program users run, not a test double.
+// temporary directory (or a fresh database on DCM_TEST_MONGO_URI), with
+// the local PKI its first start makes. It is the program users run, not a
+// test double.
 package stacktest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/services/allinone"
 )
 
 // Stack is a running all-in-one program.
 type Stack struct {
 	*app.Program
-	// URL is the REST base URL, e.g. http://127.0.0.1:40123.
+	// URL is the REST base URL, e.g. https://127.0.0.1:40123.
 	URL string
 	// GRPC is the combined gRPC endpoint.
 	GRPC string
+	// DataDir holds the store, the local PKI (pki/) and the keyring (kek).
+	DataDir string
+	// CA is the local CA, to issue test certificates.
+	CA *pki.CA
+	// Admin is an HTTPS client with the admin client certificate.
+	Admin *http.Client
+	// AdminToken is the bootstrap admin bearer token.
+	AdminToken string
+}
+
+// Client is an HTTPS client that trusts the stack's CA and presents cert
+// (nil: none).
+func (s *Stack) Client(cert *tls.Certificate) *http.Client {
+	cfg := &tls.Config{RootCAs: s.Env.TLS.Pool(), MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
+}
+
+// Issue returns a client certificate for id from the stack's CA, valid
+// until notAfter.
+func (s *Stack) Issue(t testing.TB, id pki.Identity, notAfter time.Time) tls.Certificate {
+	t.Helper()
+	c, k, err := s.CA.Issue(pki.Request{Identity: id, Client: true, NotAfter: notAfter})
+	if err != nil {
+		t.Fatalf("issue: %v", err)
+	}
+	pair, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatalf("issue: %v", err)
+	}
+	return pair
 }
 
 // Start runs the program until the test ends, then checks it shut down cleanly.
-func Start(t testing.TB) *Stack {
+func Start(t testing.TB, extraArgs ...string) *Stack {
+	t.Helper()
+	return StartAt(t, t.TempDir(), extraArgs...)
+}
+
+// StartAt is Start on a given data dir (to restart on the same one).
+func StartAt(t testing.TB, dataDir string, extraArgs ...string) *Stack {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the whole program: not in -short (make test-unit)")
@@ -33,9 +77,10 @@ func Start(t testing.TB) *Stack {
 	args := []string{
 		"-grpc-addr", "127.0.0.1:0",
 		"-http-addr", "127.0.0.1:0",
-		"-data-dir", t.TempDir(),
+		"-data-dir", dataDir,
 		"-log-level", "warn",
 	}
+	args = append(args, extraArgs...)
 	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {
 		args = append(args, "-mongo-uri", uri, "-mongo-database", fmt.Sprintf("dcmstack_%d", time.Now().UnixNano()))
 	}
@@ -54,5 +99,18 @@ func Start(t testing.TB) *Stack {
 			t.Errorf("all-in-one stopped with %v", err)
 		}
 	})
-	return &Stack{Program: p, URL: "http://" + p.Server.HTTPAddr(), GRPC: p.Server.GRPCAddr()}
+	s := &Stack{Program: p, URL: "https://" + p.Server.HTTPAddr(), GRPC: p.Server.GRPCAddr(), DataDir: dataDir, AdminToken: p.Env.AdminToken}
+	if p.Env.Config.InsecureHTTP {
+		s.URL = "http://" + p.Server.HTTPAddr()
+	}
+	dir := filepath.Join(dataDir, "pki")
+	if s.CA, err = pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile)); err != nil {
+		t.Fatalf("local CA: %v", err)
+	}
+	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
+	if err != nil {
+		t.Fatalf("admin certificate: %v", err)
+	}
+	s.Admin = s.Client(&admin)
+	return s
 }

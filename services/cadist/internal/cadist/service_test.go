@@ -64,3 +64,47 @@ func TestRoots(t *testing.T) {
 	_, err = c.DeleteRoot(ctx, &cadistv1.DeleteRootRequest{Name: "root-1"})
 	require.NoError(t, err)
 }
+
+// TestRootKeys: a root is generated with its key, or imported with the
+// matching key; the key is never answered.
+func TestRootKeys(t *testing.T) {
+	t.Parallel()
+	c := cadistv1.NewCaDistServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
+		return []server.Service{cadist.New(st)}
+	}))
+	ctx := context.Background()
+	create := func(name, cert, key string) (*cadistv1.Root, error) {
+		r, err := c.CreateRoot(ctx, &cadistv1.CreateRootRequest{Root: &cadistv1.Root{
+			Metadata: &typesv1.Metadata{Name: name}, Certificate: cert, PrivateKey: key}})
+		return r.GetRoot(), err
+	}
+	gen, err := create("generated", "", "")
+	require.NoError(t, err)
+	require.True(t, gen.GetHasPrivateKey())
+	require.Empty(t, gen.GetPrivateKey())
+	block, _ := pem.Decode([]byte(gen.GetCertificate()))
+	require.NotNil(t, block)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	require.True(t, cert.IsCA)
+
+	ca, key := certPEM(t, true)
+	_, otherKey := certPEM(t, true)
+	imported, err := create("imported", ca, key)
+	require.NoError(t, err)
+	require.True(t, imported.GetHasPrivateKey())
+	got, err := c.GetRoot(ctx, &cadistv1.GetRootRequest{Name: "imported"})
+	require.NoError(t, err)
+	require.Empty(t, got.GetRoot().GetPrivateKey())
+	require.NotContains(t, got.String(), "PRIVATE KEY")
+
+	for name, in := range map[string][2]string{
+		"key without certificate": {"", key},
+		"key of another cert":     {ca, otherKey},
+		"not a key":               {ca, "nope"},
+	} {
+		_, err := create("bad", in[0], in[1])
+		require.Equal(t, codes.InvalidArgument, status.Code(err), name)
+		require.NotContains(t, err.Error(), "PRIVATE KEY", name)
+	}
+}

@@ -11,13 +11,22 @@ import (
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
+	authv1 "github.com/dcm-project/dcm/gen/dcm/auth/v1"
+	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	keysv1 "github.com/dcm-project/dcm/gen/dcm/keys/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/gateway/internal/openapi"
@@ -25,11 +34,15 @@ import (
 
 // Conns are the gRPC connections to the services the gateway routes to.
 type Conns struct {
-	Core *grpc.ClientConn
+	Core, Rsync, CADist *grpc.ClientConn
+	// Stores are one connection per distinct program with a store: key
+	// rotation goes to each.
+	Stores []*grpc.ClientConn
 }
 
-// New returns the REST handler.
-func New(ctx context.Context, conns Conns) (http.Handler, error) {
+// New returns the REST handler: every request authenticated by auth and
+// authorized by role (see Authorize), mutating calls audited on auditLog.
+func New(ctx context.Context, conns Conns, auth *Authenticator, log, auditLog *zap.Logger) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
@@ -40,9 +53,22 @@ func New(ctx context.Context, conns Conns) (http.Handler, error) {
 		runtime.WithForwardResponseOption(setStatus),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithMetadata(noteRoute),
 	)
-	if err := corev1.RegisterCoreServiceHandler(ctx, mux, conns.Core); err != nil {
-		return nil, fmt.Errorf("register core routes: %w", err)
+	keys := make(fanOut, 0, len(conns.Stores))
+	for _, c := range conns.Stores {
+		keys = append(keys, keysv1.NewKeyServiceClient(c))
+	}
+	for name, register := range map[string]func() error{
+		"core":   func() error { return corev1.RegisterCoreServiceHandler(ctx, mux, conns.Core) },
+		"auth":   func() error { return authv1.RegisterAuthServiceHandler(ctx, mux, conns.Core) },
+		"rsync":  func() error { return rsyncv1.RegisterRsyncServiceHandler(ctx, mux, conns.Rsync) },
+		"cadist": func() error { return cadistv1.RegisterCaDistServiceHandler(ctx, mux, conns.CADist) },
+		"keys":   func() error { return keysv1.RegisterKeyServiceHandlerClient(ctx, mux, keys) },
+	} {
+		if err := register(); err != nil {
+			return nil, fmt.Errorf("register %s routes: %w", name, err)
+		}
 	}
 	root := http.NewServeMux()
 	root.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -50,17 +76,78 @@ func New(ctx context.Context, conns Conns) (http.Handler, error) {
 		_, _ = w.Write(openapi.Document)
 	})
 	root.Handle("/", noBodyOn204(mux))
-	return root, nil
+	return secure(auth, log, auditLog, root), nil
+}
+
+// noteRoute records the matched route and RPC for the audit log.
+func noteRoute(ctx context.Context, r *http.Request) metadata.MD {
+	if a, ok := r.Context().Value(auditKey{}).(*audit); ok {
+		a.route, _ = runtime.HTTPPathPattern(ctx)
+		a.rpc, _ = runtime.RPCMethod(ctx)
+	}
+	return nil
+}
+
+// fanOut sends key rotation to every program with a store and adds up
+// their answers; the first failure fails the call (a rewrap can be rerun).
+type fanOut []keysv1.KeyServiceClient
+
+func (f fanOut) RewrapSecrets(ctx context.Context, in *keysv1.RewrapSecretsRequest, opts ...grpc.CallOption) (*keysv1.RewrapSecretsResponse, error) {
+	sum := &keysv1.RewrapSecretsResponse{}
+	for _, c := range f {
+		r, err := c.RewrapSecrets(ctx, in, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if sum.KeyId != "" && r.GetKeyId() != sum.KeyId {
+			return nil, errs.FailedPrecondition("the services' keyrings disagree on the current key (%q, %q): give them all the same keyring", sum.KeyId, r.GetKeyId())
+		}
+		sum.KeyId = r.GetKeyId()
+		sum.Records += r.GetRecords()
+		sum.Values += r.GetValues()
+		sum.Unchanged += r.GetUnchanged()
+	}
+	return sum, nil
 }
 
 // writeError is the gateway's one error path: the status from the service
 // (or from decoding the request) becomes errs' HTTP status and JSON body.
-func writeError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+func writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	st := errs.ToStatus(err)
-	if st.Code() == codes.InvalidArgument && errs.FieldOf(st) == "" {
-		st = decodeError(st.Message())
+	if st.Code() == codes.InvalidArgument {
+		if field := errs.FieldOf(st); field == "" {
+			st = decodeError(st.Message())
+		} else if body := bodyField(ctx); body != "" && strings.HasPrefix(field, body+".") {
+			rel := strings.TrimPrefix(field, body+".")
+			msg := strings.TrimPrefix(st.Message(), field+": ")
+			st = errs.ToStatus(errs.Invalid(rel, "%s", msg))
+		}
 	}
 	errs.WriteHTTP(w, st)
+}
+
+// bodyField is the request field the route's body maps to ("" for "*"):
+// services name fields from the request message (cluster.spec.kubeconfig),
+// REST callers from the body they sent (spec.kubeconfig).
+func bodyField(ctx context.Context) string {
+	method, ok := runtime.RPCMethod(ctx)
+	if !ok {
+		return ""
+	}
+	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(method, "/"), "/", "."))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	if err != nil {
+		return ""
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok {
+		return ""
+	}
+	rule, ok := proto.GetExtension(md.Options(), annotations.E_Http).(*annotations.HttpRule)
+	if !ok || rule.GetBody() == "*" {
+		return ""
+	}
+	return rule.GetBody()
 }
 
 // Services name the field of every InvalidArgument they return, so one
@@ -149,6 +236,14 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// status is the code written, 200 if none was.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
 func (w *statusWriter) Flush() {

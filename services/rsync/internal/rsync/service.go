@@ -1,5 +1,6 @@
 // Package rsync implements the resource synchronizer. This version holds
-// the cluster registry's providers; applying resources to clusters comes
+// the cluster registry: providers and clusters, whose admin kubeconfigs are
+// sealed at rest and never returned; applying resources to clusters comes
 // with the synchronizer engine.
 package rsync
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -16,12 +18,16 @@ import (
 type Service struct {
 	rsyncv1.UnimplementedRsyncServiceServer
 	providers *store.Records[*rsyncv1.ClusterProvider]
+	clusters  *store.Records[*rsyncv1.Cluster]
 }
 
 // New opens the service's collections on st.
 func New(st *store.Store) *Service {
-	return &Service{providers: store.NewRecords(st, "cluster_providers", "cluster provider",
-		func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} })}
+	return &Service{
+		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
+			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
+		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
+	}
 }
 
 // Register serves the API on r.
@@ -54,8 +60,33 @@ func (s *Service) ListClusterProviders(ctx context.Context, _ *rsyncv1.ListClust
 	return &rsyncv1.ListClusterProvidersResponse{ClusterProviders: ps}, nil
 }
 
-// DeleteClusterProvider implements rsyncv1.RsyncServiceServer.
+// UpdateClusterProvider implements rsyncv1.RsyncServiceServer. The name is
+// the record's identity: a body naming another provider is refused.
+func (s *Service) UpdateClusterProvider(ctx context.Context, req *rsyncv1.UpdateClusterProviderRequest) (*rsyncv1.UpdateClusterProviderResponse, error) {
+	in := req.GetClusterProvider()
+	if n := in.GetMetadata().GetName(); n != req.GetName() {
+		return nil, errs.Invalid("metadata.name", "must equal the cluster provider in the path (%q), got %q", req.GetName(), n)
+	}
+	p, err := s.providers.Modify(ctx, req.GetName(), func(p *rsyncv1.ClusterProvider) error {
+		p.Metadata = in.GetMetadata()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.UpdateClusterProviderResponse{ClusterProvider: p}, nil
+}
+
+// DeleteClusterProvider implements rsyncv1.RsyncServiceServer. A provider
+// with clusters is refused: delete them first.
 func (s *Service) DeleteClusterProvider(ctx context.Context, req *rsyncv1.DeleteClusterProviderRequest) (*rsyncv1.DeleteClusterProviderResponse, error) {
+	cs, err := s.clusters.List(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) > 0 {
+		return nil, errs.FailedPrecondition("cluster provider %q still has %d clusters: delete them first", req.GetName(), len(cs))
+	}
 	if err := s.providers.Delete(ctx, req.GetName()); err != nil {
 		return nil, err
 	}

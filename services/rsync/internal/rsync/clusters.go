@@ -1,0 +1,162 @@
+package rsync
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// kubeconfigSecret is the name of a cluster record's sealed kubeconfig.
+const kubeconfigSecret = "kubeconfig"
+
+// CreateCluster implements rsyncv1.RsyncServiceServer.
+func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterRequest) (*rsyncv1.CreateClusterResponse, error) {
+	c := req.GetCluster()
+	kc := c.GetSpec().GetKubeconfig()
+	if kc == "" {
+		return nil, errs.Invalid("spec.kubeconfig", "is required: the cluster's admin kubeconfig, as text")
+	}
+	server, err := checkKubeconfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.providers.Get(ctx, req.GetProvider()); err != nil {
+		return nil, err
+	}
+	stored := clusterRecord(c, server, kc)
+	id := store.Key(req.GetProvider(), c.GetMetadata().GetName())
+	if err := s.clusters.Create(ctx, id, req.GetProvider(), stored, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)}); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.CreateClusterResponse{Cluster: stored}, nil
+}
+
+// GetCluster implements rsyncv1.RsyncServiceServer.
+func (s *Service) GetCluster(ctx context.Context, req *rsyncv1.GetClusterRequest) (*rsyncv1.GetClusterResponse, error) {
+	c, err := s.clusters.Get(ctx, store.Key(req.GetProvider(), req.GetName()))
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetClusterResponse{Cluster: c.Msg}, nil
+}
+
+// ListClusters implements rsyncv1.RsyncServiceServer.
+func (s *Service) ListClusters(ctx context.Context, req *rsyncv1.ListClustersRequest) (*rsyncv1.ListClustersResponse, error) {
+	if _, err := s.providers.Get(ctx, req.GetProvider()); err != nil {
+		return nil, err
+	}
+	cs, err := s.clusters.List(ctx, req.GetProvider())
+	if err != nil {
+		return nil, err
+	}
+	if l := req.GetLabel(); l != "" {
+		cs = slices.DeleteFunc(cs, func(c *rsyncv1.Cluster) bool { return !slices.Contains(c.GetSpec().GetLabels(), l) })
+	}
+	return &rsyncv1.ListClustersResponse{Clusters: cs}, nil
+}
+
+// UpdateCluster implements rsyncv1.RsyncServiceServer. The name is the
+// record's identity: a body naming another cluster is refused.
+func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterRequest) (*rsyncv1.UpdateClusterResponse, error) {
+	in := req.GetCluster()
+	if n := in.GetMetadata().GetName(); n != req.GetName() {
+		return nil, errs.Invalid("metadata.name", "must equal the cluster in the path (%q), got %q", req.GetName(), n)
+	}
+	kc := in.GetSpec().GetKubeconfig()
+	server := ""
+	if kc != "" {
+		var err error
+		if server, err = checkKubeconfig(kc); err != nil {
+			return nil, err
+		}
+	}
+	id := store.Key(req.GetProvider(), req.GetName())
+	cur, err := s.clusters.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	next := clusterRecord(in, cur.Msg.GetStatus().GetServer(), "")
+	next.Status.KubeconfigFingerprint = cur.Msg.GetStatus().GetKubeconfigFingerprint()
+	var secrets []store.Secret
+	if kc != "" {
+		next = clusterRecord(in, server, kc)
+		secrets = append(secrets, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)})
+	}
+	if err := s.clusters.Update(ctx, id, cur.Version, next, secrets...); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.UpdateClusterResponse{Cluster: next}, nil
+}
+
+// DeleteCluster implements rsyncv1.RsyncServiceServer.
+func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterRequest) (*rsyncv1.DeleteClusterResponse, error) {
+	if err := s.clusters.Delete(ctx, store.Key(req.GetProvider(), req.GetName())); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.DeleteClusterResponse{}, nil
+}
+
+// clusterRecord is the stored (and answered) form of c: the kubeconfig
+// replaced by its server URL and fingerprint.
+func clusterRecord(c *rsyncv1.Cluster, server, kubeconfig string) *rsyncv1.Cluster {
+	out := &rsyncv1.Cluster{
+		Metadata: c.GetMetadata(),
+		Spec:     &rsyncv1.ClusterSpec{Labels: c.GetSpec().GetLabels()},
+		Status:   &rsyncv1.ClusterStatus{Server: server},
+	}
+	if kubeconfig != "" {
+		sum := sha256.Sum256([]byte(kubeconfig))
+		out.Status.KubeconfigFingerprint = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+// checkKubeconfig parses a kubeconfig and returns its current context's
+// server URL. Every credential must be inline: a path on this host, an
+// exec plugin or an auth provider is refused (the registry must not read
+// its own files or run commands a kubeconfig names). Messages never quote
+// the kubeconfig.
+func checkKubeconfig(text string) (string, error) {
+	const field = "spec.kubeconfig"
+	cfg, err := clientcmd.Load([]byte(text))
+	if err != nil {
+		return "", errs.Invalid(field, "is not a kubeconfig (YAML or JSON)")
+	}
+	if cfg.CurrentContext == "" {
+		return "", errs.Invalid(field, "has no current-context")
+	}
+	ctxt, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok {
+		return "", errs.Invalid(field, "current-context %q is not among its contexts", cfg.CurrentContext)
+	}
+	cl, ok := cfg.Clusters[ctxt.Cluster]
+	if !ok {
+		return "", errs.Invalid(field, "cluster %q of the current context is not among its clusters", ctxt.Cluster)
+	}
+	user, ok := cfg.AuthInfos[ctxt.AuthInfo]
+	if !ok {
+		return "", errs.Invalid(field, "user %q of the current context is not among its users", ctxt.AuthInfo)
+	}
+	switch {
+	case cl.CertificateAuthority != "":
+		return "", errs.Invalid(field, "certificate-authority names a file: give certificate-authority-data")
+	case user.ClientCertificate != "" || user.ClientKey != "":
+		return "", errs.Invalid(field, "client-certificate/client-key name files: give the -data fields")
+	case user.TokenFile != "":
+		return "", errs.Invalid(field, "tokenFile names a file: give token")
+	case user.Exec != nil || user.AuthProvider != nil:
+		return "", errs.Invalid(field, "exec plugins and auth providers are not accepted: give inline credentials")
+	}
+	if _, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig(); err != nil {
+		return "", errs.Invalid(field, "%s", fmt.Sprint(err))
+	}
+	return cl.Server, nil
+}
