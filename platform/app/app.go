@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -82,14 +83,28 @@ type Program struct {
 // Wait blocks until the program has stopped and returns why.
 func (p *Program) Wait() error { return <-p.done }
 
+// LogTo makes Start log to w instead of stderr (tests read the logs).
+func LogTo(w io.Writer) StartOption {
+	return func(o *startOptions) { o.logTo = w }
+}
+
+// StartOption changes how Start runs a program.
+type StartOption func(*startOptions)
+
+type startOptions struct{ logTo io.Writer }
+
 // Start loads configuration from args and the environment, builds the
 // program and serves in the background until ctx ends.
-func Start(ctx context.Context, name string, args []string, needStore bool, build Build) (_ *Program, err error) {
+func Start(ctx context.Context, name string, args []string, needStore bool, build Build, with ...StartOption) (_ *Program, err error) {
+	o := startOptions{logTo: os.Stderr}
+	for _, f := range with {
+		f(&o)
+	}
 	var cfg server.Config
 	if err := config.Load(&cfg, name, args); err != nil {
 		return nil, err
 	}
-	log, err := logging.New(name, cfg.LogLevel)
+	log, err := logging.NewTo(name, cfg.LogLevel, o.logTo)
 	if err != nil {
 		return nil, err
 	}

@@ -6,29 +6,31 @@ package logging
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// New returns a JSON logger at level ("debug", "info", "warn", "error") named
-// for the service.
+// New returns a JSON logger to stderr at level ("debug", "info", "warn",
+// "error") named for the service.
 func New(service, level string) (*zap.Logger, error) {
+	return NewTo(service, level, os.Stderr)
+}
+
+// NewTo is New writing to w.
+func NewTo(service, level string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
 	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.EncoderConfig.TimeKey = "time"
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	cfg.Sampling = nil
-	cfg.DisableStacktrace = true // the recovery interceptor logs a panic's stack itself
-	l, err := cfg.Build()
-	if err != nil {
-		return nil, err
-	}
-	return l.Named(service), nil
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "time"
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	// No stack traces: the recovery interceptor logs a panic's stack itself.
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core, zap.AddCaller()).Named(service), nil
 }
 
 type ctxKey struct{}

@@ -9,9 +9,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +37,13 @@ type Stack struct {
 	Admin *http.Client
 	// AdminToken is the bootstrap admin bearer token.
 	AdminToken string
+
+	stop func()
 }
+
+// Stop stops the program now (a test that restarts it on the same data
+// dir); otherwise it stops when the test ends.
+func (s *Stack) Stop() { s.stop() }
 
 // Client is an HTTPS client that trusts the stack's CA and presents cert
 // (nil: none).
@@ -63,16 +71,30 @@ func (s *Stack) Issue(t testing.TB, id pki.Identity, notAfter time.Time) tls.Cer
 }
 
 // Start runs the program until the test ends, then checks it shut down cleanly.
-func Start(t testing.TB, extraArgs ...string) *Stack {
+func Start(t testing.TB) *Stack {
 	t.Helper()
-	return StartAt(t, t.TempDir(), extraArgs...)
+	return StartWith(t, Options{})
 }
 
-// StartAt is Start on a given data dir (to restart on the same one).
-func StartAt(t testing.TB, dataDir string, extraArgs ...string) *Stack {
+// Options change how StartWith starts the program.
+type Options struct {
+	// DataDir to run on (to restart on the same one); empty is a new one.
+	DataDir string
+	// Args are more command-line flags.
+	Args []string
+	// Logs receives the program's log lines (JSON) instead of stderr.
+	Logs io.Writer
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Stack {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the whole program: not in -short (make test-unit)")
+	}
+	dataDir := o.DataDir
+	if dataDir == "" {
+		dataDir = t.TempDir()
 	}
 	args := []string{
 		"-grpc-addr", "127.0.0.1:0",
@@ -80,26 +102,34 @@ func StartAt(t testing.TB, dataDir string, extraArgs ...string) *Stack {
 		"-data-dir", dataDir,
 		"-log-level", "warn",
 	}
-	args = append(args, extraArgs...)
+	args = append(args, o.Args...)
 	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {
 		args = append(args, "-mongo-uri", uri, "-mongo-database", fmt.Sprintf("dcmstack_%d", time.Now().UnixNano()))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := app.Start(ctx, allinone.Name, args, true, allinone.Build)
+	var with []app.StartOption
+	if o.Logs != nil {
+		with = append(with, app.LogTo(o.Logs))
+	}
+	p, err := app.Start(ctx, allinone.Name, args, true, allinone.Build, with...)
 	if err != nil {
 		cancel()
 		t.Fatalf("start all-in-one: %v", err)
 	}
-	t.Cleanup(func() {
-		if os.Getenv("DCM_TEST_MONGO_URI") != "" {
-			_ = p.Env.Store.Database().Drop(context.Background())
-		}
-		cancel()
-		if err := p.Wait(); err != nil {
-			t.Errorf("all-in-one stopped with %v", err)
-		}
-	})
-	s := &Stack{Program: p, URL: "https://" + p.Server.HTTPAddr(), GRPC: p.Server.GRPCAddr(), DataDir: dataDir, AdminToken: p.Env.AdminToken}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			if os.Getenv("DCM_TEST_MONGO_URI") != "" {
+				_ = p.Env.Store.Database().Drop(context.Background())
+			}
+			cancel()
+			if err := p.Wait(); err != nil {
+				t.Errorf("all-in-one stopped with %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	s := &Stack{stop: stop, Program: p, URL: "https://" + p.Server.HTTPAddr(), GRPC: p.Server.GRPCAddr(), DataDir: dataDir, AdminToken: p.Env.AdminToken}
 	if p.Env.Config.InsecureHTTP {
 		s.URL = "http://" + p.Server.HTTPAddr()
 	}

@@ -1,0 +1,452 @@
+package allinone_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/secrets"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// syncBuffer collects a program's log lines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// do sends one request as c, with a bearer token unless it is empty.
+func do(t *testing.T, c *http.Client, token, method, url, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b.Bytes()
+}
+
+// mint has the admin issue a token and returns it.
+func mint(t *testing.T, s *stacktest.Stack, body string) string {
+	t.Helper()
+	code, b := call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", body)
+	require.Equal(t, 201, code, "%s", b)
+	tok, _ := decode(t, b).(map[string]any)["token"].(string)
+	require.NotEmpty(t, tok)
+	return tok
+}
+
+// TestUnauthenticated: every wrong, expired or unknown credential gets the
+// same 401 body, which says nothing about why.
+func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
+	year := time.Now().Add(365 * 24 * time.Hour)
+	expiredCert := s.Issue(t, pki.Identity{Subject: "old", Role: pki.RoleAdmin}, time.Now().Add(-time.Minute))
+	other, err := pki.NewCA("elsewhere", time.Hour)
+	require.NoError(t, err)
+	c, k, err := other.Issue(pki.Request{Identity: pki.Identity{Subject: "x", Role: pki.RoleAdmin}, Client: true, NotAfter: year})
+	require.NoError(t, err)
+	strangerCert, err := tls.X509KeyPair(c, k)
+	require.NoError(t, err)
+	c, k, err = s.CA.Issue(pki.Request{Identity: pki.Identity{Subject: "srv", Role: pki.RoleAdmin}, Server: true, NotAfter: year})
+	require.NoError(t, err)
+	serverOnlyCert, err := tls.X509KeyPair(c, k)
+	require.NoError(t, err)
+
+	revoked := mint(t, s, `{"subject":"gone","role":"admin"}`)
+	code, b := call(t, s.Admin, "GET", s.URL+"/v2/auth/tokens", "")
+	require.Equal(t, 200, code)
+	var revokedID string
+	for _, tok := range decode(t, b).([]any) {
+		if m := tok.(map[string]any); m["subject"] == "gone" {
+			revokedID = m["id"].(string)
+		}
+	}
+	require.NotEmpty(t, revokedID)
+	require.Equal(t, 204, first(call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+revokedID, "")))
+	expiring := mint(t, s, `{"subject":"brief","role":"admin","ttl":"1s"}`)
+	good := mint(t, s, `{"subject":"ok","role":"admin"}`)
+	require.Equal(t, 200, first(do(t, s.Client(nil), good, "GET", s.URL+"/v2/projects/p", "")))
+
+	bare := s.Client(nil)
+	cases := []struct {
+		name   string
+		client *http.Client
+		header string
+	}{
+		{"no credentials", bare, ""},
+		{"basic auth", bare, "Basic YWRtaW46YWRtaW4="},
+		{"bearer without token", bare, "Bearer "},
+		{"garbage token", bare, "Bearer not-a-token"},
+		{"wrong admin token", bare, "Bearer " + pki.AdminTokenPrefix + strings.Repeat("0", 64)},
+		{"unknown issued token", bare, "Bearer dcm_0123456789abcdef_" + strings.Repeat("ab", 32)},
+		{"tampered issued token", bare, "Bearer " + good[:len(good)-1] + "x"},
+		{"revoked token", bare, "Bearer " + revoked},
+		{"expired certificate", s.Client(&expiredCert), ""},
+		{"certificate of an unknown CA", s.Client(&strangerCert), ""},
+		{"certificate not for client use", s.Client(&serverOnlyCert), ""},
+		{"good certificate, bad token: the token decides", s.Admin, "Bearer not-a-token"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", s.URL+"/v2/projects/p", nil)
+			require.NoError(t, err)
+			if c.header != "" {
+				req.Header.Set("Authorization", c.header)
+			}
+			resp, err := c.client.Do(req)
+			require.NoError(t, err)
+			defer func() { _ = resp.Body.Close() }()
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			require.Equal(t, 401, resp.StatusCode)
+			require.JSONEq(t, `{"code":401,"status":"Unauthenticated","message":"authentication required"}`, body.String())
+			require.Equal(t, `Bearer realm="dcm"`, resp.Header.Get("WWW-Authenticate"))
+		})
+	}
+	require.Eventually(t, func() bool {
+		return first(do(t, bare, expiring, "GET", s.URL+"/v2/projects/p", "")) == 401
+	}, 20*time.Second, 100*time.Millisecond, "an expired token is refused")
+	// Every route but /healthz.
+	for _, path := range []string{"/v2/projects", "/v2/cluster-providers", "/v2/cadist/roots", "/v2/auth/tokens", "/openapi.json", "/metrics", "/no/such/route"} {
+		require.Equal(t, 401, first(do(t, bare, "", "GET", s.URL+path, "")), path)
+	}
+	require.Equal(t, 200, first(do(t, bare, "", "GET", s.URL+"/healthz", "")))
+	require.Equal(t, 200, first(do(t, bare, s.AdminToken, "GET", s.URL+"/v2/projects", "")), "the bootstrap admin token")
+}
+
+// TestAuthorization walks every class of route with every role, as a
+// certificate and as a token: allowed calls get through (whatever the
+// service answers), the rest get 403.
+func TestAuthorization(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	for _, p := range []string{"a", "b"} {
+		require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"`+p+`"}}`)))
+	}
+	year := time.Now().Add(365 * 24 * time.Hour)
+	type who struct {
+		name  string
+		c     *http.Client
+		token string
+	}
+	cert := func(id pki.Identity) *http.Client { c := s.Issue(t, id, year); return s.Client(&c) }
+	bare := s.Client(nil)
+	roles := map[string][]who{
+		"admin": {{"cert", s.Admin, ""}, {"token", bare, mint(t, s, `{"subject":"adm","role":"admin"}`)}},
+		"project-admin of a": {
+			{"cert", cert(pki.Identity{Subject: "pa", Role: pki.RoleProjectAdmin, Project: "a"}), ""},
+			{"token", bare, mint(t, s, `{"subject":"pa","role":"project-admin","project":"a"}`)},
+		},
+		"reader of a": {
+			{"cert", cert(pki.Identity{Subject: "ra", Role: pki.RoleReader, Project: "a"}), ""},
+			{"token", bare, mint(t, s, `{"subject":"ra","role":"reader","project":"a"}`)},
+		},
+		"global reader": {
+			{"cert", cert(pki.Identity{Subject: "r", Role: pki.RoleReader}), ""},
+			{"token", bare, mint(t, s, `{"subject":"r","role":"reader"}`)},
+		},
+		"service certificate": {{"cert", cert(pki.Identity{Subject: "svc", Role: pki.RoleService}), ""}},
+	}
+	const (
+		A = "admin"
+		P = "project-admin of a"
+		R = "reader of a"
+		G = "global reader"
+	)
+	routes := []struct {
+		method, path, body string
+		allowed            []string
+	}{
+		{"GET", "/v2/projects", "", []string{A, G}},
+		{"POST", "/v2/projects", `{"metadata":{"name":"new"}}`, []string{A}},
+		{"GET", "/v2/projects/a", "", []string{A, P, R, G}},
+		{"PUT", "/v2/projects/a", `{"metadata":{"name":"a","description":"x"}}`, []string{A, P}},
+		{"GET", "/v2/projects/b", "", []string{A, G}},
+		{"PUT", "/v2/projects/b", `{"metadata":{"name":"b"}}`, []string{A}},
+		{"DELETE", "/v2/projects/b", "", []string{A}},
+		{"GET", "/v2/projects/a/logical-clouds", "", []string{A, P, R, G}},
+		{"POST", "/v2/projects/a/logical-clouds", `{}`, []string{A, P}},
+		{"POST", "/v2/projects/b/logical-clouds", `{}`, []string{A}},
+		{"GET", "/v2/project/a/rb/r/v1/traffic-intent-groups", "", []string{A, P, R, G}},
+		{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups", `{}`, []string{A}},
+		{"GET", "/v1/cadist/projects/b/logicalclouds/l/clusters/c", "", []string{A, G}},
+		{"GET", "/v2/cluster-providers", "", []string{A, P, R, G}},
+		{"POST", "/v2/cluster-providers", `{"metadata":{"name":"cp"}}`, []string{A}},
+		{"DELETE", "/v2/cluster-providers/cp", "", []string{A}},
+		{"GET", "/v2/cadist/roots", "", []string{A, P, R, G}},
+		{"POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"}}`, []string{A}},
+		{"GET", "/v2/auth/tokens", "", []string{A}},
+		{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{A}},
+		{"POST", "/v2/admin/keys/rewrap", `{}`, []string{A}},
+		{"GET", "/openapi.json", "", []string{A, P, R, G}},
+	}
+	for _, r := range routes {
+		for role, ws := range roles {
+			allowed := false
+			for _, a := range r.allowed {
+				allowed = allowed || a == role
+			}
+			for _, w := range ws {
+				code, body := do(t, w.c, w.token, r.method, s.URL+r.path, r.body)
+				if allowed {
+					require.NotContains(t, []int{401, 403}, code, "%s %s as %s (%s): %s", r.method, r.path, role, w.name, body)
+				} else {
+					require.Equal(t, 403, code, "%s %s as %s (%s): %s", r.method, r.path, role, w.name, body)
+				}
+			}
+		}
+	}
+}
+
+// TestTokens: minting checks its input, the list never shows a token,
+// revocation works at once.
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"a"}}`)))
+	for _, c := range []struct{ body, field string }{
+		{`{"subject":"x","role":"root"}`, "role"},
+		{`{"subject":"","role":"reader"}`, "subject"},
+		{`{"subject":"a b","role":"reader"}`, "subject"},
+		{`{"subject":"x","role":"project-admin"}`, "project"},
+		{`{"subject":"x","role":"admin","project":"a"}`, "project"},
+		{`{"subject":"x","role":"reader","project":"missing"}`, "project"},
+		{`{"subject":"x","role":"reader","project":"Not_A_Name"}`, "project"},
+		{`{"subject":"x","role":"reader","ttl":"0s"}`, "ttl"},
+		{`{"subject":"x","role":"reader","ttl":"forever"}`, "ttl"},
+		{`{"subject":"x","role":"reader","extra":1}`, "extra"},
+	} {
+		code, b := call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", c.body)
+		require.Equal(t, 400, code, "%s: %s", c.body, b)
+		require.Equal(t, c.field, decode(t, b).(map[string]any)["field"], "%s: %s", c.body, b)
+	}
+	code, b := call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", `{"subject":"ci@example.com","role":"project-admin","project":"a","ttl":"1h"}`)
+	require.Equal(t, 201, code, "%s", b)
+	created := decode(t, b).(map[string]any)
+	tok := created["token"].(string)
+	info := created["info"].(map[string]any)
+	require.Equal(t, "project-admin", info["role"])
+	require.Equal(t, "a", info["project"])
+	require.NotEmpty(t, info["expireTime"])
+
+	code, b = call(t, s.Admin, "GET", s.URL+"/v2/auth/tokens", "")
+	require.Equal(t, 200, code)
+	require.Len(t, decode(t, b).([]any), 1, "only the minted token: the bootstrap one is a file")
+	require.NotContains(t, string(b), strings.Split(tok, "_")[2], "the list never shows a token's secret")
+
+	require.Equal(t, 200, first(do(t, s.Client(nil), tok, "PUT", s.URL+"/v2/projects/a", `{"metadata":{"name":"a","description":"by token"}}`)))
+	require.Equal(t, 204, first(call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+info["id"].(string), "")))
+	require.Equal(t, 401, first(do(t, s.Client(nil), tok, "GET", s.URL+"/v2/projects/a", "")), "revoked at once")
+	require.Equal(t, 404, first(call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+info["id"].(string), "")))
+}
+
+// TestBootstrapFiles: the first start writes the local CA, certificates,
+// admin token and keyring with mode 0600, and a restart reuses them.
+func TestBootstrapFiles(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	want := []string{"pki/ca.crt", "pki/ca.key", "pki/server.crt", "pki/server.key", "pki/admin.crt", "pki/admin.key", "pki/admin.token", "kek"}
+	before := map[string][]byte{}
+	for _, f := range want {
+		st, err := os.Stat(filepath.Join(s.DataDir, f))
+		require.NoError(t, err, f)
+		require.Equal(t, fs.FileMode(0o600), st.Mode().Perm(), f)
+		before[f], err = os.ReadFile(filepath.Join(s.DataDir, f))
+		require.NoError(t, err)
+	}
+	token := s.AdminToken
+	s.Stop()
+	s = stacktest.StartWith(t, stacktest.Options{DataDir: s.DataDir})
+	for _, f := range want {
+		b, err := os.ReadFile(filepath.Join(s.DataDir, f))
+		require.NoError(t, err)
+		require.Equal(t, before[f], b, "%s is kept across restarts", f)
+	}
+	require.Equal(t, 200, first(do(t, s.Client(nil), token, "GET", s.URL+"/v2/projects", "")))
+}
+
+// TestInsecureHTTP: DCM_INSECURE_HTTP serves plain HTTP on loopback, and
+// still requires a token.
+func TestInsecureHTTP(t *testing.T) {
+	t.Parallel()
+	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-insecure-http=true"}})
+	require.True(t, strings.HasPrefix(s.URL, "http://"))
+	require.Equal(t, 401, first(do(t, http.DefaultClient, "", "GET", s.URL+"/v2/projects", "")))
+	require.Equal(t, 200, first(do(t, http.DefaultClient, s.AdminToken, "GET", s.URL+"/v2/projects", "")))
+	require.Equal(t, 200, first(do(t, http.DefaultClient, "", "GET", s.URL+"/healthz", "")))
+}
+
+// kubeconfig returns an admin kubeconfig with inline credentials issued
+// by ca, and the PEM of its client key.
+func kubeconfig(t *testing.T, ca *pki.CA, server string) (string, string) {
+	t.Helper()
+	c, k, err := ca.Issue(pki.Request{Identity: pki.Identity{Subject: "kubernetes-admin", Role: "system:masters"}, Client: true, NotAfter: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: edge
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: admin
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: admin@edge
+  context: {cluster: edge, user: admin}
+current-context: admin@edge
+`, server, b64(pki.CertPEM(ca.Cert.Raw)), b64(c), b64(k)), string(k)
+}
+
+// TestSecretsAtRest registers kubeconfigs and CA keys, reads them back,
+// rotates the key-encryption key, and checks that neither the store's
+// files nor the logs ever held them in clear.
+func TestSecretsAtRest(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("DCM_TEST_MONGO_URI") != "" {
+		t.Skip("reads the embedded store's files")
+	}
+	logs := &syncBuffer{}
+	s := stacktest.StartWith(t, stacktest.Options{Logs: logs, Args: []string{"-log-level", "debug"}})
+	dir := s.DataDir
+	kc, clientKey := kubeconfig(t, s.CA, "https://10.0.0.1:6443")
+	rootCert, rootKey, err := s.CA.Issue(pki.Request{Identity: pki.Identity{Subject: "imported"}, NotAfter: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	importedCA, err := pki.NewCA("imported-root", time.Hour)
+	require.NoError(t, err)
+	importedKey, err := pki.KeyPEM(importedCA.Key)
+	require.NoError(t, err)
+	_, _ = rootCert, rootKey
+	jsonStr := func(v string) string { return fmt.Sprintf("%q", v) }
+
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)))
+	code, b := call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters",
+		`{"metadata":{"name":"c1"},"spec":{"kubeconfig":`+jsonStr(kc)+`,"labels":["edge"]}}`)
+	require.Equal(t, 201, code, "%s", b)
+	require.NotContains(t, string(b), "client-key-data")
+	code, b = call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots",
+		`{"metadata":{"name":"imported"},"certificate":`+jsonStr(string(pki.CertPEM(importedCA.Cert.Raw)))+`,"privateKey":`+jsonStr(string(importedKey))+`}`)
+	require.Equal(t, 201, code, "%s", b)
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"generated"}}`)))
+	// A refused kubeconfig is not echoed either.
+	code, b = call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters",
+		`{"metadata":{"name":"c2"},"spec":{"kubeconfig":`+jsonStr(strings.Replace(kc, "current-context: admin@edge", "current-context: nope", 1))+`}}`)
+	require.Equal(t, 400, code)
+	require.Equal(t, "spec.kubeconfig", decode(t, b).(map[string]any)["field"])
+	require.NotContains(t, string(b), "LS0t", "no base64 PEM in the error")
+
+	for _, path := range []string{"/v2/cluster-providers/edge/clusters/c1", "/v2/cluster-providers/edge/clusters", "/v2/cadist/roots", "/v2/cadist/roots/imported"} {
+		code, b := call(t, s.Admin, "GET", s.URL+path, "")
+		require.Equal(t, 200, code)
+		require.NotContains(t, string(b), "PRIVATE KEY", path)
+		require.NotContains(t, string(b), "client-key-data", path)
+	}
+	code, b = call(t, s.Admin, "GET", s.URL+"/v2/cluster-providers/edge/clusters/c1", "")
+	require.Equal(t, 200, code)
+	st := decode(t, b).(map[string]any)["status"].(map[string]any)
+	require.Equal(t, "https://10.0.0.1:6443", st["server"])
+	require.True(t, strings.HasPrefix(st["kubeconfig-fingerprint"].(string), "sha256:"))
+
+	// Rotate: a new key first, the old one kept to open; rewrap; then the new key alone.
+	s.Stop()
+	oldRing, err := os.ReadFile(filepath.Join(dir, "kek"))
+	require.NoError(t, err)
+	ring := filepath.Join(t.TempDir(), "keyring")
+	require.NoError(t, os.WriteFile(ring, []byte(secrets.NewKeyLine("k2")+string(oldRing)), 0o600))
+	s = stacktest.StartWith(t, stacktest.Options{DataDir: dir, Logs: logs, Args: []string{"-log-level", "debug", "-kek-file", ring}})
+	code, b = call(t, s.Admin, "POST", s.URL+"/v2/admin/keys/rewrap", `{}`)
+	require.Equal(t, 200, code, "%s", b)
+	require.JSONEq(t, `{"keyId":"k2","records":3,"values":3,"unchanged":0}`, string(b))
+	code, b = call(t, s.Admin, "POST", s.URL+"/v2/admin/keys/rewrap", `{}`)
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"keyId":"k2","records":0,"values":0,"unchanged":3}`, string(b))
+	s.Stop()
+
+	newOnly, err := secrets.ParseKeyring(strings.SplitAfter(mustRead(t, ring), "\n")[0])
+	require.NoError(t, err)
+	st2, err := store.Open(store.Config{Database: "dcm", DataDir: dir, Keyring: newOnly}, zap.NewNop())
+	require.NoError(t, err)
+	clusters := store.NewRecords(st2, "clusters", "cluster", func() *structpb.Struct { return &structpb.Struct{} })
+	got, err := clusters.Secret(context.Background(), "edge/c1", "kubeconfig")
+	require.NoError(t, err)
+	require.Equal(t, kc, string(got), "the kubeconfig opens with the new key alone")
+	roots := store.NewRecords(st2, "ca_roots", "root", func() *structpb.Struct { return &structpb.Struct{} })
+	got, err = roots.Secret(context.Background(), "imported", "private_key")
+	require.NoError(t, err)
+	require.Equal(t, string(importedKey), string(got))
+	st2.Close(context.Background())
+
+	// Nothing in clear, in the store's files or in the logs.
+	require.NotEmpty(t, logs.String())
+	for _, needle := range []string{"PRIVATE KEY", "client-key-data", strings.Split(clientKey, "\n")[1], strings.Split(string(importedKey), "\n")[1], base64.StdEncoding.EncodeToString([]byte(clientKey))[:40]} {
+		require.False(t, treeContains(t, filepath.Join(dir, "store"), needle), "store files hold %q", needle)
+		require.NotContains(t, logs.String(), needle)
+	}
+	require.Contains(t, logs.String(), `"logger":"dcm.audit"`)
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func treeContains(t *testing.T, dir, needle string) bool {
+	t.Helper()
+	found := false
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found = found || bytes.Contains(b, []byte(needle))
+		return nil
+	}))
+	return found
+}
