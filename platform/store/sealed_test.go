@@ -83,7 +83,7 @@ func TestSecretsSealedAndRotated(t *testing.T) {
 	require.False(t, dirContains(t, dir, []byte("MHcCAQEEIAb3nN0tAsEcReT")))
 
 	// Rotate: k2 first, k1 kept to open; rewrap; then k2 alone.
-	s, recs = openAt(t, dir, k2+k1)
+	s, _ = openAt(t, dir, k2+k1)
 	res, err := s.Rewrap(ctx)
 	require.NoError(t, err)
 	require.Equal(t, store.Rewrapped{KeyID: "k2", Records: 1, Values: 2}, res)

@@ -22,7 +22,7 @@ func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterR
 	c := req.GetCluster()
 	kc := c.GetSpec().GetKubeconfig()
 	if kc == "" {
-		return nil, errs.Invalid("spec.kubeconfig", "is required: the cluster's admin kubeconfig, as text")
+		return nil, errs.Invalid("cluster.spec.kubeconfig", "is required: the cluster's admin kubeconfig, as text")
 	}
 	server, err := checkKubeconfig(kc)
 	if err != nil {
@@ -68,7 +68,7 @@ func (s *Service) ListClusters(ctx context.Context, req *rsyncv1.ListClustersReq
 func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterRequest) (*rsyncv1.UpdateClusterResponse, error) {
 	in := req.GetCluster()
 	if n := in.GetMetadata().GetName(); n != req.GetName() {
-		return nil, errs.Invalid("metadata.name", "must equal the cluster in the path (%q), got %q", req.GetName(), n)
+		return nil, errs.Invalid("cluster.metadata.name", "must equal the cluster in the path (%q), got %q", req.GetName(), n)
 	}
 	kc := in.GetSpec().GetKubeconfig()
 	server := ""
@@ -125,7 +125,7 @@ func clusterRecord(c *rsyncv1.Cluster, server, kubeconfig string) *rsyncv1.Clust
 // its own files or run commands a kubeconfig names). Messages never quote
 // the kubeconfig.
 func checkKubeconfig(text string) (string, error) {
-	const field = "spec.kubeconfig"
+	const field = "cluster.spec.kubeconfig"
 	cfg, err := clientcmd.Load([]byte(text))
 	if err != nil {
 		return "", errs.Invalid(field, "is not a kubeconfig (YAML or JSON)")

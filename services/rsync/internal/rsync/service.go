@@ -65,7 +65,7 @@ func (s *Service) ListClusterProviders(ctx context.Context, _ *rsyncv1.ListClust
 func (s *Service) UpdateClusterProvider(ctx context.Context, req *rsyncv1.UpdateClusterProviderRequest) (*rsyncv1.UpdateClusterProviderResponse, error) {
 	in := req.GetClusterProvider()
 	if n := in.GetMetadata().GetName(); n != req.GetName() {
-		return nil, errs.Invalid("metadata.name", "must equal the cluster provider in the path (%q), got %q", req.GetName(), n)
+		return nil, errs.Invalid("cluster_provider.metadata.name", "must equal the cluster provider in the path (%q), got %q", req.GetName(), n)
 	}
 	p, err := s.providers.Modify(ctx, req.GetName(), func(p *rsyncv1.ClusterProvider) error {
 		p.Metadata = in.GetMetadata()
