@@ -25,20 +25,33 @@ func TestDeployManifests(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(b, &kust))
 
 	commands := map[string]bool{}
+	tlsSecrets, certSecrets := map[string]bool{}, map[string]bool{}
 	config := map[string]string{}
 	for _, f := range kust.Resources {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, err, f)
 		for _, doc := range bytes.Split(b, []byte("\n---\n")) {
 			var obj struct {
-				Kind string            `json:"kind"`
-				Data map[string]string `json:"data"`
-				Spec struct {
-					Template struct {
+				Kind     string                `json:"kind"`
+				Metadata struct{ Name string } `json:"metadata"`
+				Data     map[string]string     `json:"data"`
+				Spec     struct {
+					SecretName string `json:"secretName"`
+					Template   struct {
 						Spec struct {
 							Containers []struct {
-								Command []string `json:"command"`
+								Command      []string `json:"command"`
+								VolumeMounts []struct {
+									Name      string `json:"name"`
+									MountPath string `json:"mountPath"`
+								} `json:"volumeMounts"`
 							} `json:"containers"`
+							Volumes []struct {
+								Name   string `json:"name"`
+								Secret struct {
+									SecretName string `json:"secretName"`
+								} `json:"secret"`
+							} `json:"volumes"`
 						} `json:"spec"`
 					} `json:"template"`
 				} `json:"spec"`
@@ -48,8 +61,21 @@ func TestDeployManifests(t *testing.T) {
 			switch obj.Kind {
 			case "Deployment":
 				for _, c := range obj.Spec.Template.Spec.Containers {
-					commands[filepath.Base(c.Command[0])] = true
+					name := filepath.Base(c.Command[0])
+					commands[name] = true
+					mounts := map[string]string{}
+					for _, m := range c.VolumeMounts {
+						mounts[m.Name] = m.MountPath
+					}
+					require.Equal(t, "/etc/dcm/tls", mounts["tls"], "%s mounts its certificate", name)
+					secretsOf := map[string]string{}
+					for _, v := range obj.Spec.Template.Spec.Volumes {
+						secretsOf[v.Name] = v.Secret.SecretName
+					}
+					tlsSecrets[secretsOf["tls"]] = true
 				}
+			case "Certificate":
+				certSecrets[obj.Spec.SecretName] = true
 			case "ConfigMap":
 				config = obj.Data
 			}
@@ -62,4 +88,8 @@ func TestDeployManifests(t *testing.T) {
 		require.Equal(t, "dcm-"+svc+":9090", config["DCM_"+strings.ToUpper(svc)+"_ADDR"])
 	}
 	require.True(t, commands["gateway"])
+	require.Equal(t, certSecrets, tlsSecrets, "every mounted certificate is issued, and every issued one mounted")
+	for _, k := range []string{"DCM_TLS_CA_FILE", "DCM_TLS_CERT_FILE", "DCM_TLS_KEY_FILE", "DCM_KEK_FILE"} {
+		require.True(t, strings.HasPrefix(config[k], "/etc/dcm/"), k)
+	}
 }
