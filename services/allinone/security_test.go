@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -424,7 +425,34 @@ func TestSecretsAtRest(t *testing.T) {
 		require.False(t, treeContains(t, filepath.Join(dir, "store"), needle), "store files hold %q", needle)
 		require.NotContains(t, logs.String(), needle)
 	}
-	require.Contains(t, logs.String(), `"logger":"dcm.audit"`)
+	requireAudit(t, logs.String(), map[string]any{
+		"subject": "admin", "role": "admin", "auth": "certificate", "http.method": "POST",
+		"object": "/v2/cluster-providers/edge/clusters", "route": "/v2/cluster-providers/{provider}/clusters",
+		"rpc": "/dcm.rsync.v1.RsyncService/CreateCluster", "status": 201.0, "result": "ok",
+	})
+	requireAudit(t, logs.String(), map[string]any{
+		"subject": "admin", "http.method": "POST", "object": "/v2/cluster-providers/edge/clusters", "status": 400.0, "result": "error",
+	})
+	requireAudit(t, logs.String(), map[string]any{"http.method": "POST", "object": "/v2/admin/keys/rewrap", "status": 200.0, "result": "ok"})
+}
+
+// requireAudit finds an audit line with every field of want.
+func requireAudit(t *testing.T, logs string, want map[string]any) {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["logger"] != "dcm.audit" {
+			continue
+		}
+		match := m["request_id"] != ""
+		for k, v := range want {
+			match = match && m[k] == v
+		}
+		if match {
+			return
+		}
+	}
+	t.Fatalf("no audit line with %v", want)
 }
 
 func mustRead(t *testing.T, path string) string {
