@@ -1,11 +1,7 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +11,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/secrets"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/platform/store/storetest"
 )
 
 const pemKey = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIAb3nN0tAsEcReT\n-----END EC PRIVATE KEY-----\n"
@@ -26,24 +23,6 @@ func openAt(t *testing.T, dir, keyring string) (*store.Store, *store.Records[*st
 	s, err := store.Open(store.Config{Database: "sealed", DataDir: dir, Keyring: k}, zap.NewNop())
 	require.NoError(t, err)
 	return s, store.NewRecords(s, "keys", "key", func() *structpb.Struct { return &structpb.Struct{} })
-}
-
-// dirContains reports whether any file under dir holds needle.
-func dirContains(t *testing.T, dir string, needle []byte) bool {
-	t.Helper()
-	found := false
-	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		found = found || bytes.Contains(b, needle)
-		return nil
-	}))
-	return found
 }
 
 // TestSecretsSealedAndRotated follows a value from Create to a key rotation:
@@ -79,8 +58,9 @@ func TestSecretsSealedAndRotated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pemKey, string(got), "an update of one secret keeps the others")
 	s.Close(ctx)
-	require.False(t, dirContains(t, dir, []byte("PRIVATE KEY")), "a private key in clear in the store's files")
-	require.False(t, dirContains(t, dir, []byte("MHcCAQEEIAb3nN0tAsEcReT")))
+	require.True(t, storetest.FilesContain(t, dir, []byte("sha256:cd")), "the scan sees what is stored in clear")
+	require.False(t, storetest.FilesContain(t, dir, []byte("PRIVATE KEY")), "a private key in clear in the store's files")
+	require.False(t, storetest.FilesContain(t, dir, []byte("MHcCAQEEIAb3nN0tAsEcReT")))
 
 	// Rotate: k2 first, k1 kept to open; rewrap; then k2 alone.
 	s, _ = openAt(t, dir, k2+k1)

@@ -4,9 +4,12 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,4 +55,26 @@ func Open(t testing.TB) *store.Store {
 		s.Close(ctx)
 	})
 	return s
+}
+
+// FilesContain reports whether any file under dir holds needle: tests read
+// a store's raw files to prove a secret never reached them in clear.
+func FilesContain(t testing.TB, dir string, needle []byte) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found = found || bytes.Contains(b, needle)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	return found
 }
