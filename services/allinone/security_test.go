@@ -391,6 +391,8 @@ func TestSecretsAtRest(t *testing.T) {
 	require.Equal(t, "https://10.0.0.1:6443", st["server"])
 	require.True(t, strings.HasPrefix(st["kubeconfig-fingerprint"].(string), "sha256:"))
 
+	require.Equal(t, 401, first(do(t, s.Client(nil), pki.AdminTokenPrefix+"0", "POST", s.URL+"/v2/cadist/roots", `{}`)))
+
 	// Rotate: a new key first, the old one kept to open; rewrap; then the new key alone.
 	s.Stop()
 	oldRing, err := os.ReadFile(filepath.Join(dir, "kek"))
@@ -437,6 +439,10 @@ func TestSecretsAtRest(t *testing.T) {
 		"subject": "admin", "http.method": "POST", "object": "/v2/cluster-providers/edge/clusters", "status": 400.0, "result": "error",
 	})
 	requireAudit(t, logs.String(), map[string]any{"http.method": "POST", "object": "/v2/admin/keys/rewrap", "status": 200.0, "result": "ok"})
+	requireAudit(t, logs.String(), map[string]any{
+		"http.method": "POST", "object": "/v2/cadist/roots", "status": 401.0, "result": "unauthenticated",
+		"reason": "authentication required\nwrong admin token",
+	})
 }
 
 // requireAudit finds an audit line with every field of want.

@@ -73,7 +73,7 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 	if !cfg.InsecureHTTP {
 		auth.TLS = env.TLS
 	}
-	h, err := gateway.New(ctx, gc, auth, env.Log.Named("gateway"), env.Log.Named("audit"))
+	h, err := gateway.New(ctx, gc, auth, env.Log.Named("audit"))
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("gateway: %w", err)
 	}

@@ -150,7 +150,7 @@ type auditKey struct{}
 // secure authenticates and authorizes every request, strips the bearer
 // token before it could travel on to a service, and writes an audit line
 // for every mutating call (and every refused one).
-func secure(auth *Authenticator, log, auditLog *zap.Logger, next http.Handler) http.Handler {
+func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &audit{}
@@ -165,7 +165,6 @@ func secure(auth *Authenticator, log, auditLog *zap.Logger, next http.Handler) h
 		result := "ok"
 		switch {
 		case errors.Is(err, errUnauthenticated):
-			log.Info("unauthenticated request", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="dcm"`)
 			errs.WriteHTTPStatus(sw, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
 			result = "unauthenticated"
@@ -182,12 +181,15 @@ func secure(auth *Authenticator, log, auditLog *zap.Logger, next http.Handler) h
 				result = "error"
 			}
 		}
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			if result == "ok" || result == "error" {
-				return
-			}
+		refused := result == "unauthenticated" || result == "forbidden"
+		if !refused && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			return
 		}
-		auditLog.Info("rest call",
+		reason := zap.Skip()
+		if refused && err != nil {
+			reason = zap.NamedError("reason", err) // why a credential was refused: for operators only
+		}
+		auditLog.Info("rest call", reason,
 			zap.String("subject", id.Subject), zap.String("role", id.Role), zap.String("scope", id.Project), zap.String("auth", id.Method),
 			zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("route", rec.route), zap.String("rpc", rec.rpc),
 			zap.Int("status", sw.status()), zap.String("result", result),

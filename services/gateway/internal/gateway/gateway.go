@@ -42,7 +42,7 @@ type Conns struct {
 
 // New returns the REST handler: every request authenticated by auth and
 // authorized by role (see Authorize), mutating calls audited on auditLog.
-func New(ctx context.Context, conns Conns, auth *Authenticator, log, auditLog *zap.Logger) (http.Handler, error) {
+func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Logger) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
@@ -76,7 +76,7 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, log, auditLog *z
 		_, _ = w.Write(openapi.Document)
 	})
 	root.Handle("/", noBodyOn204(mux))
-	return secure(auth, log, auditLog, root), nil
+	return secure(auth, auditLog, root), nil
 }
 
 // noteRoute records the matched route and RPC for the audit log.

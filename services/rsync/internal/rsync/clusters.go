@@ -31,7 +31,7 @@ func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterR
 	if _, err := s.providers.Get(ctx, req.GetProvider()); err != nil {
 		return nil, err
 	}
-	stored := clusterRecord(c, server, kc)
+	stored := clusterRecord(c, statusOf(server, kc))
 	id := store.Key(req.GetProvider(), c.GetMetadata().GetName())
 	if err := s.clusters.Create(ctx, id, req.GetProvider(), stored, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)}); err != nil {
 		return nil, err
@@ -83,11 +83,10 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 	if err != nil {
 		return nil, err
 	}
-	next := clusterRecord(in, cur.Msg.GetStatus().GetServer(), "")
-	next.Status.KubeconfigFingerprint = cur.Msg.GetStatus().GetKubeconfigFingerprint()
+	next := clusterRecord(in, cur.Msg.GetStatus())
 	var secrets []store.Secret
 	if kc != "" {
-		next = clusterRecord(in, server, kc)
+		next.Status = statusOf(server, kc)
 		secrets = append(secrets, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)})
 	}
 	if err := s.clusters.Update(ctx, id, cur.Version, next, secrets...); err != nil {
@@ -104,19 +103,20 @@ func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterR
 	return &rsyncv1.DeleteClusterResponse{}, nil
 }
 
-// clusterRecord is the stored (and answered) form of c: the kubeconfig
-// replaced by its server URL and fingerprint.
-func clusterRecord(c *rsyncv1.Cluster, server, kubeconfig string) *rsyncv1.Cluster {
-	out := &rsyncv1.Cluster{
+// clusterRecord is the stored (and answered) form of c: its kubeconfig
+// left out, status in its place.
+func clusterRecord(c *rsyncv1.Cluster, status *rsyncv1.ClusterStatus) *rsyncv1.Cluster {
+	return &rsyncv1.Cluster{
 		Metadata: c.GetMetadata(),
 		Spec:     &rsyncv1.ClusterSpec{Labels: c.GetSpec().GetLabels()},
-		Status:   &rsyncv1.ClusterStatus{Server: server},
+		Status:   status,
 	}
-	if kubeconfig != "" {
-		sum := sha256.Sum256([]byte(kubeconfig))
-		out.Status.KubeconfigFingerprint = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	return out
+}
+
+// statusOf shows a kubeconfig by its server URL and fingerprint.
+func statusOf(server, kubeconfig string) *rsyncv1.ClusterStatus {
+	sum := sha256.Sum256([]byte(kubeconfig))
+	return &rsyncv1.ClusterStatus{Server: server, KubeconfigFingerprint: "sha256:" + hex.EncodeToString(sum[:])}
 }
 
 // checkKubeconfig parses a kubeconfig and returns its current context's
