@@ -183,3 +183,37 @@ func StoreBuild[S server.Service](newService func(*store.Store) S) Build {
 		return []server.Service{newService(env.Store)}, server.Options{}, nil
 	}
 }
+
+// DialPeers connects to other DCM services at addrs (empty: this program's
+// own endpoint), in order, and returns the connections and what closes
+// them (an OnStop). On error nothing stays open.
+func (e *Env) DialPeers(addrs ...string) ([]*grpc.ClientConn, func(context.Context), error) {
+	conns := make([]*grpc.ClientConn, 0, len(addrs))
+	closeAll := func(context.Context) {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	for _, a := range addrs {
+		c, err := e.Dial(a)
+		if err != nil {
+			closeAll(context.Background())
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, closeAll, nil
+}
+
+// PeerBuild is the Build of a program serving one service that needs the
+// store and a connection to one other service, at the address peer picks
+// from the configuration.
+func PeerBuild[S server.Service](peer func(*server.Config) string, newService func(*store.Store, *grpc.ClientConn) S) Build {
+	return func(_ context.Context, env *Env) ([]server.Service, server.Options, error) {
+		conns, closeAll, err := env.DialPeers(peer(&env.Config))
+		if err != nil {
+			return nil, server.Options{}, err
+		}
+		return []server.Service{newService(env.Store, conns[0])}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+	}
+}

@@ -129,3 +129,11 @@ func FieldOf(st *status.Status) string {
 	}
 	return ""
 }
+
+// Code is the gRPC code err maps to (OK for nil).
+func Code(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	return ToStatus(err).Code()
+}

@@ -16,6 +16,11 @@ type Config struct {
 	MongoDatabase string        `env:"DCM_MONGO_DATABASE" flag:"mongo-database" default:"dcm" usage:"database name"`
 	LogLevel      string        `env:"DCM_LOG_LEVEL" flag:"log-level" default:"info" usage:"debug, info, warn or error"`
 	ShutdownGrace time.Duration `env:"DCM_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"how long in-flight requests may finish on shutdown"`
+	// CleanupInterval paces the retries of removals a down service left
+	// unfinished (a deleted logical cloud's parts).
+	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often unfinished removals are retried"`
+	// DefaultQuota is the quota of a logical cloud that has none of its own.
+	DefaultQuota string `env:"DCM_DEFAULT_QUOTA" flag:"default-quota" default:"cpu=8,memory=32Gi,pods=100" usage:"ResourceQuota hard map of a logical cloud without a quota, as resource=quantity,... (empty: none)"`
 
 	// TLS. With the three files unset, a local CA and certificates are made
 	// under DataDir/pki on first start and used from then on.

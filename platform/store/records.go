@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -16,14 +19,19 @@ import (
 )
 
 // record is the stored shape of an API object: its key, the key of the record
-// it belongs to, a version bumped by every write, and the object itself.
+// it belongs to, a version bumped by every write, the object itself, and
+// whether it is being deleted (see MarkDeleting).
 type record struct {
-	ID      string        `bson:"_id"`
-	Parent  string        `bson:"parent"`
-	Version int64         `bson:"version"`
-	Body    bson.Raw      `bson:"body"`
-	Secrets []sealedField `bson:"secrets,omitempty"`
+	ID       string        `bson:"_id"`
+	Parent   string        `bson:"parent"`
+	Version  int64         `bson:"version"`
+	Body     bson.Raw      `bson:"body"`
+	Secrets  []sealedField `bson:"secrets,omitempty"`
+	Deleting bool          `bson:"deleting,omitempty"`
 }
+
+// live matches records not marked for deletion.
+var live = bson.E{Key: "deleting", Value: bson.D{{Key: "$ne", Value: true}}}
 
 // Records is a collection of API objects of one kind (a protobuf message
 // type), keyed by a string id and grouped by parent id.
@@ -59,15 +67,40 @@ func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M, secre
 	}
 	_, err = r.coll.InsertOne(ctx, record{ID: id, Parent: parent, Version: 1, Body: body, Secrets: sealed})
 	if mongo.IsDuplicateKeyError(err) {
+		var cur record
+		if r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&cur) == nil && cur.Deleting {
+			return errs.FailedPrecondition("%s %q is still being deleted; retry shortly", r.kind, id)
+		}
 		return errs.AlreadyExists("%s %q already exists", r.kind, id)
 	}
 	return mapErr("insert "+r.kind, err)
 }
 
-// Get reads one object; NotFound if missing.
+// CreateChecked stores msg like Create, then runs check (that the record's
+// parent, in this or another service, still exists). If check fails, the
+// record is removed again and check's error returned. Paired with a parent
+// deletion that marks the parent (MarkDeleting) before it removes the
+// children, no child can outlive its parent: either check sees the mark, or
+// the removal sees the child. A check that passes is the caller's to keep.
+func (r *Records[M]) CreateChecked(ctx context.Context, id, parent string, msg M, check func(context.Context) error, secrets ...Secret) error {
+	if err := r.Create(ctx, id, parent, msg, secrets...); err != nil {
+		return err
+	}
+	err := check(ctx)
+	if err == nil {
+		return nil
+	}
+	// The removal must happen even if the caller has gone away.
+	if derr := r.Delete(context.WithoutCancel(ctx), id); derr != nil && errs.Code(derr) != codes.NotFound {
+		return errors.Join(err, derr)
+	}
+	return err
+}
+
+// Get reads one object; NotFound if missing or marked for deletion.
 func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
 	var rec record
-	err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&rec)
+	err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}, live}).Decode(&rec)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return Versioned[M]{}, errs.NotFound("%s %q not found", r.kind, id)
 	}
@@ -77,10 +110,51 @@ func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
 	return r.decode(rec)
 }
 
-// List reads every object under parent, ordered by id.
+// List reads every object under parent, ordered by id, but those marked
+// for deletion.
 func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
-	cur, err := r.coll.Find(ctx, bson.D{{Key: "parent", Value: parent}},
-		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	items, err := r.find(ctx, bson.D{{Key: "parent", Value: parent}, live})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]M, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.Msg)
+	}
+	return out, nil
+}
+
+// Item is a stored object with its id and its parent's.
+type Item[M proto.Message] struct {
+	ID, Parent string
+	Msg        M
+	Deleting   bool
+}
+
+// Match reads every object, marked for deletion or not, whose fields
+// (protobuf field names, nested with ".") equal the given values.
+func (r *Records[M]) Match(ctx context.Context, fields map[string]string) ([]Item[M], error) {
+	filter := bson.D{}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		filter = append(filter, bson.E{Key: "body." + k, Value: fields[k]})
+	}
+	return r.find(ctx, filter)
+}
+
+// Children reads every object under parent, those marked for deletion
+// included: what must be gone before the parent may go.
+func (r *Records[M]) Children(ctx context.Context, parent string) ([]Item[M], error) {
+	return r.find(ctx, bson.D{{Key: "parent", Value: parent}})
+}
+
+// Deleting reads every object marked for deletion: the work a cleanup loop
+// has left.
+func (r *Records[M]) Deleting(ctx context.Context) ([]Item[M], error) {
+	return r.find(ctx, bson.D{{Key: "deleting", Value: true}})
+}
+
+func (r *Records[M]) find(ctx context.Context, filter bson.D) ([]Item[M], error) {
+	cur, err := r.coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, mapErr("list "+r.kind, err)
 	}
@@ -88,15 +162,56 @@ func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 	if err := cur.All(ctx, &recs); err != nil {
 		return nil, mapErr("list "+r.kind, err)
 	}
-	out := make([]M, 0, len(recs))
+	out := make([]Item[M], 0, len(recs))
 	for _, rec := range recs {
 		v, err := r.decode(rec)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v.Msg)
+		out = append(out, Item[M]{ID: rec.ID, Parent: rec.Parent, Msg: v.Msg, Deleting: rec.Deleting})
 	}
 	return out, nil
+}
+
+// MarkDeleting marks the object for deletion, conditionally on it being
+// live and unchanged since read: from then on Get and List no longer show
+// it, updates fail and a Create of the same id is refused. It returns the
+// object as it was. The caller then removes what depends on it and Deletes
+// it, or, if it must stay after all, Unmarks it.
+func (r *Records[M]) MarkDeleting(ctx context.Context, id string) (M, error) {
+	var zero M
+	cur, err := r.Get(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	res, err := r.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: cur.Version}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}, {Key: "version", Value: cur.Version + 1}}}})
+	if err != nil {
+		return zero, mapErr("mark "+r.kind, err)
+	}
+	if res.MatchedCount != 1 {
+		return zero, errs.Aborted("%s %q was changed by another request; retry", r.kind, id)
+	}
+	return cur.Msg, nil
+}
+
+// Unmark makes an object marked for deletion live again.
+func (r *Records[M]) Unmark(ctx context.Context, id string) error {
+	_, err := r.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "deleting", Value: true}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: false}}}, {Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}}})
+	return mapErr("unmark "+r.kind, err)
+}
+
+// DeleteUnder removes every object under parent and reports how many went.
+// Removing nothing is not an error: a cascade is rerun until it has.
+func (r *Records[M]) DeleteUnder(ctx context.Context, parent string) (int64, error) {
+	res, err := r.coll.DeleteMany(ctx, bson.D{{Key: "parent", Value: parent}})
+	if err != nil {
+		return 0, mapErr("delete "+r.kind, err)
+	}
+	return res.DeletedCount, nil
 }
 
 // Update replaces the object if it is still at version; Aborted if another
@@ -121,7 +236,7 @@ func (r *Records[M]) Update(ctx context.Context, id string, version int64, msg M
 		set = append(set, bson.E{Key: "secrets", Value: sealed})
 	}
 	res, err := r.coll.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}},
+		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}, live},
 		bson.D{{Key: "$set", Value: set}})
 	if err != nil {
 		return mapErr("update "+r.kind, err)

@@ -6,6 +6,11 @@ package core
 import (
 	"context"
 
+	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/core/internal/core"
@@ -14,8 +19,24 @@ import (
 // Name is the program name of the core service.
 const Name = "core"
 
-// Build is the core service's app.Build: projects and the token service,
-// on the store.
+// Build is the core service's app.Build: projects, logical clouds and the
+// token service, on the store, with clients of the services a logical
+// cloud spans and the loop that finishes interrupted deletions.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
-	return []server.Service{core.New(env.Store), core.NewTokens(env.Store)}, server.Options{}, nil
+	cfg := env.Config
+	conns, closeAll, err := env.DialPeers(cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr, cfg.RsyncAddr)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	peers := core.Peers{
+		Namespaces: namespacev1.NewNamespaceServiceClient(conns[0]),
+		Users:      userv1.NewUserServiceClient(conns[1]),
+		Quotas:     quotav1.NewQuotaServiceClient(conns[2]),
+		Rsync:      rsyncv1.NewRsyncServiceClient(conns[3]),
+	}
+	clouds := core.NewLogicalClouds(env.Store, peers, env.Log.Named("logical-clouds"))
+	return []server.Service{core.New(env.Store), clouds, core.NewTokens(env.Store)}, server.Options{
+		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval)},
+		OnStop:     []func(context.Context){closeAll},
+	}, nil
 }

@@ -4,12 +4,30 @@
 package quota
 
 import (
+	"context"
+	"fmt"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/quota/internal/quota"
 )
 
 // Name is the program name of the quota service.
 const Name = "quota"
 
-// Build is the quota service's app.Build: it needs the store only.
-var Build = app.StoreBuild(quota.New)
+// Build is the quota service's app.Build: the store, the default quota
+// (DCM_DEFAULT_QUOTA) and core to ask whether a logical cloud exists.
+func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", env.Config.DefaultQuota)
+	if err != nil {
+		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
+	}
+	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	svc := quota.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), def)
+	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+}

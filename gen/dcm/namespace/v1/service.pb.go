@@ -9,6 +9,7 @@ package namespacev1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -28,8 +29,9 @@ type Namespace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the Kubernetes namespace: a DNS-1123 label.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// labels are put on the namespace; a list because label keys contain dots.
-	Labels        []*Label `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	// labels are put on the namespace: which project and logical cloud it
+	// belongs to (derived, not stored).
+	Labels        map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -71,66 +73,11 @@ func (x *Namespace) GetName() string {
 	return ""
 }
 
-func (x *Namespace) GetLabels() []*Label {
+func (x *Namespace) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
 	}
 	return nil
-}
-
-// Label is one Kubernetes label.
-type Label struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// key is a Kubernetes label key (checked by the service).
-	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// value is a Kubernetes label value (checked by the service).
-	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Label) Reset() {
-	*x = Label{}
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Label) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Label) ProtoMessage() {}
-
-func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Label.ProtoReflect.Descriptor instead.
-func (*Label) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *Label) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *Label) GetValue() string {
-	if x != nil {
-		return x.Value
-	}
-	return ""
 }
 
 // CreateNamespaceRequest names the parent and carries the new namespace.
@@ -148,7 +95,7 @@ type CreateNamespaceRequest struct {
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +107,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +120,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CreateNamespaceRequest) GetProject() string {
@@ -208,7 +155,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +167,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +180,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateNamespaceResponse) GetNamespace() *Namespace {
@@ -243,8 +190,8 @@ func (x *CreateNamespaceResponse) GetNamespace() *Namespace {
 	return nil
 }
 
-// GetNamespaceRequest names the logical cloud whose namespace to read.
-type GetNamespaceRequest struct {
+// ListNamespacesRequest names the logical cloud.
+type ListNamespacesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
@@ -254,21 +201,21 @@ type GetNamespaceRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetNamespaceRequest) Reset() {
-	*x = GetNamespaceRequest{}
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[4]
+func (x *ListNamespacesRequest) Reset() {
+	*x = ListNamespacesRequest{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetNamespaceRequest) String() string {
+func (x *ListNamespacesRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetNamespaceRequest) ProtoMessage() {}
+func (*ListNamespacesRequest) ProtoMessage() {}
 
-func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[4]
+func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,49 +226,52 @@ func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
-func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{4}
+// Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
+func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *GetNamespaceRequest) GetProject() string {
+func (x *ListNamespacesRequest) GetProject() string {
 	if x != nil {
 		return x.Project
 	}
 	return ""
 }
 
-func (x *GetNamespaceRequest) GetLogicalCloud() string {
+func (x *ListNamespacesRequest) GetLogicalCloud() string {
 	if x != nil {
 		return x.LogicalCloud
 	}
 	return ""
 }
 
-// GetNamespaceResponse carries the namespace.
-type GetNamespaceResponse struct {
+// ListNamespacesResponse is the logical cloud's namespace (a list of at
+// most one) and its clusters as "provider/cluster".
+type ListNamespacesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// namespace as stored.
-	Namespace     *Namespace `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// clusters the namespace is made on.
+	Clusters []string `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// namespaces of the logical cloud.
+	Namespaces    []*Namespace `protobuf:"bytes,2,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetNamespaceResponse) Reset() {
-	*x = GetNamespaceResponse{}
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[5]
+func (x *ListNamespacesResponse) Reset() {
+	*x = ListNamespacesResponse{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetNamespaceResponse) String() string {
+func (x *ListNamespacesResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetNamespaceResponse) ProtoMessage() {}
+func (*ListNamespacesResponse) ProtoMessage() {}
 
-func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[5]
+func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,20 +282,27 @@ func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
-func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{5}
+// Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
+func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *GetNamespaceResponse) GetNamespace() *Namespace {
+func (x *ListNamespacesResponse) GetClusters() []string {
 	if x != nil {
-		return x.Namespace
+		return x.Clusters
 	}
 	return nil
 }
 
-// DeleteNamespaceRequest names the logical cloud whose namespace to remove.
-type DeleteNamespaceRequest struct {
+func (x *ListNamespacesResponse) GetNamespaces() []*Namespace {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+// DeleteNamespacesRequest names the logical cloud.
+type DeleteNamespacesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
@@ -355,21 +312,21 @@ type DeleteNamespaceRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DeleteNamespaceRequest) Reset() {
-	*x = DeleteNamespaceRequest{}
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[6]
+func (x *DeleteNamespacesRequest) Reset() {
+	*x = DeleteNamespacesRequest{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DeleteNamespaceRequest) String() string {
+func (x *DeleteNamespacesRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DeleteNamespaceRequest) ProtoMessage() {}
+func (*DeleteNamespacesRequest) ProtoMessage() {}
 
-func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_service_proto_msgTypes[6]
+func (x *DeleteNamespacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,46 +337,87 @@ func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
-func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{6}
+// Deprecated: Use DeleteNamespacesRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNamespacesRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *DeleteNamespaceRequest) GetProject() string {
+func (x *DeleteNamespacesRequest) GetProject() string {
 	if x != nil {
 		return x.Project
 	}
 	return ""
 }
 
-func (x *DeleteNamespaceRequest) GetLogicalCloud() string {
+func (x *DeleteNamespacesRequest) GetLogicalCloud() string {
 	if x != nil {
 		return x.LogicalCloud
 	}
 	return ""
 }
 
-// DeleteNamespaceResponse is empty.
-type DeleteNamespaceResponse struct {
+// DeleteNamespacesResponse is empty.
+type DeleteNamespacesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DeleteNamespaceResponse) Reset() {
-	*x = DeleteNamespaceResponse{}
+func (x *DeleteNamespacesResponse) Reset() {
+	*x = DeleteNamespacesResponse{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNamespacesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNamespacesResponse) ProtoMessage() {}
+
+func (x *DeleteNamespacesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNamespacesResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNamespacesResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{6}
+}
+
+// PurgeLogicalCloudRequest names the logical cloud being deleted.
+type PurgeLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeLogicalCloudRequest) Reset() {
+	*x = PurgeLogicalCloudRequest{}
 	mi := &file_dcm_namespace_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DeleteNamespaceResponse) String() string {
+func (x *PurgeLogicalCloudRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DeleteNamespaceResponse) ProtoMessage() {}
+func (*PurgeLogicalCloudRequest) ProtoMessage() {}
 
-func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
+func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_dcm_namespace_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -431,41 +429,110 @@ func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
-func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use PurgeLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudRequest) Descriptor() ([]byte, []int) {
 	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PurgeLogicalCloudRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *PurgeLogicalCloudRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// PurgeLogicalCloudResponse says how many records went.
+type PurgeLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed is the number of records removed.
+	Removed       int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeLogicalCloudResponse) Reset() {
+	*x = PurgeLogicalCloudResponse{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeLogicalCloudResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeLogicalCloudResponse) ProtoMessage() {}
+
+func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
 }
 
 var File_dcm_namespace_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"e\n" +
+	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xa6\x01\n" +
 	"\tNamespace\x12\x1d\n" +
-	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x129\n" +
-	"\x06labels\x18\x02 \x03(\v2\x17.dcm.namespace.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\"8\n" +
-	"\x05Label\x12\x19\n" +
-	"\x03key\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xb1\x01\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12?\n" +
+	"\x06labels\x18\x02 \x03(\v2'.dcm.namespace.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x01\n" +
 	"\x16CreateNamespaceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12A\n" +
 	"\tnamespace\x18\x03 \x01(\v2\x1b.dcm.namespace.v1.NamespaceB\x06\xbaH\x03\xc8\x01\x01R\tnamespace\"T\n" +
 	"\x17CreateNamespaceResponse\x129\n" +
-	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"k\n" +
-	"\x13GetNamespaceRequest\x12#\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"m\n" +
+	"\x15ListNamespacesRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Q\n" +
-	"\x14GetNamespaceResponse\x129\n" +
-	"\tnamespace\x18\x01 \x01(\v2\x1b.dcm.namespace.v1.NamespaceR\tnamespace\"n\n" +
-	"\x16DeleteNamespaceRequest\x12#\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"q\n" +
+	"\x16ListNamespacesResponse\x12\x1a\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\x12;\n" +
+	"\n" +
+	"namespaces\x18\x02 \x03(\v2\x1b.dcm.namespace.v1.NamespaceR\n" +
+	"namespaces\"o\n" +
+	"\x17DeleteNamespacesRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x19\n" +
-	"\x17DeleteNamespaceResponse2\xc1\x02\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x1a\n" +
+	"\x18DeleteNamespacesResponse\"p\n" +
+	"\x18PurgeLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
+	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xce\x04\n" +
 	"\x10NamespaceService\x12f\n" +
-	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12]\n" +
-	"\fGetNamespace\x12%.dcm.namespace.v1.GetNamespaceRequest\x1a&.dcm.namespace.v1.GetNamespaceResponse\x12f\n" +
-	"\x0fDeleteNamespace\x12(.dcm.namespace.v1.DeleteNamespaceRequest\x1a).dcm.namespace.v1.DeleteNamespaceResponseB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
+	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12\xad\x01\n" +
+	"\x0eListNamespaces\x12'.dcm.namespace.v1.ListNamespacesRequest\x1a(.dcm.namespace.v1.ListNamespacesResponse\"H\x82\xd3\xe4\x93\x02B\x12@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12\xb3\x01\n" +
+	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12l\n" +
+	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponseB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
 
 var (
 	file_dcm_namespace_v1_service_proto_rawDescOnce sync.Once
@@ -479,30 +546,34 @@ func file_dcm_namespace_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_namespace_v1_service_proto_rawDescData
 }
 
-var file_dcm_namespace_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_dcm_namespace_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_dcm_namespace_v1_service_proto_goTypes = []any{
-	(*Namespace)(nil),               // 0: dcm.namespace.v1.Namespace
-	(*Label)(nil),                   // 1: dcm.namespace.v1.Label
-	(*CreateNamespaceRequest)(nil),  // 2: dcm.namespace.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil), // 3: dcm.namespace.v1.CreateNamespaceResponse
-	(*GetNamespaceRequest)(nil),     // 4: dcm.namespace.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),    // 5: dcm.namespace.v1.GetNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),  // 6: dcm.namespace.v1.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil), // 7: dcm.namespace.v1.DeleteNamespaceResponse
+	(*Namespace)(nil),                 // 0: dcm.namespace.v1.Namespace
+	(*CreateNamespaceRequest)(nil),    // 1: dcm.namespace.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),   // 2: dcm.namespace.v1.CreateNamespaceResponse
+	(*ListNamespacesRequest)(nil),     // 3: dcm.namespace.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),    // 4: dcm.namespace.v1.ListNamespacesResponse
+	(*DeleteNamespacesRequest)(nil),   // 5: dcm.namespace.v1.DeleteNamespacesRequest
+	(*DeleteNamespacesResponse)(nil),  // 6: dcm.namespace.v1.DeleteNamespacesResponse
+	(*PurgeLogicalCloudRequest)(nil),  // 7: dcm.namespace.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil), // 8: dcm.namespace.v1.PurgeLogicalCloudResponse
+	nil,                               // 9: dcm.namespace.v1.Namespace.LabelsEntry
 }
 var file_dcm_namespace_v1_service_proto_depIdxs = []int32{
-	1, // 0: dcm.namespace.v1.Namespace.labels:type_name -> dcm.namespace.v1.Label
+	9, // 0: dcm.namespace.v1.Namespace.labels:type_name -> dcm.namespace.v1.Namespace.LabelsEntry
 	0, // 1: dcm.namespace.v1.CreateNamespaceRequest.namespace:type_name -> dcm.namespace.v1.Namespace
 	0, // 2: dcm.namespace.v1.CreateNamespaceResponse.namespace:type_name -> dcm.namespace.v1.Namespace
-	0, // 3: dcm.namespace.v1.GetNamespaceResponse.namespace:type_name -> dcm.namespace.v1.Namespace
-	2, // 4: dcm.namespace.v1.NamespaceService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
-	4, // 5: dcm.namespace.v1.NamespaceService.GetNamespace:input_type -> dcm.namespace.v1.GetNamespaceRequest
-	6, // 6: dcm.namespace.v1.NamespaceService.DeleteNamespace:input_type -> dcm.namespace.v1.DeleteNamespaceRequest
-	3, // 7: dcm.namespace.v1.NamespaceService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
-	5, // 8: dcm.namespace.v1.NamespaceService.GetNamespace:output_type -> dcm.namespace.v1.GetNamespaceResponse
-	7, // 9: dcm.namespace.v1.NamespaceService.DeleteNamespace:output_type -> dcm.namespace.v1.DeleteNamespaceResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
+	0, // 3: dcm.namespace.v1.ListNamespacesResponse.namespaces:type_name -> dcm.namespace.v1.Namespace
+	1, // 4: dcm.namespace.v1.NamespaceService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
+	3, // 5: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
+	5, // 6: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
+	7, // 7: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:input_type -> dcm.namespace.v1.PurgeLogicalCloudRequest
+	2, // 8: dcm.namespace.v1.NamespaceService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
+	4, // 9: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
+	6, // 10: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
+	8, // 11: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:output_type -> dcm.namespace.v1.PurgeLogicalCloudResponse
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
 	4, // [4:4] is the sub-list for extension extendee
 	0, // [0:4] is the sub-list for field type_name
@@ -519,7 +590,7 @@ func file_dcm_namespace_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_namespace_v1_service_proto_rawDesc), len(file_dcm_namespace_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,23 +19,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NamespaceService_CreateNamespace_FullMethodName = "/dcm.namespace.v1.NamespaceService/CreateNamespace"
-	NamespaceService_GetNamespace_FullMethodName    = "/dcm.namespace.v1.NamespaceService/GetNamespace"
-	NamespaceService_DeleteNamespace_FullMethodName = "/dcm.namespace.v1.NamespaceService/DeleteNamespace"
+	NamespaceService_CreateNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceService/CreateNamespace"
+	NamespaceService_ListNamespaces_FullMethodName    = "/dcm.namespace.v1.NamespaceService/ListNamespaces"
+	NamespaceService_DeleteNamespaces_FullMethodName  = "/dcm.namespace.v1.NamespaceService/DeleteNamespaces"
+	NamespaceService_PurgeLogicalCloud_FullMethodName = "/dcm.namespace.v1.NamespaceService/PurgeLogicalCloud"
 )
 
 // NamespaceServiceClient is the client API for NamespaceService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// NamespaceService owns the namespace record of each logical cloud.
+// NamespaceService owns the namespace record of each logical cloud. Every
+// call checks with core that the logical cloud exists.
 type NamespaceServiceClient interface {
-	// CreateNamespace stores the namespace of a logical cloud; it has one.
+	// CreateNamespace stores the namespace of a logical cloud (core calls it
+	// when it creates the logical cloud). gRPC only.
 	CreateNamespace(ctx context.Context, in *CreateNamespaceRequest, opts ...grpc.CallOption) (*CreateNamespaceResponse, error)
-	// GetNamespace reads one namespace.
-	GetNamespace(ctx context.Context, in *GetNamespaceRequest, opts ...grpc.CallOption) (*GetNamespaceResponse, error)
-	// DeleteNamespace removes a namespace.
-	DeleteNamespace(ctx context.Context, in *DeleteNamespaceRequest, opts ...grpc.CallOption) (*DeleteNamespaceResponse, error)
+	// ListNamespaces reads a logical cloud's namespace and the clusters it
+	// is made on (seed 002's {"clusters", "namespaces"}).
+	ListNamespaces(ctx context.Context, in *ListNamespacesRequest, opts ...grpc.CallOption) (*ListNamespacesResponse, error)
+	// DeleteNamespaces removes a logical cloud's namespace record.
+	DeleteNamespaces(ctx context.Context, in *DeleteNamespacesRequest, opts ...grpc.CallOption) (*DeleteNamespacesResponse, error)
+	// PurgeLogicalCloud removes the namespace record of a logical cloud that
+	// core is deleting; rerunning it is harmless. gRPC only.
+	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type namespaceServiceClient struct {
@@ -56,20 +63,30 @@ func (c *namespaceServiceClient) CreateNamespace(ctx context.Context, in *Create
 	return out, nil
 }
 
-func (c *namespaceServiceClient) GetNamespace(ctx context.Context, in *GetNamespaceRequest, opts ...grpc.CallOption) (*GetNamespaceResponse, error) {
+func (c *namespaceServiceClient) ListNamespaces(ctx context.Context, in *ListNamespacesRequest, opts ...grpc.CallOption) (*ListNamespacesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetNamespaceResponse)
-	err := c.cc.Invoke(ctx, NamespaceService_GetNamespace_FullMethodName, in, out, cOpts...)
+	out := new(ListNamespacesResponse)
+	err := c.cc.Invoke(ctx, NamespaceService_ListNamespaces_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *namespaceServiceClient) DeleteNamespace(ctx context.Context, in *DeleteNamespaceRequest, opts ...grpc.CallOption) (*DeleteNamespaceResponse, error) {
+func (c *namespaceServiceClient) DeleteNamespaces(ctx context.Context, in *DeleteNamespacesRequest, opts ...grpc.CallOption) (*DeleteNamespacesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteNamespaceResponse)
-	err := c.cc.Invoke(ctx, NamespaceService_DeleteNamespace_FullMethodName, in, out, cOpts...)
+	out := new(DeleteNamespacesResponse)
+	err := c.cc.Invoke(ctx, NamespaceService_DeleteNamespaces_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *namespaceServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, NamespaceService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +97,20 @@ func (c *namespaceServiceClient) DeleteNamespace(ctx context.Context, in *Delete
 // All implementations must embed UnimplementedNamespaceServiceServer
 // for forward compatibility.
 //
-// NamespaceService owns the namespace record of each logical cloud.
+// NamespaceService owns the namespace record of each logical cloud. Every
+// call checks with core that the logical cloud exists.
 type NamespaceServiceServer interface {
-	// CreateNamespace stores the namespace of a logical cloud; it has one.
+	// CreateNamespace stores the namespace of a logical cloud (core calls it
+	// when it creates the logical cloud). gRPC only.
 	CreateNamespace(context.Context, *CreateNamespaceRequest) (*CreateNamespaceResponse, error)
-	// GetNamespace reads one namespace.
-	GetNamespace(context.Context, *GetNamespaceRequest) (*GetNamespaceResponse, error)
-	// DeleteNamespace removes a namespace.
-	DeleteNamespace(context.Context, *DeleteNamespaceRequest) (*DeleteNamespaceResponse, error)
+	// ListNamespaces reads a logical cloud's namespace and the clusters it
+	// is made on (seed 002's {"clusters", "namespaces"}).
+	ListNamespaces(context.Context, *ListNamespacesRequest) (*ListNamespacesResponse, error)
+	// DeleteNamespaces removes a logical cloud's namespace record.
+	DeleteNamespaces(context.Context, *DeleteNamespacesRequest) (*DeleteNamespacesResponse, error)
+	// PurgeLogicalCloud removes the namespace record of a logical cloud that
+	// core is deleting; rerunning it is harmless. gRPC only.
+	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedNamespaceServiceServer()
 }
 
@@ -101,11 +124,14 @@ type UnimplementedNamespaceServiceServer struct{}
 func (UnimplementedNamespaceServiceServer) CreateNamespace(context.Context, *CreateNamespaceRequest) (*CreateNamespaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateNamespace not implemented")
 }
-func (UnimplementedNamespaceServiceServer) GetNamespace(context.Context, *GetNamespaceRequest) (*GetNamespaceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetNamespace not implemented")
+func (UnimplementedNamespaceServiceServer) ListNamespaces(context.Context, *ListNamespacesRequest) (*ListNamespacesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNamespaces not implemented")
 }
-func (UnimplementedNamespaceServiceServer) DeleteNamespace(context.Context, *DeleteNamespaceRequest) (*DeleteNamespaceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteNamespace not implemented")
+func (UnimplementedNamespaceServiceServer) DeleteNamespaces(context.Context, *DeleteNamespacesRequest) (*DeleteNamespacesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteNamespaces not implemented")
+}
+func (UnimplementedNamespaceServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
 }
 func (UnimplementedNamespaceServiceServer) mustEmbedUnimplementedNamespaceServiceServer() {}
 func (UnimplementedNamespaceServiceServer) testEmbeddedByValue()                          {}
@@ -146,38 +172,56 @@ func _NamespaceService_CreateNamespace_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
-func _NamespaceService_GetNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetNamespaceRequest)
+func _NamespaceService_ListNamespaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNamespacesRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(NamespaceServiceServer).GetNamespace(ctx, in)
+		return srv.(NamespaceServiceServer).ListNamespaces(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: NamespaceService_GetNamespace_FullMethodName,
+		FullMethod: NamespaceService_ListNamespaces_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceServiceServer).GetNamespace(ctx, req.(*GetNamespaceRequest))
+		return srv.(NamespaceServiceServer).ListNamespaces(ctx, req.(*ListNamespacesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _NamespaceService_DeleteNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteNamespaceRequest)
+func _NamespaceService_DeleteNamespaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNamespacesRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(NamespaceServiceServer).DeleteNamespace(ctx, in)
+		return srv.(NamespaceServiceServer).DeleteNamespaces(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: NamespaceService_DeleteNamespace_FullMethodName,
+		FullMethod: NamespaceService_DeleteNamespaces_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceServiceServer).DeleteNamespace(ctx, req.(*DeleteNamespaceRequest))
+		return srv.(NamespaceServiceServer).DeleteNamespaces(ctx, req.(*DeleteNamespacesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NamespaceService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServiceServer).PurgeLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NamespaceService_PurgeLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -194,12 +238,16 @@ var NamespaceService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _NamespaceService_CreateNamespace_Handler,
 		},
 		{
-			MethodName: "GetNamespace",
-			Handler:    _NamespaceService_GetNamespace_Handler,
+			MethodName: "ListNamespaces",
+			Handler:    _NamespaceService_ListNamespaces_Handler,
 		},
 		{
-			MethodName: "DeleteNamespace",
-			Handler:    _NamespaceService_DeleteNamespace_Handler,
+			MethodName: "DeleteNamespaces",
+			Handler:    _NamespaceService_DeleteNamespaces_Handler,
+		},
+		{
+			MethodName: "PurgeLogicalCloud",
+			Handler:    _NamespaceService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -9,8 +9,10 @@ package quotav1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -23,14 +25,16 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Quota is a ResourceQuota put on every cluster of a logical cloud.
+// Quota is a ResourceQuota put in the logical cloud's namespace on every
+// cluster of it.
 type Quota struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// metadata names the quota.
 	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	// hard is the ResourceQuota's hard map, as a list because resource names
-	// contain dots (limits.cpu).
-	Hard          []*ResourceAmount `protobuf:"bytes,2,rep,name=hard,proto3" json:"hard,omitempty"`
+	// spec is the ResourceQuota's hard map: Kubernetes resource names
+	// ("cpu", "limits.memory", "requests.nvidia.com/gpu") to quantities, given
+	// as strings or numbers and answered as canonical strings.
+	Spec          *structpb.Struct `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -72,7 +76,63 @@ func (x *Quota) GetMetadata() *v1.Metadata {
 	return nil
 }
 
-func (x *Quota) GetHard() []*ResourceAmount {
+func (x *Quota) GetSpec() *structpb.Struct {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// StoredQuota is how the quota service stores a Quota: resource names hold
+// dots, so the hard map is a list (not part of the API).
+type StoredQuota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata as given.
+	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// hard ordered by resource name.
+	Hard          []*ResourceAmount `protobuf:"bytes,2,rep,name=hard,proto3" json:"hard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredQuota) Reset() {
+	*x = StoredQuota{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredQuota) ProtoMessage() {}
+
+func (x *StoredQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredQuota.ProtoReflect.Descriptor instead.
+func (*StoredQuota) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StoredQuota) GetMetadata() *v1.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StoredQuota) GetHard() []*ResourceAmount {
 	if x != nil {
 		return x.Hard
 	}
@@ -82,9 +142,9 @@ func (x *Quota) GetHard() []*ResourceAmount {
 // ResourceAmount is one entry of a quota's hard map.
 type ResourceAmount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// resource is a Kubernetes resource name (checked by the service).
+	// resource is a Kubernetes resource name.
 	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
-	// quantity is a Kubernetes quantity (checked by the service).
+	// quantity is a canonical Kubernetes quantity.
 	Quantity      string `protobuf:"bytes,2,opt,name=quantity,proto3" json:"quantity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -92,7 +152,7 @@ type ResourceAmount struct {
 
 func (x *ResourceAmount) Reset() {
 	*x = ResourceAmount{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +164,7 @@ func (x *ResourceAmount) String() string {
 func (*ResourceAmount) ProtoMessage() {}
 
 func (x *ResourceAmount) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +177,7 @@ func (x *ResourceAmount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAmount.ProtoReflect.Descriptor instead.
 func (*ResourceAmount) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ResourceAmount) GetResource() string {
@@ -134,7 +194,7 @@ func (x *ResourceAmount) GetQuantity() string {
 	return ""
 }
 
-// CreateQuotaRequest names the parent and carries the new quota.
+// CreateQuotaRequest names the logical cloud and carries the new quota.
 type CreateQuotaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
@@ -149,7 +209,7 @@ type CreateQuotaRequest struct {
 
 func (x *CreateQuotaRequest) Reset() {
 	*x = CreateQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +221,7 @@ func (x *CreateQuotaRequest) String() string {
 func (*CreateQuotaRequest) ProtoMessage() {}
 
 func (x *CreateQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +234,7 @@ func (x *CreateQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQuotaRequest.ProtoReflect.Descriptor instead.
 func (*CreateQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateQuotaRequest) GetProject() string {
@@ -209,7 +269,7 @@ type CreateQuotaResponse struct {
 
 func (x *CreateQuotaResponse) Reset() {
 	*x = CreateQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -221,7 +281,7 @@ func (x *CreateQuotaResponse) String() string {
 func (*CreateQuotaResponse) ProtoMessage() {}
 
 func (x *CreateQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -234,7 +294,7 @@ func (x *CreateQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQuotaResponse.ProtoReflect.Descriptor instead.
 func (*CreateQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateQuotaResponse) GetQuota() *Quota {
@@ -244,7 +304,7 @@ func (x *CreateQuotaResponse) GetQuota() *Quota {
 	return nil
 }
 
-// GetQuotaRequest names the quota.
+// GetQuotaRequest names a quota.
 type GetQuotaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
@@ -259,7 +319,7 @@ type GetQuotaRequest struct {
 
 func (x *GetQuotaRequest) Reset() {
 	*x = GetQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +331,7 @@ func (x *GetQuotaRequest) String() string {
 func (*GetQuotaRequest) ProtoMessage() {}
 
 func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +344,7 @@ func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetQuotaRequest) GetProject() string {
@@ -319,7 +379,7 @@ type GetQuotaResponse struct {
 
 func (x *GetQuotaResponse) Reset() {
 	*x = GetQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +391,7 @@ func (x *GetQuotaResponse) String() string {
 func (*GetQuotaResponse) ProtoMessage() {}
 
 func (x *GetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +404,7 @@ func (x *GetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetQuotaResponse) GetQuota() *Quota {
@@ -354,7 +414,7 @@ func (x *GetQuotaResponse) GetQuota() *Quota {
 	return nil
 }
 
-// ListQuotasRequest names the parent.
+// ListQuotasRequest names the logical cloud.
 type ListQuotasRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
@@ -367,7 +427,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +439,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +452,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListQuotasRequest) GetProject() string {
@@ -420,7 +480,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +492,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +505,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -455,7 +515,126 @@ func (x *ListQuotasResponse) GetQuotas() []*Quota {
 	return nil
 }
 
-// DeleteQuotaRequest names the quota.
+// UpdateQuotaRequest replaces a quota.
+type UpdateQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the quota's name, from the path.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// quota is the new content; its name must equal name.
+	Quota         *Quota `protobuf:"bytes,4,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateQuotaRequest) Reset() {
+	*x = UpdateQuotaRequest{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateQuotaRequest) ProtoMessage() {}
+
+func (x *UpdateQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateQuotaRequest.ProtoReflect.Descriptor instead.
+func (*UpdateQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateQuotaRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateQuotaRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *UpdateQuotaRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateQuotaRequest) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+// UpdateQuotaResponse carries the updated quota.
+type UpdateQuotaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// quota as stored.
+	Quota         *Quota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateQuotaResponse) Reset() {
+	*x = UpdateQuotaResponse{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateQuotaResponse) ProtoMessage() {}
+
+func (x *UpdateQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateQuotaResponse.ProtoReflect.Descriptor instead.
+func (*UpdateQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateQuotaResponse) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+// DeleteQuotaRequest names a quota.
 type DeleteQuotaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
@@ -470,7 +649,7 @@ type DeleteQuotaRequest struct {
 
 func (x *DeleteQuotaRequest) Reset() {
 	*x = DeleteQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +661,7 @@ func (x *DeleteQuotaRequest) String() string {
 func (*DeleteQuotaRequest) ProtoMessage() {}
 
 func (x *DeleteQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +674,7 @@ func (x *DeleteQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQuotaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteQuotaRequest) GetProject() string {
@@ -528,7 +707,7 @@ type DeleteQuotaResponse struct {
 
 func (x *DeleteQuotaResponse) Reset() {
 	*x = DeleteQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +719,7 @@ func (x *DeleteQuotaResponse) String() string {
 func (*DeleteQuotaResponse) ProtoMessage() {}
 
 func (x *DeleteQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,20 +732,124 @@ func (x *DeleteQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQuotaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{12}
+}
+
+// PurgeLogicalCloudRequest names the logical cloud being deleted.
+type PurgeLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeLogicalCloudRequest) Reset() {
+	*x = PurgeLogicalCloudRequest{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeLogicalCloudRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeLogicalCloudRequest) ProtoMessage() {}
+
+func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PurgeLogicalCloudRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *PurgeLogicalCloudRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// PurgeLogicalCloudResponse says how many records went.
+type PurgeLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed is the number of records removed.
+	Removed       int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeLogicalCloudResponse) Reset() {
+	*x = PurgeLogicalCloudResponse{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeLogicalCloudResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeLogicalCloudResponse) ProtoMessage() {}
+
+func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
 }
 
 var File_dcm_quota_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"\x7f\n" +
+	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"p\n" +
 	"\x05Quota\x12:\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12:\n" +
-	"\x04hard\x18\x02 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountB\b\xbaH\x05\x92\x01\x02\x10@R\x04hard\"Z\n" +
-	"\x0eResourceAmount\x12#\n" +
-	"\bresource\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\bresource\x12#\n" +
-	"\bquantity\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\bquantity\"\x9d\x01\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12+\n" +
+	"\x04spec\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04spec\"s\n" +
+	"\vStoredQuota\x122\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x120\n" +
+	"\x04hard\x18\x02 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountR\x04hard\"H\n" +
+	"\x0eResourceAmount\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x1a\n" +
+	"\bquantity\x18\x02 \x01(\tR\bquantity\"\x9d\x01\n" +
 	"\x12CreateQuotaRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x121\n" +
@@ -583,18 +866,32 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"A\n" +
 	"\x12ListQuotasResponse\x12+\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x13.dcm.quota.v1.QuotaR\x06quotas\"\x89\x01\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x13.dcm.quota.v1.QuotaR\x06quotas\"\xbc\x01\n" +
+	"\x12UpdateQuotaRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x121\n" +
+	"\x05quota\x18\x04 \x01(\v2\x13.dcm.quota.v1.QuotaB\x06\xbaH\x03\xc8\x01\x01R\x05quota\"@\n" +
+	"\x13UpdateQuotaResponse\x12)\n" +
+	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"\x89\x01\n" +
 	"\x12DeleteQuotaRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x15\n" +
-	"\x13DeleteQuotaResponse2\xd2\x02\n" +
-	"\fQuotaService\x12R\n" +
-	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\x12I\n" +
-	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\x12O\n" +
+	"\x13DeleteQuotaResponse\"p\n" +
+	"\x18PurgeLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
+	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xd7\a\n" +
+	"\fQuotaService\x12\xae\x01\n" +
+	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"Z\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
+	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"Z\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
 	"\n" +
-	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\x12R\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponseB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
+	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
+	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12d\n" +
+	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponseB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_dcm_quota_v1_service_proto_rawDescOnce sync.Once
@@ -608,40 +905,54 @@ func file_dcm_quota_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_quota_v1_service_proto_rawDescData
 }
 
-var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_dcm_quota_v1_service_proto_goTypes = []any{
-	(*Quota)(nil),               // 0: dcm.quota.v1.Quota
-	(*ResourceAmount)(nil),      // 1: dcm.quota.v1.ResourceAmount
-	(*CreateQuotaRequest)(nil),  // 2: dcm.quota.v1.CreateQuotaRequest
-	(*CreateQuotaResponse)(nil), // 3: dcm.quota.v1.CreateQuotaResponse
-	(*GetQuotaRequest)(nil),     // 4: dcm.quota.v1.GetQuotaRequest
-	(*GetQuotaResponse)(nil),    // 5: dcm.quota.v1.GetQuotaResponse
-	(*ListQuotasRequest)(nil),   // 6: dcm.quota.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),  // 7: dcm.quota.v1.ListQuotasResponse
-	(*DeleteQuotaRequest)(nil),  // 8: dcm.quota.v1.DeleteQuotaRequest
-	(*DeleteQuotaResponse)(nil), // 9: dcm.quota.v1.DeleteQuotaResponse
-	(*v1.Metadata)(nil),         // 10: dcm.types.v1.Metadata
+	(*Quota)(nil),                     // 0: dcm.quota.v1.Quota
+	(*StoredQuota)(nil),               // 1: dcm.quota.v1.StoredQuota
+	(*ResourceAmount)(nil),            // 2: dcm.quota.v1.ResourceAmount
+	(*CreateQuotaRequest)(nil),        // 3: dcm.quota.v1.CreateQuotaRequest
+	(*CreateQuotaResponse)(nil),       // 4: dcm.quota.v1.CreateQuotaResponse
+	(*GetQuotaRequest)(nil),           // 5: dcm.quota.v1.GetQuotaRequest
+	(*GetQuotaResponse)(nil),          // 6: dcm.quota.v1.GetQuotaResponse
+	(*ListQuotasRequest)(nil),         // 7: dcm.quota.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),        // 8: dcm.quota.v1.ListQuotasResponse
+	(*UpdateQuotaRequest)(nil),        // 9: dcm.quota.v1.UpdateQuotaRequest
+	(*UpdateQuotaResponse)(nil),       // 10: dcm.quota.v1.UpdateQuotaResponse
+	(*DeleteQuotaRequest)(nil),        // 11: dcm.quota.v1.DeleteQuotaRequest
+	(*DeleteQuotaResponse)(nil),       // 12: dcm.quota.v1.DeleteQuotaResponse
+	(*PurgeLogicalCloudRequest)(nil),  // 13: dcm.quota.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil), // 14: dcm.quota.v1.PurgeLogicalCloudResponse
+	(*v1.Metadata)(nil),               // 15: dcm.types.v1.Metadata
+	(*structpb.Struct)(nil),           // 16: google.protobuf.Struct
 }
 var file_dcm_quota_v1_service_proto_depIdxs = []int32{
-	10, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 1: dcm.quota.v1.Quota.hard:type_name -> dcm.quota.v1.ResourceAmount
-	0,  // 2: dcm.quota.v1.CreateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 3: dcm.quota.v1.CreateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 4: dcm.quota.v1.GetQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 5: dcm.quota.v1.ListQuotasResponse.quotas:type_name -> dcm.quota.v1.Quota
-	2,  // 6: dcm.quota.v1.QuotaService.CreateQuota:input_type -> dcm.quota.v1.CreateQuotaRequest
-	4,  // 7: dcm.quota.v1.QuotaService.GetQuota:input_type -> dcm.quota.v1.GetQuotaRequest
-	6,  // 8: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
-	8,  // 9: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
-	3,  // 10: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
-	5,  // 11: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
-	7,  // 12: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
-	9,  // 13: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	15, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
+	16, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
+	15, // 2: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
+	2,  // 3: dcm.quota.v1.StoredQuota.hard:type_name -> dcm.quota.v1.ResourceAmount
+	0,  // 4: dcm.quota.v1.CreateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 5: dcm.quota.v1.CreateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 6: dcm.quota.v1.GetQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 7: dcm.quota.v1.ListQuotasResponse.quotas:type_name -> dcm.quota.v1.Quota
+	0,  // 8: dcm.quota.v1.UpdateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 9: dcm.quota.v1.UpdateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
+	3,  // 10: dcm.quota.v1.QuotaService.CreateQuota:input_type -> dcm.quota.v1.CreateQuotaRequest
+	5,  // 11: dcm.quota.v1.QuotaService.GetQuota:input_type -> dcm.quota.v1.GetQuotaRequest
+	7,  // 12: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
+	9,  // 13: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
+	11, // 14: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
+	13, // 15: dcm.quota.v1.QuotaService.PurgeLogicalCloud:input_type -> dcm.quota.v1.PurgeLogicalCloudRequest
+	4,  // 16: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
+	6,  // 17: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
+	8,  // 18: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
+	10, // 19: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
+	12, // 20: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
+	14, // 21: dcm.quota.v1.QuotaService.PurgeLogicalCloud:output_type -> dcm.quota.v1.PurgeLogicalCloudResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_dcm_quota_v1_service_proto_init() }
@@ -655,7 +966,7 @@ func file_dcm_quota_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_quota_v1_service_proto_rawDesc), len(file_dcm_quota_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

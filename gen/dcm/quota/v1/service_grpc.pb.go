@@ -19,26 +19,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QuotaService_CreateQuota_FullMethodName = "/dcm.quota.v1.QuotaService/CreateQuota"
-	QuotaService_GetQuota_FullMethodName    = "/dcm.quota.v1.QuotaService/GetQuota"
-	QuotaService_ListQuotas_FullMethodName  = "/dcm.quota.v1.QuotaService/ListQuotas"
-	QuotaService_DeleteQuota_FullMethodName = "/dcm.quota.v1.QuotaService/DeleteQuota"
+	QuotaService_CreateQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/CreateQuota"
+	QuotaService_GetQuota_FullMethodName          = "/dcm.quota.v1.QuotaService/GetQuota"
+	QuotaService_ListQuotas_FullMethodName        = "/dcm.quota.v1.QuotaService/ListQuotas"
+	QuotaService_UpdateQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/UpdateQuota"
+	QuotaService_DeleteQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/DeleteQuota"
+	QuotaService_PurgeLogicalCloud_FullMethodName = "/dcm.quota.v1.QuotaService/PurgeLogicalCloud"
 )
 
 // QuotaServiceClient is the client API for QuotaService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// QuotaService owns the cluster quotas of each logical cloud.
+// QuotaService owns the cluster quotas of each logical cloud. A logical
+// cloud with no quota of its own gets the configured default quota
+// (DCM_DEFAULT_QUOTA), shown as a quota named "default". Every call checks
+// with core that the logical cloud exists.
 type QuotaServiceClient interface {
 	// CreateQuota stores a new quota; its name must be unused.
 	CreateQuota(ctx context.Context, in *CreateQuotaRequest, opts ...grpc.CallOption) (*CreateQuotaResponse, error)
 	// GetQuota reads one quota.
 	GetQuota(ctx context.Context, in *GetQuotaRequest, opts ...grpc.CallOption) (*GetQuotaResponse, error)
-	// ListQuotas reads every quota under the same parent, ordered by name.
+	// ListQuotas reads a logical cloud's quotas, ordered by name (the
+	// default quota when it has none of its own).
 	ListQuotas(ctx context.Context, in *ListQuotasRequest, opts ...grpc.CallOption) (*ListQuotasResponse, error)
+	// UpdateQuota replaces a quota.
+	UpdateQuota(ctx context.Context, in *UpdateQuotaRequest, opts ...grpc.CallOption) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(ctx context.Context, in *DeleteQuotaRequest, opts ...grpc.CallOption) (*DeleteQuotaResponse, error)
+	// PurgeLogicalCloud removes every quota of a logical cloud that core is
+	// deleting; rerunning it is harmless. gRPC only.
+	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type quotaServiceClient struct {
@@ -79,6 +90,16 @@ func (c *quotaServiceClient) ListQuotas(ctx context.Context, in *ListQuotasReque
 	return out, nil
 }
 
+func (c *quotaServiceClient) UpdateQuota(ctx context.Context, in *UpdateQuotaRequest, opts ...grpc.CallOption) (*UpdateQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateQuotaResponse)
+	err := c.cc.Invoke(ctx, QuotaService_UpdateQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *quotaServiceClient) DeleteQuota(ctx context.Context, in *DeleteQuotaRequest, opts ...grpc.CallOption) (*DeleteQuotaResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteQuotaResponse)
@@ -89,20 +110,39 @@ func (c *quotaServiceClient) DeleteQuota(ctx context.Context, in *DeleteQuotaReq
 	return out, nil
 }
 
+func (c *quotaServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, QuotaService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QuotaServiceServer is the server API for QuotaService service.
 // All implementations must embed UnimplementedQuotaServiceServer
 // for forward compatibility.
 //
-// QuotaService owns the cluster quotas of each logical cloud.
+// QuotaService owns the cluster quotas of each logical cloud. A logical
+// cloud with no quota of its own gets the configured default quota
+// (DCM_DEFAULT_QUOTA), shown as a quota named "default". Every call checks
+// with core that the logical cloud exists.
 type QuotaServiceServer interface {
 	// CreateQuota stores a new quota; its name must be unused.
 	CreateQuota(context.Context, *CreateQuotaRequest) (*CreateQuotaResponse, error)
 	// GetQuota reads one quota.
 	GetQuota(context.Context, *GetQuotaRequest) (*GetQuotaResponse, error)
-	// ListQuotas reads every quota under the same parent, ordered by name.
+	// ListQuotas reads a logical cloud's quotas, ordered by name (the
+	// default quota when it has none of its own).
 	ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error)
+	// UpdateQuota replaces a quota.
+	UpdateQuota(context.Context, *UpdateQuotaRequest) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error)
+	// PurgeLogicalCloud removes every quota of a logical cloud that core is
+	// deleting; rerunning it is harmless. gRPC only.
+	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedQuotaServiceServer()
 }
 
@@ -122,8 +162,14 @@ func (UnimplementedQuotaServiceServer) GetQuota(context.Context, *GetQuotaReques
 func (UnimplementedQuotaServiceServer) ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListQuotas not implemented")
 }
+func (UnimplementedQuotaServiceServer) UpdateQuota(context.Context, *UpdateQuotaRequest) (*UpdateQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateQuota not implemented")
+}
 func (UnimplementedQuotaServiceServer) DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteQuota not implemented")
+}
+func (UnimplementedQuotaServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
 }
 func (UnimplementedQuotaServiceServer) mustEmbedUnimplementedQuotaServiceServer() {}
 func (UnimplementedQuotaServiceServer) testEmbeddedByValue()                      {}
@@ -200,6 +246,24 @@ func _QuotaService_ListQuotas_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QuotaService_UpdateQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).UpdateQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_UpdateQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).UpdateQuota(ctx, req.(*UpdateQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _QuotaService_DeleteQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteQuotaRequest)
 	if err := dec(in); err != nil {
@@ -214,6 +278,24 @@ func _QuotaService_DeleteQuota_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(QuotaServiceServer).DeleteQuota(ctx, req.(*DeleteQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QuotaService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).PurgeLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_PurgeLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -238,8 +320,16 @@ var QuotaService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _QuotaService_ListQuotas_Handler,
 		},
 		{
+			MethodName: "UpdateQuota",
+			Handler:    _QuotaService_UpdateQuota_Handler,
+		},
+		{
 			MethodName: "DeleteQuota",
 			Handler:    _QuotaService_DeleteQuota_Handler,
+		},
+		{
+			MethodName: "PurgeLogicalCloud",
+			Handler:    _QuotaService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

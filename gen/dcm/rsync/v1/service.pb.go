@@ -1201,6 +1201,153 @@ func (*DeleteClusterResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
+// SelectClustersRequest gives the labels a cluster must all carry.
+type SelectClustersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// labels to match; at least one.
+	Labels        []string `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelectClustersRequest) Reset() {
+	*x = SelectClustersRequest{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelectClustersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelectClustersRequest) ProtoMessage() {}
+
+func (x *SelectClustersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelectClustersRequest.ProtoReflect.Descriptor instead.
+func (*SelectClustersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SelectClustersRequest) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// SelectClustersResponse names the matching clusters.
+type SelectClustersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// clusters ordered by provider and name.
+	Clusters      []*SelectedCluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelectClustersResponse) Reset() {
+	*x = SelectClustersResponse{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelectClustersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelectClustersResponse) ProtoMessage() {}
+
+func (x *SelectClustersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelectClustersResponse.ProtoReflect.Descriptor instead.
+func (*SelectClustersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SelectClustersResponse) GetClusters() []*SelectedCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+// SelectedCluster names one registered cluster.
+type SelectedCluster struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// name is the cluster's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelectedCluster) Reset() {
+	*x = SelectedCluster{}
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelectedCluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelectedCluster) ProtoMessage() {}
+
+func (x *SelectedCluster) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelectedCluster.ProtoReflect.Descriptor instead.
+func (*SelectedCluster) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SelectedCluster) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *SelectedCluster) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_dcm_rsync_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_service_proto_rawDesc = "" +
@@ -1263,7 +1410,14 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\x14DeleteClusterRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x17\n" +
-	"\x15DeleteClusterResponse2\xe4\f\n" +
+	"\x15DeleteClusterResponse\"9\n" +
+	"\x15SelectClustersRequest\x12 \n" +
+	"\x06labels\x18\x01 \x03(\tB\b\xbaH\x05\x92\x01\x02\b\x01R\x06labels\"S\n" +
+	"\x16SelectClustersResponse\x129\n" +
+	"\bclusters\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.SelectedClusterR\bclusters\"A\n" +
+	"\x0fSelectedCluster\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\xc1\r\n" +
 	"\fRsyncService\x12\xb3\x01\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
 	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
@@ -1274,7 +1428,8 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"GetCluster\x12\x1f.dcm.rsync.v1.GetClusterRequest\x1a .dcm.rsync.v1.GetClusterResponse\"A\x82\xd3\xe4\x93\x02;b\acluster\x120/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
 	"\fListClusters\x12!.dcm.rsync.v1.ListClustersRequest\x1a\".dcm.rsync.v1.ListClustersResponse\";\x82\xd3\xe4\x93\x025b\bclusters\x12)/v2/cluster-providers/{provider}/clusters\x12\xa4\x01\n" +
-	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
+	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12[\n" +
+	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12\x92\x01\n" +
 	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
@@ -1289,7 +1444,7 @@ func file_dcm_rsync_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_rsync_v1_service_proto_rawDescData
 }
 
-var file_dcm_rsync_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_dcm_rsync_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*ClusterProvider)(nil),               // 0: dcm.rsync.v1.ClusterProvider
 	(*CreateClusterProviderRequest)(nil),  // 1: dcm.rsync.v1.CreateClusterProviderRequest
@@ -1315,17 +1470,20 @@ var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*UpdateClusterResponse)(nil),         // 21: dcm.rsync.v1.UpdateClusterResponse
 	(*DeleteClusterRequest)(nil),          // 22: dcm.rsync.v1.DeleteClusterRequest
 	(*DeleteClusterResponse)(nil),         // 23: dcm.rsync.v1.DeleteClusterResponse
-	(*v1.Metadata)(nil),                   // 24: dcm.types.v1.Metadata
+	(*SelectClustersRequest)(nil),         // 24: dcm.rsync.v1.SelectClustersRequest
+	(*SelectClustersResponse)(nil),        // 25: dcm.rsync.v1.SelectClustersResponse
+	(*SelectedCluster)(nil),               // 26: dcm.rsync.v1.SelectedCluster
+	(*v1.Metadata)(nil),                   // 27: dcm.types.v1.Metadata
 }
 var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
-	24, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
 	0,  // 1: dcm.rsync.v1.CreateClusterProviderRequest.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
 	0,  // 2: dcm.rsync.v1.CreateClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
 	0,  // 3: dcm.rsync.v1.GetClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
 	0,  // 4: dcm.rsync.v1.ListClusterProvidersResponse.cluster_providers:type_name -> dcm.rsync.v1.ClusterProvider
 	0,  // 5: dcm.rsync.v1.UpdateClusterProviderRequest.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
 	0,  // 6: dcm.rsync.v1.UpdateClusterProviderResponse.cluster_provider:type_name -> dcm.rsync.v1.ClusterProvider
-	24, // 7: dcm.rsync.v1.Cluster.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 7: dcm.rsync.v1.Cluster.metadata:type_name -> dcm.types.v1.Metadata
 	12, // 8: dcm.rsync.v1.Cluster.spec:type_name -> dcm.rsync.v1.ClusterSpec
 	13, // 9: dcm.rsync.v1.Cluster.status:type_name -> dcm.rsync.v1.ClusterStatus
 	11, // 10: dcm.rsync.v1.CreateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
@@ -1334,31 +1492,34 @@ var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	11, // 13: dcm.rsync.v1.ListClustersResponse.clusters:type_name -> dcm.rsync.v1.Cluster
 	11, // 14: dcm.rsync.v1.UpdateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
 	11, // 15: dcm.rsync.v1.UpdateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
-	1,  // 16: dcm.rsync.v1.RsyncService.CreateClusterProvider:input_type -> dcm.rsync.v1.CreateClusterProviderRequest
-	3,  // 17: dcm.rsync.v1.RsyncService.GetClusterProvider:input_type -> dcm.rsync.v1.GetClusterProviderRequest
-	5,  // 18: dcm.rsync.v1.RsyncService.ListClusterProviders:input_type -> dcm.rsync.v1.ListClusterProvidersRequest
-	9,  // 19: dcm.rsync.v1.RsyncService.UpdateClusterProvider:input_type -> dcm.rsync.v1.UpdateClusterProviderRequest
-	7,  // 20: dcm.rsync.v1.RsyncService.DeleteClusterProvider:input_type -> dcm.rsync.v1.DeleteClusterProviderRequest
-	14, // 21: dcm.rsync.v1.RsyncService.CreateCluster:input_type -> dcm.rsync.v1.CreateClusterRequest
-	16, // 22: dcm.rsync.v1.RsyncService.GetCluster:input_type -> dcm.rsync.v1.GetClusterRequest
-	18, // 23: dcm.rsync.v1.RsyncService.ListClusters:input_type -> dcm.rsync.v1.ListClustersRequest
-	20, // 24: dcm.rsync.v1.RsyncService.UpdateCluster:input_type -> dcm.rsync.v1.UpdateClusterRequest
-	22, // 25: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
-	2,  // 26: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
-	4,  // 27: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
-	6,  // 28: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
-	10, // 29: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
-	8,  // 30: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
-	15, // 31: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
-	17, // 32: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
-	19, // 33: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
-	21, // 34: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
-	23, // 35: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	26, // 16: dcm.rsync.v1.SelectClustersResponse.clusters:type_name -> dcm.rsync.v1.SelectedCluster
+	1,  // 17: dcm.rsync.v1.RsyncService.CreateClusterProvider:input_type -> dcm.rsync.v1.CreateClusterProviderRequest
+	3,  // 18: dcm.rsync.v1.RsyncService.GetClusterProvider:input_type -> dcm.rsync.v1.GetClusterProviderRequest
+	5,  // 19: dcm.rsync.v1.RsyncService.ListClusterProviders:input_type -> dcm.rsync.v1.ListClusterProvidersRequest
+	9,  // 20: dcm.rsync.v1.RsyncService.UpdateClusterProvider:input_type -> dcm.rsync.v1.UpdateClusterProviderRequest
+	7,  // 21: dcm.rsync.v1.RsyncService.DeleteClusterProvider:input_type -> dcm.rsync.v1.DeleteClusterProviderRequest
+	14, // 22: dcm.rsync.v1.RsyncService.CreateCluster:input_type -> dcm.rsync.v1.CreateClusterRequest
+	16, // 23: dcm.rsync.v1.RsyncService.GetCluster:input_type -> dcm.rsync.v1.GetClusterRequest
+	18, // 24: dcm.rsync.v1.RsyncService.ListClusters:input_type -> dcm.rsync.v1.ListClustersRequest
+	20, // 25: dcm.rsync.v1.RsyncService.UpdateCluster:input_type -> dcm.rsync.v1.UpdateClusterRequest
+	24, // 26: dcm.rsync.v1.RsyncService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
+	22, // 27: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
+	2,  // 28: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
+	4,  // 29: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
+	6,  // 30: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
+	10, // 31: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
+	8,  // 32: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
+	15, // 33: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
+	17, // 34: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
+	19, // 35: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
+	21, // 36: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
+	25, // 37: dcm.rsync.v1.RsyncService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	23, // 38: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_service_proto_init() }
@@ -1372,7 +1533,7 @@ func file_dcm_rsync_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_service_proto_rawDesc), len(file_dcm_rsync_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

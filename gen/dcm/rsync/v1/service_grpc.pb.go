@@ -28,6 +28,7 @@ const (
 	RsyncService_GetCluster_FullMethodName            = "/dcm.rsync.v1.RsyncService/GetCluster"
 	RsyncService_ListClusters_FullMethodName          = "/dcm.rsync.v1.RsyncService/ListClusters"
 	RsyncService_UpdateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/UpdateCluster"
+	RsyncService_SelectClusters_FullMethodName        = "/dcm.rsync.v1.RsyncService/SelectClusters"
 	RsyncService_DeleteCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/DeleteCluster"
 )
 
@@ -59,7 +60,11 @@ type RsyncServiceClient interface {
 	// UpdateCluster replaces a cluster's description, user data and labels,
 	// and its kubeconfig when one is given.
 	UpdateCluster(ctx context.Context, in *UpdateClusterRequest, opts ...grpc.CallOption) (*UpdateClusterResponse, error)
-	// DeleteCluster removes a cluster and its kubeconfig.
+	// SelectClusters lists the clusters, of every provider, that carry all
+	// the given labels (core resolves seed 002's cluster-labels). gRPC only.
+	SelectClusters(ctx context.Context, in *SelectClustersRequest, opts ...grpc.CallOption) (*SelectClustersResponse, error)
+	// DeleteCluster removes a cluster and its kubeconfig; refused while a
+	// logical cloud references the cluster.
 	DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error)
 }
 
@@ -161,6 +166,16 @@ func (c *rsyncServiceClient) UpdateCluster(ctx context.Context, in *UpdateCluste
 	return out, nil
 }
 
+func (c *rsyncServiceClient) SelectClusters(ctx context.Context, in *SelectClustersRequest, opts ...grpc.CallOption) (*SelectClustersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SelectClustersResponse)
+	err := c.cc.Invoke(ctx, RsyncService_SelectClusters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *rsyncServiceClient) DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteClusterResponse)
@@ -199,7 +214,11 @@ type RsyncServiceServer interface {
 	// UpdateCluster replaces a cluster's description, user data and labels,
 	// and its kubeconfig when one is given.
 	UpdateCluster(context.Context, *UpdateClusterRequest) (*UpdateClusterResponse, error)
-	// DeleteCluster removes a cluster and its kubeconfig.
+	// SelectClusters lists the clusters, of every provider, that carry all
+	// the given labels (core resolves seed 002's cluster-labels). gRPC only.
+	SelectClusters(context.Context, *SelectClustersRequest) (*SelectClustersResponse, error)
+	// DeleteCluster removes a cluster and its kubeconfig; refused while a
+	// logical cloud references the cluster.
 	DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error)
 	mustEmbedUnimplementedRsyncServiceServer()
 }
@@ -237,6 +256,9 @@ func (UnimplementedRsyncServiceServer) ListClusters(context.Context, *ListCluste
 }
 func (UnimplementedRsyncServiceServer) UpdateCluster(context.Context, *UpdateClusterRequest) (*UpdateClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateCluster not implemented")
+}
+func (UnimplementedRsyncServiceServer) SelectClusters(context.Context, *SelectClustersRequest) (*SelectClustersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SelectClusters not implemented")
 }
 func (UnimplementedRsyncServiceServer) DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteCluster not implemented")
@@ -424,6 +446,24 @@ func _RsyncService_UpdateCluster_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RsyncService_SelectClusters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SelectClustersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).SelectClusters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_SelectClusters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).SelectClusters(ctx, req.(*SelectClustersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RsyncService_DeleteCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteClusterRequest)
 	if err := dec(in); err != nil {
@@ -484,6 +524,10 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateCluster",
 			Handler:    _RsyncService_UpdateCluster_Handler,
+		},
+		{
+			MethodName: "SelectClusters",
+			Handler:    _RsyncService_SelectClusters_Handler,
 		},
 		{
 			MethodName: "DeleteCluster",

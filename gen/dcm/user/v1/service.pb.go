@@ -9,6 +9,7 @@ package userv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -23,13 +24,16 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// User is a logical cloud's user on every cluster.
+// User is a logical cloud's user on every cluster (seed 002's keys).
 type User struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the user name: the certificate's common name.
-	Name string `protobuf:"bytes,1,opt,name=name,json=user-name,proto3" json:"name,omitempty"`
-	// type is how the user authenticates: "certificate" (the default) or "token".
-	Type          string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// type is how the user authenticates: "certificate".
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// certificate is the user's PEM certificate signing request, if one was
+	// given (its common name is name); empty means the key is generated.
+	Certificate   string `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -78,6 +82,99 @@ func (x *User) GetType() string {
 	return ""
 }
 
+func (x *User) GetCertificate() string {
+	if x != nil {
+		return x.Certificate
+	}
+	return ""
+}
+
+// UserPermission is an RBAC rule granted to a logical cloud's users: a
+// Role in namespace, or a ClusterRole when namespace is empty (privileged
+// logical clouds only).
+type UserPermission struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// permission_name names the permission (the Role's name).
+	PermissionName string `protobuf:"bytes,1,opt,name=permission_name,json=permission-name,proto3" json:"permission_name,omitempty"`
+	// namespace the rule applies in. For a standard logical cloud it is the
+	// logical cloud's namespace (empty means that one); for a privileged one
+	// empty means cluster-wide.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// api_groups are the API groups ("" is the core group, "*" all).
+	ApiGroups []string `protobuf:"bytes,3,rep,name=api_groups,json=apiGroups,proto3" json:"api_groups,omitempty"`
+	// resources are resource names ("pods", "pods/log", "*").
+	Resources []string `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	// verbs are Kubernetes API verbs ("get", "list", "*"...).
+	Verbs         []string `protobuf:"bytes,5,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserPermission) Reset() {
+	*x = UserPermission{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserPermission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserPermission) ProtoMessage() {}
+
+func (x *UserPermission) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserPermission.ProtoReflect.Descriptor instead.
+func (*UserPermission) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UserPermission) GetPermissionName() string {
+	if x != nil {
+		return x.PermissionName
+	}
+	return ""
+}
+
+func (x *UserPermission) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UserPermission) GetApiGroups() []string {
+	if x != nil {
+		return x.ApiGroups
+	}
+	return nil
+}
+
+func (x *UserPermission) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *UserPermission) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
 // CreateUserRequest names the parent and carries the new user.
 type CreateUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -93,7 +190,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +202,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +215,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateUserRequest) GetProject() string {
@@ -153,7 +250,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +262,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +275,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -203,7 +300,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +312,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +325,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetUserRequest) GetProject() string {
@@ -263,7 +360,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +372,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +385,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -311,7 +408,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +420,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +433,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListUsersRequest) GetProject() string {
@@ -364,7 +461,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +473,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +486,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -414,7 +511,7 @@ type DeleteUserRequest struct {
 
 func (x *DeleteUserRequest) Reset() {
 	*x = DeleteUserRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +523,7 @@ func (x *DeleteUserRequest) String() string {
 func (*DeleteUserRequest) ProtoMessage() {}
 
 func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +536,7 @@ func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteUserRequest) GetProject() string {
@@ -472,7 +569,7 @@ type DeleteUserResponse struct {
 
 func (x *DeleteUserResponse) Reset() {
 	*x = DeleteUserResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +581,7 @@ func (x *DeleteUserResponse) String() string {
 func (*DeleteUserResponse) ProtoMessage() {}
 
 func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,17 +594,759 @@ func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+// DeleteUsersRequest names the logical cloud.
+type DeleteUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUsersRequest) Reset() {
+	*x = DeleteUsersRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUsersRequest) ProtoMessage() {}
+
+func (x *DeleteUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUsersRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUsersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeleteUsersRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteUsersRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// DeleteUsersResponse is empty.
+type DeleteUsersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUsersResponse) Reset() {
+	*x = DeleteUsersResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUsersResponse) ProtoMessage() {}
+
+func (x *DeleteUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUsersResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUsersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{11}
+}
+
+// CreateUserPermissionRequest names the logical cloud and carries the permission.
+type CreateUserPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// user_permission to store.
+	UserPermission *UserPermission `protobuf:"bytes,3,opt,name=user_permission,json=user-permission,proto3" json:"user_permission,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateUserPermissionRequest) Reset() {
+	*x = CreateUserPermissionRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserPermissionRequest) ProtoMessage() {}
+
+func (x *CreateUserPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserPermissionRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreateUserPermissionRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateUserPermissionRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *CreateUserPermissionRequest) GetUserPermission() *UserPermission {
+	if x != nil {
+		return x.UserPermission
+	}
+	return nil
+}
+
+// CreateUserPermissionResponse carries the stored permission.
+type CreateUserPermissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_permission as stored.
+	UserPermission *UserPermission `protobuf:"bytes,1,opt,name=user_permission,json=user-permission,proto3" json:"user_permission,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateUserPermissionResponse) Reset() {
+	*x = CreateUserPermissionResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserPermissionResponse) ProtoMessage() {}
+
+func (x *CreateUserPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserPermissionResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreateUserPermissionResponse) GetUserPermission() *UserPermission {
+	if x != nil {
+		return x.UserPermission
+	}
+	return nil
+}
+
+// GetUserPermissionRequest names a permission.
+type GetUserPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the permission's name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserPermissionRequest) Reset() {
+	*x = GetUserPermissionRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserPermissionRequest) ProtoMessage() {}
+
+func (x *GetUserPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserPermissionRequest.ProtoReflect.Descriptor instead.
+func (*GetUserPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetUserPermissionRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetUserPermissionRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *GetUserPermissionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetUserPermissionResponse carries the permission.
+type GetUserPermissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_permission as stored.
+	UserPermission *UserPermission `protobuf:"bytes,1,opt,name=user_permission,json=user-permission,proto3" json:"user_permission,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetUserPermissionResponse) Reset() {
+	*x = GetUserPermissionResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserPermissionResponse) ProtoMessage() {}
+
+func (x *GetUserPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserPermissionResponse.ProtoReflect.Descriptor instead.
+func (*GetUserPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetUserPermissionResponse) GetUserPermission() *UserPermission {
+	if x != nil {
+		return x.UserPermission
+	}
+	return nil
+}
+
+// ListUserPermissionsRequest names the logical cloud.
+type ListUserPermissionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUserPermissionsRequest) Reset() {
+	*x = ListUserPermissionsRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUserPermissionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUserPermissionsRequest) ProtoMessage() {}
+
+func (x *ListUserPermissionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUserPermissionsRequest.ProtoReflect.Descriptor instead.
+func (*ListUserPermissionsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListUserPermissionsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListUserPermissionsRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// ListUserPermissionsResponse carries the permissions.
+type ListUserPermissionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_permissions ordered by name.
+	UserPermissions []*UserPermission `protobuf:"bytes,1,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListUserPermissionsResponse) Reset() {
+	*x = ListUserPermissionsResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUserPermissionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUserPermissionsResponse) ProtoMessage() {}
+
+func (x *ListUserPermissionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUserPermissionsResponse.ProtoReflect.Descriptor instead.
+func (*ListUserPermissionsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListUserPermissionsResponse) GetUserPermissions() []*UserPermission {
+	if x != nil {
+		return x.UserPermissions
+	}
+	return nil
+}
+
+// UpdateUserPermissionRequest replaces a permission.
+type UpdateUserPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the permission's name, from the path.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// user_permission is the new content; its name must equal name.
+	UserPermission *UserPermission `protobuf:"bytes,4,opt,name=user_permission,json=user-permission,proto3" json:"user_permission,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpdateUserPermissionRequest) Reset() {
+	*x = UpdateUserPermissionRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserPermissionRequest) ProtoMessage() {}
+
+func (x *UpdateUserPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserPermissionRequest.ProtoReflect.Descriptor instead.
+func (*UpdateUserPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UpdateUserPermissionRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateUserPermissionRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *UpdateUserPermissionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateUserPermissionRequest) GetUserPermission() *UserPermission {
+	if x != nil {
+		return x.UserPermission
+	}
+	return nil
+}
+
+// UpdateUserPermissionResponse carries the updated permission.
+type UpdateUserPermissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_permission as stored.
+	UserPermission *UserPermission `protobuf:"bytes,1,opt,name=user_permission,json=user-permission,proto3" json:"user_permission,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpdateUserPermissionResponse) Reset() {
+	*x = UpdateUserPermissionResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserPermissionResponse) ProtoMessage() {}
+
+func (x *UpdateUserPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserPermissionResponse.ProtoReflect.Descriptor instead.
+func (*UpdateUserPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateUserPermissionResponse) GetUserPermission() *UserPermission {
+	if x != nil {
+		return x.UserPermission
+	}
+	return nil
+}
+
+// DeleteUserPermissionRequest names a permission.
+type DeleteUserPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the permission's name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserPermissionRequest) Reset() {
+	*x = DeleteUserPermissionRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserPermissionRequest) ProtoMessage() {}
+
+func (x *DeleteUserPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserPermissionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeleteUserPermissionRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteUserPermissionRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *DeleteUserPermissionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteUserPermissionResponse is empty.
+type DeleteUserPermissionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserPermissionResponse) Reset() {
+	*x = DeleteUserPermissionResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserPermissionResponse) ProtoMessage() {}
+
+func (x *DeleteUserPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserPermissionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+// PurgeLogicalCloudRequest names the logical cloud being deleted.
+type PurgeLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeLogicalCloudRequest) Reset() {
+	*x = PurgeLogicalCloudRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeLogicalCloudRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeLogicalCloudRequest) ProtoMessage() {}
+
+func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PurgeLogicalCloudRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *PurgeLogicalCloudRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// PurgeLogicalCloudResponse says how many records went.
+type PurgeLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed is the number of records removed.
+	Removed       int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeLogicalCloudResponse) Reset() {
+	*x = PurgeLogicalCloudResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeLogicalCloudResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeLogicalCloudResponse) ProtoMessage() {}
+
+func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
 }
 
 var File_dcm_user_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"[\n" +
-	"\x04User\x12\"\n" +
-	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\tuser-name\x12/\n" +
-	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\"\x98\x01\n" +
+	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"q\n" +
+	"\x04User\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12(\n" +
+	"\x04type\x18\x02 \x01(\tB\x14\xbaH\x11r\x0fR\x00R\vcertificateR\x04type\x12 \n" +
+	"\vcertificate\x18\x03 \x01(\tR\vcertificate\"\xe3\x01\n" +
+	"\x0eUserPermission\x123\n" +
+	"\x0fpermission_name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x0fpermission-name\x12I\n" +
+	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12\x1d\n" +
+	"\n" +
+	"api_groups\x18\x03 \x03(\tR\tapiGroups\x12\x1c\n" +
+	"\tresources\x18\x04 \x03(\tR\tresources\x12\x14\n" +
+	"\x05verbs\x18\x05 \x03(\tR\x05verbs\"\x98\x01\n" +
 	"\x11CreateUserRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12-\n" +
@@ -529,14 +1368,59 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
-	"\x12DeleteUserResponse2\xbd\x02\n" +
+	"\x12DeleteUserResponse\"j\n" +
+	"\x12DeleteUsersRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x15\n" +
+	"\x13DeleteUsersResponse\"\xc2\x01\n" +
+	"\x1bCreateUserPermissionRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12M\n" +
+	"\x0fuser_permission\x18\x03 \x01(\v2\x1b.dcm.user.v1.UserPermissionB\x06\xbaH\x03\xc8\x01\x01R\x0fuser-permission\"e\n" +
+	"\x1cCreateUserPermissionResponse\x12E\n" +
+	"\x0fuser_permission\x18\x01 \x01(\v2\x1b.dcm.user.v1.UserPermissionR\x0fuser-permission\"\x8f\x01\n" +
+	"\x18GetUserPermissionRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"b\n" +
+	"\x19GetUserPermissionResponse\x12E\n" +
+	"\x0fuser_permission\x18\x01 \x01(\v2\x1b.dcm.user.v1.UserPermissionR\x0fuser-permission\"r\n" +
+	"\x1aListUserPermissionsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"f\n" +
+	"\x1bListUserPermissionsResponse\x12G\n" +
+	"\x10user_permissions\x18\x01 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\"\xe1\x01\n" +
+	"\x1bUpdateUserPermissionRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12M\n" +
+	"\x0fuser_permission\x18\x04 \x01(\v2\x1b.dcm.user.v1.UserPermissionB\x06\xbaH\x03\xc8\x01\x01R\x0fuser-permission\"e\n" +
+	"\x1cUpdateUserPermissionResponse\x12E\n" +
+	"\x0fuser_permission\x18\x01 \x01(\v2\x1b.dcm.user.v1.UserPermissionR\x0fuser-permission\"\x92\x01\n" +
+	"\x1bDeleteUserPermissionRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1e\n" +
+	"\x1cDeleteUserPermissionResponse\"p\n" +
+	"\x18PurgeLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
+	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xc3\x0e\n" +
 	"\vUserService\x12M\n" +
 	"\n" +
-	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12D\n" +
-	"\aGetUser\x12\x1b.dcm.user.v1.GetUserRequest\x1a\x1c.dcm.user.v1.GetUserResponse\x12J\n" +
-	"\tListUsers\x12\x1d.dcm.user.v1.ListUsersRequest\x1a\x1e.dcm.user.v1.ListUsersResponse\x12M\n" +
+	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12\x95\x01\n" +
+	"\aGetUser\x12\x1b.dcm.user.v1.GetUserRequest\x1a\x1c.dcm.user.v1.GetUserResponse\"O\x82\xd3\xe4\x93\x02Ib\x04user\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x8f\x01\n" +
+	"\tListUsers\x12\x1d.dcm.user.v1.ListUsersRequest\x1a\x1e.dcm.user.v1.ListUsersResponse\"C\x82\xd3\xe4\x93\x02=\x12;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\x98\x01\n" +
 	"\n" +
-	"DeleteUser\x12\x1e.dcm.user.v1.DeleteUserRequest\x1a\x1f.dcm.user.v1.DeleteUserResponseB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
+	"DeleteUser\x12\x1e.dcm.user.v1.DeleteUserRequest\x1a\x1f.dcm.user.v1.DeleteUserResponse\"I\x82\xd3\xe4\x93\x02C*A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x95\x01\n" +
+	"\vDeleteUsers\x12\x1f.dcm.user.v1.DeleteUsersRequest\x1a .dcm.user.v1.DeleteUsersResponse\"C\x82\xd3\xe4\x93\x02=*;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\xdd\x01\n" +
+	"\x14CreateUserPermission\x12(.dcm.user.v1.CreateUserPermissionRequest\x1a).dcm.user.v1.CreateUserPermissionResponse\"p\x82\xd3\xe4\x93\x02j:\x0fuser_permissionb\x0fuser_permission\"F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xca\x01\n" +
+	"\x11GetUserPermission\x12%.dcm.user.v1.GetUserPermissionRequest\x1a&.dcm.user.v1.GetUserPermissionResponse\"f\x82\xd3\xe4\x93\x02`b\x0fuser_permission\x12M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xca\x01\n" +
+	"\x13ListUserPermissions\x12'.dcm.user.v1.ListUserPermissionsRequest\x1a(.dcm.user.v1.ListUserPermissionsResponse\"`\x82\xd3\xe4\x93\x02Zb\x10user_permissions\x12F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xe4\x01\n" +
+	"\x14UpdateUserPermission\x12(.dcm.user.v1.UpdateUserPermissionRequest\x1a).dcm.user.v1.UpdateUserPermissionResponse\"w\x82\xd3\xe4\x93\x02q:\x0fuser_permissionb\x0fuser_permission\x1aM/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xc2\x01\n" +
+	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12b\n" +
+	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponseB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
 var (
 	file_dcm_user_v1_service_proto_rawDescOnce sync.Once
@@ -550,36 +1434,71 @@ func file_dcm_user_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_user_v1_service_proto_rawDescData
 }
 
-var file_dcm_user_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_user_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_dcm_user_v1_service_proto_goTypes = []any{
-	(*User)(nil),               // 0: dcm.user.v1.User
-	(*CreateUserRequest)(nil),  // 1: dcm.user.v1.CreateUserRequest
-	(*CreateUserResponse)(nil), // 2: dcm.user.v1.CreateUserResponse
-	(*GetUserRequest)(nil),     // 3: dcm.user.v1.GetUserRequest
-	(*GetUserResponse)(nil),    // 4: dcm.user.v1.GetUserResponse
-	(*ListUsersRequest)(nil),   // 5: dcm.user.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),  // 6: dcm.user.v1.ListUsersResponse
-	(*DeleteUserRequest)(nil),  // 7: dcm.user.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil), // 8: dcm.user.v1.DeleteUserResponse
+	(*User)(nil),                         // 0: dcm.user.v1.User
+	(*UserPermission)(nil),               // 1: dcm.user.v1.UserPermission
+	(*CreateUserRequest)(nil),            // 2: dcm.user.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 3: dcm.user.v1.CreateUserResponse
+	(*GetUserRequest)(nil),               // 4: dcm.user.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 5: dcm.user.v1.GetUserResponse
+	(*ListUsersRequest)(nil),             // 6: dcm.user.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 7: dcm.user.v1.ListUsersResponse
+	(*DeleteUserRequest)(nil),            // 8: dcm.user.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),           // 9: dcm.user.v1.DeleteUserResponse
+	(*DeleteUsersRequest)(nil),           // 10: dcm.user.v1.DeleteUsersRequest
+	(*DeleteUsersResponse)(nil),          // 11: dcm.user.v1.DeleteUsersResponse
+	(*CreateUserPermissionRequest)(nil),  // 12: dcm.user.v1.CreateUserPermissionRequest
+	(*CreateUserPermissionResponse)(nil), // 13: dcm.user.v1.CreateUserPermissionResponse
+	(*GetUserPermissionRequest)(nil),     // 14: dcm.user.v1.GetUserPermissionRequest
+	(*GetUserPermissionResponse)(nil),    // 15: dcm.user.v1.GetUserPermissionResponse
+	(*ListUserPermissionsRequest)(nil),   // 16: dcm.user.v1.ListUserPermissionsRequest
+	(*ListUserPermissionsResponse)(nil),  // 17: dcm.user.v1.ListUserPermissionsResponse
+	(*UpdateUserPermissionRequest)(nil),  // 18: dcm.user.v1.UpdateUserPermissionRequest
+	(*UpdateUserPermissionResponse)(nil), // 19: dcm.user.v1.UpdateUserPermissionResponse
+	(*DeleteUserPermissionRequest)(nil),  // 20: dcm.user.v1.DeleteUserPermissionRequest
+	(*DeleteUserPermissionResponse)(nil), // 21: dcm.user.v1.DeleteUserPermissionResponse
+	(*PurgeLogicalCloudRequest)(nil),     // 22: dcm.user.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil),    // 23: dcm.user.v1.PurgeLogicalCloudResponse
 }
 var file_dcm_user_v1_service_proto_depIdxs = []int32{
-	0, // 0: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
-	0, // 1: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
-	0, // 2: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
-	0, // 3: dcm.user.v1.ListUsersResponse.users:type_name -> dcm.user.v1.User
-	1, // 4: dcm.user.v1.UserService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
-	3, // 5: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
-	5, // 6: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
-	7, // 7: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
-	2, // 8: dcm.user.v1.UserService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
-	4, // 9: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
-	6, // 10: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
-	8, // 11: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
+	0,  // 1: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
+	0,  // 2: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
+	0,  // 3: dcm.user.v1.ListUsersResponse.users:type_name -> dcm.user.v1.User
+	1,  // 4: dcm.user.v1.CreateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 5: dcm.user.v1.CreateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 6: dcm.user.v1.GetUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 7: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
+	1,  // 8: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 9: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	2,  // 10: dcm.user.v1.UserService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
+	4,  // 11: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
+	6,  // 12: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
+	8,  // 13: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
+	10, // 14: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
+	12, // 15: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
+	14, // 16: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
+	16, // 17: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
+	18, // 18: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
+	20, // 19: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
+	22, // 20: dcm.user.v1.UserService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
+	3,  // 21: dcm.user.v1.UserService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
+	5,  // 22: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
+	7,  // 23: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
+	9,  // 24: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
+	11, // 25: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
+	13, // 26: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
+	15, // 27: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
+	17, // 28: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
+	19, // 29: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
+	21, // 30: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
+	23, // 31: dcm.user.v1.UserService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
+	21, // [21:32] is the sub-list for method output_type
+	10, // [10:21] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_dcm_user_v1_service_proto_init() }
@@ -593,7 +1512,7 @@ func file_dcm_user_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_user_v1_service_proto_rawDesc), len(file_dcm_user_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

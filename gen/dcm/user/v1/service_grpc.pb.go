@@ -19,26 +19,50 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	UserService_CreateUser_FullMethodName = "/dcm.user.v1.UserService/CreateUser"
-	UserService_GetUser_FullMethodName    = "/dcm.user.v1.UserService/GetUser"
-	UserService_ListUsers_FullMethodName  = "/dcm.user.v1.UserService/ListUsers"
-	UserService_DeleteUser_FullMethodName = "/dcm.user.v1.UserService/DeleteUser"
+	UserService_CreateUser_FullMethodName           = "/dcm.user.v1.UserService/CreateUser"
+	UserService_GetUser_FullMethodName              = "/dcm.user.v1.UserService/GetUser"
+	UserService_ListUsers_FullMethodName            = "/dcm.user.v1.UserService/ListUsers"
+	UserService_DeleteUser_FullMethodName           = "/dcm.user.v1.UserService/DeleteUser"
+	UserService_DeleteUsers_FullMethodName          = "/dcm.user.v1.UserService/DeleteUsers"
+	UserService_CreateUserPermission_FullMethodName = "/dcm.user.v1.UserService/CreateUserPermission"
+	UserService_GetUserPermission_FullMethodName    = "/dcm.user.v1.UserService/GetUserPermission"
+	UserService_ListUserPermissions_FullMethodName  = "/dcm.user.v1.UserService/ListUserPermissions"
+	UserService_UpdateUserPermission_FullMethodName = "/dcm.user.v1.UserService/UpdateUserPermission"
+	UserService_DeleteUserPermission_FullMethodName = "/dcm.user.v1.UserService/DeleteUserPermission"
+	UserService_PurgeLogicalCloud_FullMethodName    = "/dcm.user.v1.UserService/PurgeLogicalCloud"
 )
 
 // UserServiceClient is the client API for UserService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// UserService owns the users of each logical cloud.
+// UserService owns the users of each logical cloud and their permissions.
+// Every call checks with core that the logical cloud exists.
 type UserServiceClient interface {
-	// CreateUser stores a new user; its name must be unused.
+	// CreateUser stores a new user of a logical cloud (core calls it when it
+	// creates the logical cloud). gRPC only.
 	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
 	// GetUser reads one user.
 	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error)
-	// ListUsers reads every user under the same parent, ordered by name.
+	// ListUsers reads a logical cloud's users (seed 002's {"users": [...]}).
 	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
-	// DeleteUser removes a user.
+	// DeleteUser removes one user.
 	DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error)
+	// DeleteUsers removes every user of a logical cloud.
+	DeleteUsers(ctx context.Context, in *DeleteUsersRequest, opts ...grpc.CallOption) (*DeleteUsersResponse, error)
+	// CreateUserPermission adds a permission to a logical cloud's users.
+	CreateUserPermission(ctx context.Context, in *CreateUserPermissionRequest, opts ...grpc.CallOption) (*CreateUserPermissionResponse, error)
+	// GetUserPermission reads one permission.
+	GetUserPermission(ctx context.Context, in *GetUserPermissionRequest, opts ...grpc.CallOption) (*GetUserPermissionResponse, error)
+	// ListUserPermissions reads a logical cloud's permissions, ordered by name.
+	ListUserPermissions(ctx context.Context, in *ListUserPermissionsRequest, opts ...grpc.CallOption) (*ListUserPermissionsResponse, error)
+	// UpdateUserPermission replaces a permission.
+	UpdateUserPermission(ctx context.Context, in *UpdateUserPermissionRequest, opts ...grpc.CallOption) (*UpdateUserPermissionResponse, error)
+	// DeleteUserPermission removes a permission.
+	DeleteUserPermission(ctx context.Context, in *DeleteUserPermissionRequest, opts ...grpc.CallOption) (*DeleteUserPermissionResponse, error)
+	// PurgeLogicalCloud removes every user and permission of a logical cloud
+	// that core is deleting; rerunning it is harmless. gRPC only.
+	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type userServiceClient struct {
@@ -89,20 +113,107 @@ func (c *userServiceClient) DeleteUser(ctx context.Context, in *DeleteUserReques
 	return out, nil
 }
 
+func (c *userServiceClient) DeleteUsers(ctx context.Context, in *DeleteUsersRequest, opts ...grpc.CallOption) (*DeleteUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteUsersResponse)
+	err := c.cc.Invoke(ctx, UserService_DeleteUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) CreateUserPermission(ctx context.Context, in *CreateUserPermissionRequest, opts ...grpc.CallOption) (*CreateUserPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateUserPermissionResponse)
+	err := c.cc.Invoke(ctx, UserService_CreateUserPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) GetUserPermission(ctx context.Context, in *GetUserPermissionRequest, opts ...grpc.CallOption) (*GetUserPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserPermissionResponse)
+	err := c.cc.Invoke(ctx, UserService_GetUserPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) ListUserPermissions(ctx context.Context, in *ListUserPermissionsRequest, opts ...grpc.CallOption) (*ListUserPermissionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUserPermissionsResponse)
+	err := c.cc.Invoke(ctx, UserService_ListUserPermissions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) UpdateUserPermission(ctx context.Context, in *UpdateUserPermissionRequest, opts ...grpc.CallOption) (*UpdateUserPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateUserPermissionResponse)
+	err := c.cc.Invoke(ctx, UserService_UpdateUserPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) DeleteUserPermission(ctx context.Context, in *DeleteUserPermissionRequest, opts ...grpc.CallOption) (*DeleteUserPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteUserPermissionResponse)
+	err := c.cc.Invoke(ctx, UserService_DeleteUserPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, UserService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UserServiceServer is the server API for UserService service.
 // All implementations must embed UnimplementedUserServiceServer
 // for forward compatibility.
 //
-// UserService owns the users of each logical cloud.
+// UserService owns the users of each logical cloud and their permissions.
+// Every call checks with core that the logical cloud exists.
 type UserServiceServer interface {
-	// CreateUser stores a new user; its name must be unused.
+	// CreateUser stores a new user of a logical cloud (core calls it when it
+	// creates the logical cloud). gRPC only.
 	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
 	// GetUser reads one user.
 	GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error)
-	// ListUsers reads every user under the same parent, ordered by name.
+	// ListUsers reads a logical cloud's users (seed 002's {"users": [...]}).
 	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
-	// DeleteUser removes a user.
+	// DeleteUser removes one user.
 	DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error)
+	// DeleteUsers removes every user of a logical cloud.
+	DeleteUsers(context.Context, *DeleteUsersRequest) (*DeleteUsersResponse, error)
+	// CreateUserPermission adds a permission to a logical cloud's users.
+	CreateUserPermission(context.Context, *CreateUserPermissionRequest) (*CreateUserPermissionResponse, error)
+	// GetUserPermission reads one permission.
+	GetUserPermission(context.Context, *GetUserPermissionRequest) (*GetUserPermissionResponse, error)
+	// ListUserPermissions reads a logical cloud's permissions, ordered by name.
+	ListUserPermissions(context.Context, *ListUserPermissionsRequest) (*ListUserPermissionsResponse, error)
+	// UpdateUserPermission replaces a permission.
+	UpdateUserPermission(context.Context, *UpdateUserPermissionRequest) (*UpdateUserPermissionResponse, error)
+	// DeleteUserPermission removes a permission.
+	DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error)
+	// PurgeLogicalCloud removes every user and permission of a logical cloud
+	// that core is deleting; rerunning it is harmless. gRPC only.
+	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedUserServiceServer()
 }
 
@@ -124,6 +235,27 @@ func (UnimplementedUserServiceServer) ListUsers(context.Context, *ListUsersReque
 }
 func (UnimplementedUserServiceServer) DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteUser not implemented")
+}
+func (UnimplementedUserServiceServer) DeleteUsers(context.Context, *DeleteUsersRequest) (*DeleteUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteUsers not implemented")
+}
+func (UnimplementedUserServiceServer) CreateUserPermission(context.Context, *CreateUserPermissionRequest) (*CreateUserPermissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateUserPermission not implemented")
+}
+func (UnimplementedUserServiceServer) GetUserPermission(context.Context, *GetUserPermissionRequest) (*GetUserPermissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUserPermission not implemented")
+}
+func (UnimplementedUserServiceServer) ListUserPermissions(context.Context, *ListUserPermissionsRequest) (*ListUserPermissionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUserPermissions not implemented")
+}
+func (UnimplementedUserServiceServer) UpdateUserPermission(context.Context, *UpdateUserPermissionRequest) (*UpdateUserPermissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateUserPermission not implemented")
+}
+func (UnimplementedUserServiceServer) DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteUserPermission not implemented")
+}
+func (UnimplementedUserServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
 }
 func (UnimplementedUserServiceServer) mustEmbedUnimplementedUserServiceServer() {}
 func (UnimplementedUserServiceServer) testEmbeddedByValue()                     {}
@@ -218,6 +350,132 @@ func _UserService_DeleteUser_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UserService_DeleteUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).DeleteUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_DeleteUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).DeleteUsers(ctx, req.(*DeleteUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_CreateUserPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateUserPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).CreateUserPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_CreateUserPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).CreateUserPermission(ctx, req.(*CreateUserPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_GetUserPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).GetUserPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_GetUserPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).GetUserPermission(ctx, req.(*GetUserPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_ListUserPermissions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUserPermissionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).ListUserPermissions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_ListUserPermissions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).ListUserPermissions(ctx, req.(*ListUserPermissionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_UpdateUserPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateUserPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).UpdateUserPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_UpdateUserPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).UpdateUserPermission(ctx, req.(*UpdateUserPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_DeleteUserPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteUserPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).DeleteUserPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_DeleteUserPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).DeleteUserPermission(ctx, req.(*DeleteUserPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).PurgeLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_PurgeLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UserService_ServiceDesc is the grpc.ServiceDesc for UserService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -240,6 +498,34 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteUser",
 			Handler:    _UserService_DeleteUser_Handler,
+		},
+		{
+			MethodName: "DeleteUsers",
+			Handler:    _UserService_DeleteUsers_Handler,
+		},
+		{
+			MethodName: "CreateUserPermission",
+			Handler:    _UserService_CreateUserPermission_Handler,
+		},
+		{
+			MethodName: "GetUserPermission",
+			Handler:    _UserService_GetUserPermission_Handler,
+		},
+		{
+			MethodName: "ListUserPermissions",
+			Handler:    _UserService_ListUserPermissions_Handler,
+		},
+		{
+			MethodName: "UpdateUserPermission",
+			Handler:    _UserService_UpdateUserPermission_Handler,
+		},
+		{
+			MethodName: "DeleteUserPermission",
+			Handler:    _UserService_DeleteUserPermission_Handler,
+		},
+		{
+			MethodName: "PurgeLogicalCloud",
+			Handler:    _UserService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

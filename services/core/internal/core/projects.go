@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -14,13 +16,12 @@ import (
 type Service struct {
 	corev1.UnimplementedCoreServiceServer
 	projects *store.Records[*corev1.Project]
+	clouds   *store.Records[*corev1.LogicalCloud]
 }
 
 // New opens the core service's collections on st.
 func New(st *store.Store) *Service {
-	return &Service{
-		projects: store.NewRecords(st, "projects", "project", func() *corev1.Project { return &corev1.Project{} }),
-	}
+	return &Service{projects: projectRecords(st), clouds: cloudRecords(st)}
 }
 
 // Register serves the API on r.
@@ -69,9 +70,30 @@ func (s *Service) UpdateProject(ctx context.Context, req *corev1.UpdateProjectRe
 	return &corev1.UpdateProjectResponse{Project: p}, nil
 }
 
-// DeleteProject implements corev1.CoreServiceServer.
+// DeleteProject implements corev1.CoreServiceServer. A project that still
+// has logical clouds (being deleted ones included) is refused. The project
+// is marked first, so a logical cloud created meanwhile either sees the
+// mark or is seen here.
 func (s *Service) DeleteProject(ctx context.Context, req *corev1.DeleteProjectRequest) (*corev1.DeleteProjectResponse, error) {
-	if err := s.projects.Delete(ctx, req.GetProject()); err != nil {
+	name := req.GetProject()
+	if _, err := s.projects.MarkDeleting(ctx, name); err != nil {
+		return nil, err
+	}
+	clouds, err := s.clouds.Children(ctx, name)
+	if err == nil && len(clouds) > 0 {
+		names := make([]string, 0, len(clouds))
+		for _, c := range clouds {
+			names = append(names, strings.TrimPrefix(c.ID, name+"/"))
+		}
+		err = errs.FailedPrecondition("project %q still has logical clouds (%s): delete them first", name, strings.Join(names, ", "))
+	}
+	if err != nil {
+		if uerr := s.projects.Unmark(context.WithoutCancel(ctx), name); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
+		return nil, err
+	}
+	if err := s.projects.Delete(ctx, name); err != nil {
 		return nil, err
 	}
 	return &corev1.DeleteProjectResponse{}, nil

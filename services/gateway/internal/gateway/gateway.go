@@ -26,7 +26,10 @@ import (
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	keysv1 "github.com/dcm-project/dcm/gen/dcm/keys/v1"
+	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/gateway/internal/openapi"
@@ -34,7 +37,7 @@ import (
 
 // Conns are the gRPC connections to the services the gateway routes to.
 type Conns struct {
-	Core, Rsync, CADist *grpc.ClientConn
+	Core, Namespace, User, Quota, Rsync, CADist *grpc.ClientConn
 	// Stores are one connection per distinct program with a store: key
 	// rotation goes to each.
 	Stores []*grpc.ClientConn
@@ -60,11 +63,15 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		keys = append(keys, keysv1.NewKeyServiceClient(c))
 	}
 	for name, register := range map[string]func() error{
-		"core":   func() error { return corev1.RegisterCoreServiceHandler(ctx, mux, conns.Core) },
-		"auth":   func() error { return authv1.RegisterAuthServiceHandler(ctx, mux, conns.Core) },
-		"rsync":  func() error { return rsyncv1.RegisterRsyncServiceHandler(ctx, mux, conns.Rsync) },
-		"cadist": func() error { return cadistv1.RegisterCaDistServiceHandler(ctx, mux, conns.CADist) },
-		"keys":   func() error { return keysv1.RegisterKeyServiceHandlerClient(ctx, mux, keys) },
+		"core":           func() error { return corev1.RegisterCoreServiceHandler(ctx, mux, conns.Core) },
+		"logical clouds": func() error { return corev1.RegisterLogicalCloudServiceHandler(ctx, mux, conns.Core) },
+		"auth":           func() error { return authv1.RegisterAuthServiceHandler(ctx, mux, conns.Core) },
+		"namespace":      func() error { return namespacev1.RegisterNamespaceServiceHandler(ctx, mux, conns.Namespace) },
+		"user":           func() error { return userv1.RegisterUserServiceHandler(ctx, mux, conns.User) },
+		"quota":          func() error { return quotav1.RegisterQuotaServiceHandler(ctx, mux, conns.Quota) },
+		"rsync":          func() error { return rsyncv1.RegisterRsyncServiceHandler(ctx, mux, conns.Rsync) },
+		"cadist":         func() error { return cadistv1.RegisterCaDistServiceHandler(ctx, mux, conns.CADist) },
+		"keys":           func() error { return keysv1.RegisterKeyServiceHandlerClient(ctx, mux, keys) },
 	} {
 		if err := register(); err != nil {
 			return nil, fmt.Errorf("register %s routes: %w", name, err)

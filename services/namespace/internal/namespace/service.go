@@ -1,78 +1,118 @@
 // Package namespace implements the namespace service: the namespace record
-// (name and labels) of each logical cloud. It does not talk to clusters.
+// of each logical cloud, shown with the labels it gets on every cluster
+// and the clusters it is made on. It does not talk to clusters; it asks
+// core, over gRPC, whether a logical cloud exists and which clusters it
+// references.
 package namespace
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"google.golang.org/grpc/codes"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Labels every logical cloud namespace carries on the clusters.
+const (
+	ProjectLabel      = "dcm.io/project"
+	LogicalCloudLabel = "dcm.io/logical-cloud"
 )
 
 // Service is the namespace service's gRPC API.
 type Service struct {
 	namespacev1.UnimplementedNamespaceServiceServer
 	namespaces *store.Records[*namespacev1.Namespace]
+	core       corev1.LogicalCloudServiceClient
 }
 
-// New opens the service's collection on st.
-func New(st *store.Store) *Service {
-	return &Service{namespaces: store.NewRecords(st, "namespaces", "namespace of logical cloud",
-		func() *namespacev1.Namespace { return &namespacev1.Namespace{} })}
+// New opens the service's collection on st; core answers whether a
+// logical cloud exists and which clusters it references.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient) *Service {
+	return &Service{
+		namespaces: store.NewRecords(st, "namespaces", "namespace of logical cloud",
+			func() *namespacev1.Namespace { return &namespacev1.Namespace{} }),
+		core: core,
+	}
 }
 
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { namespacev1.RegisterNamespaceServiceServer(r, s) }
 
-// CreateNamespace implements namespacev1.NamespaceServiceServer.
-func (s *Service) CreateNamespace(ctx context.Context, req *namespacev1.CreateNamespaceRequest) (*namespacev1.CreateNamespaceResponse, error) {
-	if err := checkLabels(req.GetNamespace().GetLabels()); err != nil {
-		return nil, err
-	}
-	id := store.Key(req.GetProject(), req.GetLogicalCloud())
-	if err := s.namespaces.Create(ctx, id, req.GetProject(), req.GetNamespace()); err != nil {
-		return nil, err
-	}
-	return &namespacev1.CreateNamespaceResponse{Namespace: req.GetNamespace()}, nil
+func (s *Service) exists(ctx context.Context, project, lc string) error {
+	_, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	return err
 }
 
-// GetNamespace implements namespacev1.NamespaceServiceServer.
-func (s *Service) GetNamespace(ctx context.Context, req *namespacev1.GetNamespaceRequest) (*namespacev1.GetNamespaceResponse, error) {
-	ns, err := s.namespaces.Get(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+// shown is a stored namespace with its derived labels.
+func shown(project, lc string, ns *namespacev1.Namespace) *namespacev1.Namespace {
+	return &namespacev1.Namespace{Name: ns.GetName(), Labels: map[string]string{ProjectLabel: project, LogicalCloudLabel: lc}}
+}
+
+// CreateNamespace implements namespacev1.NamespaceServiceServer. The
+// record has the logical cloud's path as id: one namespace per logical
+// cloud.
+func (s *Service) CreateNamespace(ctx context.Context, req *namespacev1.CreateNamespaceRequest) (*namespacev1.CreateNamespaceResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if err := s.exists(ctx, project, lc); err != nil {
+		return nil, err
+	}
+	ns := &namespacev1.Namespace{Name: req.GetNamespace().GetName()} // labels are derived, not stored
+	err := s.namespaces.CreateChecked(ctx, store.Key(project, lc), project, ns, func(ctx context.Context) error {
+		return s.exists(ctx, project, lc)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &namespacev1.GetNamespaceResponse{Namespace: ns.Msg}, nil
+	return &namespacev1.CreateNamespaceResponse{Namespace: shown(project, lc, ns)}, nil
 }
 
-// DeleteNamespace implements namespacev1.NamespaceServiceServer.
-func (s *Service) DeleteNamespace(ctx context.Context, req *namespacev1.DeleteNamespaceRequest) (*namespacev1.DeleteNamespaceResponse, error) {
+// ListNamespaces implements namespacev1.NamespaceServiceServer.
+func (s *Service) ListNamespaces(ctx context.Context, req *namespacev1.ListNamespacesRequest) (*namespacev1.ListNamespacesResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	refs, err := s.core.ListClusterReferences(ctx, &corev1.ListClusterReferencesRequest{Project: project, LogicalCloud: lc})
+	if err != nil {
+		return nil, err
+	}
+	out := &namespacev1.ListNamespacesResponse{Clusters: []string{}, Namespaces: []*namespacev1.Namespace{}}
+	for _, r := range refs.GetClusterReferences() {
+		out.Clusters = append(out.Clusters, store.Key(r.GetClusterProvider(), r.GetClusterName()))
+	}
+	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
+	switch {
+	case err == nil:
+		out.Namespaces = append(out.Namespaces, shown(project, lc, ns.Msg))
+	case !isNotFound(err):
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteNamespaces implements namespacev1.NamespaceServiceServer.
+func (s *Service) DeleteNamespaces(ctx context.Context, req *namespacev1.DeleteNamespacesRequest) (*namespacev1.DeleteNamespacesResponse, error) {
+	if err := s.exists(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
 	if err := s.namespaces.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud())); err != nil {
 		return nil, err
 	}
-	return &namespacev1.DeleteNamespaceResponse{}, nil
+	return &namespacev1.DeleteNamespacesResponse{}, nil
 }
 
-// checkLabels applies Kubernetes' own label rules, naming the bad entry.
-func checkLabels(labels []*namespacev1.Label) error {
-	seen := map[string]bool{}
-	for i, l := range labels {
-		if msgs := validation.IsQualifiedName(l.GetKey()); len(msgs) > 0 {
-			return errs.Invalid(fmt.Sprintf("namespace.labels[%d].key", i), "%s", strings.Join(msgs, "; "))
-		}
-		if msgs := validation.IsValidLabelValue(l.GetValue()); len(msgs) > 0 {
-			return errs.Invalid(fmt.Sprintf("namespace.labels[%d].value", i), "%s", strings.Join(msgs, "; "))
-		}
-		if seen[l.GetKey()] {
-			return errs.Invalid(fmt.Sprintf("namespace.labels[%d].key", i), "duplicate label key %q", l.GetKey())
-		}
-		seen[l.GetKey()] = true
+// PurgeLogicalCloud implements namespacev1.NamespaceServiceServer.
+func (s *Service) PurgeLogicalCloud(ctx context.Context, req *namespacev1.PurgeLogicalCloudRequest) (*namespacev1.PurgeLogicalCloudResponse, error) {
+	err := s.namespaces.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	if isNotFound(err) {
+		return &namespacev1.PurgeLogicalCloudResponse{}, nil
 	}
-	return nil
+	if err != nil {
+		return nil, err
+	}
+	return &namespacev1.PurgeLogicalCloudResponse{Removed: 1}, nil
 }
+
+func isNotFound(err error) bool { return errs.Code(err) == codes.NotFound }

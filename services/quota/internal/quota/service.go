@@ -1,97 +1,237 @@
 // Package quota implements the quota service: the cluster quotas of each
 // logical cloud, checked with Kubernetes' own rules for resource names and
-// quantities.
+// quantities, and the default quota of a logical cloud that has none. It
+// asks core, over gRPC, whether a logical cloud exists before it stores or
+// answers anything under it.
 package quota
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"errors"
 
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"google.golang.org/grpc/codes"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
 )
+
+// DefaultName is the name the default quota is shown under.
+const DefaultName = "default"
 
 // Service is the quota service's gRPC API.
 type Service struct {
 	quotav1.UnimplementedQuotaServiceServer
-	quotas *store.Records[*quotav1.Quota]
+	quotas       *store.Records[*quotav1.StoredQuota]
+	core         corev1.LogicalCloudServiceClient
+	defaultQuota []kube.Amount
 }
 
-// New opens the service's collection on st.
-func New(st *store.Store) *Service {
-	return &Service{quotas: store.NewRecords(st, "quotas", "quota", func() *quotav1.Quota { return &quotav1.Quota{} })}
+// New opens the service's collection on st. core answers whether a
+// logical cloud exists; defaultQuota (possibly empty: none) applies to a
+// logical cloud without a quota of its own.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota []kube.Amount) *Service {
+	return &Service{
+		quotas:       store.NewRecords(st, "quotas", "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
+		core:         core,
+		defaultQuota: defaultQuota,
+	}
 }
 
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { quotav1.RegisterQuotaServiceServer(r, s) }
 
+// cloud reads the logical cloud from core: NotFound if it or its project
+// is missing or being deleted.
+func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
+	resp, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetLogicalCloud(), nil
+}
+
+// stored checks a quota and returns its stored form.
+func stored(q *quotav1.Quota) (*quotav1.StoredQuota, error) {
+	hard, err := kube.ParseHard("quota.spec", q.GetSpec())
+	if err != nil {
+		return nil, err
+	}
+	out := &quotav1.StoredQuota{Metadata: q.GetMetadata()}
+	for _, a := range hard {
+		out.Hard = append(out.Hard, &quotav1.ResourceAmount{Resource: a.Resource, Quantity: a.Quantity})
+	}
+	return out, nil
+}
+
+// api is the API form of a stored quota.
+func api(q *quotav1.StoredQuota) *quotav1.Quota {
+	hard := make([]kube.Amount, 0, len(q.GetHard()))
+	for _, a := range q.GetHard() {
+		hard = append(hard, kube.Amount{Resource: a.GetResource(), Quantity: a.GetQuantity()})
+	}
+	return &quotav1.Quota{Metadata: q.GetMetadata(), Spec: kube.HardStruct(hard)}
+}
+
+// defaultFor is the default quota as shown for a logical cloud, or nil if
+// none applies (one of its own exists, no default is configured, or it is
+// an admin logical cloud, which has no namespace).
+func (s *Service) defaultFor(ctx context.Context, c *corev1.LogicalCloud, parent string) (*quotav1.StoredQuota, error) {
+	if len(s.defaultQuota) == 0 || c.GetSpec().GetLevel() == kube.LevelAdmin {
+		return nil, nil
+	}
+	own, err := s.quotas.List(ctx, parent)
+	if err != nil || len(own) > 0 {
+		return nil, err
+	}
+	q := &quotav1.StoredQuota{Metadata: &typesv1.Metadata{
+		Name:        DefaultName,
+		Description: "the default quota: applies while the logical cloud has no quota of its own (DCM_DEFAULT_QUOTA)",
+	}}
+	for _, a := range s.defaultQuota {
+		q.Hard = append(q.Hard, &quotav1.ResourceAmount{Resource: a.Resource, Quantity: a.Quantity})
+	}
+	return q, nil
+}
+
 // CreateQuota implements quotav1.QuotaServiceServer.
 func (s *Service) CreateQuota(ctx context.Context, req *quotav1.CreateQuotaRequest) (*quotav1.CreateQuotaResponse, error) {
-	q := req.GetQuota()
-	if err := checkHard(q.GetHard()); err != nil {
+	q, err := stored(req.GetQuota())
+	if err != nil {
 		return nil, err
 	}
-	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
-	if err := s.quotas.Create(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q); err != nil {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
 		return nil, err
 	}
-	return &quotav1.CreateQuotaResponse{Quota: q}, nil
+	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
+	}
+	parent := store.Key(project, lc)
+	err = s.quotas.CreateChecked(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q, func(ctx context.Context) error {
+		_, err := s.cloud(ctx, project, lc)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &quotav1.CreateQuotaResponse{Quota: api(q)}, nil
 }
 
 // GetQuota implements quotav1.QuotaServiceServer.
 func (s *Service) GetQuota(ctx context.Context, req *quotav1.GetQuotaRequest) (*quotav1.GetQuotaResponse, error) {
-	q, err := s.quotas.Get(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()))
+	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
 	if err != nil {
 		return nil, err
 	}
-	return &quotav1.GetQuotaResponse{Quota: q.Msg}, nil
+	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
+	q, err := s.quotas.Get(ctx, store.Key(parent, req.GetName()))
+	if err == nil {
+		return &quotav1.GetQuotaResponse{Quota: api(q.Msg)}, nil
+	}
+	if req.GetName() == DefaultName {
+		if d, derr := s.defaultFor(ctx, c, parent); derr != nil || d != nil {
+			return &quotav1.GetQuotaResponse{Quota: api(d)}, derr
+		}
+	}
+	return nil, err
 }
 
 // ListQuotas implements quotav1.QuotaServiceServer.
 func (s *Service) ListQuotas(ctx context.Context, req *quotav1.ListQuotasRequest) (*quotav1.ListQuotasResponse, error) {
-	qs, err := s.quotas.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
 	if err != nil {
 		return nil, err
 	}
-	return &quotav1.ListQuotasResponse{Quotas: qs}, nil
+	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
+	qs, err := s.quotas.List(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		d, err := s.defaultFor(ctx, c, parent)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			qs = append(qs, d)
+		}
+	}
+	out := &quotav1.ListQuotasResponse{Quotas: make([]*quotav1.Quota, 0, len(qs))}
+	for _, q := range qs {
+		out.Quotas = append(out.Quotas, api(q))
+	}
+	return out, nil
+}
+
+// UpdateQuota implements quotav1.QuotaServiceServer. Updating the default
+// quota of a logical cloud stores it as that logical cloud's own.
+func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaRequest) (*quotav1.UpdateQuotaResponse, error) {
+	if n := req.GetQuota().GetMetadata().GetName(); n != req.GetName() {
+		return nil, errs.Invalid("quota.metadata.name", "must equal the quota in the path (%q), got %q", req.GetName(), n)
+	}
+	q, err := stored(req.GetQuota())
+	if err != nil {
+		return nil, err
+	}
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	parent := store.Key(project, lc)
+	id := store.Key(parent, req.GetName())
+	_, err = s.quotas.Modify(ctx, id, func(cur *quotav1.StoredQuota) error {
+		cur.Metadata, cur.Hard = q.GetMetadata(), q.GetHard()
+		return nil
+	})
+	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
+		d, derr := s.defaultFor(ctx, c, parent)
+		if derr != nil {
+			return nil, derr
+		}
+		if d != nil {
+			err = s.quotas.CreateChecked(ctx, id, parent, q, func(ctx context.Context) error {
+				_, err := s.cloud(ctx, project, lc)
+				return err
+			})
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &quotav1.UpdateQuotaResponse{Quota: api(q)}, nil
 }
 
 // DeleteQuota implements quotav1.QuotaServiceServer.
 func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaRequest) (*quotav1.DeleteQuotaResponse, error) {
-	if err := s.quotas.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName())); err != nil {
+	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
+	if err != nil {
+		return nil, err
+	}
+	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
+	err = s.quotas.Delete(ctx, store.Key(parent, req.GetName()))
+	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
+		if d, derr := s.defaultFor(ctx, c, parent); derr != nil || d != nil {
+			return nil, errors.Join(derr, errs.FailedPrecondition("the default quota applies while the logical cloud has no quota of its own; add one to replace it"))
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &quotav1.DeleteQuotaResponse{}, nil
 }
 
-// checkHard applies Kubernetes' rules: each resource is a qualified name
-// (cpu, limits.cpu, requests.nvidia.com/gpu) and each amount a quantity.
-// Quantities are stored in canonical form.
-func checkHard(hard []*quotav1.ResourceAmount) error {
-	seen := map[string]bool{}
-	for i, a := range hard {
-		field := fmt.Sprintf("quota.hard[%d]", i)
-		if msgs := validation.IsQualifiedName(a.GetResource()); len(msgs) > 0 {
-			return errs.Invalid(field+".resource", "%q: %s", a.GetResource(), strings.Join(msgs, "; "))
-		}
-		if seen[a.GetResource()] {
-			return errs.Invalid(field+".resource", "duplicate resource %q", a.GetResource())
-		}
-		seen[a.GetResource()] = true
-		q, err := resource.ParseQuantity(a.GetQuantity())
-		if err != nil {
-			return errs.Invalid(field+".quantity", "%q is not a Kubernetes quantity", a.GetQuantity())
-		}
-		if q.Sign() < 0 {
-			return errs.Invalid(field+".quantity", "%q is negative", a.GetQuantity())
-		}
-		a.Quantity = q.String()
+// PurgeLogicalCloud implements quotav1.QuotaServiceServer.
+func (s *Service) PurgeLogicalCloud(ctx context.Context, req *quotav1.PurgeLogicalCloudRequest) (*quotav1.PurgeLogicalCloudResponse, error) {
+	n, err := s.quotas.DeleteUnder(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return &quotav1.PurgeLogicalCloudResponse{Removed: n}, nil
 }

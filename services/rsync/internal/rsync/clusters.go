@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
@@ -95,12 +98,52 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 	return &rsyncv1.UpdateClusterResponse{Cluster: next}, nil
 }
 
-// DeleteCluster implements rsyncv1.RsyncServiceServer.
+// DeleteCluster implements rsyncv1.RsyncServiceServer. A cluster that a
+// logical cloud references is refused, naming the logical clouds. The
+// cluster is marked first, so a reference added meanwhile either sees the
+// mark (core checks the cluster after storing a reference) or is seen here.
 func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterRequest) (*rsyncv1.DeleteClusterResponse, error) {
-	if err := s.clusters.Delete(ctx, store.Key(req.GetProvider(), req.GetName())); err != nil {
+	id := store.Key(req.GetProvider(), req.GetName())
+	if _, err := s.clusters.MarkDeleting(ctx, id); err != nil {
+		return nil, err
+	}
+	refs, err := s.core.FindClusterReferences(ctx, &corev1.FindClusterReferencesRequest{
+		ClusterProvider: req.GetProvider(), ClusterName: req.GetName()})
+	if err == nil && len(refs.GetLogicalClouds()) > 0 {
+		err = errs.FailedPrecondition("cluster %q is referenced by logical clouds %s: remove those references first",
+			id, strings.Join(refs.GetLogicalClouds(), ", "))
+	}
+	if err != nil {
+		if uerr := s.clusters.Unmark(context.WithoutCancel(ctx), id); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
+		return nil, err
+	}
+	if err := s.clusters.Delete(ctx, id); err != nil {
 		return nil, err
 	}
 	return &rsyncv1.DeleteClusterResponse{}, nil
+}
+
+// SelectClusters implements rsyncv1.RsyncServiceServer.
+func (s *Service) SelectClusters(ctx context.Context, req *rsyncv1.SelectClustersRequest) (*rsyncv1.SelectClustersResponse, error) {
+	providers, err := s.providers.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := &rsyncv1.SelectClustersResponse{}
+	for _, p := range providers {
+		cs, err := s.clusters.List(ctx, p.GetMetadata().GetName())
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			if !slices.ContainsFunc(req.GetLabels(), func(l string) bool { return !slices.Contains(c.GetSpec().GetLabels(), l) }) {
+				out.Clusters = append(out.Clusters, &rsyncv1.SelectedCluster{Provider: p.GetMetadata().GetName(), Name: c.GetMetadata().GetName()})
+			}
+		}
+	}
+	return out, nil
 }
 
 // clusterRecord is the stored (and answered) form of c: its kubeconfig

@@ -52,7 +52,7 @@ current-context: ctx
 func TestClusters(t *testing.T) {
 	t.Parallel()
 	c := rsyncv1.NewRsyncServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{rsync.New(st)}
+		return []server.Service{rsync.New(st, noReferences{})}
 	}))
 	ctx := context.Background()
 	_, err := c.CreateClusterProvider(ctx, &rsyncv1.CreateClusterProviderRequest{

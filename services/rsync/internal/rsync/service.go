@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
@@ -19,11 +20,14 @@ type Service struct {
 	rsyncv1.UnimplementedRsyncServiceServer
 	providers *store.Records[*rsyncv1.ClusterProvider]
 	clusters  *store.Records[*rsyncv1.Cluster]
+	core      corev1.LogicalCloudServiceClient
 }
 
-// New opens the service's collections on st.
-func New(st *store.Store) *Service {
+// New opens the service's collections on st; core answers which logical
+// clouds reference a cluster.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient) *Service {
 	return &Service{
+		core: core,
 		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
 		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),

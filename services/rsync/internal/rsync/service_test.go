@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/server"
@@ -19,7 +21,7 @@ import (
 func TestClusterProviders(t *testing.T) {
 	t.Parallel()
 	c := rsyncv1.NewRsyncServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{rsync.New(st)}
+		return []server.Service{rsync.New(st, noReferences{})}
 	}))
 	ctx := context.Background()
 	create := func(name string) error {
@@ -39,4 +41,13 @@ func TestClusterProviders(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.GetClusterProvider(ctx, &rsyncv1.GetClusterProviderRequest{Name: "edge-a"})
 	require.Equal(t, codes.NotFound, status.Code(err))
+}
+
+// noReferences answers, as core would for an empty installation, that no
+// logical cloud references any cluster. (That a referenced cluster is
+// refused is tested across the real services in the all-in-one tests.)
+type noReferences struct{ corev1.LogicalCloudServiceClient }
+
+func (noReferences) FindClusterReferences(context.Context, *corev1.FindClusterReferencesRequest, ...grpc.CallOption) (*corev1.FindClusterReferencesResponse, error) {
+	return &corev1.FindClusterReferencesResponse{}, nil
 }

@@ -1,0 +1,117 @@
+package kube_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
+)
+
+func fieldOf(t *testing.T, err error) string {
+	t.Helper()
+	require.Equal(t, codes.InvalidArgument, errs.Code(err), "%v", err)
+	return errs.FieldOf(errs.ToStatus(err))
+}
+
+func TestCheckRule(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, kube.CheckRule("p", []string{"", "apps", "stable.example.com", "*"}, []string{"pods", "pods/log", "*", "deployments/scale"}, []string{"get", "watch", "*"}))
+	for _, c := range []struct {
+		groups, resources, verbs []string
+		field                    string
+	}{
+		{nil, []string{"pods"}, []string{"get"}, "p.apiGroups"},
+		{[]string{"Apps"}, []string{"pods"}, []string{"get"}, "p.apiGroups[0]"},
+		{[]string{""}, nil, []string{"get"}, "p.resources"},
+		{[]string{""}, []string{"pods", "Pods"}, []string{"get"}, "p.resources[1]"},
+		{[]string{""}, []string{"pods"}, nil, "p.verbs"},
+		{[]string{""}, []string{"pods"}, []string{"get", "fly"}, "p.verbs[1]"},
+	} {
+		require.Equal(t, c.field, fieldOf(t, kube.CheckRule("p", c.groups, c.resources, c.verbs)))
+	}
+}
+
+func TestParseHard(t *testing.T) {
+	t.Parallel()
+	spec, err := structpb.NewStruct(map[string]any{
+		"cpu": "2000m", "limits.memory": "1Gi", "requests.nvidia.com/gpu": 2, "dummy/dummyResource": 100, "pods": 0.5,
+	})
+	require.NoError(t, err)
+	hard, err := kube.ParseHard("spec", spec)
+	require.NoError(t, err)
+	require.Equal(t, []kube.Amount{
+		{Resource: "cpu", Quantity: "2"}, {Resource: "dummy/dummyResource", Quantity: "100"},
+		{Resource: "limits.memory", Quantity: "1Gi"}, {Resource: "pods", Quantity: "500m"},
+		{Resource: "requests.nvidia.com/gpu", Quantity: "2"},
+	}, hard, "canonical quantities, ordered by resource; numbers accepted")
+	require.Equal(t, "1Gi", kube.HardStruct(hard).GetFields()["limits.memory"].GetStringValue())
+
+	for in, field := range map[string]string{
+		`{"cpu": "two"}`:           "spec.cpu",
+		`{"cpu": "-1"}`:            "spec.cpu",
+		`{"cpu": true}`:            "spec.cpu",
+		`{"cpu": {"a": 1}}`:        "spec.cpu",
+		`{"bad resource!": 1}`:     "spec.bad resource!",
+		`{"memory": "1Gi", "": 1}`: "spec.",
+	} {
+		s := &structpb.Struct{}
+		require.NoError(t, s.UnmarshalJSON([]byte(in)))
+		_, err := kube.ParseHard("spec", s)
+		require.Equal(t, field, fieldOf(t, err), in)
+	}
+
+	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", " cpu=8, memory=32Gi ,pods=100")
+	require.NoError(t, err)
+	require.Len(t, def, 3)
+	_, err = kube.ParseHardText("DCM_DEFAULT_QUOTA", "cpu")
+	require.Equal(t, "DCM_DEFAULT_QUOTA", fieldOf(t, err))
+	none, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", "")
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func TestPermissionNamespace(t *testing.T) {
+	t.Parallel()
+	ns, err := kube.PermissionNamespace("f", kube.LevelStandard, "ns-1", "")
+	require.NoError(t, err)
+	require.Equal(t, "ns-1", ns, "a standard user's rule is in its namespace")
+	_, err = kube.PermissionNamespace("f", kube.LevelStandard, "ns-1", "kube-system")
+	require.Equal(t, "f", fieldOf(t, err))
+	ns, err = kube.PermissionNamespace("f", kube.LevelPrivileged, "ns-1", "")
+	require.NoError(t, err)
+	require.Empty(t, ns, "privileged: empty is cluster-wide")
+	_, err = kube.PermissionNamespace("f", kube.LevelAdmin, "", "")
+	require.Equal(t, codes.FailedPrecondition, errs.Code(err))
+}
+
+// CSR makes a PEM certificate signing request for cn.
+func CSR(t *testing.T, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, key)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+}
+
+func TestCheckCSR(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, kube.CheckCSR("c", CSR(t, "user-1"), "user-1"))
+	for _, bad := range []string{"/path/to/user1.csr", CSR(t, "someone-else"), CSR(t, "user-1") + "trailing"} {
+		require.Equal(t, "c", fieldOf(t, kube.CheckCSR("c", bad, "user-1")))
+	}
+	tampered := []byte(CSR(t, "user-1"))
+	block, _ := pem.Decode(tampered)
+	block.Bytes[len(block.Bytes)-5] ^= 0xff
+	require.Equal(t, "c", fieldOf(t, kube.CheckCSR("c", string(pem.EncodeToMemory(block)), "user-1")))
+}

@@ -1,0 +1,329 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Peers are the services a logical cloud spans.
+type Peers struct {
+	Namespaces namespacev1.NamespaceServiceClient
+	Users      userv1.UserServiceClient
+	Quotas     quotav1.QuotaServiceClient
+	Rsync      rsyncv1.RsyncServiceClient
+}
+
+// LogicalClouds is the LogicalCloudService: logical clouds, their cluster
+// references and key-value pairs, and the cascade that removes a logical
+// cloud from every service.
+type LogicalClouds struct {
+	corev1.UnimplementedLogicalCloudServiceServer
+	projects *store.Records[*corev1.Project]
+	clouds   *store.Records[*corev1.LogicalCloud]
+	refs     *store.Records[*corev1.ClusterReference]
+	kvs      *store.Records[*corev1.StoredKvPair]
+	peers    Peers
+	log      *zap.Logger
+}
+
+// NewLogicalClouds opens the collections on st.
+func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClouds {
+	return &LogicalClouds{
+		projects: projectRecords(st),
+		clouds:   cloudRecords(st),
+		refs: store.NewRecords(st, "cluster_references", "cluster reference",
+			func() *corev1.ClusterReference { return &corev1.ClusterReference{} }),
+		kvs:   store.NewRecords(st, "kv_pairs", "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
+		peers: peers,
+		log:   log,
+	}
+}
+
+func projectRecords(st *store.Store) *store.Records[*corev1.Project] {
+	return store.NewRecords(st, "projects", "project", func() *corev1.Project { return &corev1.Project{} })
+}
+
+func cloudRecords(st *store.Store) *store.Records[*corev1.LogicalCloud] {
+	return store.NewRecords(st, "logical_clouds", "logical cloud", func() *corev1.LogicalCloud { return &corev1.LogicalCloud{} })
+}
+
+// Register serves the API on r.
+func (s *LogicalClouds) Register(r grpc.ServiceRegistrar) {
+	corev1.RegisterLogicalCloudServiceServer(r, s)
+}
+
+// cloud reads a live logical cloud: NotFound if it, or its project, is
+// missing or being deleted.
+func (s *LogicalClouds) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
+	c, err := s.clouds.Get(ctx, store.Key(project, lc))
+	if errs.Code(err) == codes.NotFound {
+		if _, perr := s.projects.Get(ctx, project); perr != nil {
+			return nil, perr
+		}
+		return nil, errs.NotFound("logical cloud %q not found in project %q", lc, project)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.Msg, nil
+}
+
+// CreateLogicalCloud implements corev1.LogicalCloudServiceServer. The
+// whole body is checked first; then the logical cloud is stored and its
+// namespace, users, permissions, quotas and cluster references are made
+// in their services. If any of that fails, what was made is removed again
+// (retried in the background if a service is down) and the error returned.
+func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
+	p, err := planCreate(req)
+	if err != nil {
+		return nil, err
+	}
+	project, name := req.GetProject(), p.lc.GetMetadata().GetName()
+	var selected []*rsyncv1.SelectedCluster
+	if len(p.labels) > 0 {
+		resp, err := s.peers.Rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
+		if err != nil {
+			return nil, err
+		}
+		selected = resp.GetClusters()
+	}
+	err = s.clouds.CreateChecked(ctx, store.Key(project, name), project, p.lc, func(ctx context.Context) error {
+		_, err := s.projects.Get(ctx, project)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.createParts(ctx, project, p, selected); err != nil {
+		s.abandon(ctx, project, name)
+		return nil, err
+	}
+	resp := &corev1.CreateLogicalCloudResponse{
+		Name: name, LogicalCloudName: name, Namespace: p.lc.GetSpec().GetNamespace(),
+		UserName: p.lc.GetSpec().GetUser().GetUserName(), User: p.lc.GetSpec().GetUser().GetUserName(),
+	}
+	resp.Message = "logical cloud created"
+	if resp.UserName != "" {
+		resp.Message = "logical cloud and associated user successfully created"
+	}
+	return resp, nil
+}
+
+// createParts makes what the plan puts in the other services, in order.
+func (s *LogicalClouds) createParts(ctx context.Context, project string, p *plan, selected []*rsyncv1.SelectedCluster) error {
+	lc := p.lc.GetMetadata().GetName()
+	if ns := p.lc.GetSpec().GetNamespace(); ns != "" {
+		if _, err := s.peers.Namespaces.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{
+			Project: project, LogicalCloud: lc, Namespace: &namespacev1.Namespace{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	for _, u := range p.users {
+		if _, err := s.peers.Users.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u}); err != nil {
+			return err
+		}
+	}
+	for _, perm := range p.perms {
+		if _, err := s.peers.Users.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{
+			Project: project, LogicalCloud: lc, UserPermission: perm}); err != nil {
+			return err
+		}
+	}
+	for _, q := range p.quotas {
+		if _, err := s.peers.Quotas.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: project, LogicalCloud: lc, Quota: q}); err != nil {
+			return err
+		}
+	}
+	for _, c := range selected {
+		ref := &corev1.ClusterReference{ClusterProvider: c.GetProvider(), ClusterName: c.GetName()}
+		if err := s.addReference(ctx, project, lc, ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abandon removes a logical cloud whose creation failed half way. The
+// caller may have gone away: the removal runs on regardless.
+func (s *LogicalClouds) abandon(ctx context.Context, project, lc string) {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := s.clouds.MarkDeleting(ctx, store.Key(project, lc)); err != nil {
+		s.log.Warn("abandon logical cloud", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+		return
+	}
+	s.finishDelete(ctx, project, lc)
+}
+
+// GetLogicalCloud implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogicalCloudRequest) (*corev1.GetLogicalCloudResponse, error) {
+	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetLogicalCloudResponse{LogicalCloud: c}, nil
+}
+
+// ListLogicalClouds implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) ListLogicalClouds(ctx context.Context, req *corev1.ListLogicalCloudsRequest) (*corev1.ListLogicalCloudsResponse, error) {
+	if _, err := s.projects.Get(ctx, req.GetProject()); err != nil {
+		return nil, err
+	}
+	cs, err := s.clouds.List(ctx, req.GetProject())
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ListLogicalCloudsResponse{LogicalClouds: cs}, nil
+}
+
+// UpdateLogicalCloud implements corev1.LogicalCloudServiceServer: the
+// metadata is replaced; a spec, if given, must keep what was fixed at
+// creation (the body of a GET can be sent back).
+func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.UpdateLogicalCloudRequest) (*corev1.UpdateLogicalCloudResponse, error) {
+	if n := req.GetMetadata().GetName(); n != req.GetLogicalCloud() {
+		return nil, errs.Invalid("metadata.name", "must equal the logical cloud in the path (%q), got %q", req.GetLogicalCloud(), n)
+	}
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	c, err := s.clouds.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), func(c *corev1.LogicalCloud) error {
+		if err := keepsSpec(c.GetSpec(), req.GetSpec()); err != nil {
+			return err
+		}
+		c.Metadata = req.GetMetadata()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.UpdateLogicalCloudResponse{LogicalCloud: c}, nil
+}
+
+// keepsSpec refuses a spec that would change what is fixed at creation.
+func keepsSpec(cur, in *corev1.LogicalCloudSpec) error {
+	if in == nil {
+		return nil
+	}
+	if in.GetLevel() != "" {
+		level, err := parseLevel(in.GetLevel())
+		if err != nil {
+			return err
+		}
+		if level != cur.GetLevel() {
+			return errs.Invalid("spec.level", "is %q and cannot be changed; create another logical cloud", cur.GetLevel())
+		}
+	}
+	if ns := in.GetNamespace(); ns != "" && ns != cur.GetNamespace() {
+		return errs.Invalid("spec.namespace", "is %q and cannot be changed; create another logical cloud", cur.GetNamespace())
+	}
+	u := in.GetUser()
+	if n := u.GetUserName(); n != "" && n != cur.GetUser().GetUserName() {
+		return errs.Invalid("spec.user.user-name", "is %q and cannot be changed; create another logical cloud", cur.GetUser().GetUserName())
+	}
+	if t := u.GetType(); t != "" && t != cur.GetUser().GetType() {
+		return errs.Invalid("spec.user.type", "is %q and cannot be changed", cur.GetUser().GetType())
+	}
+	if len(u.GetUserPermissions()) > 0 {
+		return errs.Invalid("spec.user.user-permissions", "change permissions at .../user-permissions")
+	}
+	if u.GetCertificate() != "" {
+		return errs.Invalid("spec.user.certificate", "cannot be changed")
+	}
+	if l := in.GetClusterLabels(); len(l) > 0 && strings.Join(l, ",") != strings.Join(cur.GetClusterLabels(), ",") {
+		return errs.Invalid("spec.cluster-labels", "cannot be changed; add or remove cluster references instead")
+	}
+	return nil
+}
+
+// DeleteLogicalCloud implements corev1.LogicalCloudServiceServer. The
+// logical cloud is marked first, so that nothing can be added under it,
+// then its parts are removed in every service and the record last. A
+// service that cannot be reached leaves the mark; the cleanup loop
+// finishes the job when it is back.
+func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.DeleteLogicalCloudRequest) (*corev1.DeleteLogicalCloudResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	if _, err := s.clouds.MarkDeleting(ctx, store.Key(req.GetProject(), req.GetLogicalCloud())); err != nil {
+		return nil, err
+	}
+	s.finishDelete(context.WithoutCancel(ctx), req.GetProject(), req.GetLogicalCloud())
+	return &corev1.DeleteLogicalCloudResponse{}, nil
+}
+
+// finishDelete removes a marked logical cloud's parts everywhere, then the
+// logical cloud. It reports whether all is gone; a failure is logged and
+// left to the cleanup loop.
+func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	parent := store.Key(project, lc)
+	var failed []error
+	note := func(what string, err error) {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	_, err := s.peers.Namespaces.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("namespace service", err)
+	_, err = s.peers.Users.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("user service", err)
+	_, err = s.peers.Quotas.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("quota service", err)
+	_, err = s.refs.DeleteUnder(ctx, parent)
+	note("cluster references", err)
+	_, err = s.kvs.DeleteUnder(ctx, parent)
+	note("kv pairs", err)
+	if len(failed) == 0 {
+		err := s.clouds.Delete(ctx, parent)
+		if err == nil || errs.Code(err) == codes.NotFound {
+			return true
+		}
+		failed = append(failed, err)
+	}
+	s.log.Warn("logical cloud removal incomplete; it will be retried",
+		zap.String("logical_cloud", parent), zap.Error(errors.Join(failed...)))
+	return false
+}
+
+// Cleanup retries, every interval until ctx ends, the removal of every
+// logical cloud marked for deletion (a service was down, or this program
+// stopped half way).
+func (s *LogicalClouds) Cleanup(interval time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			pending, err := s.clouds.Deleting(ctx)
+			if err != nil {
+				s.log.Warn("list logical clouds to remove", zap.Error(err))
+				continue
+			}
+			for _, it := range pending {
+				project, lc, _ := strings.Cut(it.ID, "/")
+				if s.finishDelete(ctx, project, lc) {
+					s.log.Info("logical cloud removal completed", zap.String("logical_cloud", it.ID))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,356 @@
+package core
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
+)
+
+// Logical cloud levels, as stored.
+const (
+	levelStandard   = kube.LevelStandard
+	levelAdmin      = kube.LevelAdmin
+	levelPrivileged = kube.LevelPrivileged
+)
+
+// plan is everything a create request asks for, checked in full before
+// anything is written: the logical cloud (as stored) and what the
+// namespace, user and quota services will hold for it.
+type plan struct {
+	lc     *corev1.LogicalCloud
+	users  []*userv1.User
+	perms  []*userv1.UserPermission
+	quotas []*quotav1.Quota
+	labels []string // seed 002 cluster-labels: clusters to reference
+}
+
+var (
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	clusterLabel = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+)
+
+func checkName(field, name string) error {
+	if len(name) > 63 || !dnsLabel.MatchString(name) {
+		return errs.Invalid(field, "%q must be a DNS-1123 label: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// planCreate reads either body shape into a plan.
+func planCreate(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
+	seed000 := req.GetMetadata() != nil || req.GetSpec() != nil
+	seed002 := req.GetName() != "" || req.GetDescription() != "" || req.GetClusterLabels() != "" ||
+		req.GetResources() != nil || req.GetUser() != nil
+	switch {
+	case seed000 && seed002:
+		return nil, errs.Invalid("body", "use either metadata and spec, or the flat name, cluster-labels, resources and user, not both")
+	case seed002:
+		return planFlat(req)
+	case req.GetMetadata() == nil:
+		return nil, errs.Invalid("metadata", "is required (or give the flat body's name)")
+	}
+	return planSpec(req.GetMetadata(), req.GetSpec())
+}
+
+// planSpec reads seed 000's body: metadata and spec with namespace, level
+// and one user with permissions.
+func planSpec(md *typesv1.Metadata, spec *corev1.LogicalCloudSpec) (*plan, error) {
+	name := md.GetName()
+	level, err := parseLevel(spec.GetLevel())
+	if err != nil {
+		return nil, err
+	}
+	u := spec.GetUser()
+	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level}}
+	if level == levelAdmin {
+		if spec.GetNamespace() != "" {
+			return nil, errs.Invalid("spec.namespace", "an admin logical cloud uses the clusters' admin access: it has no namespace")
+		}
+		if u != nil {
+			return nil, errs.Invalid("spec.user", "an admin logical cloud uses the clusters' admin access: it has no user")
+		}
+		return &plan{lc: lc}, nil
+	}
+	lc.Spec.Namespace = cmp.Or(spec.GetNamespace(), name)
+	userName := cmp.Or(u.GetUserName(), name)
+	userType, err := parseUserType("spec.user.type", u.GetType())
+	if err != nil {
+		return nil, err
+	}
+	if c := u.GetCertificate(); c != "" {
+		if err := kube.CheckCSR("spec.user.certificate", c, userName); err != nil {
+			return nil, err
+		}
+	}
+	lc.Spec.User = &corev1.LogicalCloudUser{UserName: userName, Type: userType}
+	p := &plan{lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
+	for i, perm := range u.GetUserPermissions() {
+		field := fmt.Sprintf("spec.user.user-permissions[%d]", i)
+		if err := checkName(field+".permission-name", perm.GetPermissionName()); err != nil {
+			return nil, err
+		}
+		if err := addPermission(p, field, perm); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// addPermission checks a permission against the logical cloud's level and
+// adds it, its namespace resolved (see PermissionNamespace).
+func addPermission(p *plan, field string, perm *userv1.UserPermission) error {
+	if slices.ContainsFunc(p.perms, func(o *userv1.UserPermission) bool { return o.GetPermissionName() == perm.GetPermissionName() }) {
+		return errs.Invalid(field+".permission-name", "%q is given twice", perm.GetPermissionName())
+	}
+	ns, err := kube.PermissionNamespace(field+".namespace", p.lc.GetSpec().GetLevel(), p.lc.GetSpec().GetNamespace(), perm.GetNamespace())
+	if err != nil {
+		return err
+	}
+	if err := kube.CheckRule(field, perm.GetApiGroups(), perm.GetResources(), perm.GetVerbs()); err != nil {
+		return err
+	}
+	p.perms = append(p.perms, &userv1.UserPermission{
+		PermissionName: perm.GetPermissionName(), Namespace: ns,
+		ApiGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(),
+	})
+	return nil
+}
+
+func parseLevel(level string) (string, error) {
+	switch level {
+	case "", "1", levelStandard:
+		return levelStandard, nil
+	case "0", levelAdmin:
+		return levelAdmin, nil
+	case levelPrivileged:
+		return levelPrivileged, nil
+	}
+	return "", errs.Invalid("spec.level", "%q is not a level: standard (1), admin (0) or privileged", level)
+}
+
+func parseUserType(field, t string) (string, error) {
+	switch t {
+	case "", "certificate":
+		return "certificate", nil
+	}
+	return "", errs.Invalid(field, "%q is not supported: users authenticate with a certificate", t)
+}
+
+// planFlat reads seed 002's body: name, description, cluster-labels,
+// resources (the logical cloud's quota) and user, one object or a list,
+// each with type, certificate, permissions and quota.
+func planFlat(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
+	name := req.GetName()
+	if err := checkName("name", name); err != nil {
+		return nil, err
+	}
+	if len(req.GetDescription()) > 1024 {
+		return nil, errs.Invalid("description", "is longer than 1024 characters")
+	}
+	lc := &corev1.LogicalCloud{
+		Metadata: &typesv1.Metadata{Name: name, Description: req.GetDescription()},
+		Spec:     &corev1.LogicalCloudSpec{Level: levelStandard, Namespace: name},
+	}
+	p := &plan{lc: lc}
+	for l := range strings.SplitSeq(req.GetClusterLabels(), ",") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if len(l) > 63 || !clusterLabel.MatchString(l) {
+			return nil, errs.Invalid("cluster-labels", "%q is not a cluster label", l)
+		}
+		p.labels = append(p.labels, l)
+	}
+	lc.Spec.ClusterLabels = p.labels
+	if res := req.GetResources(); res != nil {
+		if _, err := kube.ParseHard("resources", res); err != nil {
+			return nil, err
+		}
+		p.quotas = append(p.quotas, &quotav1.Quota{
+			Metadata: &typesv1.Metadata{Name: "resources", Description: "the logical cloud's resources"},
+			Spec:     res,
+		})
+	}
+	users, field, err := userObjects(req.GetUser())
+	if err != nil {
+		return nil, err
+	}
+	for i, u := range users {
+		if err := addFlatUser(p, fmt.Sprintf("%s[%d]", field, i), u); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.users) == 0 {
+		p.users = []*userv1.User{{Name: name, Type: "certificate"}}
+	}
+	lc.Spec.User = &corev1.LogicalCloudUser{UserName: p.users[0].GetName(), Type: p.users[0].GetType()}
+	return p, nil
+}
+
+// userObjects accepts seed 002's "user" as one object or a list of them.
+func userObjects(v *structpb.Value) ([]*structpb.Struct, string, error) {
+	switch k := v.GetKind().(type) {
+	case nil, *structpb.Value_NullValue:
+		return nil, "user", nil
+	case *structpb.Value_StructValue:
+		return []*structpb.Struct{k.StructValue}, "user", nil
+	case *structpb.Value_ListValue:
+		out := make([]*structpb.Struct, 0, len(k.ListValue.GetValues()))
+		for i, e := range k.ListValue.GetValues() {
+			s := e.GetStructValue()
+			if s == nil {
+				return nil, "", errs.Invalid(fmt.Sprintf("user[%d]", i), "must be an object")
+			}
+			out = append(out, s)
+		}
+		return out, "user", nil
+	}
+	return nil, "", errs.Invalid("user", "must be an object or a list of objects")
+}
+
+// addFlatUser adds one seed 002 user: the user, its permissions (a
+// permission named after the user, or "<user>-<i>" for a list) and its
+// quota (a quota named "<user>-quota").
+func addFlatUser(p *plan, field string, u *structpb.Struct) error {
+	f := u.GetFields()
+	for k := range f {
+		if !slices.Contains([]string{"name", "type", "certificate", "permissions", "quota"}, k) {
+			return errs.Invalid(field+"."+k, "unknown field %q", k)
+		}
+	}
+	name, err := stringField(field+".name", f["name"])
+	if err != nil {
+		return err
+	}
+	if err := checkName(field+".name", name); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(p.users, func(o *userv1.User) bool { return o.GetName() == name }) {
+		return errs.Invalid(field+".name", "user %q is given twice", name)
+	}
+	typ, err := stringField(field+".type", f["type"])
+	if err != nil {
+		return err
+	}
+	if typ, err = parseUserType(field+".type", typ); err != nil {
+		return err
+	}
+	cert, err := stringField(field+".certificate", f["certificate"])
+	if err != nil {
+		return err
+	}
+	if cert != "" {
+		if err := kube.CheckCSR(field+".certificate", cert, name); err != nil {
+			return err
+		}
+	}
+	p.users = append(p.users, &userv1.User{Name: name, Type: typ, Certificate: cert})
+
+	var rules []*structpb.Struct
+	switch k := f["permissions"].GetKind().(type) {
+	case nil, *structpb.Value_NullValue:
+	case *structpb.Value_StructValue:
+		rules = []*structpb.Struct{k.StructValue}
+	case *structpb.Value_ListValue:
+		for i, e := range k.ListValue.GetValues() {
+			if e.GetStructValue() == nil {
+				return errs.Invalid(fmt.Sprintf("%s.permissions[%d]", field, i), "must be an object")
+			}
+			rules = append(rules, e.GetStructValue())
+		}
+	default:
+		return errs.Invalid(field+".permissions", "must be an object or a list of objects")
+	}
+	for i, r := range rules {
+		pf, pname := field+".permissions", name
+		if len(rules) > 1 || f["permissions"].GetListValue() != nil {
+			pf, pname = fmt.Sprintf("%s[%d]", pf, i), fmt.Sprintf("%s-%d", name, i)
+		}
+		if err := checkName(field+".name", pname); err != nil {
+			return err
+		}
+		perm, err := flatRule(pf, pname, r)
+		if err != nil {
+			return err
+		}
+		if err := addPermission(p, pf, perm); err != nil {
+			return err
+		}
+	}
+	if q := f["quota"]; q != nil {
+		hard := q.GetStructValue()
+		if hard == nil {
+			return errs.Invalid(field+".quota", "must be an object of resource quantities")
+		}
+		if _, err := kube.ParseHard(field+".quota", hard); err != nil {
+			return err
+		}
+		qname := name + "-quota"
+		if err := checkName(field+".name", qname); err != nil {
+			return err
+		}
+		p.quotas = append(p.quotas, &quotav1.Quota{
+			Metadata: &typesv1.Metadata{Name: qname, Description: "quota of user " + name},
+			Spec:     hard,
+		})
+	}
+	return nil
+}
+
+// flatRule reads seed 002's {"apiGroups", "resources", "verbs"}.
+func flatRule(field, name string, r *structpb.Struct) (*userv1.UserPermission, error) {
+	perm := &userv1.UserPermission{PermissionName: name}
+	for k, v := range r.GetFields() {
+		var dst *[]string
+		switch k {
+		case "apiGroups":
+			dst = &perm.ApiGroups
+		case "resources":
+			dst = &perm.Resources
+		case "verbs":
+			dst = &perm.Verbs
+		case "namespace":
+			ns, err := stringField(field+".namespace", v)
+			if err != nil {
+				return nil, err
+			}
+			perm.Namespace = ns
+			continue
+		default:
+			return nil, errs.Invalid(field+"."+k, "unknown field %q", k)
+		}
+		list := v.GetListValue()
+		if list == nil {
+			return nil, errs.Invalid(field+"."+k, "must be a list of strings")
+		}
+		for i, e := range list.GetValues() {
+			s, ok := e.GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				return nil, errs.Invalid(fmt.Sprintf("%s.%s[%d]", field, k, i), "must be a string")
+			}
+			*dst = append(*dst, s.StringValue)
+		}
+	}
+	return perm, nil
+}
+
+func stringField(field string, v *structpb.Value) (string, error) {
+	switch k := v.GetKind().(type) {
+	case nil, *structpb.Value_NullValue:
+		return "", nil
+	case *structpb.Value_StringValue:
+		return k.StringValue, nil
+	}
+	return "", errs.Invalid(field, "must be a string")
+}

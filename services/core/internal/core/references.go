@@ -1,0 +1,235 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// addReference stores a cluster reference, then checks that both the
+// logical cloud and the cluster are still there (each is marked before it
+// is deleted, so one of the two sides always sees the other).
+func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
+	parent := store.Key(project, lc)
+	id := store.Key(parent, ref.GetClusterProvider(), ref.GetClusterName())
+	return s.refs.CreateChecked(ctx, id, parent, ref, func(ctx context.Context) error {
+		if _, err := s.cloud(ctx, project, lc); err != nil {
+			return err
+		}
+		_, err := s.peers.Rsync.GetCluster(ctx, &rsyncv1.GetClusterRequest{Provider: ref.GetClusterProvider(), Name: ref.GetClusterName()})
+		if errs.Code(err) == codes.NotFound {
+			return errs.Invalid("cluster-name", "cluster %q of provider %q is not registered", ref.GetClusterName(), ref.GetClusterProvider())
+		}
+		return err
+	})
+}
+
+// CreateClusterReference implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.CreateClusterReferenceRequest) (*corev1.CreateClusterReferenceResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	ref := &corev1.ClusterReference{
+		ClusterProvider: req.GetClusterProvider(), ClusterName: req.GetClusterName(), LoadbalancerIp: req.GetLoadbalancerIp(),
+	}
+	if err := s.addReference(ctx, req.GetProject(), req.GetLogicalCloud(), ref); err != nil {
+		return nil, err
+	}
+	return &corev1.CreateClusterReferenceResponse{ClusterReference: ref}, nil
+}
+
+// GetClusterReference implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) GetClusterReference(ctx context.Context, req *corev1.GetClusterReferenceRequest) (*corev1.GetClusterReferenceResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	r, err := s.refs.Get(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName()))
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetClusterReferenceResponse{ClusterReference: r.Msg}, nil
+}
+
+// ListClusterReferences implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) ListClusterReferences(ctx context.Context, req *corev1.ListClusterReferencesRequest) (*corev1.ListClusterReferencesResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	refs, err := s.refs.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	if err != nil {
+		return nil, err
+	}
+	if p := req.GetClusterProvider(); p != "" {
+		refs = slices.DeleteFunc(refs, func(r *corev1.ClusterReference) bool { return r.GetClusterProvider() != p })
+	}
+	return &corev1.ListClusterReferencesResponse{ClusterReferences: refs}, nil
+}
+
+// UpdateClusterReference implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) UpdateClusterReference(ctx context.Context, req *corev1.UpdateClusterReferenceRequest) (*corev1.UpdateClusterReferenceResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	r, err := s.refs.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName()),
+		func(r *corev1.ClusterReference) error {
+			r.LoadbalancerIp = req.GetLoadbalancerIp()
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.UpdateClusterReferenceResponse{ClusterReference: r}, nil
+}
+
+// DeleteClusterReference implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.DeleteClusterReferenceRequest) (*corev1.DeleteClusterReferenceResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	if err := s.refs.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName())); err != nil {
+		return nil, err
+	}
+	return &corev1.DeleteClusterReferenceResponse{}, nil
+}
+
+// FindClusterReferences implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) FindClusterReferences(ctx context.Context, req *corev1.FindClusterReferencesRequest) (*corev1.FindClusterReferencesResponse, error) {
+	items, err := s.refs.Match(ctx, map[string]string{"cluster_provider": req.GetClusterProvider(), "cluster_name": req.GetClusterName()})
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.FindClusterReferencesResponse{}
+	for _, it := range items {
+		if !slices.Contains(out.LogicalClouds, it.Parent) {
+			out.LogicalClouds = append(out.LogicalClouds, it.Parent)
+		}
+	}
+	return out, nil
+}
+
+// kvStored checks a KvPair's pairs (each one key with a string value) and
+// returns its stored form.
+func kvStored(field string, kv *corev1.KvPair) (*corev1.StoredKvPair, error) {
+	out := &corev1.StoredKvPair{Metadata: kv.GetMetadata()}
+	seen := map[string]bool{}
+	for i, obj := range kv.GetSpec().GetKv() {
+		f := fmt.Sprintf("%s.spec.kv[%d]", field, i)
+		if len(obj.GetFields()) != 1 {
+			return nil, errs.Invalid(f, "must be an object with exactly one key, got %d", len(obj.GetFields()))
+		}
+		for k, v := range obj.GetFields() {
+			if k == "" || len(k) > 253 {
+				return nil, errs.Invalid(f, "keys are 1 to 253 characters")
+			}
+			sv, ok := v.GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				return nil, errs.Invalid(f+"."+k, "must be a string")
+			}
+			if seen[k] {
+				return nil, errs.Invalid(f, "key %q is given twice", k)
+			}
+			seen[k] = true
+			out.Pairs = append(out.Pairs, &corev1.KeyValue{Key: k, Value: sv.StringValue})
+		}
+	}
+	return out, nil
+}
+
+// kvAPI is the API form of a stored KvPair.
+func kvAPI(st *corev1.StoredKvPair) *corev1.KvPair {
+	kv := &corev1.KvPair{Metadata: st.GetMetadata(), Spec: &corev1.KvPairSpec{}}
+	for _, p := range st.GetPairs() {
+		kv.Spec.Kv = append(kv.Spec.Kv, &structpb.Struct{Fields: map[string]*structpb.Value{p.GetKey(): structpb.NewStringValue(p.GetValue())}})
+	}
+	return kv
+}
+
+// CreateKvPair implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) CreateKvPair(ctx context.Context, req *corev1.CreateKvPairRequest) (*corev1.CreateKvPairResponse, error) {
+	st, err := kvStored("kv_pair", req.GetKvPair())
+	if err != nil {
+		return nil, err
+	}
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if _, err := s.cloud(ctx, project, lc); err != nil {
+		return nil, err
+	}
+	parent := store.Key(project, lc)
+	err = s.kvs.CreateChecked(ctx, store.Key(parent, st.GetMetadata().GetName()), parent, st, func(ctx context.Context) error {
+		_, err := s.cloud(ctx, project, lc)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.CreateKvPairResponse{KvPair: kvAPI(st)}, nil
+}
+
+// GetKvPair implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) GetKvPair(ctx context.Context, req *corev1.GetKvPairRequest) (*corev1.GetKvPairResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	kv, err := s.kvs.Get(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()))
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetKvPairResponse{KvPair: kvAPI(kv.Msg)}, nil
+}
+
+// ListKvPairs implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) ListKvPairs(ctx context.Context, req *corev1.ListKvPairsRequest) (*corev1.ListKvPairsResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	kvs, err := s.kvs.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.ListKvPairsResponse{KvPairs: make([]*corev1.KvPair, 0, len(kvs))}
+	for _, kv := range kvs {
+		out.KvPairs = append(out.KvPairs, kvAPI(kv))
+	}
+	return out, nil
+}
+
+// UpdateKvPair implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) UpdateKvPair(ctx context.Context, req *corev1.UpdateKvPairRequest) (*corev1.UpdateKvPairResponse, error) {
+	if n := req.GetKvPair().GetMetadata().GetName(); n != req.GetName() {
+		return nil, errs.Invalid("kv_pair.metadata.name", "must equal the name in the path (%q), got %q", req.GetName(), n)
+	}
+	st, err := kvStored("kv_pair", req.GetKvPair())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	_, err = s.kvs.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()), func(cur *corev1.StoredKvPair) error {
+		cur.Metadata, cur.Pairs = st.GetMetadata(), st.GetPairs()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.UpdateKvPairResponse{KvPair: kvAPI(st)}, nil
+}
+
+// DeleteKvPair implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) DeleteKvPair(ctx context.Context, req *corev1.DeleteKvPairRequest) (*corev1.DeleteKvPairResponse, error) {
+	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	if err := s.kvs.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName())); err != nil {
+		return nil, err
+	}
+	return &corev1.DeleteKvPairResponse{}, nil
+}
