@@ -1,0 +1,272 @@
+package allinone_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// rest is a REST session as one client against one stack.
+type rest struct {
+	t    *testing.T
+	c    *http.Client
+	base string
+}
+
+func newREST(t *testing.T, s *stacktest.Stack) *rest {
+	return &rest{t: t, c: s.Admin, base: s.URL}
+}
+
+// want sends a request and requires the status; it returns the body.
+func (r *rest) want(code int, method, path, body string) string {
+	r.t.Helper()
+	got, b := call(r.t, r.c, method, r.base+path, body)
+	require.Equal(r.t, code, got, "%s %s: %s", method, path, b)
+	return string(b)
+}
+
+// is sends a request and requires the status and the JSON body.
+func (r *rest) is(code int, method, path, body, want string) {
+	r.t.Helper()
+	require.JSONEq(r.t, want, r.want(code, method, path, body), "%s %s", method, path)
+}
+
+// registerClusters makes provider "edge" with clusters c1 (edge, sriov),
+// c2 (edge) and c3 (core).
+func registerClusters(t *testing.T, s *stacktest.Stack, r *rest) {
+	t.Helper()
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	for name, labels := range map[string]string{"c1": `["edge","sriov"]`, "c2": `["edge"]`, "c3": `["core"]`} {
+		kc, _ := kubeconfig(t, s.CA, "https://"+name+".example.com:6443")
+		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name},
+			"spec": map[string]any{"kubeconfig": kc, "labels": json.RawMessage(labels)}})
+		require.NoError(t, err)
+		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	}
+}
+
+const lc1 = `{
+  "metadata": {"name": "lc-1", "description": "logical cloud for walmart finance department", "userData1": "a", "userData2": "b"},
+  "spec": {
+    "namespace": "ns-1",
+    "user": {
+      "user-name": "user-1",
+      "type": "certificate",
+      "user-permissions": [
+        {"permission-name": "permission-1", "apiGroups": ["stable.example.com"], "resources": ["secrets", "pods"], "verbs": ["get", "watch", "list", "create"]},
+        {"permission-name": "permission-2", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}
+      ]
+    }
+  }
+}`
+
+// TestLogicalCloudSeedSequence is the seed pages' whole sequence over
+// REST: a project, clusters with labels, a logical cloud, its cluster
+// references (both spellings), permissions, quotas and kv-pairs, read
+// back, updated and deleted, with the integrity rules along the way.
+func TestLogicalCloudSeedSequence(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	r := newREST(t, s)
+	registerClusters(t, s, r)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	lc := "/v2/projects/p1/logical-clouds/lc-1"
+
+	r.is(201, "POST", "/v2/projects/p1/logical-clouds", lc1, `{"name":"lc-1","logical-cloud-name":"lc-1","namespace":"ns-1","user-name":"user-1",
+		"user":"user-1","Message":"logical cloud and associated user successfully created"}`)
+	r.want(409, "POST", "/v2/projects/p1/logical-clouds", lc1)
+	stored := `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
+		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[]}}`
+	r.is(200, "GET", lc, "", stored)
+	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", "["+stored+"]")
+
+	// What the other services made of it.
+	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", lc+"/user/user-1", "", `{"name":"user-1","type":"certificate","certificate":""}`)
+	r.is(200, "GET", lc+"/user-permissions", "", `[
+		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]},
+		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"]}]`)
+
+	// Cluster references, both spellings.
+	r.is(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`,
+		`{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`)
+	r.is(201, "POST", lc+"/cluster-providers/edge/cluster-references", `{"cluster-name":"c2"}`,
+		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":""}`)
+	r.want(409, "POST", lc+"/cluster-providers/edge/cluster-references", `{"cluster-name":"c2"}`)
+	r.is(200, "PUT", lc+"/cluster-providers/edge/cluster-references/c2", `{"loadbalancer-ip":"10.0.0.2"}`,
+		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}`)
+	refs := `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"},
+		{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}]}`
+	r.is(200, "GET", lc+"/cluster-references", "", refs)
+	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references", "", refs)
+	r.is(200, "GET", lc+"/cluster-providers/other/cluster-references", "", `{"cluster-references":[]}`)
+	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references/c1", "", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`)
+	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1","edge/c2"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	body := r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+	require.Contains(t, body, "p1/lc-1", "the refusal names the logical cloud")
+	r.want(200, "GET", "/v2/cluster-providers/edge/clusters/c1", "")
+	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/c2", "")
+	r.want(404, "GET", lc+"/cluster-providers/edge/cluster-references/c2", "")
+
+	// Quotas: the default until the logical cloud has its own.
+	def := `{"metadata":{"name":"default","description":"the default quota: applies while the logical cloud has no quota of its own (DCM_DEFAULT_QUOTA)","userData1":"","userData2":""},
+		"spec":{"cpu":"8","memory":"32Gi","pods":"100"}}`
+	r.is(200, "GET", lc+"/cluster-quotas", "", "["+def+"]")
+	r.is(200, "GET", lc+"/cluster-quotas/default", "", def)
+	r.want(409, "DELETE", lc+"/cluster-quotas/default", "")
+	q1 := `{"metadata":{"name":"q1","description":"","userData1":"","userData2":""},
+		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2000m","requests.nvidia.com/gpu":2,"dummy/dummyResource":100}}`
+	q1Stored := `{"metadata":{"name":"q1","description":"","userData1":"","userData2":""},
+		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2","requests.nvidia.com/gpu":"2","dummy/dummyResource":"100"}}`
+	r.is(201, "POST", lc+"/cluster-quotas", q1, q1Stored)
+	r.is(200, "GET", lc+"/cluster-quotas", "", "["+q1Stored+"]")
+	r.want(404, "GET", lc+"/cluster-quotas/default", "")
+	r.is(200, "PUT", lc+"/cluster-quotas/q1", `{"metadata":{"name":"q1","description":"tuned"},"spec":{"cpu":"200"}}`,
+		`{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}}`)
+	r.is(200, "GET", lc+"/cluster-quotas/q1", "", `{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}}`)
+
+	// Permissions.
+	perm := `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`
+	r.is(201, "POST", lc+"/user-permissions", perm,
+		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`)
+	r.is(200, "PUT", lc+"/user-permissions/permission-3", `{"permission-name":"permission-3","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`,
+		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`)
+	r.is(200, "GET", lc+"/user-permissions/permission-3", "", `{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`)
+	r.want(204, "DELETE", lc+"/user-permissions/permission-3", "")
+	r.want(404, "GET", lc+"/user-permissions/permission-3", "")
+
+	// Key-value pairs; keys may hold dots.
+	kv := `{"metadata":{"name":"kv1","description":"settings","userData1":"u1","userData2":"u2"},"spec":{"kv":[{"db.host":"10.0.0.9"},{"mode":"edge"}]}}`
+	r.is(201, "POST", lc+"/kv-pairs", kv, kv)
+	r.is(200, "GET", lc+"/kv-pairs/kv1", "", kv)
+	kv2 := `{"metadata":{"name":"kv1","description":"","userData1":"","userData2":""},"spec":{"kv":[{"mode":"core"}]}}`
+	r.is(200, "PUT", lc+"/kv-pairs/kv1", kv2, kv2)
+	r.is(200, "GET", lc+"/kv-pairs", "", "["+kv2+"]")
+
+	// The logical cloud itself: metadata changes, what was fixed does not.
+	r.is(200, "PUT", lc, `{"metadata":{"name":"lc-1","description":"payroll"},"spec":{"namespace":"ns-1","level":"standard"}}`,
+		strings.Replace(strings.Replace(stored, "logical cloud for walmart finance department", "payroll", 1), `"userData1":"a","userData2":"b"`, `"userData1":"","userData2":""`, 1))
+	body = r.want(400, "PUT", lc, `{"metadata":{"name":"lc-1"},"spec":{"namespace":"ns-2"}}`)
+	require.Contains(t, body, `"field":"spec.namespace"`)
+
+	// Deleting the project is refused while it has a logical cloud.
+	body = r.want(409, "DELETE", "/v2/projects/p1", "")
+	require.Contains(t, body, "lc-1")
+
+	// Delete: everything under it goes, in every service.
+	r.want(204, "DELETE", lc, "")
+	for _, sub := range []string{"", "/namespaces", "/users", "/user/user-1", "/user-permissions", "/cluster-quotas", "/cluster-references", "/kv-pairs", "/kv-pairs/kv1"} {
+		r.want(404, "GET", lc+sub, "")
+	}
+	r.want(204, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+	// A new logical cloud of the same name starts empty: nothing of the
+	// old one was left behind.
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
+	r.is(200, "GET", lc+"/user-permissions", "", `[]`)
+	r.is(200, "GET", lc+"/kv-pairs", "", `[]`)
+	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[]}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"lc-1","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", lc+"/cluster-quotas", "", "["+def+"]")
+	r.want(204, "DELETE", lc, "")
+	r.want(204, "DELETE", "/v2/projects/p1", "")
+}
+
+// TestLogicalCloudFlatBody creates logical clouds from seed 002's flat
+// body: clusters picked by labels, the quota from resources, users (one
+// object or a list) with their own permissions and quotas.
+func TestLogicalCloudFlatBody(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	r := newREST(t, s)
+	registerClusters(t, s, r)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	flat := `{"name": "logical-cloud-1", "description": "logical cloud for walmart finance department",
+	  "cluster-labels": "edge,sriov",
+	  "resources": {"cpu": "400", "memory": "1000Gi", "pods": "500", "dummy/dummyResource": 100},
+	  "user": [{"name": "user-1", "type": "certificate",
+	            "permissions": {"apiGroups": ["stable.example.com"], "resources": ["secrets", "pods"], "verbs": ["get", "watch", "list", "create"]},
+	            "quota": {"cpu": "100", "memory": "500Gi", "pods": "100", "dummy/dummyResource": 20}},
+	           {"name": "user-2", "type": "certificate",
+	            "permissions": {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}}]}`
+	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
+		"user-name":"user-1","user":"user-1","Message":"logical cloud and associated user successfully created"}`)
+	lc := "/v2/projects/p1/logical-clouds/logical-cloud-1"
+	r.is(200, "GET", lc, "", `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
+		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"]}}`)
+	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":""}]}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", lc+"/user-permissions", "", `[
+		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"]}]`)
+	r.is(200, "GET", lc+"/cluster-quotas", "", `[
+		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}},
+		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}}]`)
+
+	// One user object, as seed 002's second example writes it.
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-2","user":{"name":"user-9","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}}}`)
+	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":""}]}`)
+	// A user's CSR (its text) is kept; a path is refused.
+	csr := csrPEM(t, "user-7")
+	b, err := json.Marshal(map[string]any{"name": "lc-3", "user": map[string]any{"name": "user-7", "certificate": csr}})
+	require.NoError(t, err)
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", string(b))
+	require.Contains(t, r.want(200, "GET", "/v2/projects/p1/logical-clouds/lc-3/user/user-7", ""), "BEGIN CERTIFICATE REQUEST")
+	require.Contains(t, r.want(400, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-4","user":{"name":"u","certificate":"/path/to/user1/lc-1-user1.csr"}}`),
+		`"field":"user[0].certificate"`)
+	r.want(404, "GET", "/v2/projects/p1/logical-clouds/lc-4", "")
+}
+
+// TestLogicalCloudLevels: an admin logical cloud has no user, namespace
+// or quota; a privileged one's permissions may be cluster-wide; a standard
+// one's stay in its namespace.
+func TestLogicalCloudLevels(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	r := newREST(t, s)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	base := "/v2/projects/p1/logical-clouds"
+
+	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
+		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","Message":"logical cloud created"}`)
+	r.is(200, "GET", base+"/admin-lc", "", `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
+		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[]}}`)
+	r.is(200, "GET", base+"/admin-lc/namespaces", "", `{"clusters":[],"namespaces":[]}`)
+	r.is(200, "GET", base+"/admin-lc/users", "", `{"users":[]}`)
+	r.is(200, "GET", base+"/admin-lc/cluster-quotas", "", `[]`)
+	r.want(409, "POST", base+"/admin-lc/user-permissions", `{"permission-name":"p","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
+	r.want(409, "POST", base+"/admin-lc/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`)
+	require.Contains(t, r.want(400, "POST", base, `{"metadata":{"name":"admin-2"},"spec":{"level":"admin","user":{"user-name":"u"}}}`), `"field":"spec.user"`)
+
+	r.want(201, "POST", base, `{"metadata":{"name":"priv"},"spec":{"level":"privileged","user":{"user-permissions":[
+		{"permission-name":"nodes","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]}}}`)
+	r.is(200, "GET", base+"/priv/user-permissions", "", `[{"permission-name":"nodes","namespace":"","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]`)
+	r.want(201, "POST", base+"/priv/user-permissions", `{"permission-name":"sys","namespace":"kube-system","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
+
+	r.want(201, "POST", base, `{"metadata":{"name":"std"}}`)
+	require.Contains(t, r.want(400, "POST", base+"/std/user-permissions", `{"permission-name":"sys","namespace":"kube-system","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`),
+		`"field":"namespace"`)
+	r.is(201, "POST", base+"/std/user-permissions", `{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`,
+		`{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
+}
+
+// csrPEM makes a PEM certificate signing request for cn.
+func csrPEM(t *testing.T, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, key)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+}
