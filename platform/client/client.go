@@ -6,9 +6,11 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -25,6 +27,12 @@ func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(creds),
+		// A peer that was down is retried soon after it is back: calls
+		// fail fast (Unavailable) while the connection is backing off.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithChainUnaryInterceptor(propagateUnary),
 		grpc.WithChainStreamInterceptor(propagateStream),

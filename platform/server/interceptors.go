@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"buf.build/go/protovalidate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/logging"
@@ -132,10 +135,51 @@ func (c *chain) validate(req any) error {
 	var ve *protovalidate.ValidationError
 	if errors.As(err, &ve) && len(ve.Violations) > 0 {
 		v := ve.Violations[0]
-		field := protovalidate.FieldPathString(v.Proto.GetField())
+		field := jsonPath(msg.ProtoReflect().Descriptor(), v.Proto.GetField())
 		return errs.Invalid(field, "%s", v.Proto.GetMessage())
 	}
 	return errs.Internal(err, "validation failed")
+}
+
+// jsonPath names a violated field as callers write it: each step by its
+// JSON name (loadbalancer-ip, userData1), with list indexes and map keys.
+func jsonPath(md protoreflect.MessageDescriptor, path *validate.FieldPath) string {
+	var b strings.Builder
+	for _, el := range path.GetElements() {
+		name := el.GetFieldName()
+		var fd protoreflect.FieldDescriptor
+		if md != nil {
+			fd = md.Fields().ByNumber(protoreflect.FieldNumber(el.GetFieldNumber()))
+		}
+		if fd != nil {
+			name = fd.JSONName()
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(name)
+		switch sub := el.GetSubscript().(type) {
+		case *validate.FieldPathElement_Index:
+			fmt.Fprintf(&b, "[%d]", sub.Index)
+		case *validate.FieldPathElement_StringKey:
+			fmt.Fprintf(&b, "[%q]", sub.StringKey)
+		case *validate.FieldPathElement_IntKey:
+			fmt.Fprintf(&b, "[%d]", sub.IntKey)
+		case *validate.FieldPathElement_UintKey:
+			fmt.Fprintf(&b, "[%d]", sub.UintKey)
+		case *validate.FieldPathElement_BoolKey:
+			fmt.Fprintf(&b, "[%t]", sub.BoolKey)
+		}
+		md = nil
+		switch {
+		case fd == nil:
+		case fd.IsMap():
+			md = fd.MapValue().Message()
+		default:
+			md = fd.Message()
+		}
+	}
+	return b.String()
 }
 
 func (c *chain) validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -189,7 +189,14 @@ func addrOf(ln net.Listener) string {
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if s.grpc != nil {
-		g.Go(func() error { return s.grpc.Serve(s.grpcLn) })
+		g.Go(func() error {
+			// A shutdown that comes before Serve starts makes it return
+			// ErrServerStopped: that is a clean stop too.
+			if err := s.grpc.Serve(s.grpcLn); !errors.Is(err, grpc.ErrServerStopped) {
+				return err
+			}
+			return nil
+		})
 	}
 	if s.http != nil {
 		g.Go(func() error {

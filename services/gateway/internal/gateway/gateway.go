@@ -124,37 +124,47 @@ func writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	if st.Code() == codes.InvalidArgument {
 		if field := errs.FieldOf(st); field == "" {
 			st = decodeError(st.Message())
-		} else if body := bodyField(ctx); body != "" && strings.HasPrefix(field, body+".") {
-			rel := strings.TrimPrefix(field, body+".")
-			msg := strings.TrimPrefix(st.Message(), field+": ")
-			st = errs.ToStatus(errs.Invalid(rel, "%s", msg))
+		} else {
+			for _, body := range bodyField(ctx) {
+				if strings.HasPrefix(field, body+".") {
+					rel := strings.TrimPrefix(field, body+".")
+					msg := strings.TrimPrefix(st.Message(), field+": ")
+					st = errs.ToStatus(errs.Invalid(rel, "%s", msg))
+					break
+				}
+			}
 		}
 	}
 	errs.WriteHTTP(w, st)
 }
 
-// bodyField is the request field the route's body maps to ("" for "*"):
-// services name fields from the request message (cluster.spec.kubeconfig),
-// REST callers from the body they sent (spec.kubeconfig).
-func bodyField(ctx context.Context) string {
+// bodyField is the request field the route's body maps to, by its proto
+// and its JSON name (none for "*"): services name fields from the request
+// message (cluster.spec.kubeconfig, user-permission.verbs), REST callers
+// from the body they sent (spec.kubeconfig, verbs).
+func bodyField(ctx context.Context) []string {
 	method, ok := runtime.RPCMethod(ctx)
 	if !ok {
-		return ""
+		return nil
 	}
 	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(method, "/"), "/", "."))
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
 	if err != nil {
-		return ""
+		return nil
 	}
 	md, ok := d.(protoreflect.MethodDescriptor)
 	if !ok {
-		return ""
+		return nil
 	}
 	rule, ok := proto.GetExtension(md.Options(), annotations.E_Http).(*annotations.HttpRule)
-	if !ok || rule.GetBody() == "*" {
-		return ""
+	if !ok || rule.GetBody() == "*" || rule.GetBody() == "" {
+		return nil
 	}
-	return rule.GetBody()
+	names := []string{rule.GetBody()}
+	if fd := md.Input().Fields().ByName(protoreflect.Name(rule.GetBody())); fd != nil {
+		names = append(names, fd.JSONName())
+	}
+	return names
 }
 
 // Services name the field of every InvalidArgument they return, so one
