@@ -46,7 +46,9 @@ func TestClusterProviders(t *testing.T) {
 // noReferences answers, as core would for an empty installation, that no
 // logical cloud references any cluster. (That a referenced cluster is
 // refused is tested across the real services in the all-in-one tests.)
-type noReferences struct{ corev1.LogicalCloudServiceClient }
+type noReferences struct {
+	corev1.LogicalCloudServiceClient
+}
 
 func (noReferences) FindClusterReferences(context.Context, *corev1.FindClusterReferencesRequest, ...grpc.CallOption) (*corev1.FindClusterReferencesResponse, error) {
 	return &corev1.FindClusterReferencesResponse{}, nil
