@@ -96,11 +96,8 @@ func planSpec(md *typesv1.Metadata, spec *corev1.LogicalCloudSpec) (*plan, error
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: userName, Type: userType}
 	p := &plan{lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
 	for i, perm := range u.GetUserPermissions() {
-		field := fmt.Sprintf("spec.user.user-permissions[%d]", i)
-		if err := checkName(field+".permission-name", perm.GetPermissionName()); err != nil {
-			return nil, err
-		}
-		if err := addPermission(p, field, perm); err != nil {
+		// protovalidate has checked the name; the rule and namespace are ours.
+		if err := addPermission(p, fmt.Sprintf("spec.user.user-permissions[%d]", i), perm); err != nil {
 			return nil, err
 		}
 	}

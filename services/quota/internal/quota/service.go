@@ -134,12 +134,17 @@ func (s *Service) GetQuota(ctx context.Context, req *quotav1.GetQuotaRequest) (*
 	if err == nil {
 		return &quotav1.GetQuotaResponse{Quota: api(q.Msg)}, nil
 	}
-	if req.GetName() == DefaultName {
-		if d, derr := s.defaultFor(ctx, c, parent); derr != nil || d != nil {
-			return &quotav1.GetQuotaResponse{Quota: api(d)}, derr
-		}
+	if errs.Code(err) != codes.NotFound || req.GetName() != DefaultName {
+		return nil, err
 	}
-	return nil, err
+	d, derr := s.defaultFor(ctx, c, parent)
+	switch {
+	case derr != nil:
+		return nil, derr
+	case d == nil:
+		return nil, err
+	}
+	return &quotav1.GetQuotaResponse{Quota: api(d)}, nil
 }
 
 // ListQuotas implements quotav1.QuotaServiceServer.
