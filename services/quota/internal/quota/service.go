@@ -55,6 +55,14 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.Logica
 	return resp.GetLogicalCloud(), nil
 }
 
+// exists is cloud as a CreateChecked check.
+func (s *Service) exists(project, lc string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := s.cloud(ctx, project, lc)
+		return err
+	}
+}
+
 // stored checks a quota and returns its stored form.
 func stored(q *quotav1.Quota) (*quotav1.StoredQuota, error) {
 	hard, err := kube.ParseHard("quota.spec", q.GetSpec())
@@ -113,10 +121,7 @@ func (s *Service) CreateQuota(ctx context.Context, req *quotav1.CreateQuotaReque
 		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
 	}
 	parent := store.Key(project, lc)
-	err = s.quotas.CreateChecked(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q, func(ctx context.Context) error {
-		_, err := s.cloud(ctx, project, lc)
-		return err
-	})
+	err = s.quotas.CreateChecked(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q, s.exists(project, lc))
 	if err != nil {
 		return nil, err
 	}
@@ -201,10 +206,7 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 			return nil, derr
 		}
 		if d != nil {
-			err = s.quotas.CreateChecked(ctx, id, parent, q, func(ctx context.Context) error {
-				_, err := s.cloud(ctx, project, lc)
-				return err
-			})
+			err = s.quotas.CreateChecked(ctx, id, parent, q, s.exists(project, lc))
 		}
 	}
 	if err != nil {
