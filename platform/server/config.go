@@ -22,6 +22,12 @@ type Config struct {
 	// DefaultQuota is the quota of a logical cloud that has none of its own.
 	DefaultQuota string `env:"DCM_DEFAULT_QUOTA" flag:"default-quota" default:"cpu=8,memory=32Gi,pods=100" usage:"ResourceQuota hard map of a logical cloud without a quota, as resource=quantity,... (empty: none)"`
 
+	// The resource synchronizer's engine.
+	RsyncConcurrency    int           `env:"DCM_RSYNC_CONCURRENCY" flag:"rsync-concurrency" default:"32" usage:"how many clusters rsync works on at once"`
+	RsyncRetryBase      time.Duration `env:"DCM_RSYNC_RETRY_BASE" flag:"rsync-retry-base" default:"1s" usage:"first retry delay of a failed apply; it doubles per attempt, with jitter"`
+	RsyncRetryMax       time.Duration `env:"DCM_RSYNC_RETRY_MAX" flag:"rsync-retry-max" default:"5m" usage:"cap on the retry delay"`
+	RsyncForceConflicts bool          `env:"DCM_RSYNC_FORCE_CONFLICTS" flag:"rsync-force-conflicts" default:"false" usage:"take over fields another field manager owns instead of reporting the conflict"`
+
 	// TLS. With the three files unset, a local CA and certificates are made
 	// under DataDir/pki on first start and used from then on.
 	TLSCAFile    string `env:"DCM_TLS_CA_FILE" flag:"tls-ca-file" usage:"PEM CA bundle that peers' and clients' certificates chain to (empty: local CA under the data dir)"`

@@ -19,17 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RsyncService_CreateClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/CreateClusterProvider"
-	RsyncService_GetClusterProvider_FullMethodName    = "/dcm.rsync.v1.RsyncService/GetClusterProvider"
-	RsyncService_ListClusterProviders_FullMethodName  = "/dcm.rsync.v1.RsyncService/ListClusterProviders"
-	RsyncService_UpdateClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/UpdateClusterProvider"
-	RsyncService_DeleteClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/DeleteClusterProvider"
-	RsyncService_CreateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/CreateCluster"
-	RsyncService_GetCluster_FullMethodName            = "/dcm.rsync.v1.RsyncService/GetCluster"
-	RsyncService_ListClusters_FullMethodName          = "/dcm.rsync.v1.RsyncService/ListClusters"
-	RsyncService_UpdateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/UpdateCluster"
-	RsyncService_SelectClusters_FullMethodName        = "/dcm.rsync.v1.RsyncService/SelectClusters"
-	RsyncService_DeleteCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/DeleteCluster"
+	RsyncService_CreateClusterProvider_FullMethodName  = "/dcm.rsync.v1.RsyncService/CreateClusterProvider"
+	RsyncService_GetClusterProvider_FullMethodName     = "/dcm.rsync.v1.RsyncService/GetClusterProvider"
+	RsyncService_ListClusterProviders_FullMethodName   = "/dcm.rsync.v1.RsyncService/ListClusterProviders"
+	RsyncService_UpdateClusterProvider_FullMethodName  = "/dcm.rsync.v1.RsyncService/UpdateClusterProvider"
+	RsyncService_DeleteClusterProvider_FullMethodName  = "/dcm.rsync.v1.RsyncService/DeleteClusterProvider"
+	RsyncService_CreateCluster_FullMethodName          = "/dcm.rsync.v1.RsyncService/CreateCluster"
+	RsyncService_GetCluster_FullMethodName             = "/dcm.rsync.v1.RsyncService/GetCluster"
+	RsyncService_ListClusters_FullMethodName           = "/dcm.rsync.v1.RsyncService/ListClusters"
+	RsyncService_UpdateCluster_FullMethodName          = "/dcm.rsync.v1.RsyncService/UpdateCluster"
+	RsyncService_SelectClusters_FullMethodName         = "/dcm.rsync.v1.RsyncService/SelectClusters"
+	RsyncService_DeleteCluster_FullMethodName          = "/dcm.rsync.v1.RsyncService/DeleteCluster"
+	RsyncService_SubmitRollout_FullMethodName          = "/dcm.rsync.v1.RsyncService/SubmitRollout"
+	RsyncService_UpdateRollout_FullMethodName          = "/dcm.rsync.v1.RsyncService/UpdateRollout"
+	RsyncService_DeleteRollout_FullMethodName          = "/dcm.rsync.v1.RsyncService/DeleteRollout"
+	RsyncService_StopRollout_FullMethodName            = "/dcm.rsync.v1.RsyncService/StopRollout"
+	RsyncService_GetRolloutStatus_FullMethodName       = "/dcm.rsync.v1.RsyncService/GetRolloutStatus"
+	RsyncService_WatchRolloutStatus_FullMethodName     = "/dcm.rsync.v1.RsyncService/WatchRolloutStatus"
+	RsyncService_GetCertificate_FullMethodName         = "/dcm.rsync.v1.RsyncService/GetCertificate"
+	RsyncService_GetResourceQuotaStatus_FullMethodName = "/dcm.rsync.v1.RsyncService/GetResourceQuotaStatus"
+	RsyncService_GetClusterConnection_FullMethodName   = "/dcm.rsync.v1.RsyncService/GetClusterConnection"
 )
 
 // RsyncServiceClient is the client API for RsyncService service.
@@ -66,6 +75,35 @@ type RsyncServiceClient interface {
 	// DeleteCluster removes a cluster and its kubeconfig; refused while a
 	// logical cloud references the cluster.
 	DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error)
+	// SubmitRollout stores an owner's desired state, per cluster an ordered
+	// list of manifests, and starts applying it. An owner whose rollout is
+	// live is AlreadyExists (use UpdateRollout); one whose rollout was deleted
+	// starts anew.
+	SubmitRollout(ctx context.Context, in *SubmitRolloutRequest, opts ...grpc.CallOption) (*SubmitRolloutResponse, error)
+	// UpdateRollout replaces an owner's desired state: what changed is
+	// applied, what was dropped (resources or whole clusters) is deleted.
+	// It also resumes a stopped rollout.
+	UpdateRollout(ctx context.Context, in *UpdateRolloutRequest, opts ...grpc.CallOption) (*UpdateRolloutResponse, error)
+	// DeleteRollout deletes every resource of the owner from every cluster,
+	// in reverse order.
+	DeleteRollout(ctx context.Context, in *DeleteRolloutRequest, opts ...grpc.CallOption) (*DeleteRolloutResponse, error)
+	// StopRollout halts an owner's retries and pending work; UpdateRollout or
+	// DeleteRollout resume it.
+	StopRollout(ctx context.Context, in *StopRolloutRequest, opts ...grpc.CallOption) (*StopRolloutResponse, error)
+	// GetRolloutStatus reports where an owner's rollout stands, per cluster
+	// and per resource.
+	GetRolloutStatus(ctx context.Context, in *GetRolloutStatusRequest, opts ...grpc.CallOption) (*GetRolloutStatusResponse, error)
+	// WatchRolloutStatus sends the status now and again at each change.
+	WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error)
+	// GetCertificate reads the certificate a cluster's signer issued for a
+	// CertificateSigningRequest.
+	GetCertificate(ctx context.Context, in *GetCertificateRequest, opts ...grpc.CallOption) (*GetCertificateResponse, error)
+	// GetResourceQuotaStatus reads the status (hard and used) of a
+	// ResourceQuota on a cluster.
+	GetResourceQuotaStatus(ctx context.Context, in *GetResourceQuotaStatusRequest, opts ...grpc.CallOption) (*GetResourceQuotaStatusResponse, error)
+	// GetClusterConnection reads a cluster's public connection info: its API
+	// server URL and CA, never its admin credentials.
+	GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error)
 }
 
 type rsyncServiceClient struct {
@@ -186,6 +224,105 @@ func (c *rsyncServiceClient) DeleteCluster(ctx context.Context, in *DeleteCluste
 	return out, nil
 }
 
+func (c *rsyncServiceClient) SubmitRollout(ctx context.Context, in *SubmitRolloutRequest, opts ...grpc.CallOption) (*SubmitRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitRolloutResponse)
+	err := c.cc.Invoke(ctx, RsyncService_SubmitRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) UpdateRollout(ctx context.Context, in *UpdateRolloutRequest, opts ...grpc.CallOption) (*UpdateRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateRolloutResponse)
+	err := c.cc.Invoke(ctx, RsyncService_UpdateRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) DeleteRollout(ctx context.Context, in *DeleteRolloutRequest, opts ...grpc.CallOption) (*DeleteRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRolloutResponse)
+	err := c.cc.Invoke(ctx, RsyncService_DeleteRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) StopRollout(ctx context.Context, in *StopRolloutRequest, opts ...grpc.CallOption) (*StopRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopRolloutResponse)
+	err := c.cc.Invoke(ctx, RsyncService_StopRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) GetRolloutStatus(ctx context.Context, in *GetRolloutStatusRequest, opts ...grpc.CallOption) (*GetRolloutStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRolloutStatusResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetRolloutStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RsyncService_ServiceDesc.Streams[0], RsyncService_WatchRolloutStatus_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRolloutStatusRequest, WatchRolloutStatusResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RsyncService_WatchRolloutStatusClient = grpc.ServerStreamingClient[WatchRolloutStatusResponse]
+
+func (c *rsyncServiceClient) GetCertificate(ctx context.Context, in *GetCertificateRequest, opts ...grpc.CallOption) (*GetCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCertificateResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) GetResourceQuotaStatus(ctx context.Context, in *GetResourceQuotaStatusRequest, opts ...grpc.CallOption) (*GetResourceQuotaStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResourceQuotaStatusResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetResourceQuotaStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncServiceClient) GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetClusterConnectionResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetClusterConnection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RsyncServiceServer is the server API for RsyncService service.
 // All implementations must embed UnimplementedRsyncServiceServer
 // for forward compatibility.
@@ -220,6 +357,35 @@ type RsyncServiceServer interface {
 	// DeleteCluster removes a cluster and its kubeconfig; refused while a
 	// logical cloud references the cluster.
 	DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error)
+	// SubmitRollout stores an owner's desired state, per cluster an ordered
+	// list of manifests, and starts applying it. An owner whose rollout is
+	// live is AlreadyExists (use UpdateRollout); one whose rollout was deleted
+	// starts anew.
+	SubmitRollout(context.Context, *SubmitRolloutRequest) (*SubmitRolloutResponse, error)
+	// UpdateRollout replaces an owner's desired state: what changed is
+	// applied, what was dropped (resources or whole clusters) is deleted.
+	// It also resumes a stopped rollout.
+	UpdateRollout(context.Context, *UpdateRolloutRequest) (*UpdateRolloutResponse, error)
+	// DeleteRollout deletes every resource of the owner from every cluster,
+	// in reverse order.
+	DeleteRollout(context.Context, *DeleteRolloutRequest) (*DeleteRolloutResponse, error)
+	// StopRollout halts an owner's retries and pending work; UpdateRollout or
+	// DeleteRollout resume it.
+	StopRollout(context.Context, *StopRolloutRequest) (*StopRolloutResponse, error)
+	// GetRolloutStatus reports where an owner's rollout stands, per cluster
+	// and per resource.
+	GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error)
+	// WatchRolloutStatus sends the status now and again at each change.
+	WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error
+	// GetCertificate reads the certificate a cluster's signer issued for a
+	// CertificateSigningRequest.
+	GetCertificate(context.Context, *GetCertificateRequest) (*GetCertificateResponse, error)
+	// GetResourceQuotaStatus reads the status (hard and used) of a
+	// ResourceQuota on a cluster.
+	GetResourceQuotaStatus(context.Context, *GetResourceQuotaStatusRequest) (*GetResourceQuotaStatusResponse, error)
+	// GetClusterConnection reads a cluster's public connection info: its API
+	// server URL and CA, never its admin credentials.
+	GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error)
 	mustEmbedUnimplementedRsyncServiceServer()
 }
 
@@ -262,6 +428,33 @@ func (UnimplementedRsyncServiceServer) SelectClusters(context.Context, *SelectCl
 }
 func (UnimplementedRsyncServiceServer) DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteCluster not implemented")
+}
+func (UnimplementedRsyncServiceServer) SubmitRollout(context.Context, *SubmitRolloutRequest) (*SubmitRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitRollout not implemented")
+}
+func (UnimplementedRsyncServiceServer) UpdateRollout(context.Context, *UpdateRolloutRequest) (*UpdateRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateRollout not implemented")
+}
+func (UnimplementedRsyncServiceServer) DeleteRollout(context.Context, *DeleteRolloutRequest) (*DeleteRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRollout not implemented")
+}
+func (UnimplementedRsyncServiceServer) StopRollout(context.Context, *StopRolloutRequest) (*StopRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopRollout not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRolloutStatus not implemented")
+}
+func (UnimplementedRsyncServiceServer) WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchRolloutStatus not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetCertificate(context.Context, *GetCertificateRequest) (*GetCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCertificate not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetResourceQuotaStatus(context.Context, *GetResourceQuotaStatusRequest) (*GetResourceQuotaStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResourceQuotaStatus not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetClusterConnection not implemented")
 }
 func (UnimplementedRsyncServiceServer) mustEmbedUnimplementedRsyncServiceServer() {}
 func (UnimplementedRsyncServiceServer) testEmbeddedByValue()                      {}
@@ -482,6 +675,161 @@ func _RsyncService_DeleteCluster_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RsyncService_SubmitRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).SubmitRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_SubmitRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).SubmitRollout(ctx, req.(*SubmitRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_UpdateRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).UpdateRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_UpdateRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).UpdateRollout(ctx, req.(*UpdateRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_DeleteRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).DeleteRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_DeleteRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).DeleteRollout(ctx, req.(*DeleteRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_StopRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).StopRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_StopRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).StopRollout(ctx, req.(*StopRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_GetRolloutStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetRolloutStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetRolloutStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetRolloutStatus(ctx, req.(*GetRolloutStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_WatchRolloutStatus_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRolloutStatusRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RsyncServiceServer).WatchRolloutStatus(m, &grpc.GenericServerStream[WatchRolloutStatusRequest, WatchRolloutStatusResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RsyncService_WatchRolloutStatusServer = grpc.ServerStreamingServer[WatchRolloutStatusResponse]
+
+func _RsyncService_GetCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetCertificate(ctx, req.(*GetCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_GetResourceQuotaStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResourceQuotaStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetResourceQuotaStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetResourceQuotaStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetResourceQuotaStatus(ctx, req.(*GetResourceQuotaStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncService_GetClusterConnection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterConnectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetClusterConnection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetClusterConnection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetClusterConnection(ctx, req.(*GetClusterConnectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RsyncService_ServiceDesc is the grpc.ServiceDesc for RsyncService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -533,7 +881,45 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "DeleteCluster",
 			Handler:    _RsyncService_DeleteCluster_Handler,
 		},
+		{
+			MethodName: "SubmitRollout",
+			Handler:    _RsyncService_SubmitRollout_Handler,
+		},
+		{
+			MethodName: "UpdateRollout",
+			Handler:    _RsyncService_UpdateRollout_Handler,
+		},
+		{
+			MethodName: "DeleteRollout",
+			Handler:    _RsyncService_DeleteRollout_Handler,
+		},
+		{
+			MethodName: "StopRollout",
+			Handler:    _RsyncService_StopRollout_Handler,
+		},
+		{
+			MethodName: "GetRolloutStatus",
+			Handler:    _RsyncService_GetRolloutStatus_Handler,
+		},
+		{
+			MethodName: "GetCertificate",
+			Handler:    _RsyncService_GetCertificate_Handler,
+		},
+		{
+			MethodName: "GetResourceQuotaStatus",
+			Handler:    _RsyncService_GetResourceQuotaStatus_Handler,
+		},
+		{
+			MethodName: "GetClusterConnection",
+			Handler:    _RsyncService_GetClusterConnection_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchRolloutStatus",
+			Handler:       _RsyncService_WatchRolloutStatus_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "dcm/rsync/v1/service.proto",
 }

@@ -1,0 +1,104 @@
+// Command dcm-clusters starts and stops local Kubernetes control planes for
+// trying DCM against real clusters (`make clusters N=3`, `make
+// clusters-down`). See package kubetest.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "dcm-clusters:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("dcm-clusters", flag.ContinueOnError)
+	dataDir := os.Getenv("DCM_DATA_DIR")
+	if dataDir == "" {
+		dataDir = ".dcm"
+	}
+	dir := fs.String("dir", filepath.Join(dataDir, "clusters"), "where kubeconfigs, certificates, logs and etcd data go")
+	n := fs.Int("n", 3, "number of clusters")
+	if len(args) == 0 {
+		return errors.New("usage: dcm-clusters up [-n N] [-dir DIR] | down [-dir DIR]")
+	}
+	verb := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	pidFile := filepath.Join(*dir, "pids")
+	switch verb {
+	case "up":
+		if _, err := os.Stat(pidFile); err == nil {
+			return fmt.Errorf("clusters are already up (%s): run make clusters-down first", pidFile)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		root, err := kubetest.RepoRoot()
+		if err != nil {
+			return err
+		}
+		fmt.Println("building kube-apiserver and kube-controller-manager (test/k8s) ...")
+		bin, err := kubetest.Build(ctx, root)
+		if err != nil {
+			return err
+		}
+		abs, err := filepath.Abs(*dir)
+		if err != nil {
+			return err
+		}
+		h, err := kubetest.Start(ctx, kubetest.Options{Dir: abs, N: *n, BinDir: bin, Detach: true})
+		if err != nil {
+			return err
+		}
+		var pids []string
+		for _, p := range h.PIDs() {
+			pids = append(pids, strconv.Itoa(p))
+		}
+		if err := os.WriteFile(pidFile, []byte(strings.Join(pids, "\n")+"\n"), 0o600); err != nil {
+			h.Stop()
+			return err
+		}
+		fmt.Printf("%d clusters are ready; admin kubeconfigs:\n", len(h.Clusters))
+		for _, c := range h.Clusters {
+			fmt.Printf("  %s  %s\n", c.KubeconfigPath, c.Server)
+		}
+		fmt.Println("stop them with: make clusters-down")
+		return nil
+	case "down":
+		data, err := os.ReadFile(pidFile)
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Println("no clusters are up")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("%s: bad pid %q", pidFile, f)
+			}
+			// A process that already exited is not an error.
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+		fmt.Printf("stopped %d processes\n", len(strings.Fields(string(data))))
+		return os.Remove(pidFile)
+	default:
+		return fmt.Errorf("unknown command %q: want up or down", verb)
+	}
+}

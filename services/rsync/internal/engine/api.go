@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// build checks and parses a desired state into its stored form: each
+// distinct manifest once.
+func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
+	rec := &rsyncv1.StoredRollout{Owner: ownerID}
+	var objs []*object
+	index := map[string]int32{}
+	seen := map[string]bool{}
+	for i, c := range clusters {
+		field := fmt.Sprintf("clusters[%d]", i)
+		key := clusterKey(c.GetProvider(), c.GetCluster())
+		if seen[key] {
+			return nil, nil, errs.Invalid(field, "cluster %s is given twice", key)
+		}
+		seen[key] = true
+		if err := e.connect.Known(ctx, c.GetProvider(), c.GetCluster()); err != nil {
+			if errs.Code(err) == codes.NotFound {
+				return nil, nil, errs.Invalid(field, "cluster %s is not registered", key)
+			}
+			return nil, nil, err
+		}
+		tg := &rsyncv1.StoredTarget{Provider: c.GetProvider(), Cluster: c.GetCluster()}
+		keys := map[string]bool{}
+		for j, r := range c.GetResources() {
+			m := r.GetManifest()
+			at, ok := index[m]
+			if !ok {
+				obj, err := parseManifest(fmt.Sprintf("%s.resources[%d].manifest", field, j), m)
+				if err != nil {
+					return nil, nil, err
+				}
+				at = int32(len(objs))
+				index[m] = at
+				objs = append(objs, obj)
+				rec.Manifests = append(rec.Manifests, m)
+			}
+			if keys[objs[at].key] {
+				return nil, nil, errs.Invalid(fmt.Sprintf("%s.resources[%d].manifest", field, j),
+					"%s is given twice for this cluster", describe(objs[at].u.GetAPIVersion(), objs[at].u.GetKind(), objs[at].u.GetNamespace(), objs[at].u.GetName()))
+			}
+			keys[objs[at].key] = true
+			tg.Manifests = append(tg.Manifests, at)
+		}
+		rec.Targets = append(rec.Targets, tg)
+	}
+	return rec, objs, nil
+}
+
+// waitLoaded waits until Run has loaded the stored state.
+func (e *Engine) waitLoaded(ctx context.Context) error {
+	select {
+	case <-e.loaded:
+		return nil
+	case <-ctx.Done():
+		return errs.Unavailable(ctx.Err(), "the resource synchronizer is still starting")
+	}
+}
+
+// Submit stores ownerID's first desired state (or a new one after its
+// rollout was deleted) and starts applying it.
+func (e *Engine) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+		if o != nil && !(o.rec.GetDeleting() && e.settled(o)) {
+			return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
+		}
+		return e.build(ctx, ownerID, clusters)
+	})
+}
+
+// Update replaces ownerID's desired state: changes are applied, what was
+// dropped is deleted. It resumes a stopped rollout.
+func (e *Engine) Update(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+		if o == nil {
+			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
+		}
+		if o.rec.GetDeleting() {
+			return nil, nil, errs.FailedPrecondition("rollout %q is deleted: submit it anew", ownerID)
+		}
+		return e.build(ctx, ownerID, clusters)
+	})
+}
+
+// Delete deletes everything of ownerID's from every cluster, in reverse
+// order. Deleting again is a no-op unless the rollout was stopped.
+func (e *Engine) Delete(ctx context.Context, ownerID string) (int64, error) {
+	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+		if o == nil {
+			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
+		}
+		if o.rec.GetDeleting() && !o.rec.GetStopped() {
+			return nil, nil, nil
+		}
+		rec := proto.CloneOf(o.rec)
+		rec.Deleting, rec.Stopped = true, false
+		return rec, o.objs, nil
+	})
+}
+
+// Stop halts ownerID's work: passes in flight stop at their next step and
+// retries are not scheduled until an update or delete.
+func (e *Engine) Stop(ctx context.Context, ownerID string) error {
+	_, err := e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+		if o == nil {
+			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
+		}
+		if o.rec.GetStopped() {
+			return nil, nil, nil
+		}
+		rec := proto.CloneOf(o.rec)
+		rec.Stopped = true
+		return rec, o.objs, nil
+	})
+	return err
+}
+
+// change runs one desired-state change: next computes the new record from
+// the current owner (nil if none; a nil record means no change), which is
+// stored and then made current. A stop keeps the generation; every other
+// change is a new one.
+func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (*rsyncv1.StoredRollout, []*object, error)) (int64, error) {
+	if err := e.waitLoaded(ctx); err != nil {
+		return 0, err
+	}
+	e.apiMu.Lock()
+	defer e.apiMu.Unlock()
+	e.mu.Lock()
+	o := e.owners[ownerID]
+	e.mu.Unlock()
+	rec, objs, err := next(o)
+	if err != nil {
+		return 0, err
+	}
+	if rec == nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return o.rec.GetGeneration(), nil
+	}
+	stopping := rec.GetStopped()
+	switch {
+	case o == nil:
+		rec.Generation = 1
+		err = e.rollouts.Create(ctx, ownerID, "", rec)
+	default:
+		rec.Generation = o.rec.GetGeneration()
+		if !stopping {
+			rec.Generation++
+		}
+		err = e.rollouts.Update(ctx, ownerID, o.version, rec)
+	}
+	e.writes.Add(1)
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o == nil {
+		o = &owner{tasks: map[string]*task{}, changed: make(chan struct{})}
+		e.owners[ownerID] = o
+	} else {
+		o.version++
+	}
+	o.rec, o.objs = rec, objs
+	if stopping {
+		for _, t := range o.tasks {
+			if t.cancel != nil {
+				t.cancel()
+			}
+		}
+	} else {
+		e.reconcile(o)
+		e.kickAll(o)
+	}
+	o.notify()
+	return rec.GetGeneration(), nil
+}
+
+// Status reports where ownerID's rollout stands.
+func (e *Engine) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutStatus, error) {
+	if err := e.waitLoaded(ctx); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := e.owners[ownerID]
+	if !ok {
+		return nil, errs.NotFound("rollout %q not found", ownerID)
+	}
+	return e.status(o), nil
+}
+
+// Watch sends ownerID's status now and after each change (at most every
+// 100 ms), until ctx ends, send fails or, with untilSettled, the status is
+// settled.
+func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, send func(*rsyncv1.RolloutStatus) error) error {
+	if err := e.waitLoaded(ctx); err != nil {
+		return err
+	}
+	for {
+		e.mu.Lock()
+		o, ok := e.owners[ownerID]
+		if !ok {
+			e.mu.Unlock()
+			return errs.NotFound("rollout %q not found", ownerID)
+		}
+		st, changed := e.status(o), o.changed
+		e.mu.Unlock()
+		if err := send(st); err != nil {
+			return err
+		}
+		if untilSettled && st.GetSettled() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settled says whether o has no work left. Called with mu held.
+func (e *Engine) settled(o *owner) bool { return e.status(o).GetSettled() }
+
+// status summarizes o. Called with mu held.
+func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
+	gen := o.rec.GetGeneration()
+	out := &rsyncv1.RolloutStatus{
+		Owner: o.rec.GetOwner(), Generation: gen, Deleting: o.rec.GetDeleting(), Stopped: o.rec.GetStopped(),
+	}
+	targeted := map[string]bool{}
+	for _, tg := range o.rec.GetTargets() {
+		targeted[clusterKey(tg.GetProvider(), tg.GetCluster())] = true
+	}
+	var states []rsyncv1.State
+	for _, t := range o.sortedTasks() {
+		goal := rsyncv1.State_STATE_APPLIED
+		if o.rec.GetDeleting() || !targeted[clusterKey(t.provider, t.cluster)] {
+			goal = rsyncv1.State_STATE_DELETED
+		}
+		cs := &rsyncv1.RolloutClusterStatus{
+			Provider: t.provider, Cluster: t.cluster, Generation: t.state.GetGeneration(),
+			Resources: make([]*rsyncv1.ResourceStatus, 0, len(t.state.GetResources())),
+		}
+		var rs []rsyncv1.State
+		var latest time.Time
+		for _, r := range t.state.GetResources() {
+			cs.Resources = append(cs.Resources, proto.CloneOf(r))
+			cs.Total++
+			if done(r, gen) && r.GetState() != rsyncv1.State_STATE_FAILED {
+				cs.Ready++
+			}
+			if r.GetLastError() != "" && !r.GetUpdated().AsTime().Before(latest) {
+				cs.LastError, latest = r.GetLastError(), r.GetUpdated().AsTime()
+			}
+			st := r.GetState()
+			if done(r, gen) && st != rsyncv1.State_STATE_FAILED {
+				st = goal
+			} else if !done(r, gen) && st != rsyncv1.State_STATE_RETRYING {
+				st = rsyncv1.State_STATE_PENDING
+			}
+			rs = append(rs, st)
+		}
+		cs.State = summarize(rs, goal, o.rec.GetStopped())
+		out.Ready += cs.Ready
+		out.Total += cs.Total
+		out.Clusters = append(out.Clusters, cs)
+		if cs.State == rsyncv1.State_STATE_DELETED && goal == rsyncv1.State_STATE_DELETED && !o.rec.GetDeleting() {
+			states = append(states, rsyncv1.State_STATE_APPLIED) // a dropped cluster, emptied
+		} else {
+			states = append(states, cs.State)
+		}
+	}
+	goal := rsyncv1.State_STATE_APPLIED
+	if o.rec.GetDeleting() {
+		goal = rsyncv1.State_STATE_DELETED
+	}
+	out.State = summarize(states, goal, o.rec.GetStopped())
+	out.Settled = out.GetState() != rsyncv1.State_STATE_PENDING && out.GetState() != rsyncv1.State_STATE_RETRYING
+	return out
+}
+
+// summarize folds states into one: retrying if any retries, pending (or
+// stopped) if any is not done, failed if any failed, else the goal.
+func summarize(states []rsyncv1.State, goal rsyncv1.State, stopped bool) rsyncv1.State {
+	has := map[rsyncv1.State]bool{}
+	for _, s := range states {
+		has[s] = true
+	}
+	switch {
+	case stopped && (has[rsyncv1.State_STATE_RETRYING] || has[rsyncv1.State_STATE_PENDING] || has[rsyncv1.State_STATE_STOPPED]):
+		return rsyncv1.State_STATE_STOPPED
+	case has[rsyncv1.State_STATE_RETRYING]:
+		return rsyncv1.State_STATE_RETRYING
+	case has[rsyncv1.State_STATE_PENDING]:
+		return rsyncv1.State_STATE_PENDING
+	case has[rsyncv1.State_STATE_FAILED]:
+		return rsyncv1.State_STATE_FAILED
+	default:
+		return goal
+	}
+}

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Cluster is what the engine does to one cluster. Errors are the API
+// server's (apierrors) or transport errors; Terminal marks the others that
+// retrying cannot fix.
+type Cluster interface {
+	// Apply server-side applies obj and returns the object as stored.
+	Apply(ctx context.Context, obj *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error)
+	// Get reads an object; a NotFound error if it is not there.
+	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
+	// Delete deletes an object (in the background for its dependents); an
+	// object already gone is no error.
+	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) error
+	// ApproveCSR adds the Approved condition to a CertificateSigningRequest
+	// read from the cluster.
+	ApproveCSR(ctx context.Context, csr *unstructured.Unstructured) error
+}
+
+// Connector reaches registered clusters.
+type Connector interface {
+	// Known is nil if the cluster is registered, else a NotFound error.
+	Known(ctx context.Context, provider, cluster string) error
+	// Connect returns a client of the cluster.
+	Connect(ctx context.Context, provider, cluster string) (Cluster, error)
+}
+
+// terminalError is an error retrying cannot fix.
+type terminalError struct{ error }
+
+func (e terminalError) Unwrap() error { return e.error }
+
+// Terminal marks err as one that retrying cannot fix.
+func Terminal(err error) error { return terminalError{err} }
+
+// Retryable tells errors worth retrying (the cluster is unreachable or
+// overloaded, a namespace or CRD it depends on is not there yet) from
+// terminal ones (the API server refused the object).
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var term terminalError
+	if errors.As(err, &term) {
+		return false
+	}
+	if meta.IsNoMatchError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true // transport: refused, reset, timed out, TLS
+	}
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err),
+		apierrors.IsTimeout(err), apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err),
+		apierrors.IsUnexpectedServerError(err):
+		return true
+	case apierrors.IsForbidden(err):
+		// Objects can't be created in a namespace that is being deleted;
+		// once it is gone, applying its Namespace again succeeds.
+		return strings.Contains(status.Status().Message, "being terminated")
+	default:
+		return status.Status().Code >= 500
+	}
+}
+
+// Kube is a real cluster through client-go's dynamic client, with a
+// RESTMapper discovered once and reset when a kind is missing (a CRD was
+// just established).
+type Kube struct {
+	dyn          dynamic.Interface
+	mapper       *restmapper.DeferredDiscoveryRESTMapper
+	fieldManager string
+}
+
+// NewKube connects to the cluster of an admin kubeconfig.
+func NewKube(kubeconfig []byte, fieldManager string) (*Kube, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, Terminal(fmt.Errorf("kubeconfig: %w", err))
+	}
+	// client-go's default 5 QPS would pace a rollout, not protect the server.
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.Timeout = 20 * time.Second
+	cfg.UserAgent = "dcm-rsync"
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, Terminal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, Terminal(err)
+	}
+	return &Kube{
+		dyn:          dyn,
+		mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		fieldManager: fieldManager,
+	}, nil
+}
+
+// resource maps gvk to its REST resource, scoped to namespace if the kind
+// is namespaced.
+func (k *Kube) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, error) {
+	m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		k.mapper.Reset()
+		m, err = k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return k.dyn.Resource(m.Resource), nil
+	}
+	if namespace == "" {
+		return nil, Terminal(fmt.Errorf("%s is namespaced: the manifest must set metadata.namespace", gvk.Kind))
+	}
+	return k.dyn.Resource(m.Resource).Namespace(namespace), nil
+}
+
+// Apply implements Cluster.
+func (k *Kube) Apply(ctx context.Context, obj *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error) {
+	ri, err := k.resource(obj.GroupVersionKind(), obj.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	out, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: k.fieldManager, Force: force})
+	if apierrors.IsConflict(err) {
+		// A field another manager owns: retrying gives the same answer.
+		return nil, Terminal(err)
+	}
+	return out, err
+}
+
+// Get implements Cluster.
+func (k *Kube) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	ri, err := k.resource(gvk, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return ri.Get(ctx, name, metav1.GetOptions{})
+}
+
+// Delete implements Cluster. A kind the cluster no longer serves (its CRD
+// is gone) has no objects left.
+func (k *Kube) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) error {
+	ri, err := k.resource(gvk, namespace)
+	if meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	background := metav1.DeletePropagationBackground
+	err = ri.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ApproveCSR implements Cluster.
+func (k *Kube) ApproveCSR(ctx context.Context, csr *unstructured.Unstructured) error {
+	ri, err := k.resource(csr.GroupVersionKind(), "")
+	if err != nil {
+		return err
+	}
+	_, err = ri.Update(ctx, withApproval(csr), metav1.UpdateOptions{FieldManager: k.fieldManager}, "approval")
+	return err
+}
+
+// withApproval is csr with the Approved condition added.
+func withApproval(csr *unstructured.Unstructured) *unstructured.Unstructured {
+	csr = csr.DeepCopy()
+	conds, _, _ := unstructured.NestedSlice(csr.Object, "status", "conditions")
+	conds = append(conds, map[string]any{
+		"type": "Approved", "status": "True", "reason": "DCMApproved",
+		"message":        "approved by DCM's resource synchronizer for its owner",
+		"lastUpdateTime": time.Now().UTC().Format(time.RFC3339),
+	})
+	_ = unstructured.SetNestedSlice(csr.Object, conds, "status", "conditions")
+	return csr
+}
+
+// csrState reads a CSR's approval and certificate.
+func csrState(csr *unstructured.Unstructured) (approved, denied bool, cert string) {
+	conds, _, _ := unstructured.NestedSlice(csr.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["status"] != "True" {
+			continue
+		}
+		switch m["type"] {
+		case "Approved":
+			approved = true
+		case "Denied", "Failed":
+			denied = true
+		}
+	}
+	cert, _, _ = unstructured.NestedString(csr.Object, "status", "certificate")
+	return approved, denied, cert
+}

@@ -1,0 +1,12 @@
+// Package engine is the resource synchronizer's engine: it makes each
+// owner's desired state (per cluster, an ordered list of Kubernetes
+// manifests) true on every cluster, with server-side apply, a worker per
+// cluster under a global concurrency bound, capped exponential backoff with
+// jitter for retryable errors, and a CSR approval step. Desired state and
+// observed status live in the store; status writes are coalesced (a few
+// per cluster per rollout) and a restart resumes from them.
+//
+// It talks to clusters only through the Cluster interface: client-go for
+// real clusters (Kube), an in-process stand-in for benchmarks (Simulated).
+// It must not know about logical clouds or any other service.
+package engine

@@ -1,0 +1,667 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Config tunes the engine.
+type Config struct {
+	// Concurrency bounds how many clusters are worked on at once.
+	Concurrency int
+	// RetryBase is the first retry delay; it doubles per attempt up to
+	// RetryMax, and each delay is drawn from its upper half (jitter).
+	RetryBase, RetryMax time.Duration
+	// ForceConflicts takes over fields other managers own.
+	ForceConflicts bool
+	// FieldManager names DCM's server-side apply field manager.
+	FieldManager string
+	// Checkpoint is how often a long pass saves its progress.
+	Checkpoint time.Duration
+	// CertificateWait is how long a pass waits for a signer to issue an
+	// approved CSR's certificate before it retries later.
+	CertificateWait time.Duration
+	// DeleteWait is how long a pass waits for a deleted object (a
+	// Namespace being finalized) to be gone before it retries later.
+	DeleteWait time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = time.Second
+	}
+	if c.RetryMax < c.RetryBase {
+		c.RetryMax = max(c.RetryBase, 5*time.Minute)
+	}
+	if c.FieldManager == "" {
+		c.FieldManager = "dcm"
+	}
+	if c.Checkpoint <= 0 {
+		c.Checkpoint = time.Second
+	}
+	if c.CertificateWait <= 0 {
+		c.CertificateWait = 10 * time.Second
+	}
+	if c.DeleteWait <= 0 {
+		c.DeleteWait = 10 * time.Second
+	}
+}
+
+// Engine applies owners' rollouts to clusters. All of its in-memory state
+// is guarded by mu; a worker goroutine per cluster runs the passes.
+type Engine struct {
+	cfg      Config
+	log      *zap.Logger
+	connect  Connector
+	rollouts *store.Records[*rsyncv1.StoredRollout]
+	states   *store.Records[*rsyncv1.StoredClusterState]
+	sem      chan struct{}
+	loaded   chan struct{}
+	// writes counts store writes (the benchmark reports them per cluster).
+	writes atomic.Int64
+
+	mu      sync.Mutex
+	ctx     context.Context
+	owners  map[string]*owner
+	workers map[string]*worker
+	running sync.WaitGroup
+	// apiMu serializes the API calls that change desired state.
+	apiMu sync.Mutex
+}
+
+// owner is one rollout: its desired state and a task per cluster.
+type owner struct {
+	rec     *rsyncv1.StoredRollout
+	version int64              // store version of rec
+	objs    []*object          // rec.Manifests parsed
+	tasks   map[string]*task   // by cluster key
+	changed chan struct{}      // closed at each status change
+}
+
+// task is one owner on one cluster.
+type task struct {
+	owner             *owner
+	provider, cluster string
+	state             *rsyncv1.StoredClusterState // observed
+	desired           map[string]*object          // by key, for apply
+	stateVersion      int64                       // 0: not stored yet
+	dirty             bool
+	lastFlush         time.Time
+	next              time.Time // due then (zero: now)
+	cancel            context.CancelFunc
+}
+
+// worker runs the passes of one cluster's tasks.
+type worker struct {
+	kick  chan struct{}
+	tasks []*task
+	turn  int
+}
+
+// New makes an engine over st. Run starts it.
+func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engine {
+	cfg.defaults()
+	return &Engine{
+		cfg: cfg, log: log, connect: connect,
+		rollouts: store.NewRecords(st, "rollouts", "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} }),
+		states: store.NewRecords(st, "rollout_clusters", "rollout cluster state",
+			func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} }),
+		sem:     make(chan struct{}, cfg.Concurrency),
+		loaded:  make(chan struct{}),
+		owners:  map[string]*owner{},
+		workers: map[string]*worker{},
+	}
+}
+
+// StoreWrites is how many store writes the engine made.
+func (e *Engine) StoreWrites() int64 { return e.writes.Load() }
+
+// Run loads the stored rollouts, resumes their work and runs until ctx
+// ends; then it waits for the passes in flight.
+func (e *Engine) Run(ctx context.Context) error {
+	if err := e.load(ctx); err != nil {
+		return fmt.Errorf("rsync engine: load: %w", err)
+	}
+	<-ctx.Done()
+	e.running.Wait()
+	return nil
+}
+
+// load reads every rollout and cluster state and starts the workers.
+func (e *Engine) load(ctx context.Context) error {
+	var recs []*rsyncv1.StoredRollout
+	err := retryStore(ctx, func() (err error) {
+		recs, err = e.rollouts.List(ctx, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ctx = ctx
+	for _, rec := range recs {
+		cur, err := e.rollouts.Get(ctx, rec.GetOwner())
+		if err != nil {
+			return err
+		}
+		o, err := newOwner(cur.Msg, cur.Version)
+		if err != nil {
+			return err
+		}
+		items, err := e.states.Children(ctx, rec.GetOwner())
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			st, err := e.states.Get(ctx, it.ID)
+			if err != nil {
+				return err
+			}
+			t := e.addTask(o, st.Msg.GetProvider(), st.Msg.GetCluster())
+			t.state, t.stateVersion = st.Msg, st.Version
+		}
+		e.owners[rec.GetOwner()] = o
+		e.reconcile(o)
+		for _, t := range o.tasks {
+			// Retries resume when they were due; the rest now.
+			t.next = time.Time{}
+			for _, r := range t.state.GetResources() {
+				if r.GetState() == rsyncv1.State_STATE_RETRYING && r.GetNextRetry().AsTime().After(t.next) {
+					t.next = r.GetNextRetry().AsTime()
+				}
+			}
+			t.dirty = false
+		}
+	}
+	for _, o := range e.owners {
+		e.kickAll(o)
+	}
+	close(e.loaded)
+	e.log.Info("rsync engine started", zap.Int("rollouts", len(e.owners)), zap.Int("clusters", len(e.workers)))
+	return nil
+}
+
+// retryStore retries f while the store is unavailable (rsync may start
+// before it).
+func retryStore(ctx context.Context, f func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || errs.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+			delay = min(2*delay, 2*time.Second)
+		}
+	}
+}
+
+func newOwner(rec *rsyncv1.StoredRollout, version int64) (*owner, error) {
+	o := &owner{rec: rec, version: version, tasks: map[string]*task{}, changed: make(chan struct{})}
+	for i, m := range rec.GetManifests() {
+		obj, err := parseManifest(fmt.Sprintf("manifests[%d]", i), m)
+		if err != nil {
+			return nil, fmt.Errorf("stored rollout %q: %w", rec.GetOwner(), err)
+		}
+		o.objs = append(o.objs, obj)
+	}
+	return o, nil
+}
+
+func clusterKey(provider, cluster string) string { return provider + "/" + cluster }
+
+// addTask returns o's task on a cluster, making it and the cluster's
+// worker if needed. Called with mu held.
+func (e *Engine) addTask(o *owner, provider, cluster string) *task {
+	key := clusterKey(provider, cluster)
+	if t, ok := o.tasks[key]; ok {
+		return t
+	}
+	t := &task{owner: o, provider: provider, cluster: cluster, state: &rsyncv1.StoredClusterState{
+		Owner: o.rec.GetOwner(), Provider: provider, Cluster: cluster,
+	}}
+	o.tasks[key] = t
+	w, ok := e.workers[key]
+	if !ok {
+		w = &worker{kick: make(chan struct{}, 1)}
+		e.workers[key] = w
+		e.running.Add(1)
+		go e.work(w)
+	}
+	w.tasks = append(w.tasks, t)
+	return t
+}
+
+// reconcile brings every task of o to o's generation: what to apply, what
+// to delete. Called with mu held, after o.rec changed or on load.
+func (e *Engine) reconcile(o *owner) {
+	targets := map[string]*rsyncv1.StoredTarget{}
+	for _, tg := range o.rec.GetTargets() {
+		targets[clusterKey(tg.GetProvider(), tg.GetCluster())] = tg
+		e.addTask(o, tg.GetProvider(), tg.GetCluster())
+	}
+	for key, t := range o.tasks {
+		var want []*object
+		if tg, ok := targets[key]; ok && !o.rec.GetDeleting() {
+			for _, i := range tg.GetManifests() {
+				want = append(want, o.objs[i])
+			}
+		}
+		t.reconcile(o.rec.GetGeneration(), applyOrder(want))
+	}
+}
+
+// reconcile sets t's resources for generation gen: want in order (to
+// apply), then the others it still has (to delete). Entries already at gen
+// (loaded after a restart) are kept as they are, retry schedule included;
+// an entry applied from the same manifest stays applied: unchanged
+// resources are not applied again.
+func (t *task) reconcile(gen int64, want []*object) {
+	old := map[string]*rsyncv1.ResourceStatus{}
+	for _, r := range t.state.GetResources() {
+		old[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())] = r
+	}
+	now := timestamppb.Now()
+	reset := func(r *rsyncv1.ResourceStatus, op rsyncv1.Operation) {
+		r.Operation, r.State, r.Attempts, r.NextRetry, r.LastError, r.Updated =
+			op, rsyncv1.State_STATE_PENDING, 0, nil, "", now
+	}
+	t.desired = map[string]*object{}
+	var res []*rsyncv1.ResourceStatus
+	for _, obj := range want {
+		t.desired[obj.key] = obj
+		r, ok := old[obj.key]
+		delete(old, obj.key)
+		switch {
+		case !ok:
+			r = &rsyncv1.ResourceStatus{}
+			reset(r, rsyncv1.Operation_OPERATION_APPLY)
+		case r.GetGeneration() == gen && r.GetManifestHash() == obj.hash:
+		case r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY && r.GetState() == rsyncv1.State_STATE_APPLIED &&
+			r.GetManifestHash() == obj.hash:
+		default:
+			reset(r, rsyncv1.Operation_OPERATION_APPLY)
+		}
+		// A new apiVersion of the same object is what the next apply sends.
+		r.ApiVersion, r.Kind, r.Namespace, r.Name = obj.u.GetAPIVersion(), obj.u.GetKind(), obj.u.GetNamespace(), obj.u.GetName()
+		r.ManifestHash, r.Generation = obj.hash, gen
+		res = append(res, r)
+	}
+	for _, r := range t.state.GetResources() {
+		if _, dropped := old[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())]; !dropped {
+			continue
+		}
+		deleted := r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && r.GetState() == rsyncv1.State_STATE_DELETED
+		switch {
+		case r.GetGeneration() == gen:
+		case deleted && len(want) > 0:
+			continue // deleted by an earlier generation: no longer shown
+		case deleted:
+		case r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && r.GetState() != rsyncv1.State_STATE_FAILED:
+			// a delete still under way keeps its retry count
+		default:
+			reset(r, rsyncv1.Operation_OPERATION_DELETE)
+		}
+		r.Generation = gen
+		res = append(res, r)
+	}
+	t.state.Resources = res
+	t.dirty = true
+	t.next = time.Time{}
+	if t.cancel != nil {
+		t.cancel() // a pass of an older generation stops at its next step
+	}
+}
+
+// done says whether r needs no more work at generation gen.
+func done(r *rsyncv1.ResourceStatus, gen int64) bool {
+	switch r.GetState() {
+	case rsyncv1.State_STATE_APPLIED:
+		return r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY
+	case rsyncv1.State_STATE_DELETED:
+		return r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE
+	case rsyncv1.State_STATE_FAILED:
+		return r.GetGeneration() == gen
+	default:
+		return false
+	}
+}
+
+// nextStep is the index of t's next resource to work on: applies in
+// order, then deletes in reverse order; -1 when none is left.
+func (t *task) nextStep(gen int64) int {
+	res := t.state.GetResources()
+	for i, r := range res {
+		if r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY && !done(r, gen) {
+			return i
+		}
+	}
+	for i := len(res) - 1; i >= 0; i-- {
+		if r := res[i]; r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && !done(r, gen) {
+			return i
+		}
+	}
+	return -1
+}
+
+// kick wakes the workers of o's clusters. Called with mu held.
+func (e *Engine) kickAll(o *owner) {
+	for key := range o.tasks {
+		select {
+		case e.workers[key].kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// notify wakes o's status watchers. Called with mu held.
+func (o *owner) notify() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// work runs one cluster's tasks: each due task gets a pass, under the
+// global concurrency bound; then it sleeps until the next retry is due or
+// it is kicked.
+func (e *Engine) work(w *worker) {
+	defer e.running.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		t, wait := e.due(w, time.Now())
+		ctx := e.ctx
+		e.mu.Unlock()
+		if t != nil {
+			select {
+			case e.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			e.pass(ctx, t)
+			<-e.sem
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-w.kick:
+		case <-timer.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// due picks w's next task with work due, taking turns; else how long until
+// one is. Called with mu held.
+func (e *Engine) due(w *worker, now time.Time) (*task, time.Duration) {
+	wait := time.Hour
+	for i := range w.tasks {
+		t := w.tasks[(w.turn+i)%len(w.tasks)]
+		if t.owner.rec.GetStopped() || t.nextStep(t.owner.rec.GetGeneration()) < 0 {
+			continue
+		}
+		if !t.next.After(now) {
+			w.turn = (w.turn + i + 1) % len(w.tasks)
+			return t, 0
+		}
+		wait = min(wait, t.next.Sub(now))
+	}
+	return nil, wait
+}
+
+// pass works on t's resources in order until all are done, one needs a
+// retry (t then waits for it), or the owner changes.
+func (e *Engine) pass(parent context.Context, t *task) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	e.mu.Lock()
+	t.cancel = cancel
+	o := t.owner
+	gen := o.rec.GetGeneration()
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		t.cancel = nil
+		e.mu.Unlock()
+		e.flush(parent, t, true)
+	}()
+
+	cl, connErr := e.connect.Connect(ctx, t.provider, t.cluster)
+	for {
+		e.mu.Lock()
+		if ctx.Err() != nil || o.rec.GetGeneration() != gen || o.rec.GetStopped() {
+			e.mu.Unlock()
+			return
+		}
+		i := t.nextStep(gen)
+		if i < 0 {
+			t.state.Generation = gen
+			t.dirty = true
+			o.notify()
+			e.mu.Unlock()
+			return
+		}
+		r := proto.CloneOf(t.state.GetResources()[i])
+		obj := t.desired[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())]
+		e.mu.Unlock()
+
+		err := connErr
+		if err == nil {
+			err = e.step(ctx, cl, r, obj)
+		}
+		if ctx.Err() != nil {
+			return // stopped or superseded: the step's outcome is not recorded
+		}
+		retry := e.record(t, i, gen, err)
+		if retry {
+			return
+		}
+		e.flush(ctx, t, false)
+	}
+}
+
+// record sets resource i of t from a step's outcome; true if t must now
+// wait for a retry.
+func (e *Engine) record(t *task, i int, gen int64, err error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t.owner.rec.GetGeneration() != gen {
+		return true
+	}
+	r := t.state.GetResources()[i]
+	now := time.Now()
+	r.Updated = timestamppb.New(now)
+	t.dirty = true
+	defer t.owner.notify()
+	switch {
+	case err == nil:
+		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_APPLIED, 0, nil, ""
+		if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
+			r.State = rsyncv1.State_STATE_DELETED
+		}
+		return false
+	case Retryable(err):
+		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, r.GetAttempts()+1, err.Error()
+		t.next = now.Add(e.backoff(int(r.GetAttempts())))
+		r.NextRetry = timestamppb.New(t.next)
+		return true
+	default:
+		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, err.Error()
+		r.Generation = gen
+		return false
+	}
+}
+
+// backoff is the delay before attempt n+1: base doubling per attempt,
+// capped, drawn from the upper half so that clusters that failed together
+// do not retry together.
+func (e *Engine) backoff(attempts int) time.Duration {
+	d := e.cfg.RetryMax
+	if attempts < 32 {
+		d = min(e.cfg.RetryBase<<max(attempts-1, 0), e.cfg.RetryMax)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// step applies or deletes one resource.
+func (e *Engine) step(ctx context.Context, cl Cluster, r *rsyncv1.ResourceStatus, obj *object) error {
+	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
+		return e.remove(ctx, cl, r)
+	}
+	applied, err := cl.Apply(ctx, obj.u.DeepCopy(), e.cfg.ForceConflicts)
+	if err != nil {
+		return err
+	}
+	if isCSR(obj.u.GroupVersionKind()) {
+		return e.certify(ctx, cl, applied)
+	}
+	return nil
+}
+
+// certify is the CSR step: approve it, then wait for the signer to issue
+// the certificate.
+func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unstructured) error {
+	approved, denied, cert := csrState(csr)
+	if denied {
+		return Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
+	}
+	if cert != "" {
+		return nil
+	}
+	if !approved {
+		if err := cl.ApproveCSR(ctx, csr); err != nil {
+			return err
+		}
+	}
+	return waitFor(ctx, e.cfg.CertificateWait, func() (bool, error) {
+		cur, err := cl.Get(ctx, csr.GroupVersionKind(), "", csr.GetName())
+		if err != nil {
+			return false, err
+		}
+		_, denied, cert := csrState(cur)
+		if denied {
+			return false, Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
+		}
+		return cert != "", nil
+	}, fmt.Sprintf("waiting for the signer to issue CertificateSigningRequest %s's certificate", csr.GetName()))
+}
+
+// remove deletes one resource and waits until it is gone.
+func (e *Engine) remove(ctx context.Context, cl Cluster, r *rsyncv1.ResourceStatus) error {
+	gvk := schemaGVK(r.GetApiVersion(), r.GetKind())
+	if err := cl.Delete(ctx, gvk, r.GetNamespace(), r.GetName()); err != nil {
+		return err
+	}
+	return waitFor(ctx, e.cfg.DeleteWait, func() (bool, error) {
+		_, err := cl.Get(ctx, gvk, r.GetNamespace(), r.GetName())
+		if isGone(err) {
+			return true, nil
+		}
+		return false, err
+	}, fmt.Sprintf("waiting for %s to be gone", describe(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())))
+}
+
+// waitFor polls cond until it holds, fails, or wait passes; then it is a
+// retryable error saying what it waited for.
+func waitFor(ctx context.Context, wait time.Duration, cond func() (bool, error), what string) error {
+	deadline := time.Now().Add(wait)
+	delay := 50 * time.Millisecond
+	for {
+		ok, err := cond()
+		if ok || err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New(what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+			delay = min(2*delay, time.Second)
+		}
+	}
+}
+
+// flush writes t's state to the store if it changed, at most once per
+// checkpoint interval unless force. A failed write is retried at the next
+// flush; the state in memory stays authoritative.
+func (e *Engine) flush(ctx context.Context, t *task, force bool) {
+	e.mu.Lock()
+	if !t.dirty || (!force && time.Since(t.lastFlush) < e.cfg.Checkpoint) {
+		e.mu.Unlock()
+		return
+	}
+	snap := proto.CloneOf(t.state)
+	version := t.stateVersion
+	t.dirty, t.lastFlush = false, time.Now()
+	e.mu.Unlock()
+
+	ctx = context.WithoutCancel(ctx)
+	id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
+	var err error
+	if version == 0 {
+		err = e.states.Create(ctx, id, snap.GetOwner(), snap)
+	} else {
+		err = e.states.Update(ctx, id, version, snap)
+	}
+	e.writes.Add(1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		t.dirty = true
+		e.log.Warn("save rollout cluster state", zap.String("id", id), zap.Error(err))
+		return
+	}
+	t.stateVersion = version + 1
+}
+
+// sortedTasks lists o's tasks by cluster key. Called with mu held.
+func (o *owner) sortedTasks() []*task {
+	keys := make([]string, 0, len(o.tasks))
+	for k := range o.tasks {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]*task, len(keys))
+	for i, k := range keys {
+		out[i] = o.tasks[k]
+	}
+	return out
+}
+
+func schemaGVK(apiVersion, kind string) schema.GroupVersionKind {
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return gv.WithKind(kind)
+}
+
+// isGone says whether a Get's error means the object is not there: not
+// found, or its kind is no longer served (its CRD was deleted).
+func isGone(err error) bool { return apierrors.IsNotFound(err) || meta.IsNoMatchError(err) }

@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package k8s pins the Kubernetes server binaries the test clusters run.
+// It is a tools module, outside the product's go.mod and go.work: build
+// with `GOWORK=off go build k8s.io/kubernetes/cmd/kube-apiserver`.
+package k8s
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
