@@ -168,7 +168,7 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if o == nil {
-		o = &owner{tasks: map[string]*task{}, changed: make(chan struct{})}
+		o = &owner{version: 1, tasks: map[string]*task{}, changed: make(chan struct{})}
 		e.owners[ownerID] = o
 	} else {
 		o.version++

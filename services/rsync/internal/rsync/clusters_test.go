@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"go.uber.org/zap"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 	"github.com/dcm-project/dcm/services/rsync/internal/rsync"
 )
 
@@ -52,7 +54,7 @@ current-context: ctx
 func TestClusters(t *testing.T) {
 	t.Parallel()
 	c := rsyncv1.NewRsyncServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{rsync.New(st, noReferences{})}
+		return []server.Service{rsync.New(st, noReferences{}, engine.Config{}, zap.NewNop())}
 	}))
 	ctx := context.Background()
 	_, err := c.CreateClusterProvider(ctx, &rsyncv1.CreateClusterProviderRequest{

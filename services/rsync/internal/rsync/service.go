@@ -1,18 +1,21 @@
-// Package rsync implements the resource synchronizer. This version holds
-// the cluster registry: providers and clusters, whose admin kubeconfigs are
-// sealed at rest and never returned; applying resources to clusters comes
-// with the synchronizer engine.
+// Package rsync implements the resource synchronizer's API: the cluster
+// registry (providers and clusters, whose admin kubeconfigs are sealed at
+// rest and never returned), rollouts that the engine applies to registered
+// clusters, and read-backs of what clusters hold (issued certificates,
+// quota usage, connection info).
 package rsync
 
 import (
 	"context"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
 
 // Service is the resource synchronizer's gRPC API.
@@ -21,18 +24,33 @@ type Service struct {
 	providers *store.Records[*rsyncv1.ClusterProvider]
 	clusters  *store.Records[*rsyncv1.Cluster]
 	core      corev1.LogicalCloudServiceClient
+	engine    *engine.Engine
+	connector *connector
+	// fieldManager is the engine's server-side apply field manager.
+	fieldManager string
 }
 
-// New opens the service's collections on st; core answers which logical
-// clouds reference a cluster.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient) *Service {
-	return &Service{
+// New opens the service's collections on st and makes the engine (Run
+// starts it); core answers which logical clouds reference a cluster.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, cfg engine.Config, log *zap.Logger) *Service {
+	s := &Service{
 		core: core,
 		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
-		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
+		clusters:     store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
+		fieldManager: cfg.FieldManager,
 	}
+	if s.fieldManager == "" {
+		s.fieldManager = "dcm"
+	}
+	cfg.FieldManager = s.fieldManager
+	s.connector = &connector{s: s, cache: map[string]cachedClient{}}
+	s.engine = engine.New(st, s.connector, cfg, log)
+	return s
 }
+
+// Run runs the engine until ctx ends (a server background loop).
+func (s *Service) Run(ctx context.Context) error { return s.engine.Run(ctx) }
 
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { rsyncv1.RegisterRsyncServiceServer(r, s) }

@@ -2,6 +2,7 @@ package rsync_test
 
 import (
 	"context"
+	"go.uber.org/zap"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,13 +16,14 @@ import (
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 	"github.com/dcm-project/dcm/services/rsync/internal/rsync"
 )
 
 func TestClusterProviders(t *testing.T) {
 	t.Parallel()
 	c := rsyncv1.NewRsyncServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{rsync.New(st, noReferences{})}
+		return []server.Service{rsync.New(st, noReferences{}, engine.Config{}, zap.NewNop())}
 	}))
 	ctx := context.Background()
 	create := func(name string) error {

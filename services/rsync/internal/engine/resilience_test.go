@@ -1,0 +1,317 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/platform/store/storetest"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
+)
+
+// configMaps is a Namespace and n ConfigMaps in it.
+func configMaps(ns string, n int) []string {
+	out := []string{fmt.Sprintf(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": %q, "labels": {"dcm.io/test": %q}}}`, ns, ns)}
+	for i := range n {
+		out = append(out, fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-%03d", "namespace": %q}, "data": {"i": "%d"}}`, i, ns, i))
+	}
+	return out
+}
+
+// countConfigMaps counts the ConfigMaps named cm-* in ns on c.
+func countConfigMaps(t *testing.T, c *kubetest.Cluster, ns string) int {
+	t.Helper()
+	list, err := clientset(t, c).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, cm := range list.Items {
+		if strings.HasPrefix(cm.Name, "cm-") {
+			n++
+		}
+	}
+	return n
+}
+
+// cleanup deletes a rollout and waits until it is gone.
+func cleanup(t *testing.T, e *engine.Engine, owner string) {
+	t.Helper()
+	_, err := e.Delete(context.Background(), owner)
+	require.NoError(t, err)
+	waitFor(t, e, owner, "deleted", settledIn(rsyncv1.State_STATE_DELETED))
+}
+
+func TestBadManifestFailsWithoutBlocking(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	e := runEngine(t, storetest.Open(t), newKubeClusters(h))
+	const ns = "tenant-bad"
+	good := configMaps(ns, 2)
+	bad := fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name", "namespace": %q}}`, ns)
+	clusters := rollout(h, good, 0, 1)
+	// On cluster-1 the bad one comes before a good one.
+	clusters[0].Resources = append(clusters[0].Resources[:1], append([]*rsyncv1.Resource{{Manifest: bad}}, clusters[0].Resources[1:]...)...)
+	_, err := e.Submit(context.Background(), "lc/p/bad", clusters)
+	require.NoError(t, err)
+
+	st := waitFor(t, e, "lc/p/bad", "failed", settledIn(rsyncv1.State_STATE_FAILED))
+	c1, c2 := st.GetClusters()[0], st.GetClusters()[1]
+	require.Equal(t, rsyncv1.State_STATE_FAILED, c1.GetState())
+	require.Equal(t, rsyncv1.State_STATE_APPLIED, c2.GetState(), "the other cluster is not blocked")
+	r := c1.GetResources()[1]
+	require.Equal(t, "Bad_Name", r.GetName())
+	require.Equal(t, rsyncv1.State_STATE_FAILED, r.GetState())
+	require.Contains(t, r.GetLastError(), `metadata.name: Invalid value: "Bad_Name"`, "the API server's message")
+	require.Equal(t, r.GetLastError(), c1.GetLastError())
+	require.Equal(t, 2, countConfigMaps(t, h.Clusters[0], ns), "what follows the bad manifest is applied")
+	require.Equal(t, 2, countConfigMaps(t, h.Clusters[1], ns))
+	require.EqualValues(t, 6, st.GetReady())
+	require.EqualValues(t, 7, st.GetTotal())
+	cleanup(t, e, "lc/p/bad")
+}
+
+func TestClusterDownMidApplyConverges(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	e := runEngine(t, storetest.Open(t), newKubeClusters(h))
+	const ns = "tenant-down"
+	set := configMaps(ns, 150)
+	down := h.Clusters[1]
+	_, err := e.Submit(context.Background(), "lc/p/down", rollout(h, set, 0, 1, 2))
+	require.NoError(t, err)
+	// Stop cluster-2 once it has some of the set.
+	deadline := time.Now().Add(time.Minute)
+	for countConfigMaps(t, down, ns) == 0 {
+		require.True(t, time.Now().Before(deadline), "cluster-2 never got part of the set")
+		time.Sleep(10 * time.Millisecond)
+	}
+	down.StopAPIServer()
+	st0, err := e.Status(context.Background(), "lc/p/down")
+	require.NoError(t, err)
+	require.Less(t, st0.GetClusters()[1].GetReady(), int32(len(set)), "stopped mid-apply")
+	restarted := false
+	defer func() {
+		if !restarted {
+			require.NoError(t, down.StartAPIServer(context.Background()))
+		}
+	}()
+	st := waitFor(t, e, "lc/p/down", "retrying on cluster-2", func(st *rsyncv1.RolloutStatus) bool {
+		c := st.GetClusters()[1]
+		return c.GetState() == rsyncv1.State_STATE_RETRYING && st.GetClusters()[0].GetState() == rsyncv1.State_STATE_APPLIED &&
+			st.GetClusters()[2].GetState() == rsyncv1.State_STATE_APPLIED && retrying(c).GetAttempts() >= 3
+	})
+	r := retrying(st.GetClusters()[1])
+	require.Contains(t, r.GetLastError(), "connection refused")
+	require.True(t, r.GetNextRetry().AsTime().After(r.GetUpdated().AsTime()), "a next retry is scheduled")
+	require.Equal(t, rsyncv1.State_STATE_RETRYING, st.GetState())
+	require.False(t, st.GetSettled())
+
+	require.NoError(t, down.StartAPIServer(context.Background()))
+	restarted = true
+	waitFor(t, e, "lc/p/down", "applied after cluster-2 came back", settledIn(rsyncv1.State_STATE_APPLIED))
+	require.Equal(t, 150, countConfigMaps(t, down, ns))
+	cleanup(t, e, "lc/p/down")
+}
+
+func retrying(c *rsyncv1.RolloutClusterStatus) *rsyncv1.ResourceStatus {
+	for _, r := range c.GetResources() {
+		if r.GetState() == rsyncv1.State_STATE_RETRYING {
+			return r
+		}
+	}
+	return &rsyncv1.ResourceStatus{}
+}
+
+func TestStopHaltsRetries(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	conn := newKubeClusters(h)
+	e := runEngine(t, storetest.Open(t), conn)
+	const ns = "tenant-stop"
+	// A ConfigMap in a namespace nobody creates retries forever.
+	_, err := e.Submit(context.Background(), "lc/p/stop", rollout(h, configMaps(ns, 1)[1:], 0))
+	require.NoError(t, err)
+	waitFor(t, e, "lc/p/stop", "retrying", func(st *rsyncv1.RolloutStatus) bool {
+		return st.GetState() == rsyncv1.State_STATE_RETRYING && retrying(st.GetClusters()[0]).GetAttempts() >= 2
+	})
+	require.NoError(t, e.Stop(context.Background(), "lc/p/stop"))
+	st := waitFor(t, e, "lc/p/stop", "stopped", settledIn(rsyncv1.State_STATE_STOPPED))
+	require.True(t, st.GetStopped())
+	before := conn.totalApplies()
+	// No new attempts once stopped: the retry delay is at most a second.
+	time.Sleep(2 * time.Second)
+	require.Equal(t, before, conn.totalApplies(), "a stopped rollout is not retried")
+	// An update resumes it; with the namespace it converges.
+	_, err = e.Update(context.Background(), "lc/p/stop", rollout(h, configMaps(ns, 1), 0))
+	require.NoError(t, err)
+	waitFor(t, e, "lc/p/stop", "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	cleanup(t, e, "lc/p/stop")
+}
+
+// The restart test runs the engine in child processes (this test binary
+// again) on the parent's store, and kills the first with SIGKILL.
+const childEnv = "DCM_ENGINE_TEST_CHILD"
+
+// runChild runs an engine until SIGTERM, then prints its Apply count. With
+// DCM_CHILD_SUBMIT set it first submits that many ConfigMaps to every
+// cluster.
+func runChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	st, err := store.Open(store.Config{URI: os.Getenv("DCM_CHILD_URI"), Database: os.Getenv("DCM_CHILD_DB")}, zap.NewNop())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	conn := &kubeClusters{configs: map[string][]byte{}, clients: map[string]*engine.Kube{}, applies: map[string]int{}}
+	var clusters []*rsyncv1.ClusterResources
+	n, _ := strconv.Atoi(os.Getenv("DCM_CHILD_SUBMIT"))
+	for _, path := range strings.Split(os.Getenv("DCM_CHILD_KUBECONFIGS"), ",") {
+		kc, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		name := strings.TrimSuffix(filepath.Base(path), ".kubeconfig")
+		conn.configs["edge/"+name] = kc
+		cr := &rsyncv1.ClusterResources{Provider: "edge", Cluster: name}
+		for _, m := range configMaps("tenant-restart", n) {
+			cr.Resources = append(cr.Resources, &rsyncv1.Resource{Manifest: m})
+		}
+		clusters = append(clusters, cr)
+	}
+	e := engine.New(st, conn, testConfig, zap.NewNop())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	if n > 0 {
+		if _, err := e.Submit(ctx, "lc/p/restart", clusters); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	fmt.Println("ready")
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("applies %d\n", conn.totalApplies())
+	return 0
+}
+
+// child is a running child engine.
+type child struct {
+	cmd *exec.Cmd
+	out *bufio.Scanner
+}
+
+func startChild(t *testing.T, st *store.Store, h *kubetest.Harness, submit int) *child {
+	t.Helper()
+	var paths []string
+	for _, c := range h.Clusters {
+		paths = append(paths, c.KubeconfigPath)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "DCM_CHILD_URI="+st.ClientURI(), "DCM_CHILD_DB="+st.Database().Name(),
+		"DCM_CHILD_KUBECONFIGS="+strings.Join(paths, ","), "DCM_CHILD_SUBMIT="+strconv.Itoa(submit))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	c := &child{cmd: cmd, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	require.True(t, c.out.Scan(), "child engine did not start")
+	require.Equal(t, "ready", c.out.Text())
+	return c
+}
+
+// storedApplied counts the resources the store holds as applied.
+func storedApplied(t *testing.T, st *store.Store, owner string) (applied, total int) {
+	t.Helper()
+	states := store.NewRecords(st, "rollout_clusters", "state", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
+	items, err := states.Children(context.Background(), owner)
+	require.NoError(t, err)
+	for _, it := range items {
+		for _, r := range it.Msg.GetResources() {
+			total++
+			if r.GetState() == rsyncv1.State_STATE_APPLIED {
+				applied++
+			}
+		}
+	}
+	return applied, total
+}
+
+func TestKilledMidApplyResumesWithoutLostOrRepeatedWork(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	st := storetest.Open(t)
+	const ns, n = "tenant-restart", 200
+	total := 3 * (n + 1)
+	count := func() (sum int) {
+		for _, c := range h.Clusters {
+			sum += countConfigMaps(t, c, ns)
+		}
+		return sum
+	}
+
+	first := startChild(t, st, h, n)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		applied, _ := storedApplied(t, st, "lc/p/restart")
+		if applied > 0 && count() >= total/3 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no progress stored")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	_ = first.cmd.Wait()
+	applied, stored := storedApplied(t, st, "lc/p/restart")
+	onClusters := count()
+	require.Less(t, applied, total, "killed mid-apply")
+	t.Logf("killed with %d of %d objects on the clusters, %d recorded as applied", onClusters, total, applied)
+
+	second := startChild(t, st, h, 0)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		done, all := storedApplied(t, st, "lc/p/restart")
+		if done == total && all == total {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the restarted engine did not converge (%d of %d stored as applied)", done, all)
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, 3*n, count(), "nothing lost")
+	require.NoError(t, second.cmd.Process.Signal(syscall.SIGTERM))
+	require.True(t, second.out.Scan())
+	var applies int
+	_, err := fmt.Sscanf(second.out.Text(), "applies %d", &applies)
+	require.NoError(t, err, second.out.Text())
+	require.Equal(t, total-applied, applies, "the restarted engine applies exactly what was not recorded as applied (stored: %d entries)", stored)
+
+	// Clean up with an engine in this process.
+	e := runEngine(t, st, newKubeClusters(h))
+	cleanup(t, e, "lc/p/restart")
+	for _, c := range h.Clusters {
+		_, err := clientset(t, c).CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err))
+	}
+}

@@ -1,0 +1,215 @@
+package rsync
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
+)
+
+// SubmitRollout implements rsyncv1.RsyncServiceServer.
+func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutRequest) (*rsyncv1.SubmitRolloutResponse, error) {
+	gen, err := s.engine.Submit(ctx, req.GetOwner(), req.GetClusters())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.SubmitRolloutResponse{Generation: gen}, nil
+}
+
+// UpdateRollout implements rsyncv1.RsyncServiceServer.
+func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutRequest) (*rsyncv1.UpdateRolloutResponse, error) {
+	gen, err := s.engine.Update(ctx, req.GetOwner(), req.GetClusters())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.UpdateRolloutResponse{Generation: gen}, nil
+}
+
+// DeleteRollout implements rsyncv1.RsyncServiceServer.
+func (s *Service) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutRequest) (*rsyncv1.DeleteRolloutResponse, error) {
+	gen, err := s.engine.Delete(ctx, req.GetOwner())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.DeleteRolloutResponse{Generation: gen}, nil
+}
+
+// StopRollout implements rsyncv1.RsyncServiceServer.
+func (s *Service) StopRollout(ctx context.Context, req *rsyncv1.StopRolloutRequest) (*rsyncv1.StopRolloutResponse, error) {
+	if err := s.engine.Stop(ctx, req.GetOwner()); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.StopRolloutResponse{}, nil
+}
+
+// GetRolloutStatus implements rsyncv1.RsyncServiceServer.
+func (s *Service) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutStatusRequest) (*rsyncv1.GetRolloutStatusResponse, error) {
+	st, err := s.engine.Status(ctx, req.GetOwner())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetRolloutStatusResponse{Status: st}, nil
+}
+
+// WatchRolloutStatus implements rsyncv1.RsyncServiceServer.
+func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncService_WatchRolloutStatusServer) error {
+	return s.engine.Watch(stream.Context(), req.GetOwner(), req.GetUntilSettled(), func(st *rsyncv1.RolloutStatus) error {
+		return stream.Send(&rsyncv1.WatchRolloutStatusResponse{Status: st})
+	})
+}
+
+var (
+	csrGVK   = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}
+	quotaGVK = schema.GroupVersionKind{Version: "v1", Kind: "ResourceQuota"}
+)
+
+// GetCertificate implements rsyncv1.RsyncServiceServer.
+func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificateRequest) (*rsyncv1.GetCertificateResponse, error) {
+	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), csrGVK, "", req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	b64, _, _ := unstructured.NestedString(obj.Object, "status", "certificate")
+	if b64 == "" {
+		return nil, errs.FailedPrecondition("CertificateSigningRequest %q on %s/%s has no certificate yet",
+			req.GetName(), req.GetProvider(), req.GetCluster())
+	}
+	cert, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, errs.Internal(err, "CertificateSigningRequest %q: bad status.certificate", req.GetName())
+	}
+	return &rsyncv1.GetCertificateResponse{Certificate: cert}, nil
+}
+
+// GetResourceQuotaStatus implements rsyncv1.RsyncServiceServer.
+func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetResourceQuotaStatusRequest) (*rsyncv1.GetResourceQuotaStatusResponse, error) {
+	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), quotaGVK, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	var q corev1.ResourceQuota
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &q); err != nil {
+		return nil, errs.Internal(err, "ResourceQuota %s/%s: unreadable", req.GetNamespace(), req.GetName())
+	}
+	return &rsyncv1.GetResourceQuotaStatusResponse{Hard: quantities(q.Status.Hard), Used: quantities(q.Status.Used)}, nil
+}
+
+func quantities(list corev1.ResourceList) []*rsyncv1.ResourceQuantity {
+	out := make([]*rsyncv1.ResourceQuantity, 0, len(list))
+	for name, q := range list {
+		out = append(out, &rsyncv1.ResourceQuantity{Resource: string(name), Quantity: q.String()})
+	}
+	slices.SortFunc(out, func(a, b *rsyncv1.ResourceQuantity) int { return strings.Compare(a.GetResource(), b.GetResource()) })
+	return out
+}
+
+// read gets one object from a registered cluster, mapping the cluster's
+// answer to a gRPC code: missing is NotFound, unreachable is Unavailable.
+func (s *Service) read(ctx context.Context, provider, cluster string, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	cl, err := s.connector.Connect(ctx, provider, cluster)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := cl.Get(ctx, gvk, namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errs.NotFound("%s %q not found on cluster %s/%s", gvk.Kind, store.Key(namespace, name), provider, cluster)
+	case err != nil && engine.Retryable(err):
+		return nil, errs.Unavailable(err, "cluster %s/%s: %v", provider, cluster, err)
+	case err != nil:
+		return nil, errs.FailedPrecondition("cluster %s/%s: %v", provider, cluster, err)
+	}
+	return obj, nil
+}
+
+// GetClusterConnection implements rsyncv1.RsyncServiceServer: the server
+// and CA of the kubeconfig's current context, never its credentials.
+func (s *Service) GetClusterConnection(ctx context.Context, req *rsyncv1.GetClusterConnectionRequest) (*rsyncv1.GetClusterConnectionResponse, error) {
+	kc, err := s.kubeconfig(ctx, req.GetProvider(), req.GetCluster())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		return nil, errs.Internal(err, "cluster %s/%s: stored kubeconfig is unreadable", req.GetProvider(), req.GetCluster())
+	}
+	return &rsyncv1.GetClusterConnectionResponse{
+		Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TlsServerName: cfg.ServerName,
+	}, nil
+}
+
+// kubeconfig reads a registered cluster's sealed kubeconfig.
+func (s *Service) kubeconfig(ctx context.Context, provider, cluster string) ([]byte, error) {
+	id := store.Key(provider, cluster)
+	if _, err := s.clusters.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.clusters.Secret(ctx, id, kubeconfigSecret)
+}
+
+// connector gives the engine clients of registered clusters, cached per
+// cluster while its kubeconfig stays the same.
+type connector struct {
+	s     *Service
+	mu    sync.Mutex
+	cache map[string]cachedClient
+}
+
+type cachedClient struct {
+	fingerprint string
+	client      *engine.Kube
+}
+
+// Known implements engine.Connector.
+func (c *connector) Known(ctx context.Context, provider, cluster string) error {
+	_, err := c.s.clusters.Get(ctx, store.Key(provider, cluster))
+	return err
+}
+
+// Connect implements engine.Connector. A cluster no longer registered is
+// a terminal error; a store that is down is retryable.
+func (c *connector) Connect(ctx context.Context, provider, cluster string) (engine.Cluster, error) {
+	id := store.Key(provider, cluster)
+	rec, err := c.s.clusters.Get(ctx, id)
+	if errs.Code(err) == codes.NotFound {
+		return nil, engine.Terminal(fmt.Errorf("cluster %s is not registered", id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	fp := rec.Msg.GetStatus().GetKubeconfigFingerprint()
+	c.mu.Lock()
+	cached, ok := c.cache[id]
+	c.mu.Unlock()
+	if ok && cached.fingerprint == fp {
+		return cached.client, nil
+	}
+	kc, err := c.s.clusters.Secret(ctx, id, kubeconfigSecret)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := engine.NewKube(kc, c.s.fieldManager)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cache[id] = cachedClient{fingerprint: fp, client: cl}
+	c.mu.Unlock()
+	return cl, nil
+}
