@@ -11,7 +11,12 @@ PKGS       := github.com/dcm-project/dcm/...
 # What `make generate` writes; CI fails if regenerating changes it.
 GENERATED  := gen services/gateway/internal/openapi
 
-.PHONY: grpcurl run build test test-unit test-all generate check-generated lint breaking clean
+# Local Kubernetes clusters (make clusters N=3); their files go here.
+N          ?= 3
+CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
+
+.PHONY: grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
+	k8s-bins clusters clusters-down bench-rsync
 
 ## run: build and start the whole suite on the embedded store (REST :8080, gRPC :9090, data ./.dcm)
 run: build
@@ -24,9 +29,25 @@ build:
 ## test: everything CI runs: generated code up to date, lint, breaking check, all tests
 test: check-generated lint breaking test-all
 
-## test-all: every Go test, integration tests included
-test-all:
-	$(GO) test -count=1 $(PKGS)
+## test-all: every Go test, integration tests against real clusters included
+test-all: k8s-bins
+	$(GO) test -count=1 -timeout 30m $(PKGS)
+
+## k8s-bins: build kube-apiserver and kube-controller-manager (test/k8s) into bin/k8s
+k8s-bins:
+	$(GO) run ./platform/kubetest/cmd/dcm-clusters build
+
+## clusters: start N local Kubernetes clusters (etcd + kube-apiserver + kube-controller-manager)
+clusters:
+	$(GO) run ./platform/kubetest/cmd/dcm-clusters up -n $(N) -dir $(CLUSTERS_DIR)
+
+## clusters-down: stop the clusters `make clusters` started
+clusters-down:
+	$(GO) run ./platform/kubetest/cmd/dcm-clusters down -dir $(CLUSTERS_DIR)
+
+## bench-rsync: the rsync engine benchmark (1,000 simulated clusters, then 3 real ones)
+bench-rsync:
+	$(GO) run ./services/rsync/cmd/rsync-bench
 
 ## test-unit: the fast tests only (no whole-program tests)
 test-unit:

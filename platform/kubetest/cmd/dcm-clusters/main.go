@@ -34,7 +34,7 @@ func run(args []string) error {
 	dir := fs.String("dir", filepath.Join(dataDir, "clusters"), "where kubeconfigs, certificates, logs and etcd data go")
 	n := fs.Int("n", 3, "number of clusters")
 	if len(args) == 0 {
-		return errors.New("usage: dcm-clusters up [-n N] [-dir DIR] | down [-dir DIR]")
+		return errors.New("usage: dcm-clusters build | up [-n N] [-dir DIR] | down [-dir DIR]")
 	}
 	verb := args[0]
 	if err := fs.Parse(args[1:]); err != nil {
@@ -42,6 +42,17 @@ func run(args []string) error {
 	}
 	pidFile := filepath.Join(*dir, "pids")
 	switch verb {
+	case "build":
+		root, err := kubetest.RepoRoot()
+		if err != nil {
+			return err
+		}
+		bin, err := kubetest.Build(context.Background(), root)
+		if err != nil {
+			return err
+		}
+		fmt.Println("kube-apiserver and kube-controller-manager are in", bin)
+		return nil
 	case "up":
 		if _, err := os.Stat(pidFile); err == nil {
 			return fmt.Errorf("clusters are already up (%s): run make clusters-down first", pidFile)

@@ -1,0 +1,213 @@
+package rsync_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/server/servertest"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
+	"github.com/dcm-project/dcm/services/rsync/internal/rsync"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
+
+// serveWithEngine serves the rsync API with its engine running.
+func serveWithEngine(t *testing.T) rsyncv1.RsyncServiceClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
+		s := rsync.New(st, noReferences{}, engine.Config{RetryBase: 100 * time.Millisecond, RetryMax: time.Second}, zap.NewNop())
+		go func() { done <- s.Run(ctx) }()
+		return []server.Service{s}
+	})
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return rsyncv1.NewRsyncServiceClient(conn)
+}
+
+// registerHarness registers the harness's clusters under provider "edge".
+func registerHarness(t *testing.T, c rsyncv1.RsyncServiceClient, h *kubetest.Harness) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.CreateClusterProvider(ctx, &rsyncv1.CreateClusterProviderRequest{
+		ClusterProvider: &rsyncv1.ClusterProvider{Metadata: &typesv1.Metadata{Name: "edge"}}})
+	require.NoError(t, err)
+	for _, kc := range h.Clusters {
+		_, err := c.CreateCluster(ctx, &rsyncv1.CreateClusterRequest{Provider: "edge", Cluster: &rsyncv1.Cluster{
+			Metadata: &typesv1.Metadata{Name: kc.Name}, Spec: &rsyncv1.ClusterSpec{Kubeconfig: string(kc.Kubeconfig)}}})
+		require.NoError(t, err)
+	}
+}
+
+func csr(t *testing.T, name string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
+	require.NoError(t, err)
+	req := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	return fmt.Sprintf(`{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": %q},
+ "spec": {"request": %q, "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}}`, name, req)
+}
+
+func resources(manifests ...string) []*rsyncv1.Resource {
+	out := make([]*rsyncv1.Resource, len(manifests))
+	for i, m := range manifests {
+		out[i] = &rsyncv1.Resource{Manifest: m}
+	}
+	return out
+}
+
+func TestRolloutAPIOnRealClusters(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	c := serveWithEngine(t)
+	registerHarness(t, c, h)
+	ctx := context.Background()
+	const ns = "api-tenant"
+	manifests := []string{
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": %q}}`, ns),
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": %q},
+ "spec": {"hard": {"configmaps": "5", "requests.cpu": "2"}}}`, ns),
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one", "namespace": %q}}`, ns),
+		csr(t, ns+"-user"),
+	}
+	var clusters []*rsyncv1.ClusterResources
+	for _, kc := range h.Clusters {
+		clusters = append(clusters, &rsyncv1.ClusterResources{Provider: "edge", Cluster: kc.Name, Resources: resources(manifests...)})
+	}
+
+	t.Run("bad input names the field", func(t *testing.T) {
+		cases := map[string]struct {
+			req   *rsyncv1.SubmitRolloutRequest
+			field string
+		}{
+			"no owner": {&rsyncv1.SubmitRolloutRequest{Clusters: clusters}, "owner"},
+			"bad owner": {&rsyncv1.SubmitRolloutRequest{Owner: "LC/Upper", Clusters: clusters}, "owner"},
+			"unregistered cluster": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "nowhere", Resources: resources(manifests[0])}}}, "clusters[0]"},
+			"cluster twice": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				clusters[0], clusters[0]}}, "clusters[1]"},
+			"not YAML": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "cluster-1", Resources: resources(manifests[0], "{not: [yaml")}}}, "clusters[0].resources[1].manifest"},
+			"no kind": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "cluster-1", Resources: resources(`{"apiVersion": "v1", "metadata": {"name": "a"}}`)}}}, "clusters[0].resources[0].manifest"},
+			"no name": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "cluster-1", Resources: resources(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}`)}}}, "clusters[0].resources[0].manifest"},
+			"two documents": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "cluster-1", Resources: resources("kind: A\n---\nkind: B\n")}}}, "clusters[0].resources[0].manifest"},
+			"object twice": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "cluster-1", Resources: resources(manifests[0], manifests[0])}}}, "clusters[0].resources[1].manifest"},
+			"resourceVersion": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
+				{Provider: "edge", Cluster: "cluster-1", Resources: resources(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x", "resourceVersion": "7"}}`)}}}, "clusters[0].resources[0].manifest"},
+		}
+		for name, tc := range cases {
+			_, err := c.SubmitRollout(ctx, tc.req)
+			require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", name, err)
+			require.Equal(t, tc.field, errs.FieldOf(status.Convert(err)), "%s: %v", name, err)
+		}
+		_, err := c.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: "lc/p/x"})
+		require.Equal(t, codes.NotFound, status.Code(err), "nothing was stored")
+	})
+
+	r, err := c.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: "lc/p/api", Clusters: clusters})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, r.GetGeneration())
+	_, err = c.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: "lc/p/api", Clusters: clusters})
+	require.Equal(t, codes.AlreadyExists, status.Code(err))
+
+	// The watch streams until the rollout settles.
+	stream, err := c.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: "lc/p/api", UntilSettled: true})
+	require.NoError(t, err)
+	var last *rsyncv1.RolloutStatus
+	updates := 0
+	for {
+		msg, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		last, updates = msg.GetStatus(), updates+1
+	}
+	require.Equal(t, rsyncv1.State_STATE_APPLIED, last.GetState(), "%v", last)
+	require.True(t, last.GetSettled())
+	require.EqualValues(t, 12, last.GetReady())
+	t.Logf("%d status updates until applied", updates)
+
+	for _, kc := range h.Clusters {
+		cert, err := c.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: "edge", Cluster: kc.Name, Name: ns + "-user"})
+		require.NoError(t, err)
+		block, _ := pem.Decode(cert.GetCertificate())
+		require.NotNil(t, block)
+		x, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		require.NoError(t, x.CheckSignatureFrom(kc.CA.Cert), "issued by %s's signer", kc.Name)
+
+		conn, err := c.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: "edge", Cluster: kc.Name})
+		require.NoError(t, err)
+		require.Equal(t, kc.Server, conn.GetServer())
+		require.Equal(t, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kc.CA.Cert.Raw})), string(conn.GetCertificateAuthorityData()))
+
+		// The quota controller fills in status.used on its own schedule.
+		hard := []*rsyncv1.ResourceQuantity{{Resource: "configmaps", Quantity: "5"}, {Resource: "requests.cpu", Quantity: "2"}}
+		used := []*rsyncv1.ResourceQuantity{{Resource: "configmaps", Quantity: "1"}, {Resource: "requests.cpu", Quantity: "0"}}
+		var q *rsyncv1.GetResourceQuotaStatusResponse
+		deadline := time.Now().Add(time.Minute)
+		for {
+			q, err = c.GetResourceQuotaStatus(ctx, &rsyncv1.GetResourceQuotaStatusRequest{Provider: "edge", Cluster: kc.Name, Namespace: ns, Name: "q"})
+			require.NoError(t, err)
+			if proto.Equal(&rsyncv1.GetResourceQuotaStatusResponse{Hard: hard, Used: used}, q) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%s: quota status is not hard %v used %v after a minute: %v", kc.Name, hard, used, q)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	_, err = c.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: "edge", Cluster: "cluster-1", Name: "nobody"})
+	require.Equal(t, codes.NotFound, status.Code(err))
+	_, err = c.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: "edge", Cluster: "nowhere"})
+	require.Equal(t, codes.NotFound, status.Code(err))
+
+	_, err = c.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: "lc/p/api"})
+	require.NoError(t, err)
+	stream, err = c.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: "lc/p/api", UntilSettled: true})
+	require.NoError(t, err)
+	for {
+		msg, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		last = msg.GetStatus()
+	}
+	require.Equal(t, rsyncv1.State_STATE_DELETED, last.GetState())
+}
