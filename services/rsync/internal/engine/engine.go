@@ -94,10 +94,10 @@ type Engine struct {
 // owner is one rollout: its desired state and a task per cluster.
 type owner struct {
 	rec     *rsyncv1.StoredRollout
-	version int64              // store version of rec
-	objs    []*object          // rec.Manifests parsed
-	tasks   map[string]*task   // by cluster key
-	changed chan struct{}      // closed at each status change
+	version int64            // store version of rec
+	objs    []*object        // rec.Manifests parsed
+	tasks   map[string]*task // by cluster key
+	changed chan struct{}    // closed at each status change
 }
 
 // task is one owner on one cluster.

@@ -111,7 +111,7 @@ func TestRolloutAPIOnRealClusters(t *testing.T) {
 			req   *rsyncv1.SubmitRolloutRequest
 			field string
 		}{
-			"no owner": {&rsyncv1.SubmitRolloutRequest{Clusters: clusters}, "owner"},
+			"no owner":  {&rsyncv1.SubmitRolloutRequest{Clusters: clusters}, "owner"},
 			"bad owner": {&rsyncv1.SubmitRolloutRequest{Owner: "LC/Upper", Clusters: clusters}, "owner"},
 			"unregistered cluster": {&rsyncv1.SubmitRolloutRequest{Owner: "lc/p/x", Clusters: []*rsyncv1.ClusterResources{
 				{Provider: "edge", Cluster: "nowhere", Resources: resources(manifests[0])}}}, "clusters[0]"},
