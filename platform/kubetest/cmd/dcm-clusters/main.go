@@ -11,9 +11,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 )
@@ -99,6 +101,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		var pids []int
 		for _, f := range strings.Fields(string(data)) {
 			pid, err := strconv.Atoi(f)
 			if err != nil {
@@ -106,10 +109,32 @@ func run(args []string) error {
 			}
 			// A process that already exited is not an error.
 			_ = syscall.Kill(pid, syscall.SIGTERM)
+			pids = append(pids, pid)
 		}
-		fmt.Printf("stopped %d processes\n", len(strings.Fields(string(data))))
+		// Wait for them to finish; kill what is still there after 30 s.
+		deadline := time.Now().Add(30 * time.Second)
+		for slices.ContainsFunc(pids, alive) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, pid := range pids {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		fmt.Printf("stopped %d processes\n", len(pids))
 		return os.Remove(pidFile)
 	default:
 		return fmt.Errorf("unknown command %q: want up or down", verb)
 	}
+}
+
+// alive says whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "pid (comm) S ...".
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -22,6 +24,17 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
+)
+
+var (
+	operations = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "dcm_rsync_operations_total",
+		Help: "Resource operations on clusters by operation (apply, delete) and result (ok, retry, failed).",
+	}, []string{"operation", "result"})
+	storeWrites = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "dcm_rsync_store_writes_total",
+		Help: "Rollout cluster states written to the store, by result (ok, error).",
+	}, []string{"result"})
 )
 
 // Config tunes the engine.
@@ -87,6 +100,11 @@ type Engine struct {
 	owners  map[string]*owner
 	workers map[string]*worker
 	running sync.WaitGroup
+	// flushq is the store writer's queue of tasks whose state changed.
+	flushq    []*task
+	queued    map[*task]bool
+	flushKick chan struct{}
+	writing   bool
 	// apiMu serializes the API calls that change desired state.
 	apiMu sync.Mutex
 }
@@ -130,8 +148,10 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 			func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} }),
 		sem:     make(chan struct{}, cfg.Concurrency),
 		loaded:  make(chan struct{}),
-		owners:  map[string]*owner{},
-		workers: map[string]*worker{},
+		owners:    map[string]*owner{},
+		workers:   map[string]*worker{},
+		queued:    map[*task]bool{},
+		flushKick: make(chan struct{}, 1),
 	}
 }
 
@@ -139,13 +159,20 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 func (e *Engine) StoreWrites() int64 { return e.writes.Load() }
 
 // Run loads the stored rollouts, resumes their work and runs until ctx
-// ends; then it waits for the passes in flight.
+// ends; then it waits for the passes in flight and saves their state.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.load(ctx); err != nil {
 		return fmt.Errorf("rsync engine: load: %w", err)
 	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		e.writer(stop)
+		close(stopped)
+	}()
 	<-ctx.Done()
 	e.running.Wait()
+	close(stop)
+	<-stopped
 	return nil
 }
 
@@ -443,6 +470,8 @@ func (e *Engine) pass(parent context.Context, t *task) {
 	defer cancel()
 	e.mu.Lock()
 	t.cancel = cancel
+	// Checkpoints count from the pass's start: a short pass writes once, at its end.
+	t.lastFlush = time.Now()
 	o := t.owner
 	gen := o.rec.GetGeneration()
 	e.mu.Unlock()
@@ -450,7 +479,7 @@ func (e *Engine) pass(parent context.Context, t *task) {
 		e.mu.Lock()
 		t.cancel = nil
 		e.mu.Unlock()
-		e.flush(parent, t, true)
+		e.flush(t, true)
 	}()
 
 	cl, connErr := e.connect.Connect(ctx, t.provider, t.cluster)
@@ -483,7 +512,7 @@ func (e *Engine) pass(parent context.Context, t *task) {
 		if retry {
 			return
 		}
-		e.flush(ctx, t, false)
+		e.flush(t, false)
 	}
 }
 
@@ -500,19 +529,26 @@ func (e *Engine) record(t *task, i int, gen int64, err error) bool {
 	r.Updated = timestamppb.New(now)
 	t.dirty = true
 	defer t.owner.notify()
+	op := "apply"
+	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
+		op = "delete"
+	}
 	switch {
 	case err == nil:
+		operations.WithLabelValues(op, "ok").Inc()
 		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_APPLIED, 0, nil, ""
 		if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
 			r.State = rsyncv1.State_STATE_DELETED
 		}
 		return false
 	case Retryable(err):
+		operations.WithLabelValues(op, "retry").Inc()
 		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, r.GetAttempts()+1, err.Error()
 		t.next = now.Add(e.backoff(int(r.GetAttempts())))
 		r.NextRetry = timestamppb.New(t.next)
 		return true
 	default:
+		operations.WithLabelValues(op, "failed").Inc()
 		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, err.Error()
 		r.Generation = gen
 		return false
@@ -610,37 +646,103 @@ func waitFor(ctx context.Context, wait time.Duration, cond func() (bool, error),
 	}
 }
 
-// flush writes t's state to the store if it changed, at most once per
-// checkpoint interval unless force. A failed write is retried at the next
-// flush; the state in memory stays authoritative.
-func (e *Engine) flush(ctx context.Context, t *task, force bool) {
-	e.mu.Lock()
-	if !t.dirty || (!force && time.Since(t.lastFlush) < e.cfg.Checkpoint) {
-		e.mu.Unlock()
-		return
-	}
-	snap := proto.CloneOf(t.state)
-	version := t.stateVersion
-	t.dirty, t.lastFlush = false, time.Now()
-	e.mu.Unlock()
-
-	ctx = context.WithoutCancel(ctx)
-	id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
-	var err error
-	if version == 0 {
-		err = e.states.Create(ctx, id, snap.GetOwner(), snap)
-	} else {
-		err = e.states.Update(ctx, id, version, snap)
-	}
-	e.writes.Add(1)
+// flush queues t's state for the store writer if it changed, at most once
+// per checkpoint interval unless force. Called without mu.
+func (e *Engine) flush(t *task, force bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err != nil {
-		t.dirty = true
-		e.log.Warn("save rollout cluster state", zap.String("id", id), zap.Error(err))
+	if !t.dirty || e.queued[t] || (!force && time.Since(t.lastFlush) < e.cfg.Checkpoint) {
 		return
 	}
-	t.stateVersion = version + 1
+	t.lastFlush = time.Now()
+	e.queued[t] = true
+	e.flushq = append(e.flushq, t)
+	select {
+	case e.flushKick <- struct{}{}:
+	default:
+	}
+}
+
+// writer writes queued states to the store one at a time, each task's
+// latest state once however often it changed while queued: the store (the
+// embedded one scans a collection per write) sees one engine write at a
+// time, and fewer the slower it is. The state in memory stays
+// authoritative; a write that fails is queued again. Once stop is closed
+// it writes what is left and returns, for a graceful stop.
+func (e *Engine) writer(stop <-chan struct{}) {
+	for {
+		e.mu.Lock()
+		if len(e.flushq) == 0 {
+			e.mu.Unlock()
+			select {
+			case <-e.flushKick:
+				continue
+			case <-stop:
+			}
+			if e.drained() {
+				return
+			}
+			continue
+		}
+		t := e.flushq[0]
+		e.flushq = e.flushq[1:]
+		delete(e.queued, t)
+		snap := proto.CloneOf(t.state)
+		version := t.stateVersion
+		t.dirty = false
+		e.writing = true
+		e.mu.Unlock()
+
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
+		var err error
+		if version == 0 {
+			err = e.states.Create(wctx, id, snap.GetOwner(), snap)
+		} else {
+			err = e.states.Update(wctx, id, version, snap)
+		}
+		cancel()
+		e.writes.Add(1)
+		e.mu.Lock()
+		e.writing = false
+		if err == nil {
+			storeWrites.WithLabelValues("ok").Inc()
+			t.stateVersion = version + 1
+			e.mu.Unlock()
+			continue
+		}
+		storeWrites.WithLabelValues("error").Inc()
+		t.dirty = true
+		if !e.queued[t] {
+			e.queued[t] = true
+			e.flushq = append(e.flushq, t)
+		}
+		e.mu.Unlock()
+		e.log.Warn("save rollout cluster state; will retry", zap.String("id", id), zap.Error(err))
+		select {
+		case <-time.After(time.Second):
+		case <-stop:
+			return // the store is failing: what is not saved is redone after a restart
+		}
+	}
+}
+
+// Unsaved counts the cluster states waiting for the store writer.
+func (e *Engine) Unsaved() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := len(e.flushq)
+	if e.writing {
+		n++
+	}
+	return n
+}
+
+// drained says whether the stopping writer has nothing left to write.
+func (e *Engine) drained() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.flushq) == 0
 }
 
 // sortedTasks lists o's tasks by cluster key. Called with mu held.

@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/platform/store/storetest"
+)
+
+// BenchmarkUpdateByID updates one record by id in a collection of n
+// records: what a per-cluster status write costs as clusters grow.
+func BenchmarkUpdateByID(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			st := storetest.Open(b)
+			recs := store.NewRecords(st, "bench", "record", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
+			ctx := context.Background()
+			msg := &rsyncv1.StoredClusterState{Owner: "o", Provider: "p"}
+			for range 8 {
+				msg.Resources = append(msg.Resources, &rsyncv1.ResourceStatus{ApiVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a-fairly-long-name", ManifestHash: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})
+			}
+			for i := range n {
+				msg.Cluster = fmt.Sprint(i)
+				if err := recs.Create(ctx, fmt.Sprint(i), "o", msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			version := int64(1)
+			b.ResetTimer()
+			for range b.N {
+				if err := recs.Update(ctx, "7", version, msg); err != nil {
+					b.Fatal(err)
+				}
+				version++
+			}
+		})
+	}
+}
+
+// BenchmarkGetByID reads one record by id in a collection of n records.
+func BenchmarkGetByID(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			st := storetest.Open(b)
+			recs := store.NewRecords(st, "bench", "record", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
+			ctx := context.Background()
+			msg := &rsyncv1.StoredClusterState{Owner: "o", Provider: "p"}
+			for i := range n {
+				if err := recs.Create(ctx, fmt.Sprint(i), "o", msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := recs.Get(ctx, "7"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
