@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/kubetest"
@@ -314,4 +315,42 @@ func TestKilledMidApplyResumesWithoutLostOrRepeatedWork(t *testing.T) {
 		_, err := clientset(t, c).CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err))
 	}
+}
+
+func TestConflictsAreReportedUnlessForced(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	ctx := context.Background()
+	const ns = "tenant-conflict"
+	cs := clientset(t, h.Clusters[0])
+	_, err := cs.CoreV1().Namespaces().Apply(ctx, corev1ac.Namespace(ns), metav1.ApplyOptions{FieldManager: "someone-else"})
+	require.NoError(t, err)
+	_, err = cs.CoreV1().ConfigMaps(ns).Apply(ctx, corev1ac.ConfigMap("owned", ns).WithData(map[string]string{"k": "theirs"}),
+		metav1.ApplyOptions{FieldManager: "someone-else"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	mine := []*rsyncv1.ClusterResources{{Provider: "edge", Cluster: h.Clusters[0].Name, Resources: []*rsyncv1.Resource{
+		{Manifest: fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned", "namespace": %q}, "data": {"k": "ours"}}`, ns)}}}}
+
+	e := runEngine(t, storetest.Open(t), newKubeClusters(h))
+	_, err = e.Submit(ctx, "lc/p/conflict", mine)
+	require.NoError(t, err)
+	st := waitFor(t, e, "lc/p/conflict", "failed", settledIn(rsyncv1.State_STATE_FAILED))
+	require.Contains(t, st.GetClusters()[0].GetLastError(), `conflict with "someone-else"`)
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "owned", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "theirs", cm.Data["k"], "not forced")
+
+	cfg := testConfig
+	cfg.ForceConflicts = true
+	forced := engine.New(storetest.Open(t), newKubeClusters(h), cfg, zap.NewNop())
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- forced.Run(runCtx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	_, err = forced.Submit(ctx, "lc/p/conflict", mine)
+	require.NoError(t, err)
+	waitFor(t, forced, "lc/p/conflict", "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	cm, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "owned", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "ours", cm.Data["k"], "forced")
 }
