@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +50,18 @@ func run() error {
 	concurrency := flag.String("concurrency", "32,256", "engine concurrency settings to run, comma-separated")
 	real := flag.Int("real", 3, "real clusters to run on afterwards (0: none)")
 	runs := flag.Int("runs", 5, "runs on the real clusters (the median is reported)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	csr, err := csrManifest()
 	if err != nil {
@@ -188,7 +200,7 @@ func waitSettled(ctx context.Context, e *engine.Engine, owner string, want rsync
 			}
 			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -73,8 +73,13 @@ func (e *Engine) waitLoaded(ctx context.Context) error {
 // rollout was deleted) and starts applying it.
 func (e *Engine) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
-		if o != nil && !(o.rec.GetDeleting() && e.settled(o)) {
-			return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
+		if o != nil {
+			e.mu.Lock()
+			gone := o.rec.GetDeleting() && e.status(o).GetSettled()
+			e.mu.Unlock()
+			if !gone {
+				return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
+			}
 		}
 		return e.build(ctx, ownerID, clusters)
 	})
@@ -129,7 +134,8 @@ func (e *Engine) Stop(ctx context.Context, ownerID string) error {
 
 // change runs one desired-state change: next computes the new record from
 // the current owner (nil if none; a nil record means no change), which is
-// stored and then made current. A stop keeps the generation; every other
+// stored and then made current. next runs under apiMu, not mu: it may read
+// o.rec and o.objs (changed only here) but must lock mu for anything else. A stop keeps the generation; every other
 // change is a new one.
 func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (*rsyncv1.StoredRollout, []*object, error)) (int64, error) {
 	if err := e.waitLoaded(ctx); err != nil {
@@ -236,9 +242,6 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 		}
 	}
 }
-
-// settled says whether o has no work left. Called with mu held.
-func (e *Engine) settled(o *owner) bool { return e.status(o).GetSettled() }
 
 // status summarizes o. Called with mu held.
 func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
