@@ -126,7 +126,9 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 	go func() { done <- e.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "engine:", err)
+		}
 	}()
 
 	var targets []*rsyncv1.ClusterResources

@@ -156,11 +156,10 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 		return o.rec.GetGeneration(), nil
 	}
 	stopping := rec.GetStopped()
-	switch {
-	case o == nil:
+	if o == nil {
 		rec.Generation = 1
 		err = e.rollouts.Create(ctx, ownerID, "", rec)
-	default:
+	} else {
 		rec.Generation = o.rec.GetGeneration()
 		if !stopping {
 			rec.Generation++
