@@ -67,6 +67,8 @@ func (e *Embedded) backendAddr() (string, error) {
 	return e.addr, nil
 }
 
+var newMu sync.Mutex
+
 // StartBackend starts FerretDB if it is stopped.
 func (e *Embedded) StartBackend() error {
 	e.mu.Lock()
@@ -74,12 +76,16 @@ func (e *Embedded) StartBackend() error {
 	if e.addr != "" {
 		return nil
 	}
+	// ferretdb.New writes a package global (its version info): stores
+	// started at once (parallel tests) must not race on it.
+	newMu.Lock()
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Opaque: filepath.ToSlash(e.dir) + "/"}).String(),
 		Logger:    slog.New(zapHandler{e.log.Named("ferretdb")}),
 	})
+	newMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("start embedded store: %w", err)
 	}
