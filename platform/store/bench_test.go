@@ -18,10 +18,7 @@ func BenchmarkUpdateByID(b *testing.B) {
 			st := storetest.Open(b)
 			recs := store.NewRecords(st, "bench", "record", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
 			ctx := context.Background()
-			msg := &rsyncv1.StoredClusterState{Owner: "o", Provider: "p"}
-			for range 8 {
-				msg.Resources = append(msg.Resources, &rsyncv1.ResourceStatus{ApiVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a-fairly-long-name", ManifestHash: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})
-			}
+			msg := clusterState()
 			for i := range n {
 				msg.Cluster = fmt.Sprint(i)
 				if err := recs.Create(ctx, fmt.Sprint(i), "o", msg); err != nil {
@@ -47,7 +44,7 @@ func BenchmarkGetByID(b *testing.B) {
 			st := storetest.Open(b)
 			recs := store.NewRecords(st, "bench", "record", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
 			ctx := context.Background()
-			msg := &rsyncv1.StoredClusterState{Owner: "o", Provider: "p"}
+			msg := clusterState()
 			for i := range n {
 				if err := recs.Create(ctx, fmt.Sprint(i), "o", msg); err != nil {
 					b.Fatal(err)
@@ -61,4 +58,14 @@ func BenchmarkGetByID(b *testing.B) {
 			}
 		})
 	}
+}
+
+// clusterState is a record the size of an 8-resource rollout cluster state.
+func clusterState() *rsyncv1.StoredClusterState {
+	msg := &rsyncv1.StoredClusterState{Owner: "o", Provider: "p"}
+	for range 8 {
+		msg.Resources = append(msg.Resources, &rsyncv1.ResourceStatus{ApiVersion: "v1", Kind: "ConfigMap", Namespace: "ns",
+			Name: "a-fairly-long-name", ManifestHash: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})
+	}
+	return msg
 }

@@ -124,10 +124,12 @@ func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 	return out, nil
 }
 
-// Item is a stored object with its id and its parent's.
+// Item is a stored object with its id, its parent's and the version it
+// was read at.
 type Item[M proto.Message] struct {
 	ID, Parent string
 	Msg        M
+	Version    int64
 	Deleting   bool
 }
 
@@ -168,7 +170,7 @@ func (r *Records[M]) find(ctx context.Context, filter bson.D) ([]Item[M], error)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Item[M]{ID: rec.ID, Parent: rec.Parent, Msg: v.Msg, Deleting: rec.Deleting})
+		out = append(out, Item[M]{ID: rec.ID, Parent: rec.Parent, Msg: v.Msg, Version: rec.Version, Deleting: rec.Deleting})
 	}
 	return out, nil
 }

@@ -178,9 +178,9 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // load reads every rollout and cluster state and starts the workers.
 func (e *Engine) load(ctx context.Context) error {
-	var recs []*rsyncv1.StoredRollout
+	var recs []store.Item[*rsyncv1.StoredRollout]
 	err := retryStore(ctx, func() (err error) {
-		recs, err = e.rollouts.List(ctx, "")
+		recs, err = e.rollouts.Children(ctx, "")
 		return err
 	})
 	if err != nil {
@@ -189,24 +189,17 @@ func (e *Engine) load(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.ctx = ctx
-	for _, rec := range recs {
-		cur, err := e.rollouts.Get(ctx, rec.GetOwner())
+	for _, it := range recs {
+		rec := it.Msg
+		o, err := newOwner(rec, it.Version)
 		if err != nil {
 			return err
 		}
-		o, err := newOwner(cur.Msg, cur.Version)
+		states, err := e.states.Children(ctx, rec.GetOwner())
 		if err != nil {
 			return err
 		}
-		items, err := e.states.Children(ctx, rec.GetOwner())
-		if err != nil {
-			return err
-		}
-		for _, it := range items {
-			st, err := e.states.Get(ctx, it.ID)
-			if err != nil {
-				return err
-			}
+		for _, st := range states {
 			t := e.addTask(o, st.Msg.GetProvider(), st.Msg.GetCluster())
 			t.state, t.stateVersion = st.Msg, st.Version
 		}
