@@ -1,11 +1,7 @@
 package kube_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"testing"
 
@@ -97,11 +93,9 @@ func TestPermissionNamespace(t *testing.T) {
 // CSR makes a PEM certificate signing request for cn.
 func CSR(t *testing.T, cn string) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, _, err := kube.NewCSR(cn)
 	require.NoError(t, err)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, key)
-	require.NoError(t, err)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	return string(csr)
 }
 
 func TestCheckCSR(t *testing.T) {
@@ -114,4 +108,26 @@ func TestCheckCSR(t *testing.T) {
 	block, _ := pem.Decode(tampered)
 	block.Bytes[len(block.Bytes)-5] ^= 0xff
 	require.Equal(t, "c", fieldOf(t, kube.CheckCSR("c", string(pem.EncodeToMemory(block)), "user-1")))
+}
+
+func TestNewCSRAndManifest(t *testing.T) {
+	t.Parallel()
+	csr, key, err := kube.NewCSR("user-1", "lc-1")
+	require.NoError(t, err)
+	require.NoError(t, kube.CheckCSR("c", string(csr), "user-1"))
+	block, _ := pem.Decode(key)
+	require.Equal(t, "PRIVATE KEY", block.Type)
+	var m struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Request    []byte   `json:"request"`
+			SignerName string   `json:"signerName"`
+			Usages     []string `json:"usages"`
+		} `json:"spec"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(kube.CSRManifest("user-1", csr)), &m))
+	require.Equal(t, "CertificateSigningRequest", m.Kind)
+	require.Equal(t, csr, m.Spec.Request)
+	require.Equal(t, "kubernetes.io/kube-apiserver-client", m.Spec.SignerName)
+	require.Equal(t, []string{"client auth"}, m.Spec.Usages)
 }

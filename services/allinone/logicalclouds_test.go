@@ -1,19 +1,14 @@
 package allinone_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -264,9 +259,7 @@ func TestLogicalCloudLevels(t *testing.T) {
 // csrPEM makes a PEM certificate signing request for cn.
 func csrPEM(t *testing.T, cn string) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, _, err := kube.NewCSR(cn)
 	require.NoError(t, err)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, key)
-	require.NoError(t, err)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	return string(csr)
 }

@@ -9,13 +9,6 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +23,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/secrets"
 	"github.com/dcm-project/dcm/platform/store"
@@ -293,16 +287,9 @@ func lcSet(ns, csr string) []string {
 }
 
 func csrManifest() (string, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, _, err := kube.NewCSR("tenant-user", "bench")
 	if err != nil {
 		return "", err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "tenant-user", Organization: []string{"bench"}}}, key)
-	if err != nil {
-		return "", err
-	}
-	req := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
-	return fmt.Sprintf(`{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": "tenant-user"},
- "spec": {"request": %q, "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}}`, req), nil
+	return kube.CSRManifest("tenant-user", csr), nil
 }

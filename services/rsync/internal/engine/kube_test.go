@@ -2,12 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -26,6 +21,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
@@ -177,15 +173,9 @@ func settledIn(state rsyncv1.State) func(*rsyncv1.RolloutStatus) bool {
 // kube-apiserver-client signer.
 func csrManifest(t *testing.T, name, user, group string) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, _, err := kube.NewCSR(user, group)
 	require.NoError(t, err)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: user, Organization: []string{group}}}, key)
-	require.NoError(t, err)
-	req := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
-	return fmt.Sprintf(`{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
- "metadata": {"name": %q},
- "spec": {"request": %q, "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}}`, name, req)
+	return kube.CSRManifest(name, csr)
 }
 
 // tenant is a logical-cloud-sized set of manifests in namespace ns: a

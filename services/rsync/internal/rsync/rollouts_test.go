@@ -2,12 +2,7 @@ package rsync_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -24,6 +19,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
@@ -71,13 +67,9 @@ func registerHarness(t *testing.T, c rsyncv1.RsyncServiceClient, h *kubetest.Har
 
 func csr(t *testing.T, name string) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	req, _, err := kube.NewCSR(name)
 	require.NoError(t, err)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
-	require.NoError(t, err)
-	req := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
-	return fmt.Sprintf(`{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": %q},
- "spec": {"request": %q, "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}}`, name, req)
+	return kube.CSRManifest(name, req)
 }
 
 func resources(manifests ...string) []*rsyncv1.Resource {
