@@ -259,9 +259,6 @@ func (h *Harness) newCluster(i int) (*Cluster, error) {
 	if err := os.WriteFile(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(c.dir, "kubeconfig"), c.Kubeconfig, 0o600); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 
@@ -275,7 +272,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	defer c.mu.Unlock()
 	var err error
 	c.kcm, err = c.h.spawn(c.file("kube-controller-manager.log"), filepath.Join(c.h.opts.BinDir, "kube-controller-manager"),
-		"--kubeconfig="+c.file("kubeconfig"),
+		"--kubeconfig="+c.KubeconfigPath,
 		"--controllers=csrsigning,resourcequota,namespace,garbagecollector,serviceaccount-token",
 		"--cluster-signing-cert-file="+c.file("ca.crt"), "--cluster-signing-key-file="+c.file("ca.key"),
 		"--service-account-private-key-file="+c.file("sa.key"), "--root-ca-file="+c.file("ca.crt"),

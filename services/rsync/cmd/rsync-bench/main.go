@@ -22,7 +22,6 @@ import (
 	"go.uber.org/zap"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
-	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/secrets"
@@ -236,7 +235,7 @@ func benchReal(n, runs int, set []string) error {
 		return err
 	}
 	defer h.Stop()
-	conn := realClusters{}
+	conn := engine.Clusters[*engine.Kube]{}
 	var clusterKeys []string
 	for _, c := range h.Clusters {
 		k, err := engine.NewKube(c.Kubeconfig, "dcm")
@@ -248,23 +247,6 @@ func benchReal(n, runs int, set []string) error {
 	}
 	fmt.Printf("\nreal: %d clusters (kube-apiserver + kube-controller-manager on this machine), %d runs\n", n, runs)
 	return bench(conn, clusterKeys, set, engine.Config{}, runs)
-}
-
-// realClusters connects to the benchmark's own clusters.
-type realClusters map[string]*engine.Kube
-
-func (r realClusters) Known(_ context.Context, provider, cluster string) error {
-	if _, ok := r[provider+"/"+cluster]; !ok {
-		return errs.NotFound("cluster %s/%s not found", provider, cluster)
-	}
-	return nil
-}
-
-func (r realClusters) Connect(ctx context.Context, provider, cluster string) (engine.Cluster, error) {
-	if err := r.Known(ctx, provider, cluster); err != nil {
-		return nil, engine.Terminal(err)
-	}
-	return r[provider+"/"+cluster], nil
 }
 
 // lcSet is what a logical cloud puts on each cluster: 8 objects.

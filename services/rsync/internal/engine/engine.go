@@ -65,9 +65,10 @@ func (c *Config) defaults() {
 	if c.RetryBase <= 0 {
 		c.RetryBase = time.Second
 	}
-	if c.RetryMax < c.RetryBase {
-		c.RetryMax = max(c.RetryBase, 5*time.Minute)
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Minute
 	}
+	c.RetryMax = max(c.RetryMax, c.RetryBase)
 	if c.FieldManager == "" {
 		c.FieldManager = "dcm"
 	}
@@ -154,6 +155,10 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 		flushKick: make(chan struct{}, 1),
 	}
 }
+
+// FieldManager is the server-side apply field manager the engine applies
+// with; clients of clusters (NewKube) must use it.
+func (e *Engine) FieldManager() string { return e.cfg.FieldManager }
 
 // StoreWrites is how many store writes the engine made.
 func (e *Engine) StoreWrites() int64 { return e.writes.Load() }
@@ -390,7 +395,7 @@ func (t *task) nextStep(gen int64) int {
 	return -1
 }
 
-// kick wakes the workers of o's clusters. Called with mu held.
+// kickAll wakes the workers of o's clusters. Called with mu held.
 func (e *Engine) kickAll(o *owner) {
 	for key := range o.tasks {
 		select {

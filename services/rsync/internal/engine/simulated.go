@@ -127,12 +127,15 @@ func (s *Simulated) Objects() int {
 	return len(s.objects)
 }
 
-// SimulatedClusters is a Connector of Simulated clusters by
-// "provider/cluster".
-type SimulatedClusters map[string]*Simulated
+// Clusters is a Connector of a fixed set of clusters by "provider/cluster"
+// (benchmarks and tests).
+type Clusters[C Cluster] map[string]C
+
+// SimulatedClusters is a Connector of Simulated clusters.
+type SimulatedClusters = Clusters[*Simulated]
 
 // Known implements Connector.
-func (m SimulatedClusters) Known(_ context.Context, provider, cluster string) error {
+func (m Clusters[C]) Known(_ context.Context, provider, cluster string) error {
 	if _, ok := m[clusterKey(provider, cluster)]; !ok {
 		return errs.NotFound("cluster %s not found", clusterKey(provider, cluster))
 	}
@@ -140,7 +143,7 @@ func (m SimulatedClusters) Known(_ context.Context, provider, cluster string) er
 }
 
 // Connect implements Connector.
-func (m SimulatedClusters) Connect(ctx context.Context, provider, cluster string) (Cluster, error) {
+func (m Clusters[C]) Connect(ctx context.Context, provider, cluster string) (Cluster, error) {
 	if err := m.Known(ctx, provider, cluster); err != nil {
 		return nil, Terminal(err)
 	}

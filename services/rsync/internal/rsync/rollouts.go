@@ -129,7 +129,7 @@ func (s *Service) read(ctx context.Context, provider, cluster string, gvk schema
 	obj, err := cl.Get(ctx, gvk, namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, errs.NotFound("%s %q not found on cluster %s/%s", gvk.Kind, store.Key(namespace, name), provider, cluster)
+		return nil, errs.NotFound("%s %q not found on cluster %s/%s", gvk.Kind, strings.TrimPrefix(namespace+"/"+name, "/"), provider, cluster)
 	case err != nil && engine.Retryable(err):
 		return nil, errs.Unavailable(err, "cluster %s/%s: %v", provider, cluster, err)
 	case err != nil:
@@ -204,7 +204,7 @@ func (c *connector) Connect(ctx context.Context, provider, cluster string) (engi
 	if err != nil {
 		return nil, err
 	}
-	cl, err := engine.NewKube(kc, c.s.fieldManager)
+	cl, err := engine.NewKube(kc, c.s.engine.FieldManager())
 	if err != nil {
 		return nil, err
 	}

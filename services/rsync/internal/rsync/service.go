@@ -26,8 +26,6 @@ type Service struct {
 	core      corev1.LogicalCloudServiceClient
 	engine    *engine.Engine
 	connector *connector
-	// fieldManager is the engine's server-side apply field manager.
-	fieldManager string
 }
 
 // New opens the service's collections on st and makes the engine (Run
@@ -37,13 +35,8 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, cfg engine.Conf
 		core: core,
 		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
-		clusters:     store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
-		fieldManager: cfg.FieldManager,
+		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
 	}
-	if s.fieldManager == "" {
-		s.fieldManager = "dcm"
-	}
-	cfg.FieldManager = s.fieldManager
 	s.connector = &connector{s: s, cache: map[string]cachedClient{}}
 	s.engine = engine.New(st, s.connector, cfg, log)
 	return s
