@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 
 	"github.com/dcm-project/dcm/platform/pki"
@@ -33,19 +32,15 @@ func NewCSR(cn string, orgs ...string) (csrPEM, keyPEM []byte, err error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), keyPEM, nil
 }
 
-// CSRManifest is a CertificateSigningRequest object, as JSON, named name,
-// that asks a cluster's kube-apiserver-client signer for a client
-// certificate for csrPEM.
-func CSRManifest(name string, csrPEM []byte) string {
-	b, _ := json.Marshal(map[string]any{ // a map of strings always marshals
-		"apiVersion": "certificates.k8s.io/v1",
-		"kind":       "CertificateSigningRequest",
-		"metadata":   map[string]any{"name": name},
+// CSRManifest is a CertificateSigningRequest object, as JSON, named name
+// and labelled labels (nil: none), that asks a cluster's
+// kube-apiserver-client signer for a client certificate for csrPEM.
+func CSRManifest(name string, csrPEM []byte, labels map[string]string) string {
+	return Manifest("certificates.k8s.io/v1", "CertificateSigningRequest", Meta{Name: name, Labels: labels}, map[string]any{
 		"spec": map[string]any{
 			"request":    base64.StdEncoding.EncodeToString(csrPEM),
 			"signerName": "kubernetes.io/kube-apiserver-client",
 			"usages":     []string{"client auth"},
 		},
 	})
-	return string(b)
 }

@@ -1,7 +1,9 @@
 // Package kube checks input against Kubernetes' own rules (RBAC rules,
 // ResourceQuota hard maps, certificate signing requests) and reports the
-// offending field by the path the caller wrote. It knows no service: the
-// services that store such input, and core, which checks a whole logical
+// offending field by the path the caller wrote, and renders the objects a
+// logical cloud puts on clusters as JSON, labelled with their logical
+// cloud. It knows no service and talks to no cluster: the services that
+// store such input or render it, and core, which checks a whole logical
 // cloud before it writes any part of it, share it.
 package kube
 

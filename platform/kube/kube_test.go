@@ -118,16 +118,35 @@ func TestNewCSRAndManifest(t *testing.T) {
 	block, _ := pem.Decode(key)
 	require.Equal(t, "PRIVATE KEY", block.Type)
 	var m struct {
-		Kind string `json:"kind"`
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
 		Spec struct {
 			Request    []byte   `json:"request"`
 			SignerName string   `json:"signerName"`
 			Usages     []string `json:"usages"`
 		} `json:"spec"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(kube.CSRManifest("user-1", csr)), &m))
+	require.NoError(t, json.Unmarshal([]byte(kube.CSRManifest("user-1", csr, kube.Labels("p", "lc"))), &m))
 	require.Equal(t, "CertificateSigningRequest", m.Kind)
+	require.Equal(t, "user-1", m.Metadata.Name)
+	require.Equal(t, map[string]string{"dcm.io/project": "p", "dcm.io/logical-cloud": "lc"}, m.Metadata.Labels)
 	require.Equal(t, csr, m.Spec.Request)
 	require.Equal(t, "kubernetes.io/kube-apiserver-client", m.Spec.SignerName)
 	require.Equal(t, []string{"client auth"}, m.Spec.Usages)
+}
+
+func TestManifest(t *testing.T) {
+	t.Parallel()
+	m := kube.Manifest("v1", "Secret", kube.Meta{
+		Name: "u-token", Namespace: "ns-1", Labels: kube.Labels("p", "lc"),
+		Annotations: map[string]string{"kubernetes.io/service-account.name": "u"},
+	}, map[string]any{"type": "kubernetes.io/service-account-token"})
+	require.JSONEq(t, `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "u-token", "namespace": "ns-1",
+ "labels": {"dcm.io/project": "p", "dcm.io/logical-cloud": "lc"},
+ "annotations": {"kubernetes.io/service-account.name": "u"}}, "type": "kubernetes.io/service-account-token"}`, m)
+	require.Equal(t, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns-1"}}`,
+		kube.Manifest("v1", "Namespace", kube.Meta{Name: "ns-1"}, nil), "no empty namespace, labels or annotations; keys sorted")
 }

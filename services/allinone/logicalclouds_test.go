@@ -14,12 +14,12 @@ import (
 
 // rest is a REST session as one client against one stack.
 type rest struct {
-	t    *testing.T
+	t    testing.TB
 	c    *http.Client
 	base string
 }
 
-func newREST(t *testing.T, s *stacktest.Stack) *rest {
+func newREST(t testing.TB, s *stacktest.Stack) *rest {
 	return &rest{t: t, c: s.Admin, base: s.URL}
 }
 

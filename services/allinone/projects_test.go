@@ -16,7 +16,7 @@ import (
 )
 
 // call makes one REST request as c and returns the status and the raw body.
-func call(t *testing.T, c *http.Client, method, url, body string) (int, []byte) {
+func call(t testing.TB, c *http.Client, method, url, body string) (int, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	v11 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -33,7 +34,10 @@ type LogicalCloud struct {
 	// metadata names the logical cloud.
 	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec is the namespace, level and user.
-	Spec          *LogicalCloudSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Spec *LogicalCloudSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// lifecycle is the last transition asked for (output only; read the
+	// state at .../status).
+	Lifecycle     *Lifecycle `protobuf:"bytes,3,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -78,6 +82,13 @@ func (x *LogicalCloud) GetMetadata() *v1.Metadata {
 func (x *LogicalCloud) GetSpec() *LogicalCloudSpec {
 	if x != nil {
 		return x.Spec
+	}
+	return nil
+}
+
+func (x *LogicalCloud) GetLifecycle() *Lifecycle {
+	if x != nil {
+		return x.Lifecycle
 	}
 	return nil
 }
@@ -2366,10 +2377,11 @@ var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"}\n" +
+	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb3\x01\n" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
-	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\"\xfa\x01\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xfa\x01\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -2503,13 +2515,21 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xd5\x19\n" +
+	"\x14DeleteKvPairResponse2\x94'\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xaa\x01\n" +
 	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"L\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
 	"\x11ListLogicalClouds\x12%.dcm.core.v1.ListLogicalCloudsRequest\x1a&.dcm.core.v1.ListLogicalCloudsResponse\"=\x82\xd3\xe4\x93\x027b\x0elogical_clouds\x12%/v2/projects/{project}/logical-clouds\x12\xb6\x01\n" +
 	"\x12UpdateLogicalCloud\x12&.dcm.core.v1.UpdateLogicalCloudRequest\x1a'.dcm.core.v1.UpdateLogicalCloudResponse\"O\x82\xd3\xe4\x93\x02I:\x01*b\rlogical_cloud\x1a5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa4\x01\n" +
-	"\x12DeleteLogicalCloud\x12&.dcm.core.v1.DeleteLogicalCloudRequest\x1a'.dcm.core.v1.DeleteLogicalCloudResponse\"=\x82\xd3\xe4\x93\x027*5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xe3\x02\n" +
+	"\x12DeleteLogicalCloud\x12&.dcm.core.v1.DeleteLogicalCloudRequest\x1a'.dcm.core.v1.DeleteLogicalCloudResponse\"=\x82\xd3\xe4\x93\x027*5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xfe\x01\n" +
+	"\x11ApplyLogicalCloud\x12%.dcm.core.v1.ApplyLogicalCloudRequest\x1a&.dcm.core.v1.ApplyLogicalCloudResponse\"\x99\x01\x82\xd3\xe4\x93\x02\x92\x01ZKb\x06status\"A/v2/projects/{project}/logical-clouds/{logical_cloud}/instantiateb\x06status\";/v2/projects/{project}/logical-clouds/{logical_cloud}/apply\x12\xce\x01\n" +
+	"\x1bUpdateLogicalCloudResources\x12/.dcm.core.v1.UpdateLogicalCloudResourcesRequest\x1a0.dcm.core.v1.UpdateLogicalCloudResourcesResponse\"L\x82\xd3\xe4\x93\x02Fb\x06status\"</v2/projects/{project}/logical-clouds/{logical_cloud}/update\x12\xab\x01\n" +
+	"\x10StopLogicalCloud\x12$.dcm.core.v1.StopLogicalCloudRequest\x1a%.dcm.core.v1.StopLogicalCloudResponse\"J\x82\xd3\xe4\x93\x02Db\x06status\":/v2/projects/{project}/logical-clouds/{logical_cloud}/stop\x12\xbf\x01\n" +
+	"\x15TerminateLogicalCloud\x12).dcm.core.v1.TerminateLogicalCloudRequest\x1a*.dcm.core.v1.TerminateLogicalCloudResponse\"O\x82\xd3\xe4\x93\x02Ib\x06status\"?/v2/projects/{project}/logical-clouds/{logical_cloud}/terminate\x12\xbc\x01\n" +
+	"\x15GetLogicalCloudStatus\x12).dcm.core.v1.GetLogicalCloudStatusRequest\x1a*.dcm.core.v1.GetLogicalCloudStatusResponse\"L\x82\xd3\xe4\x93\x02Fb\x06status\x12</v2/projects/{project}/logical-clouds/{logical_cloud}/status\x12\xca\x01\n" +
+	"\x17WatchLogicalCloudStatus\x12+.dcm.core.v1.WatchLogicalCloudStatusRequest\x1a,.dcm.core.v1.WatchLogicalCloudStatusResponse\"R\x82\xd3\xe4\x93\x02Lb\x06status\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/status/watch0\x01\x12\xc3\x02\n" +
+	"\rGetKubeconfig\x12!.dcm.core.v1.GetKubeconfigRequest\x1a\x14.google.api.HttpBody\"\xf8\x01\x82\xd3\xe4\x93\x02\xf1\x01Z\x8a\x01\x12\x87\x01/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}/kubeconfig\x12b/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{cluster_name}/kubeconfig\x12\xa8\x01\n" +
+	"\rGetQuotaUsage\x12!.dcm.core.v1.GetQuotaUsageRequest\x1a\".dcm.core.v1.GetQuotaUsageResponse\"P\x82\xd3\xe4\x93\x02Jb\x05usage\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/quota-usage\x12\xe3\x02\n" +
 	"\x16CreateClusterReference\x12*.dcm.core.v1.CreateClusterReferenceRequest\x1a+.dcm.core.v1.CreateClusterReferenceResponse\"\xef\x01\x82\xd3\xe4\x93\x02\xe8\x01:\x01*Z\x85\x01:\x01*b\x11cluster_reference\"m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-referencesb\x11cluster_reference\"H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x83\x02\n" +
 	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\x98\x01\x82\xd3\xe4\x93\x02\x91\x01b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xb3\x02\n" +
 	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xc2\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x8f\x02\n" +
@@ -2536,117 +2556,151 @@ func file_dcm_core_v1_logical_cloud_proto_rawDescGZIP() []byte {
 
 var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
-	(*LogicalCloud)(nil),                   // 0: dcm.core.v1.LogicalCloud
-	(*LogicalCloudSpec)(nil),               // 1: dcm.core.v1.LogicalCloudSpec
-	(*LogicalCloudUser)(nil),               // 2: dcm.core.v1.LogicalCloudUser
-	(*CreateLogicalCloudRequest)(nil),      // 3: dcm.core.v1.CreateLogicalCloudRequest
-	(*CreateLogicalCloudResponse)(nil),     // 4: dcm.core.v1.CreateLogicalCloudResponse
-	(*GetLogicalCloudRequest)(nil),         // 5: dcm.core.v1.GetLogicalCloudRequest
-	(*GetLogicalCloudResponse)(nil),        // 6: dcm.core.v1.GetLogicalCloudResponse
-	(*ListLogicalCloudsRequest)(nil),       // 7: dcm.core.v1.ListLogicalCloudsRequest
-	(*ListLogicalCloudsResponse)(nil),      // 8: dcm.core.v1.ListLogicalCloudsResponse
-	(*UpdateLogicalCloudRequest)(nil),      // 9: dcm.core.v1.UpdateLogicalCloudRequest
-	(*UpdateLogicalCloudResponse)(nil),     // 10: dcm.core.v1.UpdateLogicalCloudResponse
-	(*DeleteLogicalCloudRequest)(nil),      // 11: dcm.core.v1.DeleteLogicalCloudRequest
-	(*DeleteLogicalCloudResponse)(nil),     // 12: dcm.core.v1.DeleteLogicalCloudResponse
-	(*ClusterReference)(nil),               // 13: dcm.core.v1.ClusterReference
-	(*CreateClusterReferenceRequest)(nil),  // 14: dcm.core.v1.CreateClusterReferenceRequest
-	(*CreateClusterReferenceResponse)(nil), // 15: dcm.core.v1.CreateClusterReferenceResponse
-	(*GetClusterReferenceRequest)(nil),     // 16: dcm.core.v1.GetClusterReferenceRequest
-	(*GetClusterReferenceResponse)(nil),    // 17: dcm.core.v1.GetClusterReferenceResponse
-	(*ListClusterReferencesRequest)(nil),   // 18: dcm.core.v1.ListClusterReferencesRequest
-	(*ListClusterReferencesResponse)(nil),  // 19: dcm.core.v1.ListClusterReferencesResponse
-	(*UpdateClusterReferenceRequest)(nil),  // 20: dcm.core.v1.UpdateClusterReferenceRequest
-	(*UpdateClusterReferenceResponse)(nil), // 21: dcm.core.v1.UpdateClusterReferenceResponse
-	(*DeleteClusterReferenceRequest)(nil),  // 22: dcm.core.v1.DeleteClusterReferenceRequest
-	(*DeleteClusterReferenceResponse)(nil), // 23: dcm.core.v1.DeleteClusterReferenceResponse
-	(*FindClusterReferencesRequest)(nil),   // 24: dcm.core.v1.FindClusterReferencesRequest
-	(*FindClusterReferencesResponse)(nil),  // 25: dcm.core.v1.FindClusterReferencesResponse
-	(*KvPair)(nil),                         // 26: dcm.core.v1.KvPair
-	(*KvPairSpec)(nil),                     // 27: dcm.core.v1.KvPairSpec
-	(*StoredKvPair)(nil),                   // 28: dcm.core.v1.StoredKvPair
-	(*KeyValue)(nil),                       // 29: dcm.core.v1.KeyValue
-	(*CreateKvPairRequest)(nil),            // 30: dcm.core.v1.CreateKvPairRequest
-	(*CreateKvPairResponse)(nil),           // 31: dcm.core.v1.CreateKvPairResponse
-	(*GetKvPairRequest)(nil),               // 32: dcm.core.v1.GetKvPairRequest
-	(*GetKvPairResponse)(nil),              // 33: dcm.core.v1.GetKvPairResponse
-	(*ListKvPairsRequest)(nil),             // 34: dcm.core.v1.ListKvPairsRequest
-	(*ListKvPairsResponse)(nil),            // 35: dcm.core.v1.ListKvPairsResponse
-	(*UpdateKvPairRequest)(nil),            // 36: dcm.core.v1.UpdateKvPairRequest
-	(*UpdateKvPairResponse)(nil),           // 37: dcm.core.v1.UpdateKvPairResponse
-	(*DeleteKvPairRequest)(nil),            // 38: dcm.core.v1.DeleteKvPairRequest
-	(*DeleteKvPairResponse)(nil),           // 39: dcm.core.v1.DeleteKvPairResponse
-	(*v1.Metadata)(nil),                    // 40: dcm.types.v1.Metadata
-	(*v11.UserPermission)(nil),             // 41: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                // 42: google.protobuf.Struct
-	(*structpb.Value)(nil),                 // 43: google.protobuf.Value
+	(*LogicalCloud)(nil),                        // 0: dcm.core.v1.LogicalCloud
+	(*LogicalCloudSpec)(nil),                    // 1: dcm.core.v1.LogicalCloudSpec
+	(*LogicalCloudUser)(nil),                    // 2: dcm.core.v1.LogicalCloudUser
+	(*CreateLogicalCloudRequest)(nil),           // 3: dcm.core.v1.CreateLogicalCloudRequest
+	(*CreateLogicalCloudResponse)(nil),          // 4: dcm.core.v1.CreateLogicalCloudResponse
+	(*GetLogicalCloudRequest)(nil),              // 5: dcm.core.v1.GetLogicalCloudRequest
+	(*GetLogicalCloudResponse)(nil),             // 6: dcm.core.v1.GetLogicalCloudResponse
+	(*ListLogicalCloudsRequest)(nil),            // 7: dcm.core.v1.ListLogicalCloudsRequest
+	(*ListLogicalCloudsResponse)(nil),           // 8: dcm.core.v1.ListLogicalCloudsResponse
+	(*UpdateLogicalCloudRequest)(nil),           // 9: dcm.core.v1.UpdateLogicalCloudRequest
+	(*UpdateLogicalCloudResponse)(nil),          // 10: dcm.core.v1.UpdateLogicalCloudResponse
+	(*DeleteLogicalCloudRequest)(nil),           // 11: dcm.core.v1.DeleteLogicalCloudRequest
+	(*DeleteLogicalCloudResponse)(nil),          // 12: dcm.core.v1.DeleteLogicalCloudResponse
+	(*ClusterReference)(nil),                    // 13: dcm.core.v1.ClusterReference
+	(*CreateClusterReferenceRequest)(nil),       // 14: dcm.core.v1.CreateClusterReferenceRequest
+	(*CreateClusterReferenceResponse)(nil),      // 15: dcm.core.v1.CreateClusterReferenceResponse
+	(*GetClusterReferenceRequest)(nil),          // 16: dcm.core.v1.GetClusterReferenceRequest
+	(*GetClusterReferenceResponse)(nil),         // 17: dcm.core.v1.GetClusterReferenceResponse
+	(*ListClusterReferencesRequest)(nil),        // 18: dcm.core.v1.ListClusterReferencesRequest
+	(*ListClusterReferencesResponse)(nil),       // 19: dcm.core.v1.ListClusterReferencesResponse
+	(*UpdateClusterReferenceRequest)(nil),       // 20: dcm.core.v1.UpdateClusterReferenceRequest
+	(*UpdateClusterReferenceResponse)(nil),      // 21: dcm.core.v1.UpdateClusterReferenceResponse
+	(*DeleteClusterReferenceRequest)(nil),       // 22: dcm.core.v1.DeleteClusterReferenceRequest
+	(*DeleteClusterReferenceResponse)(nil),      // 23: dcm.core.v1.DeleteClusterReferenceResponse
+	(*FindClusterReferencesRequest)(nil),        // 24: dcm.core.v1.FindClusterReferencesRequest
+	(*FindClusterReferencesResponse)(nil),       // 25: dcm.core.v1.FindClusterReferencesResponse
+	(*KvPair)(nil),                              // 26: dcm.core.v1.KvPair
+	(*KvPairSpec)(nil),                          // 27: dcm.core.v1.KvPairSpec
+	(*StoredKvPair)(nil),                        // 28: dcm.core.v1.StoredKvPair
+	(*KeyValue)(nil),                            // 29: dcm.core.v1.KeyValue
+	(*CreateKvPairRequest)(nil),                 // 30: dcm.core.v1.CreateKvPairRequest
+	(*CreateKvPairResponse)(nil),                // 31: dcm.core.v1.CreateKvPairResponse
+	(*GetKvPairRequest)(nil),                    // 32: dcm.core.v1.GetKvPairRequest
+	(*GetKvPairResponse)(nil),                   // 33: dcm.core.v1.GetKvPairResponse
+	(*ListKvPairsRequest)(nil),                  // 34: dcm.core.v1.ListKvPairsRequest
+	(*ListKvPairsResponse)(nil),                 // 35: dcm.core.v1.ListKvPairsResponse
+	(*UpdateKvPairRequest)(nil),                 // 36: dcm.core.v1.UpdateKvPairRequest
+	(*UpdateKvPairResponse)(nil),                // 37: dcm.core.v1.UpdateKvPairResponse
+	(*DeleteKvPairRequest)(nil),                 // 38: dcm.core.v1.DeleteKvPairRequest
+	(*DeleteKvPairResponse)(nil),                // 39: dcm.core.v1.DeleteKvPairResponse
+	(*v1.Metadata)(nil),                         // 40: dcm.types.v1.Metadata
+	(*Lifecycle)(nil),                           // 41: dcm.core.v1.Lifecycle
+	(*v11.UserPermission)(nil),                  // 42: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 43: google.protobuf.Struct
+	(*structpb.Value)(nil),                      // 44: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 45: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 46: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 47: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 48: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 49: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 50: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 51: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 52: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 53: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 54: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 55: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 56: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 57: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 58: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 59: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 60: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	40, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 1: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	2,  // 2: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
-	41, // 3: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	40, // 4: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 5: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	42, // 6: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	43, // 7: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	0,  // 8: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 9: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	40, // 10: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 11: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	0,  // 12: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	13, // 13: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	13, // 14: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	13, // 15: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	13, // 16: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	40, // 17: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	27, // 18: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	42, // 19: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	40, // 20: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	29, // 21: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	26, // 22: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 23: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 24: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 25: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	26, // 26: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 27: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	3,  // 28: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	5,  // 29: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	7,  // 30: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	9,  // 31: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	11, // 32: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	14, // 33: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	16, // 34: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	18, // 35: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	20, // 36: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	22, // 37: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	24, // 38: dcm.core.v1.LogicalCloudService.FindClusterReferences:input_type -> dcm.core.v1.FindClusterReferencesRequest
-	30, // 39: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	32, // 40: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	34, // 41: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	36, // 42: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	38, // 43: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	4,  // 44: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	6,  // 45: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	8,  // 46: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	10, // 47: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	12, // 48: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	15, // 49: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	17, // 50: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	19, // 51: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	21, // 52: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	23, // 53: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	25, // 54: dcm.core.v1.LogicalCloudService.FindClusterReferences:output_type -> dcm.core.v1.FindClusterReferencesResponse
-	31, // 55: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	33, // 56: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	35, // 57: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	37, // 58: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	39, // 59: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	44, // [44:60] is the sub-list for method output_type
-	28, // [28:44] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	41, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	2,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
+	42, // 4: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	40, // 5: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 6: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	43, // 7: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	44, // 8: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	0,  // 9: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	0,  // 10: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
+	40, // 11: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 12: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	0,  // 13: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	13, // 14: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	13, // 15: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	13, // 16: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	13, // 17: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	40, // 18: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 19: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	43, // 20: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	40, // 21: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	29, // 22: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	26, // 23: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	26, // 24: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	26, // 25: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	26, // 26: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	26, // 27: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	26, // 28: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	3,  // 29: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	5,  // 30: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	7,  // 31: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	9,  // 32: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	11, // 33: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	45, // 34: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	46, // 35: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	47, // 36: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	48, // 37: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	49, // 38: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	50, // 39: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	51, // 40: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	52, // 41: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	14, // 42: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	16, // 43: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	18, // 44: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	20, // 45: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	22, // 46: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	24, // 47: dcm.core.v1.LogicalCloudService.FindClusterReferences:input_type -> dcm.core.v1.FindClusterReferencesRequest
+	30, // 48: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	32, // 49: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	34, // 50: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	36, // 51: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	38, // 52: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	4,  // 53: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	6,  // 54: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	8,  // 55: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	10, // 56: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	12, // 57: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	53, // 58: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	54, // 59: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	55, // 60: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	56, // 61: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	57, // 62: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	58, // 63: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	59, // 64: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	60, // 65: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	15, // 66: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	17, // 67: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	19, // 68: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	21, // 69: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	23, // 70: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	25, // 71: dcm.core.v1.LogicalCloudService.FindClusterReferences:output_type -> dcm.core.v1.FindClusterReferencesResponse
+	31, // 72: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	33, // 73: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	35, // 74: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	37, // 75: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	39, // 76: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	53, // [53:77] is the sub-list for method output_type
+	29, // [29:53] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }
@@ -2654,6 +2708,7 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 	if File_dcm_core_v1_logical_cloud_proto != nil {
 		return
 	}
+	file_dcm_core_v1_lifecycle_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

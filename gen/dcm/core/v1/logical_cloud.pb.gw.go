@@ -290,6 +290,614 @@ func local_request_LogicalCloudService_DeleteLogicalCloud_0(ctx context.Context,
 	return msg, metadata, err
 }
 
+func request_LogicalCloudService_ApplyLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ApplyLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ApplyLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_ApplyLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ApplyLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.ApplyLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_ApplyLogicalCloud_1(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ApplyLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ApplyLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_ApplyLogicalCloud_1(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ApplyLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.ApplyLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_UpdateLogicalCloudResources_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateLogicalCloudResourcesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateLogicalCloudResources(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_UpdateLogicalCloudResources_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateLogicalCloudResourcesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.UpdateLogicalCloudResources(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_StopLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq StopLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.StopLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_StopLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq StopLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.StopLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_TerminateLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq TerminateLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.TerminateLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_TerminateLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq TerminateLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.TerminateLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_GetLogicalCloudStatus_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetLogicalCloudStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetLogicalCloudStatus(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_GetLogicalCloudStatus_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetLogicalCloudStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.GetLogicalCloudStatus(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_WatchLogicalCloudStatus_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (LogicalCloudService_WatchLogicalCloudStatusClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchLogicalCloudStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchLogicalCloudStatus(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_LogicalCloudService_GetKubeconfig_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1, "cluster_name": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
+
+func request_LogicalCloudService_GetKubeconfig_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetKubeconfigRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	val, ok = pathParams["cluster_name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster_name")
+	}
+	protoReq.ClusterName, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_GetKubeconfig_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetKubeconfig(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_GetKubeconfig_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetKubeconfigRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	val, ok = pathParams["cluster_name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster_name")
+	}
+	protoReq.ClusterName, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_GetKubeconfig_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetKubeconfig(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_LogicalCloudService_GetKubeconfig_1 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1, "cluster_provider": 2, "cluster_name": 3}, Base: []int{1, 1, 2, 3, 4, 0, 0, 0, 0}, Check: []int{0, 1, 1, 1, 1, 2, 3, 4, 5}}
+
+func request_LogicalCloudService_GetKubeconfig_1(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetKubeconfigRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	val, ok = pathParams["cluster_provider"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster_provider")
+	}
+	protoReq.ClusterProvider, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_provider", err)
+	}
+	val, ok = pathParams["cluster_name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster_name")
+	}
+	protoReq.ClusterName, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_GetKubeconfig_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetKubeconfig(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_GetKubeconfig_1(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetKubeconfigRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	val, ok = pathParams["cluster_provider"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster_provider")
+	}
+	protoReq.ClusterProvider, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_provider", err)
+	}
+	val, ok = pathParams["cluster_name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster_name")
+	}
+	protoReq.ClusterName, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_GetKubeconfig_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetKubeconfig(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_GetQuotaUsage_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetQuotaUsageRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetQuotaUsage(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_GetQuotaUsage_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetQuotaUsageRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.GetQuotaUsage(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_LogicalCloudService_CreateClusterReference_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq CreateClusterReferenceRequest
@@ -1276,6 +1884,193 @@ func RegisterLogicalCloudServiceHandlerServer(ctx context.Context, mux *runtime.
 		}
 		forward_LogicalCloudService_DeleteLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_ApplyLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/apply"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_ApplyLogicalCloud_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_ApplyLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_ApplyLogicalCloud_0{resp.(*ApplyLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_ApplyLogicalCloud_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/instantiate"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_ApplyLogicalCloud_1(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_ApplyLogicalCloud_1(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_ApplyLogicalCloud_1{resp.(*ApplyLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_UpdateLogicalCloudResources_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloudResources", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/update"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_UpdateLogicalCloudResources_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_UpdateLogicalCloudResources_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_UpdateLogicalCloudResources_0{resp.(*UpdateLogicalCloudResourcesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_StopLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/StopLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/stop"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_StopLogicalCloud_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_StopLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_StopLogicalCloud_0{resp.(*StopLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_TerminateLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/terminate"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_TerminateLogicalCloud_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_TerminateLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_TerminateLogicalCloud_0{resp.(*TerminateLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetLogicalCloudStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetLogicalCloudStatus", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_GetLogicalCloudStatus_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetLogicalCloudStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_GetLogicalCloudStatus_0{resp.(*GetLogicalCloudStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_WatchLogicalCloudStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetKubeconfig_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetKubeconfig", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{cluster_name}/kubeconfig"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_GetKubeconfig_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetKubeconfig_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetKubeconfig_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetKubeconfig", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}/kubeconfig"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_GetKubeconfig_1(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetKubeconfig_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetQuotaUsage_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetQuotaUsage", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/quota-usage"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_GetQuotaUsage_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetQuotaUsage_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_GetQuotaUsage_0{resp.(*GetQuotaUsageResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_LogicalCloudService_CreateClusterReference_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -1641,6 +2436,179 @@ func RegisterLogicalCloudServiceHandlerClient(ctx context.Context, mux *runtime.
 		}
 		forward_LogicalCloudService_DeleteLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_ApplyLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/apply"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_ApplyLogicalCloud_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_ApplyLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_ApplyLogicalCloud_0{resp.(*ApplyLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_ApplyLogicalCloud_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/instantiate"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_ApplyLogicalCloud_1(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_ApplyLogicalCloud_1(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_ApplyLogicalCloud_1{resp.(*ApplyLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_UpdateLogicalCloudResources_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloudResources", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/update"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_UpdateLogicalCloudResources_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_UpdateLogicalCloudResources_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_UpdateLogicalCloudResources_0{resp.(*UpdateLogicalCloudResourcesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_StopLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/StopLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/stop"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_StopLogicalCloud_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_StopLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_StopLogicalCloud_0{resp.(*StopLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_TerminateLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/terminate"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_TerminateLogicalCloud_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_TerminateLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_TerminateLogicalCloud_0{resp.(*TerminateLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetLogicalCloudStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetLogicalCloudStatus", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_GetLogicalCloudStatus_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetLogicalCloudStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_GetLogicalCloudStatus_0{resp.(*GetLogicalCloudStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_WatchLogicalCloudStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/WatchLogicalCloudStatus", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/status/watch"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_WatchLogicalCloudStatus_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_WatchLogicalCloudStatus_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) {
+			res, err := resp.Recv()
+			return response_LogicalCloudService_WatchLogicalCloudStatus_0{res}, err
+		}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetKubeconfig_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetKubeconfig", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{cluster_name}/kubeconfig"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_GetKubeconfig_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetKubeconfig_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetKubeconfig_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetKubeconfig", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}/kubeconfig"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_GetKubeconfig_1(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetKubeconfig_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetQuotaUsage_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/GetQuotaUsage", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/quota-usage"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_GetQuotaUsage_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_GetQuotaUsage_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_GetQuotaUsage_0{resp.(*GetQuotaUsageResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_LogicalCloudService_CreateClusterReference_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -1875,6 +2843,78 @@ func (m response_LogicalCloudService_UpdateLogicalCloud_0) XXX_ResponseBody() in
 	return response.LogicalCloud
 }
 
+type response_LogicalCloudService_ApplyLogicalCloud_0 struct {
+	*ApplyLogicalCloudResponse
+}
+
+func (m response_LogicalCloudService_ApplyLogicalCloud_0) XXX_ResponseBody() interface{} {
+	response := m.ApplyLogicalCloudResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_ApplyLogicalCloud_1 struct {
+	*ApplyLogicalCloudResponse
+}
+
+func (m response_LogicalCloudService_ApplyLogicalCloud_1) XXX_ResponseBody() interface{} {
+	response := m.ApplyLogicalCloudResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_UpdateLogicalCloudResources_0 struct {
+	*UpdateLogicalCloudResourcesResponse
+}
+
+func (m response_LogicalCloudService_UpdateLogicalCloudResources_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateLogicalCloudResourcesResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_StopLogicalCloud_0 struct {
+	*StopLogicalCloudResponse
+}
+
+func (m response_LogicalCloudService_StopLogicalCloud_0) XXX_ResponseBody() interface{} {
+	response := m.StopLogicalCloudResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_TerminateLogicalCloud_0 struct {
+	*TerminateLogicalCloudResponse
+}
+
+func (m response_LogicalCloudService_TerminateLogicalCloud_0) XXX_ResponseBody() interface{} {
+	response := m.TerminateLogicalCloudResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_GetLogicalCloudStatus_0 struct {
+	*GetLogicalCloudStatusResponse
+}
+
+func (m response_LogicalCloudService_GetLogicalCloudStatus_0) XXX_ResponseBody() interface{} {
+	response := m.GetLogicalCloudStatusResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_WatchLogicalCloudStatus_0 struct {
+	*WatchLogicalCloudStatusResponse
+}
+
+func (m response_LogicalCloudService_WatchLogicalCloudStatus_0) XXX_ResponseBody() interface{} {
+	response := m.WatchLogicalCloudStatusResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_GetQuotaUsage_0 struct {
+	*GetQuotaUsageResponse
+}
+
+func (m response_LogicalCloudService_GetQuotaUsage_0) XXX_ResponseBody() interface{} {
+	response := m.GetQuotaUsageResponse
+	return response.Usage
+}
+
 type response_LogicalCloudService_CreateClusterReference_0 struct {
 	*CreateClusterReferenceResponse
 }
@@ -1948,41 +2988,61 @@ func (m response_LogicalCloudService_UpdateKvPair_0) XXX_ResponseBody() interfac
 }
 
 var (
-	pattern_LogicalCloudService_CreateLogicalCloud_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "logical-clouds"}, ""))
-	pattern_LogicalCloudService_GetLogicalCloud_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
-	pattern_LogicalCloudService_ListLogicalClouds_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "logical-clouds"}, ""))
-	pattern_LogicalCloudService_UpdateLogicalCloud_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
-	pattern_LogicalCloudService_DeleteLogicalCloud_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
-	pattern_LogicalCloudService_CreateClusterReference_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-references"}, ""))
-	pattern_LogicalCloudService_CreateClusterReference_1 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references"}, ""))
-	pattern_LogicalCloudService_GetClusterReference_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name"}, ""))
-	pattern_LogicalCloudService_ListClusterReferences_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-references"}, ""))
-	pattern_LogicalCloudService_ListClusterReferences_1  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references"}, ""))
-	pattern_LogicalCloudService_UpdateClusterReference_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name"}, ""))
-	pattern_LogicalCloudService_DeleteClusterReference_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name"}, ""))
-	pattern_LogicalCloudService_CreateKvPair_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs"}, ""))
-	pattern_LogicalCloudService_GetKvPair_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs", "name"}, ""))
-	pattern_LogicalCloudService_ListKvPairs_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs"}, ""))
-	pattern_LogicalCloudService_UpdateKvPair_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs", "name"}, ""))
-	pattern_LogicalCloudService_DeleteKvPair_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs", "name"}, ""))
+	pattern_LogicalCloudService_CreateLogicalCloud_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "logical-clouds"}, ""))
+	pattern_LogicalCloudService_GetLogicalCloud_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
+	pattern_LogicalCloudService_ListLogicalClouds_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "logical-clouds"}, ""))
+	pattern_LogicalCloudService_UpdateLogicalCloud_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
+	pattern_LogicalCloudService_DeleteLogicalCloud_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
+	pattern_LogicalCloudService_ApplyLogicalCloud_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "apply"}, ""))
+	pattern_LogicalCloudService_ApplyLogicalCloud_1           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "instantiate"}, ""))
+	pattern_LogicalCloudService_UpdateLogicalCloudResources_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "update"}, ""))
+	pattern_LogicalCloudService_StopLogicalCloud_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "stop"}, ""))
+	pattern_LogicalCloudService_TerminateLogicalCloud_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "terminate"}, ""))
+	pattern_LogicalCloudService_GetLogicalCloudStatus_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "status"}, ""))
+	pattern_LogicalCloudService_WatchLogicalCloudStatus_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 2, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "status", "watch"}, ""))
+	pattern_LogicalCloudService_GetKubeconfig_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-references", "cluster_name", "kubeconfig"}, ""))
+	pattern_LogicalCloudService_GetKubeconfig_1               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8, 2, 9}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name", "kubeconfig"}, ""))
+	pattern_LogicalCloudService_GetQuotaUsage_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "quota-usage"}, ""))
+	pattern_LogicalCloudService_CreateClusterReference_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-references"}, ""))
+	pattern_LogicalCloudService_CreateClusterReference_1      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references"}, ""))
+	pattern_LogicalCloudService_GetClusterReference_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name"}, ""))
+	pattern_LogicalCloudService_ListClusterReferences_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-references"}, ""))
+	pattern_LogicalCloudService_ListClusterReferences_1       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references"}, ""))
+	pattern_LogicalCloudService_UpdateClusterReference_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name"}, ""))
+	pattern_LogicalCloudService_DeleteClusterReference_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6, 2, 7, 1, 0, 4, 1, 5, 8}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-providers", "cluster_provider", "cluster-references", "cluster_name"}, ""))
+	pattern_LogicalCloudService_CreateKvPair_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs"}, ""))
+	pattern_LogicalCloudService_GetKvPair_0                   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs", "name"}, ""))
+	pattern_LogicalCloudService_ListKvPairs_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs"}, ""))
+	pattern_LogicalCloudService_UpdateKvPair_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs", "name"}, ""))
+	pattern_LogicalCloudService_DeleteKvPair_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "kv-pairs", "name"}, ""))
 )
 
 var (
-	forward_LogicalCloudService_CreateLogicalCloud_0     = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_GetLogicalCloud_0        = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_ListLogicalClouds_0      = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_UpdateLogicalCloud_0     = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_DeleteLogicalCloud_0     = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_CreateClusterReference_0 = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_CreateClusterReference_1 = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_GetClusterReference_0    = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_ListClusterReferences_0  = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_ListClusterReferences_1  = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_UpdateClusterReference_0 = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_DeleteClusterReference_0 = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_CreateKvPair_0           = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_GetKvPair_0              = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_ListKvPairs_0            = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_UpdateKvPair_0           = runtime.ForwardResponseMessage
-	forward_LogicalCloudService_DeleteKvPair_0           = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_CreateLogicalCloud_0          = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_GetLogicalCloud_0             = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ListLogicalClouds_0           = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_UpdateLogicalCloud_0          = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_DeleteLogicalCloud_0          = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ApplyLogicalCloud_0           = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ApplyLogicalCloud_1           = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_UpdateLogicalCloudResources_0 = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_StopLogicalCloud_0            = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_TerminateLogicalCloud_0       = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_GetLogicalCloudStatus_0       = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_WatchLogicalCloudStatus_0     = runtime.ForwardResponseStream
+	forward_LogicalCloudService_GetKubeconfig_0               = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_GetKubeconfig_1               = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_GetQuotaUsage_0               = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_CreateClusterReference_0      = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_CreateClusterReference_1      = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_GetClusterReference_0         = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ListClusterReferences_0       = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ListClusterReferences_1       = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_UpdateClusterReference_0      = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_DeleteClusterReference_0      = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_CreateKvPair_0                = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_GetKvPair_0                   = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ListKvPairs_0                 = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_UpdateKvPair_0                = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_DeleteKvPair_0                = runtime.ForwardResponseMessage
 )

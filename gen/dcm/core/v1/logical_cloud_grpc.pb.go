@@ -8,6 +8,7 @@ package corev1
 
 import (
 	context "context"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -19,22 +20,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LogicalCloudService_CreateLogicalCloud_FullMethodName     = "/dcm.core.v1.LogicalCloudService/CreateLogicalCloud"
-	LogicalCloudService_GetLogicalCloud_FullMethodName        = "/dcm.core.v1.LogicalCloudService/GetLogicalCloud"
-	LogicalCloudService_ListLogicalClouds_FullMethodName      = "/dcm.core.v1.LogicalCloudService/ListLogicalClouds"
-	LogicalCloudService_UpdateLogicalCloud_FullMethodName     = "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloud"
-	LogicalCloudService_DeleteLogicalCloud_FullMethodName     = "/dcm.core.v1.LogicalCloudService/DeleteLogicalCloud"
-	LogicalCloudService_CreateClusterReference_FullMethodName = "/dcm.core.v1.LogicalCloudService/CreateClusterReference"
-	LogicalCloudService_GetClusterReference_FullMethodName    = "/dcm.core.v1.LogicalCloudService/GetClusterReference"
-	LogicalCloudService_ListClusterReferences_FullMethodName  = "/dcm.core.v1.LogicalCloudService/ListClusterReferences"
-	LogicalCloudService_UpdateClusterReference_FullMethodName = "/dcm.core.v1.LogicalCloudService/UpdateClusterReference"
-	LogicalCloudService_DeleteClusterReference_FullMethodName = "/dcm.core.v1.LogicalCloudService/DeleteClusterReference"
-	LogicalCloudService_FindClusterReferences_FullMethodName  = "/dcm.core.v1.LogicalCloudService/FindClusterReferences"
-	LogicalCloudService_CreateKvPair_FullMethodName           = "/dcm.core.v1.LogicalCloudService/CreateKvPair"
-	LogicalCloudService_GetKvPair_FullMethodName              = "/dcm.core.v1.LogicalCloudService/GetKvPair"
-	LogicalCloudService_ListKvPairs_FullMethodName            = "/dcm.core.v1.LogicalCloudService/ListKvPairs"
-	LogicalCloudService_UpdateKvPair_FullMethodName           = "/dcm.core.v1.LogicalCloudService/UpdateKvPair"
-	LogicalCloudService_DeleteKvPair_FullMethodName           = "/dcm.core.v1.LogicalCloudService/DeleteKvPair"
+	LogicalCloudService_CreateLogicalCloud_FullMethodName          = "/dcm.core.v1.LogicalCloudService/CreateLogicalCloud"
+	LogicalCloudService_GetLogicalCloud_FullMethodName             = "/dcm.core.v1.LogicalCloudService/GetLogicalCloud"
+	LogicalCloudService_ListLogicalClouds_FullMethodName           = "/dcm.core.v1.LogicalCloudService/ListLogicalClouds"
+	LogicalCloudService_UpdateLogicalCloud_FullMethodName          = "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloud"
+	LogicalCloudService_DeleteLogicalCloud_FullMethodName          = "/dcm.core.v1.LogicalCloudService/DeleteLogicalCloud"
+	LogicalCloudService_ApplyLogicalCloud_FullMethodName           = "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud"
+	LogicalCloudService_UpdateLogicalCloudResources_FullMethodName = "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloudResources"
+	LogicalCloudService_StopLogicalCloud_FullMethodName            = "/dcm.core.v1.LogicalCloudService/StopLogicalCloud"
+	LogicalCloudService_TerminateLogicalCloud_FullMethodName       = "/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud"
+	LogicalCloudService_GetLogicalCloudStatus_FullMethodName       = "/dcm.core.v1.LogicalCloudService/GetLogicalCloudStatus"
+	LogicalCloudService_WatchLogicalCloudStatus_FullMethodName     = "/dcm.core.v1.LogicalCloudService/WatchLogicalCloudStatus"
+	LogicalCloudService_GetKubeconfig_FullMethodName               = "/dcm.core.v1.LogicalCloudService/GetKubeconfig"
+	LogicalCloudService_GetQuotaUsage_FullMethodName               = "/dcm.core.v1.LogicalCloudService/GetQuotaUsage"
+	LogicalCloudService_CreateClusterReference_FullMethodName      = "/dcm.core.v1.LogicalCloudService/CreateClusterReference"
+	LogicalCloudService_GetClusterReference_FullMethodName         = "/dcm.core.v1.LogicalCloudService/GetClusterReference"
+	LogicalCloudService_ListClusterReferences_FullMethodName       = "/dcm.core.v1.LogicalCloudService/ListClusterReferences"
+	LogicalCloudService_UpdateClusterReference_FullMethodName      = "/dcm.core.v1.LogicalCloudService/UpdateClusterReference"
+	LogicalCloudService_DeleteClusterReference_FullMethodName      = "/dcm.core.v1.LogicalCloudService/DeleteClusterReference"
+	LogicalCloudService_FindClusterReferences_FullMethodName       = "/dcm.core.v1.LogicalCloudService/FindClusterReferences"
+	LogicalCloudService_CreateKvPair_FullMethodName                = "/dcm.core.v1.LogicalCloudService/CreateKvPair"
+	LogicalCloudService_GetKvPair_FullMethodName                   = "/dcm.core.v1.LogicalCloudService/GetKvPair"
+	LogicalCloudService_ListKvPairs_FullMethodName                 = "/dcm.core.v1.LogicalCloudService/ListKvPairs"
+	LogicalCloudService_UpdateKvPair_FullMethodName                = "/dcm.core.v1.LogicalCloudService/UpdateKvPair"
+	LogicalCloudService_DeleteKvPair_FullMethodName                = "/dcm.core.v1.LogicalCloudService/DeleteKvPair"
 )
 
 // LogicalCloudServiceClient is the client API for LogicalCloudService service.
@@ -61,6 +70,36 @@ type LogicalCloudServiceClient interface {
 	// every service. It is gone for readers at once; what a service that is
 	// down still holds is removed when it is back.
 	DeleteLogicalCloud(ctx context.Context, in *DeleteLogicalCloudRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudResponse, error)
+	// ApplyLogicalCloud renders the logical cloud's resources (namespace,
+	// users' credentials and RBAC, quotas) for each of its clusters and
+	// hands them to the resource synchronizer: Created (or Terminated) to
+	// Instantiating.
+	ApplyLogicalCloud(ctx context.Context, in *ApplyLogicalCloudRequest, opts ...grpc.CallOption) (*ApplyLogicalCloudResponse, error)
+	// UpdateLogicalCloudResources renders again and applies what changed:
+	// clusters added or removed, quotas and permissions changed.
+	UpdateLogicalCloudResources(ctx context.Context, in *UpdateLogicalCloudResourcesRequest, opts ...grpc.CallOption) (*UpdateLogicalCloudResourcesResponse, error)
+	// StopLogicalCloud halts the resource synchronizer's retries for the
+	// logical cloud until the next update or terminate.
+	StopLogicalCloud(ctx context.Context, in *StopLogicalCloudRequest, opts ...grpc.CallOption) (*StopLogicalCloudResponse, error)
+	// TerminateLogicalCloud removes everything the logical cloud put on
+	// every cluster, in reverse order; after it the logical cloud may be
+	// deleted (or applied again).
+	TerminateLogicalCloud(ctx context.Context, in *TerminateLogicalCloudRequest, opts ...grpc.CallOption) (*TerminateLogicalCloudResponse, error)
+	// GetLogicalCloudStatus reads the logical cloud's state and its status
+	// per cluster and per resource.
+	GetLogicalCloudStatus(ctx context.Context, in *GetLogicalCloudStatusRequest, opts ...grpc.CallOption) (*GetLogicalCloudStatusResponse, error)
+	// WatchLogicalCloudStatus streams the status at each change until the
+	// logical cloud settles (GET .../status?watch=true).
+	WatchLogicalCloudStatus(ctx context.Context, in *WatchLogicalCloudStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogicalCloudStatusResponse], error)
+	// GetKubeconfig makes a kubeconfig (application/yaml) for the logical
+	// cloud's user on one cluster: the user's key, the certificate that
+	// cluster issued, and the cluster's address and CA, in the logical
+	// cloud's namespace.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	GetKubeconfig(ctx context.Context, in *GetKubeconfigRequest, opts ...grpc.CallOption) (*httpbody.HttpBody, error)
+	// GetQuotaUsage reads each cluster's ResourceQuota status for the
+	// logical cloud: hard and used per cluster, and summed.
+	GetQuotaUsage(ctx context.Context, in *GetQuotaUsageRequest, opts ...grpc.CallOption) (*GetQuotaUsageResponse, error)
 	// CreateClusterReference adds a registered cluster to a logical cloud.
 	CreateClusterReference(ctx context.Context, in *CreateClusterReferenceRequest, opts ...grpc.CallOption) (*CreateClusterReferenceResponse, error)
 	// GetClusterReference reads one cluster reference.
@@ -139,6 +178,95 @@ func (c *logicalCloudServiceClient) DeleteLogicalCloud(ctx context.Context, in *
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteLogicalCloudResponse)
 	err := c.cc.Invoke(ctx, LogicalCloudService_DeleteLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) ApplyLogicalCloud(ctx context.Context, in *ApplyLogicalCloudRequest, opts ...grpc.CallOption) (*ApplyLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_ApplyLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) UpdateLogicalCloudResources(ctx context.Context, in *UpdateLogicalCloudResourcesRequest, opts ...grpc.CallOption) (*UpdateLogicalCloudResourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateLogicalCloudResourcesResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_UpdateLogicalCloudResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) StopLogicalCloud(ctx context.Context, in *StopLogicalCloudRequest, opts ...grpc.CallOption) (*StopLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_StopLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) TerminateLogicalCloud(ctx context.Context, in *TerminateLogicalCloudRequest, opts ...grpc.CallOption) (*TerminateLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TerminateLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_TerminateLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) GetLogicalCloudStatus(ctx context.Context, in *GetLogicalCloudStatusRequest, opts ...grpc.CallOption) (*GetLogicalCloudStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLogicalCloudStatusResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_GetLogicalCloudStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) WatchLogicalCloudStatus(ctx context.Context, in *WatchLogicalCloudStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogicalCloudStatusResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LogicalCloudService_ServiceDesc.Streams[0], LogicalCloudService_WatchLogicalCloudStatus_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchLogicalCloudStatusRequest, WatchLogicalCloudStatusResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LogicalCloudService_WatchLogicalCloudStatusClient = grpc.ServerStreamingClient[WatchLogicalCloudStatusResponse]
+
+func (c *logicalCloudServiceClient) GetKubeconfig(ctx context.Context, in *GetKubeconfigRequest, opts ...grpc.CallOption) (*httpbody.HttpBody, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(httpbody.HttpBody)
+	err := c.cc.Invoke(ctx, LogicalCloudService_GetKubeconfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) GetQuotaUsage(ctx context.Context, in *GetQuotaUsageRequest, opts ...grpc.CallOption) (*GetQuotaUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQuotaUsageResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_GetQuotaUsage_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +407,36 @@ type LogicalCloudServiceServer interface {
 	// every service. It is gone for readers at once; what a service that is
 	// down still holds is removed when it is back.
 	DeleteLogicalCloud(context.Context, *DeleteLogicalCloudRequest) (*DeleteLogicalCloudResponse, error)
+	// ApplyLogicalCloud renders the logical cloud's resources (namespace,
+	// users' credentials and RBAC, quotas) for each of its clusters and
+	// hands them to the resource synchronizer: Created (or Terminated) to
+	// Instantiating.
+	ApplyLogicalCloud(context.Context, *ApplyLogicalCloudRequest) (*ApplyLogicalCloudResponse, error)
+	// UpdateLogicalCloudResources renders again and applies what changed:
+	// clusters added or removed, quotas and permissions changed.
+	UpdateLogicalCloudResources(context.Context, *UpdateLogicalCloudResourcesRequest) (*UpdateLogicalCloudResourcesResponse, error)
+	// StopLogicalCloud halts the resource synchronizer's retries for the
+	// logical cloud until the next update or terminate.
+	StopLogicalCloud(context.Context, *StopLogicalCloudRequest) (*StopLogicalCloudResponse, error)
+	// TerminateLogicalCloud removes everything the logical cloud put on
+	// every cluster, in reverse order; after it the logical cloud may be
+	// deleted (or applied again).
+	TerminateLogicalCloud(context.Context, *TerminateLogicalCloudRequest) (*TerminateLogicalCloudResponse, error)
+	// GetLogicalCloudStatus reads the logical cloud's state and its status
+	// per cluster and per resource.
+	GetLogicalCloudStatus(context.Context, *GetLogicalCloudStatusRequest) (*GetLogicalCloudStatusResponse, error)
+	// WatchLogicalCloudStatus streams the status at each change until the
+	// logical cloud settles (GET .../status?watch=true).
+	WatchLogicalCloudStatus(*WatchLogicalCloudStatusRequest, grpc.ServerStreamingServer[WatchLogicalCloudStatusResponse]) error
+	// GetKubeconfig makes a kubeconfig (application/yaml) for the logical
+	// cloud's user on one cluster: the user's key, the certificate that
+	// cluster issued, and the cluster's address and CA, in the logical
+	// cloud's namespace.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	GetKubeconfig(context.Context, *GetKubeconfigRequest) (*httpbody.HttpBody, error)
+	// GetQuotaUsage reads each cluster's ResourceQuota status for the
+	// logical cloud: hard and used per cluster, and summed.
+	GetQuotaUsage(context.Context, *GetQuotaUsageRequest) (*GetQuotaUsageResponse, error)
 	// CreateClusterReference adds a registered cluster to a logical cloud.
 	CreateClusterReference(context.Context, *CreateClusterReferenceRequest) (*CreateClusterReferenceResponse, error)
 	// GetClusterReference reads one cluster reference.
@@ -327,6 +485,30 @@ func (UnimplementedLogicalCloudServiceServer) UpdateLogicalCloud(context.Context
 }
 func (UnimplementedLogicalCloudServiceServer) DeleteLogicalCloud(context.Context, *DeleteLogicalCloudRequest) (*DeleteLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) ApplyLogicalCloud(context.Context, *ApplyLogicalCloudRequest) (*ApplyLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplyLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) UpdateLogicalCloudResources(context.Context, *UpdateLogicalCloudResourcesRequest) (*UpdateLogicalCloudResourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateLogicalCloudResources not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) StopLogicalCloud(context.Context, *StopLogicalCloudRequest) (*StopLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) TerminateLogicalCloud(context.Context, *TerminateLogicalCloudRequest) (*TerminateLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TerminateLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) GetLogicalCloudStatus(context.Context, *GetLogicalCloudStatusRequest) (*GetLogicalCloudStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLogicalCloudStatus not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) WatchLogicalCloudStatus(*WatchLogicalCloudStatusRequest, grpc.ServerStreamingServer[WatchLogicalCloudStatusResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchLogicalCloudStatus not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) GetKubeconfig(context.Context, *GetKubeconfigRequest) (*httpbody.HttpBody, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetKubeconfig not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) GetQuotaUsage(context.Context, *GetQuotaUsageRequest) (*GetQuotaUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQuotaUsage not implemented")
 }
 func (UnimplementedLogicalCloudServiceServer) CreateClusterReference(context.Context, *CreateClusterReferenceRequest) (*CreateClusterReferenceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateClusterReference not implemented")
@@ -468,6 +650,143 @@ func _LogicalCloudService_DeleteLogicalCloud_Handler(srv interface{}, ctx contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LogicalCloudServiceServer).DeleteLogicalCloud(ctx, req.(*DeleteLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_ApplyLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplyLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).ApplyLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_ApplyLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).ApplyLogicalCloud(ctx, req.(*ApplyLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_UpdateLogicalCloudResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateLogicalCloudResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).UpdateLogicalCloudResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_UpdateLogicalCloudResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).UpdateLogicalCloudResources(ctx, req.(*UpdateLogicalCloudResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_StopLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).StopLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_StopLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).StopLogicalCloud(ctx, req.(*StopLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_TerminateLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminateLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).TerminateLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_TerminateLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).TerminateLogicalCloud(ctx, req.(*TerminateLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_GetLogicalCloudStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLogicalCloudStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).GetLogicalCloudStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_GetLogicalCloudStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).GetLogicalCloudStatus(ctx, req.(*GetLogicalCloudStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_WatchLogicalCloudStatus_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchLogicalCloudStatusRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LogicalCloudServiceServer).WatchLogicalCloudStatus(m, &grpc.GenericServerStream[WatchLogicalCloudStatusRequest, WatchLogicalCloudStatusResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LogicalCloudService_WatchLogicalCloudStatusServer = grpc.ServerStreamingServer[WatchLogicalCloudStatusResponse]
+
+func _LogicalCloudService_GetKubeconfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetKubeconfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).GetKubeconfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_GetKubeconfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).GetKubeconfig(ctx, req.(*GetKubeconfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_GetQuotaUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQuotaUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).GetQuotaUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_GetQuotaUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).GetQuotaUsage(ctx, req.(*GetQuotaUsageRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -698,6 +1017,34 @@ var LogicalCloudService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LogicalCloudService_DeleteLogicalCloud_Handler,
 		},
 		{
+			MethodName: "ApplyLogicalCloud",
+			Handler:    _LogicalCloudService_ApplyLogicalCloud_Handler,
+		},
+		{
+			MethodName: "UpdateLogicalCloudResources",
+			Handler:    _LogicalCloudService_UpdateLogicalCloudResources_Handler,
+		},
+		{
+			MethodName: "StopLogicalCloud",
+			Handler:    _LogicalCloudService_StopLogicalCloud_Handler,
+		},
+		{
+			MethodName: "TerminateLogicalCloud",
+			Handler:    _LogicalCloudService_TerminateLogicalCloud_Handler,
+		},
+		{
+			MethodName: "GetLogicalCloudStatus",
+			Handler:    _LogicalCloudService_GetLogicalCloudStatus_Handler,
+		},
+		{
+			MethodName: "GetKubeconfig",
+			Handler:    _LogicalCloudService_GetKubeconfig_Handler,
+		},
+		{
+			MethodName: "GetQuotaUsage",
+			Handler:    _LogicalCloudService_GetQuotaUsage_Handler,
+		},
+		{
 			MethodName: "CreateClusterReference",
 			Handler:    _LogicalCloudService_CreateClusterReference_Handler,
 		},
@@ -742,6 +1089,12 @@ var LogicalCloudService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LogicalCloudService_DeleteKvPair_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchLogicalCloudStatus",
+			Handler:       _LogicalCloudService_WatchLogicalCloudStatus_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "dcm/core/v1/logical_cloud.proto",
 }

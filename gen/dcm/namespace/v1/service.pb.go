@@ -494,6 +494,107 @@ func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
 	return 0
 }
 
+// RenderNamespaceRequest names the logical cloud being applied.
+type RenderNamespaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderNamespaceRequest) Reset() {
+	*x = RenderNamespaceRequest{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderNamespaceRequest) ProtoMessage() {}
+
+func (x *RenderNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*RenderNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RenderNamespaceRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RenderNamespaceRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// RenderNamespaceResponse is the Namespace object.
+type RenderNamespaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifests are the objects to apply on every cluster, as JSON.
+	Manifests     []string `protobuf:"bytes,1,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderNamespaceResponse) Reset() {
+	*x = RenderNamespaceResponse{}
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderNamespaceResponse) ProtoMessage() {}
+
+func (x *RenderNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_namespace_v1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*RenderNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_namespace_v1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RenderNamespaceResponse) GetManifests() []string {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
 var File_dcm_namespace_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_service_proto_rawDesc = "" +
@@ -527,11 +628,17 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xce\x04\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"n\n" +
+	"\x16RenderNamespaceRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"7\n" +
+	"\x17RenderNamespaceResponse\x12\x1c\n" +
+	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\xb6\x05\n" +
 	"\x10NamespaceService\x12f\n" +
 	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12\xad\x01\n" +
 	"\x0eListNamespaces\x12'.dcm.namespace.v1.ListNamespacesRequest\x1a(.dcm.namespace.v1.ListNamespacesResponse\"H\x82\xd3\xe4\x93\x02B\x12@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12\xb3\x01\n" +
-	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12l\n" +
+	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12f\n" +
+	"\x0fRenderNamespace\x12(.dcm.namespace.v1.RenderNamespaceRequest\x1a).dcm.namespace.v1.RenderNamespaceResponse\x12l\n" +
 	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponseB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
 
 var (
@@ -546,7 +653,7 @@ func file_dcm_namespace_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_namespace_v1_service_proto_rawDescData
 }
 
-var file_dcm_namespace_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_dcm_namespace_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_dcm_namespace_v1_service_proto_goTypes = []any{
 	(*Namespace)(nil),                 // 0: dcm.namespace.v1.Namespace
 	(*CreateNamespaceRequest)(nil),    // 1: dcm.namespace.v1.CreateNamespaceRequest
@@ -557,26 +664,30 @@ var file_dcm_namespace_v1_service_proto_goTypes = []any{
 	(*DeleteNamespacesResponse)(nil),  // 6: dcm.namespace.v1.DeleteNamespacesResponse
 	(*PurgeLogicalCloudRequest)(nil),  // 7: dcm.namespace.v1.PurgeLogicalCloudRequest
 	(*PurgeLogicalCloudResponse)(nil), // 8: dcm.namespace.v1.PurgeLogicalCloudResponse
-	nil,                               // 9: dcm.namespace.v1.Namespace.LabelsEntry
+	(*RenderNamespaceRequest)(nil),    // 9: dcm.namespace.v1.RenderNamespaceRequest
+	(*RenderNamespaceResponse)(nil),   // 10: dcm.namespace.v1.RenderNamespaceResponse
+	nil,                               // 11: dcm.namespace.v1.Namespace.LabelsEntry
 }
 var file_dcm_namespace_v1_service_proto_depIdxs = []int32{
-	9, // 0: dcm.namespace.v1.Namespace.labels:type_name -> dcm.namespace.v1.Namespace.LabelsEntry
-	0, // 1: dcm.namespace.v1.CreateNamespaceRequest.namespace:type_name -> dcm.namespace.v1.Namespace
-	0, // 2: dcm.namespace.v1.CreateNamespaceResponse.namespace:type_name -> dcm.namespace.v1.Namespace
-	0, // 3: dcm.namespace.v1.ListNamespacesResponse.namespaces:type_name -> dcm.namespace.v1.Namespace
-	1, // 4: dcm.namespace.v1.NamespaceService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
-	3, // 5: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
-	5, // 6: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
-	7, // 7: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:input_type -> dcm.namespace.v1.PurgeLogicalCloudRequest
-	2, // 8: dcm.namespace.v1.NamespaceService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
-	4, // 9: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
-	6, // 10: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
-	8, // 11: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:output_type -> dcm.namespace.v1.PurgeLogicalCloudResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	11, // 0: dcm.namespace.v1.Namespace.labels:type_name -> dcm.namespace.v1.Namespace.LabelsEntry
+	0,  // 1: dcm.namespace.v1.CreateNamespaceRequest.namespace:type_name -> dcm.namespace.v1.Namespace
+	0,  // 2: dcm.namespace.v1.CreateNamespaceResponse.namespace:type_name -> dcm.namespace.v1.Namespace
+	0,  // 3: dcm.namespace.v1.ListNamespacesResponse.namespaces:type_name -> dcm.namespace.v1.Namespace
+	1,  // 4: dcm.namespace.v1.NamespaceService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
+	3,  // 5: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
+	5,  // 6: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
+	9,  // 7: dcm.namespace.v1.NamespaceService.RenderNamespace:input_type -> dcm.namespace.v1.RenderNamespaceRequest
+	7,  // 8: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:input_type -> dcm.namespace.v1.PurgeLogicalCloudRequest
+	2,  // 9: dcm.namespace.v1.NamespaceService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
+	4,  // 10: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
+	6,  // 11: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
+	10, // 12: dcm.namespace.v1.NamespaceService.RenderNamespace:output_type -> dcm.namespace.v1.RenderNamespaceResponse
+	8,  // 13: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:output_type -> dcm.namespace.v1.PurgeLogicalCloudResponse
+	9,  // [9:14] is the sub-list for method output_type
+	4,  // [4:9] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_dcm_namespace_v1_service_proto_init() }
@@ -590,7 +701,7 @@ func file_dcm_namespace_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_namespace_v1_service_proto_rawDesc), len(file_dcm_namespace_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

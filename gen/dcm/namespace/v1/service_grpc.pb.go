@@ -22,6 +22,7 @@ const (
 	NamespaceService_CreateNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceService/CreateNamespace"
 	NamespaceService_ListNamespaces_FullMethodName    = "/dcm.namespace.v1.NamespaceService/ListNamespaces"
 	NamespaceService_DeleteNamespaces_FullMethodName  = "/dcm.namespace.v1.NamespaceService/DeleteNamespaces"
+	NamespaceService_RenderNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceService/RenderNamespace"
 	NamespaceService_PurgeLogicalCloud_FullMethodName = "/dcm.namespace.v1.NamespaceService/PurgeLogicalCloud"
 )
 
@@ -40,6 +41,9 @@ type NamespaceServiceClient interface {
 	ListNamespaces(ctx context.Context, in *ListNamespacesRequest, opts ...grpc.CallOption) (*ListNamespacesResponse, error)
 	// DeleteNamespaces removes a logical cloud's namespace record.
 	DeleteNamespaces(ctx context.Context, in *DeleteNamespacesRequest, opts ...grpc.CallOption) (*DeleteNamespacesResponse, error)
+	// RenderNamespace makes the Namespace object the logical cloud gets on
+	// every cluster, labelled with its project and logical cloud. gRPC only.
+	RenderNamespace(ctx context.Context, in *RenderNamespaceRequest, opts ...grpc.CallOption) (*RenderNamespaceResponse, error)
 	// PurgeLogicalCloud removes the namespace record of a logical cloud that
 	// core is deleting; rerunning it is harmless. gRPC only.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
@@ -83,6 +87,16 @@ func (c *namespaceServiceClient) DeleteNamespaces(ctx context.Context, in *Delet
 	return out, nil
 }
 
+func (c *namespaceServiceClient) RenderNamespace(ctx context.Context, in *RenderNamespaceRequest, opts ...grpc.CallOption) (*RenderNamespaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenderNamespaceResponse)
+	err := c.cc.Invoke(ctx, NamespaceService_RenderNamespace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *namespaceServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PurgeLogicalCloudResponse)
@@ -108,6 +122,9 @@ type NamespaceServiceServer interface {
 	ListNamespaces(context.Context, *ListNamespacesRequest) (*ListNamespacesResponse, error)
 	// DeleteNamespaces removes a logical cloud's namespace record.
 	DeleteNamespaces(context.Context, *DeleteNamespacesRequest) (*DeleteNamespacesResponse, error)
+	// RenderNamespace makes the Namespace object the logical cloud gets on
+	// every cluster, labelled with its project and logical cloud. gRPC only.
+	RenderNamespace(context.Context, *RenderNamespaceRequest) (*RenderNamespaceResponse, error)
 	// PurgeLogicalCloud removes the namespace record of a logical cloud that
 	// core is deleting; rerunning it is harmless. gRPC only.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
@@ -129,6 +146,9 @@ func (UnimplementedNamespaceServiceServer) ListNamespaces(context.Context, *List
 }
 func (UnimplementedNamespaceServiceServer) DeleteNamespaces(context.Context, *DeleteNamespacesRequest) (*DeleteNamespacesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteNamespaces not implemented")
+}
+func (UnimplementedNamespaceServiceServer) RenderNamespace(context.Context, *RenderNamespaceRequest) (*RenderNamespaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenderNamespace not implemented")
 }
 func (UnimplementedNamespaceServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
@@ -208,6 +228,24 @@ func _NamespaceService_DeleteNamespaces_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NamespaceService_RenderNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenderNamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServiceServer).RenderNamespace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NamespaceService_RenderNamespace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServiceServer).RenderNamespace(ctx, req.(*RenderNamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NamespaceService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PurgeLogicalCloudRequest)
 	if err := dec(in); err != nil {
@@ -244,6 +282,10 @@ var NamespaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteNamespaces",
 			Handler:    _NamespaceService_DeleteNamespaces_Handler,
+		},
+		{
+			MethodName: "RenderNamespace",
+			Handler:    _NamespaceService_RenderNamespace_Handler,
 		},
 		{
 			MethodName: "PurgeLogicalCloud",

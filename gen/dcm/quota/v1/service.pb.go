@@ -836,6 +836,125 @@ func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
 	return 0
 }
 
+// RenderQuotasRequest names the logical cloud being applied.
+type RenderQuotasRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderQuotasRequest) Reset() {
+	*x = RenderQuotasRequest{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderQuotasRequest) ProtoMessage() {}
+
+func (x *RenderQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderQuotasRequest.ProtoReflect.Descriptor instead.
+func (*RenderQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RenderQuotasRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RenderQuotasRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// RenderQuotasResponse is the ResourceQuota objects.
+type RenderQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifests are the objects to apply on every cluster, as JSON.
+	Manifests []string `protobuf:"bytes,1,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	// namespace the quotas are in.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// names are the ResourceQuotas' names, in manifest order.
+	Names         []string `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderQuotasResponse) Reset() {
+	*x = RenderQuotasResponse{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderQuotasResponse) ProtoMessage() {}
+
+func (x *RenderQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderQuotasResponse.ProtoReflect.Descriptor instead.
+func (*RenderQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RenderQuotasResponse) GetManifests() []string {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
+func (x *RenderQuotasResponse) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RenderQuotasResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
 var File_dcm_quota_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_service_proto_rawDesc = "" +
@@ -883,14 +1002,22 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xd7\a\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"k\n" +
+	"\x13RenderQuotasRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"h\n" +
+	"\x14RenderQuotasResponse\x12\x1c\n" +
+	"\tmanifests\x18\x01 \x03(\tR\tmanifests\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names2\xae\b\n" +
 	"\fQuotaService\x12\xae\x01\n" +
 	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"Z\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
 	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"Z\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
 	"\n" +
 	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
 	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12d\n" +
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12U\n" +
+	"\fRenderQuotas\x12!.dcm.quota.v1.RenderQuotasRequest\x1a\".dcm.quota.v1.RenderQuotasResponse\x12d\n" +
 	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponseB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
 var (
@@ -905,7 +1032,7 @@ func file_dcm_quota_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_quota_v1_service_proto_rawDescData
 }
 
-var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_dcm_quota_v1_service_proto_goTypes = []any{
 	(*Quota)(nil),                     // 0: dcm.quota.v1.Quota
 	(*StoredQuota)(nil),               // 1: dcm.quota.v1.StoredQuota
@@ -922,13 +1049,15 @@ var file_dcm_quota_v1_service_proto_goTypes = []any{
 	(*DeleteQuotaResponse)(nil),       // 12: dcm.quota.v1.DeleteQuotaResponse
 	(*PurgeLogicalCloudRequest)(nil),  // 13: dcm.quota.v1.PurgeLogicalCloudRequest
 	(*PurgeLogicalCloudResponse)(nil), // 14: dcm.quota.v1.PurgeLogicalCloudResponse
-	(*v1.Metadata)(nil),               // 15: dcm.types.v1.Metadata
-	(*structpb.Struct)(nil),           // 16: google.protobuf.Struct
+	(*RenderQuotasRequest)(nil),       // 15: dcm.quota.v1.RenderQuotasRequest
+	(*RenderQuotasResponse)(nil),      // 16: dcm.quota.v1.RenderQuotasResponse
+	(*v1.Metadata)(nil),               // 17: dcm.types.v1.Metadata
+	(*structpb.Struct)(nil),           // 18: google.protobuf.Struct
 }
 var file_dcm_quota_v1_service_proto_depIdxs = []int32{
-	15, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
-	16, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
-	15, // 2: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
+	17, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
+	18, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
+	17, // 2: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
 	2,  // 3: dcm.quota.v1.StoredQuota.hard:type_name -> dcm.quota.v1.ResourceAmount
 	0,  // 4: dcm.quota.v1.CreateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
 	0,  // 5: dcm.quota.v1.CreateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
@@ -941,15 +1070,17 @@ var file_dcm_quota_v1_service_proto_depIdxs = []int32{
 	7,  // 12: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
 	9,  // 13: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
 	11, // 14: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
-	13, // 15: dcm.quota.v1.QuotaService.PurgeLogicalCloud:input_type -> dcm.quota.v1.PurgeLogicalCloudRequest
-	4,  // 16: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
-	6,  // 17: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
-	8,  // 18: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
-	10, // 19: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
-	12, // 20: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
-	14, // 21: dcm.quota.v1.QuotaService.PurgeLogicalCloud:output_type -> dcm.quota.v1.PurgeLogicalCloudResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
+	15, // 15: dcm.quota.v1.QuotaService.RenderQuotas:input_type -> dcm.quota.v1.RenderQuotasRequest
+	13, // 16: dcm.quota.v1.QuotaService.PurgeLogicalCloud:input_type -> dcm.quota.v1.PurgeLogicalCloudRequest
+	4,  // 17: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
+	6,  // 18: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
+	8,  // 19: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
+	10, // 20: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
+	12, // 21: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
+	16, // 22: dcm.quota.v1.QuotaService.RenderQuotas:output_type -> dcm.quota.v1.RenderQuotasResponse
+	14, // 23: dcm.quota.v1.QuotaService.PurgeLogicalCloud:output_type -> dcm.quota.v1.PurgeLogicalCloudResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -966,7 +1097,7 @@ func file_dcm_quota_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_quota_v1_service_proto_rawDesc), len(file_dcm_quota_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

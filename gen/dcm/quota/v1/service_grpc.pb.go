@@ -24,6 +24,7 @@ const (
 	QuotaService_ListQuotas_FullMethodName        = "/dcm.quota.v1.QuotaService/ListQuotas"
 	QuotaService_UpdateQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/UpdateQuota"
 	QuotaService_DeleteQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/DeleteQuota"
+	QuotaService_RenderQuotas_FullMethodName      = "/dcm.quota.v1.QuotaService/RenderQuotas"
 	QuotaService_PurgeLogicalCloud_FullMethodName = "/dcm.quota.v1.QuotaService/PurgeLogicalCloud"
 )
 
@@ -47,6 +48,9 @@ type QuotaServiceClient interface {
 	UpdateQuota(ctx context.Context, in *UpdateQuotaRequest, opts ...grpc.CallOption) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(ctx context.Context, in *DeleteQuotaRequest, opts ...grpc.CallOption) (*DeleteQuotaResponse, error)
+	// RenderQuotas makes a ResourceQuota per quota of the logical cloud (the
+	// default quota when it has none), in its namespace. gRPC only.
+	RenderQuotas(ctx context.Context, in *RenderQuotasRequest, opts ...grpc.CallOption) (*RenderQuotasResponse, error)
 	// PurgeLogicalCloud removes every quota of a logical cloud that core is
 	// deleting; rerunning it is harmless. gRPC only.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
@@ -110,6 +114,16 @@ func (c *quotaServiceClient) DeleteQuota(ctx context.Context, in *DeleteQuotaReq
 	return out, nil
 }
 
+func (c *quotaServiceClient) RenderQuotas(ctx context.Context, in *RenderQuotasRequest, opts ...grpc.CallOption) (*RenderQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenderQuotasResponse)
+	err := c.cc.Invoke(ctx, QuotaService_RenderQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *quotaServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PurgeLogicalCloudResponse)
@@ -140,6 +154,9 @@ type QuotaServiceServer interface {
 	UpdateQuota(context.Context, *UpdateQuotaRequest) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error)
+	// RenderQuotas makes a ResourceQuota per quota of the logical cloud (the
+	// default quota when it has none), in its namespace. gRPC only.
+	RenderQuotas(context.Context, *RenderQuotasRequest) (*RenderQuotasResponse, error)
 	// PurgeLogicalCloud removes every quota of a logical cloud that core is
 	// deleting; rerunning it is harmless. gRPC only.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
@@ -167,6 +184,9 @@ func (UnimplementedQuotaServiceServer) UpdateQuota(context.Context, *UpdateQuota
 }
 func (UnimplementedQuotaServiceServer) DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteQuota not implemented")
+}
+func (UnimplementedQuotaServiceServer) RenderQuotas(context.Context, *RenderQuotasRequest) (*RenderQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenderQuotas not implemented")
 }
 func (UnimplementedQuotaServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
@@ -282,6 +302,24 @@ func _QuotaService_DeleteQuota_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QuotaService_RenderQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenderQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).RenderQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_RenderQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).RenderQuotas(ctx, req.(*RenderQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _QuotaService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PurgeLogicalCloudRequest)
 	if err := dec(in); err != nil {
@@ -326,6 +364,10 @@ var QuotaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteQuota",
 			Handler:    _QuotaService_DeleteQuota_Handler,
+		},
+		{
+			MethodName: "RenderQuotas",
+			Handler:    _QuotaService_RenderQuotas_Handler,
 		},
 		{
 			MethodName: "PurgeLogicalCloud",

@@ -1621,6 +1621,126 @@ func (x *GetClusterConnectionResponse) GetTlsServerName() string {
 	return ""
 }
 
+// GetServiceAccountTokenRequest names a ServiceAccount token Secret on a
+// cluster.
+type GetServiceAccountTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// namespace of the Secret.
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// name of the Secret.
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServiceAccountTokenRequest) Reset() {
+	*x = GetServiceAccountTokenRequest{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServiceAccountTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServiceAccountTokenRequest) ProtoMessage() {}
+
+func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServiceAccountTokenRequest.ProtoReflect.Descriptor instead.
+func (*GetServiceAccountTokenRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetServiceAccountTokenRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *GetServiceAccountTokenRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *GetServiceAccountTokenRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetServiceAccountTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetServiceAccountTokenResponse carries the token.
+type GetServiceAccountTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the ServiceAccount's bearer token.
+	Token         []byte `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServiceAccountTokenResponse) Reset() {
+	*x = GetServiceAccountTokenResponse{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServiceAccountTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServiceAccountTokenResponse) ProtoMessage() {}
+
+func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServiceAccountTokenResponse.ProtoReflect.Descriptor instead.
+func (*GetServiceAccountTokenResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetServiceAccountTokenResponse) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
 // StoredRollout is how rsync stores an owner's desired state (not part of
 // the API): each distinct manifest once, and per cluster the indexes of its
 // manifests in apply order.
@@ -1644,7 +1764,7 @@ type StoredRollout struct {
 
 func (x *StoredRollout) Reset() {
 	*x = StoredRollout{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1776,7 @@ func (x *StoredRollout) String() string {
 func (*StoredRollout) ProtoMessage() {}
 
 func (x *StoredRollout) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1789,7 @@ func (x *StoredRollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredRollout.ProtoReflect.Descriptor instead.
 func (*StoredRollout) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StoredRollout) GetOwner() string {
@@ -1729,7 +1849,7 @@ type StoredTarget struct {
 
 func (x *StoredTarget) Reset() {
 	*x = StoredTarget{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1861,7 @@ func (x *StoredTarget) String() string {
 func (*StoredTarget) ProtoMessage() {}
 
 func (x *StoredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1874,7 @@ func (x *StoredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredTarget.ProtoReflect.Descriptor instead.
 func (*StoredTarget) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StoredTarget) GetProvider() string {
@@ -1799,7 +1919,7 @@ type StoredClusterState struct {
 
 func (x *StoredClusterState) Reset() {
 	*x = StoredClusterState{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1931,7 @@ func (x *StoredClusterState) String() string {
 func (*StoredClusterState) ProtoMessage() {}
 
 func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1944,7 @@ func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredClusterState.ProtoReflect.Descriptor instead.
 func (*StoredClusterState) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StoredClusterState) GetOwner() string {
@@ -1978,7 +2098,15 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x1cGetClusterConnectionResponse\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12<\n" +
 	"\x1acertificate_authority_data\x18\x02 \x01(\fR\x18certificateAuthorityData\x12&\n" +
-	"\x0ftls_server_name\x18\x03 \x01(\tR\rtlsServerName\"\xcf\x01\n" +
+	"\x0ftls_server_name\x18\x03 \x01(\tR\rtlsServerName\"\xb4\x01\n" +
+	"\x1dGetServiceAccountTokenRequest\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
+	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12'\n" +
+	"\tnamespace\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\tnamespace\x12\x1e\n" +
+	"\x04name\x18\x04 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x04name\"6\n" +
+	"\x1eGetServiceAccountTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\"\xcf\x01\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2026,7 +2154,7 @@ func file_dcm_rsync_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(State)(0),                             // 0: dcm.rsync.v1.State
 	(Operation)(0),                         // 1: dcm.rsync.v1.Operation
@@ -2054,10 +2182,12 @@ var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(*ResourceQuantity)(nil),               // 23: dcm.rsync.v1.ResourceQuantity
 	(*GetClusterConnectionRequest)(nil),    // 24: dcm.rsync.v1.GetClusterConnectionRequest
 	(*GetClusterConnectionResponse)(nil),   // 25: dcm.rsync.v1.GetClusterConnectionResponse
-	(*StoredRollout)(nil),                  // 26: dcm.rsync.v1.StoredRollout
-	(*StoredTarget)(nil),                   // 27: dcm.rsync.v1.StoredTarget
-	(*StoredClusterState)(nil),             // 28: dcm.rsync.v1.StoredClusterState
-	(*timestamppb.Timestamp)(nil),          // 29: google.protobuf.Timestamp
+	(*GetServiceAccountTokenRequest)(nil),  // 26: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetServiceAccountTokenResponse)(nil), // 27: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*StoredRollout)(nil),                  // 28: dcm.rsync.v1.StoredRollout
+	(*StoredTarget)(nil),                   // 29: dcm.rsync.v1.StoredTarget
+	(*StoredClusterState)(nil),             // 30: dcm.rsync.v1.StoredClusterState
+	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	3,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
@@ -2071,11 +2201,11 @@ var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	18, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
 	1,  // 9: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
 	0,  // 10: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
-	29, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	29, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
+	31, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	31, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
 	23, // 13: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
 	23, // 14: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
-	27, // 15: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
+	29, // 15: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
 	18, // 16: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
@@ -2095,7 +2225,7 @@ func file_dcm_rsync_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_rollout_proto_rawDesc), len(file_dcm_rsync_v1_rollout_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

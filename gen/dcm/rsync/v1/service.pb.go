@@ -1417,7 +1417,7 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.SelectedClusterR\bclusters\"A\n" +
 	"\x0fSelectedCluster\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2\xb2\x14\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\xa7\x15\n" +
 	"\fRsyncService\x12\xb3\x01\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
 	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
@@ -1439,7 +1439,8 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\x12WatchRolloutStatus\x12'.dcm.rsync.v1.WatchRolloutStatusRequest\x1a(.dcm.rsync.v1.WatchRolloutStatusResponse0\x01\x12[\n" +
 	"\x0eGetCertificate\x12#.dcm.rsync.v1.GetCertificateRequest\x1a$.dcm.rsync.v1.GetCertificateResponse\x12s\n" +
 	"\x16GetResourceQuotaStatus\x12+.dcm.rsync.v1.GetResourceQuotaStatusRequest\x1a,.dcm.rsync.v1.GetResourceQuotaStatusResponse\x12m\n" +
-	"\x14GetClusterConnection\x12).dcm.rsync.v1.GetClusterConnectionRequest\x1a*.dcm.rsync.v1.GetClusterConnectionResponseB5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
+	"\x14GetClusterConnection\x12).dcm.rsync.v1.GetClusterConnectionRequest\x1a*.dcm.rsync.v1.GetClusterConnectionResponse\x12s\n" +
+	"\x16GetServiceAccountToken\x12+.dcm.rsync.v1.GetServiceAccountTokenRequest\x1a,.dcm.rsync.v1.GetServiceAccountTokenResponseB5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
 	file_dcm_rsync_v1_service_proto_rawDescOnce sync.Once
@@ -1492,15 +1493,17 @@ var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*GetCertificateRequest)(nil),          // 34: dcm.rsync.v1.GetCertificateRequest
 	(*GetResourceQuotaStatusRequest)(nil),  // 35: dcm.rsync.v1.GetResourceQuotaStatusRequest
 	(*GetClusterConnectionRequest)(nil),    // 36: dcm.rsync.v1.GetClusterConnectionRequest
-	(*SubmitRolloutResponse)(nil),          // 37: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 38: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 39: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 40: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 41: dcm.rsync.v1.GetRolloutStatusResponse
-	(*WatchRolloutStatusResponse)(nil),     // 42: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 43: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 44: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 45: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenRequest)(nil),  // 37: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*SubmitRolloutResponse)(nil),          // 38: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutResponse)(nil),          // 39: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutResponse)(nil),          // 40: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutResponse)(nil),            // 41: dcm.rsync.v1.StopRolloutResponse
+	(*GetRolloutStatusResponse)(nil),       // 42: dcm.rsync.v1.GetRolloutStatusResponse
+	(*WatchRolloutStatusResponse)(nil),     // 43: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*GetCertificateResponse)(nil),         // 44: dcm.rsync.v1.GetCertificateResponse
+	(*GetResourceQuotaStatusResponse)(nil), // 45: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*GetClusterConnectionResponse)(nil),   // 46: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenResponse)(nil), // 47: dcm.rsync.v1.GetServiceAccountTokenResponse
 }
 var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	27, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
@@ -1540,28 +1543,30 @@ var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	34, // 34: dcm.rsync.v1.RsyncService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
 	35, // 35: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
 	36, // 36: dcm.rsync.v1.RsyncService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	2,  // 37: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
-	4,  // 38: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
-	6,  // 39: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
-	10, // 40: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
-	8,  // 41: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
-	15, // 42: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
-	17, // 43: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
-	19, // 44: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
-	21, // 45: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
-	25, // 46: dcm.rsync.v1.RsyncService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	23, // 47: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
-	37, // 48: dcm.rsync.v1.RsyncService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	38, // 49: dcm.rsync.v1.RsyncService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	39, // 50: dcm.rsync.v1.RsyncService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	40, // 51: dcm.rsync.v1.RsyncService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	41, // 52: dcm.rsync.v1.RsyncService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	42, // 53: dcm.rsync.v1.RsyncService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	43, // 54: dcm.rsync.v1.RsyncService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	44, // 55: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	45, // 56: dcm.rsync.v1.RsyncService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	37, // [37:57] is the sub-list for method output_type
-	17, // [17:37] is the sub-list for method input_type
+	37, // 37: dcm.rsync.v1.RsyncService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
+	2,  // 38: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
+	4,  // 39: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
+	6,  // 40: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
+	10, // 41: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
+	8,  // 42: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
+	15, // 43: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
+	17, // 44: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
+	19, // 45: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
+	21, // 46: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
+	25, // 47: dcm.rsync.v1.RsyncService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	23, // 48: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
+	38, // 49: dcm.rsync.v1.RsyncService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
+	39, // 50: dcm.rsync.v1.RsyncService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
+	40, // 51: dcm.rsync.v1.RsyncService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
+	41, // 52: dcm.rsync.v1.RsyncService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
+	42, // 53: dcm.rsync.v1.RsyncService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
+	43, // 54: dcm.rsync.v1.RsyncService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
+	44, // 55: dcm.rsync.v1.RsyncService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
+	45, // 56: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
+	46, // 57: dcm.rsync.v1.RsyncService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
+	47, // 58: dcm.rsync.v1.RsyncService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
+	38, // [38:59] is the sub-list for method output_type
+	17, // [17:38] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name

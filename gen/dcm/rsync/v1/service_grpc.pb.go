@@ -39,6 +39,7 @@ const (
 	RsyncService_GetCertificate_FullMethodName         = "/dcm.rsync.v1.RsyncService/GetCertificate"
 	RsyncService_GetResourceQuotaStatus_FullMethodName = "/dcm.rsync.v1.RsyncService/GetResourceQuotaStatus"
 	RsyncService_GetClusterConnection_FullMethodName   = "/dcm.rsync.v1.RsyncService/GetClusterConnection"
+	RsyncService_GetServiceAccountToken_FullMethodName = "/dcm.rsync.v1.RsyncService/GetServiceAccountToken"
 )
 
 // RsyncServiceClient is the client API for RsyncService service.
@@ -104,6 +105,9 @@ type RsyncServiceClient interface {
 	// GetClusterConnection reads a cluster's public connection info: its API
 	// server URL and CA, never its admin credentials.
 	GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error)
+	// GetServiceAccountToken reads the token a cluster's token controller
+	// put in a ServiceAccount token Secret (NotFound until it has).
+	GetServiceAccountToken(ctx context.Context, in *GetServiceAccountTokenRequest, opts ...grpc.CallOption) (*GetServiceAccountTokenResponse, error)
 }
 
 type rsyncServiceClient struct {
@@ -323,6 +327,16 @@ func (c *rsyncServiceClient) GetClusterConnection(ctx context.Context, in *GetCl
 	return out, nil
 }
 
+func (c *rsyncServiceClient) GetServiceAccountToken(ctx context.Context, in *GetServiceAccountTokenRequest, opts ...grpc.CallOption) (*GetServiceAccountTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServiceAccountTokenResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetServiceAccountToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RsyncServiceServer is the server API for RsyncService service.
 // All implementations must embed UnimplementedRsyncServiceServer
 // for forward compatibility.
@@ -386,6 +400,9 @@ type RsyncServiceServer interface {
 	// GetClusterConnection reads a cluster's public connection info: its API
 	// server URL and CA, never its admin credentials.
 	GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error)
+	// GetServiceAccountToken reads the token a cluster's token controller
+	// put in a ServiceAccount token Secret (NotFound until it has).
+	GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error)
 	mustEmbedUnimplementedRsyncServiceServer()
 }
 
@@ -455,6 +472,9 @@ func (UnimplementedRsyncServiceServer) GetResourceQuotaStatus(context.Context, *
 }
 func (UnimplementedRsyncServiceServer) GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetClusterConnection not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServiceAccountToken not implemented")
 }
 func (UnimplementedRsyncServiceServer) mustEmbedUnimplementedRsyncServiceServer() {}
 func (UnimplementedRsyncServiceServer) testEmbeddedByValue()                      {}
@@ -830,6 +850,24 @@ func _RsyncService_GetClusterConnection_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RsyncService_GetServiceAccountToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServiceAccountTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetServiceAccountToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetServiceAccountToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetServiceAccountToken(ctx, req.(*GetServiceAccountTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RsyncService_ServiceDesc is the grpc.ServiceDesc for RsyncService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -912,6 +950,10 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetClusterConnection",
 			Handler:    _RsyncService_GetClusterConnection_Handler,
+		},
+		{
+			MethodName: "GetServiceAccountToken",
+			Handler:    _RsyncService_GetServiceAccountToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -29,10 +29,13 @@ type User struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the user name: the certificate's common name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// type is how the user authenticates: "certificate".
+	// type is how the user authenticates: "certificate" (a client
+	// certificate issued by each cluster's signer) or "token" (a
+	// ServiceAccount token).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// certificate is the user's PEM certificate signing request, if one was
-	// given (its common name is name); empty means the key is generated.
+	// certificate is the user's PEM certificate signing request (its common
+	// name is name). When none is given, the user service makes a key and
+	// this request at the first apply and shows the request here.
 	Certificate   string `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1331,14 +1334,338 @@ func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
 	return 0
 }
 
+// RenderUsersRequest names the logical cloud being applied.
+type RenderUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderUsersRequest) Reset() {
+	*x = RenderUsersRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderUsersRequest) ProtoMessage() {}
+
+func (x *RenderUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderUsersRequest.ProtoReflect.Descriptor instead.
+func (*RenderUsersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RenderUsersRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RenderUsersRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// RenderUsersResponse is the users' objects.
+type RenderUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifests are the objects to apply on every cluster, as JSON.
+	Manifests []string `protobuf:"bytes,1,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	// users are how each user authenticates on the clusters.
+	Users         []*RenderedUser `protobuf:"bytes,2,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderUsersResponse) Reset() {
+	*x = RenderUsersResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderUsersResponse) ProtoMessage() {}
+
+func (x *RenderUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderUsersResponse.ProtoReflect.Descriptor instead.
+func (*RenderUsersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RenderUsersResponse) GetManifests() []string {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
+func (x *RenderUsersResponse) GetUsers() []*RenderedUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// RenderedUser is how a user authenticates on the clusters.
+type RenderedUser struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the user's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// type is "certificate" or "token".
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// csr_name is the CertificateSigningRequest whose certificate the user
+	// presents (certificate users).
+	CsrName string `protobuf:"bytes,3,opt,name=csr_name,json=csrName,proto3" json:"csr_name,omitempty"`
+	// namespace of the ServiceAccount and its token Secret (token users).
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// service_account is the ServiceAccount the user is (token users).
+	ServiceAccount string `protobuf:"bytes,5,opt,name=service_account,json=serviceAccount,proto3" json:"service_account,omitempty"`
+	// token_secret is the Secret holding the ServiceAccount's token (token
+	// users).
+	TokenSecret   string `protobuf:"bytes,6,opt,name=token_secret,json=tokenSecret,proto3" json:"token_secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderedUser) Reset() {
+	*x = RenderedUser{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderedUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderedUser) ProtoMessage() {}
+
+func (x *RenderedUser) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderedUser.ProtoReflect.Descriptor instead.
+func (*RenderedUser) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RenderedUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenderedUser) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RenderedUser) GetCsrName() string {
+	if x != nil {
+		return x.CsrName
+	}
+	return ""
+}
+
+func (x *RenderedUser) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RenderedUser) GetServiceAccount() string {
+	if x != nil {
+		return x.ServiceAccount
+	}
+	return ""
+}
+
+func (x *RenderedUser) GetTokenSecret() string {
+	if x != nil {
+		return x.TokenSecret
+	}
+	return ""
+}
+
+// GetUserCredentialsRequest names a user of a logical cloud.
+type GetUserCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the user's name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserCredentialsRequest) Reset() {
+	*x = GetUserCredentialsRequest{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserCredentialsRequest) ProtoMessage() {}
+
+func (x *GetUserCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*GetUserCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetUserCredentialsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetUserCredentialsRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *GetUserCredentialsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetUserCredentialsResponse is a user's credentials.
+type GetUserCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user is how the user authenticates.
+	User *RenderedUser `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// key_pem is the user's private key (PEM), when the user service made
+	// it; empty for a user who brought a certificate signing request, and
+	// for token users.
+	KeyPem        []byte `protobuf:"bytes,2,opt,name=key_pem,json=keyPem,proto3" json:"key_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserCredentialsResponse) Reset() {
+	*x = GetUserCredentialsResponse{}
+	mi := &file_dcm_user_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserCredentialsResponse) ProtoMessage() {}
+
+func (x *GetUserCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*GetUserCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetUserCredentialsResponse) GetUser() *RenderedUser {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *GetUserCredentialsResponse) GetKeyPem() []byte {
+	if x != nil {
+		return x.KeyPem
+	}
+	return nil
+}
+
 var File_dcm_user_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"q\n" +
+	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"x\n" +
 	"\x04User\x12\x1d\n" +
-	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12(\n" +
-	"\x04type\x18\x02 \x01(\tB\x14\xbaH\x11r\x0fR\x00R\vcertificateR\x04type\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12/\n" +
+	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\x12 \n" +
 	"\vcertificate\x18\x03 \x01(\tR\vcertificate\"\xe3\x01\n" +
 	"\x0eUserPermission\x123\n" +
 	"\x0fpermission_name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x0fpermission-name\x12I\n" +
@@ -1406,7 +1733,27 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved2\xc3\x0e\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"j\n" +
+	"\x12RenderUsersRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"d\n" +
+	"\x13RenderUsersResponse\x12\x1c\n" +
+	"\tmanifests\x18\x01 \x03(\tR\tmanifests\x12/\n" +
+	"\x05users\x18\x02 \x03(\v2\x19.dcm.user.v1.RenderedUserR\x05users\"\xbb\x01\n" +
+	"\fRenderedUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
+	"\bcsr_name\x18\x03 \x01(\tR\acsrName\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12'\n" +
+	"\x0fservice_account\x18\x05 \x01(\tR\x0eserviceAccount\x12!\n" +
+	"\ftoken_secret\x18\x06 \x01(\tR\vtokenSecret\"\x90\x01\n" +
+	"\x19GetUserCredentialsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"d\n" +
+	"\x1aGetUserCredentialsResponse\x12-\n" +
+	"\x04user\x18\x01 \x01(\v2\x19.dcm.user.v1.RenderedUserR\x04user\x12\x17\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\xfc\x0f\n" +
 	"\vUserService\x12M\n" +
 	"\n" +
 	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12\x95\x01\n" +
@@ -1419,7 +1766,9 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\x11GetUserPermission\x12%.dcm.user.v1.GetUserPermissionRequest\x1a&.dcm.user.v1.GetUserPermissionResponse\"f\x82\xd3\xe4\x93\x02`b\x0fuser_permission\x12M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xca\x01\n" +
 	"\x13ListUserPermissions\x12'.dcm.user.v1.ListUserPermissionsRequest\x1a(.dcm.user.v1.ListUserPermissionsResponse\"`\x82\xd3\xe4\x93\x02Zb\x10user_permissions\x12F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xe4\x01\n" +
 	"\x14UpdateUserPermission\x12(.dcm.user.v1.UpdateUserPermissionRequest\x1a).dcm.user.v1.UpdateUserPermissionResponse\"w\x82\xd3\xe4\x93\x02q:\x0fuser_permissionb\x0fuser_permission\x1aM/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xc2\x01\n" +
-	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12b\n" +
+	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12P\n" +
+	"\vRenderUsers\x12\x1f.dcm.user.v1.RenderUsersRequest\x1a .dcm.user.v1.RenderUsersResponse\x12e\n" +
+	"\x12GetUserCredentials\x12&.dcm.user.v1.GetUserCredentialsRequest\x1a'.dcm.user.v1.GetUserCredentialsResponse\x12b\n" +
 	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponseB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
 var (
@@ -1434,7 +1783,7 @@ func file_dcm_user_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_user_v1_service_proto_rawDescData
 }
 
-var file_dcm_user_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_dcm_user_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_dcm_user_v1_service_proto_goTypes = []any{
 	(*User)(nil),                         // 0: dcm.user.v1.User
 	(*UserPermission)(nil),               // 1: dcm.user.v1.UserPermission
@@ -1460,6 +1809,11 @@ var file_dcm_user_v1_service_proto_goTypes = []any{
 	(*DeleteUserPermissionResponse)(nil), // 21: dcm.user.v1.DeleteUserPermissionResponse
 	(*PurgeLogicalCloudRequest)(nil),     // 22: dcm.user.v1.PurgeLogicalCloudRequest
 	(*PurgeLogicalCloudResponse)(nil),    // 23: dcm.user.v1.PurgeLogicalCloudResponse
+	(*RenderUsersRequest)(nil),           // 24: dcm.user.v1.RenderUsersRequest
+	(*RenderUsersResponse)(nil),          // 25: dcm.user.v1.RenderUsersResponse
+	(*RenderedUser)(nil),                 // 26: dcm.user.v1.RenderedUser
+	(*GetUserCredentialsRequest)(nil),    // 27: dcm.user.v1.GetUserCredentialsRequest
+	(*GetUserCredentialsResponse)(nil),   // 28: dcm.user.v1.GetUserCredentialsResponse
 }
 var file_dcm_user_v1_service_proto_depIdxs = []int32{
 	0,  // 0: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
@@ -1472,33 +1826,39 @@ var file_dcm_user_v1_service_proto_depIdxs = []int32{
 	1,  // 7: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
 	1,  // 8: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
 	1,  // 9: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	2,  // 10: dcm.user.v1.UserService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
-	4,  // 11: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
-	6,  // 12: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
-	8,  // 13: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
-	10, // 14: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
-	12, // 15: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
-	14, // 16: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
-	16, // 17: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
-	18, // 18: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
-	20, // 19: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
-	22, // 20: dcm.user.v1.UserService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
-	3,  // 21: dcm.user.v1.UserService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
-	5,  // 22: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
-	7,  // 23: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
-	9,  // 24: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
-	11, // 25: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
-	13, // 26: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
-	15, // 27: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
-	17, // 28: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
-	19, // 29: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
-	21, // 30: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
-	23, // 31: dcm.user.v1.UserService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
-	21, // [21:32] is the sub-list for method output_type
-	10, // [10:21] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	26, // 10: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
+	26, // 11: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
+	2,  // 12: dcm.user.v1.UserService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
+	4,  // 13: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
+	6,  // 14: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
+	8,  // 15: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
+	10, // 16: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
+	12, // 17: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
+	14, // 18: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
+	16, // 19: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
+	18, // 20: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
+	20, // 21: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
+	24, // 22: dcm.user.v1.UserService.RenderUsers:input_type -> dcm.user.v1.RenderUsersRequest
+	27, // 23: dcm.user.v1.UserService.GetUserCredentials:input_type -> dcm.user.v1.GetUserCredentialsRequest
+	22, // 24: dcm.user.v1.UserService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
+	3,  // 25: dcm.user.v1.UserService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
+	5,  // 26: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
+	7,  // 27: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
+	9,  // 28: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
+	11, // 29: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
+	13, // 30: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
+	15, // 31: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
+	17, // 32: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
+	19, // 33: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
+	21, // 34: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
+	25, // 35: dcm.user.v1.UserService.RenderUsers:output_type -> dcm.user.v1.RenderUsersResponse
+	28, // 36: dcm.user.v1.UserService.GetUserCredentials:output_type -> dcm.user.v1.GetUserCredentialsResponse
+	23, // 37: dcm.user.v1.UserService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
+	25, // [25:38] is the sub-list for method output_type
+	12, // [12:25] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_dcm_user_v1_service_proto_init() }
@@ -1512,7 +1872,7 @@ func file_dcm_user_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_user_v1_service_proto_rawDesc), len(file_dcm_user_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

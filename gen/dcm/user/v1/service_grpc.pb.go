@@ -29,6 +29,8 @@ const (
 	UserService_ListUserPermissions_FullMethodName  = "/dcm.user.v1.UserService/ListUserPermissions"
 	UserService_UpdateUserPermission_FullMethodName = "/dcm.user.v1.UserService/UpdateUserPermission"
 	UserService_DeleteUserPermission_FullMethodName = "/dcm.user.v1.UserService/DeleteUserPermission"
+	UserService_RenderUsers_FullMethodName          = "/dcm.user.v1.UserService/RenderUsers"
+	UserService_GetUserCredentials_FullMethodName   = "/dcm.user.v1.UserService/GetUserCredentials"
 	UserService_PurgeLogicalCloud_FullMethodName    = "/dcm.user.v1.UserService/PurgeLogicalCloud"
 )
 
@@ -60,6 +62,16 @@ type UserServiceClient interface {
 	UpdateUserPermission(ctx context.Context, in *UpdateUserPermissionRequest, opts ...grpc.CallOption) (*UpdateUserPermissionResponse, error)
 	// DeleteUserPermission removes a permission.
 	DeleteUserPermission(ctx context.Context, in *DeleteUserPermissionRequest, opts ...grpc.CallOption) (*DeleteUserPermissionResponse, error)
+	// RenderUsers makes what the logical cloud's users get on every
+	// cluster: for a certificate user a CertificateSigningRequest (its key is
+	// generated once and kept sealed), for a token user a ServiceAccount and
+	// its token Secret; and per permission a Role (ClusterRole when
+	// cluster-wide) bound to every user. gRPC only.
+	RenderUsers(ctx context.Context, in *RenderUsersRequest, opts ...grpc.CallOption) (*RenderUsersResponse, error)
+	// GetUserCredentials reads what a kubeconfig for a user needs: how the
+	// user authenticates and, for a certificate user whose key was
+	// generated, the private key. gRPC only, for core.
+	GetUserCredentials(ctx context.Context, in *GetUserCredentialsRequest, opts ...grpc.CallOption) (*GetUserCredentialsResponse, error)
 	// PurgeLogicalCloud removes every user and permission of a logical cloud
 	// that core is deleting; rerunning it is harmless. gRPC only.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
@@ -173,6 +185,26 @@ func (c *userServiceClient) DeleteUserPermission(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *userServiceClient) RenderUsers(ctx context.Context, in *RenderUsersRequest, opts ...grpc.CallOption) (*RenderUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenderUsersResponse)
+	err := c.cc.Invoke(ctx, UserService_RenderUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) GetUserCredentials(ctx context.Context, in *GetUserCredentialsRequest, opts ...grpc.CallOption) (*GetUserCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserCredentialsResponse)
+	err := c.cc.Invoke(ctx, UserService_GetUserCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *userServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PurgeLogicalCloudResponse)
@@ -211,6 +243,16 @@ type UserServiceServer interface {
 	UpdateUserPermission(context.Context, *UpdateUserPermissionRequest) (*UpdateUserPermissionResponse, error)
 	// DeleteUserPermission removes a permission.
 	DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error)
+	// RenderUsers makes what the logical cloud's users get on every
+	// cluster: for a certificate user a CertificateSigningRequest (its key is
+	// generated once and kept sealed), for a token user a ServiceAccount and
+	// its token Secret; and per permission a Role (ClusterRole when
+	// cluster-wide) bound to every user. gRPC only.
+	RenderUsers(context.Context, *RenderUsersRequest) (*RenderUsersResponse, error)
+	// GetUserCredentials reads what a kubeconfig for a user needs: how the
+	// user authenticates and, for a certificate user whose key was
+	// generated, the private key. gRPC only, for core.
+	GetUserCredentials(context.Context, *GetUserCredentialsRequest) (*GetUserCredentialsResponse, error)
 	// PurgeLogicalCloud removes every user and permission of a logical cloud
 	// that core is deleting; rerunning it is harmless. gRPC only.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
@@ -253,6 +295,12 @@ func (UnimplementedUserServiceServer) UpdateUserPermission(context.Context, *Upd
 }
 func (UnimplementedUserServiceServer) DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteUserPermission not implemented")
+}
+func (UnimplementedUserServiceServer) RenderUsers(context.Context, *RenderUsersRequest) (*RenderUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenderUsers not implemented")
+}
+func (UnimplementedUserServiceServer) GetUserCredentials(context.Context, *GetUserCredentialsRequest) (*GetUserCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUserCredentials not implemented")
 }
 func (UnimplementedUserServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
@@ -458,6 +506,42 @@ func _UserService_DeleteUserPermission_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UserService_RenderUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenderUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).RenderUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_RenderUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).RenderUsers(ctx, req.(*RenderUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_GetUserCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).GetUserCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_GetUserCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).GetUserCredentials(ctx, req.(*GetUserCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _UserService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PurgeLogicalCloudRequest)
 	if err := dec(in); err != nil {
@@ -522,6 +606,14 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteUserPermission",
 			Handler:    _UserService_DeleteUserPermission_Handler,
+		},
+		{
+			MethodName: "RenderUsers",
+			Handler:    _UserService_RenderUsers_Handler,
+		},
+		{
+			MethodName: "GetUserCredentials",
+			Handler:    _UserService_GetUserCredentials_Handler,
 		},
 		{
 			MethodName: "PurgeLogicalCloud",

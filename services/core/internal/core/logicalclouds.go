@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,7 @@ type LogicalClouds struct {
 	refs     *store.Records[*corev1.ClusterReference]
 	kvs      *store.Records[*corev1.StoredKvPair]
 	peers    Peers
+	locks    lifecycleLocks
 	log      *zap.Logger
 }
 
@@ -70,13 +72,7 @@ func (s *LogicalClouds) Register(r grpc.ServiceRegistrar) {
 // cloud reads a live logical cloud: NotFound if it, or its project, is
 // missing or being deleted.
 func (s *LogicalClouds) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
-	c, err := s.clouds.Get(ctx, store.Key(project, lc))
-	if errs.Code(err) == codes.NotFound {
-		if _, perr := s.projects.Get(ctx, project); perr != nil {
-			return nil, perr
-		}
-		return nil, errs.NotFound("logical cloud %q not found in project %q", lc, project)
-	}
+	c, err := s.versioned(ctx, project, lc)
 	if err != nil {
 		return nil, err
 	}
@@ -249,16 +245,28 @@ func keepsSpec(cur, in *corev1.LogicalCloudSpec) error {
 	return nil
 }
 
-// DeleteLogicalCloud implements corev1.LogicalCloudServiceServer. The
-// logical cloud is marked first, so that nothing can be added under it,
-// then its parts are removed in every service and the record last. A
-// service that cannot be reached leaves the mark; the cleanup loop
-// finishes the job when it is back.
+// DeleteLogicalCloud implements corev1.LogicalCloudServiceServer. Only a
+// logical cloud that is on no cluster (Created, or Terminated) may go. It
+// is marked first, so that nothing can be added under it, then its parts
+// are removed in every service and the record last. A service that cannot
+// be reached leaves the mark; the cleanup loop finishes the job when it is
+// back.
 func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.DeleteLogicalCloudRequest) (*corev1.DeleteLogicalCloudResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	defer s.locks.lock(store.Key(project, lc))()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := s.clouds.MarkDeleting(ctx, store.Key(req.GetProject(), req.GetLogicalCloud())); err != nil {
+	st, err := s.status(ctx, project, lc, c)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(deleteFrom, st.GetState()) {
+		return nil, errs.FailedPrecondition("logical cloud %q is %s: terminate it (POST .../terminate) and wait for %s before deleting it",
+			lc, st.GetState(), StateTerminated)
+	}
+	if _, err := s.clouds.MarkDeleting(ctx, store.Key(project, lc)); err != nil {
 		return nil, err
 	}
 	s.finishDelete(context.WithoutCancel(ctx), req.GetProject(), req.GetLogicalCloud())

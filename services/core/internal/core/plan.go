@@ -17,6 +17,12 @@ import (
 	"github.com/dcm-project/dcm/platform/kube"
 )
 
+// How users authenticate, as stored.
+const (
+	userCertificate = "certificate"
+	userToken       = "token"
+)
+
 // Logical cloud levels, as stored.
 const (
 	levelStandard   = kube.LevelStandard
@@ -88,10 +94,8 @@ func planSpec(md *typesv1.Metadata, spec *corev1.LogicalCloudSpec) (*plan, error
 	if err != nil {
 		return nil, err
 	}
-	if c := u.GetCertificate(); c != "" {
-		if err := kube.CheckCSR("spec.user.certificate", c, userName); err != nil {
-			return nil, err
-		}
+	if err := checkUserCSR("spec.user.certificate", userType, u.GetCertificate(), userName); err != nil {
+		return nil, err
 	}
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: userName, Type: userType}
 	p := &plan{lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
@@ -138,10 +142,24 @@ func parseLevel(level string) (string, error) {
 
 func parseUserType(field, t string) (string, error) {
 	switch t {
-	case "", "certificate":
-		return "certificate", nil
+	case "", userCertificate:
+		return userCertificate, nil
+	case userToken:
+		return userToken, nil
 	}
-	return "", errs.Invalid(field, "%q is not supported: users authenticate with a certificate", t)
+	return "", errs.Invalid(field, "%q is not supported: users authenticate with a %q (a client certificate) or a %q (a ServiceAccount token)", t, userCertificate, userToken)
+}
+
+// checkUserCSR checks a certificate signing request given for a user: only
+// certificate users have one, and its common name is the user's.
+func checkUserCSR(field, userType, csr, user string) error {
+	if csr == "" {
+		return nil
+	}
+	if userType != userCertificate {
+		return errs.Invalid(field, "only a %q user has a certificate signing request", userCertificate)
+	}
+	return kube.CheckCSR(field, csr, user)
 }
 
 // planFlat reads seed 002's body: name, description, cluster-labels,
@@ -247,10 +265,8 @@ func addFlatUser(p *plan, field string, u *structpb.Struct) error {
 	if err != nil {
 		return err
 	}
-	if cert != "" {
-		if err := kube.CheckCSR(field+".certificate", cert, name); err != nil {
-			return err
-		}
+	if err := checkUserCSR(field+".certificate", typ, cert, name); err != nil {
+		return err
 	}
 	p.users = append(p.users, &userv1.User{Name: name, Type: typ, Certificate: cert})
 

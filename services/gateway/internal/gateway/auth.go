@@ -95,8 +95,10 @@ func Authorize(id pki.Identity, method, path string) bool {
 	if id.Role != pki.RoleProjectAdmin && id.Role != pki.RoleReader {
 		return false
 	}
-	read := method == http.MethodGet || method == http.MethodHead
 	segs := strings.Split(strings.Trim(path, "/"), "/")
+	// A kubeconfig is a credential that writes to the clusters: reading one
+	// takes what writing does.
+	read := (method == http.MethodGet || method == http.MethodHead) && segs[len(segs)-1] != "kubeconfig"
 	if len(segs) >= 2 && segs[0] == "v2" && (segs[1] == "auth" || segs[1] == "admin") {
 		return false
 	}

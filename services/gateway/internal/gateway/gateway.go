@@ -47,10 +47,12 @@ type Conns struct {
 // authorized by role (see Authorize), mutating calls audited on auditLog.
 func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Logger) (http.Handler, error) {
 	mux := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		// HTTPBodyMarshaler writes google.api.HttpBody answers (the
+		// kubeconfig, application/yaml) as they are; everything else is JSON.
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}),
+		}}),
 		runtime.WithErrorHandler(writeError),
 		runtime.WithRoutingErrorHandler(routingError),
 		runtime.WithForwardResponseOption(setStatus),
@@ -82,8 +84,24 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Document)
 	})
-	root.Handle("/", noBodyOn204(mux))
+	root.Handle("/", watchParam(noBodyOn204(mux)))
 	return secure(auth, auditLog, root), nil
+}
+
+// watchParam serves GET .../status?watch=true, the documented spelling, by
+// the streaming route .../status/watch.
+func watchParam(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/status") && r.URL.Query().Get("watch") == "true" {
+			r = r.Clone(r.Context())
+			r.URL.Path += "/watch"
+			r.URL.RawPath = ""
+			q := r.URL.Query()
+			q.Del("watch")
+			r.URL.RawQuery = q.Encode()
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // noteRoute records the matched route and RPC for the audit log.

@@ -1,8 +1,9 @@
 // Package namespace implements the namespace service: the namespace record
 // of each logical cloud, shown with the labels it gets on every cluster
-// and the clusters it is made on. It does not talk to clusters; it asks
-// core, over gRPC, whether a logical cloud exists and which clusters it
-// references.
+// and the clusters it is made on, and rendered as the Namespace object
+// that applying the logical cloud puts on them. It does not talk to
+// clusters; it asks core, over gRPC, whether a logical cloud exists, at
+// which level, and which clusters it references.
 package namespace
 
 import (
@@ -14,13 +15,8 @@ import (
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
-)
-
-// Labels every logical cloud namespace carries on the clusters.
-const (
-	ProjectLabel      = "dcm.io/project"
-	LogicalCloudLabel = "dcm.io/logical-cloud"
 )
 
 // Service is the namespace service's gRPC API.
@@ -43,14 +39,24 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient) *Service {
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { namespacev1.RegisterNamespaceServiceServer(r, s) }
 
+// cloud reads the logical cloud from core: NotFound if it or its project
+// is missing or being deleted.
+func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
+	resp, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetLogicalCloud(), nil
+}
+
 func (s *Service) exists(ctx context.Context, project, lc string) error {
-	_, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err := s.cloud(ctx, project, lc)
 	return err
 }
 
 // shown is a stored namespace with its derived labels.
 func shown(project, lc string, ns *namespacev1.Namespace) *namespacev1.Namespace {
-	return &namespacev1.Namespace{Name: ns.GetName(), Labels: map[string]string{ProjectLabel: project, LogicalCloudLabel: lc}}
+	return &namespacev1.Namespace{Name: ns.GetName(), Labels: kube.Labels(project, lc)}
 }
 
 // CreateNamespace implements namespacev1.NamespaceServiceServer. The
@@ -101,6 +107,28 @@ func (s *Service) DeleteNamespaces(ctx context.Context, req *namespacev1.DeleteN
 		return nil, err
 	}
 	return &namespacev1.DeleteNamespacesResponse{}, nil
+}
+
+// RenderNamespace implements namespacev1.NamespaceServiceServer: the
+// stored namespace as a Namespace object with the logical cloud's labels.
+func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNamespaceRequest) (*namespacev1.RenderNamespaceResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+		return nil, errs.FailedPrecondition("logical cloud %q: admin logical cloud has no namespace", lc)
+	}
+	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
+	if isNotFound(err) {
+		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := kube.Manifest("v1", "Namespace", kube.Meta{Name: ns.Msg.GetName(), Labels: kube.Labels(project, lc)}, nil)
+	return &namespacev1.RenderNamespaceResponse{Manifests: []string{m}}, nil
 }
 
 // PurgeLogicalCloud implements namespacev1.NamespaceServiceServer.

@@ -1,8 +1,9 @@
 // Package quota implements the quota service: the cluster quotas of each
 // logical cloud, checked with Kubernetes' own rules for resource names and
-// quantities, and the default quota of a logical cloud that has none. It
+// quantities, the default quota of a logical cloud that has none, and the
+// ResourceQuota objects applying a logical cloud puts on its clusters. It
 // asks core, over gRPC, whether a logical cloud exists before it stores or
-// answers anything under it.
+// answers anything under it; it does not talk to clusters.
 package quota
 
 import (
@@ -152,25 +153,29 @@ func (s *Service) GetQuota(ctx context.Context, req *quotav1.GetQuotaRequest) (*
 	return &quotav1.GetQuotaResponse{Quota: api(d)}, nil
 }
 
+// effective reads the quotas that apply to a logical cloud: its own,
+// ordered by name, or else the default one.
+func (s *Service) effective(ctx context.Context, c *corev1.LogicalCloud, parent string) ([]*quotav1.StoredQuota, error) {
+	qs, err := s.quotas.List(ctx, parent)
+	if err != nil || len(qs) > 0 {
+		return qs, err
+	}
+	d, err := s.defaultFor(ctx, c, parent)
+	if err != nil || d == nil {
+		return qs, err
+	}
+	return []*quotav1.StoredQuota{d}, nil
+}
+
 // ListQuotas implements quotav1.QuotaServiceServer.
 func (s *Service) ListQuotas(ctx context.Context, req *quotav1.ListQuotasRequest) (*quotav1.ListQuotasResponse, error) {
 	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
 	if err != nil {
 		return nil, err
 	}
-	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
-	qs, err := s.quotas.List(ctx, parent)
+	qs, err := s.effective(ctx, c, store.Key(req.GetProject(), req.GetLogicalCloud()))
 	if err != nil {
 		return nil, err
-	}
-	if len(qs) == 0 {
-		d, err := s.defaultFor(ctx, c, parent)
-		if err != nil {
-			return nil, err
-		}
-		if d != nil {
-			qs = append(qs, d)
-		}
 	}
 	out := &quotav1.ListQuotasResponse{Quotas: make([]*quotav1.Quota, 0, len(qs))}
 	for _, q := range qs {
@@ -232,6 +237,42 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 		return nil, err
 	}
 	return &quotav1.DeleteQuotaResponse{}, nil
+}
+
+// RenderQuotas implements quotav1.QuotaServiceServer: the quotas ListQuotas
+// shows, each a ResourceQuota of the same name in the logical cloud's
+// namespace.
+func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasRequest) (*quotav1.RenderQuotasResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
+	}
+	qs, err := s.effective(ctx, c, store.Key(project, lc))
+	if err != nil {
+		return nil, err
+	}
+	ns := c.GetSpec().GetNamespace()
+	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
+	for _, q := range qs {
+		name := q.GetMetadata().GetName()
+		out.Manifests = append(out.Manifests, resourceQuota(name, ns, kube.Labels(project, lc), q.GetHard()))
+		out.Names = append(out.Names, name)
+	}
+	return out, nil
+}
+
+// resourceQuota renders a quota as a ResourceQuota object.
+func resourceQuota(name, namespace string, labels map[string]string, hard []*quotav1.ResourceAmount) string {
+	h := make(map[string]string, len(hard))
+	for _, a := range hard {
+		h[a.GetResource()] = a.GetQuantity()
+	}
+	return kube.Manifest("v1", "ResourceQuota", kube.Meta{Name: name, Namespace: namespace, Labels: labels},
+		map[string]any{"spec": map[string]any{"hard": h}})
 }
 
 // PurgeLogicalCloud implements quotav1.QuotaServiceServer.

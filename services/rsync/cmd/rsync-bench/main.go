@@ -273,5 +273,5 @@ func csrManifest() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return kube.CSRManifest("tenant-user", csr), nil
+	return kube.CSRManifest("tenant-user", csr, nil), nil
 }

@@ -175,7 +175,7 @@ func csrManifest(t *testing.T, name, user, group string) string {
 	t.Helper()
 	csr, _, err := kube.NewCSR(user, group)
 	require.NoError(t, err)
-	return kube.CSRManifest(name, csr)
+	return kube.CSRManifest(name, csr, nil)
 }
 
 // tenant is a logical-cloud-sized set of manifests in namespace ns: a

@@ -75,8 +75,9 @@ func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, str
 }
 
 var (
-	csrGVK   = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}
-	quotaGVK = schema.GroupVersionKind{Version: "v1", Kind: "ResourceQuota"}
+	csrGVK    = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}
+	quotaGVK  = schema.GroupVersionKind{Version: "v1", Kind: "ResourceQuota"}
+	secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 )
 
 // GetCertificate implements rsyncv1.RsyncServiceServer.
@@ -108,6 +109,30 @@ func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetRe
 		return nil, errs.Internal(err, "ResourceQuota %s/%s: unreadable", req.GetNamespace(), req.GetName())
 	}
 	return &rsyncv1.GetResourceQuotaStatusResponse{Hard: quantities(q.Status.Hard), Used: quantities(q.Status.Used)}, nil
+}
+
+// GetServiceAccountToken implements rsyncv1.RsyncServiceServer. Only a
+// ServiceAccount token Secret is read: this is no way to read a cluster's
+// other Secrets. The token is a credential: it is never logged, nor
+// quoted in an error.
+func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetServiceAccountTokenRequest) (*rsyncv1.GetServiceAccountTokenResponse, error) {
+	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), secretGVK, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("Secret %s/%s on cluster %s/%s", req.GetNamespace(), req.GetName(), req.GetProvider(), req.GetCluster())
+	if typ, _, _ := unstructured.NestedString(obj.Object, "type"); typ != string(corev1.SecretTypeServiceAccountToken) {
+		return nil, errs.FailedPrecondition("%s is of type %q, not a ServiceAccount token", where, typ)
+	}
+	b64, _, _ := unstructured.NestedString(obj.Object, "data", corev1.ServiceAccountTokenKey)
+	if b64 == "" {
+		return nil, errs.NotFound("%s has no token yet", where)
+	}
+	token, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, errs.Internal(err, "%s: data.token is not base64", where)
+	}
+	return &rsyncv1.GetServiceAccountTokenResponse{Token: token}, nil
 }
 
 func quantities(list corev1.ResourceList) []*rsyncv1.ResourceQuantity {

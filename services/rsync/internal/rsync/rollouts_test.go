@@ -2,11 +2,15 @@ package rsync_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +73,7 @@ func csr(t *testing.T, name string) string {
 	t.Helper()
 	req, _, err := kube.NewCSR(name)
 	require.NoError(t, err)
-	return kube.CSRManifest(name, req)
+	return kube.CSRManifest(name, req, nil)
 }
 
 func resources(manifests ...string) []*rsyncv1.Resource {
@@ -138,18 +142,7 @@ func TestRolloutAPIOnRealClusters(t *testing.T) {
 	require.Equal(t, codes.AlreadyExists, status.Code(err))
 
 	// The watch streams until the rollout settles.
-	stream, err := c.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: "lc/p/api", UntilSettled: true})
-	require.NoError(t, err)
-	var last *rsyncv1.RolloutStatus
-	updates := 0
-	for {
-		msg, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		last, updates = msg.GetStatus(), updates+1
-	}
+	last, updates := settle(t, c, "lc/p/api")
 	require.Equal(t, rsyncv1.State_STATE_APPLIED, last.GetState(), "%v", last)
 	require.True(t, last.GetSettled())
 	require.EqualValues(t, 12, last.GetReady())
@@ -191,15 +184,110 @@ func TestRolloutAPIOnRealClusters(t *testing.T) {
 
 	_, err = c.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: "lc/p/api"})
 	require.NoError(t, err)
-	stream, err = c.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: "lc/p/api", UntilSettled: true})
+	last, _ = settle(t, c, "lc/p/api")
+	require.Equal(t, rsyncv1.State_STATE_DELETED, last.GetState())
+}
+
+// settle watches owner's rollout until it settles and returns its last
+// status and how many updates came.
+func settle(t *testing.T, c rsyncv1.RsyncServiceClient, owner string) (*rsyncv1.RolloutStatus, int) {
+	t.Helper()
+	stream, err := c.WatchRolloutStatus(context.Background(), &rsyncv1.WatchRolloutStatusRequest{Owner: owner, UntilSettled: true})
 	require.NoError(t, err)
+	var last *rsyncv1.RolloutStatus
+	updates := 0
 	for {
 		msg, err := stream.Recv()
 		if err == io.EOF {
-			break
+			return last, updates
 		}
 		require.NoError(t, err)
-		last = msg.GetStatus()
+		last, updates = msg.GetStatus(), updates+1
 	}
+}
+
+// TestServiceAccountTokenOnRealClusters applies a ServiceAccount and its
+// token Secret, as the user service renders a token user, and reads back
+// the token each cluster's token controller made: a token the cluster
+// authenticates as that ServiceAccount.
+func TestServiceAccountTokenOnRealClusters(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	c := serveWithEngine(t)
+	registerHarness(t, c, h)
+	ctx := context.Background()
+	const ns, sa = "token-tenant", "robot"
+	labels := `{"dcm.io/project": "p", "dcm.io/logical-cloud": "token"}`
+	manifests := []string{
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": %q, "labels": %s}}`, ns, labels),
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": %q, "namespace": %q, "labels": %s}}`, sa, ns, labels),
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+ "metadata": {"name": %q, "namespace": %q, "labels": %s, "annotations": {"kubernetes.io/service-account.name": %q}}}`, sa+"-token", ns, labels, sa),
+		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain", "namespace": %q}, "stringData": {"token": "not-a-service-account-token"}}`, ns),
+	}
+	var clusters []*rsyncv1.ClusterResources
+	for _, kc := range h.Clusters {
+		clusters = append(clusters, &rsyncv1.ClusterResources{Provider: "edge", Cluster: kc.Name, Resources: resources(manifests...)})
+	}
+	_, err := c.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: "lc/p/token", Clusters: clusters})
+	require.NoError(t, err)
+	last, _ := settle(t, c, "lc/p/token")
+	require.Equal(t, rsyncv1.State_STATE_APPLIED, last.GetState(), "%v", last)
+
+	for _, kc := range h.Clusters {
+		// The token controller fills the Secret on its own schedule.
+		var token []byte
+		deadline := time.Now().Add(time.Minute)
+		for {
+			r, err := c.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: kc.Name, Namespace: ns, Name: sa + "-token"})
+			if err == nil {
+				token = r.GetToken()
+				break
+			}
+			require.Equal(t, codes.NotFound, status.Code(err), "%s: %v", kc.Name, err)
+			require.True(t, time.Now().Before(deadline), "%s: no token after a minute: %v", kc.Name, err)
+			time.Sleep(200 * time.Millisecond)
+		}
+		conn, err := c.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: "edge", Cluster: kc.Name})
+		require.NoError(t, err)
+		require.Equal(t, "system:serviceaccount:"+ns+":"+sa, whoAmI(t, conn, token), kc.Name)
+	}
+
+	for name, code := range map[string]codes.Code{"nobody-token": codes.NotFound, "plain": codes.FailedPrecondition} {
+		_, err = c.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, Name: name})
+		require.Equal(t, code, status.Code(err), "%s: %v", name, err)
+		require.Contains(t, status.Convert(err).Message(), ns+"/"+name, "names the Secret")
+		require.NotContains(t, status.Convert(err).Message(), "not-a-service-account-token", "never quotes the Secret's data")
+	}
+
+	_, err = c.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: "lc/p/token"})
+	require.NoError(t, err)
+	last, _ = settle(t, c, "lc/p/token")
 	require.Equal(t, rsyncv1.State_STATE_DELETED, last.GetState())
+}
+
+// whoAmI asks a cluster who token authenticates as (a SelfSubjectReview).
+func whoAmI(t *testing.T, conn *rsyncv1.GetClusterConnectionResponse, token []byte) string {
+	t.Helper()
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(conn.GetCertificateAuthorityData()))
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: conn.GetTlsServerName(), MinVersion: tls.VersionTLS12}}}
+	req, err := http.NewRequest(http.MethodPost, conn.GetServer()+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		strings.NewReader(`{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+string(token))
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "the cluster accepts the token")
+	var review struct {
+		Status struct {
+			UserInfo struct {
+				Username string `json:"username"`
+			} `json:"userInfo"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&review))
+	return review.Status.UserInfo.Username
 }

@@ -1,13 +1,18 @@
 // Package user implements the user service: the users of each logical
 // cloud and their permissions (RBAC rules, checked with Kubernetes' rules
-// and the logical cloud's level). It asks core, over gRPC, whether a
-// logical cloud exists before it stores or answers anything under it.
+// and the logical cloud's level), and what applying a logical cloud puts
+// on its clusters for them (CSRs or ServiceAccounts, Roles and bindings).
+// It makes and keeps, sealed, the private keys of certificate users who
+// brought no CSR, and must never log them. It asks core, over gRPC,
+// whether a logical cloud exists before it stores or answers anything
+// under it; it does not talk to clusters.
 package user
 
 import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
@@ -47,6 +52,19 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.Logica
 	return resp.GetLogicalCloud(), nil
 }
 
+// target reads the logical cloud whose users are rendered: FailedPrecondition
+// for an admin one, which has none.
+func (s *Service) target(ctx context.Context, project, lc string) (target, error) {
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return target{}, err
+	}
+	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+		return target{}, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no users", lc)
+	}
+	return target{project: project, lc: lc, namespace: c.GetSpec().GetNamespace()}, nil
+}
+
 // exists is cloud as a CreateChecked check.
 func (s *Service) exists(project, lc string) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -59,20 +77,19 @@ func (s *Service) exists(project, lc string) func(context.Context) error {
 func (s *Service) CreateUser(ctx context.Context, req *userv1.CreateUserRequest) (*userv1.CreateUserResponse, error) {
 	u := req.GetUser()
 	if u.GetType() == "" {
-		u.Type = "certificate"
+		u.Type = typeCertificate
 	}
-	if c := u.GetCertificate(); c != "" {
+	switch c := u.GetCertificate(); {
+	case c != "" && isToken(u):
+		return nil, errs.Invalid("user.certificate", "a token user authenticates with a ServiceAccount token: it takes no certificate signing request")
+	case c != "":
 		if err := kube.CheckCSR("user.certificate", c, u.GetName()); err != nil {
 			return nil, err
 		}
 	}
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	c, err := s.cloud(ctx, project, lc)
-	if err != nil {
+	if _, err := s.target(ctx, project, lc); err != nil {
 		return nil, err
-	}
-	if c.GetSpec().GetLevel() == kube.LevelAdmin {
-		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no users", lc)
 	}
 	parent := store.Key(project, lc)
 	if err := s.users.CreateChecked(ctx, store.Key(parent, u.GetName()), parent, u, s.exists(project, lc)); err != nil {
@@ -212,6 +229,111 @@ func (s *Service) DeleteUserPermission(ctx context.Context, req *userv1.DeleteUs
 		return nil, err
 	}
 	return &userv1.DeleteUserPermissionResponse{}, nil
+}
+
+// keySecret names the sealed private key of a user whose CSR the service
+// made.
+const keySecret = "key"
+
+// csrAttempts bounds how often a render reads a user again after another
+// render stored its CSR first (once is enough: users change no other way).
+const csrAttempts = 3
+
+// withCSR returns user id with a CSR: the stored one, or a new key and CSR
+// (common name the user, organization the logical cloud) stored with the
+// key sealed, conditionally on the version read. When another render
+// stored one first, that one is read back and used: a user's CSR is made
+// once and never changes, as a CertificateSigningRequest's spec cannot on
+// a cluster.
+func (s *Service) withCSR(ctx context.Context, id, lc string) (*userv1.User, error) {
+	for range csrAttempts {
+		cur, err := s.users.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		u := cur.Msg
+		if u.GetCertificate() != "" {
+			return u, nil
+		}
+		csr, key, err := kube.NewCSR(u.GetName(), lc)
+		if err != nil {
+			return nil, errs.Internal(err, "make a key for user %q", u.GetName())
+		}
+		u.Certificate = string(csr)
+		err = s.users.Update(ctx, id, cur.Version, u, store.Secret{Name: keySecret, Value: key})
+		switch {
+		case err == nil:
+			return u, nil
+		case errs.Code(err) != codes.Aborted:
+			return nil, err
+		}
+	}
+	return nil, errs.Aborted("user %q kept changing while its key was made; retry", id)
+}
+
+// RenderUsers implements userv1.UserServiceServer. Rendering twice gives
+// the same manifests: keys and CSRs are made at the first render only.
+func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersRequest) (*userv1.RenderUsersResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	t, err := s.target(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	parent := store.Key(project, lc)
+	users, err := s.users.List(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	if len(users) == 0 {
+		return nil, errs.FailedPrecondition("logical cloud %q has no user: add one before applying it", lc)
+	}
+	for i, u := range users {
+		if isToken(u) || u.GetCertificate() != "" {
+			continue
+		}
+		if users[i], err = s.withCSR(ctx, store.Key(parent, u.GetName()), lc); err != nil {
+			return nil, err
+		}
+	}
+	perms, err := s.perms.List(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	manifests, rendered := t.render(users, perms)
+	return &userv1.RenderUsersResponse{Manifests: manifests, Users: rendered}, nil
+}
+
+// GetUserCredentials implements userv1.UserServiceServer.
+func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCredentialsRequest) (*userv1.GetUserCredentialsResponse, error) {
+	project, lc, name := req.GetProject(), req.GetLogicalCloud(), req.GetName()
+	t, err := s.target(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	id := store.Key(project, lc, name)
+	u, err := s.users.Get(ctx, id)
+	if errs.Code(err) == codes.NotFound {
+		return nil, errs.NotFound("logical cloud %q has no user %q", lc, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &userv1.GetUserCredentialsResponse{User: t.rendered(u.Msg)}
+	if isToken(u.Msg) {
+		return out, nil
+	}
+	if u.Msg.GetCertificate() == "" {
+		return nil, errs.FailedPrecondition("user %q has no key yet: the logical cloud has not been applied yet", name)
+	}
+	// A user who brought a CSR has no key here: it holds it.
+	key, err := s.users.Secret(ctx, id, keySecret)
+	switch {
+	case err == nil:
+		out.KeyPem = key
+	case errs.Code(err) != codes.NotFound:
+		return nil, err
+	}
+	return out, nil
 }
 
 // PurgeLogicalCloud implements userv1.UserServiceServer.

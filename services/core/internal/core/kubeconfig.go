@@ -1,0 +1,168 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	"google.golang.org/grpc/codes"
+	"sigs.k8s.io/yaml"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// The states in which a logical cloud's credentials may be on its clusters.
+var liveStates = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
+
+// GetKubeconfig implements corev1.LogicalCloudServiceServer: a kubeconfig
+// for a user of the logical cloud on one of its clusters. A certificate
+// user gets the key the user service keeps and the certificate the
+// cluster's signer issued; a token user the token of its ServiceAccount.
+// The server address and CA are the cluster's, as the resource
+// synchronizer knows them; the context is in the logical cloud's namespace.
+func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeconfigRequest) (*httpbody.HttpBody, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	if c.GetSpec().GetLevel() == levelAdmin {
+		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it uses the clusters' own admin access, which is not handed out", lc)
+	}
+	t, err := s.findTarget(ctx, project, lc, c, req.GetClusterProvider(), req.GetClusterName())
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.status(ctx, project, lc, c)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(liveStates, st.GetState()) {
+		return nil, errs.FailedPrecondition("logical cloud %q is %s: its users have credentials on the clusters once it is applied", lc, st.GetState())
+	}
+	user := cmp.Or(req.GetUser(), c.GetSpec().GetUser().GetUserName())
+	creds, err := s.peers.Users.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: project, LogicalCloud: lc, Name: user})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.peers.Rsync.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: t.provider, Cluster: t.cluster})
+	if err != nil {
+		return nil, err
+	}
+	auth := kubeconfigUser{}
+	switch u := creds.GetUser(); u.GetType() {
+	case userToken:
+		tok, err := s.peers.Rsync.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
+			Provider: t.provider, Cluster: t.cluster, Namespace: u.GetNamespace(), Name: u.GetTokenSecret()})
+		if err != nil {
+			return nil, notYet(err, fmt.Sprintf("the token of user %q", user), t)
+		}
+		auth.Token = string(tok.GetToken())
+	default:
+		cert, err := s.peers.Rsync.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{
+			Provider: t.provider, Cluster: t.cluster, Name: u.GetCsrName()})
+		if err != nil {
+			return nil, notYet(err, fmt.Sprintf("the certificate of user %q", user), t)
+		}
+		auth.ClientCertificateData = cert.GetCertificate()
+		auth.ClientKeyData = creds.GetKeyPem() // empty if the user brought its own request
+	}
+	name := lc + "-" + t.cluster
+	cfg := kubeconfig{
+		APIVersion: "v1", Kind: "Config", CurrentContext: name,
+		Clusters: []namedCluster{{Name: t.provider + "-" + t.cluster, Cluster: kubeconfigCluster{
+			Server: conn.GetServer(), CertificateAuthorityData: conn.GetCertificateAuthorityData(), TLSServerName: conn.GetTlsServerName()}}},
+		Users: []namedUser{{Name: user, User: auth}},
+		Contexts: []namedContext{{Name: name, Context: kubeconfigContext{
+			Cluster: t.provider + "-" + t.cluster, User: user, Namespace: c.GetSpec().GetNamespace()}}},
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, errs.Internal(err, "write the kubeconfig")
+	}
+	return &httpbody.HttpBody{ContentType: "application/yaml", Data: out}, nil
+}
+
+// notYet turns a credential that a cluster has not made yet (the signer or
+// token controller is behind, or the cluster is down) into a state the
+// caller can wait out, naming what and where.
+func notYet(err error, what string, t target) error {
+	switch errs.Code(err) {
+	case codes.NotFound, codes.FailedPrecondition:
+		return errs.FailedPrecondition("%s is not issued on cluster %s/%s yet: see .../status", what, t.provider, t.cluster)
+	}
+	return err
+}
+
+// findTarget finds a cluster among the logical cloud's; the provider may be
+// left out when the cluster's name is unambiguous.
+func (s *LogicalClouds) findTarget(ctx context.Context, project, lc string, c *corev1.LogicalCloud, provider, cluster string) (target, error) {
+	targets, err := s.targets(ctx, project, lc, c)
+	if err != nil {
+		return target{}, err
+	}
+	var found []target
+	for _, t := range targets {
+		if t.cluster == cluster && (provider == "" || t.provider == provider) {
+			found = append(found, t)
+		}
+	}
+	switch len(found) {
+	case 0:
+		if provider != "" {
+			cluster = provider + "/" + cluster
+		}
+		return target{}, errs.NotFound("cluster %q is not in logical cloud %q", cluster, lc)
+	case 1:
+		return found[0], nil
+	}
+	return target{}, errs.Invalid("cluster-provider", "cluster %q of logical cloud %q is under several providers: use .../cluster-providers/{provider}/cluster-references/%s/kubeconfig", cluster, lc, cluster)
+}
+
+// kubeconfig is the part of client-go's kubeconfig format written here.
+type kubeconfig struct {
+	APIVersion     string         `json:"apiVersion"`
+	Kind           string         `json:"kind"`
+	Clusters       []namedCluster `json:"clusters"`
+	Users          []namedUser    `json:"users"`
+	Contexts       []namedContext `json:"contexts"`
+	CurrentContext string         `json:"current-context"`
+}
+
+type namedCluster struct {
+	Name    string            `json:"name"`
+	Cluster kubeconfigCluster `json:"cluster"`
+}
+
+type kubeconfigCluster struct {
+	Server                   string `json:"server"`
+	CertificateAuthorityData []byte `json:"certificate-authority-data,omitempty"`
+	TLSServerName            string `json:"tls-server-name,omitempty"`
+}
+
+type namedUser struct {
+	Name string         `json:"name"`
+	User kubeconfigUser `json:"user"`
+}
+
+type kubeconfigUser struct {
+	ClientCertificateData []byte `json:"client-certificate-data,omitempty"`
+	ClientKeyData         []byte `json:"client-key-data,omitempty"`
+	Token                 string `json:"token,omitempty"`
+}
+
+type namedContext struct {
+	Name    string            `json:"name"`
+	Context kubeconfigContext `json:"context"`
+}
+
+type kubeconfigContext struct {
+	Cluster   string `json:"cluster"`
+	User      string `json:"user"`
+	Namespace string `json:"namespace,omitempty"`
+}

@@ -1,0 +1,409 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Lifecycle phases, as stored: the last transition asked for. What the
+// clusters hold is the resource synchronizer's to say; the state shown is
+// derived from both (see derive).
+const (
+	phaseCreated     = ""
+	phaseApplying    = "applying"
+	phaseTerminating = "terminating"
+)
+
+// The states a logical cloud is shown in.
+const (
+	StateCreated           = "Created"
+	StateInstantiating     = "Instantiating"
+	StateInstantiated      = "Instantiated"
+	StateInstantiateFailed = "InstantiateFailed"
+	StateTerminating       = "Terminating"
+	StateTerminated        = "Terminated"
+	StateTerminateFailed   = "TerminateFailed"
+)
+
+// The states each transition starts from.
+var (
+	applyFrom     = []string{StateCreated, StateTerminated}
+	updateFrom    = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
+	stopFrom      = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
+	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminateFailed}
+	deleteFrom    = []string{StateCreated, StateTerminated}
+)
+
+// rolloutOwner is the resource synchronizer's owner id of a logical cloud.
+func rolloutOwner(project, lc string) string { return "lc/" + project + "/" + lc }
+
+// lifecycleLocks serializes the transitions of one logical cloud within
+// this process: a transition reads the state, acts on the resource
+// synchronizer and then stores the phase, and two of them interleaving
+// could leave the phase contradicting what was submitted. The store's
+// conditional writes still refuse a second core replica's transition.
+type lifecycleLocks [64]sync.Mutex
+
+func (l *lifecycleLocks) lock(key string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	m := &l[h.Sum32()%uint32(len(l))]
+	m.Lock()
+	return m.Unlock
+}
+
+// derive is the state shown for a stored phase and the resource
+// synchronizer's status (nil when it has no rollout for the logical cloud).
+// The rollout's own deleting flag says which way it is going.
+func derive(phase string, rs *rsyncv1.RolloutStatus) string {
+	switch {
+	case phase == phaseCreated:
+		return StateCreated
+	case rs == nil && phase == phaseTerminating:
+		return StateTerminated
+	case rs == nil:
+		return StateInstantiateFailed
+	case rs.GetDeleting():
+		switch {
+		case !rs.GetSettled() || rs.GetState() == rsyncv1.State_STATE_STOPPED:
+			return StateTerminating
+		case rs.GetState() == rsyncv1.State_STATE_DELETED:
+			return StateTerminated
+		}
+		return StateTerminateFailed
+	case !rs.GetSettled() || rs.GetState() == rsyncv1.State_STATE_STOPPED:
+		return StateInstantiating
+	case rs.GetState() == rsyncv1.State_STATE_APPLIED:
+		return StateInstantiated
+	}
+	return StateInstantiateFailed
+}
+
+// status reads the logical cloud's state from its stored phase and the
+// resource synchronizer.
+func (s *LogicalClouds) status(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*corev1.LogicalCloudStatus, error) {
+	phase := c.GetLifecycle().GetPhase()
+	var rs *rsyncv1.RolloutStatus
+	if phase != phaseCreated {
+		resp, err := s.peers.Rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
+		if err != nil && errs.Code(err) != codes.NotFound {
+			return nil, err
+		}
+		rs = resp.GetStatus()
+	}
+	return statusView(project, lc, phase, rs), nil
+}
+
+// statusView shows the resource synchronizer's status with the state.
+func statusView(project, lc, phase string, rs *rsyncv1.RolloutStatus) *corev1.LogicalCloudStatus {
+	out := &corev1.LogicalCloudStatus{
+		Project: project, LogicalCloud: lc, State: derive(phase, rs),
+		Stopped: rs.GetStopped(), Ready: rs.GetReady(), Total: rs.GetTotal(), Generation: rs.GetGeneration(),
+	}
+	if rs == nil && phase == phaseApplying {
+		out.LastErrors = []string{"the resource synchronizer has no rollout for this logical cloud: POST .../update submits it again"}
+	}
+	for _, c := range rs.GetClusters() {
+		cs := &corev1.ClusterStatus{
+			ClusterProvider: c.GetProvider(), ClusterName: c.GetCluster(), State: stateName(c.GetState()),
+			Ready: c.GetReady(), Total: c.GetTotal(), LastError: c.GetLastError(),
+		}
+		if c.GetLastError() != "" {
+			out.LastErrors = append(out.LastErrors, c.GetProvider()+"/"+c.GetCluster()+": "+c.GetLastError())
+		}
+		for _, r := range c.GetResources() {
+			cs.Resources = append(cs.Resources, &corev1.ResourceStatus{
+				ApiVersion: r.GetApiVersion(), Kind: r.GetKind(), Namespace: r.GetNamespace(), Name: r.GetName(),
+				Operation: strings.ToLower(strings.TrimPrefix(r.GetOperation().String(), "OPERATION_")),
+				State:     stateName(r.GetState()), Attempts: r.GetAttempts(), NextRetry: r.GetNextRetry(), LastError: r.GetLastError(),
+			})
+		}
+		out.Clusters = append(out.Clusters, cs)
+	}
+	return out
+}
+
+func stateName(st rsyncv1.State) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "STATE_"))
+}
+
+// versioned reads a live logical cloud with its version: NotFound if it, or
+// its project, is missing or being deleted.
+func (s *LogicalClouds) versioned(ctx context.Context, project, lc string) (store.Versioned[*corev1.LogicalCloud], error) {
+	c, err := s.clouds.Get(ctx, store.Key(project, lc))
+	if errs.Code(err) == codes.NotFound {
+		if _, perr := s.projects.Get(ctx, project); perr != nil {
+			return c, perr
+		}
+		return c, errs.NotFound("logical cloud %q not found in project %q", lc, project)
+	}
+	return c, err
+}
+
+// transition moves a logical cloud along its lifecycle: if its state is
+// one of from, act runs against the resource synchronizer and, when it
+// succeeds, phase is stored with the generation act returns ("" keeps
+// both). A forbidden transition is FailedPrecondition (409) naming the
+// current state.
+func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
+	act func(ctx context.Context, c *corev1.LogicalCloud, state string) (int64, error)) (*corev1.LogicalCloudStatus, error) {
+	key := store.Key(project, lc)
+	defer s.locks.lock(key)()
+	cur, err := s.versioned(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.status(ctx, project, lc, cur.Msg)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(from, st.GetState()) {
+		return nil, errs.FailedPrecondition("logical cloud %q is %s: %s needs it to be %s", lc, st.GetState(), verb, strings.Join(from, " or "))
+	}
+	gen, err := act(ctx, cur.Msg, st.GetState())
+	if err != nil {
+		return nil, err
+	}
+	c := cur.Msg
+	if phase != "" {
+		was := c.GetLifecycle().GetPhase()
+		// Modify re-reads: a metadata PUT in between must not lose the phase.
+		c, err = s.clouds.Modify(context.WithoutCancel(ctx), key, func(c *corev1.LogicalCloud) error {
+			if c.GetLifecycle().GetPhase() != was {
+				return errs.Aborted("logical cloud %q changed phase during %s; read its status", lc, verb)
+			}
+			c.Lifecycle = &corev1.Lifecycle{Phase: phase, Generation: gen, Changed: timestamppb.Now()}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s.status(ctx, project, lc, c)
+}
+
+// ApplyLogicalCloud implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) ApplyLogicalCloud(ctx context.Context, req *corev1.ApplyLogicalCloudRequest) (*corev1.ApplyLogicalCloudResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	st, err := s.transition(ctx, "apply", project, lc, applyFrom, phaseApplying,
+		func(ctx context.Context, c *corev1.LogicalCloud, _ string) (int64, error) {
+			clusters, err := s.render(ctx, project, lc, c)
+			if err != nil {
+				return 0, err
+			}
+			return s.submit(ctx, project, lc, clusters, false)
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ApplyLogicalCloudResponse{Status: st}, nil
+}
+
+// UpdateLogicalCloudResources implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) UpdateLogicalCloudResources(ctx context.Context, req *corev1.UpdateLogicalCloudResourcesRequest) (*corev1.UpdateLogicalCloudResourcesResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	st, err := s.transition(ctx, "update", project, lc, updateFrom, phaseApplying,
+		func(ctx context.Context, c *corev1.LogicalCloud, _ string) (int64, error) {
+			clusters, err := s.render(ctx, project, lc, c)
+			if err != nil {
+				return 0, err
+			}
+			return s.submit(ctx, project, lc, clusters, true)
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.UpdateLogicalCloudResourcesResponse{Status: st}, nil
+}
+
+// submit hands the rendered resources to the resource synchronizer as a
+// new rollout, or as an update of the existing one. Either falls back to
+// the other, so that a rollout submitted just before this program stopped
+// (its phase unsaved) is taken over rather than refused.
+func (s *LogicalClouds) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
+	owner := rolloutOwner(project, lc)
+	if !update {
+		resp, err := s.peers.Rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+		if errs.Code(err) != codes.AlreadyExists {
+			return resp.GetGeneration(), err
+		}
+	}
+	resp, err := s.peers.Rsync.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, Clusters: clusters})
+	if update && errs.Code(err) == codes.NotFound {
+		sub, err := s.peers.Rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+		return sub.GetGeneration(), err
+	}
+	return resp.GetGeneration(), err
+}
+
+// StopLogicalCloud implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) StopLogicalCloud(ctx context.Context, req *corev1.StopLogicalCloudRequest) (*corev1.StopLogicalCloudResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	st, err := s.transition(ctx, "stop", project, lc, stopFrom, "",
+		func(ctx context.Context, _ *corev1.LogicalCloud, _ string) (int64, error) {
+			_, err := s.peers.Rsync.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: rolloutOwner(project, lc)})
+			return 0, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.StopLogicalCloudResponse{Status: st}, nil
+}
+
+// TerminateLogicalCloud implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.TerminateLogicalCloudRequest) (*corev1.TerminateLogicalCloudResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	owner := rolloutOwner(project, lc)
+	st, err := s.transition(ctx, "terminate", project, lc, terminateFrom, phaseTerminating,
+		func(ctx context.Context, _ *corev1.LogicalCloud, state string) (int64, error) {
+			if state == StateTerminateFailed {
+				// A settled deletion is not redone; stopping it first makes the
+				// resource synchronizer start a new pass over what failed.
+				if _, err := s.peers.Rsync.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
+					return 0, err
+				}
+			}
+			resp, err := s.peers.Rsync.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
+			if errs.Code(err) == codes.NotFound {
+				return 0, nil // nothing was ever submitted
+			}
+			return resp.GetGeneration(), err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.TerminateLogicalCloudResponse{Status: st}, nil
+}
+
+// GetLogicalCloudStatus implements corev1.LogicalCloudServiceServer.
+func (s *LogicalClouds) GetLogicalCloudStatus(ctx context.Context, req *corev1.GetLogicalCloudStatusRequest) (*corev1.GetLogicalCloudStatusResponse, error) {
+	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.status(ctx, req.GetProject(), req.GetLogicalCloud(), c)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetLogicalCloudStatusResponse{Status: st}, nil
+}
+
+// WatchLogicalCloudStatus implements corev1.LogicalCloudServiceServer: the
+// status now, then at each change until the resource synchronizer has
+// settled (every resource applied or deleted, or failed for good).
+func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudStatusRequest, stream grpc.ServerStreamingServer[corev1.WatchLogicalCloudStatusResponse]) error {
+	ctx := stream.Context()
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return err
+	}
+	phase := c.GetLifecycle().GetPhase()
+	if phase == phaseCreated {
+		return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
+	}
+	w, err := s.peers.Rsync.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := w.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errs.Code(err) == codes.NotFound:
+			return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
+		case err != nil:
+			return err
+		}
+		if err := stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, m.GetStatus())}); err != nil {
+			return err
+		}
+	}
+}
+
+// target is a cluster a logical cloud is on.
+type target struct{ provider, cluster string }
+
+// targets are the logical cloud's clusters: its cluster references, and
+// the registered clusters that carry all of its cluster labels (seed 002),
+// ordered by provider and name.
+func (s *LogicalClouds) targets(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]target, error) {
+	refs, err := s.refs.List(ctx, store.Key(project, lc))
+	if err != nil {
+		return nil, err
+	}
+	var out []target
+	for _, r := range refs {
+		out = append(out, target{r.GetClusterProvider(), r.GetClusterName()})
+	}
+	if labels := c.GetSpec().GetClusterLabels(); len(labels) > 0 {
+		resp, err := s.peers.Rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
+		if err != nil {
+			return nil, err
+		}
+		for _, sc := range resp.GetClusters() {
+			out = append(out, target{sc.GetProvider(), sc.GetName()})
+		}
+	}
+	slices.SortFunc(out, func(a, b target) int {
+		return strings.Compare(a.provider+"/"+a.cluster, b.provider+"/"+b.cluster)
+	})
+	return slices.Compact(out), nil
+}
+
+// render asks the namespace, quota and user services for what the logical
+// cloud puts on a cluster (the same on each) and lays it out per cluster.
+// An admin logical cloud uses the clusters' own admin access: it renders
+// nothing, and its rollout only records which clusters it spans.
+func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]*rsyncv1.ClusterResources, error) {
+	targets, err := s.targets(ctx, project, lc, c)
+	if err != nil {
+		return nil, err
+	}
+	if len(targets) == 0 {
+		return nil, errs.FailedPrecondition("logical cloud %q has no clusters: add cluster references first", lc)
+	}
+	var manifests []string
+	if c.GetSpec().GetLevel() != levelAdmin {
+		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc})
+		if err != nil {
+			return nil, err
+		}
+		quotas, err := s.peers.Quotas.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc})
+		if err != nil {
+			return nil, err
+		}
+		users, err := s.peers.Users.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: project, LogicalCloud: lc})
+		if err != nil {
+			return nil, err
+		}
+		manifests = slices.Concat(ns.GetManifests(), quotas.GetManifests(), users.GetManifests())
+	}
+	resources := make([]*rsyncv1.Resource, len(manifests))
+	for i, m := range manifests {
+		resources[i] = &rsyncv1.Resource{Manifest: m}
+	}
+	out := make([]*rsyncv1.ClusterResources, len(targets))
+	for i, t := range targets {
+		out[i] = &rsyncv1.ClusterResources{Provider: t.provider, Cluster: t.cluster, Resources: resources}
+	}
+	return out, nil
+}

@@ -1,0 +1,116 @@
+package core
+
+import (
+	"context"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// quotaReads bounds the clusters read at once for quota usage.
+const quotaReads = 16
+
+// GetQuotaUsage implements corev1.LogicalCloudServiceServer: each of the
+// logical cloud's ResourceQuotas as each of its clusters reports it, and
+// the sums per resource. A cluster that cannot be read is reported with its
+// error and left out of the sums; the others are still shown.
+func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaUsageRequest) (*corev1.GetQuotaUsageResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	if c.GetSpec().GetLevel() == levelAdmin {
+		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no quotas", lc)
+	}
+	st, err := s.status(ctx, project, lc, c)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(liveStates, st.GetState()) {
+		return nil, errs.FailedPrecondition("logical cloud %q is %s: its quotas are on the clusters once it is applied", lc, st.GetState())
+	}
+	quotas, err := s.peers.Quotas.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc})
+	if err != nil {
+		return nil, err
+	}
+	targets, err := s.targets(ctx, project, lc, c)
+	if err != nil {
+		return nil, err
+	}
+	usage := &corev1.QuotaUsage{Clusters: make([]*corev1.ClusterQuotaUsage, len(targets))}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(quotaReads)
+	for i, t := range targets {
+		g.Go(func() error {
+			usage.Clusters[i] = s.clusterQuotaUsage(gctx, t, quotas.GetNamespace(), quotas.GetNames())
+			return nil
+		})
+	}
+	_ = g.Wait() // each cluster's error is in its entry
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	usage.Total = sumQuotas(usage.GetClusters())
+	return &corev1.GetQuotaUsageResponse{Usage: usage}, nil
+}
+
+// clusterQuotaUsage reads the named ResourceQuotas on one cluster; the
+// first failure stops it and is reported in the entry.
+func (s *LogicalClouds) clusterQuotaUsage(ctx context.Context, t target, namespace string, names []string) *corev1.ClusterQuotaUsage {
+	out := &corev1.ClusterQuotaUsage{ClusterProvider: t.provider, ClusterName: t.cluster}
+	for _, name := range names {
+		resp, err := s.peers.Rsync.GetResourceQuotaStatus(ctx, &rsyncv1.GetResourceQuotaStatusRequest{
+			Provider: t.provider, Cluster: t.cluster, Namespace: namespace, Name: name})
+		if err != nil {
+			out.Quotas, out.Error = nil, errs.ToStatus(err).Message()
+			return out
+		}
+		out.Quotas = append(out.Quotas, &corev1.NamedQuotaUsage{Name: name, Hard: amounts(resp.GetHard()), Used: amounts(resp.GetUsed())})
+	}
+	return out
+}
+
+func amounts(list []*rsyncv1.ResourceQuantity) map[string]string {
+	out := make(map[string]string, len(list))
+	for _, q := range list {
+		out[q.GetResource()] = q.GetQuantity()
+	}
+	return out
+}
+
+// sumQuotas adds up hard and used per resource over the clusters read.
+func sumQuotas(clusters []*corev1.ClusterQuotaUsage) *corev1.QuotaAmounts {
+	hard, used := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	add := func(into map[string]resource.Quantity, from map[string]string) {
+		for name, v := range from {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				continue // the cluster wrote it; it always parses
+			}
+			sum := into[name]
+			sum.Add(q)
+			into[name] = sum
+		}
+	}
+	for _, c := range clusters {
+		for _, q := range c.GetQuotas() {
+			add(hard, q.GetHard())
+			add(used, q.GetUsed())
+		}
+	}
+	text := func(m map[string]resource.Quantity) map[string]string {
+		out := make(map[string]string, len(m))
+		for name, q := range m {
+			out[name] = q.String()
+		}
+		return out
+	}
+	return &corev1.QuotaAmounts{Hard: text(hard), Used: text(used)}
+}

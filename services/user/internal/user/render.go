@@ -1,0 +1,92 @@
+package user
+
+import (
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/kube"
+)
+
+// User types: how a user authenticates on the clusters.
+const (
+	typeCertificate = "certificate"
+	typeToken       = "token"
+)
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// target is the logical cloud being rendered.
+type target struct {
+	project, lc string
+	namespace   string // the logical cloud's namespace
+}
+
+func (t target) labels() map[string]string { return kube.Labels(t.project, t.lc) }
+
+// qualified is name made unique across logical clouds, for objects that
+// share a scope with other logical clouds' (cluster-scoped ones, and those
+// in a namespace not the logical cloud's own).
+func (t target) qualified(name string) string { return "dcm-" + t.project + "-" + t.lc + "-" + name }
+
+func isToken(u *userv1.User) bool { return u.GetType() == typeToken }
+
+// rendered is how u authenticates on the clusters.
+func (t target) rendered(u *userv1.User) *userv1.RenderedUser {
+	if isToken(u) {
+		return &userv1.RenderedUser{Name: u.GetName(), Type: typeToken, Namespace: t.namespace,
+			ServiceAccount: u.GetName(), TokenSecret: u.GetName() + "-token"}
+	}
+	return &userv1.RenderedUser{Name: u.GetName(), Type: typeCertificate, CsrName: t.qualified(u.GetName())}
+}
+
+// render makes the objects of users (each a certificate user with its
+// CSR, or a token user) and permissions: the users' own objects first,
+// then each Role or ClusterRole followed by its binding to every user.
+// The same input gives byte-identical manifests.
+func (t target) render(users []*userv1.User, perms []*userv1.UserPermission) ([]string, []*userv1.RenderedUser) {
+	var manifests []string
+	out := make([]*userv1.RenderedUser, 0, len(users))
+	subjects := make([]map[string]string, 0, len(users))
+	for _, u := range users {
+		r := t.rendered(u)
+		out = append(out, r)
+		if isToken(u) {
+			manifests = append(manifests,
+				kube.Manifest("v1", "ServiceAccount", kube.Meta{Name: r.GetServiceAccount(), Namespace: t.namespace, Labels: t.labels()}, nil),
+				kube.Manifest("v1", "Secret", kube.Meta{
+					Name: r.GetTokenSecret(), Namespace: t.namespace, Labels: t.labels(),
+					Annotations: map[string]string{"kubernetes.io/service-account.name": r.GetServiceAccount()},
+				}, map[string]any{"type": "kubernetes.io/service-account-token"}))
+			subjects = append(subjects, map[string]string{"kind": "ServiceAccount", "name": r.GetServiceAccount(), "namespace": t.namespace})
+			continue
+		}
+		manifests = append(manifests, kube.CSRManifest(r.GetCsrName(), []byte(u.GetCertificate()), t.labels()))
+		subjects = append(subjects, map[string]string{"kind": "User", "apiGroup": rbacGroup, "name": u.GetName()})
+	}
+	for _, p := range perms {
+		manifests = append(manifests, t.role(p, subjects)...)
+	}
+	return manifests, out
+}
+
+// role is a permission's Role (ClusterRole when it is cluster-wide) and
+// the binding of the same name that grants it to subjects.
+func (t target) role(p *userv1.UserPermission, subjects []map[string]string) []string {
+	roleKind, bindingKind := "Role", "RoleBinding"
+	name := p.GetPermissionName()
+	switch p.GetNamespace() {
+	case "":
+		roleKind, bindingKind = "ClusterRole", "ClusterRoleBinding"
+		name = t.qualified(name)
+	case t.namespace:
+	default:
+		name = t.qualified(name)
+	}
+	meta := kube.Meta{Name: name, Namespace: p.GetNamespace(), Labels: t.labels()}
+	rule := map[string]any{"apiGroups": p.GetApiGroups(), "resources": p.GetResources(), "verbs": p.GetVerbs()}
+	return []string{
+		kube.Manifest(rbacGroup+"/v1", roleKind, meta, map[string]any{"rules": []any{rule}}),
+		kube.Manifest(rbacGroup+"/v1", bindingKind, meta, map[string]any{
+			"roleRef":  map[string]string{"apiGroup": rbacGroup, "kind": roleKind, "name": name},
+			"subjects": subjects,
+		}),
+	}
+}

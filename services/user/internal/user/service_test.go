@@ -1,0 +1,182 @@
+package user_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/server/servertest"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/user/internal/user"
+)
+
+// serve serves the user service on a fresh store, with core standing in
+// for the logical clouds.
+func serve(t *testing.T) (userv1.UserServiceClient, *coretest.Core) {
+	t.Helper()
+	core := coretest.New()
+	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
+		return []server.Service{user.New(st, core)}
+	})
+	return userv1.NewUserServiceClient(conn), core
+}
+
+func TestRenderUsers(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns-1")
+	createUser := func(lc string, u *userv1.User) error {
+		_, err := c.CreateUser(ctx, &userv1.CreateUserRequest{Project: "p", LogicalCloud: lc, User: u})
+		return err
+	}
+	carolCSR := csrPEM(t, "carol")
+	require.NoError(t, createUser("lc", &userv1.User{Name: "alice"}))
+	require.NoError(t, createUser("lc", &userv1.User{Name: "bob", Type: "token"}))
+	require.NoError(t, createUser("lc", &userv1.User{Name: "carol", Certificate: carolCSR}))
+	err := createUser("lc", &userv1.User{Name: "dan", Type: "token", Certificate: csrPEM(t, "dan")})
+	require.Equal(t, "user.certificate", errs.FieldOf(status.Convert(err)), "a token user takes no CSR: %v", err)
+	_, err = c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc", UserPermission: &userv1.UserPermission{
+		PermissionName: "pods", ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}})
+	require.NoError(t, err)
+
+	creds := func(name string) (*userv1.GetUserCredentialsResponse, error) {
+		return c.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: "p", LogicalCloud: "lc", Name: name})
+	}
+	_, err = creds("alice")
+	require.Equal(t, codes.FailedPrecondition, status.Code(err), "no key before the first render: %v", err)
+
+	// Concurrent first renders make alice's key once: all answer the same.
+	const renders = 8
+	got := make([]*userv1.RenderUsersResponse, renders)
+	errors := make([]error, renders)
+	var wg sync.WaitGroup
+	for i := range renders {
+		wg.Go(func() {
+			got[i], errors[i] = c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "lc"})
+		})
+	}
+	wg.Wait()
+	for i := range renders {
+		require.NoError(t, errors[i])
+		require.Equal(t, got[0].GetManifests(), got[i].GetManifests(), "render %d", i)
+	}
+	again, err := c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Equal(t, got[0].GetManifests(), again.GetManifests(), "a later render is byte-identical")
+	require.Equal(t, []string{
+		"CertificateSigningRequest dcm-p-lc-alice",
+		"ServiceAccount ns-1/bob",
+		"Secret ns-1/bob-token",
+		"CertificateSigningRequest dcm-p-lc-carol",
+		"Role ns-1/pods",
+		"RoleBinding ns-1/pods",
+	}, outline(t, "p", "lc", again.GetManifests()))
+	require.Equal(t, []map[string]string{
+		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+		{"kind": "ServiceAccount", "name": "bob", "namespace": "ns-1"},
+		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"},
+	}, decode(t, again.GetManifests()[5]).Subjects)
+
+	// alice's CSR is stored (and shown), and her sealed key is its key.
+	alice, err := c.GetUser(ctx, &userv1.GetUserRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
+	require.NoError(t, err)
+	csr := decode(t, again.GetManifests()[0]).Spec.Request
+	require.Equal(t, string(csr), alice.GetUser().GetCertificate())
+	require.NoError(t, kube.CheckCSR("c", string(csr), "alice"))
+	ac, err := creds("alice")
+	require.NoError(t, err)
+	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "alice", Type: "certificate", CsrName: "dcm-p-lc-alice"}, ac.GetUser()), "%v", ac.GetUser())
+	requireKeyOf(t, string(csr), ac.GetKeyPem())
+	require.True(t, proto.Equal(again.GetUsers()[0], ac.GetUser()), "as RenderUsers shows it")
+
+	// carol brought her CSR: it is rendered as given, and no key is held.
+	require.Equal(t, carolCSR, string(decode(t, again.GetManifests()[3]).Spec.Request))
+	cc, err := creds("carol")
+	require.NoError(t, err)
+	require.Empty(t, cc.GetKeyPem())
+	bc, err := creds("bob")
+	require.NoError(t, err)
+	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "bob", Type: "token", Namespace: "ns-1", ServiceAccount: "bob", TokenSecret: "bob-token"}, bc.GetUser()), "%v", bc.GetUser())
+	require.Empty(t, bc.GetKeyPem())
+	_, err = creds("nobody")
+	require.Equal(t, codes.NotFound, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), `"nobody"`)
+}
+
+// requireKeyOf checks that keyPEM is the private key of csrPEM.
+func requireKeyOf(t *testing.T, csrPEM string, keyPEM []byte) {
+	t.Helper()
+	block, _ := pem.Decode([]byte(csrPEM))
+	require.NotNil(t, block)
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	require.NoError(t, err)
+	kb, _ := pem.Decode(keyPEM)
+	require.NotNil(t, kb, "a PEM key")
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	require.NoError(t, err)
+	pub, ok := key.(interface{ Public() crypto.PublicKey })
+	require.True(t, ok)
+	require.True(t, pub.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(req.PublicKey), "the key of the CSR")
+}
+
+func TestRenderUsersPrivileged(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "priv", kube.LevelPrivileged, "ns-2")
+	_, err := c.CreateUser(ctx, &userv1.CreateUserRequest{Project: "p", LogicalCloud: "priv", User: &userv1.User{Name: "ops", Type: "token"}})
+	require.NoError(t, err)
+	for _, p := range []*userv1.UserPermission{
+		{PermissionName: "nodes", ApiGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{PermissionName: "sys", Namespace: "kube-system", ApiGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	} {
+		_, err := c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "priv", UserPermission: p})
+		require.NoError(t, err)
+	}
+	r, err := c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "priv"})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"ServiceAccount ns-2/ops",
+		"Secret ns-2/ops-token",
+		"ClusterRole dcm-p-priv-nodes",
+		"ClusterRoleBinding dcm-p-priv-nodes",
+		"Role kube-system/dcm-p-priv-sys",
+		"RoleBinding kube-system/dcm-p-priv-sys",
+	}, outline(t, "p", "priv", r.GetManifests()))
+	binding := decode(t, r.GetManifests()[3])
+	require.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "dcm-p-priv-nodes"}, binding.RoleRef)
+	require.Equal(t, []map[string]string{{"kind": "ServiceAccount", "name": "ops", "namespace": "ns-2"}}, binding.Subjects)
+}
+
+func TestRenderUsersRefused(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "empty", kube.LevelStandard, "empty")
+	core.Add("p", "adm", kube.LevelAdmin, "")
+	render := func(lc string) error {
+		_, err := c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: lc})
+		return err
+	}
+	err := render("empty")
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), `logical cloud "empty" has no user`)
+	require.Equal(t, codes.FailedPrecondition, status.Code(render("adm")))
+	require.Equal(t, codes.NotFound, status.Code(render("missing")))
+	_, err = c.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: "p", LogicalCloud: "missing", Name: "u"})
+	require.Equal(t, codes.NotFound, status.Code(err))
+}
