@@ -26,7 +26,7 @@ import (
 // clusters hold is the resource synchronizer's to say; the state shown is
 // derived from both (see derive).
 const (
-	phaseCreated     = ""
+	phaseCreated     = "created"
 	phaseApplying    = "applying"
 	phaseTerminating = "terminating"
 )
@@ -50,6 +50,15 @@ var (
 	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminateFailed}
 	deleteFrom    = []string{StateCreated, StateTerminated}
 )
+
+// phaseOf is a logical cloud's stored phase (records older than the
+// lifecycle have none: they were never applied).
+func phaseOf(c *corev1.LogicalCloud) string {
+	if p := c.GetLifecycle().GetPhase(); p != "" {
+		return p
+	}
+	return phaseCreated
+}
 
 // rolloutOwner is the resource synchronizer's owner id of a logical cloud.
 func rolloutOwner(project, lc string) string { return "lc/" + project + "/" + lc }
@@ -99,7 +108,7 @@ func derive(phase string, rs *rsyncv1.RolloutStatus) string {
 // status reads the logical cloud's state from its stored phase and the
 // resource synchronizer.
 func (s *LogicalClouds) status(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*corev1.LogicalCloudStatus, error) {
-	phase := c.GetLifecycle().GetPhase()
+	phase := phaseOf(c)
 	var rs *rsyncv1.RolloutStatus
 	if phase != phaseCreated {
 		resp, err := s.peers.Rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
@@ -160,7 +169,7 @@ func (s *LogicalClouds) versioned(ctx context.Context, project, lc string) (stor
 // transition moves a logical cloud along its lifecycle: if its state is
 // one of from, act runs against the resource synchronizer and, when it
 // succeeds, phase is stored with the generation act returns ("" keeps
-// both). A forbidden transition is FailedPrecondition (409) naming the
+// both, for stop). A forbidden transition is FailedPrecondition (409) naming the
 // current state.
 func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
 	act func(ctx context.Context, c *corev1.LogicalCloud, state string) (int64, error)) (*corev1.LogicalCloudStatus, error) {
@@ -183,10 +192,10 @@ func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string
 	}
 	c := cur.Msg
 	if phase != "" {
-		was := c.GetLifecycle().GetPhase()
+		was := phaseOf(c)
 		// Modify re-reads: a metadata PUT in between must not lose the phase.
 		c, err = s.clouds.Modify(context.WithoutCancel(ctx), key, func(c *corev1.LogicalCloud) error {
-			if c.GetLifecycle().GetPhase() != was {
+			if phaseOf(c) != was {
 				return errs.Aborted("logical cloud %q changed phase during %s; read its status", lc, verb)
 			}
 			c.Lifecycle = &corev1.Lifecycle{Phase: phase, Generation: gen, Changed: timestamppb.Now()}
@@ -315,7 +324,7 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 	if err != nil {
 		return err
 	}
-	phase := c.GetLifecycle().GetPhase()
+	phase := phaseOf(c)
 	if phase == phaseCreated {
 		return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
 	}

@@ -90,6 +90,7 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 		return nil, err
 	}
 	project, name := req.GetProject(), p.lc.GetMetadata().GetName()
+	p.lc.Lifecycle = &corev1.Lifecycle{Phase: phaseCreated}
 	var selected []*rsyncv1.SelectedCluster
 	if len(p.labels) > 0 {
 		resp, err := s.peers.Rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})

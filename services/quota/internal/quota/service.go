@@ -56,6 +56,19 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.Logica
 	return resp.GetLogicalCloud(), nil
 }
 
+// namespaced reads a logical cloud that has a namespace to put quotas in:
+// FailedPrecondition for an admin one, which has none.
+func (s *Service) namespaced(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
+	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
+	}
+	return c, nil
+}
+
 // exists is cloud as a CreateChecked check.
 func (s *Service) exists(project, lc string) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -114,12 +127,8 @@ func (s *Service) CreateQuota(ctx context.Context, req *quotav1.CreateQuotaReque
 		return nil, err
 	}
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	c, err := s.cloud(ctx, project, lc)
-	if err != nil {
+	if _, err := s.namespaced(ctx, project, lc); err != nil {
 		return nil, err
-	}
-	if c.GetSpec().GetLevel() == kube.LevelAdmin {
-		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
 	}
 	parent := store.Key(project, lc)
 	err = s.quotas.CreateChecked(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q, s.exists(project, lc))
@@ -244,12 +253,9 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 // namespace.
 func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasRequest) (*quotav1.RenderQuotasResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	c, err := s.cloud(ctx, project, lc)
+	c, err := s.namespaced(ctx, project, lc)
 	if err != nil {
 		return nil, err
-	}
-	if c.GetSpec().GetLevel() == kube.LevelAdmin {
-		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
 	}
 	qs, err := s.effective(ctx, c, store.Key(project, lc))
 	if err != nil {

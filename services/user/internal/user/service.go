@@ -52,9 +52,9 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.Logica
 	return resp.GetLogicalCloud(), nil
 }
 
-// target reads the logical cloud whose users are rendered: FailedPrecondition
+// userCloud reads a logical cloud that can have users: FailedPrecondition
 // for an admin one, which has none.
-func (s *Service) target(ctx context.Context, project, lc string) (target, error) {
+func (s *Service) userCloud(ctx context.Context, project, lc string) (target, error) {
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
 		return target{}, err
@@ -88,7 +88,7 @@ func (s *Service) CreateUser(ctx context.Context, req *userv1.CreateUserRequest)
 		}
 	}
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	if _, err := s.target(ctx, project, lc); err != nil {
+	if _, err := s.userCloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
 	parent := store.Key(project, lc)
@@ -275,7 +275,7 @@ func (s *Service) withCSR(ctx context.Context, id, lc string) (*userv1.User, err
 // the same manifests: keys and CSRs are made at the first render only.
 func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersRequest) (*userv1.RenderUsersResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	t, err := s.target(ctx, project, lc)
+	t, err := s.userCloud(ctx, project, lc)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +306,7 @@ func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersReques
 // GetUserCredentials implements userv1.UserServiceServer.
 func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCredentialsRequest) (*userv1.GetUserCredentialsResponse, error) {
 	project, lc, name := req.GetProject(), req.GetLogicalCloud(), req.GetName()
-	t, err := s.target(ctx, project, lc)
+	t, err := s.userCloud(ctx, project, lc)
 	if err != nil {
 		return nil, err
 	}

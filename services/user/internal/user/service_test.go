@@ -62,16 +62,16 @@ func TestRenderUsers(t *testing.T) {
 	// Concurrent first renders make alice's key once: all answer the same.
 	const renders = 8
 	got := make([]*userv1.RenderUsersResponse, renders)
-	errors := make([]error, renders)
+	failed := make([]error, renders)
 	var wg sync.WaitGroup
 	for i := range renders {
 		wg.Go(func() {
-			got[i], errors[i] = c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "lc"})
+			got[i], failed[i] = c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "lc"})
 		})
 	}
 	wg.Wait()
 	for i := range renders {
-		require.NoError(t, errors[i])
+		require.NoError(t, failed[i])
 		require.Equal(t, got[0].GetManifests(), got[i].GetManifests(), "render %d", i)
 	}
 	again, err := c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "lc"})
