@@ -86,7 +86,7 @@ func (r *rest) watch(lc string) []lcStatus {
 	c.Timeout = 3 * time.Minute
 	resp, err := c.Do(req)
 	require.NoError(r.t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(r.t, 200, resp.StatusCode)
 	var out []lcStatus
 	sc := bufio.NewScanner(resp.Body)
@@ -119,7 +119,7 @@ func (r *rest) kubeconfig(path string) []byte {
 	r.t.Helper()
 	resp, err := r.c.Get(r.base + path)
 	require.NoError(r.t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(r.t, err)
 	require.Equal(r.t, 200, resp.StatusCode, "GET %s: %s", path, b)
