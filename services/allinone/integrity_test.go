@@ -89,6 +89,13 @@ func TestBadInput(t *testing.T) {
 		{"POST", lc + "/kv-pairs", `{"metadata":{"name":"kv"},"spec":{"kv":[{"a":1}]}}`, "spec.kv[0].a"},
 		{"POST", lc + "/kv-pairs", `{"metadata":{"name":"kv"},"spec":{"kv":[{"a":"1"},{"a":"2"}]}}`, "spec.kv[1]"},
 		{"POST", lc + "/kv-pairs", `{"metadata":{"name":"kv","userData1":` + `"` + strings.Repeat("x", 5000) + `"}}`, "metadata.userData1"},
+		{"POST", lcs, `{"metadata":{"name":"lc-x"},"spec":{"user":{"type":"token","certificate":"x"}}}`, "spec.user.certificate"},
+		// lifecycle
+		{"POST", lcs + "/Bad_LC/apply", "", "logical-cloud"},
+		{"GET", lcs + "/Bad_LC/status", "", "logical-cloud"},
+		{"GET", lc + "/cluster-references/Bad_C/kubeconfig", "", "cluster-name"},
+		{"GET", lc + "/cluster-references/c1/kubeconfig?user=Bad_U", "", "user"},
+		{"GET", lc + "/cluster-providers/E/cluster-references/c1/kubeconfig", "", "cluster-provider"},
 		// cluster registry
 		{"POST", "/v2/cluster-providers/edge/clusters", `{"metadata":{"name":"c9"},"spec":{"kubeconfig":"not yaml: ["}}`, "spec.kubeconfig"},
 		{"POST", "/v2/cluster-providers/edge/clusters", `{"metadata":{"name":"c9"},"spec":{"labels":["edge"]}}`, "spec.kubeconfig"},
@@ -203,6 +210,24 @@ func TestConcurrentWrites(t *testing.T) {
 	require.Positive(t, got[200])
 	require.Equal(t, 20, got[200]+got[409], "%v", got)
 	require.Contains(t, r.want(200, "GET", lc+"/kv-pairs/same", ""), "writer-")
+
+	// Concurrent lifecycle calls: one apply wins, the others are told the
+	// state that forbids them. (The clusters are unreachable: the rollout
+	// retries, which is all this needs.)
+	registerClusters(t, s, r)
+	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/apply", "" })
+	require.Equal(t, map[int]int{200: 1, 409: 5}, got)
+	r.want(200, "PUT", lc, `{"metadata":{"name":"lc-1","description":"edited while applying"}}`)
+	var st struct {
+		State string `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.Equal(t, "Instantiating", st.State)
+	require.Contains(t, r.want(200, "GET", lc, ""), `"phase":"applying"`)
+	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/terminate", "" })
+	require.Equal(t, map[int]int{200: 1, 409: 5}, got)
+	require.Contains(t, r.want(409, "POST", lc+"/apply", ""), "is Terminating")
 }
 
 // TestCascadeRetriesWhileServiceIsDown runs the quota service as its own
