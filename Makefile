@@ -16,7 +16,7 @@ N          ?= 3
 CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .PHONY: grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
-	k8s-bins clusters clusters-down bench-rsync
+	k8s-bins clusters clusters-down bench-rsync bench-lifecycle
 
 ## run: build and start the whole suite on the embedded store (REST :8080, gRPC :9090, data ./.dcm)
 run: build
@@ -48,6 +48,10 @@ clusters-down:
 ## bench-rsync: the rsync engine benchmark (1,000 simulated clusters, then 3 real ones)
 bench-rsync:
 	$(GO) run ./services/rsync/cmd/rsync-bench
+
+## bench-lifecycle: apply a logical cloud on 3 real clusters until every kubeconfig works, 10 runs (p50)
+bench-lifecycle: k8s-bins
+	$(GO) test -run '^$$' -bench ApplyToUsableKubeconfigs -benchtime 10x -count 1 ./services/allinone/
 
 ## test-unit: the fast tests only (no whole-program tests)
 test-unit:
