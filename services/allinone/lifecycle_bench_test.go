@@ -8,9 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/dcm-project/dcm/platform/kubetest"
-	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
 // BenchmarkApplyToUsableKubeconfigs measures, on 3 real clusters, the
@@ -20,11 +17,7 @@ import (
 // deleted off the clock). It reports the median as p50-ms; run it with
 // -benchtime 10x (make bench-lifecycle).
 func BenchmarkApplyToUsableKubeconfigs(b *testing.B) {
-	h := kubetest.ForTests(b, 3)
-	s := stacktest.Start(b)
-	r := newREST(b, s)
-	registerHarness(b, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"bench"}}`)
+	r, h := onHarness(b, "bench")
 	ctx := context.Background()
 	var took []time.Duration
 	b.ResetTimer()

@@ -45,6 +45,17 @@ func registerHarness(t testing.TB, r *rest, h *kubetest.Harness) {
 	}
 }
 
+// onHarness starts the whole program with the test clusters registered and
+// a project made.
+func onHarness(t testing.TB, project string) (*rest, *kubetest.Harness) {
+	t.Helper()
+	h := kubetest.ForTests(t, 3)
+	r := newREST(t, stacktest.Start(t))
+	registerHarness(t, r, h)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+project+`"}}`)
+	return r, h
+}
+
 // lcStatus is the part of GET .../status the tests read.
 type lcStatus struct {
 	State      string   `json:"state"`
@@ -222,11 +233,7 @@ const lifeLC = `{
 // quota enforced), update (one cluster in, one out), stop, terminate
 // (nothing left on any cluster) and delete.
 func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
-	h := kubetest.ForTests(t, 3)
-	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"life"}}`)
+	r, h := onHarness(t, "life")
 	lc := "/v2/projects/life/logical-clouds/lc-1"
 	r.want(201, "POST", "/v2/projects/life/logical-clouds", lifeLC)
 
@@ -357,11 +364,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 // status shows that cluster retrying, and once it is back everything
 // converges. The token kubeconfig has the cluster-wide permission only.
 func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
-	h := kubetest.ForTests(t, 3)
-	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"down"}}`)
+	r, h := onHarness(t, "down")
 	lc := "/v2/projects/down/logical-clouds/lc-2"
 	r.want(201, "POST", "/v2/projects/down/logical-clouds", `{
 	  "metadata": {"name": "lc-2"},
@@ -449,17 +452,14 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 // the clusters and puts nothing on them; there is no kubeconfig to hand
 // out.
 func TestAdminLogicalCloudLifecycle(t *testing.T) {
-	h := kubetest.ForTests(t, 3)
-	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"adm"}}`)
+	r, h := onHarness(t, "adm")
 	lc := "/v2/projects/adm/logical-clouds/ops"
 	r.want(201, "POST", "/v2/projects/adm/logical-clouds", `{"metadata":{"name":"ops"},"spec":{"level":"admin"}}`)
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
 	r.want(200, "POST", lc+"/apply", "")
 	st := r.settle(lc, "Instantiated")
 	require.Zero(t, st.Total)
+	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "adm", "ops"))
 	require.Contains(t, r.want(409, "GET", lc+"/cluster-references/cluster-1/kubeconfig", ""), "admin")
 	r.want(409, "GET", lc+"/quota-usage", "")
 	r.want(200, "POST", lc+"/terminate", "")

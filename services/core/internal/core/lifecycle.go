@@ -210,15 +210,7 @@ func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string
 
 // ApplyLogicalCloud implements corev1.LogicalCloudServiceServer.
 func (s *LogicalClouds) ApplyLogicalCloud(ctx context.Context, req *corev1.ApplyLogicalCloudRequest) (*corev1.ApplyLogicalCloudResponse, error) {
-	project, lc := req.GetProject(), req.GetLogicalCloud()
-	st, err := s.transition(ctx, "apply", project, lc, applyFrom, phaseApplying,
-		func(ctx context.Context, c *corev1.LogicalCloud, _ string) (int64, error) {
-			clusters, err := s.render(ctx, project, lc, c)
-			if err != nil {
-				return 0, err
-			}
-			return s.submit(ctx, project, lc, clusters, false)
-		})
+	st, err := s.renderAndSubmit(ctx, "apply", req.GetProject(), req.GetLogicalCloud(), applyFrom, false)
 	if err != nil {
 		return nil, err
 	}
@@ -227,19 +219,24 @@ func (s *LogicalClouds) ApplyLogicalCloud(ctx context.Context, req *corev1.Apply
 
 // UpdateLogicalCloudResources implements corev1.LogicalCloudServiceServer.
 func (s *LogicalClouds) UpdateLogicalCloudResources(ctx context.Context, req *corev1.UpdateLogicalCloudResourcesRequest) (*corev1.UpdateLogicalCloudResourcesResponse, error) {
-	project, lc := req.GetProject(), req.GetLogicalCloud()
-	st, err := s.transition(ctx, "update", project, lc, updateFrom, phaseApplying,
+	st, err := s.renderAndSubmit(ctx, "update", req.GetProject(), req.GetLogicalCloud(), updateFrom, true)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.UpdateLogicalCloudResourcesResponse{Status: st}, nil
+}
+
+// renderAndSubmit is apply and update: the transition that renders the
+// logical cloud and hands it to the resource synchronizer.
+func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc string, from []string, update bool) (*corev1.LogicalCloudStatus, error) {
+	return s.transition(ctx, verb, project, lc, from, phaseApplying,
 		func(ctx context.Context, c *corev1.LogicalCloud, _ string) (int64, error) {
 			clusters, err := s.render(ctx, project, lc, c)
 			if err != nil {
 				return 0, err
 			}
-			return s.submit(ctx, project, lc, clusters, true)
+			return s.submit(ctx, project, lc, clusters, update)
 		})
-	if err != nil {
-		return nil, err
-	}
-	return &corev1.UpdateLogicalCloudResourcesResponse{Status: st}, nil
 }
 
 // submit hands the rendered resources to the resource synchronizer as a
