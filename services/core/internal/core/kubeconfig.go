@@ -16,8 +16,21 @@ import (
 	"github.com/dcm-project/dcm/platform/errs"
 )
 
-// The states in which a logical cloud's credentials may be on its clusters.
+// The states in which a logical cloud's objects may be on its clusters.
 var liveStates = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
+
+// requireApplied refuses (FailedPrecondition) a logical cloud that is not
+// on its clusters: what it would have there is named in the message.
+func (s *LogicalClouds) requireApplied(ctx context.Context, project, lc string, c *corev1.LogicalCloud, what string) error {
+	st, err := s.status(ctx, project, lc, c)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(liveStates, st.GetState()) {
+		return errs.FailedPrecondition("logical cloud %q is %s: %s on the clusters once it is applied", lc, st.GetState(), what)
+	}
+	return nil
+}
 
 // GetKubeconfig implements corev1.LogicalCloudServiceServer: a kubeconfig
 // for a user of the logical cloud on one of its clusters. A certificate
@@ -38,12 +51,8 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.status(ctx, project, lc, c)
-	if err != nil {
+	if err := s.requireApplied(ctx, project, lc, c, "its users have credentials"); err != nil {
 		return nil, err
-	}
-	if !slices.Contains(liveStates, st.GetState()) {
-		return nil, errs.FailedPrecondition("logical cloud %q is %s: its users have credentials on the clusters once it is applied", lc, st.GetState())
 	}
 	user := cmp.Or(req.GetUser(), c.GetSpec().GetUser().GetUserName())
 	creds, err := s.peers.Users.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: project, LogicalCloud: lc, Name: user})

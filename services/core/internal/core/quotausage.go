@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"slices"
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,12 +28,8 @@ func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaU
 	if c.GetSpec().GetLevel() == levelAdmin {
 		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no quotas", lc)
 	}
-	st, err := s.status(ctx, project, lc, c)
-	if err != nil {
+	if err := s.requireApplied(ctx, project, lc, c, "its quotas are"); err != nil {
 		return nil, err
-	}
-	if !slices.Contains(liveStates, st.GetState()) {
-		return nil, errs.FailedPrecondition("logical cloud %q is %s: its quotas are on the clusters once it is applied", lc, st.GetState())
 	}
 	quotas, err := s.peers.Quotas.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc})
 	if err != nil {
