@@ -147,6 +147,74 @@ func (Operation) EnumDescriptor() ([]byte, []int) {
 	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{1}
 }
 
+// Ownership is who manages an object on a cluster.
+type Ownership int32
+
+const (
+	// OWNERSHIP_UNSPECIFIED is never sent.
+	Ownership_OWNERSHIP_UNSPECIFIED Ownership = 0
+	// OWNERSHIP_FREE: there is no such object; whoever applies it first gets it.
+	Ownership_OWNERSHIP_FREE Ownership = 1
+	// OWNERSHIP_OWNED: the asking owner manages it.
+	Ownership_OWNERSHIP_OWNED Ownership = 2
+	// OWNERSHIP_OTHER_OWNER: another owner manages it (owner names it); an
+	// apply of it is refused.
+	Ownership_OWNERSHIP_OTHER_OWNER Ownership = 3
+	// OWNERSHIP_UNMANAGED: it exists but DCM did not create it (no
+	// dcm.io/owner annotation, e.g. the default namespace); an apply of it is
+	// refused.
+	Ownership_OWNERSHIP_UNMANAGED Ownership = 4
+	// OWNERSHIP_UNKNOWN: the cluster could not be asked (error says why).
+	Ownership_OWNERSHIP_UNKNOWN Ownership = 5
+)
+
+// Enum value maps for Ownership.
+var (
+	Ownership_name = map[int32]string{
+		0: "OWNERSHIP_UNSPECIFIED",
+		1: "OWNERSHIP_FREE",
+		2: "OWNERSHIP_OWNED",
+		3: "OWNERSHIP_OTHER_OWNER",
+		4: "OWNERSHIP_UNMANAGED",
+		5: "OWNERSHIP_UNKNOWN",
+	}
+	Ownership_value = map[string]int32{
+		"OWNERSHIP_UNSPECIFIED": 0,
+		"OWNERSHIP_FREE":        1,
+		"OWNERSHIP_OWNED":       2,
+		"OWNERSHIP_OTHER_OWNER": 3,
+		"OWNERSHIP_UNMANAGED":   4,
+		"OWNERSHIP_UNKNOWN":     5,
+	}
+)
+
+func (x Ownership) Enum() *Ownership {
+	p := new(Ownership)
+	*p = x
+	return p
+}
+
+func (x Ownership) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Ownership) Descriptor() protoreflect.EnumDescriptor {
+	return file_dcm_rsync_v1_rollout_proto_enumTypes[2].Descriptor()
+}
+
+func (Ownership) Type() protoreflect.EnumType {
+	return &file_dcm_rsync_v1_rollout_proto_enumTypes[2]
+}
+
+func (x Ownership) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Ownership.Descriptor instead.
+func (Ownership) EnumDescriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{2}
+}
+
 // ClusterResources is what one cluster of a rollout must hold.
 type ClusterResources struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1089,7 +1157,11 @@ type ResourceStatus struct {
 	// worked on.
 	ManifestHash string `protobuf:"bytes,11,opt,name=manifest_hash,json=manifestHash,proto3" json:"manifest_hash,omitempty"`
 	// generation is the generation the state belongs to.
-	Generation    int64 `protobuf:"varint,12,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation int64 `protobuf:"varint,12,opt,name=generation,proto3" json:"generation,omitempty"`
+	// owned is true while the object on the cluster is this owner's: rsync
+	// applied it for the owner (stamped with the annotation dcm.io/owner)
+	// and has not deleted it. Only an owned object is ever deleted.
+	Owned         bool `protobuf:"varint,13,opt,name=owned,proto3" json:"owned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1206,6 +1278,13 @@ func (x *ResourceStatus) GetGeneration() int64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *ResourceStatus) GetOwned() bool {
+	if x != nil {
+		return x.Owned
+	}
+	return false
 }
 
 // GetCertificateRequest names a CertificateSigningRequest on a cluster.
@@ -1621,20 +1700,29 @@ func (x *GetClusterConnectionResponse) GetTlsServerName() string {
 	return ""
 }
 
-// GetServiceAccountTokenRequest names a ServiceAccount token Secret on a
-// cluster.
+// GetServiceAccountTokenRequest names a ServiceAccount on a cluster and the
+// lifetime of the token to issue for it.
 type GetServiceAccountTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// provider is the cluster's provider.
 	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
 	// cluster is the cluster's name.
 	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	// namespace of the Secret.
+	// namespace of the ServiceAccount.
 	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// name of the Secret.
-	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// name of a legacy ServiceAccount token Secret. Deprecated and ignored:
+	// tokens come from the TokenRequest API (service_account).
+	//
+	// Deprecated: Marked as deprecated in dcm/rsync/v1/rollout.proto.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// service_account is the ServiceAccount's name; it must be one DCM
+	// applied (FailedPrecondition otherwise).
+	ServiceAccount string `protobuf:"bytes,5,opt,name=service_account,json=serviceAccount,proto3" json:"service_account,omitempty"`
+	// expiration_seconds is the token's lifetime: 0 means 24 hours; else at
+	// least 600 (10 minutes) and at most 2592000 (30 days).
+	ExpirationSeconds int64 `protobuf:"varint,6,opt,name=expiration_seconds,json=expirationSeconds,proto3" json:"expiration_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetServiceAccountTokenRequest) Reset() {
@@ -1688,6 +1776,7 @@ func (x *GetServiceAccountTokenRequest) GetNamespace() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in dcm/rsync/v1/rollout.proto.
 func (x *GetServiceAccountTokenRequest) GetName() string {
 	if x != nil {
 		return x.Name
@@ -1695,11 +1784,28 @@ func (x *GetServiceAccountTokenRequest) GetName() string {
 	return ""
 }
 
+func (x *GetServiceAccountTokenRequest) GetServiceAccount() string {
+	if x != nil {
+		return x.ServiceAccount
+	}
+	return ""
+}
+
+func (x *GetServiceAccountTokenRequest) GetExpirationSeconds() int64 {
+	if x != nil {
+		return x.ExpirationSeconds
+	}
+	return 0
+}
+
 // GetServiceAccountTokenResponse carries the token.
 type GetServiceAccountTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// token is the ServiceAccount's bearer token.
-	Token         []byte `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// token is the ServiceAccount's bearer token (a JWT the cluster signed).
+	// A credential: never logged.
+	Token []byte `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// expire_time is when the cluster stops accepting the token.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1741,6 +1847,287 @@ func (x *GetServiceAccountTokenResponse) GetToken() []byte {
 	return nil
 }
 
+func (x *GetServiceAccountTokenResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+// GetObjectOwnersRequest names one object and the clusters to look on.
+type GetObjectOwnersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner is the asking owner, e.g. "lc/<project>/<logical cloud>".
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// api_version of the object, e.g. "v1" or "rbac.authorization.k8s.io/v1".
+	ApiVersion string `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// kind of the object, e.g. "Namespace".
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// namespace of the object; empty for a cluster-scoped one.
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// name of the object.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// clusters to look on, each at most once.
+	Clusters      []*ClusterRef `protobuf:"bytes,6,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetObjectOwnersRequest) Reset() {
+	*x = GetObjectOwnersRequest{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetObjectOwnersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetObjectOwnersRequest) ProtoMessage() {}
+
+func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetObjectOwnersRequest.ProtoReflect.Descriptor instead.
+func (*GetObjectOwnersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetObjectOwnersRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *GetObjectOwnersRequest) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *GetObjectOwnersRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GetObjectOwnersRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetObjectOwnersRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetObjectOwnersRequest) GetClusters() []*ClusterRef {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+// ClusterRef names one registered cluster.
+type ClusterRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster       string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterRef) Reset() {
+	*x = ClusterRef{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterRef) ProtoMessage() {}
+
+func (x *ClusterRef) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterRef.ProtoReflect.Descriptor instead.
+func (*ClusterRef) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ClusterRef) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ClusterRef) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+// GetObjectOwnersResponse answers per cluster, in the order asked.
+type GetObjectOwnersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// clusters in the order of the request.
+	Clusters      []*ObjectOwner `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetObjectOwnersResponse) Reset() {
+	*x = GetObjectOwnersResponse{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetObjectOwnersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetObjectOwnersResponse) ProtoMessage() {}
+
+func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetObjectOwnersResponse.ProtoReflect.Descriptor instead.
+func (*GetObjectOwnersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetObjectOwnersResponse) GetClusters() []*ObjectOwner {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+// ObjectOwner is who manages the object on one cluster.
+type ObjectOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// state is who manages the object there.
+	State Ownership `protobuf:"varint,3,opt,name=state,proto3,enum=dcm.rsync.v1.Ownership" json:"state,omitempty"`
+	// owner is the managing owner (OWNED and OTHER_OWNER).
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// error is why the state is UNKNOWN.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectOwner) Reset() {
+	*x = ObjectOwner{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectOwner) ProtoMessage() {}
+
+func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectOwner.ProtoReflect.Descriptor instead.
+func (*ObjectOwner) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ObjectOwner) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ObjectOwner) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ObjectOwner) GetState() Ownership {
+	if x != nil {
+		return x.State
+	}
+	return Ownership_OWNERSHIP_UNSPECIFIED
+}
+
+func (x *ObjectOwner) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ObjectOwner) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // StoredRollout is how rsync stores an owner's desired state (not part of
 // the API): each distinct manifest once, and per cluster the indexes of its
 // manifests in apply order.
@@ -1764,7 +2151,7 @@ type StoredRollout struct {
 
 func (x *StoredRollout) Reset() {
 	*x = StoredRollout{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +2163,7 @@ func (x *StoredRollout) String() string {
 func (*StoredRollout) ProtoMessage() {}
 
 func (x *StoredRollout) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +2176,7 @@ func (x *StoredRollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredRollout.ProtoReflect.Descriptor instead.
 func (*StoredRollout) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StoredRollout) GetOwner() string {
@@ -1849,7 +2236,7 @@ type StoredTarget struct {
 
 func (x *StoredTarget) Reset() {
 	*x = StoredTarget{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2248,7 @@ func (x *StoredTarget) String() string {
 func (*StoredTarget) ProtoMessage() {}
 
 func (x *StoredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2261,7 @@ func (x *StoredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredTarget.ProtoReflect.Descriptor instead.
 func (*StoredTarget) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StoredTarget) GetProvider() string {
@@ -1912,14 +2299,18 @@ type StoredClusterState struct {
 	// generation is the last generation whose work finished here.
 	Generation int64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	// resources as in RolloutClusterStatus.
-	Resources     []*ResourceStatus `protobuf:"bytes,5,rep,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resources []*ResourceStatus `protobuf:"bytes,5,rep,name=resources,proto3" json:"resources,omitempty"`
+	// ownership_recorded is true once resources carry their owned flags;
+	// states stored before rsync stamped owners have none (see the engine's
+	// load: their objects are adopted).
+	OwnershipRecorded bool `protobuf:"varint,6,opt,name=ownership_recorded,json=ownershipRecorded,proto3" json:"ownership_recorded,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StoredClusterState) Reset() {
 	*x = StoredClusterState{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2322,7 @@ func (x *StoredClusterState) String() string {
 func (*StoredClusterState) ProtoMessage() {}
 
 func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2335,7 @@ func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredClusterState.ProtoReflect.Descriptor instead.
 func (*StoredClusterState) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StoredClusterState) GetOwner() string {
@@ -1980,6 +2371,13 @@ func (x *StoredClusterState) GetResources() []*ResourceStatus {
 		return x.Resources
 	}
 	return nil
+}
+
+func (x *StoredClusterState) GetOwnershipRecorded() bool {
+	if x != nil {
+		return x.OwnershipRecorded
+	}
+	return false
 }
 
 var File_dcm_rsync_v1_rollout_proto protoreflect.FileDescriptor
@@ -2053,7 +2451,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x05total\x18\x06 \x01(\x05R\x05total\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12:\n" +
-	"\tresources\x18\b \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\"\xca\x03\n" +
+	"\tresources\x18\b \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\"\xe0\x03\n" +
 	"\x0eResourceStatus\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -2072,7 +2470,8 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\rmanifest_hash\x18\v \x01(\tR\fmanifestHash\x12\x1e\n" +
 	"\n" +
 	"generation\x18\f \x01(\x03R\n" +
-	"generation\"\x83\x01\n" +
+	"generation\x12\x14\n" +
+	"\x05owned\x18\r \x01(\bR\x05owned\"\x83\x01\n" +
 	"\x15GetCertificateRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12\x1e\n" +
@@ -2098,15 +2497,40 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x1cGetClusterConnectionResponse\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12<\n" +
 	"\x1acertificate_authority_data\x18\x02 \x01(\fR\x18certificateAuthorityData\x12&\n" +
-	"\x0ftls_server_name\x18\x03 \x01(\tR\rtlsServerName\"\xb4\x01\n" +
+	"\x0ftls_server_name\x18\x03 \x01(\tR\rtlsServerName\"\xcb\x03\n" +
 	"\x1dGetServiceAccountTokenRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12'\n" +
-	"\tnamespace\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\tnamespace\x12\x1e\n" +
-	"\x04name\x18\x04 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x04name\"6\n" +
+	"\tnamespace\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\tnamespace\x12\x16\n" +
+	"\x04name\x18\x04 \x01(\tB\x02\x18\x01R\x04name\x12U\n" +
+	"\x0fservice_account\x18\x05 \x01(\tB,\xbaH)r'\x10\x01\x18\xfd\x012 ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$R\x0eserviceAccount\x12\xc5\x01\n" +
+	"\x12expiration_seconds\x18\x06 \x01(\x03B\x95\x01\xbaH\x91\x01\xba\x01\x8d\x01\n" +
+	"\x18expiration_seconds.range\x12Bmust be 0 (24 hours) or from 600 (10 minutes) to 2592000 (30 days)\x1a-this == 0 || (this >= 600 && this <= 2592000)R\x11expirationSeconds\"s\n" +
 	"\x1eGetServiceAccountTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\fR\x05token\"\xcf\x01\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12;\n" +
+	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"\xff\x02\n" +
+	"\x16GetObjectOwnersRequest\x12C\n" +
+	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12Z\n" +
+	"\vapi_version\x18\x02 \x01(\tB9\xbaH6r4\x10\x01\x18\xfd\x012-^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]+$R\n" +
+	"apiVersion\x125\n" +
+	"\x04kind\x18\x03 \x01(\tB!\xbaH\x1er\x1c\x10\x01\x18?2\x16^[A-Za-z][A-Za-z0-9]*$R\x04kind\x12*\n" +
+	"\tnamespace\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\tnamespace\x12\x1e\n" +
+	"\x04name\x18\x05 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x04name\x12A\n" +
+	"\bclusters\x18\x06 \x03(\v2\x18.dcm.rsync.v1.ClusterRefB\v\xbaH\b\x92\x01\x05\b\x01\x10\x90NR\bclusters\"X\n" +
+	"\n" +
+	"ClusterRef\x12%\n" +
+	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
+	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\"P\n" +
+	"\x17GetObjectOwnersResponse\x125\n" +
+	"\bclusters\x18\x01 \x03(\v2\x19.dcm.rsync.v1.ObjectOwnerR\bclusters\"\x9e\x01\n" +
+	"\vObjectOwner\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xcf\x01\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2119,7 +2543,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
-	"\tmanifests\x18\x03 \x03(\x05R\tmanifests\"\xbc\x01\n" +
+	"\tmanifests\x18\x03 \x03(\x05R\tmanifests\"\xeb\x01\n" +
 	"\x12StoredClusterState\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -2127,7 +2551,8 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x03R\n" +
 	"generation\x12:\n" +
-	"\tresources\x18\x05 \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources*\x90\x01\n" +
+	"\tresources\x18\x05 \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\x12-\n" +
+	"\x12ownership_recorded\x18\x06 \x01(\bR\x11ownershipRecorded*\x90\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x01\x12\x11\n" +
@@ -2139,7 +2564,14 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\tOperation\x12\x19\n" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOPERATION_APPLY\x10\x01\x12\x14\n" +
-	"\x10OPERATION_DELETE\x10\x02B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
+	"\x10OPERATION_DELETE\x10\x02*\x9a\x01\n" +
+	"\tOwnership\x12\x19\n" +
+	"\x15OWNERSHIP_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eOWNERSHIP_FREE\x10\x01\x12\x13\n" +
+	"\x0fOWNERSHIP_OWNED\x10\x02\x12\x19\n" +
+	"\x15OWNERSHIP_OTHER_OWNER\x10\x03\x12\x17\n" +
+	"\x13OWNERSHIP_UNMANAGED\x10\x04\x12\x15\n" +
+	"\x11OWNERSHIP_UNKNOWN\x10\x05B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
 	file_dcm_rsync_v1_rollout_proto_rawDescOnce sync.Once
@@ -2153,65 +2585,74 @@ func file_dcm_rsync_v1_rollout_proto_rawDescGZIP() []byte {
 	return file_dcm_rsync_v1_rollout_proto_rawDescData
 }
 
-var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(State)(0),                             // 0: dcm.rsync.v1.State
 	(Operation)(0),                         // 1: dcm.rsync.v1.Operation
-	(*ClusterResources)(nil),               // 2: dcm.rsync.v1.ClusterResources
-	(*Resource)(nil),                       // 3: dcm.rsync.v1.Resource
-	(*SubmitRolloutRequest)(nil),           // 4: dcm.rsync.v1.SubmitRolloutRequest
-	(*SubmitRolloutResponse)(nil),          // 5: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutRequest)(nil),           // 6: dcm.rsync.v1.UpdateRolloutRequest
-	(*UpdateRolloutResponse)(nil),          // 7: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutRequest)(nil),           // 8: dcm.rsync.v1.DeleteRolloutRequest
-	(*DeleteRolloutResponse)(nil),          // 9: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutRequest)(nil),             // 10: dcm.rsync.v1.StopRolloutRequest
-	(*StopRolloutResponse)(nil),            // 11: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusRequest)(nil),        // 12: dcm.rsync.v1.GetRolloutStatusRequest
-	(*GetRolloutStatusResponse)(nil),       // 13: dcm.rsync.v1.GetRolloutStatusResponse
-	(*WatchRolloutStatusRequest)(nil),      // 14: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*WatchRolloutStatusResponse)(nil),     // 15: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*RolloutStatus)(nil),                  // 16: dcm.rsync.v1.RolloutStatus
-	(*RolloutClusterStatus)(nil),           // 17: dcm.rsync.v1.RolloutClusterStatus
-	(*ResourceStatus)(nil),                 // 18: dcm.rsync.v1.ResourceStatus
-	(*GetCertificateRequest)(nil),          // 19: dcm.rsync.v1.GetCertificateRequest
-	(*GetCertificateResponse)(nil),         // 20: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusRequest)(nil),  // 21: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetResourceQuotaStatusResponse)(nil), // 22: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*ResourceQuantity)(nil),               // 23: dcm.rsync.v1.ResourceQuantity
-	(*GetClusterConnectionRequest)(nil),    // 24: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetClusterConnectionResponse)(nil),   // 25: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenRequest)(nil),  // 26: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetServiceAccountTokenResponse)(nil), // 27: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*StoredRollout)(nil),                  // 28: dcm.rsync.v1.StoredRollout
-	(*StoredTarget)(nil),                   // 29: dcm.rsync.v1.StoredTarget
-	(*StoredClusterState)(nil),             // 30: dcm.rsync.v1.StoredClusterState
-	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
+	(Ownership)(0),                         // 2: dcm.rsync.v1.Ownership
+	(*ClusterResources)(nil),               // 3: dcm.rsync.v1.ClusterResources
+	(*Resource)(nil),                       // 4: dcm.rsync.v1.Resource
+	(*SubmitRolloutRequest)(nil),           // 5: dcm.rsync.v1.SubmitRolloutRequest
+	(*SubmitRolloutResponse)(nil),          // 6: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutRequest)(nil),           // 7: dcm.rsync.v1.UpdateRolloutRequest
+	(*UpdateRolloutResponse)(nil),          // 8: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutRequest)(nil),           // 9: dcm.rsync.v1.DeleteRolloutRequest
+	(*DeleteRolloutResponse)(nil),          // 10: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutRequest)(nil),             // 11: dcm.rsync.v1.StopRolloutRequest
+	(*StopRolloutResponse)(nil),            // 12: dcm.rsync.v1.StopRolloutResponse
+	(*GetRolloutStatusRequest)(nil),        // 13: dcm.rsync.v1.GetRolloutStatusRequest
+	(*GetRolloutStatusResponse)(nil),       // 14: dcm.rsync.v1.GetRolloutStatusResponse
+	(*WatchRolloutStatusRequest)(nil),      // 15: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*WatchRolloutStatusResponse)(nil),     // 16: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*RolloutStatus)(nil),                  // 17: dcm.rsync.v1.RolloutStatus
+	(*RolloutClusterStatus)(nil),           // 18: dcm.rsync.v1.RolloutClusterStatus
+	(*ResourceStatus)(nil),                 // 19: dcm.rsync.v1.ResourceStatus
+	(*GetCertificateRequest)(nil),          // 20: dcm.rsync.v1.GetCertificateRequest
+	(*GetCertificateResponse)(nil),         // 21: dcm.rsync.v1.GetCertificateResponse
+	(*GetResourceQuotaStatusRequest)(nil),  // 22: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetResourceQuotaStatusResponse)(nil), // 23: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*ResourceQuantity)(nil),               // 24: dcm.rsync.v1.ResourceQuantity
+	(*GetClusterConnectionRequest)(nil),    // 25: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetClusterConnectionResponse)(nil),   // 26: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenRequest)(nil),  // 27: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetServiceAccountTokenResponse)(nil), // 28: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersRequest)(nil),         // 29: dcm.rsync.v1.GetObjectOwnersRequest
+	(*ClusterRef)(nil),                     // 30: dcm.rsync.v1.ClusterRef
+	(*GetObjectOwnersResponse)(nil),        // 31: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ObjectOwner)(nil),                    // 32: dcm.rsync.v1.ObjectOwner
+	(*StoredRollout)(nil),                  // 33: dcm.rsync.v1.StoredRollout
+	(*StoredTarget)(nil),                   // 34: dcm.rsync.v1.StoredTarget
+	(*StoredClusterState)(nil),             // 35: dcm.rsync.v1.StoredClusterState
+	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
-	3,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
-	2,  // 1: dcm.rsync.v1.SubmitRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
-	2,  // 2: dcm.rsync.v1.UpdateRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
-	16, // 3: dcm.rsync.v1.GetRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
-	16, // 4: dcm.rsync.v1.WatchRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
+	4,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
+	3,  // 1: dcm.rsync.v1.SubmitRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
+	3,  // 2: dcm.rsync.v1.UpdateRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
+	17, // 3: dcm.rsync.v1.GetRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
+	17, // 4: dcm.rsync.v1.WatchRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
 	0,  // 5: dcm.rsync.v1.RolloutStatus.state:type_name -> dcm.rsync.v1.State
-	17, // 6: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
+	18, // 6: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
 	0,  // 7: dcm.rsync.v1.RolloutClusterStatus.state:type_name -> dcm.rsync.v1.State
-	18, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	19, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
 	1,  // 9: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
 	0,  // 10: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
-	31, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	31, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
-	23, // 13: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
-	23, // 14: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
-	29, // 15: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
-	18, // 16: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	36, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	36, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
+	24, // 13: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
+	24, // 14: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
+	36, // 15: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	30, // 16: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
+	32, // 17: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
+	2,  // 18: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
+	34, // 19: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
+	19, // 20: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_rollout_proto_init() }
@@ -2224,8 +2665,8 @@ func file_dcm_rsync_v1_rollout_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_rollout_proto_rawDesc), len(file_dcm_rsync_v1_rollout_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   29,
+			NumEnums:      3,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

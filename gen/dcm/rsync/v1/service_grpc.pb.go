@@ -40,6 +40,7 @@ const (
 	RsyncService_GetResourceQuotaStatus_FullMethodName = "/dcm.rsync.v1.RsyncService/GetResourceQuotaStatus"
 	RsyncService_GetClusterConnection_FullMethodName   = "/dcm.rsync.v1.RsyncService/GetClusterConnection"
 	RsyncService_GetServiceAccountToken_FullMethodName = "/dcm.rsync.v1.RsyncService/GetServiceAccountToken"
+	RsyncService_GetObjectOwners_FullMethodName        = "/dcm.rsync.v1.RsyncService/GetObjectOwners"
 )
 
 // RsyncServiceClient is the client API for RsyncService service.
@@ -105,9 +106,16 @@ type RsyncServiceClient interface {
 	// GetClusterConnection reads a cluster's public connection info: its API
 	// server URL and CA, never its admin credentials.
 	GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error)
-	// GetServiceAccountToken reads the token a cluster's token controller
-	// put in a ServiceAccount token Secret (NotFound until it has).
+	// GetServiceAccountToken issues a bound token for a ServiceAccount that
+	// DCM applied (the cluster's TokenRequest API), with the asked lifetime.
 	GetServiceAccountToken(ctx context.Context, in *GetServiceAccountTokenRequest, opts ...grpc.CallOption) (*GetServiceAccountTokenResponse, error)
+	// GetObjectOwners tells, per cluster, who manages one object: nobody (no
+	// such object), the asking owner, another owner (named), something not
+	// created by DCM, or unknown (the cluster is unreachable). rsync's own
+	// record answers for the objects it applied; the others are read from
+	// the cluster. Core asks it before submitting a rollout, to refuse up
+	// front what the engine would refuse object by object. gRPC only.
+	GetObjectOwners(ctx context.Context, in *GetObjectOwnersRequest, opts ...grpc.CallOption) (*GetObjectOwnersResponse, error)
 }
 
 type rsyncServiceClient struct {
@@ -337,6 +345,16 @@ func (c *rsyncServiceClient) GetServiceAccountToken(ctx context.Context, in *Get
 	return out, nil
 }
 
+func (c *rsyncServiceClient) GetObjectOwners(ctx context.Context, in *GetObjectOwnersRequest, opts ...grpc.CallOption) (*GetObjectOwnersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetObjectOwnersResponse)
+	err := c.cc.Invoke(ctx, RsyncService_GetObjectOwners_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RsyncServiceServer is the server API for RsyncService service.
 // All implementations must embed UnimplementedRsyncServiceServer
 // for forward compatibility.
@@ -400,9 +418,16 @@ type RsyncServiceServer interface {
 	// GetClusterConnection reads a cluster's public connection info: its API
 	// server URL and CA, never its admin credentials.
 	GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error)
-	// GetServiceAccountToken reads the token a cluster's token controller
-	// put in a ServiceAccount token Secret (NotFound until it has).
+	// GetServiceAccountToken issues a bound token for a ServiceAccount that
+	// DCM applied (the cluster's TokenRequest API), with the asked lifetime.
 	GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error)
+	// GetObjectOwners tells, per cluster, who manages one object: nobody (no
+	// such object), the asking owner, another owner (named), something not
+	// created by DCM, or unknown (the cluster is unreachable). rsync's own
+	// record answers for the objects it applied; the others are read from
+	// the cluster. Core asks it before submitting a rollout, to refuse up
+	// front what the engine would refuse object by object. gRPC only.
+	GetObjectOwners(context.Context, *GetObjectOwnersRequest) (*GetObjectOwnersResponse, error)
 	mustEmbedUnimplementedRsyncServiceServer()
 }
 
@@ -475,6 +500,9 @@ func (UnimplementedRsyncServiceServer) GetClusterConnection(context.Context, *Ge
 }
 func (UnimplementedRsyncServiceServer) GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServiceAccountToken not implemented")
+}
+func (UnimplementedRsyncServiceServer) GetObjectOwners(context.Context, *GetObjectOwnersRequest) (*GetObjectOwnersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetObjectOwners not implemented")
 }
 func (UnimplementedRsyncServiceServer) mustEmbedUnimplementedRsyncServiceServer() {}
 func (UnimplementedRsyncServiceServer) testEmbeddedByValue()                      {}
@@ -868,6 +896,24 @@ func _RsyncService_GetServiceAccountToken_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RsyncService_GetObjectOwners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetObjectOwnersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).GetObjectOwners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_GetObjectOwners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).GetObjectOwners(ctx, req.(*GetObjectOwnersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RsyncService_ServiceDesc is the grpc.ServiceDesc for RsyncService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -954,6 +1000,10 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetServiceAccountToken",
 			Handler:    _RsyncService_GetServiceAccountToken_Handler,
+		},
+		{
+			MethodName: "GetObjectOwners",
+			Handler:    _RsyncService_GetObjectOwners_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
