@@ -6,6 +6,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -45,16 +46,26 @@ func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 
 const requestID = "x-request-id"
 
-// outgoing copies the caller's request id onto a call to another service.
+// outgoing copies the caller's request id and the REST caller it acts for
+// (pki.CallerPrefix keys) onto a call to another service.
 func outgoing(ctx context.Context) context.Context {
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return ctx
 	}
+	var kv []string
 	if v := md.Get(requestID); len(v) > 0 {
-		return metadata.AppendToOutgoingContext(ctx, requestID, v[0])
+		kv = append(kv, requestID, v[0])
 	}
-	return ctx
+	for k, v := range md {
+		if strings.HasPrefix(k, pki.CallerPrefix) && len(v) > 0 {
+			kv = append(kv, k, v[len(v)-1])
+		}
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
 func propagateUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

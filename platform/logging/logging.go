@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,8 +30,34 @@ func NewTo(service, level string, w io.Writer) (*zap.Logger, error) {
 	enc.TimeKey = "time"
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	// No stack traces: the recovery interceptor logs a panic's stack itself.
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zap.New(core, zap.AddCaller()).Named(service), nil
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)
+	return zap.New(auditCore{core, lvl}, zap.AddCaller()).Named(service), nil
+}
+
+// AuditName is the name of the audit logger (under the service's name):
+// its lines are written whatever the level, which only quiets the rest.
+const AuditName = "audit"
+
+// auditCore writes entries of level or above, and every info entry of an
+// audit logger.
+type auditCore struct {
+	zapcore.Core
+	level zapcore.Level
+}
+
+func (c auditCore) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.InfoLevel || l >= c.level
+}
+
+func (c auditCore) With(f []zapcore.Field) zapcore.Core {
+	return auditCore{c.Core.With(f), c.level}
+}
+
+func (c auditCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level >= c.level || (e.Level >= zapcore.InfoLevel && strings.HasSuffix(e.LoggerName, "."+AuditName)) {
+		return c.Core.Check(e, ce)
+	}
+	return ce
 }
 
 type ctxKey struct{}

@@ -38,6 +38,10 @@ const (
 	RoleService = "service"
 )
 
+// CallerPrefix starts the gRPC metadata keys with which the gateway tells
+// the services which REST caller a call acts for (platform/server.Caller).
+const CallerPrefix = "dcm-caller-"
+
 // Identity is an authenticated caller.
 type Identity struct {
 	Subject string

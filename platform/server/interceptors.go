@@ -18,9 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -66,36 +64,34 @@ func (c *chain) stream() []grpc.StreamServerInterceptor {
 // callerAllowed lets DCM services and admins call gRPC directly. Tenants'
 // roles are scoped by the gateway, so their certificates are refused here:
 // they must not bypass that scoping. The TLS handshake already checked the
-// chain, so the identity is read from the verified certificate.
-func (c *chain) callerAllowed(ctx context.Context, method string) error {
+// chain, so the identity is read from the verified certificate. The
+// returned context carries the Caller.
+func (c *chain) callerAllowed(ctx context.Context, method string) (context.Context, error) {
 	if !c.authorize {
-		return nil
+		return withCaller(ctx, pki.Identity{}, false), nil
 	}
-	id := pki.Identity{}
-	if p, ok := peer.FromContext(ctx); ok {
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
-			id = pki.IdentityOf(ti.State.VerifiedChains[0][0])
-		}
-	}
+	id, _ := peerIdentity(ctx)
 	if id.Role == pki.RoleService || id.Role == pki.RoleAdmin {
-		return nil
+		return withCaller(ctx, id, true), nil
 	}
 	c.log.Warn("gRPC call refused", zap.String("grpc.method", method), zap.String("subject", id.Subject), zap.String("role", id.Role))
-	return status.Error(codes.PermissionDenied, "gRPC is served to DCM services and admins only; use the REST API")
+	return ctx, status.Error(codes.PermissionDenied, "gRPC is served to DCM services and admins only; use the REST API")
 }
 
 func (c *chain) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := c.callerAllowed(ctx, info.FullMethod); err != nil {
+	ctx, err := c.callerAllowed(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
 	return h(ctx, req)
 }
 
 func (c *chain) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := c.callerAllowed(ss.Context(), info.FullMethod); err != nil {
+	ctx, err := c.callerAllowed(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
 	}
-	return h(srv, ss)
+	return h(srv, ctxStream{ss, ctx})
 }
 
 func (c *chain) recovered(method string, p any) error {

@@ -7,10 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,97 +156,118 @@ func TestUnauthenticated(t *testing.T) {
 	require.Equal(t, 200, first(do(t, bare, s.AdminToken, "GET", s.URL+"/v2/projects", "")), "the bootstrap admin token")
 }
 
-// TestAuthorization walks every class of route with every role, as a
-// certificate and as a token: allowed calls get through (whatever the
-// service answers), the rest get 403.
-func TestAuthorization(t *testing.T) {
-	t.Parallel()
-	s := stacktest.Start(t)
+// authRoute is a route, a body it accepts, and the roles allowed to call it.
+type authRoute struct {
+	method, path, body string
+	allowed            []string
+}
+
+// The roles of the authorization tests.
+const (
+	roleA = "admin"
+	roleP = "project-admin of a"
+	roleR = "reader of a"
+	roleG = "global reader"
+	roleS = "service certificate"
+)
+
+// authRoutes are every class of REST route and who may call it.
+var authRoutes = []authRoute{
+	{"GET", "/v2/projects", "", []string{roleA, roleG}},
+	{"POST", "/v2/projects", `{"metadata":{"name":"new"}}`, []string{roleA}},
+	{"GET", "/v2/projects/a", "", []string{roleA, roleP, roleR, roleG}},
+	{"PUT", "/v2/projects/a", `{"metadata":{"name":"a","description":"x"}}`, []string{roleA, roleP}},
+	{"GET", "/v2/projects/b", "", []string{roleA, roleG}},
+	{"PUT", "/v2/projects/b", `{"metadata":{"name":"b"}}`, []string{roleA}},
+	{"DELETE", "/v2/projects/b", "", []string{roleA}},
+	{"GET", "/v2/projects/a/logical-clouds", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/projects/a/logical-clouds", `{}`, []string{roleA, roleP}},
+	{"POST", "/v2/projects/b/logical-clouds", `{}`, []string{roleA}},
+	{"GET", "/v2/projects/a/logical-clouds/l/user-permissions", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/projects/a/logical-clouds/l/user-permissions", `{}`, []string{roleA, roleP}},
+	{"DELETE", "/v2/projects/b/logical-clouds/l/users", "", []string{roleA}},
+	{"GET", "/v2/projects/b/logical-clouds/l/namespaces", "", []string{roleA, roleG}},
+	{"PUT", "/v2/projects/a/logical-clouds/l/cluster-quotas/q", `{}`, []string{roleA, roleP}},
+	{"POST", "/v2/projects/b/logical-clouds/l/cluster-providers/e/cluster-references", `{}`, []string{roleA}},
+	{"GET", "/v2/projects/b/logical-clouds/l/kv-pairs", "", []string{roleA, roleG}},
+	{"DELETE", "/v2/projects/a/logical-clouds/l", "", []string{roleA, roleP}},
+	{"POST", "/v2/projects/a/logical-clouds/l/apply", "", []string{roleA, roleP}},
+	{"POST", "/v2/projects/a/logical-clouds/l/terminate", "", []string{roleA, roleP}},
+	{"GET", "/v2/projects/a/logical-clouds/l/status", "", []string{roleA, roleP, roleR, roleG}},
+	{"GET", "/v2/projects/a/logical-clouds/l/status?watch=true", "", []string{roleA, roleP, roleR, roleG}},
+	{"GET", "/v2/projects/b/logical-clouds/l/status?watch=true", "", []string{roleA, roleG}},
+	{"GET", "/v2/projects/a/logical-clouds/l/quota-usage", "", []string{roleA, roleP, roleR, roleG}},
+	// a kubeconfig is a credential: readers may not have one
+	{"GET", "/v2/projects/a/logical-clouds/l/cluster-references/c/kubeconfig", "", []string{roleA, roleP}},
+	{"GET", "/v2/projects/a/logical-clouds/l/cluster-providers/e/cluster-references/c/kubeconfig", "", []string{roleA, roleP}},
+	{"GET", "/v2/projects/b/logical-clouds/l/cluster-references/c/kubeconfig", "", []string{roleA}},
+	{"GET", "/v2/cluster-providers", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/cluster-providers", `{"metadata":{"name":"cp"}}`, []string{roleA}},
+	{"DELETE", "/v2/cluster-providers/cp", "", []string{roleA}},
+	{"GET", "/v2/cadist/roots", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"}}`, []string{roleA}},
+	{"GET", "/v2/auth/tokens", "", []string{roleA}},
+	{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{roleA}},
+	{"POST", "/v2/admin/keys/rewrap", `{}`, []string{roleA}},
+	{"GET", "/openapi.json", "", []string{roleA, roleP, roleR, roleG}},
+}
+
+func (r authRoute) allows(role string) bool {
+	for _, a := range r.allowed {
+		if a == role {
+			return true
+		}
+	}
+	return false
+}
+
+// authWho is one identity of a role: a certificate or a token.
+type authWho struct {
+	name  string
+	c     *http.Client
+	token string
+}
+
+// authStack starts the whole program with projects a and b and the
+// identities of every role, as a certificate and as a token.
+func authStack(t *testing.T, logs io.Writer) (*stacktest.Stack, map[string][]authWho) {
+	s := stacktest.StartWith(t, stacktest.Options{Logs: logs})
 	for _, p := range []string{"a", "b"} {
 		require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"`+p+`"}}`)))
 	}
 	year := time.Now().Add(365 * 24 * time.Hour)
-	type who struct {
-		name  string
-		c     *http.Client
-		token string
-	}
 	cert := func(id pki.Identity) *http.Client { c := s.Issue(t, id, year); return s.Client(&c) }
 	bare := s.Client(nil)
-	roles := map[string][]who{
-		"admin": {{"cert", s.Admin, ""}, {"token", bare, mint(t, s, `{"subject":"adm","role":"admin"}`)}},
-		"project-admin of a": {
+	return s, map[string][]authWho{
+		roleA: {{"cert", s.Admin, ""}, {"token", bare, mint(t, s, `{"subject":"adm","role":"admin"}`)}},
+		roleP: {
 			{"cert", cert(pki.Identity{Subject: "pa", Role: pki.RoleProjectAdmin, Project: "a"}), ""},
 			{"token", bare, mint(t, s, `{"subject":"pa","role":"project-admin","project":"a"}`)},
 		},
-		"reader of a": {
+		roleR: {
 			{"cert", cert(pki.Identity{Subject: "ra", Role: pki.RoleReader, Project: "a"}), ""},
 			{"token", bare, mint(t, s, `{"subject":"ra","role":"reader","project":"a"}`)},
 		},
-		"global reader": {
+		roleG: {
 			{"cert", cert(pki.Identity{Subject: "r", Role: pki.RoleReader}), ""},
 			{"token", bare, mint(t, s, `{"subject":"r","role":"reader"}`)},
 		},
-		"service certificate": {{"cert", cert(pki.Identity{Subject: "svc", Role: pki.RoleService}), ""}},
+		roleS: {{"cert", cert(pki.Identity{Subject: "svc", Role: pki.RoleService}), ""}},
 	}
-	const (
-		A = "admin"
-		P = "project-admin of a"
-		R = "reader of a"
-		G = "global reader"
-	)
-	routes := []struct {
-		method, path, body string
-		allowed            []string
-	}{
-		{"GET", "/v2/projects", "", []string{A, G}},
-		{"POST", "/v2/projects", `{"metadata":{"name":"new"}}`, []string{A}},
-		{"GET", "/v2/projects/a", "", []string{A, P, R, G}},
-		{"PUT", "/v2/projects/a", `{"metadata":{"name":"a","description":"x"}}`, []string{A, P}},
-		{"GET", "/v2/projects/b", "", []string{A, G}},
-		{"PUT", "/v2/projects/b", `{"metadata":{"name":"b"}}`, []string{A}},
-		{"DELETE", "/v2/projects/b", "", []string{A}},
-		{"GET", "/v2/projects/a/logical-clouds", "", []string{A, P, R, G}},
-		{"POST", "/v2/projects/a/logical-clouds", `{}`, []string{A, P}},
-		{"POST", "/v2/projects/b/logical-clouds", `{}`, []string{A}},
-		{"GET", "/v2/projects/a/logical-clouds/l/user-permissions", "", []string{A, P, R, G}},
-		{"POST", "/v2/projects/a/logical-clouds/l/user-permissions", `{}`, []string{A, P}},
-		{"DELETE", "/v2/projects/b/logical-clouds/l/users", "", []string{A}},
-		{"GET", "/v2/projects/b/logical-clouds/l/namespaces", "", []string{A, G}},
-		{"PUT", "/v2/projects/a/logical-clouds/l/cluster-quotas/q", `{}`, []string{A, P}},
-		{"POST", "/v2/projects/b/logical-clouds/l/cluster-providers/e/cluster-references", `{}`, []string{A}},
-		{"GET", "/v2/projects/b/logical-clouds/l/kv-pairs", "", []string{A, G}},
-		{"DELETE", "/v2/projects/a/logical-clouds/l", "", []string{A, P}},
-		{"POST", "/v2/projects/a/logical-clouds/l/apply", "", []string{A, P}},
-		{"POST", "/v2/projects/a/logical-clouds/l/terminate", "", []string{A, P}},
-		{"GET", "/v2/projects/a/logical-clouds/l/status", "", []string{A, P, R, G}},
-		{"GET", "/v2/projects/a/logical-clouds/l/quota-usage", "", []string{A, P, R, G}},
-		// a kubeconfig is a credential: readers may not have one
-		{"GET", "/v2/projects/a/logical-clouds/l/cluster-references/c/kubeconfig", "", []string{A, P}},
-		{"GET", "/v2/projects/a/logical-clouds/l/cluster-providers/e/cluster-references/c/kubeconfig", "", []string{A, P}},
-		{"GET", "/v2/projects/b/logical-clouds/l/cluster-references/c/kubeconfig", "", []string{A}},
-		{"GET", "/v2/project/a/rb/r/v1/traffic-intent-groups", "", []string{A, P, R, G}},
-		{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups", `{}`, []string{A}},
-		{"GET", "/v1/cadist/projects/b/logicalclouds/l/clusters/c", "", []string{A, G}},
-		{"GET", "/v2/cluster-providers", "", []string{A, P, R, G}},
-		{"POST", "/v2/cluster-providers", `{"metadata":{"name":"cp"}}`, []string{A}},
-		{"DELETE", "/v2/cluster-providers/cp", "", []string{A}},
-		{"GET", "/v2/cadist/roots", "", []string{A, P, R, G}},
-		{"POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"}}`, []string{A}},
-		{"GET", "/v2/auth/tokens", "", []string{A}},
-		{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{A}},
-		{"POST", "/v2/admin/keys/rewrap", `{}`, []string{A}},
-		{"GET", "/openapi.json", "", []string{A, P, R, G}},
-	}
-	for _, r := range routes {
+}
+
+// TestAuthorization walks every class of route with every role, as a
+// certificate and as a token: allowed calls get through (whatever the
+// service answers), the rest get 403. A URL no route serves is 404 for
+// everyone: authorization happens on the route the router matched.
+func TestAuthorization(t *testing.T) {
+	t.Parallel()
+	s, roles := authStack(t, nil)
+	for _, r := range authRoutes {
 		for role, ws := range roles {
-			allowed := false
-			for _, a := range r.allowed {
-				allowed = allowed || a == role
-			}
 			for _, w := range ws {
 				code, body := do(t, w.c, w.token, r.method, s.URL+r.path, r.body)
-				if allowed {
+				if r.allows(role) {
 					require.NotContains(t, []int{401, 403}, code, "%s %s as %s (%s): %s", r.method, r.path, role, w.name, body)
 				} else {
 					require.Equal(t, 403, code, "%s %s as %s (%s): %s", r.method, r.path, role, w.name, body)
@@ -252,6 +275,130 @@ func TestAuthorization(t *testing.T) {
 			}
 		}
 	}
+	for _, path := range []string{"/v2/project/b/rb/r/v1/traffic-intent-groups", "/v1/cadist/projects/b/logicalclouds/l/clusters/c", "/v2/no-such"} {
+		for role, ws := range roles {
+			require.Equal(t, 404, first(do(t, ws[0].c, ws[0].token, "GET", s.URL+path, "")), "%s as %s", path, role)
+		}
+	}
+}
+
+// spellings are other ways to write path: each segment in turn with one
+// letter percent-encoded in lower-case hex, then in upper-case hex, then
+// the whole segment encoded with mixed case; and (double) each segment
+// with a letter encoded twice, which must not decode to the route.
+func spellings(path string) (same, double []string) {
+	p, query, _ := strings.Cut(path, "?")
+	if query != "" {
+		query = "?" + query
+	}
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	with := func(i int, seg string) string {
+		c := slices.Clone(segs)
+		c[i] = seg
+		return "/" + strings.Join(c, "/") + query
+	}
+	for i, seg := range segs {
+		j := strings.IndexFunc(seg, func(r rune) bool { return r >= 'a' && r <= 'z' })
+		if j < 0 {
+			continue
+		}
+		hex := fmt.Sprintf("%02x", seg[j])
+		same = append(same,
+			with(i, seg[:j]+"%"+hex+seg[j+1:]),
+			with(i, seg[:j]+"%"+strings.ToUpper(hex)+seg[j+1:]))
+		var all strings.Builder
+		for k := 0; k < len(seg); k++ {
+			h := fmt.Sprintf("%02x", seg[k])
+			if k%2 == 1 {
+				h = strings.ToUpper(h)
+			}
+			all.WriteString("%" + h)
+		}
+		same = append(same, with(i, all.String()))
+		double = append(double, with(i, seg[:j]+"%25"+hex+seg[j+1:]))
+	}
+	return same, double
+}
+
+// TestAuthorizationEncodedPaths: every spelling of every route is
+// authorized as the route it reaches: a percent-encoded letter (any hex
+// case) answers exactly what the plain URL answers, a double-encoded one
+// reaches no route, an encoded "/" is 400; every refusal is audited with
+// the path as sent.
+func TestAuthorizationEncodedPaths(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	s, roles := authStack(t, logs)
+	tokens := map[string]authWho{}
+	for role, ws := range roles {
+		tokens[role] = ws[len(ws)-1] // the token, or the service's certificate
+	}
+	var refused []string
+	for _, r := range authRoutes {
+		if r.method != "GET" && r.method != "HEAD" {
+			continue // a spelling that reached a write would change what the next case sees
+		}
+		same, double := spellings(r.path)
+		for role, w := range tokens {
+			plain, _ := do(t, w.c, w.token, r.method, s.URL+r.path, r.body)
+			for _, sp := range same {
+				code, body := do(t, w.c, w.token, r.method, s.URL+sp, r.body)
+				require.Equal(t, plain, code, "%s %s as %s answers as %s does: %s", r.method, sp, role, r.path, body)
+				if code == 403 {
+					refused = append(refused, strings.SplitN(sp, "?", 2)[0])
+				}
+			}
+			for _, sp := range double {
+				code, body := do(t, w.c, w.token, r.method, s.URL+sp, r.body)
+				require.Contains(t, []int{400, 403, 404}, code, "%s %s as %s: %s", r.method, sp, role, body)
+			}
+		}
+	}
+	// The issue's own spellings, as a reader of a.
+	reader := tokens[roleR]
+	for _, p := range []string{
+		"/v2/project%73/b/logical-clouds/l/cluster-references/c/kubeconfi%67",
+		"/v2/projects/a/logical-clouds/l/cluster-references/c/kubeconfi%67",
+		"/v2/project%73",
+		"/v2/aut%68/tokens",
+		"/v2/%61uth/tokens",
+	} {
+		require.Equal(t, 403, first(do(t, reader.c, reader.token, "GET", s.URL+p, "")), p)
+	}
+	for _, p := range []string{"/v2/projects/a%2Fb", "/v2/projects/a%2fb/logical-clouds", "/v2/projects/a/logical-clouds/l%2F..%2F..%2Fb"} {
+		code, body := do(t, tokens[roleA].c, tokens[roleA].token, "GET", s.URL+p, "")
+		require.Equal(t, 400, code, "%s: %s", p, body)
+		require.Equal(t, "path", decode(t, body).(map[string]any)["field"])
+		requireAudit(t, logs.String(), map[string]any{"raw_path": p, "status": 400.0, "result": "refused"})
+	}
+	require.NotEmpty(t, refused)
+	for _, p := range append(refused, "/v2/project%73/b/logical-clouds/l/cluster-references/c/kubeconfi%67") {
+		requireAudit(t, logs.String(), map[string]any{"raw_path": p, "status": 403.0, "result": "forbidden"})
+	}
+	// A credential read is audited even when it succeeds or fails further on.
+	requireAudit(t, logs.String(), map[string]any{
+		"subject": "adm", "http.method": "GET", "raw_path": "/v2/projects/a/logical-clouds/l/cluster-references/c/kubeconfig",
+		"credential": true, "status": 404.0,
+	})
+	requireAudit(t, logs.String(), map[string]any{"subject": "adm", "http.method": "GET", "object": "/v2/auth/tokens", "credential": true, "status": 200.0})
+}
+
+// TestCallerMetadataNotForwarded: a client cannot set the caller identity
+// the gateway forwards to the services (Grpc-Metadata-* headers are
+// dropped): a project-admin stays a project-admin.
+func TestCallerMetadataNotForwarded(t *testing.T) {
+	t.Parallel()
+	s, roles := authStack(t, nil)
+	pa := roles[roleP][1]
+	req, err := http.NewRequest("POST", s.URL+"/v2/projects/a/logical-clouds", strings.NewReader(`{"metadata":{"name":"priv"},"spec":{"level":"privileged"}}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+pa.token)
+	req.Header.Set("Grpc-Metadata-Dcm-Caller-Role", "admin")
+	req.Header.Set("Grpc-Metadata-Dcm-Caller-Subject", "admin")
+	resp, err := pa.c.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	require.Equal(t, 403, resp.StatusCode, "a project-admin may not create a privileged logical cloud, whatever headers it sends")
 }
 
 // TestTokens: minting checks its input, the list never shows a token,

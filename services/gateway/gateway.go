@@ -11,6 +11,7 @@ import (
 
 	authv1 "github.com/dcm-project/dcm/gen/dcm/auth/v1"
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/logging"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/gateway/internal/gateway"
 )
@@ -74,7 +75,7 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 	if !cfg.InsecureHTTP {
 		auth.TLS = env.TLS
 	}
-	h, err := gateway.New(ctx, gc, auth, env.Log.Named("audit"))
+	h, err := gateway.New(ctx, gc, auth, env.Log.Named(logging.AuditName))
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("gateway: %w", err)
 	}

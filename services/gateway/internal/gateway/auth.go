@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,7 +79,67 @@ func (a *Authenticator) token(ctx context.Context, tok string) (pki.Identity, er
 	return pki.Identity{Subject: t.GetSubject(), Role: t.GetRole(), Project: t.GetProject(), Method: "token"}, nil
 }
 
-// Authorize reports whether id may send method to path (the escaped path):
+// Route is what the router matched for a request: the route's template,
+// split into segments ("projects", or "{project}" for a variable), and
+// the decoded values of its variables. Authorization works on it, never
+// on the URL as sent, so no spelling of a URL (percent-encoded letters,
+// mixed-case hex) can reach a route that Authorize did not see.
+type Route struct {
+	Segments []string
+	Params   map[string]string
+}
+
+// routeOf reads the template grpc-gateway matched ("/v2/projects/{project=*}")
+// into a Route.
+func routeOf(template string, params map[string]string) Route {
+	segs := strings.Split(strings.Trim(template, "/"), "/")
+	for i, s := range segs {
+		if v, ok := strings.CutPrefix(s, "{"); ok {
+			name, _, _ := strings.Cut(strings.TrimSuffix(v, "}"), "=")
+			segs[i] = "{" + name + "}"
+		}
+	}
+	return Route{Segments: segs, Params: params}
+}
+
+func (r Route) literal(i int) string {
+	if i < 0 || i >= len(r.Segments) || strings.HasPrefix(r.Segments[i], "{") {
+		return ""
+	}
+	return r.Segments[i]
+}
+
+// Credential reports whether the route hands out a credential (a
+// kubeconfig, or tokens): reading one takes what writing does, and every
+// read is audited.
+func (r Route) Credential() bool {
+	return r.literal(len(r.Segments)-1) == "kubeconfig" || (r.literal(0) == "v2" && r.literal(1) == "auth")
+}
+
+// project finds the project a route is under: /v2/projects/{p}/...,
+// /v2/project/{p}/... (traffic's spelling) or /v1/cadist/projects/{p}/....
+// isList is the project collection itself.
+func (r Route) project() (project string, scoped, isList bool) {
+	at := -1
+	switch {
+	case r.literal(0) == "v2" && (r.literal(1) == "projects" || r.literal(1) == "project"):
+		at = 2
+	case r.literal(0) == "v1" && r.literal(1) == "cadist" && r.literal(2) == "projects":
+		at = 3
+	default:
+		return "", false, false
+	}
+	if at >= len(r.Segments) {
+		return "", false, true
+	}
+	v, ok := strings.CutPrefix(r.Segments[at], "{")
+	if !ok {
+		return "\x00", true, false // a literal where a project goes: no one is scoped to it
+	}
+	return r.Params[strings.TrimSuffix(v, "}")], true, false
+}
+
+// Authorize reports whether id may send method to the matched route:
 //   - admin: everything;
 //   - project-admin: every method under its project's URLs, and GET on the
 //     URLs outside any project (the cluster registry, CA roots, the API
@@ -87,22 +148,22 @@ func (a *Authenticator) token(ctx context.Context, tok string) (pki.Identity, er
 //     global) and outside any project.
 //
 // The project list and /v2/auth, /v2/admin are for admins (and global
-// readers, for GET /v2/projects) only.
-func Authorize(id pki.Identity, method, path string) bool {
+// readers, for GET /v2/projects) only. A kubeconfig takes write access.
+// What a project-admin may grant inside its project (levels, permissions
+// outside the namespace, quotas over the maximum) is decided by the
+// services, which see the caller (platform/server.Caller).
+func Authorize(id pki.Identity, method string, r Route) bool {
 	if id.Role == pki.RoleAdmin {
 		return true
 	}
 	if id.Role != pki.RoleProjectAdmin && id.Role != pki.RoleReader {
 		return false
 	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	// A kubeconfig is a credential that writes to the clusters: reading one
-	// takes what writing does.
-	read := (method == http.MethodGet || method == http.MethodHead) && segs[len(segs)-1] != "kubeconfig"
-	if len(segs) >= 2 && segs[0] == "v2" && (segs[1] == "auth" || segs[1] == "admin") {
+	read := (method == http.MethodGet || method == http.MethodHead) && !r.Credential()
+	if r.literal(0) == "v2" && (r.literal(1) == "auth" || r.literal(1) == "admin") {
 		return false
 	}
-	project, scoped, isList := projectOf(segs)
+	project, scoped, isList := r.project()
 	switch {
 	case isList:
 		return read && id.Role == pki.RoleReader && id.Project == ""
@@ -116,42 +177,75 @@ func Authorize(id pki.Identity, method, path string) bool {
 	}
 }
 
-var label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
-// projectOf finds the project a URL is under: /v2/projects/{p}/...,
-// /v2/project/{p}/... (traffic's spelling) or /v1/cadist/projects/{p}/....
-// isList is the project collection itself. A project segment that is not a
-// name is treated as a project no one is scoped to.
-func projectOf(segs []string) (project string, scoped, isList bool) {
-	var rest []string
-	switch {
-	case len(segs) >= 2 && segs[0] == "v2" && (segs[1] == "projects" || segs[1] == "project"):
-		rest = segs[2:]
-	case len(segs) >= 3 && segs[0] == "v1" && segs[1] == "cadist" && segs[2] == "projects":
-		rest = segs[3:]
-	default:
-		return "", false, false
-	}
-	if len(rest) == 0 || rest[0] == "" {
-		return "", false, true
-	}
-	if !label.MatchString(rest[0]) {
-		return "\x00", true, false
-	}
-	return rest[0], true, false
-}
-
-// audit is what one REST call leaves in the audit log; the mux fills in
-// the route it matched.
+// audit is what one REST call leaves in the audit log; the router fills
+// in the route it matched, and the authorizer what it decided.
 type audit struct {
+	id         pki.Identity
 	route, rpc string
+	credential bool
+	forbidden  bool
 }
 
 type auditKey struct{}
 
-// secure authenticates and authorizes every request, strips the bearer
-// token before it could travel on to a service, and writes an audit line
-// for every mutating call (and every refused one).
+func auditOf(ctx context.Context) *audit {
+	a, _ := ctx.Value(auditKey{}).(*audit)
+	if a == nil {
+		return &audit{}
+	}
+	return a
+}
+
+// authorized is the router's middleware: it runs once a route matched,
+// with the route's template and decoded path parameters, and refuses
+// what the caller's role does not allow (403).
+func authorized(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+		a := auditOf(r.Context())
+		pat, ok := runtime.HTTPPattern(r.Context())
+		if !ok {
+			forbid(w, a)
+			return
+		}
+		rt := routeOf(pat.String(), params)
+		a.route, a.credential = pat.String(), rt.Credential()
+		if !Authorize(a.id, r.Method, rt) {
+			forbid(w, a)
+			return
+		}
+		next(w, r, params)
+	}
+}
+
+// authorizedPlain guards a route served outside the router (the API
+// document), matched by its plain path.
+func authorizedPlain(template string, next http.HandlerFunc) http.HandlerFunc {
+	rt := routeOf(template, nil)
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := auditOf(r.Context())
+		a.route = template
+		if !Authorize(a.id, r.Method, rt) {
+			forbid(w, a)
+			return
+		}
+		next(w, r)
+	}
+}
+
+func forbid(w http.ResponseWriter, a *audit) {
+	a.forbidden = true
+	errs.WriteHTTPStatus(w, http.StatusForbidden, status.New(codes.PermissionDenied, "your role does not allow this request"))
+}
+
+// encodedSlash finds a percent-encoded "/" in a path: the router would
+// split on it once decoded, so a segment could hide a path in it.
+var encodedSlash = regexp.MustCompile(`(?i)%2f`)
+
+// secure authenticates every request, refuses an encoded "/" (400),
+// strips the bearer token before it could travel on to a service, and
+// writes an audit line for every mutating call, every credential read and
+// every refused or failed one, with the path as sent. Authorization
+// happens after routing (authorized).
 func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -164,6 +258,7 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		}
 		sw.Header().Set(server.RequestIDHeader, reqID)
 		id, err := auth.Authenticate(r)
+		rec.id = id
 		result := "ok"
 		switch {
 		case errors.Is(err, errUnauthenticated):
@@ -173,18 +268,21 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		case err != nil:
 			errs.WriteHTTP(sw, errs.ToStatus(err))
 			result = "error"
-		case !Authorize(id, r.Method, r.URL.EscapedPath()):
-			errs.WriteHTTPStatus(sw, http.StatusForbidden, status.New(codes.PermissionDenied, "your role does not allow this request"))
-			result = "forbidden"
+		case encodedSlash.MatchString(r.URL.EscapedPath()):
+			errs.WriteHTTP(sw, errs.ToStatus(errs.Invalid("path", "a path segment may not contain an encoded '/' (%%2F)")))
+			result = "refused"
 		default:
 			r.Header.Del("Authorization")
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditKey{}, rec)))
-			if sw.code >= 400 {
+			switch {
+			case rec.forbidden:
+				result = "forbidden"
+			case sw.code >= 400:
 				result = "error"
 			}
 		}
-		refused := result == "unauthenticated" || result == "forbidden"
-		if !refused && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		refused := result == "unauthenticated" || result == "forbidden" || result == "refused"
+		if !refused && sw.status() < 400 && !rec.credential && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			return
 		}
 		reason := zap.Skip()
@@ -193,7 +291,8 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		}
 		auditLog.Info("rest call", reason,
 			zap.String("subject", id.Subject), zap.String("role", id.Role), zap.String("scope", id.Project), zap.String("auth", id.Method),
-			zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("route", rec.route), zap.String("rpc", rec.rpc),
+			zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("raw_path", r.URL.EscapedPath()),
+			zap.String("route", rec.route), zap.String("rpc", rec.rpc), zap.Bool("credential", rec.credential),
 			zap.Int("status", sw.status()), zap.String("result", result),
 			zap.String("request_id", reqID), zap.String("remote", r.RemoteAddr),
 			zap.Duration("duration", time.Since(start)))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"regexp"
 	"strings"
 
@@ -43,8 +44,9 @@ type Conns struct {
 	Stores []*grpc.ClientConn
 }
 
-// New returns the REST handler: every request authenticated by auth and
-// authorized by role (see Authorize), mutating calls audited on auditLog.
+// New returns the REST handler: every request authenticated by auth,
+// routed, then authorized by role on the route it matched (see
+// Authorize), and audited on auditLog (see secure).
 func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Logger) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		// HTTPBodyMarshaler writes google.api.HttpBody answers (the
@@ -59,6 +61,10 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(noteRoute),
+		runtime.WithMiddlewares(authorized),
+		// One method per request: no POST standing in for a GET.
+		runtime.WithDisablePathLengthFallback(),
+		runtime.WithDisableHTTPMethodOverride(),
 	)
 	keys := make(fanOut, 0, len(conns.Stores))
 	for _, c := range conns.Stores {
@@ -80,10 +86,10 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		}
 	}
 	root := http.NewServeMux()
-	root.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+	root.HandleFunc("GET /openapi.json", authorizedPlain("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Document)
-	})
+	}))
 	root.Handle("/", watchParam(noBodyOn204(mux)))
 	return secure(auth, auditLog, root), nil
 }
@@ -104,13 +110,13 @@ func watchParam(h http.Handler) http.Handler {
 	})
 }
 
-// noteRoute records the matched route and RPC for the audit log.
+// noteRoute records the matched route and RPC for the audit log, and
+// tells the service who the caller is (platform/server.Caller).
 func noteRoute(ctx context.Context, r *http.Request) metadata.MD {
-	if a, ok := r.Context().Value(auditKey{}).(*audit); ok {
-		a.route, _ = runtime.HTTPPathPattern(ctx)
-		a.rpc, _ = runtime.RPCMethod(ctx)
-	}
-	return nil
+	a := auditOf(r.Context())
+	a.route, _ = runtime.HTTPPathPattern(ctx)
+	a.rpc, _ = runtime.RPCMethod(ctx)
+	return server.CallerMD(a.id)
 }
 
 // fanOut sends key rotation to every program with a store and adds up
@@ -235,10 +241,16 @@ func setStatus(ctx context.Context, w http.ResponseWriter, _ proto.Message) erro
 	return nil
 }
 
-// headerMatcher forwards the request id besides grpc-gateway's defaults.
+// headerMatcher forwards the request id besides grpc-gateway's permanent
+// HTTP headers, and never a client's Grpc-Metadata-* header: a client
+// must not set gRPC metadata, least of all the caller identity the
+// gateway forwards.
 func headerMatcher(key string) (string, bool) {
 	if strings.EqualFold(key, server.RequestIDHeader) {
 		return server.RequestIDHeader, true
+	}
+	if strings.HasPrefix(textproto.CanonicalMIMEHeaderKey(key), runtime.MetadataHeaderPrefix) {
+		return "", false
 	}
 	return runtime.DefaultHeaderMatcher(key)
 }
