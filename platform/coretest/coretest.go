@@ -41,6 +41,13 @@ func (c *Core) Add(project, lc, level, ns string) {
 	}
 }
 
+// AddSpec makes logical cloud lc of project exist with spec as given.
+func (c *Core) AddSpec(project, lc string, spec *corev1.LogicalCloudSpec) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clouds[store.Key(project, lc)] = &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: lc}, Spec: spec}
+}
+
 // Remove makes logical cloud lc of project missing.
 func (c *Core) Remove(project, lc string) {
 	c.mu.Lock()

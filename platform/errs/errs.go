@@ -73,6 +73,17 @@ func Invalid(field, format string, args ...any) error {
 	return e
 }
 
+// Forbidden reports a request the caller's role does not allow, naming the
+// field that asked for it (empty: none) and, in the message, the rule.
+func Forbidden(field, format string, args ...any) error {
+	e := newf(codes.PermissionDenied, format, args...)
+	e.Field = field
+	if field != "" {
+		e.Msg = field + ": " + e.Msg
+	}
+	return e
+}
+
 // FailedPrecondition reports a request that the current state forbids.
 func FailedPrecondition(format string, args ...any) error {
 	return newf(codes.FailedPrecondition, format, args...)

@@ -22,6 +22,11 @@ type Config struct {
 	// DefaultQuota is the quota of a logical cloud that has none of its own.
 	DefaultQuota string `env:"DCM_DEFAULT_QUOTA" flag:"default-quota" default:"cpu=8,memory=32Gi,pods=100" usage:"ResourceQuota hard map of a logical cloud without a quota, as resource=quantity,... (empty: none)"`
 
+	// Tenant isolation: what only an admin may go beyond.
+	MaxQuota           string `env:"DCM_MAX_QUOTA" flag:"max-quota" usage:"largest quantity a non-admin may set per quota resource, as resource=quantity,... (empty: no maximum)"`
+	ReservedNamespaces string `env:"DCM_RESERVED_NAMESPACES" flag:"reserved-namespaces" usage:"namespaces no logical cloud may use besides kube-*, default and *-system, comma-separated"`
+	PodSecurity        string `env:"DCM_POD_SECURITY" flag:"pod-security" default:"baseline" usage:"Pod Security Admission level enforced in a logical cloud's namespace when it sets none: baseline or restricted"`
+
 	// The resource synchronizer's engine.
 	RsyncConcurrency    int           `env:"DCM_RSYNC_CONCURRENCY" flag:"rsync-concurrency" default:"32" usage:"how many clusters rsync works on at once"`
 	RsyncRetryBase      time.Duration `env:"DCM_RSYNC_RETRY_BASE" flag:"rsync-retry-base" default:"1s" usage:"first retry delay of a failed apply; it doubles per attempt, with jitter"`

@@ -34,7 +34,13 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		Quotas:     quotav1.NewQuotaServiceClient(conns[2]),
 		Rsync:      rsyncv1.NewRsyncServiceClient(conns[3]),
 	}
+	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota)
+	if err != nil {
+		closeAll(context.Background())
+		return nil, server.Options{}, err
+	}
 	clouds := core.NewLogicalClouds(env.Store, peers, env.Log.Named("logical-clouds"))
+	clouds.Tenancy = tenancy
 	return []server.Service{core.New(env.Store), clouds, core.NewTokens(env.Store)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll},

@@ -4,12 +4,11 @@
 package namespace
 
 import (
-	"google.golang.org/grpc"
+	"context"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/server"
-	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/namespace/internal/namespace"
 )
 
@@ -18,7 +17,15 @@ const Name = "namespace"
 
 // Build is the namespace service's app.Build: the store, and core to ask
 // whether a logical cloud exists.
-var Build = app.PeerBuild(func(c *server.Config) string { return c.CoreAddr },
-	func(st *store.Store, conn *grpc.ClientConn) *namespace.Service {
-		return namespace.New(st, corev1.NewLogicalCloudServiceClient(conn))
-	})
+func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	svc, err := namespace.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.PodSecurity)
+	if err != nil {
+		closeAll(context.Background())
+		return nil, server.Options{}, err
+	}
+	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+}

@@ -18,9 +18,14 @@ import (
 const Name = "quota"
 
 // Build is the quota service's app.Build: the store, the default quota
-// (DCM_DEFAULT_QUOTA) and core to ask whether a logical cloud exists.
+// (DCM_DEFAULT_QUOTA), the maximum (DCM_MAX_QUOTA) and core to ask whether
+// a logical cloud exists.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", env.Config.DefaultQuota)
+	if err != nil {
+		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
+	}
+	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", env.Config.MaxQuota)
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
 	}
@@ -28,6 +33,10 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc := quota.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), def)
+	svc, err := quota.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), def, maximum)
+	if err != nil {
+		closeAll(context.Background())
+		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
+	}
 	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
 }

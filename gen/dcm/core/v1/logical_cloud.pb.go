@@ -109,6 +109,11 @@ type LogicalCloudSpec struct {
 	// cluster_labels are the labels the clusters were selected by, when the
 	// logical cloud was created from seed 002's body.
 	ClusterLabels []string `protobuf:"bytes,4,rep,name=cluster_labels,json=cluster-labels,proto3" json:"cluster_labels,omitempty"`
+	// pod_security is the Pod Security Admission level enforced in the
+	// namespace: "baseline" or "restricted"; "privileged" only at level
+	// privileged or admin, set by an admin. Empty: the installation's
+	// default (DCM_POD_SECURITY, baseline unless set).
+	PodSecurity   string `protobuf:"bytes,5,opt,name=pod_security,json=pod-security,proto3" json:"pod_security,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -169,6 +174,13 @@ func (x *LogicalCloudSpec) GetClusterLabels() []string {
 		return x.ClusterLabels
 	}
 	return nil
+}
+
+func (x *LogicalCloudSpec) GetPodSecurity() string {
+	if x != nil {
+		return x.PodSecurity
+	}
+	return ""
 }
 
 // LogicalCloudUser is seed 000's spec.user.
@@ -2381,13 +2393,16 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xfa\x01\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xc9\x02\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
 	"privilegedR\x010R\x011R\x05level\x121\n" +
 	"\x04user\x18\x03 \x01(\v2\x1d.dcm.core.v1.LogicalCloudUserR\x04user\x12&\n" +
-	"\x0ecluster_labels\x18\x04 \x03(\tR\x0ecluster-labels\"\xe6\x01\n" +
+	"\x0ecluster_labels\x18\x04 \x03(\tR\x0ecluster-labels\x12M\n" +
+	"\fpod_security\x18\x05 \x01(\tB)\xbaH&r$R\x00R\bbaselineR\n" +
+	"restrictedR\n" +
+	"privilegedR\fpod-security\"\xe6\x01\n" +
 	"\x10LogicalCloudUser\x12I\n" +
 	"\tuser_name\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tuser-name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12Q\n" +

@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -235,8 +237,55 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 			if err != nil {
 				return 0, err
 			}
+			if err := s.namespaceFree(ctx, project, lc, c, clusters); err != nil {
+				return 0, err
+			}
 			return s.submit(ctx, project, lc, clusters, update)
 		})
+}
+
+// namespaceFree refuses (409) to apply a logical cloud whose namespace a
+// target cluster already holds for someone else: another logical cloud,
+// or nobody DCM knows (made by hand, or the cluster's own). Two logical
+// clouds never share a namespace on a cluster. The resource synchronizer
+// refuses such an object anyway; asking first keeps the other tenant's
+// namespace out of even a failed rollout, and names the holder. A cluster
+// that cannot be asked now is left to that later refusal.
+func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc string, c *corev1.LogicalCloud, clusters []*rsyncv1.ClusterResources) error {
+	ns := c.GetSpec().GetNamespace()
+	if ns == "" || len(clusters) == 0 {
+		return nil
+	}
+	req := &rsyncv1.GetObjectOwnersRequest{Owner: rolloutOwner(project, lc), ApiVersion: "v1", Kind: "Namespace", Name: ns}
+	for _, cl := range clusters {
+		req.Clusters = append(req.Clusters, &rsyncv1.ClusterRef{Provider: cl.GetProvider(), Cluster: cl.GetCluster()})
+	}
+	resp, err := s.peers.Rsync.GetObjectOwners(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, o := range resp.GetClusters() {
+		where := o.GetProvider() + "/" + o.GetCluster()
+		switch o.GetState() {
+		case rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER:
+			return errs.FailedPrecondition("namespace %q on cluster %s belongs to %s: two logical clouds never share a namespace; choose another namespace",
+				ns, where, ownerName(o.GetOwner()))
+		case rsyncv1.Ownership_OWNERSHIP_UNMANAGED:
+			return errs.FailedPrecondition("namespace %q already exists on cluster %s and was not made by DCM: a logical cloud never takes over a namespace; choose another",
+				ns, where)
+		}
+	}
+	return nil
+}
+
+// ownerName says who a rollout owner id is, for a message.
+func ownerName(owner string) string {
+	if rest, ok := strings.CutPrefix(owner, "lc/"); ok {
+		if p, l, ok := strings.Cut(rest, "/"); ok {
+			return fmt.Sprintf("logical cloud %q of project %q", l, p)
+		}
+	}
+	return strconv.Quote(owner)
 }
 
 // submit hands the rendered resources to the resource synchronizer as a

@@ -18,6 +18,8 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -41,6 +43,9 @@ type LogicalClouds struct {
 	peers    Peers
 	locks    lifecycleLocks
 	log      *zap.Logger
+	// Tenancy is the installation's isolation settings (reserved
+	// namespaces, quota maximum).
+	Tenancy Tenancy
 }
 
 // NewLogicalClouds opens the collections on st.
@@ -85,7 +90,7 @@ func (s *LogicalClouds) cloud(ctx context.Context, project, lc string) (*corev1.
 // in their services. If any of that fails, what was made is removed again
 // (retried in the background if a service is down) and the error returned.
 func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
-	p, err := planCreate(req)
+	p, err := planCreate(req, grants{Tenancy: s.Tenancy, mayGrant: server.MayGrant(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +205,13 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 	c, err := s.clouds.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), func(c *corev1.LogicalCloud) error {
 		if err := keepsSpec(c.GetSpec(), req.GetSpec()); err != nil {
 			return err
+		}
+		if ps := req.GetSpec().GetPodSecurity(); ps != "" && ps != c.GetSpec().GetPodSecurity() {
+			// Takes effect on the next .../update.
+			if err := kube.CheckPodSecurity("spec.pod-security", c.GetSpec().GetLevel(), ps, server.MayGrant(ctx)); err != nil {
+				return err
+			}
+			c.Spec.PodSecurity = ps
 		}
 		c.Metadata = req.GetMetadata()
 		return nil

@@ -53,8 +53,9 @@ func checkName(field, name string) error {
 	return nil
 }
 
-// planCreate reads either body shape into a plan.
-func planCreate(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
+// planCreate reads either body shape into a plan, and checks it against
+// what the caller may grant (g).
+func planCreate(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 	seed000 := req.GetMetadata() != nil || req.GetSpec() != nil
 	seed002 := req.GetName() != "" || req.GetDescription() != "" || req.GetClusterLabels() != "" ||
 		req.GetResources() != nil || req.GetUser() != nil
@@ -62,23 +63,29 @@ func planCreate(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
 	case seed000 && seed002:
 		return nil, errs.Invalid("body", "use either metadata and spec, or the flat name, cluster-labels, resources and user, not both")
 	case seed002:
-		return planFlat(req)
+		return planFlat(req, g)
 	case req.GetMetadata() == nil:
 		return nil, errs.Invalid("metadata", "is required (or give the flat body's name)")
 	}
-	return planSpec(req.GetMetadata(), req.GetSpec())
+	return planSpec(req.GetProject(), req.GetMetadata(), req.GetSpec(), g)
 }
 
 // planSpec reads seed 000's body: metadata and spec with namespace, level
 // and one user with permissions.
-func planSpec(md *typesv1.Metadata, spec *corev1.LogicalCloudSpec) (*plan, error) {
+func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpec, g grants) (*plan, error) {
 	name := md.GetName()
 	level, err := parseLevel(spec.GetLevel())
 	if err != nil {
 		return nil, err
 	}
+	if level != levelStandard && !g.mayGrant {
+		return nil, errs.Forbidden("spec.level", "only an admin may create a logical cloud at level %q", level)
+	}
+	if err := kube.CheckPodSecurity("spec.pod-security", level, spec.GetPodSecurity(), g.mayGrant); err != nil {
+		return nil, err
+	}
 	u := spec.GetUser()
-	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level}}
+	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: spec.GetPodSecurity()}}
 	if level == levelAdmin {
 		if spec.GetNamespace() != "" {
 			return nil, errs.Invalid("spec.namespace", "an admin logical cloud uses the clusters' admin access: it has no namespace")
@@ -89,6 +96,9 @@ func planSpec(md *typesv1.Metadata, spec *corev1.LogicalCloudSpec) (*plan, error
 		return &plan{lc: lc}, nil
 	}
 	lc.Spec.Namespace = cmp.Or(spec.GetNamespace(), name)
+	if err := kube.CheckNamespace(cmp.Or(nsField(spec), "metadata.name"), lc.Spec.Namespace, name, g.Reserved); err != nil {
+		return nil, err
+	}
 	userName := cmp.Or(u.GetUserName(), name)
 	userType, err := parseUserType("spec.user.type", u.GetType())
 	if err != nil {
@@ -101,24 +111,32 @@ func planSpec(md *typesv1.Metadata, spec *corev1.LogicalCloudSpec) (*plan, error
 	p := &plan{lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
 	for i, perm := range u.GetUserPermissions() {
 		// protovalidate has checked the name; the rule and namespace are ours.
-		if err := addPermission(p, fmt.Sprintf("spec.user.user-permissions[%d]", i), perm); err != nil {
+		if err := addPermission(p, fmt.Sprintf("spec.user.user-permissions[%d]", i), perm, g); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
+// nsField names the body's namespace field when it set one.
+func nsField(spec *corev1.LogicalCloudSpec) string {
+	if spec.GetNamespace() != "" {
+		return "spec.namespace"
+	}
+	return ""
+}
+
 // addPermission checks a permission against the logical cloud's level and
-// adds it, its namespace resolved (see PermissionNamespace).
-func addPermission(p *plan, field string, perm *userv1.UserPermission) error {
+// what the caller may grant (kube.CheckGrant), and adds it, its namespace
+// resolved.
+func addPermission(p *plan, field string, perm *userv1.UserPermission, g grants) error {
 	if slices.ContainsFunc(p.perms, func(o *userv1.UserPermission) bool { return o.GetPermissionName() == perm.GetPermissionName() }) {
 		return errs.Invalid(field+".permission-name", "%q is given twice", perm.GetPermissionName())
 	}
-	ns, err := kube.PermissionNamespace(field+".namespace", p.lc.GetSpec().GetLevel(), p.lc.GetSpec().GetNamespace(), perm.GetNamespace())
+	ns, err := kube.CheckGrant(field, p.lc.GetSpec().GetLevel(), p.lc.GetSpec().GetNamespace(), kube.Grant{
+		Namespace: perm.GetNamespace(), APIGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(),
+	}, g.mayGrant)
 	if err != nil {
-		return err
-	}
-	if err := kube.CheckRule(field, perm.GetApiGroups(), perm.GetResources(), perm.GetVerbs()); err != nil {
 		return err
 	}
 	p.perms = append(p.perms, &userv1.UserPermission{
@@ -165,9 +183,12 @@ func checkUserCSR(field, userType, csr, user string) error {
 // planFlat reads seed 002's body: name, description, cluster-labels,
 // resources (the logical cloud's quota) and user, one object or a list,
 // each with type, certificate, permissions and quota.
-func planFlat(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
+func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 	name := req.GetName()
 	if err := checkName("name", name); err != nil {
+		return nil, err
+	}
+	if err := kube.CheckNamespace("name", name, name, g.Reserved); err != nil {
 		return nil, err
 	}
 	if len(req.GetDescription()) > 1024 {
@@ -189,7 +210,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
 	}
 	lc.Spec.ClusterLabels = p.labels
 	if res := req.GetResources(); res != nil {
-		if _, err := kube.ParseHard("resources", res); err != nil {
+		if err := checkQuota("resources", res, g); err != nil {
 			return nil, err
 		}
 		p.quotas = append(p.quotas, &quotav1.Quota{
@@ -202,7 +223,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest) (*plan, error) {
 		return nil, err
 	}
 	for i, u := range users {
-		if err := addFlatUser(p, fmt.Sprintf("%s[%d]", field, i), u); err != nil {
+		if err := addFlatUser(p, fmt.Sprintf("%s[%d]", field, i), u, g); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +258,7 @@ func userObjects(v *structpb.Value) ([]*structpb.Struct, string, error) {
 // addFlatUser adds one seed 002 user: the user, its permissions (a
 // permission named after the user, or "<user>-<i>" for a list) and its
 // quota (a quota named "<user>-quota").
-func addFlatUser(p *plan, field string, u *structpb.Struct) error {
+func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 	f := u.GetFields()
 	for k := range f {
 		if !slices.Contains([]string{"name", "type", "certificate", "permissions", "quota"}, k) {
@@ -297,7 +318,7 @@ func addFlatUser(p *plan, field string, u *structpb.Struct) error {
 		if err != nil {
 			return err
 		}
-		if err := addPermission(p, pf, perm); err != nil {
+		if err := addPermission(p, pf, perm, g); err != nil {
 			return err
 		}
 	}
@@ -306,7 +327,7 @@ func addFlatUser(p *plan, field string, u *structpb.Struct) error {
 		if hard == nil {
 			return errs.Invalid(field+".quota", "must be an object of resource quantities")
 		}
-		if _, err := kube.ParseHard(field+".quota", hard); err != nil {
+		if err := checkQuota(field+".quota", hard, g); err != nil {
 			return err
 		}
 		qname := name + "-quota"
@@ -319,6 +340,16 @@ func addFlatUser(p *plan, field string, u *structpb.Struct) error {
 		})
 	}
 	return nil
+}
+
+// checkQuota checks a quota's hard map, and that only an admin goes over
+// the installation's maximum.
+func checkQuota(field string, hard *structpb.Struct, g grants) error {
+	amounts, err := kube.ParseHard(field, hard)
+	if err != nil {
+		return err
+	}
+	return kube.CheckMax(field, amounts, g.MaxQuota, g.mayGrant)
 }
 
 // flatRule reads seed 002's {"apiGroups", "resources", "verbs"}.

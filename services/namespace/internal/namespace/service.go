@@ -7,7 +7,9 @@
 package namespace
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,16 +26,30 @@ type Service struct {
 	namespacev1.UnimplementedNamespaceServiceServer
 	namespaces *store.Records[*namespacev1.Namespace]
 	core       corev1.LogicalCloudServiceClient
+	// podSecurity is the Pod Security Admission level of a logical cloud
+	// that sets none (DCM_POD_SECURITY).
+	podSecurity string
 }
 
 // New opens the service's collection on st; core answers whether a
-// logical cloud exists and which clusters it references.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient) *Service {
+// logical cloud exists and which clusters it references. podSecurity is
+// the level enforced in a namespace whose logical cloud sets none:
+// baseline (the default when empty) or restricted.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity string) (*Service, error) {
+	switch podSecurity {
+	case "":
+		podSecurity = kube.PodSecurityBaseline
+	case kube.PodSecurityBaseline, kube.PodSecurityRestricted:
+	default:
+		return nil, fmt.Errorf("DCM_POD_SECURITY %q: use %s or %s (privileged is set per logical cloud, by an admin)",
+			podSecurity, kube.PodSecurityBaseline, kube.PodSecurityRestricted)
+	}
 	return &Service{
 		namespaces: store.NewRecords(st, "namespaces", "namespace of logical cloud",
 			func() *namespacev1.Namespace { return &namespacev1.Namespace{} }),
-		core: core,
-	}
+		core:        core,
+		podSecurity: podSecurity,
+	}, nil
 }
 
 // Register serves the API on r.
@@ -110,7 +126,9 @@ func (s *Service) DeleteNamespaces(ctx context.Context, req *namespacev1.DeleteN
 }
 
 // RenderNamespace implements namespacev1.NamespaceServiceServer: the
-// stored namespace as a Namespace object with the logical cloud's labels.
+// stored namespace as a Namespace object with the logical cloud's labels
+// and its Pod Security Admission level (enforced, and warned and audited
+// at the same level so that clients see why a pod is refused).
 func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNamespaceRequest) (*namespacev1.RenderNamespaceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.cloud(ctx, project, lc)
@@ -127,7 +145,12 @@ func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNa
 	if err != nil {
 		return nil, err
 	}
-	m := kube.Manifest("v1", "Namespace", kube.Meta{Name: ns.Msg.GetName(), Labels: kube.Labels(project, lc)}, nil)
+	labels := kube.Labels(project, lc)
+	level := cmp.Or(c.GetSpec().GetPodSecurity(), s.podSecurity)
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		labels[kube.PodSecurityLabelPrefix+mode] = level
+	}
+	m := kube.Manifest("v1", "Namespace", kube.Meta{Name: ns.Msg.GetName(), Labels: labels}, nil)
 	return &namespacev1.RenderNamespaceResponse{Manifests: []string{m}}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	"github.com/dcm-project/dcm/platform/coretest"
 	"github.com/dcm-project/dcm/platform/kube"
@@ -21,13 +22,18 @@ func TestRenderNamespace(t *testing.T) {
 	t.Parallel()
 	core := coretest.New()
 	c := namespacev1.NewNamespaceServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{namespace.New(st, core)}
+		svc, err := namespace.New(st, core, "")
+		require.NoError(t, err)
+		return []server.Service{svc}
 	}))
 	ctx := context.Background()
 	core.Add("p", "lc", kube.LevelStandard, "ns-1")
 	core.Add("p", "adm", kube.LevelAdmin, "")
-	_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: &namespacev1.Namespace{Name: "ns-1"}})
-	require.NoError(t, err)
+	core.AddSpec("p", "strict", &corev1.LogicalCloudSpec{Level: kube.LevelStandard, Namespace: "ns-2", PodSecurity: kube.PodSecurityRestricted})
+	for lc, ns := range map[string]string{"lc": "ns-1", "strict": "ns-2"} {
+		_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: lc, Namespace: &namespacev1.Namespace{Name: ns}})
+		require.NoError(t, err)
+	}
 	render := func(lc string) (*namespacev1.RenderNamespaceResponse, error) {
 		return c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc})
 	}
@@ -36,10 +42,15 @@ func TestRenderNamespace(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.GetManifests(), 1)
 	require.JSONEq(t, `{"apiVersion": "v1", "kind": "Namespace",
- "metadata": {"name": "ns-1", "labels": {"dcm.io/project": "p", "dcm.io/logical-cloud": "lc"}}}`, r.GetManifests()[0])
+ "metadata": {"name": "ns-1", "labels": {"dcm.io/project": "p", "dcm.io/logical-cloud": "lc",
+  "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "baseline",
+  "pod-security.kubernetes.io/audit": "baseline"}}}`, r.GetManifests()[0])
 	again, err := render("lc")
 	require.NoError(t, err)
 	require.Equal(t, r.GetManifests(), again.GetManifests(), "byte-identical")
+	r, err = render("strict")
+	require.NoError(t, err)
+	require.Contains(t, r.GetManifests()[0], `"pod-security.kubernetes.io/enforce":"restricted"`, "the logical cloud's own level wins")
 
 	_, err = render("adm")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
@@ -52,4 +63,12 @@ func TestRenderNamespace(t *testing.T) {
 	_, err = render("lc")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), `logical cloud "lc" has no namespace`)
+}
+
+func TestPodSecurityDefault(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"privileged", "none", "Baseline"} {
+		_, err := namespace.New(nil, coretest.New(), bad)
+		require.ErrorContains(t, err, "DCM_POD_SECURITY", bad)
+	}
 }

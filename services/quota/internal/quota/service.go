@@ -9,6 +9,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,6 +19,7 @@ import (
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -30,17 +32,28 @@ type Service struct {
 	quotas       *store.Records[*quotav1.StoredQuota]
 	core         corev1.LogicalCloudServiceClient
 	defaultQuota []kube.Amount
+	maxQuota     []kube.Amount
+	// base is what every rendered quota has unless it sets more or less:
+	// the default quota, over the maximum.
+	base []kube.Amount
 }
 
 // New opens the service's collection on st. core answers whether a
 // logical cloud exists; defaultQuota (possibly empty: none) applies to a
-// logical cloud without a quota of its own.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota []kube.Amount) *Service {
+// logical cloud without a quota of its own, and is what every quota of
+// its own is laid over; maxQuota (possibly empty) is what only an admin
+// may set more than. A default above the maximum is refused.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, maxQuota []kube.Amount) (*Service, error) {
+	if err := kube.CheckMax("DCM_DEFAULT_QUOTA", defaultQuota, maxQuota, false); err != nil {
+		return nil, fmt.Errorf("the default quota must be within DCM_MAX_QUOTA: %w", err)
+	}
 	return &Service{
 		quotas:       store.NewRecords(st, "quotas", "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
 		core:         core,
 		defaultQuota: defaultQuota,
-	}
+		maxQuota:     maxQuota,
+		base:         kube.MergeHard(maxQuota, defaultQuota),
+	}, nil
 }
 
 // Register serves the API on r.
@@ -77,10 +90,14 @@ func (s *Service) exists(project, lc string) func(context.Context) error {
 	}
 }
 
-// stored checks a quota and returns its stored form.
-func stored(q *quotav1.Quota) (*quotav1.StoredQuota, error) {
+// stored checks a quota, and that only an admin goes over the maximum,
+// and returns its stored form.
+func (s *Service) stored(ctx context.Context, q *quotav1.Quota) (*quotav1.StoredQuota, error) {
 	hard, err := kube.ParseHard("quota.spec", q.GetSpec())
 	if err != nil {
+		return nil, err
+	}
+	if err := kube.CheckMax("quota.spec", hard, s.maxQuota, server.MayGrant(ctx)); err != nil {
 		return nil, err
 	}
 	out := &quotav1.StoredQuota{Metadata: q.GetMetadata()}
@@ -92,11 +109,7 @@ func stored(q *quotav1.Quota) (*quotav1.StoredQuota, error) {
 
 // api is the API form of a stored quota.
 func api(q *quotav1.StoredQuota) *quotav1.Quota {
-	hard := make([]kube.Amount, 0, len(q.GetHard()))
-	for _, a := range q.GetHard() {
-		hard = append(hard, kube.Amount{Resource: a.GetResource(), Quantity: a.GetQuantity()})
-	}
-	return &quotav1.Quota{Metadata: q.GetMetadata(), Spec: kube.HardStruct(hard)}
+	return &quotav1.Quota{Metadata: q.GetMetadata(), Spec: kube.HardStruct(amounts(q.GetHard()))}
 }
 
 // defaultFor is the default quota as shown for a logical cloud, or nil if
@@ -122,7 +135,7 @@ func (s *Service) defaultFor(ctx context.Context, c *corev1.LogicalCloud, parent
 
 // CreateQuota implements quotav1.QuotaServiceServer.
 func (s *Service) CreateQuota(ctx context.Context, req *quotav1.CreateQuotaRequest) (*quotav1.CreateQuotaResponse, error) {
-	q, err := stored(req.GetQuota())
+	q, err := s.stored(ctx, req.GetQuota())
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +212,7 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 	if n := req.GetQuota().GetMetadata().GetName(); n != req.GetName() {
 		return nil, errs.Invalid("quota.metadata.name", "must equal the quota in the path (%q), got %q", req.GetName(), n)
 	}
-	q, err := stored(req.GetQuota())
+	q, err := s.stored(ctx, req.GetQuota())
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +263,9 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 
 // RenderQuotas implements quotav1.QuotaServiceServer: the quotas ListQuotas
 // shows, each a ResourceQuota of the same name in the logical cloud's
-// namespace.
+// namespace, laid over the default quota (and the maximum, for resources
+// the default does not set): a quota that leaves a resource out, or is
+// empty, still bounds it on a shared cluster.
 func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasRequest) (*quotav1.RenderQuotasResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.namespaced(ctx, project, lc)
@@ -265,17 +280,25 @@ func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasReq
 	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
 	for _, q := range qs {
 		name := q.GetMetadata().GetName()
-		out.Manifests = append(out.Manifests, resourceQuota(name, ns, kube.Labels(project, lc), q.GetHard()))
+		out.Manifests = append(out.Manifests, resourceQuota(name, ns, kube.Labels(project, lc), kube.MergeHard(s.base, amounts(q.GetHard()))))
 		out.Names = append(out.Names, name)
 	}
 	return out, nil
 }
 
+func amounts(hard []*quotav1.ResourceAmount) []kube.Amount {
+	out := make([]kube.Amount, 0, len(hard))
+	for _, a := range hard {
+		out = append(out, kube.Amount{Resource: a.GetResource(), Quantity: a.GetQuantity()})
+	}
+	return out
+}
+
 // resourceQuota renders a quota as a ResourceQuota object.
-func resourceQuota(name, namespace string, labels map[string]string, hard []*quotav1.ResourceAmount) string {
+func resourceQuota(name, namespace string, labels map[string]string, hard []kube.Amount) string {
 	h := make(map[string]string, len(hard))
 	for _, a := range hard {
-		h[a.GetResource()] = a.GetQuantity()
+		h[a.Resource] = a.Quantity
 	}
 	return kube.Manifest("v1", "ResourceQuota", kube.Meta{Name: name, Namespace: namespace, Labels: labels},
 		map[string]any{"spec": map[string]any{"hard": h}})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -14,6 +15,7 @@ import (
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/coretest"
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/platform/store"
@@ -33,13 +35,27 @@ type resourceQuota struct {
 	} `json:"spec"`
 }
 
+func TestDefaultWithinMaximum(t *testing.T) {
+	t.Parallel()
+	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", "cpu=32")
+	require.NoError(t, err)
+	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16")
+	require.NoError(t, err)
+	_, err = quota.New(nil, coretest.New(), def, maximum)
+	require.ErrorContains(t, err, "DCM_MAX_QUOTA")
+}
+
 func TestRenderQuotas(t *testing.T) {
 	t.Parallel()
 	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", "cpu=8,memory=32Gi")
 	require.NoError(t, err)
+	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16,pods=50")
+	require.NoError(t, err)
 	core := coretest.New()
 	c := quotav1.NewQuotaServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{quota.New(st, core, def)}
+		svc, err := quota.New(st, core, def, maximum)
+		require.NoError(t, err)
+		return []server.Service{svc}
 	}))
 	ctx := context.Background()
 	core.Add("p", "lc", kube.LevelStandard, "ns-1")
@@ -66,7 +82,8 @@ func TestRenderQuotas(t *testing.T) {
 	r := render("lc")
 	require.Equal(t, "ns-1", r.GetNamespace())
 	require.Equal(t, []string{"default"}, r.GetNames(), "the default quota while the logical cloud has none")
-	require.Equal(t, map[string]string{"cpu": "8", "memory": "32Gi"}, decode(r)[0].Spec.Hard)
+	require.Equal(t, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "50"}, decode(r)[0].Spec.Hard,
+		"the default, and the maximum for what the default leaves out")
 
 	for name, hard := range map[string]map[string]any{
 		"gpus":    {"requests.nvidia.com/gpu": 2, "limits.cpu": "4000m"},
@@ -87,8 +104,32 @@ func TestRenderQuotas(t *testing.T) {
 	}
 	require.Equal(t, []string{"compute", "gpus"}, r.GetNames())
 	require.Equal(t, listed, r.GetNames(), "what ListQuotas shows")
-	require.Equal(t, map[string]string{"requests.nvidia.com/gpu": "2", "limits.cpu": "4"}, decode(r)[1].Spec.Hard, "dotted names, canonical quantities")
+	require.Equal(t, map[string]string{"requests.nvidia.com/gpu": "2", "limits.cpu": "4", "cpu": "8", "memory": "32Gi", "pods": "50"},
+		decode(r)[1].Spec.Hard, "dotted names, canonical quantities, laid over the default")
+	require.Equal(t, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "10"}, decode(r)[0].Spec.Hard, "the quota's own pods win")
 	require.Equal(t, r.GetManifests(), render("lc").GetManifests(), "byte-identical")
+
+	// An empty quota bounds what the default does: never hard: null.
+	_, err = c.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: "p", LogicalCloud: "lc", Quota: &quotav1.Quota{
+		Metadata: &typesv1.Metadata{Name: "empty"}, Spec: &structpb.Struct{}}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "50"}, decode(render("lc"))[1].Spec.Hard)
+
+	// Over the maximum: only an admin (or a service on its own).
+	over, err := structpb.NewStruct(map[string]any{"cpu": "17"})
+	require.NoError(t, err)
+	for role, want := range map[string]codes.Code{pki.RoleProjectAdmin: codes.PermissionDenied, pki.RoleAdmin: codes.OK} {
+		as := metadata.NewOutgoingContext(ctx, server.CallerMD(pki.Identity{Subject: "x", Role: role, Project: "p"}))
+		_, err = c.CreateQuota(as, &quotav1.CreateQuotaRequest{Project: "p", LogicalCloud: "lc", Quota: &quotav1.Quota{
+			Metadata: &typesv1.Metadata{Name: "big-" + role}, Spec: over}})
+		require.Equal(t, want, status.Code(err), role)
+		if err != nil {
+			require.Contains(t, status.Convert(err).Message(), "quota.spec.cpu: 17 exceeds this installation's maximum 16")
+		}
+		_, err = c.UpdateQuota(as, &quotav1.UpdateQuotaRequest{Project: "p", LogicalCloud: "lc", Name: "compute", Quota: &quotav1.Quota{
+			Metadata: &typesv1.Metadata{Name: "compute"}, Spec: over}})
+		require.Equal(t, want, status.Code(err), role)
+	}
 
 	_, err = c.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: "adm"})
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
