@@ -34,11 +34,12 @@ const (
 // anything is written: the logical cloud (as stored) and what the
 // namespace, user and quota services will hold for it.
 type plan struct {
-	lc     *corev1.LogicalCloud
-	users  []*userv1.User
-	perms  []*userv1.UserPermission
-	quotas []*quotav1.Quota
-	labels []string // seed 002 cluster-labels: clusters to reference
+	project string
+	lc      *corev1.LogicalCloud
+	users   []*userv1.User
+	perms   []*userv1.UserPermission
+	quotas  []*quotav1.Quota
+	labels  []string // seed 002 cluster-labels: clusters to reference
 }
 
 var (
@@ -93,7 +94,7 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		if u != nil {
 			return nil, errs.Invalid("spec.user", "an admin logical cloud uses the clusters' admin access: it has no user")
 		}
-		return &plan{lc: lc}, nil
+		return &plan{project: project, lc: lc}, nil
 	}
 	lc.Spec.Namespace = cmp.Or(spec.GetNamespace(), name)
 	if err := kube.CheckNamespace(cmp.Or(nsField(spec), "metadata.name"), lc.Spec.Namespace, name, g.Reserved); err != nil {
@@ -104,11 +105,11 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 	if err != nil {
 		return nil, err
 	}
-	if err := checkUserCSR("spec.user.certificate", userType, u.GetCertificate(), userName); err != nil {
+	if err := checkUserCSR("spec.user.certificate", userType, u.GetCertificate(), project, name, userName); err != nil {
 		return nil, err
 	}
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: userName, Type: userType}
-	p := &plan{lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
+	p := &plan{project: project, lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
 	for i, perm := range u.GetUserPermissions() {
 		// protovalidate has checked the name; the rule and namespace are ours.
 		if err := addPermission(p, fmt.Sprintf("spec.user.user-permissions[%d]", i), perm, g); err != nil {
@@ -168,16 +169,17 @@ func parseUserType(field, t string) (string, error) {
 	return "", errs.Invalid(field, "%q is not supported: users authenticate with a %q (a client certificate) or a %q (a ServiceAccount token)", t, userCertificate, userToken)
 }
 
-// checkUserCSR checks a certificate signing request given for a user: only
-// certificate users have one, and its common name is the user's.
-func checkUserCSR(field, userType, csr, user string) error {
+// checkUserCSR checks a certificate signing request given for user of
+// logical cloud lc of project: only certificate users have one, and its
+// subject is the user's Kubernetes identity (kube.CheckCSR).
+func checkUserCSR(field, userType, csr, project, lc, user string) error {
 	if csr == "" {
 		return nil
 	}
 	if userType != userCertificate {
 		return errs.Invalid(field, "only a %q user has a certificate signing request", userCertificate)
 	}
-	return kube.CheckCSR(field, csr, user)
+	return kube.CheckCSR(field, csr, project, lc, user)
 }
 
 // planFlat reads seed 002's body: name, description, cluster-labels,
@@ -198,7 +200,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 		Metadata: &typesv1.Metadata{Name: name, Description: req.GetDescription()},
 		Spec:     &corev1.LogicalCloudSpec{Level: levelStandard, Namespace: name},
 	}
-	p := &plan{lc: lc}
+	p := &plan{project: req.GetProject(), lc: lc}
 	for l := range strings.SplitSeq(req.GetClusterLabels(), ",") {
 		if l = strings.TrimSpace(l); l == "" {
 			continue
@@ -286,7 +288,7 @@ func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 	if err != nil {
 		return err
 	}
-	if err := checkUserCSR(field+".certificate", typ, cert, name); err != nil {
+	if err := checkUserCSR(field+".certificate", typ, cert, p.project, p.lc.GetMetadata().GetName(), name); err != nil {
 		return err
 	}
 	p.users = append(p.users, &userv1.User{Name: name, Type: typ, Certificate: cert})
