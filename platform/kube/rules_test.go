@@ -1,0 +1,108 @@
+package kube_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
+)
+
+func TestCheckGrant(t *testing.T) {
+	t.Parallel()
+	g := func(ns string, groups, resources, verbs []string) kube.Grant {
+		return kube.Grant{Namespace: ns, APIGroups: groups, Resources: resources, Verbs: verbs}
+	}
+	core, any := []string{""}, []string{"*"}
+	rbac := []string{"rbac.authorization.k8s.io"}
+	read, write, all := []string{"get", "list", "watch"}, []string{"create", "delete"}, []string{"*"}
+	cases := []struct {
+		name     string
+		level    string
+		grant    kube.Grant
+		mayGrant bool
+		code     codes.Code
+		field    string
+		says     string
+		ns       string
+	}{
+		{"own namespace, configmaps", kube.LevelStandard, g("", core, []string{"configmaps"}, write), false, codes.OK, "", "", "ns"},
+		{"read everything in the namespace", kube.LevelStandard, g("ns", any, any, read), false, codes.OK, "", "", "ns"},
+		{"roles in the namespace, listed verbs", kube.LevelStandard, g("", rbac, []string{"roles", "rolebindings"}, write), false, codes.OK, "", "", "ns"},
+		{"read its quota", kube.LevelStandard, g("", core, []string{"resourcequotas"}, read), false, codes.OK, "", "", "ns"},
+		{"delete its quota", kube.LevelStandard, g("", core, []string{"pods", "resourcequotas"}, write), false, codes.InvalidArgument, "p.resources[1]", "may not change its resourcequotas", ""},
+		{"patch its quota status", kube.LevelStandard, g("", any, []string{"resourcequotas/status"}, []string{"patch"}), false, codes.InvalidArgument, "p.resources[0]", "resourcequotas", ""},
+		{"delete its namespace", kube.LevelStandard, g("", core, []string{"namespaces"}, []string{"delete"}), false, codes.InvalidArgument, "p.resources[0]", "namespaces", ""},
+		{"limit ranges", kube.LevelStandard, g("", core, []string{"limitranges"}, all), false, codes.InvalidArgument, "p.resources[0]", "limitranges", ""},
+		{"write * in the core group", kube.LevelStandard, g("", core, any, write), false, codes.InvalidArgument, "p.resources[0]", "list the resources", ""},
+		{"*/*/* at standard", kube.LevelStandard, g("", any, any, all), true, codes.InvalidArgument, "p.verbs", "escalate and bind", ""},
+		{"escalate", kube.LevelStandard, g("", rbac, []string{"roles"}, []string{"escalate"}), false, codes.InvalidArgument, "p.verbs[0]", `verb "escalate"`, ""},
+		{"bind", kube.LevelStandard, g("", rbac, []string{"clusterroles"}, []string{"get", "bind"}), false, codes.InvalidArgument, "p.verbs[1]", `verb "bind"`, ""},
+		{"impersonate", kube.LevelStandard, g("", core, []string{"serviceaccounts"}, []string{"impersonate"}), false, codes.InvalidArgument, "p.verbs[0]", "impersonate", ""},
+		{"* on rbac", kube.LevelStandard, g("", rbac, []string{"roles"}, all), false, codes.InvalidArgument, "p.verbs", `verb "*" on rbac.authorization.k8s.io`, ""},
+		{"nodes", kube.LevelStandard, g("", core, []string{"nodes"}, read), false, codes.InvalidArgument, "p.resources[0]", `"nodes" is not a tenant's`, ""},
+		{"csr approval", kube.LevelStandard, g("", []string{"certificates.k8s.io"}, []string{"certificatesigningrequests/approval"}, []string{"update"}), false, codes.InvalidArgument, "p.resources[0]", "approval", ""},
+		{"another namespace at standard", kube.LevelStandard, g("other", core, []string{"pods"}, read), true, codes.InvalidArgument, "p.namespace", "namespace \"ns\" only", ""},
+		{"privileged, cluster-wide, project-admin", kube.LevelPrivileged, g("", any, any, all), false, codes.PermissionDenied, "p.namespace", "only an admin may grant a permission cluster-wide", ""},
+		{"privileged, other namespace, project-admin", kube.LevelPrivileged, g("kube-system", core, []string{"secrets"}, read), false, codes.PermissionDenied, "p.namespace", `in namespace "kube-system"`, ""},
+		{"privileged, own namespace, project-admin", kube.LevelPrivileged, g("ns", core, []string{"pods"}, read), false, codes.OK, "", "", "ns"},
+		{"privileged, cluster-wide, admin", kube.LevelPrivileged, g("", any, any, all), true, codes.OK, "", "", ""},
+		{"privileged may escalate", kube.LevelPrivileged, g("ns", rbac, []string{"roles"}, []string{"escalate", "bind"}), false, codes.OK, "", "", "ns"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ns, err := kube.CheckGrant("p", c.level, "ns", c.grant, c.mayGrant)
+			require.Equal(t, c.code, errs.Code(err), "%v", err)
+			if c.code == codes.OK {
+				require.Equal(t, c.ns, ns)
+				return
+			}
+			st := errs.ToStatus(err)
+			require.Equal(t, c.field, errs.FieldOf(st))
+			require.Contains(t, st.Message(), c.says)
+		})
+	}
+}
+
+func TestCheckNamespace(t *testing.T) {
+	t.Parallel()
+	for ns, ok := range map[string]bool{
+		"team-a": true, "lc-istio-system": true, "monitoring": false, "kube-system": false, "kube-public": false,
+		"kube-node-lease": false, "default": false, "cert-manager-system": false, "other-istio-system": false, "istio-system": false,
+	} {
+		err := kube.CheckNamespace("spec.namespace", ns, "lc", []string{"monitoring"})
+		require.Equal(t, ok, err == nil, "%s: %v", ns, err)
+		if err != nil {
+			require.Equal(t, "spec.namespace", errs.FieldOf(errs.ToStatus(err)))
+		}
+	}
+}
+
+func TestCheckPodSecurity(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, kube.CheckPodSecurity("f", kube.LevelStandard, "", false))
+	require.NoError(t, kube.CheckPodSecurity("f", kube.LevelStandard, "restricted", false))
+	require.Equal(t, codes.InvalidArgument, errs.Code(kube.CheckPodSecurity("f", kube.LevelStandard, "privileged", true)))
+	require.Equal(t, codes.PermissionDenied, errs.Code(kube.CheckPodSecurity("f", kube.LevelPrivileged, "privileged", false)))
+	require.NoError(t, kube.CheckPodSecurity("f", kube.LevelPrivileged, "privileged", true))
+	require.Equal(t, codes.InvalidArgument, errs.Code(kube.CheckPodSecurity("f", kube.LevelStandard, "loose", true)))
+}
+
+func TestMergeHardAndMax(t *testing.T) {
+	t.Parallel()
+	base, err := kube.ParseHardText("d", "cpu=8,memory=32Gi")
+	require.NoError(t, err)
+	hard, err := kube.ParseHardText("h", "cpu=2,pods=10")
+	require.NoError(t, err)
+	require.Equal(t, []kube.Amount{{"cpu", "2"}, {"memory", "32Gi"}, {"pods", "10"}}, kube.MergeHard(base, hard))
+	require.Equal(t, base, kube.MergeHard(base, nil))
+	maximum, err := kube.ParseHardText("m", "cpu=4,memory=16Gi")
+	require.NoError(t, err)
+	require.NoError(t, kube.CheckMax("spec", hard, maximum, false))
+	err = kube.CheckMax("spec", base, maximum, false)
+	require.Equal(t, codes.PermissionDenied, errs.Code(err))
+	require.Equal(t, "spec.cpu", errs.FieldOf(errs.ToStatus(err)))
+	require.NoError(t, kube.CheckMax("spec", base, maximum, true))
+}
