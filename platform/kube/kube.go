@@ -1,6 +1,8 @@
 // Package kube checks input against Kubernetes' own rules (RBAC rules,
 // ResourceQuota hard maps, certificate signing requests) and reports the
-// offending field by the path the caller wrote, and renders the objects a
+// offending field by the path the caller wrote, names the Kubernetes
+// identities of logical clouds' users and the objects they share a scope
+// with other logical clouds in (identity.go), and renders the objects a
 // logical cloud puts on clusters as JSON, labelled with their logical
 // cloud. It knows no service and talks to no cluster: the services that
 // store such input or render it, and core, which checks a whole logical
@@ -8,8 +10,6 @@
 package kube
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math"
 	"regexp"
@@ -150,26 +150,6 @@ func ParseHardText(field, text string) ([]Amount, error) {
 		s.Fields[strings.TrimSpace(k)] = structpb.NewStringValue(strings.TrimSpace(v))
 	}
 	return ParseHard(field, s)
-}
-
-// CheckCSR checks a PEM certificate signing request: one CSR block, a
-// valid signature, and the common name user.
-func CheckCSR(field, pemText, user string) error {
-	block, rest := pem.Decode([]byte(pemText))
-	if block == nil || block.Type != "CERTIFICATE REQUEST" || strings.TrimSpace(string(rest)) != "" {
-		return errs.Invalid(field, "must be one PEM certificate signing request (its text, not a file path)")
-	}
-	csr, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return errs.Invalid(field, "the certificate signing request does not parse: %v", err)
-	}
-	if err := csr.CheckSignature(); err != nil {
-		return errs.Invalid(field, "the certificate signing request's signature does not verify")
-	}
-	if csr.Subject.CommonName != user {
-		return errs.Invalid(field, "the certificate signing request's common name is %q; it must be the user name %q", csr.Subject.CommonName, user)
-	}
-	return nil
 }
 
 // Logical cloud levels: what a logical cloud's user gets on each cluster.

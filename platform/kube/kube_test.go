@@ -1,8 +1,6 @@
 package kube_test
 
 import (
-	"encoding/json"
-	"encoding/pem"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,54 +86,6 @@ func TestPermissionNamespace(t *testing.T) {
 	require.Empty(t, ns, "privileged: empty is cluster-wide")
 	_, err = kube.PermissionNamespace("f", kube.LevelAdmin, "", "")
 	require.Equal(t, codes.FailedPrecondition, errs.Code(err))
-}
-
-// CSR makes a PEM certificate signing request for cn.
-func CSR(t *testing.T, cn string) string {
-	t.Helper()
-	csr, _, err := kube.NewCSR(cn)
-	require.NoError(t, err)
-	return string(csr)
-}
-
-func TestCheckCSR(t *testing.T) {
-	t.Parallel()
-	require.NoError(t, kube.CheckCSR("c", CSR(t, "user-1"), "user-1"))
-	for _, bad := range []string{"/path/to/user1.csr", CSR(t, "someone-else"), CSR(t, "user-1") + "trailing"} {
-		require.Equal(t, "c", fieldOf(t, kube.CheckCSR("c", bad, "user-1")))
-	}
-	tampered := []byte(CSR(t, "user-1"))
-	block, _ := pem.Decode(tampered)
-	block.Bytes[len(block.Bytes)-5] ^= 0xff
-	require.Equal(t, "c", fieldOf(t, kube.CheckCSR("c", string(pem.EncodeToMemory(block)), "user-1")))
-}
-
-func TestNewCSRAndManifest(t *testing.T) {
-	t.Parallel()
-	csr, key, err := kube.NewCSR("user-1", "lc-1")
-	require.NoError(t, err)
-	require.NoError(t, kube.CheckCSR("c", string(csr), "user-1"))
-	block, _ := pem.Decode(key)
-	require.Equal(t, "PRIVATE KEY", block.Type)
-	var m struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name   string            `json:"name"`
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-		Spec struct {
-			Request    []byte   `json:"request"`
-			SignerName string   `json:"signerName"`
-			Usages     []string `json:"usages"`
-		} `json:"spec"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(kube.CSRManifest("user-1", csr, kube.Labels("p", "lc"))), &m))
-	require.Equal(t, "CertificateSigningRequest", m.Kind)
-	require.Equal(t, "user-1", m.Metadata.Name)
-	require.Equal(t, map[string]string{"dcm.io/project": "p", "dcm.io/logical-cloud": "lc"}, m.Metadata.Labels)
-	require.Equal(t, csr, m.Spec.Request)
-	require.Equal(t, "kubernetes.io/kube-apiserver-client", m.Spec.SignerName)
-	require.Equal(t, []string{"client auth"}, m.Spec.Usages)
 }
 
 func TestManifest(t *testing.T) {
