@@ -21,6 +21,9 @@ type Config struct {
 	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often unfinished removals are retried"`
 	// DefaultQuota is the quota of a logical cloud that has none of its own.
 	DefaultQuota string `env:"DCM_DEFAULT_QUOTA" flag:"default-quota" default:"cpu=8,memory=32Gi,pods=100" usage:"ResourceQuota hard map of a logical cloud without a quota, as resource=quantity,... (empty: none)"`
+	// CertLifetime is how long the client certificates of logical clouds'
+	// users are valid (their CSRs' spec.expirationSeconds).
+	CertLifetime time.Duration `env:"DCM_CERT_LIFETIME" flag:"cert-lifetime" default:"168h" usage:"lifetime of the client certificates clusters issue to logical clouds' users (at least 10m)"`
 
 	// Tenant isolation: what only an admin may go beyond.
 	MaxQuota           string `env:"DCM_MAX_QUOTA" flag:"max-quota" usage:"largest quantity a non-admin may set per quota resource, as resource=quantity,... (empty: no maximum)"`

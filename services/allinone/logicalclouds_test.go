@@ -215,7 +215,7 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-2","user":{"name":"user-9","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}}}`)
 	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":""}]}`)
 	// A user's CSR (its text) is kept; a path is refused.
-	csr := csrPEM(t, "user-7")
+	csr := csrPEM(t, "p1", "lc-3", "user-7")
 	b, err := json.Marshal(map[string]any{"name": "lc-3", "user": map[string]any{"name": "user-7", "certificate": csr}})
 	require.NoError(t, err)
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", string(b))
@@ -259,10 +259,11 @@ func TestLogicalCloudLevels(t *testing.T) {
 		`{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
 }
 
-// csrPEM makes a PEM certificate signing request for cn.
-func csrPEM(t *testing.T, cn string) string {
+// csrPEM makes a PEM certificate signing request for user of logical
+// cloud lc of project, with the subject DCM expects.
+func csrPEM(t *testing.T, project, lc, user string) string {
 	t.Helper()
-	csr, _, err := kube.NewCSR(cn)
+	csr, _, err := kube.NewCSR(kube.UserIdentity(project, lc, user))
 	require.NoError(t, err)
 	return string(csr)
 }

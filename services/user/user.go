@@ -4,21 +4,31 @@
 package user
 
 import (
-	"google.golang.org/grpc"
+	"context"
+	"fmt"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
-	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/user/internal/user"
 )
 
 // Name is the program name of the user service.
 const Name = "user"
 
-// Build is the user service's app.Build: the store, and core to ask
-// whether a logical cloud exists.
-var Build = app.PeerBuild(func(c *server.Config) string { return c.CoreAddr },
-	func(st *store.Store, conn *grpc.ClientConn) *user.Service {
-		return user.New(st, corev1.NewLogicalCloudServiceClient(conn))
-	})
+// Build is the user service's app.Build: the store, the lifetime of the
+// certificates its CSRs ask for (DCM_CERT_LIFETIME; one the clusters'
+// signers cannot honour stops it at start) and core to ask whether a
+// logical cloud exists.
+func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	if err := kube.CheckCertLifetime("DCM_CERT_LIFETIME", env.Config.CertLifetime); err != nil {
+		return nil, server.Options{}, fmt.Errorf("user: %w", err)
+	}
+	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	svc := user.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.CertLifetime)
+	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+}

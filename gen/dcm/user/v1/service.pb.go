@@ -27,15 +27,21 @@ const (
 // User is a logical cloud's user on every cluster (seed 002's keys).
 type User struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// name is the user name: the certificate's common name.
+	// name is the user name. On the clusters a certificate user is the
+	// Kubernetes user "dcm:<project>:<logical cloud>:<name>" in the one group
+	// "dcm:<project>:<logical cloud>", so that no two logical clouds share an
+	// identity.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// type is how the user authenticates: "certificate" (a client
 	// certificate issued by each cluster's signer) or "token" (a
 	// ServiceAccount token).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// certificate is the user's PEM certificate signing request (its common
-	// name is name). When none is given, the user service makes a key and
-	// this request at the first apply and shows the request here.
+	// certificate is the user's PEM certificate signing request: one PEM
+	// block, subject exactly CN "dcm:<project>:<logical cloud>:<name>" and O
+	// "dcm:<project>:<logical cloud>" (no other attribute), an RSA key of at
+	// least 2048 bits or an ECDSA key on P-256 or P-384, a valid signature.
+	// When none is given, the user service makes a key and this request at
+	// the first apply and shows the request here.
 	Certificate   string `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1454,12 +1460,12 @@ type RenderedUser struct {
 	// csr_name is the CertificateSigningRequest whose certificate the user
 	// presents (certificate users).
 	CsrName string `protobuf:"bytes,3,opt,name=csr_name,json=csrName,proto3" json:"csr_name,omitempty"`
-	// namespace of the ServiceAccount and its token Secret (token users).
+	// namespace of the ServiceAccount (token users).
 	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// service_account is the ServiceAccount the user is (token users).
 	ServiceAccount string `protobuf:"bytes,5,opt,name=service_account,json=serviceAccount,proto3" json:"service_account,omitempty"`
-	// token_secret is the Secret holding the ServiceAccount's token (token
-	// users).
+	// token_secret is no longer filled (deprecated): token users get no
+	// legacy token Secret; their tokens come from the TokenRequest API.
 	TokenSecret   string `protobuf:"bytes,6,opt,name=token_secret,json=tokenSecret,proto3" json:"token_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

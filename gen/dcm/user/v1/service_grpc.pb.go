@@ -63,10 +63,12 @@ type UserServiceClient interface {
 	// DeleteUserPermission removes a permission.
 	DeleteUserPermission(ctx context.Context, in *DeleteUserPermissionRequest, opts ...grpc.CallOption) (*DeleteUserPermissionResponse, error)
 	// RenderUsers makes what the logical cloud's users get on every
-	// cluster: for a certificate user a CertificateSigningRequest (its key is
-	// generated once and kept sealed), for a token user a ServiceAccount and
-	// its token Secret; and per permission a Role (ClusterRole when
-	// cluster-wide) bound to every user. gRPC only.
+	// cluster: for a certificate user a CertificateSigningRequest named
+	// "dcm.<project>.<lc>.<user>" for the identity CN
+	// "dcm:<project>:<lc>:<user>", O "dcm:<project>:<lc>", asking for a
+	// certificate valid DCM_CERT_LIFETIME (its key is generated once and kept
+	// sealed); for a token user a ServiceAccount; and per permission a Role
+	// (ClusterRole when cluster-wide) bound to every user. gRPC only.
 	RenderUsers(ctx context.Context, in *RenderUsersRequest, opts ...grpc.CallOption) (*RenderUsersResponse, error)
 	// GetUserCredentials reads what a kubeconfig for a user needs: how the
 	// user authenticates and, for a certificate user whose key was
@@ -244,10 +246,12 @@ type UserServiceServer interface {
 	// DeleteUserPermission removes a permission.
 	DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error)
 	// RenderUsers makes what the logical cloud's users get on every
-	// cluster: for a certificate user a CertificateSigningRequest (its key is
-	// generated once and kept sealed), for a token user a ServiceAccount and
-	// its token Secret; and per permission a Role (ClusterRole when
-	// cluster-wide) bound to every user. gRPC only.
+	// cluster: for a certificate user a CertificateSigningRequest named
+	// "dcm.<project>.<lc>.<user>" for the identity CN
+	// "dcm:<project>:<lc>:<user>", O "dcm:<project>:<lc>", asking for a
+	// certificate valid DCM_CERT_LIFETIME (its key is generated once and kept
+	// sealed); for a token user a ServiceAccount; and per permission a Role
+	// (ClusterRole when cluster-wide) bound to every user. gRPC only.
 	RenderUsers(context.Context, *RenderUsersRequest) (*RenderUsersResponse, error)
 	// GetUserCredentials reads what a kubeconfig for a user needs: how the
 	// user authenticates and, for a certificate user whose key was

@@ -1,6 +1,8 @@
 package user
 
 import (
+	"time"
+
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/kube"
 )
@@ -17,30 +19,42 @@ const rbacGroup = "rbac.authorization.k8s.io"
 type target struct {
 	project, lc string
 	namespace   string // the logical cloud's namespace
+	// certLifetime is how long the certificates the clusters issue for
+	// the CSRs are valid (DCM_CERT_LIFETIME).
+	certLifetime time.Duration
 }
 
 func (t target) labels() map[string]string { return kube.Labels(t.project, t.lc) }
 
-// qualified is name made unique across logical clouds, for objects that
+// shared is name made unique across logical clouds, for objects that
 // share a scope with other logical clouds' (cluster-scoped ones, and those
-// in a namespace not the logical cloud's own).
-func (t target) qualified(name string) string { return "dcm-" + t.project + "-" + t.lc + "-" + name }
+// in a namespace not the logical cloud's own): kube.SharedName.
+func (t target) shared(name string) string { return kube.SharedName(t.project, t.lc, name) }
 
 func isToken(u *userv1.User) bool { return u.GetType() == typeToken }
+
+// checkCSR checks certificate user u's CSR as DCM takes it now: asking for
+// the user's identity of kube.UserIdentity (kube.CheckCSR). A user who
+// brought a CSR before DCM scoped the identities may have one that does
+// not: it is not sent to the clusters.
+func (t target) checkCSR(field string, u *userv1.User) error {
+	return kube.CheckCSR(field, u.GetCertificate(), t.project, t.lc, u.GetName())
+}
 
 // rendered is how u authenticates on the clusters.
 func (t target) rendered(u *userv1.User) *userv1.RenderedUser {
 	if isToken(u) {
-		return &userv1.RenderedUser{Name: u.GetName(), Type: typeToken, Namespace: t.namespace,
-			ServiceAccount: u.GetName(), TokenSecret: u.GetName() + "-token"}
+		return &userv1.RenderedUser{Name: u.GetName(), Type: typeToken, Namespace: t.namespace, ServiceAccount: u.GetName()}
 	}
-	return &userv1.RenderedUser{Name: u.GetName(), Type: typeCertificate, CsrName: t.qualified(u.GetName())}
+	return &userv1.RenderedUser{Name: u.GetName(), Type: typeCertificate, CsrName: kube.CSRName(t.project, t.lc, u.GetName())}
 }
 
 // render makes the objects of users (each a certificate user with its
-// CSR, or a token user) and permissions: the users' own objects first,
-// then each Role or ClusterRole followed by its binding to every user.
-// The same input gives byte-identical manifests.
+// CSR, or a token user with its ServiceAccount) and permissions: the
+// users' own objects first, then each Role or ClusterRole followed by its
+// binding to every user. A certificate user is its identity of
+// kube.UserIdentity; one whose CSR asks for another (see checkCSR) gets no
+// CSR and no binding. The same input gives byte-identical manifests.
 func (t target) render(users []*userv1.User, perms []*userv1.UserPermission) ([]string, []*userv1.RenderedUser) {
 	var manifests []string
 	out := make([]*userv1.RenderedUser, 0, len(users))
@@ -50,16 +64,16 @@ func (t target) render(users []*userv1.User, perms []*userv1.UserPermission) ([]
 		out = append(out, r)
 		if isToken(u) {
 			manifests = append(manifests,
-				kube.Manifest("v1", "ServiceAccount", kube.Meta{Name: r.GetServiceAccount(), Namespace: t.namespace, Labels: t.labels()}, nil),
-				kube.Manifest("v1", "Secret", kube.Meta{
-					Name: r.GetTokenSecret(), Namespace: t.namespace, Labels: t.labels(),
-					Annotations: map[string]string{"kubernetes.io/service-account.name": r.GetServiceAccount()},
-				}, map[string]any{"type": "kubernetes.io/service-account-token"}))
+				kube.Manifest("v1", "ServiceAccount", kube.Meta{Name: r.GetServiceAccount(), Namespace: t.namespace, Labels: t.labels()}, nil))
 			subjects = append(subjects, map[string]string{"kind": "ServiceAccount", "name": r.GetServiceAccount(), "namespace": t.namespace})
 			continue
 		}
-		manifests = append(manifests, kube.CSRManifest(r.GetCsrName(), []byte(u.GetCertificate()), t.labels()))
-		subjects = append(subjects, map[string]string{"kind": "User", "apiGroup": rbacGroup, "name": u.GetName()})
+		if t.checkCSR("", u) != nil {
+			continue
+		}
+		cn, _ := kube.UserIdentity(t.project, t.lc, u.GetName())
+		manifests = append(manifests, kube.CSRManifestWithLifetime(r.GetCsrName(), []byte(u.GetCertificate()), t.labels(), t.certLifetime))
+		subjects = append(subjects, map[string]string{"kind": "User", "apiGroup": rbacGroup, "name": cn})
 	}
 	for _, p := range perms {
 		manifests = append(manifests, t.role(p, subjects)...)
@@ -75,10 +89,11 @@ func (t target) role(p *userv1.UserPermission, subjects []map[string]string) []s
 	switch p.GetNamespace() {
 	case "":
 		roleKind, bindingKind = "ClusterRole", "ClusterRoleBinding"
-		name = t.qualified(name)
+		name = t.shared(name)
 	case t.namespace:
+		// The namespace is the logical cloud's only: the name is its own.
 	default:
-		name = t.qualified(name)
+		name = t.shared(name)
 	}
 	meta := kube.Meta{Name: name, Namespace: p.GetNamespace(), Labels: t.labels()}
 	rule := map[string]any{"apiGroups": p.GetApiGroups(), "resources": p.GetResources(), "verbs": p.GetVerbs()}

@@ -2,8 +2,12 @@ package user_test
 
 import (
 	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -32,7 +36,9 @@ type object struct {
 	RoleRef  map[string]string   `json:"roleRef"`
 	Subjects []map[string]string `json:"subjects"`
 	Spec     struct {
-		Request []byte `json:"request"`
+		Request           []byte `json:"request"`
+		SignerName        string `json:"signerName"`
+		ExpirationSeconds int64  `json:"expirationSeconds"`
 	} `json:"spec"`
 }
 
@@ -56,17 +62,38 @@ func outline(t *testing.T, project, lc string, manifests []string) []string {
 	return out
 }
 
-func csrPEM(t *testing.T, cn string) string {
+// csrPEM makes a PEM certificate signing request for user of logical
+// cloud lc of project, with the subject DCM expects.
+func csrPEM(t *testing.T, project, lc, user string) string {
 	t.Helper()
-	csr, _, err := kube.NewCSR(cn)
+	csr, _, err := kube.NewCSR(kube.UserIdentity(project, lc, user))
 	require.NoError(t, err)
 	return string(csr)
 }
 
+var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
+
+// golden compares manifests, one a line, with testdata/name.golden.
+func golden(t *testing.T, name string, manifests []string) {
+	t.Helper()
+	file := filepath.Join("testdata", name+".golden")
+	got := strings.Join(manifests, "\n") + "\n"
+	if *update {
+		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
+	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
+}
+
+const week = 168 * time.Hour
+
 func TestRender(t *testing.T) {
 	t.Parallel()
+	aliceCSR, err := os.ReadFile("testdata/alice.csr") // CN=dcm:p:lc:alice, O=dcm:p:lc
+	require.NoError(t, err)
 	users := []*userv1.User{
-		{Name: "alice", Type: "certificate", Certificate: csrPEM(t, "alice")},
+		{Name: "alice", Type: "certificate", Certificate: string(aliceCSR)},
 		{Name: "bob", Type: "token"},
 	}
 	perms := []*userv1.UserPermission{
@@ -74,43 +101,94 @@ func TestRender(t *testing.T) {
 		{PermissionName: "pods", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"*"}},
 		{PermissionName: "sys", Namespace: "kube-system", ApiGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}},
 	}
-	manifests, rendered := user.Render("p", "lc", "ns-1", users, perms)
+	manifests, rendered := user.Render("p", "lc", "ns-1", week, users, perms)
+	golden(t, "render", manifests)
 	require.Equal(t, []string{
-		"CertificateSigningRequest dcm-p-lc-alice",
+		"CertificateSigningRequest dcm.p.lc.alice",
 		"ServiceAccount ns-1/bob",
-		"Secret ns-1/bob-token",
-		"ClusterRole dcm-p-lc-nodes",
-		"ClusterRoleBinding dcm-p-lc-nodes",
+		"ClusterRole dcm.p.lc.nodes",
+		"ClusterRoleBinding dcm.p.lc.nodes",
 		"Role ns-1/pods",
 		"RoleBinding ns-1/pods",
-		"Role kube-system/dcm-p-lc-sys",
-		"RoleBinding kube-system/dcm-p-lc-sys",
-	}, outline(t, "p", "lc", manifests), "users first, then each role and its binding; names are qualified outside the logical cloud's namespace")
+		"Role kube-system/dcm.p.lc.sys",
+		"RoleBinding kube-system/dcm.p.lc.sys",
+	}, outline(t, "p", "lc", manifests), "users first (no token Secret), then each role and its binding; names are qualified outside the logical cloud's namespace")
 
-	require.Equal(t, []byte(users[0].GetCertificate()), decode(t, manifests[0]).Spec.Request)
-	secret := decode(t, manifests[2])
-	require.Equal(t, "kubernetes.io/service-account-token", secret.Type)
-	require.Equal(t, map[string]string{"kubernetes.io/service-account.name": "bob"}, secret.Metadata.Annotations)
+	csr := decode(t, manifests[0])
+	require.Equal(t, aliceCSR, csr.Spec.Request)
+	require.Equal(t, int64(7*24*3600), csr.Spec.ExpirationSeconds, "a week")
+	require.Equal(t, "kubernetes.io/kube-apiserver-client", csr.Spec.SignerName)
 
-	clusterRole := decode(t, manifests[3])
+	clusterRole := decode(t, manifests[2])
 	require.Equal(t, "rbac.authorization.k8s.io/v1", clusterRole.APIVersion)
 	require.Len(t, clusterRole.Rules, 1)
 	require.Equal(t, []string{""}, clusterRole.Rules[0].APIGroups, "the core group is kept")
 	require.Equal(t, []string{"get", "list"}, clusterRole.Rules[0].Verbs)
 	subjects := []map[string]string{
-		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:alice"},
 		{"kind": "ServiceAccount", "name": "bob", "namespace": "ns-1"},
 	}
-	for i, kind := range map[int]string{4: "ClusterRole", 6: "Role", 8: "Role"} {
+	for i, kind := range map[int]string{3: "ClusterRole", 5: "Role", 7: "Role"} {
 		b := decode(t, manifests[i])
 		role := decode(t, manifests[i-1])
 		require.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role.Metadata.Name}, b.RoleRef)
-		require.Equal(t, subjects, b.Subjects, "every user is bound")
+		require.Equal(t, subjects, b.Subjects, "every user is bound, a certificate user by its identity")
 	}
 
-	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "alice", Type: "certificate", CsrName: "dcm-p-lc-alice"}, rendered[0]), "%v", rendered[0])
-	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "bob", Type: "token", Namespace: "ns-1", ServiceAccount: "bob", TokenSecret: "bob-token"}, rendered[1]), "%v", rendered[1])
+	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "alice", Type: "certificate", CsrName: "dcm.p.lc.alice"}, rendered[0]), "%v", rendered[0])
+	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "bob", Type: "token", Namespace: "ns-1", ServiceAccount: "bob"}, rendered[1]), "%v", rendered[1])
 
-	again, _ := user.Render("p", "lc", "ns-1", users, perms)
+	again, _ := user.Render("p", "lc", "ns-1", week, users, perms)
 	require.Equal(t, manifests, again, "byte-identical")
+	hour, _ := user.Render("p", "lc", "ns-1", time.Hour, users, perms)
+	require.Equal(t, int64(3600), decode(t, hour[0]).Spec.ExpirationSeconds)
+}
+
+// TestRenderNamesAreUnambiguous: project team's logical cloud x-prod and
+// project team-x's prod, each with user u and permissions of the same
+// names, share no identity and no object name where they share a scope
+// (the dashed names of before were both dcm-team-x-prod-...).
+func TestRenderNamesAreUnambiguous(t *testing.T) {
+	t.Parallel()
+	perms := []*userv1.UserPermission{
+		{PermissionName: "nodes", ApiGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{PermissionName: "sys", Namespace: "kube-system", ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+	}
+	render := func(project, lc string) ([]string, []map[string]string) {
+		users := []*userv1.User{{Name: "u", Type: "certificate", Certificate: csrPEM(t, project, lc, "u")}}
+		manifests, _ := user.Render(project, lc, "shared-ns", week, users, perms)
+		return outline(t, project, lc, manifests), decode(t, manifests[2]).Subjects
+	}
+	a, subjectsA := render("team", "x-prod")
+	b, subjectsB := render("team-x", "prod")
+	require.Equal(t, []string{
+		"CertificateSigningRequest dcm.team.x-prod.u",
+		"ClusterRole dcm.team.x-prod.nodes", "ClusterRoleBinding dcm.team.x-prod.nodes",
+		"Role kube-system/dcm.team.x-prod.sys", "RoleBinding kube-system/dcm.team.x-prod.sys",
+	}, a)
+	require.Equal(t, []string{
+		"CertificateSigningRequest dcm.team-x.prod.u",
+		"ClusterRole dcm.team-x.prod.nodes", "ClusterRoleBinding dcm.team-x.prod.nodes",
+		"Role kube-system/dcm.team-x.prod.sys", "RoleBinding kube-system/dcm.team-x.prod.sys",
+	}, b)
+	require.Equal(t, []map[string]string{{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:team:x-prod:u"}}, subjectsA)
+	require.Equal(t, []map[string]string{{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:team-x:prod:u"}}, subjectsB)
+}
+
+// TestRenderLeavesOutForeignCSRs: a CSR whose subject is not the user's
+// identity (one brought before DCM scoped identities) is never sent to the
+// clusters, and its user is bound to nothing.
+func TestRenderLeavesOutForeignCSRs(t *testing.T) {
+	t.Parallel()
+	old, _, err := kube.NewCSR("carol", "lc")
+	require.NoError(t, err)
+	users := []*userv1.User{
+		{Name: "carol", Type: "certificate", Certificate: string(old)},
+		{Name: "dan", Type: "certificate", Certificate: csrPEM(t, "p", "other-lc", "dan")},
+		{Name: "erin", Type: "certificate", Certificate: csrPEM(t, "p", "lc", "erin")},
+	}
+	perms := []*userv1.UserPermission{{PermissionName: "pods", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}
+	manifests, _ := user.Render("p", "lc", "ns-1", week, users, perms)
+	require.Equal(t, []string{"CertificateSigningRequest dcm.p.lc.erin", "Role ns-1/pods", "RoleBinding ns-1/pods"}, outline(t, "p", "lc", manifests))
+	require.Equal(t, []map[string]string{{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:erin"}}, decode(t, manifests[2]).Subjects)
 }

@@ -10,6 +10,12 @@ package user
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,6 +24,7 @@ import (
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -27,15 +34,19 @@ type Service struct {
 	users *store.Records[*userv1.User]
 	perms *store.Records[*userv1.UserPermission]
 	core  corev1.LogicalCloudServiceClient
+	// certLifetime is what the rendered CSRs ask for (spec.expirationSeconds).
+	certLifetime time.Duration
 }
 
 // New opens the service's collections on st; core answers whether a
-// logical cloud exists.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient) *Service {
+// logical cloud exists. The CSRs it renders ask for certificates valid for
+// certLifetime (DCM_CERT_LIFETIME, checked by kube.CheckCertLifetime).
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, certLifetime time.Duration) *Service {
 	return &Service{
-		users: store.NewRecords(st, "users", "user", func() *userv1.User { return &userv1.User{} }),
-		perms: store.NewRecords(st, "user_permissions", "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
-		core:  core,
+		users:        store.NewRecords(st, "users", "user", func() *userv1.User { return &userv1.User{} }),
+		perms:        store.NewRecords(st, "user_permissions", "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
+		core:         core,
+		certLifetime: certLifetime,
 	}
 }
 
@@ -62,7 +73,7 @@ func (s *Service) userCloud(ctx context.Context, project, lc string) (target, er
 	if c.GetSpec().GetLevel() == kube.LevelAdmin {
 		return target{}, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no users", lc)
 	}
-	return target{project: project, lc: lc, namespace: c.GetSpec().GetNamespace()}, nil
+	return target{project: project, lc: lc, namespace: c.GetSpec().GetNamespace(), certLifetime: s.certLifetime}, nil
 }
 
 // exists is cloud as a CreateChecked check.
@@ -79,15 +90,15 @@ func (s *Service) CreateUser(ctx context.Context, req *userv1.CreateUserRequest)
 	if u.GetType() == "" {
 		u.Type = typeCertificate
 	}
+	project, lc := req.GetProject(), req.GetLogicalCloud()
 	switch c := u.GetCertificate(); {
 	case c != "" && isToken(u):
 		return nil, errs.Invalid("user.certificate", "a token user authenticates with a ServiceAccount token: it takes no certificate signing request")
 	case c != "":
-		if err := kube.CheckCSR("user.certificate", c, u.GetName()); err != nil {
+		if err := kube.CheckCSR("user.certificate", c, project, lc, u.GetName()); err != nil {
 			return nil, err
 		}
 	}
-	project, lc := req.GetProject(), req.GetLogicalCloud()
 	if _, err := s.userCloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
@@ -144,15 +155,18 @@ func (s *Service) DeleteUsers(ctx context.Context, req *userv1.DeleteUsersReques
 	return &userv1.DeleteUsersResponse{}, nil
 }
 
-// checkPermission checks a permission's rule and resolves its namespace
-// by the logical cloud's level.
-func checkPermission(c *corev1.LogicalCloud, p *userv1.UserPermission) error {
-	ns, err := kube.PermissionNamespace("user_permission.namespace", c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), p.GetNamespace())
+// checkPermission checks a permission against the logical cloud's level
+// and what the caller may grant (kube.CheckGrant), and resolves its
+// namespace.
+func checkPermission(ctx context.Context, c *corev1.LogicalCloud, p *userv1.UserPermission) error {
+	ns, err := kube.CheckGrant("user_permission", c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), kube.Grant{
+		Namespace: p.GetNamespace(), APIGroups: p.GetApiGroups(), Resources: p.GetResources(), Verbs: p.GetVerbs(),
+	}, server.MayGrant(ctx))
 	if err != nil {
 		return err
 	}
 	p.Namespace = ns
-	return kube.CheckRule("user_permission", p.GetApiGroups(), p.GetResources(), p.GetVerbs())
+	return nil
 }
 
 // CreateUserPermission implements userv1.UserServiceServer.
@@ -163,7 +177,7 @@ func (s *Service) CreateUserPermission(ctx context.Context, req *userv1.CreateUs
 		return nil, err
 	}
 	p := req.GetUserPermission()
-	if err := checkPermission(c, p); err != nil {
+	if err := checkPermission(ctx, c, p); err != nil {
 		return nil, err
 	}
 	parent := store.Key(project, lc)
@@ -207,7 +221,7 @@ func (s *Service) UpdateUserPermission(ctx context.Context, req *userv1.UpdateUs
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPermission(c, p); err != nil {
+	if err := checkPermission(ctx, c, p); err != nil {
 		return nil, err
 	}
 	_, err = s.perms.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()), func(cur *userv1.UserPermission) error {
@@ -239,28 +253,33 @@ const keySecret = "key"
 // render stored its CSR first (once is enough: users change no other way).
 const csrAttempts = 3
 
-// withCSR returns user id with a CSR: the stored one, or a new key and CSR
-// (common name the user, organization the logical cloud) stored with the
-// key sealed, conditionally on the version read. When another render
-// stored one first, that one is read back and used: a user's CSR is made
-// once and never changes, as a CertificateSigningRequest's spec cannot on
-// a cluster.
-func (s *Service) withCSR(ctx context.Context, id, lc string) (*userv1.User, error) {
+// withCSR returns user id with a CSR that asks for its identity of
+// kube.UserIdentity: the stored one if it does; else, if the service holds
+// the user's key, one made with that key (the user's CSR from before DCM
+// scoped identities, whose common name was the user name, gets the new
+// subject and keeps its public key); else, if it has none, a new key and
+// CSR. What it makes is stored, the key sealed, conditionally on the
+// version read; when another render stored one first, that one is read
+// back and used. So a user's CSR changes only when its subject must, as a
+// CertificateSigningRequest's spec cannot change on a cluster (the new one
+// has a new name too). A CSR the user brought is returned as it is, even
+// one render will leave out (target.checkCSR): its key is not here.
+func (s *Service) withCSR(ctx context.Context, id string, t target) (*userv1.User, error) {
 	for range csrAttempts {
 		cur, err := s.users.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		u := cur.Msg
-		if u.GetCertificate() != "" {
+		if u.GetCertificate() != "" && t.checkCSR("", u) == nil {
 			return u, nil
 		}
-		csr, key, err := kube.NewCSR(u.GetName(), lc)
-		if err != nil {
-			return nil, errs.Internal(err, "make a key for user %q", u.GetName())
+		csr, secrets, err := s.makeCSR(ctx, id, t, u)
+		if err != nil || csr == nil {
+			return u, err
 		}
 		u.Certificate = string(csr)
-		err = s.users.Update(ctx, id, cur.Version, u, store.Secret{Name: keySecret, Value: key})
+		err = s.users.Update(ctx, id, cur.Version, u, secrets...)
 		switch {
 		case err == nil:
 			return u, nil
@@ -271,8 +290,57 @@ func (s *Service) withCSR(ctx context.Context, id, lc string) (*userv1.User, err
 	return nil, errs.Aborted("user %q kept changing while its key was made; retry", id)
 }
 
+// makeCSR makes u's CSR for its identity: with the key the service holds
+// for it, or with a new key when it has none yet (returned to be stored).
+// It makes none (nil) for a user who brought a CSR: the service has no
+// key for it.
+func (s *Service) makeCSR(ctx context.Context, id string, t target, u *userv1.User) ([]byte, []store.Secret, error) {
+	cn, group := kube.UserIdentity(t.project, t.lc, u.GetName())
+	if u.GetCertificate() == "" {
+		csr, key, err := kube.NewCSR(cn, group)
+		if err != nil {
+			return nil, nil, errs.Internal(err, "make a key for user %q", u.GetName())
+		}
+		return csr, []store.Secret{{Name: keySecret, Value: key}}, nil
+	}
+	keyPEM, err := s.users.Secret(ctx, id, keySecret)
+	switch {
+	case errs.Code(err) == codes.NotFound:
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, nil, errs.Internal(err, "read the key of user %q", u.GetName())
+	}
+	csr, err := kube.SignCSR(key, cn, group)
+	if err != nil {
+		return nil, nil, errs.Internal(err, "make the CSR of user %q again", u.GetName())
+	}
+	return csr, nil, nil
+}
+
+// parseKey reads a PKCS #8 PEM private key as the service stores them.
+func parseKey(keyPEM []byte) (crypto.Signer, error) {
+	block, _ := pem.Decode(keyPEM)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, errors.New("not a PEM private key")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("a %T cannot sign", key)
+	}
+	return signer, nil
+}
+
 // RenderUsers implements userv1.UserServiceServer. Rendering twice gives
-// the same manifests: keys and CSRs are made at the first render only.
+// the same manifests: keys and CSRs are made at the first render only (and
+// made again once for a CSR from before DCM scoped identities, withCSR).
 func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersRequest) (*userv1.RenderUsersResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	t, err := s.userCloud(ctx, project, lc)
@@ -288,10 +356,10 @@ func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersReques
 		return nil, errs.FailedPrecondition("logical cloud %q has no user: add one before applying it", lc)
 	}
 	for i, u := range users {
-		if isToken(u) || u.GetCertificate() != "" {
+		if isToken(u) || (u.GetCertificate() != "" && t.checkCSR("", u) == nil) {
 			continue
 		}
-		if users[i], err = s.withCSR(ctx, store.Key(parent, u.GetName()), lc); err != nil {
+		if users[i], err = s.withCSR(ctx, store.Key(parent, u.GetName()), t); err != nil {
 			return nil, err
 		}
 	}
@@ -324,6 +392,10 @@ func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCre
 	}
 	if u.Msg.GetCertificate() == "" {
 		return nil, errs.FailedPrecondition("user %q has no key yet: the logical cloud has not been applied yet", name)
+	}
+	if err := t.checkCSR("certificate", u.Msg); err != nil {
+		return nil, errs.FailedPrecondition("user %q has no certificate on the clusters: its certificate signing request, brought before DCM scoped user identities, is not sent to them (%s)",
+			name, err.Error())
 	}
 	// A user who brought a CSR has no key here: it holds it.
 	key, err := s.users.Secret(ctx, id, keySecret)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -27,11 +29,20 @@ import (
 // for the logical clouds.
 func serve(t *testing.T) (userv1.UserServiceClient, *coretest.Core) {
 	t.Helper()
+	c, core, _ := serveStore(t)
+	return c, core
+}
+
+// serveStore is serve, with the store the service keeps its users in.
+func serveStore(t *testing.T) (userv1.UserServiceClient, *coretest.Core, *store.Store) {
+	t.Helper()
 	core := coretest.New()
-	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{user.New(st, core)}
+	var st *store.Store
+	conn := servertest.Serve(t, func(s *store.Store) []server.Service {
+		st = s
+		return []server.Service{user.New(s, core, week)}
 	})
-	return userv1.NewUserServiceClient(conn), core
+	return userv1.NewUserServiceClient(conn), core, st
 }
 
 func TestRenderUsers(t *testing.T) {
@@ -43,11 +54,11 @@ func TestRenderUsers(t *testing.T) {
 		_, err := c.CreateUser(ctx, &userv1.CreateUserRequest{Project: "p", LogicalCloud: lc, User: u})
 		return err
 	}
-	carolCSR := csrPEM(t, "carol")
+	carolCSR := csrPEM(t, "p", "lc", "carol")
 	require.NoError(t, createUser("lc", &userv1.User{Name: "alice"}))
 	require.NoError(t, createUser("lc", &userv1.User{Name: "bob", Type: "token"}))
 	require.NoError(t, createUser("lc", &userv1.User{Name: "carol", Certificate: carolCSR}))
-	err := createUser("lc", &userv1.User{Name: "dan", Type: "token", Certificate: csrPEM(t, "dan")})
+	err := createUser("lc", &userv1.User{Name: "dan", Type: "token", Certificate: csrPEM(t, "p", "lc", "dan")})
 	require.Equal(t, "user.certificate", errs.FieldOf(status.Convert(err)), "a token user takes no CSR: %v", err)
 	_, err = c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc", UserPermission: &userv1.UserPermission{
 		PermissionName: "pods", ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}})
@@ -78,52 +89,60 @@ func TestRenderUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, got[0].GetManifests(), again.GetManifests(), "a later render is byte-identical")
 	require.Equal(t, []string{
-		"CertificateSigningRequest dcm-p-lc-alice",
+		"CertificateSigningRequest dcm.p.lc.alice",
 		"ServiceAccount ns-1/bob",
-		"Secret ns-1/bob-token",
-		"CertificateSigningRequest dcm-p-lc-carol",
+		"CertificateSigningRequest dcm.p.lc.carol",
 		"Role ns-1/pods",
 		"RoleBinding ns-1/pods",
-	}, outline(t, "p", "lc", again.GetManifests()))
+	}, outline(t, "p", "lc", again.GetManifests()), "a token user has its ServiceAccount only: no legacy token Secret")
 	require.Equal(t, []map[string]string{
-		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:alice"},
 		{"kind": "ServiceAccount", "name": "bob", "namespace": "ns-1"},
-		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"},
-	}, decode(t, again.GetManifests()[5]).Subjects)
+		{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:carol"},
+	}, decode(t, again.GetManifests()[4]).Subjects)
 
 	// alice's CSR is stored (and shown), and her sealed key is its key.
 	alice, err := c.GetUser(ctx, &userv1.GetUserRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
 	require.NoError(t, err)
-	csr := decode(t, again.GetManifests()[0]).Spec.Request
+	aliceCSR := decode(t, again.GetManifests()[0])
+	require.Equal(t, int64(week/time.Second), aliceCSR.Spec.ExpirationSeconds, "DCM_CERT_LIFETIME")
+	csr := aliceCSR.Spec.Request
 	require.Equal(t, string(csr), alice.GetUser().GetCertificate())
-	require.NoError(t, kube.CheckCSR("c", string(csr), "alice"))
+	require.NoError(t, kube.CheckCSR("c", string(csr), "p", "lc", "alice"))
+	require.Equal(t, pkix.Name{CommonName: "dcm:p:lc:alice", Organization: []string{"dcm:p:lc"}}.String(), parseCSR(t, string(csr)).Subject.String())
 	ac, err := creds("alice")
 	require.NoError(t, err)
-	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "alice", Type: "certificate", CsrName: "dcm-p-lc-alice"}, ac.GetUser()), "%v", ac.GetUser())
+	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "alice", Type: "certificate", CsrName: "dcm.p.lc.alice"}, ac.GetUser()), "%v", ac.GetUser())
 	requireKeyOf(t, string(csr), ac.GetKeyPem())
 	require.True(t, proto.Equal(again.GetUsers()[0], ac.GetUser()), "as RenderUsers shows it")
 
 	// carol brought her CSR: it is rendered as given, and no key is held.
-	require.Equal(t, carolCSR, string(decode(t, again.GetManifests()[3]).Spec.Request))
+	require.Equal(t, carolCSR, string(decode(t, again.GetManifests()[2]).Spec.Request))
 	cc, err := creds("carol")
 	require.NoError(t, err)
 	require.Empty(t, cc.GetKeyPem())
 	bc, err := creds("bob")
 	require.NoError(t, err)
-	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "bob", Type: "token", Namespace: "ns-1", ServiceAccount: "bob", TokenSecret: "bob-token"}, bc.GetUser()), "%v", bc.GetUser())
+	require.True(t, proto.Equal(&userv1.RenderedUser{Name: "bob", Type: "token", Namespace: "ns-1", ServiceAccount: "bob"}, bc.GetUser()), "%v", bc.GetUser())
 	require.Empty(t, bc.GetKeyPem())
 	_, err = creds("nobody")
 	require.Equal(t, codes.NotFound, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), `"nobody"`)
 }
 
-// requireKeyOf checks that keyPEM is the private key of csrPEM.
-func requireKeyOf(t *testing.T, csrPEM string, keyPEM []byte) {
+func parseCSR(t *testing.T, csrPEM string) *x509.CertificateRequest {
 	t.Helper()
 	block, _ := pem.Decode([]byte(csrPEM))
 	require.NotNil(t, block)
 	req, err := x509.ParseCertificateRequest(block.Bytes)
 	require.NoError(t, err)
+	return req
+}
+
+// requireKeyOf checks that keyPEM is the private key of csrPEM.
+func requireKeyOf(t *testing.T, csrPEM string, keyPEM []byte) {
+	t.Helper()
+	req := parseCSR(t, csrPEM)
 	kb, _ := pem.Decode(keyPEM)
 	require.NotNil(t, kb, "a PEM key")
 	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
@@ -151,14 +170,13 @@ func TestRenderUsersPrivileged(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"ServiceAccount ns-2/ops",
-		"Secret ns-2/ops-token",
-		"ClusterRole dcm-p-priv-nodes",
-		"ClusterRoleBinding dcm-p-priv-nodes",
-		"Role kube-system/dcm-p-priv-sys",
-		"RoleBinding kube-system/dcm-p-priv-sys",
+		"ClusterRole dcm.p.priv.nodes",
+		"ClusterRoleBinding dcm.p.priv.nodes",
+		"Role kube-system/dcm.p.priv.sys",
+		"RoleBinding kube-system/dcm.p.priv.sys",
 	}, outline(t, "p", "priv", r.GetManifests()))
-	binding := decode(t, r.GetManifests()[3])
-	require.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "dcm-p-priv-nodes"}, binding.RoleRef)
+	binding := decode(t, r.GetManifests()[2])
+	require.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "dcm.p.priv.nodes"}, binding.RoleRef)
 	require.Equal(t, []map[string]string{{"kind": "ServiceAccount", "name": "ops", "namespace": "ns-2"}}, binding.Subjects)
 }
 
