@@ -145,17 +145,21 @@ func (f fanOut) RewrapSecrets(ctx context.Context, in *keysv1.RewrapSecretsReque
 // (or from decoding the request) becomes errs' HTTP status and JSON body.
 func writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	st := errs.ToStatus(err)
-	if st.Code() == codes.InvalidArgument {
-		if field := errs.FieldOf(st); field == "" {
-			st = decodeError(st.Message())
-		} else {
-			for _, body := range bodyField(ctx) {
-				if strings.HasPrefix(field, body+".") {
-					rel := strings.TrimPrefix(field, body+".")
-					msg := strings.TrimPrefix(st.Message(), field+": ")
+	field := errs.FieldOf(st)
+	if st.Code() == codes.InvalidArgument && field == "" {
+		st = decodeError(st.Message())
+	}
+	if field != "" {
+		for _, body := range bodyField(ctx) {
+			if strings.HasPrefix(field, body+".") {
+				rel := strings.TrimPrefix(field, body+".")
+				msg := strings.TrimPrefix(st.Message(), field+": ")
+				if st.Code() == codes.PermissionDenied {
+					st = errs.ToStatus(errs.Forbidden(rel, "%s", msg))
+				} else {
 					st = errs.ToStatus(errs.Invalid(rel, "%s", msg))
-					break
 				}
+				break
 			}
 		}
 	}
