@@ -36,11 +36,17 @@ func serve(t *testing.T) (userv1.UserServiceClient, *coretest.Core) {
 // serveStore is serve, with the store the service keeps its users in.
 func serveStore(t *testing.T) (userv1.UserServiceClient, *coretest.Core, *store.Store) {
 	t.Helper()
+	return serveStoreWith(t, week)
+}
+
+// serveStoreWith is serveStore with CSRs asking for certLifetime.
+func serveStoreWith(t *testing.T, certLifetime time.Duration) (userv1.UserServiceClient, *coretest.Core, *store.Store) {
+	t.Helper()
 	core := coretest.New()
 	var st *store.Store
 	conn := servertest.Serve(t, func(s *store.Store) []server.Service {
 		st = s
-		return []server.Service{user.New(s, core, week)}
+		return []server.Service{user.New(s, core, certLifetime)}
 	})
 	return userv1.NewUserServiceClient(conn), core, st
 }
