@@ -1,8 +1,9 @@
 // Package kubetest starts real Kubernetes control planes for tests, benchmarks
 // and local runs (`make clusters`): one etcd (Debian's etcd-server) and, per
 // cluster, a kube-apiserver with RBAC and a kube-controller-manager running
-// the csrsigning, resourcequota, namespace, garbagecollector and
-// serviceaccount-token controllers. The two Kubernetes binaries are built
+// the csrsigning, resourcequota, namespace, garbagecollector,
+// serviceaccount (each namespace's default ServiceAccount, which pod
+// admission needs) and serviceaccount-token controllers. The two Kubernetes binaries are built
 // from the k8s.io/kubernetes module pinned in test/k8s (a tools module kept
 // out of the product's go.work) into bin/k8s.
 //
@@ -273,7 +274,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	var err error
 	c.kcm, err = c.h.spawn(c.file("kube-controller-manager.log"), filepath.Join(c.h.opts.BinDir, "kube-controller-manager"),
 		"--kubeconfig="+c.KubeconfigPath,
-		"--controllers=csrsigning,resourcequota,namespace,garbagecollector,serviceaccount-token",
+		"--controllers=csrsigning,resourcequota,namespace,garbagecollector,serviceaccount,serviceaccount-token",
 		"--cluster-signing-cert-file="+c.file("ca.crt"), "--cluster-signing-key-file="+c.file("ca.key"),
 		"--service-account-private-key-file="+c.file("sa.key"), "--root-ca-file="+c.file("ca.crt"),
 		"--use-service-account-credentials=false", "--leader-elect=false",
