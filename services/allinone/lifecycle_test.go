@@ -415,9 +415,9 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
 	st = r.settle(lc, "Instantiated")
-	// namespace, default quota, ServiceAccount, token Secret, ClusterRole,
-	// ClusterRoleBinding, Role, RoleBinding
-	require.Equal(t, 3*8, st.Total)
+	// namespace, default quota, ServiceAccount (no token Secret),
+	// ClusterRole, ClusterRoleBinding, Role, RoleBinding
+	require.Equal(t, 3*7, st.Total)
 	require.Equal(t, st.Total, st.Ready)
 
 	ctx := context.Background()
