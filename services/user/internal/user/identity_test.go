@@ -151,6 +151,11 @@ func TestRenderRenewsOldCSR(t *testing.T) {
 		PermissionName: "pods", ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}})
 	require.NoError(t, err)
 
+	_, err = c.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	require.Equal(t, `user "alice" has no certificate for its identity yet: the logical cloud's next update (POST .../update) makes and applies its new certificate signing request`,
+		status.Convert(err).Message(), "before the render that makes it again")
+
 	render := func() *userv1.RenderUsersResponse {
 		r, err := c.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: "p", LogicalCloud: "lc"})
 		require.NoError(t, err)

@@ -393,10 +393,6 @@ func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCre
 	if u.Msg.GetCertificate() == "" {
 		return nil, errs.FailedPrecondition("user %q has no key yet: the logical cloud has not been applied yet", name)
 	}
-	if err := t.checkCSR("certificate", u.Msg); err != nil {
-		return nil, errs.FailedPrecondition("user %q has no certificate on the clusters: its certificate signing request, brought before DCM scoped user identities, is not sent to them (%s)",
-			name, err.Error())
-	}
 	// A user who brought a CSR has no key here: it holds it.
 	key, err := s.users.Secret(ctx, id, keySecret)
 	switch {
@@ -404,6 +400,15 @@ func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCre
 		out.KeyPem = key
 	case errs.Code(err) != codes.NotFound:
 		return nil, err
+	}
+	// A CSR from before DCM scoped user identities asks for another one.
+	switch bad := t.checkCSR("certificate", u.Msg); {
+	case bad == nil:
+	case key != nil:
+		return nil, errs.FailedPrecondition("user %q has no certificate for its identity yet: the logical cloud's next update (POST .../update) makes and applies its new certificate signing request", name)
+	default:
+		return nil, errs.FailedPrecondition("user %q has no certificate on the clusters: its certificate signing request, brought before DCM scoped user identities, is not sent to them (%s)",
+			name, bad.Error())
 	}
 	return out, nil
 }
