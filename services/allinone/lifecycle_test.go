@@ -327,9 +327,10 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 		require.Empty(t, c.Error)
 		require.Len(t, c.Quotas, 1)
 		require.Equal(t, "quota-1", c.Quotas[0].Name)
-		require.Equal(t, map[string]string{"configmaps": "3", "requests.cpu": "2"}, c.Quotas[0].Hard)
+		// The quota is laid over the default quota (cpu=8,memory=32Gi,pods=100).
+		require.Equal(t, map[string]string{"configmaps": "3", "requests.cpu": "2", "cpu": "8", "memory": "32Gi", "pods": "100"}, c.Quotas[0].Hard)
 	}
-	require.Equal(t, map[string]string{"configmaps": "6", "requests.cpu": "4"}, usage.Total.Hard)
+	require.Equal(t, map[string]string{"configmaps": "6", "requests.cpu": "4", "cpu": "16", "memory": "64Gi", "pods": "200"}, usage.Total.Hard)
 
 	// Update: cluster-3 in, cluster-2 out, a permission changed.
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)

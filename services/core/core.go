@@ -34,7 +34,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		Quotas:     quotav1.NewQuotaServiceClient(conns[2]),
 		Rsync:      rsyncv1.NewRsyncServiceClient(conns[3]),
 	}
-	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota)
+	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota, cfg.PodSecurity)
 	if err != nil {
 		closeAll(context.Background())
 		return nil, server.Options{}, err

@@ -86,8 +86,12 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		return nil, err
 	}
 	u := spec.GetUser()
-	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: spec.GetPodSecurity()}}
+	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: cmp.Or(spec.GetPodSecurity(), g.PodSecurity)}}
 	if level == levelAdmin {
+		if spec.GetPodSecurity() != "" {
+			return nil, errs.Invalid("spec.pod-security", "an admin logical cloud has no namespace to enforce pod security in")
+		}
+		lc.Spec.PodSecurity = ""
 		if spec.GetNamespace() != "" {
 			return nil, errs.Invalid("spec.namespace", "an admin logical cloud uses the clusters' admin access: it has no namespace")
 		}
@@ -198,7 +202,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 	}
 	lc := &corev1.LogicalCloud{
 		Metadata: &typesv1.Metadata{Name: name, Description: req.GetDescription()},
-		Spec:     &corev1.LogicalCloudSpec{Level: levelStandard, Namespace: name},
+		Spec:     &corev1.LogicalCloudSpec{Level: levelStandard, Namespace: name, PodSecurity: g.PodSecurity},
 	}
 	p := &plan{project: req.GetProject(), lc: lc}
 	for l := range strings.SplitSeq(req.GetClusterLabels(), ",") {

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+
 	"github.com/dcm-project/dcm/platform/kube"
 )
 
@@ -10,15 +12,27 @@ import (
 type Tenancy struct {
 	Reserved []string
 	MaxQuota []kube.Amount
+	// PodSecurity is the level a logical cloud gets when its body sets
+	// none; it is stored with the logical cloud.
+	PodSecurity string
 }
 
-// NewTenancy reads DCM_RESERVED_NAMESPACES and DCM_MAX_QUOTA.
-func NewTenancy(reserved, maxQuota string) (Tenancy, error) {
+// NewTenancy reads DCM_RESERVED_NAMESPACES, DCM_MAX_QUOTA and
+// DCM_POD_SECURITY.
+func NewTenancy(reserved, maxQuota, podSecurity string) (Tenancy, error) {
 	m, err := kube.ParseHardText("DCM_MAX_QUOTA", maxQuota)
 	if err != nil {
 		return Tenancy{}, err
 	}
-	return Tenancy{Reserved: kube.ParseList(reserved), MaxQuota: m}, nil
+	switch podSecurity {
+	case "":
+		podSecurity = kube.PodSecurityBaseline
+	case kube.PodSecurityBaseline, kube.PodSecurityRestricted:
+	default:
+		return Tenancy{}, fmt.Errorf("DCM_POD_SECURITY %q: use %s or %s (privileged is set per logical cloud, by an admin)",
+			podSecurity, kube.PodSecurityBaseline, kube.PodSecurityRestricted)
+	}
+	return Tenancy{Reserved: kube.ParseList(reserved), MaxQuota: m, PodSecurity: podSecurity}, nil
 }
 
 // grants is what the caller of a create may grant, and the installation's
