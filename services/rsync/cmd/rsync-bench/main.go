@@ -238,7 +238,7 @@ func benchReal(n, runs int, set []string) error {
 	conn := engine.Clusters[*engine.Kube]{}
 	var clusterKeys []string
 	for _, c := range h.Clusters {
-		k, err := engine.NewKube(c.Kubeconfig, "dcm")
+		k, err := engine.NewKube(c.Kubeconfig)
 		if err != nil {
 			return err
 		}

@@ -38,9 +38,13 @@ func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.
 			m := r.GetManifest()
 			at, ok := index[m]
 			if !ok {
-				obj, err := parseManifest(fmt.Sprintf("%s.resources[%d].manifest", field, j), m)
+				mfield := fmt.Sprintf("%s.resources[%d].manifest", field, j)
+				obj, err := parseManifest(mfield, m)
 				if err != nil {
 					return nil, nil, err
+				}
+				if _, ok := obj.u.GetAnnotations()[OwnerAnnotation]; ok {
+					return nil, nil, errs.Invalid(mfield, "sets the annotation %s, which rsync sets to the rollout's owner", OwnerAnnotation)
 				}
 				at = int32(len(objs))
 				index[m] = at

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -23,16 +24,19 @@ import (
 // server's (apierrors) or transport errors; Terminal marks the others that
 // retrying cannot fix.
 type Cluster interface {
-	// Apply server-side applies obj and returns the object as stored.
-	Apply(ctx context.Context, obj *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error)
+	// Apply server-side applies obj under the field manager manager and
+	// returns the object as stored. A metadata.resourceVersion in obj makes
+	// it conditional: a Conflict error if the object changed since.
+	Apply(ctx context.Context, obj *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error)
 	// Get reads an object; a NotFound error if it is not there.
 	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error)
-	// Delete deletes an object (in the background for its dependents); an
-	// object already gone is no error.
-	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) error
+	// Delete deletes an object (in the background for its dependents) if
+	// its UID is still uid (a Conflict error if not); an object already
+	// gone is no error.
+	Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID) error
 	// ApproveCSR adds the Approved condition to a CertificateSigningRequest
-	// read from the cluster.
-	ApproveCSR(ctx context.Context, csr *unstructured.Unstructured) error
+	// read from the cluster, under the field manager manager.
+	ApproveCSR(ctx context.Context, csr *unstructured.Unstructured, manager string) error
 }
 
 // Connector reaches registered clusters.
@@ -42,6 +46,10 @@ type Connector interface {
 	// Connect returns a client of the cluster.
 	Connect(ctx context.Context, provider, cluster string) (Cluster, error)
 }
+
+// ErrNamespaced is wrapped by the error of a namespaced kind named without
+// a namespace.
+var ErrNamespaced = errors.New("namespaced kind without a namespace")
 
 // terminalError is an error retrying cannot fix.
 type terminalError struct{ error }
@@ -65,11 +73,18 @@ func Retryable(err error) bool {
 	if meta.IsNoMatchError(err) {
 		return true
 	}
+	if isFieldConflict(err) {
+		return false // a field another manager owns: retrying gives the same answer
+	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return true // transport: refused, reset, timed out, TLS
 	}
 	switch {
+	case apierrors.IsConflict(err):
+		// Not a field conflict (above): the object changed under a
+		// resourceVersion or UID precondition; look at it again.
+		return true
 	case apierrors.IsNotFound(err), apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err),
 		apierrors.IsTimeout(err), apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsUnexpectedServerError(err):
@@ -87,13 +102,12 @@ func Retryable(err error) bool {
 // RESTMapper discovered once and reset when a kind is missing (a CRD was
 // just established).
 type Kube struct {
-	dyn          dynamic.Interface
-	mapper       *restmapper.DeferredDiscoveryRESTMapper
-	fieldManager string
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
 // NewKube connects to the cluster of an admin kubeconfig.
-func NewKube(kubeconfig []byte, fieldManager string) (*Kube, error) {
+func NewKube(kubeconfig []byte) (*Kube, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, Terminal(fmt.Errorf("kubeconfig: %w", err))
@@ -110,11 +124,7 @@ func NewKube(kubeconfig []byte, fieldManager string) (*Kube, error) {
 	if err != nil {
 		return nil, Terminal(err)
 	}
-	return &Kube{
-		dyn:          dyn,
-		mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
-		fieldManager: fieldManager,
-	}, nil
+	return &Kube{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
 }
 
 // resource maps gvk to its REST resource, scoped to namespace if the kind
@@ -132,23 +142,18 @@ func (k *Kube) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.
 		return k.dyn.Resource(m.Resource), nil
 	}
 	if namespace == "" {
-		return nil, Terminal(fmt.Errorf("%s is namespaced: the manifest must set metadata.namespace", gvk.Kind))
+		return nil, Terminal(fmt.Errorf("%s is namespaced: the manifest must set metadata.namespace: %w", gvk.Kind, ErrNamespaced))
 	}
 	return k.dyn.Resource(m.Resource).Namespace(namespace), nil
 }
 
 // Apply implements Cluster.
-func (k *Kube) Apply(ctx context.Context, obj *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error) {
+func (k *Kube) Apply(ctx context.Context, obj *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error) {
 	ri, err := k.resource(obj.GroupVersionKind(), obj.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
-	out, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: k.fieldManager, Force: force})
-	if apierrors.IsConflict(err) {
-		// A field another manager owns: retrying gives the same answer.
-		return nil, Terminal(err)
-	}
-	return out, err
+	return ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: force})
 }
 
 // Get implements Cluster.
@@ -162,7 +167,7 @@ func (k *Kube) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, 
 
 // Delete implements Cluster. A kind the cluster no longer serves (its CRD
 // is gone) has no objects left.
-func (k *Kube) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) error {
+func (k *Kube) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, uid types.UID) error {
 	ri, err := k.resource(gvk, namespace)
 	if meta.IsNoMatchError(err) {
 		return nil
@@ -171,7 +176,11 @@ func (k *Kube) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespac
 		return err
 	}
 	background := metav1.DeletePropagationBackground
-	err = ri.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	opts := metav1.DeleteOptions{PropagationPolicy: &background}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = ri.Delete(ctx, name, opts)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -179,13 +188,36 @@ func (k *Kube) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespac
 }
 
 // ApproveCSR implements Cluster.
-func (k *Kube) ApproveCSR(ctx context.Context, csr *unstructured.Unstructured) error {
+func (k *Kube) ApproveCSR(ctx context.Context, csr *unstructured.Unstructured, manager string) error {
 	ri, err := k.resource(csr.GroupVersionKind(), "")
 	if err != nil {
 		return err
 	}
-	_, err = ri.Update(ctx, withApproval(csr), metav1.UpdateOptions{FieldManager: k.fieldManager}, "approval")
+	_, err = ri.Update(ctx, withApproval(csr), metav1.UpdateOptions{FieldManager: manager}, "approval")
 	return err
+}
+
+// RequestToken asks the cluster's TokenRequest API for a token of a
+// ServiceAccount that lives seconds, and returns it with its expiry (the
+// cluster may shorten the lifetime).
+func (k *Kube) RequestToken(ctx context.Context, namespace, serviceAccount string, seconds int64) (string, time.Time, error) {
+	req := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+		"metadata": map[string]any{"name": serviceAccount, "namespace": namespace},
+		"spec":     map[string]any{"expirationSeconds": seconds},
+	}}
+	out, err := k.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).Namespace(namespace).
+		Create(ctx, req, metav1.CreateOptions{}, "token")
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	token, _, _ := unstructured.NestedString(out.Object, "status", "token")
+	at, _, _ := unstructured.NestedString(out.Object, "status", "expirationTimestamp")
+	exp, err := time.Parse(time.RFC3339, at)
+	if token == "" || err != nil {
+		return "", time.Time{}, fmt.Errorf("TokenRequest for ServiceAccount %s/%s: the answer has no token or expiry", namespace, serviceAccount)
+	}
+	return token, exp, nil
 }
 
 // withApproval is csr with the Approved condition added.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
@@ -44,10 +42,9 @@ type Config struct {
 	// RetryBase is the first retry delay; it doubles per attempt up to
 	// RetryMax, and each delay is drawn from its upper half (jitter).
 	RetryBase, RetryMax time.Duration
-	// ForceConflicts takes over fields other managers own.
+	// ForceConflicts takes over fields other field managers own (never
+	// another owner's object, nor one DCM did not create).
 	ForceConflicts bool
-	// FieldManager names DCM's server-side apply field manager.
-	FieldManager string
 	// Checkpoint is how often a long pass saves its progress.
 	Checkpoint time.Duration
 	// CertificateWait is how long a pass waits for a signer to issue an
@@ -69,9 +66,6 @@ func (c *Config) defaults() {
 		c.RetryMax = 5 * time.Minute
 	}
 	c.RetryMax = max(c.RetryMax, c.RetryBase)
-	if c.FieldManager == "" {
-		c.FieldManager = "dcm"
-	}
 	if c.Checkpoint <= 0 {
 		c.Checkpoint = time.Second
 	}
@@ -100,6 +94,11 @@ type Engine struct {
 	ctx     context.Context
 	owners  map[string]*owner
 	workers map[string]*worker
+	// claims is rsync's record of who owns what on each cluster: by
+	// cluster key, the owner of each object (by key) it applied for that
+	// owner and has not deleted; the owned flags of the tasks' resources,
+	// indexed.
+	claims  map[string]map[string]string
 	running sync.WaitGroup
 	// flushq is the store writer's queue of tasks whose state changed.
 	flushq    []*task
@@ -151,14 +150,11 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 		loaded:    make(chan struct{}),
 		owners:    map[string]*owner{},
 		workers:   map[string]*worker{},
+		claims:    map[string]map[string]string{},
 		queued:    map[*task]bool{},
 		flushKick: make(chan struct{}, 1),
 	}
 }
-
-// FieldManager is the server-side apply field manager the engine applies
-// with; clients of clusters (NewKube) must use it.
-func (e *Engine) FieldManager() string { return e.cfg.FieldManager }
 
 // StoreWrites is how many store writes the engine made.
 func (e *Engine) StoreWrites() int64 { return e.writes.Load() }
@@ -204,9 +200,14 @@ func (e *Engine) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var legacy []*task
 		for _, st := range states {
 			t := e.addTask(o, st.Msg.GetProvider(), st.Msg.GetCluster())
 			t.state, t.stateVersion = st.Msg, st.Version
+			if !t.state.GetOwnershipRecorded() {
+				legacy = append(legacy, t)
+				adoptLegacy(t.state)
+			}
 		}
 		e.owners[rec.GetOwner()] = o
 		e.reconcile(o)
@@ -220,7 +221,12 @@ func (e *Engine) load(ctx context.Context) error {
 			}
 			t.dirty = false
 		}
+		for _, t := range legacy {
+			restamp(t.state)
+			t.next, t.dirty = time.Time{}, true
+		}
 	}
+	e.indexClaims()
 	for _, o := range e.owners {
 		e.kickAll(o)
 	}
@@ -269,7 +275,7 @@ func (e *Engine) addTask(o *owner, provider, cluster string) *task {
 		return t
 	}
 	t := &task{owner: o, provider: provider, cluster: cluster, state: &rsyncv1.StoredClusterState{
-		Owner: o.rec.GetOwner(), Provider: provider, Cluster: cluster,
+		Owner: o.rec.GetOwner(), Provider: provider, Cluster: cluster, OwnershipRecorded: true,
 	}}
 	o.tasks[key] = t
 	w, ok := e.workers[key]
@@ -461,98 +467,6 @@ func (e *Engine) due(w *worker, now time.Time) (*task, time.Duration) {
 	return nil, wait
 }
 
-// pass works on t's resources in order until all are done, one needs a
-// retry (t then waits for it), or the owner changes.
-func (e *Engine) pass(parent context.Context, t *task) {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	e.mu.Lock()
-	t.cancel = cancel
-	// Checkpoints count from the pass's start: a short pass writes once, at its end.
-	t.lastFlush = time.Now()
-	o := t.owner
-	gen := o.rec.GetGeneration()
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		t.cancel = nil
-		e.mu.Unlock()
-		e.flush(t, true)
-	}()
-
-	cl, connErr := e.connect.Connect(ctx, t.provider, t.cluster)
-	for {
-		e.mu.Lock()
-		if ctx.Err() != nil || o.rec.GetGeneration() != gen || o.rec.GetStopped() {
-			e.mu.Unlock()
-			return
-		}
-		i := t.nextStep(gen)
-		if i < 0 {
-			t.state.Generation = gen
-			t.dirty = true
-			o.notify()
-			e.mu.Unlock()
-			return
-		}
-		r := proto.CloneOf(t.state.GetResources()[i])
-		obj := t.desired[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())]
-		e.mu.Unlock()
-
-		err := connErr
-		if err == nil {
-			err = e.step(ctx, cl, r, obj)
-		}
-		if ctx.Err() != nil {
-			return // stopped or superseded: the step's outcome is not recorded
-		}
-		retry := e.record(t, i, gen, err)
-		if retry {
-			return
-		}
-		e.flush(t, false)
-	}
-}
-
-// record sets resource i of t from a step's outcome; true if t must now
-// wait for a retry.
-func (e *Engine) record(t *task, i int, gen int64, err error) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if t.owner.rec.GetGeneration() != gen {
-		return true
-	}
-	r := t.state.GetResources()[i]
-	now := time.Now()
-	r.Updated = timestamppb.New(now)
-	t.dirty = true
-	defer t.owner.notify()
-	op := "apply"
-	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
-		op = "delete"
-	}
-	switch {
-	case err == nil:
-		operations.WithLabelValues(op, "ok").Inc()
-		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_APPLIED, 0, nil, ""
-		if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
-			r.State = rsyncv1.State_STATE_DELETED
-		}
-		return false
-	case Retryable(err):
-		operations.WithLabelValues(op, "retry").Inc()
-		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, r.GetAttempts()+1, err.Error()
-		t.next = now.Add(e.backoff(int(r.GetAttempts())))
-		r.NextRetry = timestamppb.New(t.next)
-		return true
-	default:
-		operations.WithLabelValues(op, "failed").Inc()
-		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, err.Error()
-		r.Generation = gen
-		return false
-	}
-}
-
 // backoff is the delay before attempt n+1: base doubling per attempt,
 // capped, drawn from the upper half so that clusters that failed together
 // do not retry together.
@@ -562,86 +476,6 @@ func (e *Engine) backoff(attempts int) time.Duration {
 		d = min(e.cfg.RetryBase<<max(attempts-1, 0), e.cfg.RetryMax)
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-// step applies or deletes one resource.
-func (e *Engine) step(ctx context.Context, cl Cluster, r *rsyncv1.ResourceStatus, obj *object) error {
-	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
-		return e.remove(ctx, cl, r)
-	}
-	applied, err := cl.Apply(ctx, obj.u.DeepCopy(), e.cfg.ForceConflicts)
-	if err != nil {
-		return err
-	}
-	if isCSR(obj.u.GroupVersionKind()) {
-		return e.certify(ctx, cl, applied)
-	}
-	return nil
-}
-
-// certify is the CSR step: approve it, then wait for the signer to issue
-// the certificate.
-func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unstructured) error {
-	approved, denied, cert := csrState(csr)
-	if denied {
-		return Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
-	}
-	if cert != "" {
-		return nil
-	}
-	if !approved {
-		if err := cl.ApproveCSR(ctx, csr); err != nil {
-			return err
-		}
-	}
-	return waitFor(ctx, e.cfg.CertificateWait, func() (bool, error) {
-		cur, err := cl.Get(ctx, csr.GroupVersionKind(), "", csr.GetName())
-		if err != nil {
-			return false, err
-		}
-		_, denied, cert := csrState(cur)
-		if denied {
-			return false, Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
-		}
-		return cert != "", nil
-	}, fmt.Sprintf("waiting for the signer to issue CertificateSigningRequest %s's certificate", csr.GetName()))
-}
-
-// remove deletes one resource and waits until it is gone.
-func (e *Engine) remove(ctx context.Context, cl Cluster, r *rsyncv1.ResourceStatus) error {
-	gvk := schemaGVK(r.GetApiVersion(), r.GetKind())
-	if err := cl.Delete(ctx, gvk, r.GetNamespace(), r.GetName()); err != nil {
-		return err
-	}
-	return waitFor(ctx, e.cfg.DeleteWait, func() (bool, error) {
-		_, err := cl.Get(ctx, gvk, r.GetNamespace(), r.GetName())
-		if isGone(err) {
-			return true, nil
-		}
-		return false, err
-	}, fmt.Sprintf("waiting for %s to be gone", describe(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())))
-}
-
-// waitFor polls cond until it holds, fails, or wait passes; then it is a
-// retryable error saying what it waited for.
-func waitFor(ctx context.Context, wait time.Duration, cond func() (bool, error), what string) error {
-	deadline := time.Now().Add(wait)
-	delay := 50 * time.Millisecond
-	for {
-		ok, err := cond()
-		if ok || err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return errors.New(what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-			delay = min(2*delay, time.Second)
-		}
-	}
 }
 
 // flush queues t's state for the store writer if it changed, at most once

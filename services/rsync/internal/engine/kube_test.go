@@ -69,7 +69,7 @@ func (k *kubeClusters) Connect(ctx context.Context, provider, cluster string) (e
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if _, ok := k.clients[key]; !ok {
-		cl, err := engine.NewKube(k.configs[key], "dcm")
+		cl, err := engine.NewKube(k.configs[key])
 		if err != nil {
 			return nil, err
 		}
@@ -87,11 +87,11 @@ type counting struct {
 	key string
 }
 
-func (c counting) Apply(ctx context.Context, obj *unstructuredT, force bool) (*unstructuredT, error) {
+func (c counting) Apply(ctx context.Context, obj *unstructuredT, manager string, force bool) (*unstructuredT, error) {
 	c.k.mu.Lock()
 	c.k.applies[c.key]++
 	c.k.mu.Unlock()
-	return c.Cluster.Apply(ctx, obj, force)
+	return c.Cluster.Apply(ctx, obj, manager, force)
 }
 
 func (k *kubeClusters) totalApplies() int {
@@ -260,7 +260,8 @@ func TestApplyUpdateDeleteOnRealClusters(t *testing.T) {
 		require.NoError(t, err, c.Name)
 		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
 		require.NoError(t, err, c.Name)
-		require.Equal(t, "dcm", cm.GetManagedFields()[0].Manager, "server-side apply under DCM's field manager")
+		require.Equal(t, "dcm/lc/p/a", cm.GetManagedFields()[0].Manager, "server-side apply under the owner's field manager")
+		require.Equal(t, "lc/p/a", cm.GetAnnotations()[engine.OwnerAnnotation], "stamped with its owner")
 		// The CSR step: approved, and a certificate from this cluster's own signer.
 		csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, ns+"-user", metav1.GetOptions{})
 		require.NoError(t, err)

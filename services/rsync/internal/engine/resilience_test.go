@@ -320,26 +320,35 @@ func TestKilledMidApplyResumesWithoutLostOrRepeatedWork(t *testing.T) {
 func TestConflictsAreReportedUnlessForced(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	ctx := context.Background()
-	const ns = "tenant-conflict"
+	const ns, owner = "tenant-conflict", "lc/p/conflict"
 	cs := clientset(t, h.Clusters[0])
-	_, err := cs.CoreV1().Namespaces().Apply(ctx, corev1ac.Namespace(ns), metav1.ApplyOptions{FieldManager: "someone-else"})
-	require.NoError(t, err)
-	_, err = cs.CoreV1().ConfigMaps(ns).Apply(ctx, corev1ac.ConfigMap("owned", ns).WithData(map[string]string{"k": "theirs"}),
-		metav1.ApplyOptions{FieldManager: "someone-else"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	mine := []*rsyncv1.ClusterResources{{Provider: "edge", Cluster: h.Clusters[0].Name, Resources: []*rsyncv1.Resource{
-		{Manifest: fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned", "namespace": %q}, "data": {"k": "ours"}}`, ns)}}}}
-
+	mine := func(v string) []*rsyncv1.ClusterResources {
+		return rollout(h, []string{
+			fmt.Sprintf(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": %q}}`, ns),
+			fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned", "namespace": %q}, "data": {"k": %q}}`, ns, v),
+		}, 0)
+	}
 	e := runEngine(t, storetest.Open(t), newKubeClusters(h))
-	_, err = e.Submit(ctx, "lc/p/conflict", mine)
+	_, err := e.Submit(ctx, owner, mine("ours"))
 	require.NoError(t, err)
-	st := waitFor(t, e, "lc/p/conflict", "failed", settledIn(rsyncv1.State_STATE_FAILED))
+	waitFor(t, e, owner, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	// Another field manager takes the field over.
+	_, err = cs.CoreV1().ConfigMaps(ns).Apply(ctx, corev1ac.ConfigMap("owned", ns).WithData(map[string]string{"k": "theirs"}),
+		metav1.ApplyOptions{FieldManager: "someone-else", Force: true})
+	require.NoError(t, err)
+
+	_, err = e.Update(ctx, owner, mine("ours again"))
+	require.NoError(t, err)
+	st := waitFor(t, e, owner, "failed", func(st *rsyncv1.RolloutStatus) bool {
+		return st.GetGeneration() == 2 && settledIn(rsyncv1.State_STATE_FAILED)(st)
+	})
 	require.Contains(t, st.GetClusters()[0].GetLastError(), `conflict with "someone-else"`)
 	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "owned", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "theirs", cm.Data["k"], "not forced")
 
+	// With DCM_RSYNC_FORCE_CONFLICTS the owner's object is taken back (an
+	// engine on another store: its annotation says whose it is).
 	cfg := testConfig
 	cfg.ForceConflicts = true
 	forced := engine.New(storetest.Open(t), newKubeClusters(h), cfg, zap.NewNop())
@@ -347,10 +356,12 @@ func TestConflictsAreReportedUnlessForced(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- forced.Run(runCtx) }()
 	defer func() { cancel(); require.NoError(t, <-done) }()
-	_, err = forced.Submit(ctx, "lc/p/conflict", mine)
+	_, err = forced.Submit(ctx, owner, mine("ours again"))
 	require.NoError(t, err)
-	waitFor(t, forced, "lc/p/conflict", "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	waitFor(t, forced, owner, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
 	cm, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "owned", metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "ours", cm.Data["k"], "forced")
+	require.Equal(t, "ours again", cm.Data["k"], "forced")
+	cleanup(t, forced, owner)
+	cleanup(t, e, owner)
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/dcm/platform/errs"
 )
@@ -20,7 +21,8 @@ import (
 // Simulated is an in-process stand-in for a cluster, for benchmarks: it
 // keeps objects in a map, delays every call by Latency and fails a share
 // FailureRate of them with a retryable error. A CSR is issued as soon as
-// it is approved. It checks nothing a real API server would.
+// it is approved. It checks nothing a real API server would (field
+// managers, conflicts, preconditions).
 type Simulated struct {
 	Latency     time.Duration
 	FailureRate float64
@@ -55,7 +57,7 @@ func (s *Simulated) key(gvk schema.GroupVersionKind, namespace, name string) str
 }
 
 // Apply implements Cluster.
-func (s *Simulated) Apply(ctx context.Context, obj *unstructured.Unstructured, _ bool) (*unstructured.Unstructured, error) {
+func (s *Simulated) Apply(ctx context.Context, obj *unstructured.Unstructured, _ string, _ bool) (*unstructured.Unstructured, error) {
 	if err := s.call(ctx); err != nil {
 		return nil, err
 	}
@@ -92,7 +94,7 @@ func (s *Simulated) Get(ctx context.Context, gvk schema.GroupVersionKind, namesp
 }
 
 // Delete implements Cluster.
-func (s *Simulated) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) error {
+func (s *Simulated) Delete(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, _ types.UID) error {
 	if err := s.call(ctx); err != nil {
 		return err
 	}
@@ -103,7 +105,7 @@ func (s *Simulated) Delete(ctx context.Context, gvk schema.GroupVersionKind, nam
 }
 
 // ApproveCSR implements Cluster: the certificate is issued at once.
-func (s *Simulated) ApproveCSR(ctx context.Context, csr *unstructured.Unstructured) error {
+func (s *Simulated) ApproveCSR(ctx context.Context, csr *unstructured.Unstructured, _ string) error {
 	if err := s.call(ctx); err != nil {
 		return err
 	}

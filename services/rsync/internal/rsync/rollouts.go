@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,9 +77,16 @@ func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, str
 }
 
 var (
-	csrGVK    = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}
-	quotaGVK  = schema.GroupVersionKind{Version: "v1", Kind: "ResourceQuota"}
-	secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	csrGVK            = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}
+	quotaGVK          = schema.GroupVersionKind{Version: "v1", Kind: "ResourceQuota"}
+	serviceAccountGVK = schema.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}
+)
+
+// Token lifetimes: the default, and the bounds a request must stay in.
+const (
+	defaultTokenLifetime = 24 * time.Hour
+	minTokenLifetime     = 10 * time.Minute
+	maxTokenLifetime     = 30 * 24 * time.Hour
 )
 
 // GetCertificate implements rsyncv1.RsyncServiceServer.
@@ -111,28 +120,50 @@ func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetRe
 	return &rsyncv1.GetResourceQuotaStatusResponse{Hard: quantities(q.Status.Hard), Used: quantities(q.Status.Used)}, nil
 }
 
-// GetServiceAccountToken implements rsyncv1.RsyncServiceServer. Only a
-// ServiceAccount token Secret is read: this is no way to read a cluster's
-// other Secrets. The token is a credential: it is never logged, nor
-// quoted in an error.
+// GetServiceAccountToken implements rsyncv1.RsyncServiceServer: a bound
+// token from the cluster's TokenRequest API. Only a ServiceAccount DCM
+// applied (its dcm.io/owner annotation, or rsync's record) gets one: this
+// is no way to act as a cluster's own ServiceAccounts. The token is a
+// credential: it is never logged, nor quoted in an error.
 func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetServiceAccountTokenRequest) (*rsyncv1.GetServiceAccountTokenResponse, error) {
-	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), secretGVK, req.GetNamespace(), req.GetName())
+	lifetime := time.Duration(req.GetExpirationSeconds()) * time.Second
+	switch {
+	case lifetime == 0:
+		lifetime = defaultTokenLifetime
+	case lifetime < minTokenLifetime || lifetime > maxTokenLifetime:
+		// The request's rules say the same; this guards other callers.
+		return nil, errs.Invalid("expirationSeconds", "must be 0 (24 hours) or from 600 (10 minutes) to 2592000 (30 days), got %d", req.GetExpirationSeconds())
+	}
+	provider, cluster, ns, name := req.GetProvider(), req.GetCluster(), req.GetNamespace(), req.GetServiceAccount()
+	sa, err := s.read(ctx, provider, cluster, serviceAccountGVK, ns, name)
 	if err != nil {
 		return nil, err
 	}
-	where := fmt.Sprintf("Secret %s/%s on cluster %s/%s", req.GetNamespace(), req.GetName(), req.GetProvider(), req.GetCluster())
-	if typ, _, _ := unstructured.NestedString(obj.Object, "type"); typ != string(corev1.SecretTypeServiceAccountToken) {
-		return nil, errs.FailedPrecondition("%s is of type %q, not a ServiceAccount token", where, typ)
+	where := fmt.Sprintf("ServiceAccount %s/%s on cluster %s/%s", ns, name, provider, cluster)
+	if sa.GetAnnotations()[engine.OwnerAnnotation] == "" && s.engine.ManagedBy(provider, cluster, "v1", "ServiceAccount", ns, name) == "" {
+		return nil, errs.FailedPrecondition("%s is not managed by DCM: no token is issued for it", where)
 	}
-	b64, _, _ := unstructured.NestedString(obj.Object, "data", corev1.ServiceAccountTokenKey)
-	if b64 == "" {
-		return nil, errs.NotFound("%s has no token yet", where)
-	}
-	token, err := base64.StdEncoding.DecodeString(b64)
+	kube, err := s.connector.kube(ctx, provider, cluster)
 	if err != nil {
-		return nil, errs.Internal(err, "%s: data.token is not base64", where)
+		return nil, clusterError(provider, cluster, err)
 	}
-	return &rsyncv1.GetServiceAccountTokenResponse{Token: token}, nil
+	token, exp, err := kube.RequestToken(ctx, ns, name, int64(lifetime/time.Second))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errs.NotFound("%s not found", where)
+	case err != nil:
+		return nil, clusterError(provider, cluster, err)
+	}
+	return &rsyncv1.GetServiceAccountTokenResponse{Token: []byte(token), ExpireTime: timestamppb.New(exp)}, nil
+}
+
+// GetObjectOwners implements rsyncv1.RsyncServiceServer.
+func (s *Service) GetObjectOwners(ctx context.Context, req *rsyncv1.GetObjectOwnersRequest) (*rsyncv1.GetObjectOwnersResponse, error) {
+	out, err := s.engine.ObjectOwners(ctx, req.GetOwner(), req.GetApiVersion(), req.GetKind(), req.GetNamespace(), req.GetName(), req.GetClusters())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetObjectOwnersResponse{Clusters: out}, nil
 }
 
 func quantities(list corev1.ResourceList) []*rsyncv1.ResourceQuantity {
@@ -149,18 +180,28 @@ func quantities(list corev1.ResourceList) []*rsyncv1.ResourceQuantity {
 func (s *Service) read(ctx context.Context, provider, cluster string, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
 	cl, err := s.connector.Connect(ctx, provider, cluster)
 	if err != nil {
+		if kerr := s.connector.Known(ctx, provider, cluster); errs.Code(kerr) == codes.NotFound {
+			return nil, errs.NotFound("cluster %s/%s not found", provider, cluster)
+		}
 		return nil, err
 	}
 	obj, err := cl.Get(ctx, gvk, namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, errs.NotFound("%s %q not found on cluster %s/%s", gvk.Kind, strings.TrimPrefix(namespace+"/"+name, "/"), provider, cluster)
-	case err != nil && engine.Retryable(err):
-		return nil, errs.Unavailable(err, "cluster %s/%s: %v", provider, cluster, err)
 	case err != nil:
-		return nil, errs.FailedPrecondition("cluster %s/%s: %v", provider, cluster, err)
+		return nil, clusterError(provider, cluster, err)
 	}
 	return obj, nil
+}
+
+// clusterError maps a cluster's error to a gRPC code: unreachable is
+// Unavailable, a refusal FailedPrecondition.
+func clusterError(provider, cluster string, err error) error {
+	if engine.Retryable(err) {
+		return errs.Unavailable(err, "cluster %s/%s: %v", provider, cluster, err)
+	}
+	return errs.FailedPrecondition("cluster %s/%s: %v", provider, cluster, err)
 }
 
 // GetClusterConnection implements rsyncv1.RsyncServiceServer: the server
@@ -210,6 +251,15 @@ func (c *connector) Known(ctx context.Context, provider, cluster string) error {
 // Connect implements engine.Connector. A cluster no longer registered is
 // a terminal error; a store that is down is retryable.
 func (c *connector) Connect(ctx context.Context, provider, cluster string) (engine.Cluster, error) {
+	k, err := c.kube(ctx, provider, cluster)
+	if err != nil {
+		return nil, err // not a nil *Kube in a non-nil interface
+	}
+	return k, nil
+}
+
+// kube is Connect's client of a registered cluster.
+func (c *connector) kube(ctx context.Context, provider, cluster string) (*engine.Kube, error) {
 	id := store.Key(provider, cluster)
 	rec, err := c.s.clusters.Get(ctx, id)
 	if errs.Code(err) == codes.NotFound {
@@ -229,7 +279,7 @@ func (c *connector) Connect(ctx context.Context, provider, cluster string) (engi
 	if err != nil {
 		return nil, err
 	}
-	cl, err := engine.NewKube(kc, c.s.engine.FieldManager())
+	cl, err := engine.NewKube(kc)
 	if err != nil {
 		return nil, err
 	}
