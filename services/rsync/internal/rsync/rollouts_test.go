@@ -3,6 +3,7 @@ package rsync_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -19,6 +20,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	k8scorev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
@@ -206,10 +211,10 @@ func settle(t *testing.T, c rsyncv1.RsyncServiceClient, owner string) (*rsyncv1.
 	}
 }
 
-// TestServiceAccountTokenOnRealClusters applies a ServiceAccount and its
-// token Secret, as the user service renders a token user, and reads back
-// the token each cluster's token controller made: a token the cluster
-// authenticates as that ServiceAccount.
+// TestServiceAccountTokenOnRealClusters applies a ServiceAccount, as the
+// user service renders a token user, and asks each cluster's TokenRequest
+// API for tokens of it: tokens the cluster authenticates as that
+// ServiceAccount, that expire when asked.
 func TestServiceAccountTokenOnRealClusters(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	c := serveWithEngine(t)
@@ -220,9 +225,6 @@ func TestServiceAccountTokenOnRealClusters(t *testing.T) {
 	manifests := []string{
 		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": %q, "labels": %s}}`, ns, labels),
 		fmt.Sprintf(`{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": %q, "namespace": %q, "labels": %s}}`, sa, ns, labels),
-		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
- "metadata": {"name": %q, "namespace": %q, "labels": %s, "annotations": {"kubernetes.io/service-account.name": %q}}}`, sa+"-token", ns, labels, sa),
-		fmt.Sprintf(`{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain", "namespace": %q}, "stringData": {"token": "not-a-service-account-token"}}`, ns),
 	}
 	var clusters []*rsyncv1.ClusterResources
 	for _, kc := range h.Clusters {
@@ -234,35 +236,88 @@ func TestServiceAccountTokenOnRealClusters(t *testing.T) {
 	require.Equal(t, rsyncv1.State_STATE_APPLIED, last.GetState(), "%v", last)
 
 	for _, kc := range h.Clusters {
-		// The token controller fills the Secret on its own schedule.
-		var token []byte
-		deadline := time.Now().Add(time.Minute)
-		for {
-			r, err := c.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: kc.Name, Namespace: ns, Name: sa + "-token"})
-			if err == nil {
-				token = r.GetToken()
-				break
-			}
-			require.Equal(t, codes.NotFound, status.Code(err), "%s: %v", kc.Name, err)
-			require.True(t, time.Now().Before(deadline), "%s: no token after a minute: %v", kc.Name, err)
-			time.Sleep(200 * time.Millisecond)
-		}
 		conn, err := c.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: "edge", Cluster: kc.Name})
 		require.NoError(t, err)
-		require.Equal(t, "system:serviceaccount:"+ns+":"+sa, whoAmI(t, conn, token), kc.Name)
+		for _, tc := range []struct {
+			seconds int64
+			want    time.Duration
+		}{{0, 24 * time.Hour}, {600, 10 * time.Minute}, {3600, time.Hour}, {2592000, 30 * 24 * time.Hour}} {
+			asked := time.Now()
+			r, err := c.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
+				Provider: "edge", Cluster: kc.Name, Namespace: ns, ServiceAccount: sa, ExpirationSeconds: tc.seconds})
+			require.NoError(t, err, "%s: %d s", kc.Name, tc.seconds)
+			exp := jwtExpiry(t, r.GetToken())
+			require.Equal(t, r.GetExpireTime().AsTime().Unix(), exp.Unix(), "the answered expiry is the token's")
+			require.WithinDuration(t, asked.Add(tc.want), exp, time.Minute, "%s: a token asked for %d s", kc.Name, tc.seconds)
+			require.Equal(t, "system:serviceaccount:"+ns+":"+sa, whoAmI(t, conn, r.GetToken()), kc.Name)
+		}
 	}
 
-	for name, code := range map[string]codes.Code{"nobody-token": codes.NotFound, "plain": codes.FailedPrecondition} {
-		_, err = c.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, Name: name})
-		require.Equal(t, code, status.Code(err), "%s: %v", name, err)
-		require.Contains(t, status.Convert(err).Message(), ns+"/"+name, "names the Secret")
-		require.NotContains(t, status.Convert(err).Message(), "not-a-service-account-token", "never quotes the Secret's data")
+	// A ServiceAccount DCM did not apply gets no token.
+	cs := kubeClient(t, h.Clusters[0])
+	_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &k8scorev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cases := map[string]struct {
+		req   *rsyncv1.GetServiceAccountTokenRequest
+		code  codes.Code
+		field string
+	}{
+		"too short": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, ServiceAccount: sa, ExpirationSeconds: 599},
+			codes.InvalidArgument, "expirationSeconds"},
+		"too long": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, ServiceAccount: sa, ExpirationSeconds: 2592001},
+			codes.InvalidArgument, "expirationSeconds"},
+		"negative": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, ServiceAccount: sa, ExpirationSeconds: -1},
+			codes.InvalidArgument, "expirationSeconds"},
+		"no service account": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns},
+			codes.InvalidArgument, "serviceAccount"},
+		"no namespace": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", ServiceAccount: sa},
+			codes.InvalidArgument, "namespace"},
+		"missing": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, ServiceAccount: "nobody"},
+			codes.NotFound, ""},
+		"not DCM's": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "cluster-1", Namespace: ns, ServiceAccount: "by-hand"},
+			codes.FailedPrecondition, ""},
+		"unregistered cluster": {&rsyncv1.GetServiceAccountTokenRequest{Provider: "edge", Cluster: "nowhere", Namespace: ns, ServiceAccount: sa},
+			codes.NotFound, ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r, err := c.GetServiceAccountToken(ctx, tc.req)
+			require.Equal(t, tc.code, status.Code(err), "%v", err)
+			require.Empty(t, r.GetToken())
+			require.Equal(t, tc.field, errs.FieldOf(status.Convert(err)), "%v", err)
+		})
 	}
 
 	_, err = c.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: "lc/p/token"})
 	require.NoError(t, err)
 	last, _ = settle(t, c, "lc/p/token")
 	require.Equal(t, rsyncv1.State_STATE_DELETED, last.GetState())
+}
+
+// jwtExpiry reads the exp claim of a JWT (unverified: the cluster checks
+// the signature, whoAmI shows it accepts the token).
+func jwtExpiry(t *testing.T, token []byte) time.Time {
+	t.Helper()
+	parts := strings.Split(string(token), ".")
+	require.Len(t, parts, 3, "a JWT")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	require.NoError(t, err)
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	require.NoError(t, json.Unmarshal(payload, &claims))
+	require.NotZero(t, claims.Exp)
+	return time.Unix(claims.Exp, 0)
+}
+
+// kubeClient is an admin client of a harness cluster.
+func kubeClient(t *testing.T, kc *kubetest.Cluster) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc.Kubeconfig)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
 }
 
 // whoAmI asks a cluster who token authenticates as (a SelfSubjectReview).
