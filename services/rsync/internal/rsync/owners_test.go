@@ -52,7 +52,9 @@ func TestObjectOwnersOnRealClusters(t *testing.T) {
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &k8scorev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: "owners-elsewhere", Annotations: map[string]string{"dcm.io/owner": "lc/x/y"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), "owners-elsewhere", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), "owners-elsewhere", metav1.DeleteOptions{})
+	})
 
 	cases := []struct {
 		name             string

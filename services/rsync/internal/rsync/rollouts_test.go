@@ -3,8 +3,8 @@ package rsync_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
