@@ -19,6 +19,9 @@ type Config struct {
 	// CleanupInterval paces the retries of removals a down service left
 	// unfinished (a deleted logical cloud's parts).
 	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often unfinished removals are retried"`
+	// TokenLifetime is how long the ServiceAccount token in a token user's
+	// kubeconfig lasts (core asks rsync for a fresh one per kubeconfig).
+	TokenLifetime time.Duration `env:"DCM_TOKEN_LIFETIME" flag:"token-lifetime" default:"24h" usage:"lifetime of the token in a token user's kubeconfig, from 10m to 720h"`
 	// DefaultQuota is the quota of a logical cloud that has none of its own.
 	DefaultQuota string `env:"DCM_DEFAULT_QUOTA" flag:"default-quota" default:"cpu=8,memory=32Gi,pods=100" usage:"ResourceQuota hard map of a logical cloud without a quota, as resource=quantity,... (empty: none)"`
 	// CertLifetime is how long the client certificates of logical clouds'

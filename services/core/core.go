@@ -5,6 +5,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
@@ -41,6 +43,11 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	clouds := core.NewLogicalClouds(env.Store, peers, env.Log.Named("logical-clouds"))
 	clouds.Tenancy = tenancy
+	if l := cfg.TokenLifetime; l != 0 && (l < 10*time.Minute || l > 30*24*time.Hour) {
+		closeAll(context.Background())
+		return nil, server.Options{}, fmt.Errorf("DCM_TOKEN_LIFETIME %s: must be from 10m to 720h", l)
+	}
+	clouds.TokenLifetime = cfg.TokenLifetime
 	return []server.Service{core.New(env.Store), clouds, core.NewTokens(env.Store)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll},

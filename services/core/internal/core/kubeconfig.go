@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/codes"
@@ -67,7 +68,8 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 	switch u := creds.GetUser(); u.GetType() {
 	case userToken:
 		tok, err := s.peers.Rsync.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
-			Provider: t.provider, Cluster: t.cluster, Namespace: u.GetNamespace(), Name: u.GetTokenSecret()})
+			Provider: t.provider, Cluster: t.cluster, Namespace: u.GetNamespace(), ServiceAccount: u.GetServiceAccount(),
+			ExpirationSeconds: int64(s.TokenLifetime / time.Second)})
 		if err != nil {
 			return nil, notYet(err, fmt.Sprintf("the token of user %q", user), t)
 		}

@@ -46,6 +46,9 @@ type LogicalClouds struct {
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
 	Tenancy Tenancy
+	// TokenLifetime is the lifetime of the token in a token user's
+	// kubeconfig; 0 leaves it to rsync (24 hours).
+	TokenLifetime time.Duration
 }
 
 // NewLogicalClouds opens the collections on st.
