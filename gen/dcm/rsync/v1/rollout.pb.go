@@ -1861,7 +1861,7 @@ type GetObjectOwnersRequest struct {
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// api_version of the object, e.g. "v1" or "rbac.authorization.k8s.io/v1".
 	ApiVersion string `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind of the object, e.g. "Namespace".
+	// kind of the object as its API names it (CamelCase), e.g. "Namespace".
 	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	// namespace of the object; empty for a cluster-scoped one.
 	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -2509,12 +2509,12 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x1eGetServiceAccountTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12;\n" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"\xff\x02\n" +
+	"expireTime\"\xfc\x02\n" +
 	"\x16GetObjectOwnersRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12Z\n" +
 	"\vapi_version\x18\x02 \x01(\tB9\xbaH6r4\x10\x01\x18\xfd\x012-^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]+$R\n" +
-	"apiVersion\x125\n" +
-	"\x04kind\x18\x03 \x01(\tB!\xbaH\x1er\x1c\x10\x01\x18?2\x16^[A-Za-z][A-Za-z0-9]*$R\x04kind\x12*\n" +
+	"apiVersion\x122\n" +
+	"\x04kind\x18\x03 \x01(\tB\x1e\xbaH\x1br\x19\x10\x01\x18?2\x13^[A-Z][A-Za-z0-9]*$R\x04kind\x12*\n" +
 	"\tnamespace\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\tnamespace\x12\x1e\n" +
 	"\x04name\x18\x05 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x04name\x12A\n" +

@@ -6,6 +6,11 @@
 // observed status live in the store; status writes are coalesced (a few
 // per cluster per rollout) and a restart resumes from them.
 //
+// One owner per object on a cluster: every object it applies is stamped
+// with its owner (the annotation dcm.io/owner) and applied under the
+// owner's own field manager; an object another owner manages, or one DCM
+// did not create, is never changed nor deleted (owner.go, step.go).
+//
 // It talks to clusters only through the Cluster interface: client-go for
 // real clusters (Kube), an in-process stand-in for benchmarks (Simulated).
 // It must not know about logical clouds or any other service.

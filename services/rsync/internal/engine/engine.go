@@ -222,7 +222,9 @@ func (e *Engine) load(ctx context.Context) error {
 			t.dirty = false
 		}
 		for _, t := range legacy {
-			restamp(t.state)
+			if !rec.GetStopped() { // a stopped rollout is stamped when it resumes
+				restamp(t.state)
+			}
 			t.next, t.dirty = time.Time{}, true
 		}
 	}

@@ -108,6 +108,7 @@ func TestObjectOwnersOnRealClusters(t *testing.T) {
 			"no apiVersion":         {func(r *rsyncv1.GetObjectOwnersRequest) { r.ApiVersion = "" }, "apiVersion"},
 			"bad apiVersion":        {func(r *rsyncv1.GetObjectOwnersRequest) { r.ApiVersion = "a/b/c" }, "apiVersion"},
 			"no kind":               {func(r *rsyncv1.GetObjectOwnersRequest) { r.Kind = "" }, "kind"},
+			"lowercase kind":        {func(r *rsyncv1.GetObjectOwnersRequest) { r.Kind = "configmap" }, "kind"},
 			"no name":               {func(r *rsyncv1.GetObjectOwnersRequest) { r.Name = "" }, "name"},
 			"bad namespace":         {func(r *rsyncv1.GetObjectOwnersRequest) { r.Namespace = "Bad_NS" }, "namespace"},
 			"namespaced, none":      {func(r *rsyncv1.GetObjectOwnersRequest) { r.Namespace = "" }, "namespace"},

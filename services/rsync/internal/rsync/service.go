@@ -2,7 +2,8 @@
 // registry (providers and clusters, whose admin kubeconfigs are sealed at
 // rest and never returned), rollouts that the engine applies to registered
 // clusters, and read-backs of what clusters hold (issued certificates,
-// quota usage, connection info).
+// quota usage, connection info, who owns an object) and ServiceAccount
+// tokens from their TokenRequest API.
 package rsync
 
 import (
