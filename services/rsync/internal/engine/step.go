@@ -107,7 +107,7 @@ func (e *Engine) checkNamespace(ctx context.Context, cl Cluster, in stepInfo, ns
 	case in.nsOwned > 0:
 		return nil
 	case in.nsOwned < 0:
-		return Terminal(fmt.Errorf("Namespace %q is not this owner's (its apply failed or was refused): refused", ns))
+		return Terminal(fmt.Errorf("%s is not this owner's (its apply failed or was refused): refused", objectName("Namespace", "", ns)))
 	case in.nsOther != "":
 		return refused("Namespace", "", ns, in.nsOther)
 	}
