@@ -350,12 +350,12 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		e.admin.settle(b, "Terminated")
 		require.Empty(t, leftOn(t, e.h.Clusters[0], "tb", "lc"))
 		require.Equal(t, before, snapshot(t, c1, nsA))
-		e.admin.want(204, "DELETE", b+"/cluster-references/cluster-1", "")
+		e.admin.want(204, "DELETE", b+"/cluster-providers/edge/cluster-references/cluster-1", "")
 	})
 	t.Run("deleting a cluster from the registry touches no tenant object", func(t *testing.T) {
 		// ta is on cluster-1; its reference is dropped (no update), so the
 		// registry lets the cluster go: whatever it answers, ta's objects stay.
-		e.admin.want(204, "DELETE", a+"/cluster-references/cluster-1", "")
+		e.admin.want(204, "DELETE", a+"/cluster-providers/edge/cluster-references/cluster-1", "")
 		code, body := call(t, e.admin.c, "DELETE", e.admin.base+"/v2/cluster-providers/edge/clusters/cluster-1", "")
 		require.Contains(t, []int{204, 409}, code, "%s", body)
 		require.Equal(t, before, snapshot(t, c1, nsA))
