@@ -27,6 +27,9 @@ type Config struct {
 	// CertLifetime is how long the client certificates of logical clouds'
 	// users are valid (their CSRs' spec.expirationSeconds).
 	CertLifetime time.Duration `env:"DCM_CERT_LIFETIME" flag:"cert-lifetime" default:"168h" usage:"lifetime of the client certificates clusters issue to logical clouds' users (at least 10m)"`
+	// CertRenewPercent is how much of a certificate's life may pass before
+	// a kubeconfig read has the cluster issue a fresh one.
+	CertRenewPercent int `env:"DCM_CERT_RENEW_PERCENT" flag:"cert-renew-percent" default:"50" usage:"share of a user certificate's life (1 to 99 percent) after which reading a kubeconfig renews it"`
 
 	// Tenant isolation: what only an admin may go beyond.
 	MaxQuota           string `env:"DCM_MAX_QUOTA" flag:"max-quota" usage:"largest quantity a non-admin may set per quota resource, as resource=quantity,... (empty: no maximum)"`

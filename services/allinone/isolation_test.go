@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -494,4 +495,55 @@ func jwtExpiry(t testing.TB, token string) time.Time {
 	}
 	require.NoError(t, json.Unmarshal(raw, &claims))
 	return time.Unix(claims.Exp, 0)
+}
+
+// TestKubeconfigRenewsCertificate: once more than DCM_CERT_RENEW_PERCENT of
+// a user certificate's life has passed, reading the kubeconfig has the
+// cluster issue a fresh certificate for the same identity, which works;
+// the renewal requests do not stay on the cluster. The test sets the
+// shortest lifetime a signer honours (10m) and 10%: the signer backdates
+// notBefore by 5 minutes, so every certificate is due at once.
+func TestKubeconfigRenewsCertificate(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-cert-lifetime", "10m", "-cert-renew-percent", "10"}})
+	r := newREST(t, s)
+	registerHarness(t, r, h)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"renew"}}`)
+	e := &tenants{t: t, s: s, admin: r, h: h}
+	lc := e.tenantLC("renew", "lc", "renew-ns", "eve", "cluster-2")
+	r.want(200, "POST", lc+"/apply", "")
+	r.settle(lc, "Instantiated")
+	ctx := context.Background()
+	c2 := adminOf(t, h.Clusters[1])
+	csr, err := c2.CertificatesV1().CertificateSigningRequests().Get(ctx, "dcm.renew.lc.eve", metav1.GetOptions{})
+	require.NoError(t, err)
+	first := certOf(t, []byte(mustCert(t, csr.Status.Certificate)))
+
+	var serials []string
+	for range 3 {
+		kc := r.kubeconfig(lc + "/cluster-references/cluster-2/kubeconfig")
+		c := certOf(t, kc)
+		require.Equal(t, "dcm:renew:lc:eve", c.Subject.CommonName)
+		require.Equal(t, []string{"dcm:renew:lc"}, c.Subject.Organization)
+		require.True(t, c.NotAfter.After(first.NotAfter) || c.NotAfter.Equal(first.NotAfter))
+		serials = append(serials, c.SerialNumber.String())
+		cs, ns := clientFor(t, kc)
+		_, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err, "the renewed certificate authenticates as the same user")
+	}
+	require.NotContains(t, serials, first.SerialNumber.String(), "each read renewed the certificate")
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(serials))), 3)
+	list, err := c2.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, c := range list.Items {
+		require.Empty(t, c.Annotations["dcm.io/renews"], "renewal request %s was deleted", c.Name)
+	}
+	r.want(200, "POST", lc+"/terminate", "")
+	r.settle(lc, "Terminated")
+}
+
+// mustCert wraps a PEM certificate in a one-user kubeconfig for certOf.
+func mustCert(t testing.TB, certPEM []byte) string {
+	require.NotEmpty(t, certPEM)
+	return "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    client-certificate-data: " + base64.StdEncoding.EncodeToString(certPEM) + "\n"
 }

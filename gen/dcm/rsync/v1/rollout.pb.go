@@ -1351,6 +1351,127 @@ func (x *GetCertificateRequest) GetName() string {
 	return ""
 }
 
+// RenewCertificateRequest names an issued CertificateSigningRequest of an
+// owner on a cluster.
+type RenewCertificateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner must be the CertificateSigningRequest's owner (FailedPrecondition
+	// otherwise): no one renews another owner's identity.
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// name is the CertificateSigningRequest's name.
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCertificateRequest) Reset() {
+	*x = RenewCertificateRequest{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCertificateRequest) ProtoMessage() {}
+
+func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
+func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RenewCertificateRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RenewCertificateRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *RenewCertificateRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *RenewCertificateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RenewCertificateResponse carries the fresh certificate.
+type RenewCertificateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// certificate is the PEM certificate the signer issued.
+	Certificate   []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCertificateResponse) Reset() {
+	*x = RenewCertificateResponse{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCertificateResponse) ProtoMessage() {}
+
+func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
+func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RenewCertificateResponse) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
 // GetCertificateResponse carries the issued certificate.
 type GetCertificateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1362,7 +1483,7 @@ type GetCertificateResponse struct {
 
 func (x *GetCertificateResponse) Reset() {
 	*x = GetCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1495,7 @@ func (x *GetCertificateResponse) String() string {
 func (*GetCertificateResponse) ProtoMessage() {}
 
 func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1508,7 @@ func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetCertificateResponse) GetCertificate() []byte {
@@ -1414,7 +1535,7 @@ type GetResourceQuotaStatusRequest struct {
 
 func (x *GetResourceQuotaStatusRequest) Reset() {
 	*x = GetResourceQuotaStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1547,7 @@ func (x *GetResourceQuotaStatusRequest) String() string {
 func (*GetResourceQuotaStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1560,7 @@ func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetResourceQuotaStatusRequest) GetProvider() string {
@@ -1483,7 +1604,7 @@ type GetResourceQuotaStatusResponse struct {
 
 func (x *GetResourceQuotaStatusResponse) Reset() {
 	*x = GetResourceQuotaStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1616,7 @@ func (x *GetResourceQuotaStatusResponse) String() string {
 func (*GetResourceQuotaStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1629,7 @@ func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetResourceQuotaStatusResponse) GetHard() []*ResourceQuantity {
@@ -1538,7 +1659,7 @@ type ResourceQuantity struct {
 
 func (x *ResourceQuantity) Reset() {
 	*x = ResourceQuantity{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1671,7 @@ func (x *ResourceQuantity) String() string {
 func (*ResourceQuantity) ProtoMessage() {}
 
 func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1684,7 @@ func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceQuantity.ProtoReflect.Descriptor instead.
 func (*ResourceQuantity) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResourceQuantity) GetResource() string {
@@ -1593,7 +1714,7 @@ type GetClusterConnectionRequest struct {
 
 func (x *GetClusterConnectionRequest) Reset() {
 	*x = GetClusterConnectionRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1726,7 @@ func (x *GetClusterConnectionRequest) String() string {
 func (*GetClusterConnectionRequest) ProtoMessage() {}
 
 func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1739,7 @@ func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetClusterConnectionRequest) GetProvider() string {
@@ -1651,7 +1772,7 @@ type GetClusterConnectionResponse struct {
 
 func (x *GetClusterConnectionResponse) Reset() {
 	*x = GetClusterConnectionResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1784,7 @@ func (x *GetClusterConnectionResponse) String() string {
 func (*GetClusterConnectionResponse) ProtoMessage() {}
 
 func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1797,7 @@ func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetClusterConnectionResponse) GetServer() string {
@@ -1727,7 +1848,7 @@ type GetServiceAccountTokenRequest struct {
 
 func (x *GetServiceAccountTokenRequest) Reset() {
 	*x = GetServiceAccountTokenRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1860,7 @@ func (x *GetServiceAccountTokenRequest) String() string {
 func (*GetServiceAccountTokenRequest) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1873,7 @@ func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetServiceAccountTokenRequest) GetProvider() string {
@@ -1812,7 +1933,7 @@ type GetServiceAccountTokenResponse struct {
 
 func (x *GetServiceAccountTokenResponse) Reset() {
 	*x = GetServiceAccountTokenResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1945,7 @@ func (x *GetServiceAccountTokenResponse) String() string {
 func (*GetServiceAccountTokenResponse) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1958,7 @@ func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetServiceAccountTokenResponse) GetToken() []byte {
@@ -1875,7 +1996,7 @@ type GetObjectOwnersRequest struct {
 
 func (x *GetObjectOwnersRequest) Reset() {
 	*x = GetObjectOwnersRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2008,7 @@ func (x *GetObjectOwnersRequest) String() string {
 func (*GetObjectOwnersRequest) ProtoMessage() {}
 
 func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2021,7 @@ func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersRequest.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetObjectOwnersRequest) GetOwner() string {
@@ -1958,7 +2079,7 @@ type ClusterRef struct {
 
 func (x *ClusterRef) Reset() {
 	*x = ClusterRef{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2091,7 @@ func (x *ClusterRef) String() string {
 func (*ClusterRef) ProtoMessage() {}
 
 func (x *ClusterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2104,7 @@ func (x *ClusterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRef.ProtoReflect.Descriptor instead.
 func (*ClusterRef) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ClusterRef) GetProvider() string {
@@ -2011,7 +2132,7 @@ type GetObjectOwnersResponse struct {
 
 func (x *GetObjectOwnersResponse) Reset() {
 	*x = GetObjectOwnersResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2144,7 @@ func (x *GetObjectOwnersResponse) String() string {
 func (*GetObjectOwnersResponse) ProtoMessage() {}
 
 func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2157,7 @@ func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersResponse.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetObjectOwnersResponse) GetClusters() []*ObjectOwner {
@@ -2065,7 +2186,7 @@ type ObjectOwner struct {
 
 func (x *ObjectOwner) Reset() {
 	*x = ObjectOwner{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2198,7 @@ func (x *ObjectOwner) String() string {
 func (*ObjectOwner) ProtoMessage() {}
 
 func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2211,7 @@ func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectOwner.ProtoReflect.Descriptor instead.
 func (*ObjectOwner) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ObjectOwner) GetProvider() string {
@@ -2151,7 +2272,7 @@ type StoredRollout struct {
 
 func (x *StoredRollout) Reset() {
 	*x = StoredRollout{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2284,7 @@ func (x *StoredRollout) String() string {
 func (*StoredRollout) ProtoMessage() {}
 
 func (x *StoredRollout) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2297,7 @@ func (x *StoredRollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredRollout.ProtoReflect.Descriptor instead.
 func (*StoredRollout) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StoredRollout) GetOwner() string {
@@ -2236,7 +2357,7 @@ type StoredTarget struct {
 
 func (x *StoredTarget) Reset() {
 	*x = StoredTarget{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2369,7 @@ func (x *StoredTarget) String() string {
 func (*StoredTarget) ProtoMessage() {}
 
 func (x *StoredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2382,7 @@ func (x *StoredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredTarget.ProtoReflect.Descriptor instead.
 func (*StoredTarget) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StoredTarget) GetProvider() string {
@@ -2310,7 +2431,7 @@ type StoredClusterState struct {
 
 func (x *StoredClusterState) Reset() {
 	*x = StoredClusterState{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2443,7 @@ func (x *StoredClusterState) String() string {
 func (*StoredClusterState) ProtoMessage() {}
 
 func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2456,7 @@ func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredClusterState.ProtoReflect.Descriptor instead.
 func (*StoredClusterState) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StoredClusterState) GetOwner() string {
@@ -2476,7 +2597,15 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12\x1e\n" +
 	"\x04name\x18\x03 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x04name\":\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x04name\"\xca\x01\n" +
+	"\x17RenewCertificateRequest\x12C\n" +
+	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12%\n" +
+	"\bprovider\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
+	"\acluster\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12\x1e\n" +
+	"\x04name\x18\x04 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xf0\x01R\x04name\"<\n" +
+	"\x18RenewCertificateResponse\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\":\n" +
 	"\x16GetCertificateResponse\x12 \n" +
 	"\vcertificate\x18\x01 \x01(\fR\vcertificate\"\xb4\x01\n" +
 	"\x1dGetResourceQuotaStatusRequest\x12%\n" +
@@ -2586,7 +2715,7 @@ func file_dcm_rsync_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(State)(0),                             // 0: dcm.rsync.v1.State
 	(Operation)(0),                         // 1: dcm.rsync.v1.Operation
@@ -2609,22 +2738,24 @@ var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(*RolloutClusterStatus)(nil),           // 18: dcm.rsync.v1.RolloutClusterStatus
 	(*ResourceStatus)(nil),                 // 19: dcm.rsync.v1.ResourceStatus
 	(*GetCertificateRequest)(nil),          // 20: dcm.rsync.v1.GetCertificateRequest
-	(*GetCertificateResponse)(nil),         // 21: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusRequest)(nil),  // 22: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetResourceQuotaStatusResponse)(nil), // 23: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*ResourceQuantity)(nil),               // 24: dcm.rsync.v1.ResourceQuantity
-	(*GetClusterConnectionRequest)(nil),    // 25: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetClusterConnectionResponse)(nil),   // 26: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenRequest)(nil),  // 27: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetServiceAccountTokenResponse)(nil), // 28: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersRequest)(nil),         // 29: dcm.rsync.v1.GetObjectOwnersRequest
-	(*ClusterRef)(nil),                     // 30: dcm.rsync.v1.ClusterRef
-	(*GetObjectOwnersResponse)(nil),        // 31: dcm.rsync.v1.GetObjectOwnersResponse
-	(*ObjectOwner)(nil),                    // 32: dcm.rsync.v1.ObjectOwner
-	(*StoredRollout)(nil),                  // 33: dcm.rsync.v1.StoredRollout
-	(*StoredTarget)(nil),                   // 34: dcm.rsync.v1.StoredTarget
-	(*StoredClusterState)(nil),             // 35: dcm.rsync.v1.StoredClusterState
-	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
+	(*RenewCertificateRequest)(nil),        // 21: dcm.rsync.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 22: dcm.rsync.v1.RenewCertificateResponse
+	(*GetCertificateResponse)(nil),         // 23: dcm.rsync.v1.GetCertificateResponse
+	(*GetResourceQuotaStatusRequest)(nil),  // 24: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetResourceQuotaStatusResponse)(nil), // 25: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*ResourceQuantity)(nil),               // 26: dcm.rsync.v1.ResourceQuantity
+	(*GetClusterConnectionRequest)(nil),    // 27: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetClusterConnectionResponse)(nil),   // 28: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenRequest)(nil),  // 29: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetServiceAccountTokenResponse)(nil), // 30: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersRequest)(nil),         // 31: dcm.rsync.v1.GetObjectOwnersRequest
+	(*ClusterRef)(nil),                     // 32: dcm.rsync.v1.ClusterRef
+	(*GetObjectOwnersResponse)(nil),        // 33: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ObjectOwner)(nil),                    // 34: dcm.rsync.v1.ObjectOwner
+	(*StoredRollout)(nil),                  // 35: dcm.rsync.v1.StoredRollout
+	(*StoredTarget)(nil),                   // 36: dcm.rsync.v1.StoredTarget
+	(*StoredClusterState)(nil),             // 37: dcm.rsync.v1.StoredClusterState
+	(*timestamppb.Timestamp)(nil),          // 38: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	4,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
@@ -2638,15 +2769,15 @@ var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	19, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
 	1,  // 9: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
 	0,  // 10: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
-	36, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	36, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
-	24, // 13: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
-	24, // 14: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
-	36, // 15: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 16: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
-	32, // 17: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
+	38, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	38, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
+	26, // 13: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
+	26, // 14: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
+	38, // 15: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 16: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
+	34, // 17: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
 	2,  // 18: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
-	34, // 19: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
+	36, // 19: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
 	19, // 20: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
 	21, // [21:21] is the sub-list for method output_type
 	21, // [21:21] is the sub-list for method input_type
@@ -2666,7 +2797,7 @@ func file_dcm_rsync_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_rollout_proto_rawDesc), len(file_dcm_rsync_v1_rollout_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

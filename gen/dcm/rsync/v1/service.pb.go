@@ -1417,7 +1417,7 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.SelectedClusterR\bclusters\"A\n" +
 	"\x0fSelectedCluster\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2\x87\x16\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\xea\x16\n" +
 	"\fRsyncService\x12\xb3\x01\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
 	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
@@ -1437,7 +1437,8 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12a\n" +
 	"\x10GetRolloutStatus\x12%.dcm.rsync.v1.GetRolloutStatusRequest\x1a&.dcm.rsync.v1.GetRolloutStatusResponse\x12i\n" +
 	"\x12WatchRolloutStatus\x12'.dcm.rsync.v1.WatchRolloutStatusRequest\x1a(.dcm.rsync.v1.WatchRolloutStatusResponse0\x01\x12[\n" +
-	"\x0eGetCertificate\x12#.dcm.rsync.v1.GetCertificateRequest\x1a$.dcm.rsync.v1.GetCertificateResponse\x12s\n" +
+	"\x0eGetCertificate\x12#.dcm.rsync.v1.GetCertificateRequest\x1a$.dcm.rsync.v1.GetCertificateResponse\x12a\n" +
+	"\x10RenewCertificate\x12%.dcm.rsync.v1.RenewCertificateRequest\x1a&.dcm.rsync.v1.RenewCertificateResponse\x12s\n" +
 	"\x16GetResourceQuotaStatus\x12+.dcm.rsync.v1.GetResourceQuotaStatusRequest\x1a,.dcm.rsync.v1.GetResourceQuotaStatusResponse\x12m\n" +
 	"\x14GetClusterConnection\x12).dcm.rsync.v1.GetClusterConnectionRequest\x1a*.dcm.rsync.v1.GetClusterConnectionResponse\x12s\n" +
 	"\x16GetServiceAccountToken\x12+.dcm.rsync.v1.GetServiceAccountTokenRequest\x1a,.dcm.rsync.v1.GetServiceAccountTokenResponse\x12^\n" +
@@ -1492,21 +1493,23 @@ var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*GetRolloutStatusRequest)(nil),        // 32: dcm.rsync.v1.GetRolloutStatusRequest
 	(*WatchRolloutStatusRequest)(nil),      // 33: dcm.rsync.v1.WatchRolloutStatusRequest
 	(*GetCertificateRequest)(nil),          // 34: dcm.rsync.v1.GetCertificateRequest
-	(*GetResourceQuotaStatusRequest)(nil),  // 35: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetClusterConnectionRequest)(nil),    // 36: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetServiceAccountTokenRequest)(nil),  // 37: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetObjectOwnersRequest)(nil),         // 38: dcm.rsync.v1.GetObjectOwnersRequest
-	(*SubmitRolloutResponse)(nil),          // 39: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 40: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 41: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 42: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 43: dcm.rsync.v1.GetRolloutStatusResponse
-	(*WatchRolloutStatusResponse)(nil),     // 44: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 45: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 46: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 47: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenResponse)(nil), // 48: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersResponse)(nil),        // 49: dcm.rsync.v1.GetObjectOwnersResponse
+	(*RenewCertificateRequest)(nil),        // 35: dcm.rsync.v1.RenewCertificateRequest
+	(*GetResourceQuotaStatusRequest)(nil),  // 36: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetClusterConnectionRequest)(nil),    // 37: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetServiceAccountTokenRequest)(nil),  // 38: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetObjectOwnersRequest)(nil),         // 39: dcm.rsync.v1.GetObjectOwnersRequest
+	(*SubmitRolloutResponse)(nil),          // 40: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutResponse)(nil),          // 41: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutResponse)(nil),          // 42: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutResponse)(nil),            // 43: dcm.rsync.v1.StopRolloutResponse
+	(*GetRolloutStatusResponse)(nil),       // 44: dcm.rsync.v1.GetRolloutStatusResponse
+	(*WatchRolloutStatusResponse)(nil),     // 45: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*GetCertificateResponse)(nil),         // 46: dcm.rsync.v1.GetCertificateResponse
+	(*RenewCertificateResponse)(nil),       // 47: dcm.rsync.v1.RenewCertificateResponse
+	(*GetResourceQuotaStatusResponse)(nil), // 48: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*GetClusterConnectionResponse)(nil),   // 49: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenResponse)(nil), // 50: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersResponse)(nil),        // 51: dcm.rsync.v1.GetObjectOwnersResponse
 }
 var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	27, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
@@ -1544,34 +1547,36 @@ var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	32, // 32: dcm.rsync.v1.RsyncService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
 	33, // 33: dcm.rsync.v1.RsyncService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
 	34, // 34: dcm.rsync.v1.RsyncService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
-	35, // 35: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
-	36, // 36: dcm.rsync.v1.RsyncService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	37, // 37: dcm.rsync.v1.RsyncService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
-	38, // 38: dcm.rsync.v1.RsyncService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
-	2,  // 39: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
-	4,  // 40: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
-	6,  // 41: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
-	10, // 42: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
-	8,  // 43: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
-	15, // 44: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
-	17, // 45: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
-	19, // 46: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
-	21, // 47: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
-	25, // 48: dcm.rsync.v1.RsyncService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	23, // 49: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
-	39, // 50: dcm.rsync.v1.RsyncService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	40, // 51: dcm.rsync.v1.RsyncService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	41, // 52: dcm.rsync.v1.RsyncService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	42, // 53: dcm.rsync.v1.RsyncService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	43, // 54: dcm.rsync.v1.RsyncService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	44, // 55: dcm.rsync.v1.RsyncService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	45, // 56: dcm.rsync.v1.RsyncService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	46, // 57: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	47, // 58: dcm.rsync.v1.RsyncService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	48, // 59: dcm.rsync.v1.RsyncService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
-	49, // 60: dcm.rsync.v1.RsyncService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
-	39, // [39:61] is the sub-list for method output_type
-	17, // [17:39] is the sub-list for method input_type
+	35, // 35: dcm.rsync.v1.RsyncService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
+	36, // 36: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
+	37, // 37: dcm.rsync.v1.RsyncService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
+	38, // 38: dcm.rsync.v1.RsyncService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
+	39, // 39: dcm.rsync.v1.RsyncService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
+	2,  // 40: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
+	4,  // 41: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
+	6,  // 42: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
+	10, // 43: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
+	8,  // 44: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
+	15, // 45: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
+	17, // 46: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
+	19, // 47: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
+	21, // 48: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
+	25, // 49: dcm.rsync.v1.RsyncService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	23, // 50: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
+	40, // 51: dcm.rsync.v1.RsyncService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
+	41, // 52: dcm.rsync.v1.RsyncService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
+	42, // 53: dcm.rsync.v1.RsyncService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
+	43, // 54: dcm.rsync.v1.RsyncService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
+	44, // 55: dcm.rsync.v1.RsyncService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
+	45, // 56: dcm.rsync.v1.RsyncService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
+	46, // 57: dcm.rsync.v1.RsyncService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
+	47, // 58: dcm.rsync.v1.RsyncService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
+	48, // 59: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
+	49, // 60: dcm.rsync.v1.RsyncService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
+	50, // 61: dcm.rsync.v1.RsyncService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
+	51, // 62: dcm.rsync.v1.RsyncService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
+	40, // [40:63] is the sub-list for method output_type
+	17, // [17:40] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name

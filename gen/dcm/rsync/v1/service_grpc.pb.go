@@ -37,6 +37,7 @@ const (
 	RsyncService_GetRolloutStatus_FullMethodName       = "/dcm.rsync.v1.RsyncService/GetRolloutStatus"
 	RsyncService_WatchRolloutStatus_FullMethodName     = "/dcm.rsync.v1.RsyncService/WatchRolloutStatus"
 	RsyncService_GetCertificate_FullMethodName         = "/dcm.rsync.v1.RsyncService/GetCertificate"
+	RsyncService_RenewCertificate_FullMethodName       = "/dcm.rsync.v1.RsyncService/RenewCertificate"
 	RsyncService_GetResourceQuotaStatus_FullMethodName = "/dcm.rsync.v1.RsyncService/GetResourceQuotaStatus"
 	RsyncService_GetClusterConnection_FullMethodName   = "/dcm.rsync.v1.RsyncService/GetClusterConnection"
 	RsyncService_GetServiceAccountToken_FullMethodName = "/dcm.rsync.v1.RsyncService/GetServiceAccountToken"
@@ -98,8 +99,14 @@ type RsyncServiceClient interface {
 	// WatchRolloutStatus sends the status now and again at each change.
 	WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error)
 	// GetCertificate reads the certificate a cluster's signer issued for a
-	// CertificateSigningRequest.
+	// CertificateSigningRequest, or the fresher one RenewCertificate had it
+	// issue for the same request since.
 	GetCertificate(ctx context.Context, in *GetCertificateRequest, opts ...grpc.CallOption) (*GetCertificateResponse, error)
+	// RenewCertificate has a cluster's signer issue a fresh certificate for a
+	// CertificateSigningRequest its owner applied and that was issued: the
+	// same request (subject, key, signer, usages, lifetime) as a new,
+	// short-lived CertificateSigningRequest, approved, read and deleted.
+	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
 	// GetResourceQuotaStatus reads the status (hard and used) of a
 	// ResourceQuota on a cluster.
 	GetResourceQuotaStatus(ctx context.Context, in *GetResourceQuotaStatusRequest, opts ...grpc.CallOption) (*GetResourceQuotaStatusResponse, error)
@@ -315,6 +322,16 @@ func (c *rsyncServiceClient) GetCertificate(ctx context.Context, in *GetCertific
 	return out, nil
 }
 
+func (c *rsyncServiceClient) RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewCertificateResponse)
+	err := c.cc.Invoke(ctx, RsyncService_RenewCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *rsyncServiceClient) GetResourceQuotaStatus(ctx context.Context, in *GetResourceQuotaStatusRequest, opts ...grpc.CallOption) (*GetResourceQuotaStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetResourceQuotaStatusResponse)
@@ -410,8 +427,14 @@ type RsyncServiceServer interface {
 	// WatchRolloutStatus sends the status now and again at each change.
 	WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error
 	// GetCertificate reads the certificate a cluster's signer issued for a
-	// CertificateSigningRequest.
+	// CertificateSigningRequest, or the fresher one RenewCertificate had it
+	// issue for the same request since.
 	GetCertificate(context.Context, *GetCertificateRequest) (*GetCertificateResponse, error)
+	// RenewCertificate has a cluster's signer issue a fresh certificate for a
+	// CertificateSigningRequest its owner applied and that was issued: the
+	// same request (subject, key, signer, usages, lifetime) as a new,
+	// short-lived CertificateSigningRequest, approved, read and deleted.
+	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
 	// GetResourceQuotaStatus reads the status (hard and used) of a
 	// ResourceQuota on a cluster.
 	GetResourceQuotaStatus(context.Context, *GetResourceQuotaStatusRequest) (*GetResourceQuotaStatusResponse, error)
@@ -491,6 +514,9 @@ func (UnimplementedRsyncServiceServer) WatchRolloutStatus(*WatchRolloutStatusReq
 }
 func (UnimplementedRsyncServiceServer) GetCertificate(context.Context, *GetCertificateRequest) (*GetCertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCertificate not implemented")
+}
+func (UnimplementedRsyncServiceServer) RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
 }
 func (UnimplementedRsyncServiceServer) GetResourceQuotaStatus(context.Context, *GetResourceQuotaStatusRequest) (*GetResourceQuotaStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetResourceQuotaStatus not implemented")
@@ -842,6 +868,24 @@ func _RsyncService_GetCertificate_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RsyncService_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncServiceServer).RenewCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncService_RenewCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncServiceServer).RenewCertificate(ctx, req.(*RenewCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RsyncService_GetResourceQuotaStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetResourceQuotaStatusRequest)
 	if err := dec(in); err != nil {
@@ -988,6 +1032,10 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCertificate",
 			Handler:    _RsyncService_GetCertificate_Handler,
+		},
+		{
+			MethodName: "RenewCertificate",
+			Handler:    _RsyncService_RenewCertificate_Handler,
 		},
 		{
 			MethodName: "GetResourceQuotaStatus",

@@ -3,10 +3,13 @@ package core
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/codes"
 	"sigs.k8s.io/yaml"
@@ -75,12 +78,11 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 		}
 		auth.Token = string(tok.GetToken())
 	default:
-		cert, err := s.peers.Rsync.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{
-			Provider: t.provider, Cluster: t.cluster, Name: u.GetCsrName()})
+		cert, err := s.certificate(ctx, project, lc, t, u.GetCsrName())
 		if err != nil {
 			return nil, notYet(err, fmt.Sprintf("the certificate of user %q", user), t)
 		}
-		auth.ClientCertificateData = cert.GetCertificate()
+		auth.ClientCertificateData = cert
 		auth.ClientKeyData = creds.GetKeyPem() // empty if the user brought its own request
 	}
 	name := lc + "-" + t.cluster
@@ -97,6 +99,48 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 		return nil, errs.Internal(err, "write the kubeconfig")
 	}
 	return &httpbody.HttpBody{ContentType: "application/yaml", Data: out}, nil
+}
+
+// certificate is the certificate the cluster issued for a user's request,
+// renewed first when more than CertRenewPercent of its life has passed: a
+// kubeconfig read then always carries a certificate with at least the
+// rest of its life ahead. A renewal that fails leaves the current
+// certificate, still valid, in the kubeconfig (and a warning in the log).
+func (s *LogicalClouds) certificate(ctx context.Context, project, lc string, t target, csrName string) ([]byte, error) {
+	got, err := s.peers.Rsync.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: t.provider, Cluster: t.cluster, Name: csrName})
+	if err != nil {
+		return nil, err
+	}
+	cert := got.GetCertificate()
+	if !renewDue(cert, s.CertRenewPercent, time.Now()) {
+		return cert, nil
+	}
+	fresh, err := s.peers.Rsync.RenewCertificate(ctx, &rsyncv1.RenewCertificateRequest{
+		Owner: rolloutOwner(project, lc), Provider: t.provider, Cluster: t.cluster, Name: csrName})
+	if err != nil {
+		s.log.Warn("certificate renewal failed; the kubeconfig carries the current one",
+			zap.String("logical_cloud", project+"/"+lc), zap.String("cluster", t.provider+"/"+t.cluster), zap.Error(err))
+		return cert, nil
+	}
+	return fresh.GetCertificate(), nil
+}
+
+// renewDue reports whether more than percent of the life of the first
+// certificate of chain has passed at now. An unreadable one is renewed.
+func renewDue(chain []byte, percent int, now time.Time) bool {
+	if percent <= 0 {
+		percent = 50
+	}
+	block, _ := pem.Decode(chain)
+	if block == nil {
+		return true
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return true
+	}
+	life := c.NotAfter.Sub(c.NotBefore)
+	return now.After(c.NotBefore.Add(life * time.Duration(percent) / 100))
 }
 
 // notYet turns a credential that a cluster has not made yet (the signer or

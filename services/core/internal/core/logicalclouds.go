@@ -49,6 +49,9 @@ type LogicalClouds struct {
 	// TokenLifetime is the lifetime of the token in a token user's
 	// kubeconfig; 0 leaves it to rsync (24 hours).
 	TokenLifetime time.Duration
+	// CertRenewPercent is the share of a user certificate's life after
+	// which a kubeconfig read renews it (RsyncService/RenewCertificate).
+	CertRenewPercent int
 }
 
 // NewLogicalClouds opens the collections on st.

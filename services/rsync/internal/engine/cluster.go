@@ -156,6 +156,15 @@ func (k *Kube) Apply(ctx context.Context, obj *unstructured.Unstructured, manage
 	return ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: force})
 }
 
+// Create creates obj (it must not exist) as manager.
+func (k *Kube) Create(ctx context.Context, obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	ri, err := k.resource(obj.GroupVersionKind(), obj.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	return ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: manager})
+}
+
 // Get implements Cluster.
 func (k *Kube) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
 	ri, err := k.resource(gvk, namespace)

@@ -2,7 +2,6 @@ package rsync
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,24 +87,6 @@ const (
 	minTokenLifetime     = 10 * time.Minute
 	maxTokenLifetime     = 30 * 24 * time.Hour
 )
-
-// GetCertificate implements rsyncv1.RsyncServiceServer.
-func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificateRequest) (*rsyncv1.GetCertificateResponse, error) {
-	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), csrGVK, "", req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	b64, _, _ := unstructured.NestedString(obj.Object, "status", "certificate")
-	if b64 == "" {
-		return nil, errs.FailedPrecondition("CertificateSigningRequest %q on %s/%s has no certificate yet",
-			req.GetName(), req.GetProvider(), req.GetCluster())
-	}
-	cert, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, errs.Internal(err, "CertificateSigningRequest %q: bad status.certificate", req.GetName())
-	}
-	return &rsyncv1.GetCertificateResponse{Certificate: cert}, nil
-}
 
 // GetResourceQuotaStatus implements rsyncv1.RsyncServiceServer.
 func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetResourceQuotaStatusRequest) (*rsyncv1.GetResourceQuotaStatusResponse, error) {

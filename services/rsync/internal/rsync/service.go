@@ -27,6 +27,8 @@ type Service struct {
 	core      corev1.LogicalCloudServiceClient
 	engine    *engine.Engine
 	connector *connector
+	renewed   renewals
+	log       *zap.Logger
 }
 
 // New opens the service's collections on st and makes the engine (Run
@@ -34,6 +36,7 @@ type Service struct {
 func New(st *store.Store, core corev1.LogicalCloudServiceClient, cfg engine.Config, log *zap.Logger) *Service {
 	s := &Service{
 		core: core,
+		log:  log,
 		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
 		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
