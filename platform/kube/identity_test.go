@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dcm-project/dcm/platform/kube"
@@ -55,7 +55,7 @@ func TestSharedNameIsValid(t *testing.T) {
 	long := strings.Repeat("a", 62) + "z"
 	for _, name := range []string{kube.SharedName(long, long, long), kube.SharedName("p", "lc", "u"), kube.SharedName("a-1", "0", "x-y")} {
 		require.Empty(t, validation.IsDNS1123Subdomain(name), name)
-		require.Empty(t, path.IsValidPathSegmentName(name), name)
+		require.Empty(t, content.IsPathSegmentName(name), name)
 	}
 	require.Len(t, kube.SharedName(long, long, long), 3+3+3*63)
 }

@@ -120,7 +120,7 @@ func (r Route) Credential() bool {
 // /v2/project/{p}/... (traffic's spelling) or /v1/cadist/projects/{p}/....
 // isList is the project collection itself.
 func (r Route) project() (project string, scoped, isList bool) {
-	at := -1
+	var at int
 	switch {
 	case r.literal(0) == "v2" && (r.literal(1) == "projects" || r.literal(1) == "project"):
 		at = 2
