@@ -12,23 +12,23 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
-// Service is the core service's gRPC API.
-type Service struct {
+// Projects serves CoreService: the projects every logical cloud, token and role is scoped to.
+type Projects struct {
 	corev1.UnimplementedCoreServiceServer
 	projects *store.Records[*corev1.Project]
 	clouds   *store.Records[*corev1.LogicalCloud]
 }
 
-// New opens the core service's collections on st.
-func New(st *store.Store) *Service {
-	return &Service{projects: projectRecords(st), clouds: cloudRecords(st)}
+// NewProjects opens the project and logical-cloud collections on st.
+func NewProjects(st *store.Store) *Projects {
+	return &Projects{projects: projectRecords(st), clouds: cloudRecords(st)}
 }
 
 // Register serves the API on r.
-func (s *Service) Register(r grpc.ServiceRegistrar) { corev1.RegisterCoreServiceServer(r, s) }
+func (s *Projects) Register(r grpc.ServiceRegistrar) { corev1.RegisterCoreServiceServer(r, s) }
 
 // CreateProject implements corev1.CoreServiceServer.
-func (s *Service) CreateProject(ctx context.Context, req *corev1.CreateProjectRequest) (*corev1.CreateProjectResponse, error) {
+func (s *Projects) CreateProject(ctx context.Context, req *corev1.CreateProjectRequest) (*corev1.CreateProjectResponse, error) {
 	p := &corev1.Project{Metadata: req.GetMetadata()}
 	if err := s.projects.Create(ctx, p.GetMetadata().GetName(), "", p); err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func (s *Service) CreateProject(ctx context.Context, req *corev1.CreateProjectRe
 }
 
 // GetProject implements corev1.CoreServiceServer.
-func (s *Service) GetProject(ctx context.Context, req *corev1.GetProjectRequest) (*corev1.GetProjectResponse, error) {
+func (s *Projects) GetProject(ctx context.Context, req *corev1.GetProjectRequest) (*corev1.GetProjectResponse, error) {
 	p, err := s.projects.Get(ctx, req.GetProject())
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (s *Service) GetProject(ctx context.Context, req *corev1.GetProjectRequest)
 }
 
 // ListProjects implements corev1.CoreServiceServer.
-func (s *Service) ListProjects(ctx context.Context, _ *corev1.ListProjectsRequest) (*corev1.ListProjectsResponse, error) {
+func (s *Projects) ListProjects(ctx context.Context, _ *corev1.ListProjectsRequest) (*corev1.ListProjectsResponse, error) {
 	ps, err := s.projects.List(ctx, "")
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (s *Service) ListProjects(ctx context.Context, _ *corev1.ListProjectsReques
 
 // UpdateProject implements corev1.CoreServiceServer. The name is the
 // record's identity: a body naming another project is refused.
-func (s *Service) UpdateProject(ctx context.Context, req *corev1.UpdateProjectRequest) (*corev1.UpdateProjectResponse, error) {
+func (s *Projects) UpdateProject(ctx context.Context, req *corev1.UpdateProjectRequest) (*corev1.UpdateProjectResponse, error) {
 	if n := req.GetMetadata().GetName(); n != req.GetProject() {
 		return nil, errs.Invalid("metadata.name", "must equal the project in the path (%q), got %q", req.GetProject(), n)
 	}
@@ -74,7 +74,7 @@ func (s *Service) UpdateProject(ctx context.Context, req *corev1.UpdateProjectRe
 // has logical clouds (being deleted ones included) is refused. The project
 // is marked first, so a logical cloud created meanwhile either sees the
 // mark or is seen here.
-func (s *Service) DeleteProject(ctx context.Context, req *corev1.DeleteProjectRequest) (*corev1.DeleteProjectResponse, error) {
+func (s *Projects) DeleteProject(ctx context.Context, req *corev1.DeleteProjectRequest) (*corev1.DeleteProjectResponse, error) {
 	name := req.GetProject()
 	if _, err := s.projects.MarkDeleting(ctx, name); err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (s *Service) DeleteProject(ctx context.Context, req *corev1.DeleteProjectRe
 		for _, c := range clouds {
 			names = append(names, strings.TrimPrefix(c.ID, name+"/"))
 		}
-		err = errs.FailedPrecondition("project %q still has logical clouds (%s): delete them first", name, strings.Join(names, ", "))
+		err = errs.Because(errs.ReasonReferenced, "project %q still has logical clouds (%s): delete them first", name, strings.Join(names, ", "))
 	}
 	if err != nil {
 		if uerr := s.projects.Unmark(context.WithoutCancel(ctx), name); uerr != nil {
