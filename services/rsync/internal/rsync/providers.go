@@ -1,0 +1,68 @@
+package rsync
+
+import (
+	"context"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// CreateClusterProvider implements rsyncv1.RsyncServiceServer.
+func (s *Service) CreateClusterProvider(ctx context.Context, req *rsyncv1.CreateClusterProviderRequest) (*rsyncv1.CreateClusterProviderResponse, error) {
+	p := req.GetClusterProvider()
+	if err := s.providers.Create(ctx, p.GetMetadata().GetName(), "", p); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.CreateClusterProviderResponse{ClusterProvider: p}, nil
+}
+
+// GetClusterProvider implements rsyncv1.RsyncServiceServer.
+func (s *Service) GetClusterProvider(ctx context.Context, req *rsyncv1.GetClusterProviderRequest) (*rsyncv1.GetClusterProviderResponse, error) {
+	p, err := s.providers.Get(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetClusterProviderResponse{ClusterProvider: p.Msg}, nil
+}
+
+// ListClusterProviders implements rsyncv1.RsyncServiceServer.
+func (s *Service) ListClusterProviders(ctx context.Context, _ *rsyncv1.ListClusterProvidersRequest) (*rsyncv1.ListClusterProvidersResponse, error) {
+	ps, err := s.providers.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.ListClusterProvidersResponse{ClusterProviders: ps}, nil
+}
+
+// UpdateClusterProvider implements rsyncv1.RsyncServiceServer. The name is
+// the record's identity: a body naming another provider is refused.
+func (s *Service) UpdateClusterProvider(ctx context.Context, req *rsyncv1.UpdateClusterProviderRequest) (*rsyncv1.UpdateClusterProviderResponse, error) {
+	in := req.GetClusterProvider()
+	if n := in.GetMetadata().GetName(); n != req.GetName() {
+		return nil, errs.Invalid("cluster_provider.metadata.name", "must equal the cluster provider in the path (%q), got %q", req.GetName(), n)
+	}
+	p, err := s.providers.Modify(ctx, req.GetName(), func(p *rsyncv1.ClusterProvider) error {
+		p.Metadata = in.GetMetadata()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.UpdateClusterProviderResponse{ClusterProvider: p}, nil
+}
+
+// DeleteClusterProvider implements rsyncv1.RsyncServiceServer. A provider
+// with clusters is refused: delete them first.
+func (s *Service) DeleteClusterProvider(ctx context.Context, req *rsyncv1.DeleteClusterProviderRequest) (*rsyncv1.DeleteClusterProviderResponse, error) {
+	cs, err := s.clusters.List(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) > 0 {
+		return nil, errs.FailedPrecondition("cluster provider %q still has %d clusters: delete them first", req.GetName(), len(cs))
+	}
+	if err := s.providers.Delete(ctx, req.GetName()); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.DeleteClusterProviderResponse{}, nil
+}
