@@ -12,16 +12,51 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 )
 
 // Error is a domain error with the gRPC code it maps to. Field names the
-// offending request field for InvalidArgument errors.
+// offending request field for InvalidArgument errors; Reason tells apart
+// the conflicts a client reacts to differently (a google.rpc.ErrorInfo).
 type Error struct {
-	Code  codes.Code
-	Msg   string
-	Field string
-	cause error
+	Code   codes.Code
+	Msg    string
+	Field  string
+	Reason Reason
+	cause  error
 }
+
+// Reason is a machine-readable cause of an error (google.rpc.ErrorInfo's
+// reason, in domain Domain), shown as "reason" in REST error bodies: a
+// client branches on it, never on the message.
+type Reason string
+
+// Domain is the ErrorInfo domain of DCM's reasons.
+const Domain = "dcm.io"
+
+// The reasons clients must tell apart.
+const (
+	// ReasonWrongState: the logical cloud's lifecycle state forbids the
+	// call (apply while Instantiating, delete while Instantiated, ...).
+	ReasonWrongState Reason = "WRONG_STATE"
+	// ReasonStillDeleting: the record is being deleted; retry shortly.
+	ReasonStillDeleting Reason = "STILL_DELETING"
+	// ReasonReferenced: others still refer to it (a cluster a logical cloud
+	// uses, a project with logical clouds); remove those first.
+	ReasonReferenced Reason = "REFERENCED"
+	// ReasonOwnedByOther: the object on a cluster belongs to another
+	// logical cloud (another owner).
+	ReasonOwnedByOther Reason = "OWNED_BY_OTHER"
+	// ReasonNotManaged: the object exists on a cluster and DCM did not
+	// create it.
+	ReasonNotManaged Reason = "NOT_MANAGED"
+	// ReasonConcurrentUpdate: the record changed since it was read (a lost
+	// optimistic-concurrency race); read it again and retry.
+	ReasonConcurrentUpdate Reason = "CONCURRENT_UPDATE"
+	// ReasonNotIssued: a credential the cluster makes (certificate, token)
+	// is not there yet; wait for the status to settle.
+	ReasonNotIssued Reason = "NOT_ISSUED"
+)
 
 // Error implements error.
 func (e *Error) Error() string {
@@ -38,16 +73,30 @@ func (e *Error) Unwrap() error { return e.cause }
 // that callers see, since it may carry internal detail.
 func (e *Error) GRPCStatus() *status.Status {
 	st := status.New(e.Code, e.Msg)
-	if e.Field == "" {
+	var details []protoadapt.MessageV1
+	if e.Field != "" {
+		details = append(details, &errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: e.Field, Description: e.Msg}},
+		})
+	}
+	if e.Reason != "" {
+		details = append(details, &errdetails.ErrorInfo{Reason: string(e.Reason), Domain: Domain})
+	}
+	if len(details) == 0 {
 		return st
 	}
-	withField, err := st.WithDetails(&errdetails.BadRequest{
-		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: e.Field, Description: e.Msg}},
-	})
+	with, err := st.WithDetails(details...)
 	if err != nil {
 		return st
 	}
-	return withField
+	return with
+}
+
+// Because is a conflict (FailedPrecondition) with a reason.
+func Because(reason Reason, format string, args ...any) error {
+	e := newf(codes.FailedPrecondition, format, args...)
+	e.Reason = reason
+	return e
 }
 
 func newf(code codes.Code, format string, args ...any) *Error {
@@ -90,8 +139,13 @@ func FailedPrecondition(format string, args ...any) error {
 }
 
 // Aborted reports a lost optimistic-concurrency race: the record changed
-// since it was read. Retrying the whole operation is safe.
-func Aborted(format string, args ...any) error { return newf(codes.Aborted, format, args...) }
+// since it was read. Retrying the whole operation is safe. Its reason is
+// ReasonConcurrentUpdate.
+func Aborted(format string, args ...any) error {
+	e := newf(codes.Aborted, format, args...)
+	e.Reason = ReasonConcurrentUpdate
+	return e
+}
 
 // Unavailable reports a dependency that is down; cause is kept for logs only.
 func Unavailable(cause error, format string, args ...any) error {
@@ -136,6 +190,16 @@ func FieldOf(st *status.Status) string {
 	for _, d := range st.Details() {
 		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
 			return br.GetFieldViolations()[0].GetField()
+		}
+	}
+	return ""
+}
+
+// ReasonOf returns the reason recorded in a status, if any.
+func ReasonOf(st *status.Status) Reason {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == Domain {
+			return Reason(ei.GetReason())
 		}
 	}
 	return ""

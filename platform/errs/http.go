@@ -46,6 +46,9 @@ type Body struct {
 	Status  string `json:"status"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Reason tells apart conflicts a client reacts to differently
+	// (WRONG_STATE, STILL_DELETING, REFERENCED, OWNED_BY_OTHER, ...).
+	Reason Reason `json:"reason,omitempty"`
 }
 
 // WriteHTTP writes st as an HTTP error response.
@@ -63,5 +66,6 @@ func WriteHTTPStatus(w http.ResponseWriter, code int, st *status.Status) {
 		Status:  st.Code().String(),
 		Message: st.Message(),
 		Field:   FieldOf(st),
+		Reason:  ReasonOf(st),
 	})
 }

@@ -69,7 +69,7 @@ func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M, secre
 	if mongo.IsDuplicateKeyError(err) {
 		var cur record
 		if r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&cur) == nil && cur.Deleting {
-			return errs.FailedPrecondition("%s %q is still being deleted; retry shortly", r.kind, id)
+			return errs.Because(errs.ReasonStillDeleting, "%s %q is still being deleted; retry shortly", r.kind, id)
 		}
 		return errs.AlreadyExists("%s %q already exists", r.kind, id)
 	}

@@ -271,6 +271,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		e.admin.want(201, "POST", c+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
 		msg := e.admin.want(409, "POST", c+"/update", "")
 		require.Contains(t, msg, `namespace \"iso-a\" on cluster edge/cluster-1 belongs to logical cloud \"lc\" of project \"ta\"`)
+		require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, msg)["reason"])
 		require.Equal(t, before, snapshot(t, c1, nsA))
 		e.admin.want(200, "POST", c+"/terminate", "")
 		e.admin.settle(c, "Terminated")
@@ -294,7 +295,9 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		}
 		hand := snapshot(t, c1, "iso-handmade")
 		c := e.tenantLC("tc", "hand", "iso-handmade", "carol", "cluster-1")
-		require.Contains(t, e.admin.want(409, "POST", c+"/apply", ""), `already exists on cluster edge/cluster-1 and was not made by DCM`)
+		msg := e.admin.want(409, "POST", c+"/apply", "")
+		require.Contains(t, msg, `already exists on cluster edge/cluster-1 and was not made by DCM`)
+		require.Equal(t, "NOT_MANAGED", decodeMap(t, msg)["reason"])
 		require.Equal(t, hand, snapshot(t, c1, "iso-handmade"))
 		e.admin.want(204, "DELETE", c, "")
 		require.Equal(t, hand, snapshot(t, c1, "iso-handmade"))

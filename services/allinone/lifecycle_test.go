@@ -252,8 +252,12 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	var applied lcStatus
 	require.NoError(t, json.Unmarshal([]byte(r.want(200, "POST", lc+"/apply", "")), &applied))
 	require.Contains(t, []string{"Instantiating", "Instantiated"}, applied.State)
-	require.Contains(t, r.want(409, "POST", lc+"/instantiate", ""), `is Instantiat`)
-	require.Contains(t, r.want(409, "DELETE", lc, ""), "terminate it")
+	again := r.want(409, "POST", lc+"/instantiate", "")
+	require.Contains(t, again, `is Instantiat`)
+	require.Equal(t, "WRONG_STATE", decodeMap(t, again)["reason"], "a reason clients branch on")
+	gone := r.want(409, "DELETE", lc, "")
+	require.Contains(t, gone, "terminate it")
+	require.Equal(t, "WRONG_STATE", decodeMap(t, gone)["reason"])
 
 	st := r.settle(lc, "Instantiated")
 	require.Len(t, st.Clusters, 2)

@@ -160,6 +160,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	// Deleting the project is refused while it has a logical cloud.
 	body = r.want(409, "DELETE", "/v2/projects/p1", "")
 	require.Contains(t, body, "lc-1")
+	require.Contains(t, body, `"reason":"REFERENCED"`)
 
 	// Delete: everything under it goes, in every service.
 	r.want(204, "DELETE", lc, "")

@@ -31,7 +31,7 @@ func (s *LogicalClouds) requireApplied(ctx context.Context, project, lc string, 
 		return err
 	}
 	if !slices.Contains(liveStates, st.GetState()) {
-		return errs.FailedPrecondition("logical cloud %q is %s: %s on the clusters once it is applied", lc, st.GetState(), what)
+		return errs.Because(errs.ReasonWrongState, "logical cloud %q is %s: %s on the clusters once it is applied", lc, st.GetState(), what)
 	}
 	return nil
 }
@@ -149,7 +149,7 @@ func renewDue(chain []byte, percent int, now time.Time) bool {
 func notYet(err error, what string, t target) error {
 	switch errs.Code(err) {
 	case codes.NotFound, codes.FailedPrecondition:
-		return errs.FailedPrecondition("%s is not issued on cluster %s/%s yet: see .../status", what, t.provider, t.cluster)
+		return errs.Because(errs.ReasonNotIssued, "%s is not issued on cluster %s/%s yet: see .../status", what, t.provider, t.cluster)
 	}
 	return err
 }

@@ -186,7 +186,7 @@ func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string
 		return nil, err
 	}
 	if !slices.Contains(from, st.GetState()) {
-		return nil, errs.FailedPrecondition("logical cloud %q is %s: %s needs it to be %s", lc, st.GetState(), verb, strings.Join(from, " or "))
+		return nil, errs.Because(errs.ReasonWrongState, "logical cloud %q is %s: %s needs it to be %s", lc, st.GetState(), verb, strings.Join(from, " or "))
 	}
 	gen, err := act(ctx, cur.Msg, st.GetState())
 	if err != nil {
@@ -268,10 +268,10 @@ func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc string, c
 		where := o.GetProvider() + "/" + o.GetCluster()
 		switch o.GetState() {
 		case rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER:
-			return errs.FailedPrecondition("namespace %q on cluster %s belongs to %s: two logical clouds never share a namespace; choose another namespace",
+			return errs.Because(errs.ReasonOwnedByOther, "namespace %q on cluster %s belongs to %s: two logical clouds never share a namespace; choose another namespace",
 				ns, where, ownerName(o.GetOwner()))
 		case rsyncv1.Ownership_OWNERSHIP_UNMANAGED:
-			return errs.FailedPrecondition("namespace %q already exists on cluster %s and was not made by DCM: a logical cloud never takes over a namespace; choose another",
+			return errs.Because(errs.ReasonNotManaged, "namespace %q already exists on cluster %s and was not made by DCM: a logical cloud never takes over a namespace; choose another",
 				ns, where)
 		}
 	}

@@ -282,7 +282,7 @@ func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.Dele
 		return nil, err
 	}
 	if !slices.Contains(deleteFrom, st.GetState()) {
-		return nil, errs.FailedPrecondition("logical cloud %q is %s: terminate it (POST .../terminate) and wait for %s before deleting it",
+		return nil, errs.Because(errs.ReasonWrongState, "logical cloud %q is %s: terminate it (POST .../terminate) and wait for %s before deleting it",
 			lc, st.GetState(), StateTerminated)
 	}
 	if _, err := s.clouds.MarkDeleting(ctx, store.Key(project, lc)); err != nil {
