@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,8 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -77,8 +74,10 @@ func (c *Config) defaults() {
 	}
 }
 
-// Engine applies owners' rollouts to clusters. All of its in-memory state
-// is guarded by mu; a worker goroutine per cluster runs the passes.
+// Engine applies owners' rollouts to clusters. Its in-memory state is
+// guarded by mu; a worker goroutine per cluster runs the passes
+// (worker.go, pass.go, step.go) toward what reconcile decided
+// (reconcile.go); the status writer saves cluster states (statuswriter.go).
 type Engine struct {
 	cfg      Config
 	log      *zap.Logger
@@ -100,11 +99,8 @@ type Engine struct {
 	// indexed.
 	claims  map[string]map[string]string
 	running sync.WaitGroup
-	// flushq is the store writer's queue of tasks whose state changed.
-	flushq    []*task
-	queued    map[*task]bool
-	flushKick chan struct{}
-	writing   bool
+	// saver is the store writer of cluster states (statuswriter.go).
+	saver *statusWriter
 	// apiMu serializes the API calls that change desired state.
 	apiMu sync.Mutex
 }
@@ -131,29 +127,22 @@ type task struct {
 	cancel            context.CancelFunc
 }
 
-// worker runs the passes of one cluster's tasks.
-type worker struct {
-	kick  chan struct{}
-	tasks []*task
-	turn  int
-}
-
 // New makes an engine over st. Run starts it.
 func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engine {
 	cfg.defaults()
-	return &Engine{
+	e := &Engine{
 		cfg: cfg, log: log, connect: connect,
 		rollouts: store.NewRecords(st, "rollouts", "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} }),
 		states: store.NewRecords(st, "rollout_clusters", "rollout cluster state",
 			func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} }),
-		sem:       make(chan struct{}, cfg.Concurrency),
-		loaded:    make(chan struct{}),
-		owners:    map[string]*owner{},
-		workers:   map[string]*worker{},
-		claims:    map[string]map[string]string{},
-		queued:    map[*task]bool{},
-		flushKick: make(chan struct{}, 1),
+		sem:     make(chan struct{}, cfg.Concurrency),
+		loaded:  make(chan struct{}),
+		owners:  map[string]*owner{},
+		workers: map[string]*worker{},
+		claims:  map[string]map[string]string{},
 	}
+	e.saver = newStatusWriter(e.states, &e.mu, cfg.Checkpoint, &e.writes, log)
+	return e
 }
 
 // StoreWrites is how many store writes the engine made.
@@ -167,7 +156,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		e.writer(stop)
+		e.saver.run(stop)
 		close(stopped)
 	}()
 	<-ctx.Done()
@@ -291,118 +280,6 @@ func (e *Engine) addTask(o *owner, provider, cluster string) *task {
 	return t
 }
 
-// reconcile brings every task of o to o's generation: what to apply, what
-// to delete. Called with mu held, after o.rec changed or on load.
-func (e *Engine) reconcile(o *owner) {
-	targets := map[string]*rsyncv1.StoredTarget{}
-	for _, tg := range o.rec.GetTargets() {
-		targets[clusterKey(tg.GetProvider(), tg.GetCluster())] = tg
-		e.addTask(o, tg.GetProvider(), tg.GetCluster())
-	}
-	for key, t := range o.tasks {
-		var want []*object
-		if tg, ok := targets[key]; ok && !o.rec.GetDeleting() {
-			for _, i := range tg.GetManifests() {
-				want = append(want, o.objs[i])
-			}
-		}
-		t.reconcile(o.rec.GetGeneration(), applyOrder(want))
-	}
-}
-
-// reconcile sets t's resources for generation gen: want in order (to
-// apply), then the others it still has (to delete). Entries already at gen
-// (loaded after a restart) are kept as they are, retry schedule included;
-// an entry applied from the same manifest stays applied: unchanged
-// resources are not applied again.
-func (t *task) reconcile(gen int64, want []*object) {
-	old := map[string]*rsyncv1.ResourceStatus{}
-	for _, r := range t.state.GetResources() {
-		old[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())] = r
-	}
-	now := timestamppb.Now()
-	reset := func(r *rsyncv1.ResourceStatus, op rsyncv1.Operation) {
-		r.Operation, r.State, r.Attempts, r.NextRetry, r.LastError, r.Updated =
-			op, rsyncv1.State_STATE_PENDING, 0, nil, "", now
-	}
-	t.desired = map[string]*object{}
-	var res []*rsyncv1.ResourceStatus
-	for _, obj := range want {
-		t.desired[obj.key] = obj
-		r, ok := old[obj.key]
-		delete(old, obj.key)
-		switch {
-		case !ok:
-			r = &rsyncv1.ResourceStatus{}
-			reset(r, rsyncv1.Operation_OPERATION_APPLY)
-		case r.GetGeneration() == gen && r.GetManifestHash() == obj.hash:
-		case r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY && r.GetState() == rsyncv1.State_STATE_APPLIED &&
-			r.GetManifestHash() == obj.hash:
-		default:
-			reset(r, rsyncv1.Operation_OPERATION_APPLY)
-		}
-		// A new apiVersion of the same object is what the next apply sends.
-		r.ApiVersion, r.Kind, r.Namespace, r.Name = obj.u.GetAPIVersion(), obj.u.GetKind(), obj.u.GetNamespace(), obj.u.GetName()
-		r.ManifestHash, r.Generation = obj.hash, gen
-		res = append(res, r)
-	}
-	for _, r := range t.state.GetResources() {
-		if _, dropped := old[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())]; !dropped {
-			continue
-		}
-		deleted := r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && r.GetState() == rsyncv1.State_STATE_DELETED
-		switch {
-		case r.GetGeneration() == gen:
-		case deleted && len(want) > 0:
-			continue // deleted by an earlier generation: no longer shown
-		case deleted:
-		case r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && r.GetState() != rsyncv1.State_STATE_FAILED:
-			// a delete still under way keeps its retry count
-		default:
-			reset(r, rsyncv1.Operation_OPERATION_DELETE)
-		}
-		r.Generation = gen
-		res = append(res, r)
-	}
-	t.state.Resources = res
-	t.dirty = true
-	t.next = time.Time{}
-	if t.cancel != nil {
-		t.cancel() // a pass of an older generation stops at its next step
-	}
-}
-
-// done says whether r needs no more work at generation gen.
-func done(r *rsyncv1.ResourceStatus, gen int64) bool {
-	switch r.GetState() {
-	case rsyncv1.State_STATE_APPLIED:
-		return r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY
-	case rsyncv1.State_STATE_DELETED:
-		return r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE
-	case rsyncv1.State_STATE_FAILED:
-		return r.GetGeneration() == gen
-	default:
-		return false
-	}
-}
-
-// nextStep is the index of t's next resource to work on: applies in
-// order, then deletes in reverse order; -1 when none is left.
-func (t *task) nextStep(gen int64) int {
-	res := t.state.GetResources()
-	for i, r := range res {
-		if r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY && !done(r, gen) {
-			return i
-		}
-	}
-	for i := len(res) - 1; i >= 0; i-- {
-		if r := res[i]; r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && !done(r, gen) {
-			return i
-		}
-	}
-	return -1
-}
-
 // kickAll wakes the workers of o's clusters. Called with mu held.
 func (e *Engine) kickAll(o *owner) {
 	for key := range o.tasks {
@@ -417,166 +294,6 @@ func (e *Engine) kickAll(o *owner) {
 func (o *owner) notify() {
 	close(o.changed)
 	o.changed = make(chan struct{})
-}
-
-// work runs one cluster's tasks: each due task gets a pass, under the
-// global concurrency bound; then it sleeps until the next retry is due or
-// it is kicked.
-func (e *Engine) work(w *worker) {
-	defer e.running.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		e.mu.Lock()
-		t, wait := e.due(w, time.Now())
-		ctx := e.ctx
-		e.mu.Unlock()
-		if t != nil {
-			select {
-			case e.sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			e.pass(ctx, t)
-			<-e.sem
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-w.kick:
-		case <-timer.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// due picks w's next task with work due, taking turns; else how long until
-// one is. Called with mu held.
-func (e *Engine) due(w *worker, now time.Time) (*task, time.Duration) {
-	wait := time.Hour
-	for i := range w.tasks {
-		t := w.tasks[(w.turn+i)%len(w.tasks)]
-		if t.owner.rec.GetStopped() || t.nextStep(t.owner.rec.GetGeneration()) < 0 {
-			continue
-		}
-		if !t.next.After(now) {
-			w.turn = (w.turn + i + 1) % len(w.tasks)
-			return t, 0
-		}
-		wait = min(wait, t.next.Sub(now))
-	}
-	return nil, wait
-}
-
-// backoff is the delay before attempt n+1: base doubling per attempt,
-// capped, drawn from the upper half so that clusters that failed together
-// do not retry together.
-func (e *Engine) backoff(attempts int) time.Duration {
-	d := e.cfg.RetryMax
-	if attempts < 32 {
-		d = min(e.cfg.RetryBase<<max(attempts-1, 0), e.cfg.RetryMax)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// flush queues t's state for the store writer if it changed, at most once
-// per checkpoint interval unless force. Called without mu.
-func (e *Engine) flush(t *task, force bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !t.dirty || e.queued[t] || (!force && time.Since(t.lastFlush) < e.cfg.Checkpoint) {
-		return
-	}
-	t.lastFlush = time.Now()
-	e.queued[t] = true
-	e.flushq = append(e.flushq, t)
-	select {
-	case e.flushKick <- struct{}{}:
-	default:
-	}
-}
-
-// writer writes queued states to the store one at a time, each task's
-// latest state once however often it changed while queued: the store (the
-// embedded one scans a collection per write) sees one engine write at a
-// time, and fewer the slower it is. The state in memory stays
-// authoritative; a write that fails is queued again. Once stop is closed
-// it writes what is left and returns, for a graceful stop.
-func (e *Engine) writer(stop <-chan struct{}) {
-	for {
-		e.mu.Lock()
-		if len(e.flushq) == 0 {
-			e.mu.Unlock()
-			select {
-			case <-e.flushKick:
-				continue
-			case <-stop:
-			}
-			if e.drained() {
-				return
-			}
-			continue
-		}
-		t := e.flushq[0]
-		e.flushq = e.flushq[1:]
-		delete(e.queued, t)
-		snap := proto.CloneOf(t.state)
-		version := t.stateVersion
-		t.dirty = false
-		e.writing = true
-		e.mu.Unlock()
-
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
-		var err error
-		if version == 0 {
-			err = e.states.Create(wctx, id, snap.GetOwner(), snap)
-		} else {
-			err = e.states.Update(wctx, id, version, snap)
-		}
-		cancel()
-		e.writes.Add(1)
-		e.mu.Lock()
-		e.writing = false
-		if err == nil {
-			storeWrites.WithLabelValues("ok").Inc()
-			t.stateVersion = version + 1
-			e.mu.Unlock()
-			continue
-		}
-		storeWrites.WithLabelValues("error").Inc()
-		t.dirty = true
-		if !e.queued[t] {
-			e.queued[t] = true
-			e.flushq = append(e.flushq, t)
-		}
-		e.mu.Unlock()
-		e.log.Warn("save rollout cluster state; will retry", zap.String("id", id), zap.Error(err))
-		select {
-		case <-time.After(time.Second):
-		case <-stop:
-			return // the store is failing: what is not saved is redone after a restart
-		}
-	}
-}
-
-// Unsaved counts the cluster states waiting for the store writer.
-func (e *Engine) Unsaved() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := len(e.flushq)
-	if e.writing {
-		n++
-	}
-	return n
-}
-
-// drained says whether the stopping writer has nothing left to write.
-func (e *Engine) drained() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.flushq) == 0
 }
 
 // sortedTasks lists o's tasks by cluster key. Called with mu held.

@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// statusWriter is the engine's single store writer of cluster states. It
+// writes queued states to the store one at a time, each task's latest state
+// once however often it changed while queued: the store (the embedded one
+// scans a collection per write) sees one engine write at a time, and fewer
+// the slower it is. The state in memory stays authoritative; a write that
+// fails is queued again.
+//
+// Its queue is guarded by its own mu. A task's state, version and dirty
+// flag stay guarded by the engine's lock (tasks); when both are needed,
+// tasks is taken first.
+type statusWriter struct {
+	states *store.Records[*rsyncv1.StoredClusterState]
+	tasks  sync.Locker // the engine's mu
+	// checkpoint is how often a long pass's state is queued at most.
+	checkpoint time.Duration
+	writes     *atomic.Int64 // the engine's count of store writes
+	log        *zap.Logger
+	kick       chan struct{}
+
+	mu      sync.Mutex
+	q       []*task
+	queued  map[*task]bool
+	writing bool
+}
+
+func newStatusWriter(states *store.Records[*rsyncv1.StoredClusterState], tasks sync.Locker, checkpoint time.Duration, writes *atomic.Int64, log *zap.Logger) *statusWriter {
+	return &statusWriter{
+		states: states, tasks: tasks, checkpoint: checkpoint, writes: writes, log: log,
+		kick: make(chan struct{}, 1), queued: map[*task]bool{},
+	}
+}
+
+// flush queues t's state for the store writer if it changed, at most once
+// per checkpoint interval unless force. Called without the engine's mu.
+func (e *Engine) flush(t *task, force bool) { e.saver.flush(t, force) }
+
+func (w *statusWriter) flush(t *task, force bool) {
+	w.tasks.Lock()
+	defer w.tasks.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !t.dirty || w.queued[t] || (!force && time.Since(t.lastFlush) < w.checkpoint) {
+		return
+	}
+	t.lastFlush = time.Now()
+	w.enqueue(t)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue adds t to the queue. Called with w.mu held.
+func (w *statusWriter) enqueue(t *task) {
+	w.queued[t] = true
+	w.q = append(w.q, t)
+}
+
+// next takes the first queued task and a snapshot of its state to write,
+// or nil if the queue is empty.
+func (w *statusWriter) next() (t *task, snap *rsyncv1.StoredClusterState, version int64) {
+	w.tasks.Lock()
+	defer w.tasks.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.q) == 0 {
+		return nil, nil, 0
+	}
+	t = w.q[0]
+	w.q = w.q[1:]
+	delete(w.queued, t)
+	snap = proto.CloneOf(t.state)
+	version = t.stateVersion
+	t.dirty = false
+	w.writing = true
+	return t, snap, version
+}
+
+// written records the result of writing t's state at version.
+func (w *statusWriter) written(t *task, version int64, err error) {
+	w.tasks.Lock()
+	defer w.tasks.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writing = false
+	if err == nil {
+		storeWrites.WithLabelValues("ok").Inc()
+		t.stateVersion = version + 1
+		return
+	}
+	storeWrites.WithLabelValues("error").Inc()
+	t.dirty = true
+	if !w.queued[t] {
+		w.enqueue(t)
+	}
+}
+
+// run writes queued states until stop is closed; then it writes what is
+// left and returns, for a graceful stop.
+func (w *statusWriter) run(stop <-chan struct{}) {
+	for {
+		t, snap, version := w.next()
+		if t == nil {
+			select {
+			case <-w.kick:
+				continue
+			case <-stop:
+			}
+			if w.drained() {
+				return
+			}
+			continue
+		}
+
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
+		var err error
+		if version == 0 {
+			err = w.states.Create(wctx, id, snap.GetOwner(), snap)
+		} else {
+			err = w.states.Update(wctx, id, version, snap)
+		}
+		cancel()
+		w.writes.Add(1)
+		w.written(t, version, err)
+		if err == nil {
+			continue
+		}
+		w.log.Warn("save rollout cluster state; will retry", zap.String("id", id), zap.Error(err))
+		select {
+		case <-time.After(time.Second):
+		case <-stop:
+			return // the store is failing: what is not saved is redone after a restart
+		}
+	}
+}
+
+// unsaved counts the states queued or being written.
+func (w *statusWriter) unsaved() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(w.q)
+	if w.writing {
+		n++
+	}
+	return n
+}
+
+// drained says whether the stopping writer has nothing left to write.
+func (w *statusWriter) drained() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.q) == 0
+}
+
+// Unsaved counts the cluster states waiting for the store writer.
+func (e *Engine) Unsaved() int { return e.saver.unsaved() }
