@@ -9,14 +9,20 @@ GRPCURL    := $(BIN)/grpcurl
 # Every package of every workspace module (go.work).
 PKGS       := github.com/dcm-project/dcm/...
 # What `make generate` writes; CI fails if regenerating changes it.
-GENERATED  := gen services/gateway/internal/openapi
+GENERATED  := gen services/gateway/internal/openapi docs/configuration.md
 
 # Local Kubernetes clusters (make clusters N=3); their files go here.
 N          ?= 3
 CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
-.PHONY: grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
+.DEFAULT_GOAL := help
+.PHONY: help grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
 	k8s-bins clusters clusters-down bench-rsync bench-lifecycle
+
+## help: list the targets and what they do
+help:
+	@echo "Distributed Cloud Manager: make <target>"
+	@awk -F': ' '/^## [a-z0-9-]+: / { printf "  %-16s %s\n", substr($$1, 4), substr($$0, length($$1) + 3) }' $(MAKEFILE_LIST)
 
 ## run: build and start the whole suite on the embedded store (REST :8080, gRPC :9090, data ./.dcm)
 run: build
@@ -57,11 +63,14 @@ bench-lifecycle: k8s-bins
 test-unit:
 	$(GO) test -short -count=1 $(PKGS)
 
-## generate: regenerate gen/ and the OpenAPI document from proto/ with local plugins
+## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, and the configuration table in docs/configuration.md
 generate: $(BUF)
 	$(BUF) format -w
+	find gen -mindepth 1 -maxdepth 1 ! -name go.mod ! -name go.sum -exec rm -rf {} +
 	$(BUF) generate
+	$(GO) run ./platform/server/cmd/confdoc docs/configuration.md
 
+## check-generated: make generate, then fail if it changed anything tracked (CI)
 check-generated: generate
 	@if [ -n "$$(git status --porcelain -- $(GENERATED) proto)" ]; then \
 		echo "make generate changed tracked files: commit the regenerated code"; \
@@ -92,5 +101,6 @@ grpcurl: $(GRPCURL)
 $(GRPCURL): tools/grpcurl/go.mod tools/grpcurl/go.sum
 	cd tools/grpcurl && GOWORK=off $(GO) build -o $(GRPCURL) github.com/fullstorydev/grpcurl/cmd/grpcurl
 
+## clean: remove bin/
 clean:
 	rm -rf $(BIN)
