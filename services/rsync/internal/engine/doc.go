@@ -12,6 +12,13 @@
 // did not create, is never changed nor deleted (owner.go, step.go).
 //
 // It talks to clusters only through the Cluster interface: client-go for
-// real clusters (Kube), an in-process stand-in for benchmarks (Simulated).
-// It must not know about logical clouds or any other service.
+// real clusters (Kube), an in-process stand-in for benchmarks (Simulated);
+// conformance_test.go runs the same behaviours against both. It must not
+// know about logical clouds or any other service.
+//
+// One file per concern: engine.go (state, load), reconcile.go (what each
+// task must do), worker.go (a goroutine per cluster, the concurrency
+// bound, sleeping until due), pass.go and step.go (doing it),
+// statuswriter.go (the single store writer of cluster states, with its own
+// lock), owner.go (ownership), api.go (what the gRPC API calls).
 package engine
