@@ -9,6 +9,7 @@ package coretest
 import (
 	"context"
 	"sync"
+	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +26,17 @@ type Core struct {
 	corev1.LogicalCloudServiceClient
 	mu     sync.Mutex
 	clouds map[string]*corev1.LogicalCloud
+	// forbidden, once set by Forbid, fails its test at any call.
+	forbidden testing.TB
+}
+
+// Forbid makes any later call to this core fail t: what runs after it
+// (the internal RPCs core calls, such as renders) must not call core back.
+// Forbid(nil) allows calls again.
+func (c *Core) Forbid(t testing.TB) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forbidden = t
 }
 
 // New returns a core that knows no logical cloud.
@@ -60,9 +72,36 @@ func (c *Core) Remove(project, lc string) {
 func (c *Core) GetLogicalCloud(_ context.Context, req *corev1.GetLogicalCloudRequest, _ ...grpc.CallOption) (*corev1.GetLogicalCloudResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.forbidden != nil {
+		c.forbidden.Errorf("core was called back: GetLogicalCloud(%s/%s)", req.GetProject(), req.GetLogicalCloud())
+		return nil, errs.FailedPrecondition("core may not be called here")
+	}
 	lc, ok := c.clouds[store.Key(req.GetProject(), req.GetLogicalCloud())]
 	if !ok {
 		return nil, errs.NotFound("logical cloud %q of project %q not found", req.GetLogicalCloud(), req.GetProject())
 	}
 	return &corev1.GetLogicalCloudResponse{LogicalCloud: proto.Clone(lc).(*corev1.LogicalCloud)}, nil
+}
+
+// ListClusterReferences implements corev1.LogicalCloudServiceClient: a
+// logical cloud added references no cluster; NotFound for one not added.
+func (c *Core) ListClusterReferences(ctx context.Context, req *corev1.ListClusterReferencesRequest, _ ...grpc.CallOption) (*corev1.ListClusterReferencesResponse, error) {
+	if _, err := c.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: req.GetProject(), LogicalCloud: req.GetLogicalCloud()}); err != nil {
+		return nil, err
+	}
+	return &corev1.ListClusterReferencesResponse{}, nil
+}
+
+// Spec is what core holds of logical cloud lc of project, as core puts it
+// in the requests it sends the services (their internal RPCs take it
+// instead of calling core back); NotFound, as core answers, for one not
+// added. It is the test's own read: Forbid does not apply.
+func (c *Core) Spec(project, lc string) (*corev1.LogicalCloudSpec, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.clouds[store.Key(project, lc)]
+	if !ok {
+		return nil, errs.NotFound("logical cloud %q of project %q not found", lc, project)
+	}
+	return proto.Clone(got.GetSpec()).(*corev1.LogicalCloudSpec), nil
 }

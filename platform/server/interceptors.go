@@ -61,16 +61,36 @@ func (c *chain) stream() []grpc.StreamServerInterceptor {
 	return []grpc.StreamServerInterceptor{c.recoverStream, c.authorizeStream, c.validateStream, c.logStream, c.metricsStream}
 }
 
+// InternalSuffix ends the name of every internal service
+// (proto/dcm/<svc>/v1/internal.proto): the contracts between DCM's own
+// services, never mounted by the gateway and served to the service role
+// only.
+const InternalSuffix = "InternalService"
+
+// IsInternal says whether a full gRPC method name
+// ("/dcm.user.v1.UserInternalService/RenderUsers") belongs to an internal
+// service.
+func IsInternal(fullMethod string) bool {
+	svc, _, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	return strings.HasSuffix(svc, InternalSuffix)
+}
+
 // callerAllowed lets DCM services and admins call gRPC directly. Tenants'
 // roles are scoped by the gateway, so their certificates are refused here:
-// they must not bypass that scoping. The TLS handshake already checked the
-// chain, so the identity is read from the verified certificate. The
-// returned context carries the Caller.
+// they must not bypass that scoping. Internal services (IsInternal) are
+// served to DCM services alone: an admin with grpcurl is refused them too
+// (they hand out private keys and drive the clusters behind core's back).
+// The TLS handshake already checked the chain, so the identity is read
+// from the verified certificate. The returned context carries the Caller.
 func (c *chain) callerAllowed(ctx context.Context, method string) (context.Context, error) {
 	if !c.authorize {
 		return withCaller(ctx, pki.Identity{}, false), nil
 	}
 	id, _ := peerIdentity(ctx)
+	if IsInternal(method) && id.Role != pki.RoleService {
+		c.log.Warn("internal gRPC call refused", zap.String("grpc.method", method), zap.String("subject", id.Subject), zap.String("role", id.Role))
+		return ctx, status.Error(codes.PermissionDenied, "internal gRPC services are served to DCM services only")
+	}
 	if id.Role == pki.RoleService || id.Role == pki.RoleAdmin {
 		return withCaller(ctx, id, true), nil
 	}

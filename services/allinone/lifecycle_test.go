@@ -336,6 +336,27 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"configmaps": "6", "requests.cpu": "4", "cpu": "16", "memory": "64Gi", "pods": "200"}, usage.Total.Hard)
 
+	// Quota usage shows what was applied, not what is desired: a quota
+	// added since (no /update) is not there, one removed since still is.
+	quotaNames := func() []string {
+		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/quota-usage", "")), &usage))
+		var names []string
+		for _, c := range usage.Clusters {
+			require.Empty(t, c.Error)
+			for _, q := range c.Quotas {
+				names = append(names, c.Name+"/"+q.Name)
+			}
+		}
+		return names
+	}
+	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-2"},"spec":{"pods":"5"}}`)
+	require.Equal(t, []string{"cluster-1/quota-1", "cluster-2/quota-1"}, quotaNames(), "quota-2 is not applied yet")
+	r.want(204, "DELETE", lc+"/cluster-quotas/quota-1", "")
+	require.Equal(t, []string{"cluster-1/quota-1", "cluster-2/quota-1"}, quotaNames(), "quota-1 is still applied")
+	// Back as it was, for the update below.
+	r.want(204, "DELETE", lc+"/cluster-quotas/quota-2", "")
+	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-1"},"spec":{"configmaps":3,"requests.cpu":"2"}}`)
+
 	// Update: cluster-3 in, cluster-2 out, a permission changed.
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)
 	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/cluster-2", "")

@@ -31,10 +31,13 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		return nil, server.Options{}, err
 	}
 	peers := core.Peers{
-		Namespaces: namespacev1.NewNamespaceServiceClient(conns[0]),
-		Users:      userv1.NewUserServiceClient(conns[1]),
-		Quotas:     quotav1.NewQuotaServiceClient(conns[2]),
-		Rsync:      rsyncv1.NewRsyncServiceClient(conns[3]),
+		Namespaces:     namespacev1.NewNamespaceInternalServiceClient(conns[0]),
+		Users:          userv1.NewUserServiceClient(conns[1]),
+		UsersInternal:  userv1.NewUserInternalServiceClient(conns[1]),
+		Quotas:         quotav1.NewQuotaServiceClient(conns[2]),
+		QuotasInternal: quotav1.NewQuotaInternalServiceClient(conns[2]),
+		Rsync:          rsyncv1.NewRsyncServiceClient(conns[3]),
+		RsyncInternal:  rsyncv1.NewRsyncInternalServiceClient(conns[3]),
 	}
 	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota, cfg.PodSecurity)
 	if err != nil {

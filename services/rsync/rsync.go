@@ -6,7 +6,6 @@ package rsync
 import (
 	"context"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
@@ -16,21 +15,16 @@ import (
 // Name is the program name of the resource synchronizer service.
 const Name = "rsync"
 
-// Build is the resource synchronizer's app.Build: the store, core to ask
-// which logical clouds reference a cluster, and the engine as a background
-// loop.
+// Build is the resource synchronizer's app.Build: the store and the engine
+// as a background loop. It dials no other service: services below core
+// never call up (docs/conventions.md).
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	cfg := env.Config
-	conns, closeAll, err := env.DialPeers(cfg.CoreAddr)
-	if err != nil {
-		return nil, server.Options{}, err
-	}
-	s := rsync.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), engine.Config{
+	s := rsync.New(env.Store, engine.Config{
 		Concurrency: cfg.RsyncConcurrency, RetryBase: cfg.RsyncRetryBase, RetryMax: cfg.RsyncRetryMax,
 		ForceConflicts: cfg.RsyncForceConflicts,
 	}, env.Log.Named("engine"))
 	return []server.Service{s}, server.Options{
 		Background: []func(context.Context) error{s.Run},
-		OnStop:     []func(context.Context){closeAll},
 	}, nil
 }

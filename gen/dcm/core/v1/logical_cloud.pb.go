@@ -1530,107 +1530,6 @@ func (*DeleteClusterReferenceResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
 }
 
-// FindClusterReferencesRequest names a registered cluster.
-type FindClusterReferencesRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// cluster_provider is the cluster's provider.
-	ClusterProvider string `protobuf:"bytes,1,opt,name=cluster_provider,json=clusterProvider,proto3" json:"cluster_provider,omitempty"`
-	// cluster_name is the cluster's name.
-	ClusterName   string `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FindClusterReferencesRequest) Reset() {
-	*x = FindClusterReferencesRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FindClusterReferencesRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FindClusterReferencesRequest) ProtoMessage() {}
-
-func (x *FindClusterReferencesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FindClusterReferencesRequest.ProtoReflect.Descriptor instead.
-func (*FindClusterReferencesRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
-}
-
-func (x *FindClusterReferencesRequest) GetClusterProvider() string {
-	if x != nil {
-		return x.ClusterProvider
-	}
-	return ""
-}
-
-func (x *FindClusterReferencesRequest) GetClusterName() string {
-	if x != nil {
-		return x.ClusterName
-	}
-	return ""
-}
-
-// FindClusterReferencesResponse names the logical clouds referencing it.
-type FindClusterReferencesResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// logical_clouds as "project/logical-cloud", ordered.
-	LogicalClouds []string `protobuf:"bytes,1,rep,name=logical_clouds,json=logicalClouds,proto3" json:"logical_clouds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FindClusterReferencesResponse) Reset() {
-	*x = FindClusterReferencesResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FindClusterReferencesResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FindClusterReferencesResponse) ProtoMessage() {}
-
-func (x *FindClusterReferencesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FindClusterReferencesResponse.ProtoReflect.Descriptor instead.
-func (*FindClusterReferencesResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
-}
-
-func (x *FindClusterReferencesResponse) GetLogicalClouds() []string {
-	if x != nil {
-		return x.LogicalClouds
-	}
-	return nil
-}
-
 // KvPair is a logical cloud's record of key-value pairs (seed 000 7.5).
 type KvPair struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1644,7 +1543,7 @@ type KvPair struct {
 
 func (x *KvPair) Reset() {
 	*x = KvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1555,7 @@ func (x *KvPair) String() string {
 func (*KvPair) ProtoMessage() {}
 
 func (x *KvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1568,7 @@ func (x *KvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPair.ProtoReflect.Descriptor instead.
 func (*KvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KvPair) GetMetadata() *v1.Metadata {
@@ -1698,7 +1597,7 @@ type KvPairSpec struct {
 
 func (x *KvPairSpec) Reset() {
 	*x = KvPairSpec{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1609,7 @@ func (x *KvPairSpec) String() string {
 func (*KvPairSpec) ProtoMessage() {}
 
 func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1622,7 @@ func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPairSpec.ProtoReflect.Descriptor instead.
 func (*KvPairSpec) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KvPairSpec) GetKv() []*structpb.Struct {
@@ -1747,7 +1646,7 @@ type StoredKvPair struct {
 
 func (x *StoredKvPair) Reset() {
 	*x = StoredKvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1658,7 @@ func (x *StoredKvPair) String() string {
 func (*StoredKvPair) ProtoMessage() {}
 
 func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1671,7 @@ func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredKvPair.ProtoReflect.Descriptor instead.
 func (*StoredKvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StoredKvPair) GetMetadata() *v1.Metadata {
@@ -1802,7 +1701,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1713,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1726,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KeyValue) GetKey() string {
@@ -1859,7 +1758,7 @@ type CreateKvPairRequest struct {
 
 func (x *CreateKvPairRequest) Reset() {
 	*x = CreateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +1770,7 @@ func (x *CreateKvPairRequest) String() string {
 func (*CreateKvPairRequest) ProtoMessage() {}
 
 func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +1783,7 @@ func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*CreateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateKvPairRequest) GetProject() string {
@@ -1919,7 +1818,7 @@ type CreateKvPairResponse struct {
 
 func (x *CreateKvPairResponse) Reset() {
 	*x = CreateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +1830,7 @@ func (x *CreateKvPairResponse) String() string {
 func (*CreateKvPairResponse) ProtoMessage() {}
 
 func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +1843,7 @@ func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*CreateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateKvPairResponse) GetKvPair() *KvPair {
@@ -1969,7 +1868,7 @@ type GetKvPairRequest struct {
 
 func (x *GetKvPairRequest) Reset() {
 	*x = GetKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +1880,7 @@ func (x *GetKvPairRequest) String() string {
 func (*GetKvPairRequest) ProtoMessage() {}
 
 func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +1893,7 @@ func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairRequest.ProtoReflect.Descriptor instead.
 func (*GetKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetKvPairRequest) GetProject() string {
@@ -2029,7 +1928,7 @@ type GetKvPairResponse struct {
 
 func (x *GetKvPairResponse) Reset() {
 	*x = GetKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +1940,7 @@ func (x *GetKvPairResponse) String() string {
 func (*GetKvPairResponse) ProtoMessage() {}
 
 func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +1953,7 @@ func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairResponse.ProtoReflect.Descriptor instead.
 func (*GetKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetKvPairResponse) GetKvPair() *KvPair {
@@ -2077,7 +1976,7 @@ type ListKvPairsRequest struct {
 
 func (x *ListKvPairsRequest) Reset() {
 	*x = ListKvPairsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +1988,7 @@ func (x *ListKvPairsRequest) String() string {
 func (*ListKvPairsRequest) ProtoMessage() {}
 
 func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2001,7 @@ func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsRequest.ProtoReflect.Descriptor instead.
 func (*ListKvPairsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListKvPairsRequest) GetProject() string {
@@ -2130,7 +2029,7 @@ type ListKvPairsResponse struct {
 
 func (x *ListKvPairsResponse) Reset() {
 	*x = ListKvPairsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2041,7 @@ func (x *ListKvPairsResponse) String() string {
 func (*ListKvPairsResponse) ProtoMessage() {}
 
 func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2054,7 @@ func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsResponse.ProtoReflect.Descriptor instead.
 func (*ListKvPairsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListKvPairsResponse) GetKvPairs() []*KvPair {
@@ -2182,7 +2081,7 @@ type UpdateKvPairRequest struct {
 
 func (x *UpdateKvPairRequest) Reset() {
 	*x = UpdateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2093,7 @@ func (x *UpdateKvPairRequest) String() string {
 func (*UpdateKvPairRequest) ProtoMessage() {}
 
 func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2106,7 @@ func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateKvPairRequest) GetProject() string {
@@ -2249,7 +2148,7 @@ type UpdateKvPairResponse struct {
 
 func (x *UpdateKvPairResponse) Reset() {
 	*x = UpdateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2160,7 @@ func (x *UpdateKvPairResponse) String() string {
 func (*UpdateKvPairResponse) ProtoMessage() {}
 
 func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2173,7 @@ func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateKvPairResponse) GetKvPair() *KvPair {
@@ -2299,7 +2198,7 @@ type DeleteKvPairRequest struct {
 
 func (x *DeleteKvPairRequest) Reset() {
 	*x = DeleteKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2210,7 @@ func (x *DeleteKvPairRequest) String() string {
 func (*DeleteKvPairRequest) ProtoMessage() {}
 
 func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2223,7 @@ func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairRequest.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteKvPairRequest) GetProject() string {
@@ -2357,7 +2256,7 @@ type DeleteKvPairResponse struct {
 
 func (x *DeleteKvPairResponse) Reset() {
 	*x = DeleteKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2268,7 @@ func (x *DeleteKvPairResponse) String() string {
 func (*DeleteKvPairResponse) ProtoMessage() {}
 
 func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2281,7 @@ func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairResponse.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{39}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
 }
 
 var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
@@ -2484,12 +2383,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x125\n" +
 	"\x10cluster_provider\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
 	"\fcluster_name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\" \n" +
-	"\x1eDeleteClusterReferenceResponse\"\x82\x01\n" +
-	"\x1cFindClusterReferencesRequest\x124\n" +
-	"\x10cluster_provider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x0fclusterProvider\x12,\n" +
-	"\fcluster_name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\vclusterName\"F\n" +
-	"\x1dFindClusterReferencesResponse\x12%\n" +
-	"\x0elogical_clouds\x18\x01 \x03(\tR\rlogicalClouds\"q\n" +
+	"\x1eDeleteClusterReferenceResponse\"q\n" +
 	"\x06KvPair\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12+\n" +
 	"\x04spec\x18\x02 \x01(\v2\x17.dcm.core.v1.KvPairSpecR\x04spec\"@\n" +
@@ -2530,7 +2424,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\x94'\n" +
+	"\x14DeleteKvPairResponse2\xa4&\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xaa\x01\n" +
 	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"L\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
@@ -2549,8 +2443,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\x98\x01\x82\xd3\xe4\x93\x02\x91\x01b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xb3\x02\n" +
 	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xc2\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x8f\x02\n" +
 	"\x16UpdateClusterReference\x12*.dcm.core.v1.UpdateClusterReferenceRequest\x1a+.dcm.core.v1.UpdateClusterReferenceResponse\"\x9b\x01\x82\xd3\xe4\x93\x02\x94\x01:\x01*b\x11cluster_reference\x1a|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xf8\x01\n" +
-	"\x16DeleteClusterReference\x12*.dcm.core.v1.DeleteClusterReferenceRequest\x1a+.dcm.core.v1.DeleteClusterReferenceResponse\"\x84\x01\x82\xd3\xe4\x93\x02~*|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12n\n" +
-	"\x15FindClusterReferences\x12).dcm.core.v1.FindClusterReferencesRequest\x1a*.dcm.core.v1.FindClusterReferencesResponse\x12\xad\x01\n" +
+	"\x16DeleteClusterReference\x12*.dcm.core.v1.DeleteClusterReferenceRequest\x1a+.dcm.core.v1.DeleteClusterReferenceResponse\"\x84\x01\x82\xd3\xe4\x93\x02~*|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xad\x01\n" +
 	"\fCreateKvPair\x12 .dcm.core.v1.CreateKvPairRequest\x1a!.dcm.core.v1.CreateKvPairResponse\"X\x82\xd3\xe4\x93\x02R:\akv_pairb\akv_pair\">/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xa2\x01\n" +
 	"\tGetKvPair\x12\x1d.dcm.core.v1.GetKvPairRequest\x1a\x1e.dcm.core.v1.GetKvPairResponse\"V\x82\xd3\xe4\x93\x02Pb\akv_pair\x12E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xa2\x01\n" +
 	"\vListKvPairs\x12\x1f.dcm.core.v1.ListKvPairsRequest\x1a .dcm.core.v1.ListKvPairsResponse\"P\x82\xd3\xe4\x93\x02Jb\bkv_pairs\x12>/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xb4\x01\n" +
@@ -2569,7 +2462,7 @@ func file_dcm_core_v1_logical_cloud_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_logical_cloud_proto_rawDescData
 }
 
-var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*LogicalCloud)(nil),                        // 0: dcm.core.v1.LogicalCloud
 	(*LogicalCloudSpec)(nil),                    // 1: dcm.core.v1.LogicalCloudSpec
@@ -2595,124 +2488,120 @@ var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*UpdateClusterReferenceResponse)(nil),      // 21: dcm.core.v1.UpdateClusterReferenceResponse
 	(*DeleteClusterReferenceRequest)(nil),       // 22: dcm.core.v1.DeleteClusterReferenceRequest
 	(*DeleteClusterReferenceResponse)(nil),      // 23: dcm.core.v1.DeleteClusterReferenceResponse
-	(*FindClusterReferencesRequest)(nil),        // 24: dcm.core.v1.FindClusterReferencesRequest
-	(*FindClusterReferencesResponse)(nil),       // 25: dcm.core.v1.FindClusterReferencesResponse
-	(*KvPair)(nil),                              // 26: dcm.core.v1.KvPair
-	(*KvPairSpec)(nil),                          // 27: dcm.core.v1.KvPairSpec
-	(*StoredKvPair)(nil),                        // 28: dcm.core.v1.StoredKvPair
-	(*KeyValue)(nil),                            // 29: dcm.core.v1.KeyValue
-	(*CreateKvPairRequest)(nil),                 // 30: dcm.core.v1.CreateKvPairRequest
-	(*CreateKvPairResponse)(nil),                // 31: dcm.core.v1.CreateKvPairResponse
-	(*GetKvPairRequest)(nil),                    // 32: dcm.core.v1.GetKvPairRequest
-	(*GetKvPairResponse)(nil),                   // 33: dcm.core.v1.GetKvPairResponse
-	(*ListKvPairsRequest)(nil),                  // 34: dcm.core.v1.ListKvPairsRequest
-	(*ListKvPairsResponse)(nil),                 // 35: dcm.core.v1.ListKvPairsResponse
-	(*UpdateKvPairRequest)(nil),                 // 36: dcm.core.v1.UpdateKvPairRequest
-	(*UpdateKvPairResponse)(nil),                // 37: dcm.core.v1.UpdateKvPairResponse
-	(*DeleteKvPairRequest)(nil),                 // 38: dcm.core.v1.DeleteKvPairRequest
-	(*DeleteKvPairResponse)(nil),                // 39: dcm.core.v1.DeleteKvPairResponse
-	(*v1.Metadata)(nil),                         // 40: dcm.types.v1.Metadata
-	(*Lifecycle)(nil),                           // 41: dcm.core.v1.Lifecycle
-	(*v11.UserPermission)(nil),                  // 42: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                     // 43: google.protobuf.Struct
-	(*structpb.Value)(nil),                      // 44: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 45: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 46: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 47: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 48: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 49: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 50: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 51: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 52: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 53: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 54: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 55: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 56: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 57: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 58: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 59: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 60: dcm.core.v1.GetQuotaUsageResponse
+	(*KvPair)(nil),                              // 24: dcm.core.v1.KvPair
+	(*KvPairSpec)(nil),                          // 25: dcm.core.v1.KvPairSpec
+	(*StoredKvPair)(nil),                        // 26: dcm.core.v1.StoredKvPair
+	(*KeyValue)(nil),                            // 27: dcm.core.v1.KeyValue
+	(*CreateKvPairRequest)(nil),                 // 28: dcm.core.v1.CreateKvPairRequest
+	(*CreateKvPairResponse)(nil),                // 29: dcm.core.v1.CreateKvPairResponse
+	(*GetKvPairRequest)(nil),                    // 30: dcm.core.v1.GetKvPairRequest
+	(*GetKvPairResponse)(nil),                   // 31: dcm.core.v1.GetKvPairResponse
+	(*ListKvPairsRequest)(nil),                  // 32: dcm.core.v1.ListKvPairsRequest
+	(*ListKvPairsResponse)(nil),                 // 33: dcm.core.v1.ListKvPairsResponse
+	(*UpdateKvPairRequest)(nil),                 // 34: dcm.core.v1.UpdateKvPairRequest
+	(*UpdateKvPairResponse)(nil),                // 35: dcm.core.v1.UpdateKvPairResponse
+	(*DeleteKvPairRequest)(nil),                 // 36: dcm.core.v1.DeleteKvPairRequest
+	(*DeleteKvPairResponse)(nil),                // 37: dcm.core.v1.DeleteKvPairResponse
+	(*v1.Metadata)(nil),                         // 38: dcm.types.v1.Metadata
+	(*Lifecycle)(nil),                           // 39: dcm.core.v1.Lifecycle
+	(*v11.UserPermission)(nil),                  // 40: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 41: google.protobuf.Struct
+	(*structpb.Value)(nil),                      // 42: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 43: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 44: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 45: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 46: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 47: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 48: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 49: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 50: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 51: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 52: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 53: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 54: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 55: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 56: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 57: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 58: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
-	40, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
+	38, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 1: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	41, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	39, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
 	2,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
-	42, // 4: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	40, // 5: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	40, // 4: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	38, // 5: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 6: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	43, // 7: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	44, // 8: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	41, // 7: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	42, // 8: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
 	0,  // 9: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
 	0,  // 10: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	40, // 11: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	38, // 11: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 12: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
 	0,  // 13: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
 	13, // 14: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
 	13, // 15: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
 	13, // 16: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
 	13, // 17: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	40, // 18: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	27, // 19: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	43, // 20: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	40, // 21: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	29, // 22: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	26, // 23: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 24: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 25: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 26: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	26, // 27: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	26, // 28: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 18: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	25, // 19: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	41, // 20: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	38, // 21: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 22: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	24, // 23: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	24, // 24: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	24, // 25: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	24, // 26: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	24, // 27: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	24, // 28: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
 	3,  // 29: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
 	5,  // 30: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
 	7,  // 31: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
 	9,  // 32: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
 	11, // 33: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	45, // 34: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	46, // 35: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	47, // 36: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	48, // 37: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	49, // 38: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	50, // 39: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	51, // 40: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	52, // 41: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	43, // 34: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	44, // 35: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	45, // 36: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	46, // 37: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	47, // 38: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	48, // 39: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	49, // 40: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	50, // 41: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
 	14, // 42: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
 	16, // 43: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
 	18, // 44: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
 	20, // 45: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
 	22, // 46: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	24, // 47: dcm.core.v1.LogicalCloudService.FindClusterReferences:input_type -> dcm.core.v1.FindClusterReferencesRequest
-	30, // 48: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	32, // 49: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	34, // 50: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	36, // 51: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	38, // 52: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	4,  // 53: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	6,  // 54: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	8,  // 55: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	10, // 56: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	12, // 57: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	53, // 58: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	54, // 59: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	55, // 60: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	56, // 61: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	57, // 62: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	58, // 63: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	59, // 64: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	60, // 65: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	15, // 66: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	17, // 67: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	19, // 68: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	21, // 69: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	23, // 70: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	25, // 71: dcm.core.v1.LogicalCloudService.FindClusterReferences:output_type -> dcm.core.v1.FindClusterReferencesResponse
-	31, // 72: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	33, // 73: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	35, // 74: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	37, // 75: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	39, // 76: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	53, // [53:77] is the sub-list for method output_type
-	29, // [29:53] is the sub-list for method input_type
+	28, // 47: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	30, // 48: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	32, // 49: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	34, // 50: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	36, // 51: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	4,  // 52: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	6,  // 53: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	8,  // 54: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	10, // 55: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	12, // 56: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	51, // 57: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	52, // 58: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	53, // 59: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	54, // 60: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	55, // 61: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	56, // 62: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	57, // 63: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	58, // 64: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	15, // 65: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	17, // 66: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	19, // 67: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	21, // 68: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	23, // 69: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	29, // 70: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	31, // 71: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	33, // 72: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	35, // 73: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	37, // 74: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	52, // [52:75] is the sub-list for method output_type
+	29, // [29:52] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2730,7 +2619,7 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_logical_cloud_proto_rawDesc), len(file_dcm_core_v1_logical_cloud_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,7 +38,6 @@ const (
 	LogicalCloudService_ListClusterReferences_FullMethodName       = "/dcm.core.v1.LogicalCloudService/ListClusterReferences"
 	LogicalCloudService_UpdateClusterReference_FullMethodName      = "/dcm.core.v1.LogicalCloudService/UpdateClusterReference"
 	LogicalCloudService_DeleteClusterReference_FullMethodName      = "/dcm.core.v1.LogicalCloudService/DeleteClusterReference"
-	LogicalCloudService_FindClusterReferences_FullMethodName       = "/dcm.core.v1.LogicalCloudService/FindClusterReferences"
 	LogicalCloudService_CreateKvPair_FullMethodName                = "/dcm.core.v1.LogicalCloudService/CreateKvPair"
 	LogicalCloudService_GetKvPair_FullMethodName                   = "/dcm.core.v1.LogicalCloudService/GetKvPair"
 	LogicalCloudService_ListKvPairs_FullMethodName                 = "/dcm.core.v1.LogicalCloudService/ListKvPairs"
@@ -111,9 +110,6 @@ type LogicalCloudServiceClient interface {
 	UpdateClusterReference(ctx context.Context, in *UpdateClusterReferenceRequest, opts ...grpc.CallOption) (*UpdateClusterReferenceResponse, error)
 	// DeleteClusterReference removes a cluster from a logical cloud.
 	DeleteClusterReference(ctx context.Context, in *DeleteClusterReferenceRequest, opts ...grpc.CallOption) (*DeleteClusterReferenceResponse, error)
-	// FindClusterReferences lists the logical clouds that reference a
-	// cluster (the registry asks before it deletes one). gRPC only.
-	FindClusterReferences(ctx context.Context, in *FindClusterReferencesRequest, opts ...grpc.CallOption) (*FindClusterReferencesResponse, error)
 	// CreateKvPair stores a key-value pair record of a logical cloud.
 	CreateKvPair(ctx context.Context, in *CreateKvPairRequest, opts ...grpc.CallOption) (*CreateKvPairResponse, error)
 	// GetKvPair reads one key-value pair record.
@@ -323,16 +319,6 @@ func (c *logicalCloudServiceClient) DeleteClusterReference(ctx context.Context, 
 	return out, nil
 }
 
-func (c *logicalCloudServiceClient) FindClusterReferences(ctx context.Context, in *FindClusterReferencesRequest, opts ...grpc.CallOption) (*FindClusterReferencesResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FindClusterReferencesResponse)
-	err := c.cc.Invoke(ctx, LogicalCloudService_FindClusterReferences_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *logicalCloudServiceClient) CreateKvPair(ctx context.Context, in *CreateKvPairRequest, opts ...grpc.CallOption) (*CreateKvPairResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateKvPairResponse)
@@ -448,9 +434,6 @@ type LogicalCloudServiceServer interface {
 	UpdateClusterReference(context.Context, *UpdateClusterReferenceRequest) (*UpdateClusterReferenceResponse, error)
 	// DeleteClusterReference removes a cluster from a logical cloud.
 	DeleteClusterReference(context.Context, *DeleteClusterReferenceRequest) (*DeleteClusterReferenceResponse, error)
-	// FindClusterReferences lists the logical clouds that reference a
-	// cluster (the registry asks before it deletes one). gRPC only.
-	FindClusterReferences(context.Context, *FindClusterReferencesRequest) (*FindClusterReferencesResponse, error)
 	// CreateKvPair stores a key-value pair record of a logical cloud.
 	CreateKvPair(context.Context, *CreateKvPairRequest) (*CreateKvPairResponse, error)
 	// GetKvPair reads one key-value pair record.
@@ -524,9 +507,6 @@ func (UnimplementedLogicalCloudServiceServer) UpdateClusterReference(context.Con
 }
 func (UnimplementedLogicalCloudServiceServer) DeleteClusterReference(context.Context, *DeleteClusterReferenceRequest) (*DeleteClusterReferenceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteClusterReference not implemented")
-}
-func (UnimplementedLogicalCloudServiceServer) FindClusterReferences(context.Context, *FindClusterReferencesRequest) (*FindClusterReferencesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method FindClusterReferences not implemented")
 }
 func (UnimplementedLogicalCloudServiceServer) CreateKvPair(context.Context, *CreateKvPairRequest) (*CreateKvPairResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateKvPair not implemented")
@@ -881,24 +861,6 @@ func _LogicalCloudService_DeleteClusterReference_Handler(srv interface{}, ctx co
 	return interceptor(ctx, in, info, handler)
 }
 
-func _LogicalCloudService_FindClusterReferences_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FindClusterReferencesRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(LogicalCloudServiceServer).FindClusterReferences(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: LogicalCloudService_FindClusterReferences_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LogicalCloudServiceServer).FindClusterReferences(ctx, req.(*FindClusterReferencesRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _LogicalCloudService_CreateKvPair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateKvPairRequest)
 	if err := dec(in); err != nil {
@@ -1063,10 +1025,6 @@ var LogicalCloudService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteClusterReference",
 			Handler:    _LogicalCloudService_DeleteClusterReference_Handler,
-		},
-		{
-			MethodName: "FindClusterReferences",
-			Handler:    _LogicalCloudService_FindClusterReferences_Handler,
 		},
 		{
 			MethodName: "CreateKvPair",

@@ -500,7 +500,16 @@ type RenderNamespaceRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// namespace is the logical cloud's namespace as core holds it
+	// (spec.namespace): the renderer takes it from here and never asks core.
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// level is the logical cloud's level as core holds it (standard,
+	// privileged or admin).
+	Level string `protobuf:"bytes,4,opt,name=level,proto3" json:"level,omitempty"`
+	// pod_security is the logical cloud's Pod Security Admission level as
+	// core holds it (spec.pod-security); empty takes DCM_POD_SECURITY.
+	PodSecurity   string `protobuf:"bytes,5,opt,name=pod_security,json=pod-security,proto3" json:"pod_security,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -545,6 +554,27 @@ func (x *RenderNamespaceRequest) GetProject() string {
 func (x *RenderNamespaceRequest) GetLogicalCloud() string {
 	if x != nil {
 		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *RenderNamespaceRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RenderNamespaceRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *RenderNamespaceRequest) GetPodSecurity() string {
+	if x != nil {
+		return x.PodSecurity
 	}
 	return ""
 }
@@ -628,18 +658,18 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"n\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xc6\x01\n" +
 	"\x16RenderNamespaceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"7\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05level\x18\x04 \x01(\tR\x05level\x12\"\n" +
+	"\fpod_security\x18\x05 \x01(\tR\fpod-security\"7\n" +
 	"\x17RenderNamespaceResponse\x12\x1c\n" +
-	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\xb6\x05\n" +
-	"\x10NamespaceService\x12f\n" +
-	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12\xad\x01\n" +
+	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\xf8\x02\n" +
+	"\x10NamespaceService\x12\xad\x01\n" +
 	"\x0eListNamespaces\x12'.dcm.namespace.v1.ListNamespacesRequest\x1a(.dcm.namespace.v1.ListNamespacesResponse\"H\x82\xd3\xe4\x93\x02B\x12@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12\xb3\x01\n" +
-	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12f\n" +
-	"\x0fRenderNamespace\x12(.dcm.namespace.v1.RenderNamespaceRequest\x1a).dcm.namespace.v1.RenderNamespaceResponse\x12l\n" +
-	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponseB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
+	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespacesB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
 
 var (
 	file_dcm_namespace_v1_service_proto_rawDescOnce sync.Once
@@ -673,18 +703,12 @@ var file_dcm_namespace_v1_service_proto_depIdxs = []int32{
 	0,  // 1: dcm.namespace.v1.CreateNamespaceRequest.namespace:type_name -> dcm.namespace.v1.Namespace
 	0,  // 2: dcm.namespace.v1.CreateNamespaceResponse.namespace:type_name -> dcm.namespace.v1.Namespace
 	0,  // 3: dcm.namespace.v1.ListNamespacesResponse.namespaces:type_name -> dcm.namespace.v1.Namespace
-	1,  // 4: dcm.namespace.v1.NamespaceService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
-	3,  // 5: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
-	5,  // 6: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
-	9,  // 7: dcm.namespace.v1.NamespaceService.RenderNamespace:input_type -> dcm.namespace.v1.RenderNamespaceRequest
-	7,  // 8: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:input_type -> dcm.namespace.v1.PurgeLogicalCloudRequest
-	2,  // 9: dcm.namespace.v1.NamespaceService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
-	4,  // 10: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
-	6,  // 11: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
-	10, // 12: dcm.namespace.v1.NamespaceService.RenderNamespace:output_type -> dcm.namespace.v1.RenderNamespaceResponse
-	8,  // 13: dcm.namespace.v1.NamespaceService.PurgeLogicalCloud:output_type -> dcm.namespace.v1.PurgeLogicalCloudResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
+	3,  // 4: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
+	5,  // 5: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
+	4,  // 6: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
+	6,  // 7: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
+	6,  // [6:8] is the sub-list for method output_type
+	4,  // [4:6] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name

@@ -19,11 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NamespaceService_CreateNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceService/CreateNamespace"
-	NamespaceService_ListNamespaces_FullMethodName    = "/dcm.namespace.v1.NamespaceService/ListNamespaces"
-	NamespaceService_DeleteNamespaces_FullMethodName  = "/dcm.namespace.v1.NamespaceService/DeleteNamespaces"
-	NamespaceService_RenderNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceService/RenderNamespace"
-	NamespaceService_PurgeLogicalCloud_FullMethodName = "/dcm.namespace.v1.NamespaceService/PurgeLogicalCloud"
+	NamespaceService_ListNamespaces_FullMethodName   = "/dcm.namespace.v1.NamespaceService/ListNamespaces"
+	NamespaceService_DeleteNamespaces_FullMethodName = "/dcm.namespace.v1.NamespaceService/DeleteNamespaces"
 )
 
 // NamespaceServiceClient is the client API for NamespaceService service.
@@ -33,20 +30,11 @@ const (
 // NamespaceService owns the namespace record of each logical cloud. Every
 // call checks with core that the logical cloud exists.
 type NamespaceServiceClient interface {
-	// CreateNamespace stores the namespace of a logical cloud (core calls it
-	// when it creates the logical cloud). gRPC only.
-	CreateNamespace(ctx context.Context, in *CreateNamespaceRequest, opts ...grpc.CallOption) (*CreateNamespaceResponse, error)
 	// ListNamespaces reads a logical cloud's namespace and the clusters it
 	// is made on (seed 002's {"clusters", "namespaces"}).
 	ListNamespaces(ctx context.Context, in *ListNamespacesRequest, opts ...grpc.CallOption) (*ListNamespacesResponse, error)
 	// DeleteNamespaces removes a logical cloud's namespace record.
 	DeleteNamespaces(ctx context.Context, in *DeleteNamespacesRequest, opts ...grpc.CallOption) (*DeleteNamespacesResponse, error)
-	// RenderNamespace makes the Namespace object the logical cloud gets on
-	// every cluster, labelled with its project and logical cloud. gRPC only.
-	RenderNamespace(ctx context.Context, in *RenderNamespaceRequest, opts ...grpc.CallOption) (*RenderNamespaceResponse, error)
-	// PurgeLogicalCloud removes the namespace record of a logical cloud that
-	// core is deleting; rerunning it is harmless. gRPC only.
-	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type namespaceServiceClient struct {
@@ -55,16 +43,6 @@ type namespaceServiceClient struct {
 
 func NewNamespaceServiceClient(cc grpc.ClientConnInterface) NamespaceServiceClient {
 	return &namespaceServiceClient{cc}
-}
-
-func (c *namespaceServiceClient) CreateNamespace(ctx context.Context, in *CreateNamespaceRequest, opts ...grpc.CallOption) (*CreateNamespaceResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CreateNamespaceResponse)
-	err := c.cc.Invoke(ctx, NamespaceService_CreateNamespace_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func (c *namespaceServiceClient) ListNamespaces(ctx context.Context, in *ListNamespacesRequest, opts ...grpc.CallOption) (*ListNamespacesResponse, error) {
@@ -87,26 +65,6 @@ func (c *namespaceServiceClient) DeleteNamespaces(ctx context.Context, in *Delet
 	return out, nil
 }
 
-func (c *namespaceServiceClient) RenderNamespace(ctx context.Context, in *RenderNamespaceRequest, opts ...grpc.CallOption) (*RenderNamespaceResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RenderNamespaceResponse)
-	err := c.cc.Invoke(ctx, NamespaceService_RenderNamespace_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *namespaceServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PurgeLogicalCloudResponse)
-	err := c.cc.Invoke(ctx, NamespaceService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // NamespaceServiceServer is the server API for NamespaceService service.
 // All implementations must embed UnimplementedNamespaceServiceServer
 // for forward compatibility.
@@ -114,20 +72,11 @@ func (c *namespaceServiceClient) PurgeLogicalCloud(ctx context.Context, in *Purg
 // NamespaceService owns the namespace record of each logical cloud. Every
 // call checks with core that the logical cloud exists.
 type NamespaceServiceServer interface {
-	// CreateNamespace stores the namespace of a logical cloud (core calls it
-	// when it creates the logical cloud). gRPC only.
-	CreateNamespace(context.Context, *CreateNamespaceRequest) (*CreateNamespaceResponse, error)
 	// ListNamespaces reads a logical cloud's namespace and the clusters it
 	// is made on (seed 002's {"clusters", "namespaces"}).
 	ListNamespaces(context.Context, *ListNamespacesRequest) (*ListNamespacesResponse, error)
 	// DeleteNamespaces removes a logical cloud's namespace record.
 	DeleteNamespaces(context.Context, *DeleteNamespacesRequest) (*DeleteNamespacesResponse, error)
-	// RenderNamespace makes the Namespace object the logical cloud gets on
-	// every cluster, labelled with its project and logical cloud. gRPC only.
-	RenderNamespace(context.Context, *RenderNamespaceRequest) (*RenderNamespaceResponse, error)
-	// PurgeLogicalCloud removes the namespace record of a logical cloud that
-	// core is deleting; rerunning it is harmless. gRPC only.
-	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedNamespaceServiceServer()
 }
 
@@ -138,20 +87,11 @@ type NamespaceServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedNamespaceServiceServer struct{}
 
-func (UnimplementedNamespaceServiceServer) CreateNamespace(context.Context, *CreateNamespaceRequest) (*CreateNamespaceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method CreateNamespace not implemented")
-}
 func (UnimplementedNamespaceServiceServer) ListNamespaces(context.Context, *ListNamespacesRequest) (*ListNamespacesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNamespaces not implemented")
 }
 func (UnimplementedNamespaceServiceServer) DeleteNamespaces(context.Context, *DeleteNamespacesRequest) (*DeleteNamespacesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteNamespaces not implemented")
-}
-func (UnimplementedNamespaceServiceServer) RenderNamespace(context.Context, *RenderNamespaceRequest) (*RenderNamespaceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RenderNamespace not implemented")
-}
-func (UnimplementedNamespaceServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
 }
 func (UnimplementedNamespaceServiceServer) mustEmbedUnimplementedNamespaceServiceServer() {}
 func (UnimplementedNamespaceServiceServer) testEmbeddedByValue()                          {}
@@ -172,24 +112,6 @@ func RegisterNamespaceServiceServer(s grpc.ServiceRegistrar, srv NamespaceServic
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&NamespaceService_ServiceDesc, srv)
-}
-
-func _NamespaceService_CreateNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CreateNamespaceRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NamespaceServiceServer).CreateNamespace(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NamespaceService_CreateNamespace_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceServiceServer).CreateNamespace(ctx, req.(*CreateNamespaceRequest))
-	}
-	return interceptor(ctx, in, info, handler)
 }
 
 func _NamespaceService_ListNamespaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -228,42 +150,6 @@ func _NamespaceService_DeleteNamespaces_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
-func _NamespaceService_RenderNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RenderNamespaceRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NamespaceServiceServer).RenderNamespace(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NamespaceService_RenderNamespace_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceServiceServer).RenderNamespace(ctx, req.(*RenderNamespaceRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _NamespaceService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PurgeLogicalCloudRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NamespaceServiceServer).PurgeLogicalCloud(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NamespaceService_PurgeLogicalCloud_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // NamespaceService_ServiceDesc is the grpc.ServiceDesc for NamespaceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,24 +158,12 @@ var NamespaceService_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*NamespaceServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
-			MethodName: "CreateNamespace",
-			Handler:    _NamespaceService_CreateNamespace_Handler,
-		},
-		{
 			MethodName: "ListNamespaces",
 			Handler:    _NamespaceService_ListNamespaces_Handler,
 		},
 		{
 			MethodName: "DeleteNamespaces",
 			Handler:    _NamespaceService_DeleteNamespaces_Handler,
-		},
-		{
-			MethodName: "RenderNamespace",
-			Handler:    _NamespaceService_RenderNamespace_Handler,
-		},
-		{
-			MethodName: "PurgeLogicalCloud",
-			Handler:    _NamespaceService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -842,7 +842,13 @@ type RenderQuotasRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// namespace is the logical cloud's namespace as core holds it
+	// (spec.namespace): the renderer takes it from here and never asks core.
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// level is the logical cloud's level as core holds it (standard,
+	// privileged or admin).
+	Level         string `protobuf:"bytes,4,opt,name=level,proto3" json:"level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,6 +893,20 @@ func (x *RenderQuotasRequest) GetProject() string {
 func (x *RenderQuotasRequest) GetLogicalCloud() string {
 	if x != nil {
 		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *RenderQuotasRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RenderQuotasRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
 	}
 	return ""
 }
@@ -1002,23 +1022,23 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"k\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\x9f\x01\n" +
 	"\x13RenderQuotasRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"h\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05level\x18\x04 \x01(\tR\x05level\"h\n" +
 	"\x14RenderQuotasResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names2\xae\b\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names2\xf1\x06\n" +
 	"\fQuotaService\x12\xae\x01\n" +
 	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"Z\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
 	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"Z\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
 	"\n" +
 	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
 	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12U\n" +
-	"\fRenderQuotas\x12!.dcm.quota.v1.RenderQuotasRequest\x1a\".dcm.quota.v1.RenderQuotasResponse\x12d\n" +
-	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponseB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}B5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_dcm_quota_v1_service_proto_rawDescOnce sync.Once
@@ -1070,17 +1090,13 @@ var file_dcm_quota_v1_service_proto_depIdxs = []int32{
 	7,  // 12: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
 	9,  // 13: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
 	11, // 14: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
-	15, // 15: dcm.quota.v1.QuotaService.RenderQuotas:input_type -> dcm.quota.v1.RenderQuotasRequest
-	13, // 16: dcm.quota.v1.QuotaService.PurgeLogicalCloud:input_type -> dcm.quota.v1.PurgeLogicalCloudRequest
-	4,  // 17: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
-	6,  // 18: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
-	8,  // 19: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
-	10, // 20: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
-	12, // 21: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
-	16, // 22: dcm.quota.v1.QuotaService.RenderQuotas:output_type -> dcm.quota.v1.RenderQuotasResponse
-	14, // 23: dcm.quota.v1.QuotaService.PurgeLogicalCloud:output_type -> dcm.quota.v1.PurgeLogicalCloudResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
+	4,  // 15: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
+	6,  // 16: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
+	8,  // 17: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
+	10, // 18: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
+	12, // 19: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name

@@ -19,13 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QuotaService_CreateQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/CreateQuota"
-	QuotaService_GetQuota_FullMethodName          = "/dcm.quota.v1.QuotaService/GetQuota"
-	QuotaService_ListQuotas_FullMethodName        = "/dcm.quota.v1.QuotaService/ListQuotas"
-	QuotaService_UpdateQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/UpdateQuota"
-	QuotaService_DeleteQuota_FullMethodName       = "/dcm.quota.v1.QuotaService/DeleteQuota"
-	QuotaService_RenderQuotas_FullMethodName      = "/dcm.quota.v1.QuotaService/RenderQuotas"
-	QuotaService_PurgeLogicalCloud_FullMethodName = "/dcm.quota.v1.QuotaService/PurgeLogicalCloud"
+	QuotaService_CreateQuota_FullMethodName = "/dcm.quota.v1.QuotaService/CreateQuota"
+	QuotaService_GetQuota_FullMethodName    = "/dcm.quota.v1.QuotaService/GetQuota"
+	QuotaService_ListQuotas_FullMethodName  = "/dcm.quota.v1.QuotaService/ListQuotas"
+	QuotaService_UpdateQuota_FullMethodName = "/dcm.quota.v1.QuotaService/UpdateQuota"
+	QuotaService_DeleteQuota_FullMethodName = "/dcm.quota.v1.QuotaService/DeleteQuota"
 )
 
 // QuotaServiceClient is the client API for QuotaService service.
@@ -48,12 +46,6 @@ type QuotaServiceClient interface {
 	UpdateQuota(ctx context.Context, in *UpdateQuotaRequest, opts ...grpc.CallOption) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(ctx context.Context, in *DeleteQuotaRequest, opts ...grpc.CallOption) (*DeleteQuotaResponse, error)
-	// RenderQuotas makes a ResourceQuota per quota of the logical cloud (the
-	// default quota when it has none), in its namespace. gRPC only.
-	RenderQuotas(ctx context.Context, in *RenderQuotasRequest, opts ...grpc.CallOption) (*RenderQuotasResponse, error)
-	// PurgeLogicalCloud removes every quota of a logical cloud that core is
-	// deleting; rerunning it is harmless. gRPC only.
-	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type quotaServiceClient struct {
@@ -114,26 +106,6 @@ func (c *quotaServiceClient) DeleteQuota(ctx context.Context, in *DeleteQuotaReq
 	return out, nil
 }
 
-func (c *quotaServiceClient) RenderQuotas(ctx context.Context, in *RenderQuotasRequest, opts ...grpc.CallOption) (*RenderQuotasResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RenderQuotasResponse)
-	err := c.cc.Invoke(ctx, QuotaService_RenderQuotas_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *quotaServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PurgeLogicalCloudResponse)
-	err := c.cc.Invoke(ctx, QuotaService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // QuotaServiceServer is the server API for QuotaService service.
 // All implementations must embed UnimplementedQuotaServiceServer
 // for forward compatibility.
@@ -154,12 +126,6 @@ type QuotaServiceServer interface {
 	UpdateQuota(context.Context, *UpdateQuotaRequest) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error)
-	// RenderQuotas makes a ResourceQuota per quota of the logical cloud (the
-	// default quota when it has none), in its namespace. gRPC only.
-	RenderQuotas(context.Context, *RenderQuotasRequest) (*RenderQuotasResponse, error)
-	// PurgeLogicalCloud removes every quota of a logical cloud that core is
-	// deleting; rerunning it is harmless. gRPC only.
-	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedQuotaServiceServer()
 }
 
@@ -184,12 +150,6 @@ func (UnimplementedQuotaServiceServer) UpdateQuota(context.Context, *UpdateQuota
 }
 func (UnimplementedQuotaServiceServer) DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteQuota not implemented")
-}
-func (UnimplementedQuotaServiceServer) RenderQuotas(context.Context, *RenderQuotasRequest) (*RenderQuotasResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RenderQuotas not implemented")
-}
-func (UnimplementedQuotaServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
 }
 func (UnimplementedQuotaServiceServer) mustEmbedUnimplementedQuotaServiceServer() {}
 func (UnimplementedQuotaServiceServer) testEmbeddedByValue()                      {}
@@ -302,42 +262,6 @@ func _QuotaService_DeleteQuota_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
-func _QuotaService_RenderQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RenderQuotasRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(QuotaServiceServer).RenderQuotas(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: QuotaService_RenderQuotas_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(QuotaServiceServer).RenderQuotas(ctx, req.(*RenderQuotasRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _QuotaService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PurgeLogicalCloudRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(QuotaServiceServer).PurgeLogicalCloud(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: QuotaService_PurgeLogicalCloud_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(QuotaServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // QuotaService_ServiceDesc is the grpc.ServiceDesc for QuotaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -364,14 +288,6 @@ var QuotaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteQuota",
 			Handler:    _QuotaService_DeleteQuota_Handler,
-		},
-		{
-			MethodName: "RenderQuotas",
-			Handler:    _QuotaService_RenderQuotas_Handler,
-		},
-		{
-			MethodName: "PurgeLogicalCloud",
-			Handler:    _QuotaService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1352,7 +1352,7 @@ var File_dcm_rsync_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/rsync/v1/rollout.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"M\n" +
+	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"M\n" +
 	"\x0fClusterProvider\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"p\n" +
 	"\x1cCreateClusterProviderRequest\x12P\n" +
@@ -1417,7 +1417,7 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.SelectedClusterR\bclusters\"A\n" +
 	"\x0fSelectedCluster\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2\xea\x16\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\xe4\f\n" +
 	"\fRsyncService\x12\xb3\x01\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
 	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
@@ -1428,21 +1428,8 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"GetCluster\x12\x1f.dcm.rsync.v1.GetClusterRequest\x1a .dcm.rsync.v1.GetClusterResponse\"A\x82\xd3\xe4\x93\x02;b\acluster\x120/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
 	"\fListClusters\x12!.dcm.rsync.v1.ListClustersRequest\x1a\".dcm.rsync.v1.ListClustersResponse\";\x82\xd3\xe4\x93\x025b\bclusters\x12)/v2/cluster-providers/{provider}/clusters\x12\xa4\x01\n" +
-	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12[\n" +
-	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12\x92\x01\n" +
-	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}\x12X\n" +
-	"\rSubmitRollout\x12\".dcm.rsync.v1.SubmitRolloutRequest\x1a#.dcm.rsync.v1.SubmitRolloutResponse\x12X\n" +
-	"\rUpdateRollout\x12\".dcm.rsync.v1.UpdateRolloutRequest\x1a#.dcm.rsync.v1.UpdateRolloutResponse\x12X\n" +
-	"\rDeleteRollout\x12\".dcm.rsync.v1.DeleteRolloutRequest\x1a#.dcm.rsync.v1.DeleteRolloutResponse\x12R\n" +
-	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12a\n" +
-	"\x10GetRolloutStatus\x12%.dcm.rsync.v1.GetRolloutStatusRequest\x1a&.dcm.rsync.v1.GetRolloutStatusResponse\x12i\n" +
-	"\x12WatchRolloutStatus\x12'.dcm.rsync.v1.WatchRolloutStatusRequest\x1a(.dcm.rsync.v1.WatchRolloutStatusResponse0\x01\x12[\n" +
-	"\x0eGetCertificate\x12#.dcm.rsync.v1.GetCertificateRequest\x1a$.dcm.rsync.v1.GetCertificateResponse\x12a\n" +
-	"\x10RenewCertificate\x12%.dcm.rsync.v1.RenewCertificateRequest\x1a&.dcm.rsync.v1.RenewCertificateResponse\x12s\n" +
-	"\x16GetResourceQuotaStatus\x12+.dcm.rsync.v1.GetResourceQuotaStatusRequest\x1a,.dcm.rsync.v1.GetResourceQuotaStatusResponse\x12m\n" +
-	"\x14GetClusterConnection\x12).dcm.rsync.v1.GetClusterConnectionRequest\x1a*.dcm.rsync.v1.GetClusterConnectionResponse\x12s\n" +
-	"\x16GetServiceAccountToken\x12+.dcm.rsync.v1.GetServiceAccountTokenRequest\x1a,.dcm.rsync.v1.GetServiceAccountTokenResponse\x12^\n" +
-	"\x0fGetObjectOwners\x12$.dcm.rsync.v1.GetObjectOwnersRequest\x1a%.dcm.rsync.v1.GetObjectOwnersResponseB5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
+	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
+	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
 	file_dcm_rsync_v1_service_proto_rawDescOnce sync.Once
@@ -1458,58 +1445,34 @@ func file_dcm_rsync_v1_service_proto_rawDescGZIP() []byte {
 
 var file_dcm_rsync_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_dcm_rsync_v1_service_proto_goTypes = []any{
-	(*ClusterProvider)(nil),                // 0: dcm.rsync.v1.ClusterProvider
-	(*CreateClusterProviderRequest)(nil),   // 1: dcm.rsync.v1.CreateClusterProviderRequest
-	(*CreateClusterProviderResponse)(nil),  // 2: dcm.rsync.v1.CreateClusterProviderResponse
-	(*GetClusterProviderRequest)(nil),      // 3: dcm.rsync.v1.GetClusterProviderRequest
-	(*GetClusterProviderResponse)(nil),     // 4: dcm.rsync.v1.GetClusterProviderResponse
-	(*ListClusterProvidersRequest)(nil),    // 5: dcm.rsync.v1.ListClusterProvidersRequest
-	(*ListClusterProvidersResponse)(nil),   // 6: dcm.rsync.v1.ListClusterProvidersResponse
-	(*DeleteClusterProviderRequest)(nil),   // 7: dcm.rsync.v1.DeleteClusterProviderRequest
-	(*DeleteClusterProviderResponse)(nil),  // 8: dcm.rsync.v1.DeleteClusterProviderResponse
-	(*UpdateClusterProviderRequest)(nil),   // 9: dcm.rsync.v1.UpdateClusterProviderRequest
-	(*UpdateClusterProviderResponse)(nil),  // 10: dcm.rsync.v1.UpdateClusterProviderResponse
-	(*Cluster)(nil),                        // 11: dcm.rsync.v1.Cluster
-	(*ClusterSpec)(nil),                    // 12: dcm.rsync.v1.ClusterSpec
-	(*ClusterStatus)(nil),                  // 13: dcm.rsync.v1.ClusterStatus
-	(*CreateClusterRequest)(nil),           // 14: dcm.rsync.v1.CreateClusterRequest
-	(*CreateClusterResponse)(nil),          // 15: dcm.rsync.v1.CreateClusterResponse
-	(*GetClusterRequest)(nil),              // 16: dcm.rsync.v1.GetClusterRequest
-	(*GetClusterResponse)(nil),             // 17: dcm.rsync.v1.GetClusterResponse
-	(*ListClustersRequest)(nil),            // 18: dcm.rsync.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),           // 19: dcm.rsync.v1.ListClustersResponse
-	(*UpdateClusterRequest)(nil),           // 20: dcm.rsync.v1.UpdateClusterRequest
-	(*UpdateClusterResponse)(nil),          // 21: dcm.rsync.v1.UpdateClusterResponse
-	(*DeleteClusterRequest)(nil),           // 22: dcm.rsync.v1.DeleteClusterRequest
-	(*DeleteClusterResponse)(nil),          // 23: dcm.rsync.v1.DeleteClusterResponse
-	(*SelectClustersRequest)(nil),          // 24: dcm.rsync.v1.SelectClustersRequest
-	(*SelectClustersResponse)(nil),         // 25: dcm.rsync.v1.SelectClustersResponse
-	(*SelectedCluster)(nil),                // 26: dcm.rsync.v1.SelectedCluster
-	(*v1.Metadata)(nil),                    // 27: dcm.types.v1.Metadata
-	(*SubmitRolloutRequest)(nil),           // 28: dcm.rsync.v1.SubmitRolloutRequest
-	(*UpdateRolloutRequest)(nil),           // 29: dcm.rsync.v1.UpdateRolloutRequest
-	(*DeleteRolloutRequest)(nil),           // 30: dcm.rsync.v1.DeleteRolloutRequest
-	(*StopRolloutRequest)(nil),             // 31: dcm.rsync.v1.StopRolloutRequest
-	(*GetRolloutStatusRequest)(nil),        // 32: dcm.rsync.v1.GetRolloutStatusRequest
-	(*WatchRolloutStatusRequest)(nil),      // 33: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*GetCertificateRequest)(nil),          // 34: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 35: dcm.rsync.v1.RenewCertificateRequest
-	(*GetResourceQuotaStatusRequest)(nil),  // 36: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetClusterConnectionRequest)(nil),    // 37: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetServiceAccountTokenRequest)(nil),  // 38: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetObjectOwnersRequest)(nil),         // 39: dcm.rsync.v1.GetObjectOwnersRequest
-	(*SubmitRolloutResponse)(nil),          // 40: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 41: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 42: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 43: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 44: dcm.rsync.v1.GetRolloutStatusResponse
-	(*WatchRolloutStatusResponse)(nil),     // 45: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 46: dcm.rsync.v1.GetCertificateResponse
-	(*RenewCertificateResponse)(nil),       // 47: dcm.rsync.v1.RenewCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 48: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 49: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenResponse)(nil), // 50: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersResponse)(nil),        // 51: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ClusterProvider)(nil),               // 0: dcm.rsync.v1.ClusterProvider
+	(*CreateClusterProviderRequest)(nil),  // 1: dcm.rsync.v1.CreateClusterProviderRequest
+	(*CreateClusterProviderResponse)(nil), // 2: dcm.rsync.v1.CreateClusterProviderResponse
+	(*GetClusterProviderRequest)(nil),     // 3: dcm.rsync.v1.GetClusterProviderRequest
+	(*GetClusterProviderResponse)(nil),    // 4: dcm.rsync.v1.GetClusterProviderResponse
+	(*ListClusterProvidersRequest)(nil),   // 5: dcm.rsync.v1.ListClusterProvidersRequest
+	(*ListClusterProvidersResponse)(nil),  // 6: dcm.rsync.v1.ListClusterProvidersResponse
+	(*DeleteClusterProviderRequest)(nil),  // 7: dcm.rsync.v1.DeleteClusterProviderRequest
+	(*DeleteClusterProviderResponse)(nil), // 8: dcm.rsync.v1.DeleteClusterProviderResponse
+	(*UpdateClusterProviderRequest)(nil),  // 9: dcm.rsync.v1.UpdateClusterProviderRequest
+	(*UpdateClusterProviderResponse)(nil), // 10: dcm.rsync.v1.UpdateClusterProviderResponse
+	(*Cluster)(nil),                       // 11: dcm.rsync.v1.Cluster
+	(*ClusterSpec)(nil),                   // 12: dcm.rsync.v1.ClusterSpec
+	(*ClusterStatus)(nil),                 // 13: dcm.rsync.v1.ClusterStatus
+	(*CreateClusterRequest)(nil),          // 14: dcm.rsync.v1.CreateClusterRequest
+	(*CreateClusterResponse)(nil),         // 15: dcm.rsync.v1.CreateClusterResponse
+	(*GetClusterRequest)(nil),             // 16: dcm.rsync.v1.GetClusterRequest
+	(*GetClusterResponse)(nil),            // 17: dcm.rsync.v1.GetClusterResponse
+	(*ListClustersRequest)(nil),           // 18: dcm.rsync.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),          // 19: dcm.rsync.v1.ListClustersResponse
+	(*UpdateClusterRequest)(nil),          // 20: dcm.rsync.v1.UpdateClusterRequest
+	(*UpdateClusterResponse)(nil),         // 21: dcm.rsync.v1.UpdateClusterResponse
+	(*DeleteClusterRequest)(nil),          // 22: dcm.rsync.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),         // 23: dcm.rsync.v1.DeleteClusterResponse
+	(*SelectClustersRequest)(nil),         // 24: dcm.rsync.v1.SelectClustersRequest
+	(*SelectClustersResponse)(nil),        // 25: dcm.rsync.v1.SelectClustersResponse
+	(*SelectedCluster)(nil),               // 26: dcm.rsync.v1.SelectedCluster
+	(*v1.Metadata)(nil),                   // 27: dcm.types.v1.Metadata
 }
 var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	27, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
@@ -1538,45 +1501,19 @@ var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	16, // 23: dcm.rsync.v1.RsyncService.GetCluster:input_type -> dcm.rsync.v1.GetClusterRequest
 	18, // 24: dcm.rsync.v1.RsyncService.ListClusters:input_type -> dcm.rsync.v1.ListClustersRequest
 	20, // 25: dcm.rsync.v1.RsyncService.UpdateCluster:input_type -> dcm.rsync.v1.UpdateClusterRequest
-	24, // 26: dcm.rsync.v1.RsyncService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
-	22, // 27: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
-	28, // 28: dcm.rsync.v1.RsyncService.SubmitRollout:input_type -> dcm.rsync.v1.SubmitRolloutRequest
-	29, // 29: dcm.rsync.v1.RsyncService.UpdateRollout:input_type -> dcm.rsync.v1.UpdateRolloutRequest
-	30, // 30: dcm.rsync.v1.RsyncService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
-	31, // 31: dcm.rsync.v1.RsyncService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
-	32, // 32: dcm.rsync.v1.RsyncService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
-	33, // 33: dcm.rsync.v1.RsyncService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
-	34, // 34: dcm.rsync.v1.RsyncService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
-	35, // 35: dcm.rsync.v1.RsyncService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
-	36, // 36: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
-	37, // 37: dcm.rsync.v1.RsyncService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	38, // 38: dcm.rsync.v1.RsyncService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
-	39, // 39: dcm.rsync.v1.RsyncService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
-	2,  // 40: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
-	4,  // 41: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
-	6,  // 42: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
-	10, // 43: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
-	8,  // 44: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
-	15, // 45: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
-	17, // 46: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
-	19, // 47: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
-	21, // 48: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
-	25, // 49: dcm.rsync.v1.RsyncService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	23, // 50: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
-	40, // 51: dcm.rsync.v1.RsyncService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	41, // 52: dcm.rsync.v1.RsyncService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	42, // 53: dcm.rsync.v1.RsyncService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	43, // 54: dcm.rsync.v1.RsyncService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	44, // 55: dcm.rsync.v1.RsyncService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	45, // 56: dcm.rsync.v1.RsyncService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	46, // 57: dcm.rsync.v1.RsyncService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	47, // 58: dcm.rsync.v1.RsyncService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
-	48, // 59: dcm.rsync.v1.RsyncService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	49, // 60: dcm.rsync.v1.RsyncService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	50, // 61: dcm.rsync.v1.RsyncService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
-	51, // 62: dcm.rsync.v1.RsyncService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
-	40, // [40:63] is the sub-list for method output_type
-	17, // [17:40] is the sub-list for method input_type
+	22, // 26: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
+	2,  // 27: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
+	4,  // 28: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
+	6,  // 29: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
+	10, // 30: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
+	8,  // 31: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
+	15, // 32: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
+	17, // 33: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
+	19, // 34: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
+	21, // 35: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
+	23, // 36: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
+	27, // [27:37] is the sub-list for method output_type
+	17, // [17:27] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1587,7 +1524,6 @@ func file_dcm_rsync_v1_service_proto_init() {
 	if File_dcm_rsync_v1_service_proto != nil {
 		return
 	}
-	file_dcm_rsync_v1_rollout_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -19,29 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RsyncService_CreateClusterProvider_FullMethodName  = "/dcm.rsync.v1.RsyncService/CreateClusterProvider"
-	RsyncService_GetClusterProvider_FullMethodName     = "/dcm.rsync.v1.RsyncService/GetClusterProvider"
-	RsyncService_ListClusterProviders_FullMethodName   = "/dcm.rsync.v1.RsyncService/ListClusterProviders"
-	RsyncService_UpdateClusterProvider_FullMethodName  = "/dcm.rsync.v1.RsyncService/UpdateClusterProvider"
-	RsyncService_DeleteClusterProvider_FullMethodName  = "/dcm.rsync.v1.RsyncService/DeleteClusterProvider"
-	RsyncService_CreateCluster_FullMethodName          = "/dcm.rsync.v1.RsyncService/CreateCluster"
-	RsyncService_GetCluster_FullMethodName             = "/dcm.rsync.v1.RsyncService/GetCluster"
-	RsyncService_ListClusters_FullMethodName           = "/dcm.rsync.v1.RsyncService/ListClusters"
-	RsyncService_UpdateCluster_FullMethodName          = "/dcm.rsync.v1.RsyncService/UpdateCluster"
-	RsyncService_SelectClusters_FullMethodName         = "/dcm.rsync.v1.RsyncService/SelectClusters"
-	RsyncService_DeleteCluster_FullMethodName          = "/dcm.rsync.v1.RsyncService/DeleteCluster"
-	RsyncService_SubmitRollout_FullMethodName          = "/dcm.rsync.v1.RsyncService/SubmitRollout"
-	RsyncService_UpdateRollout_FullMethodName          = "/dcm.rsync.v1.RsyncService/UpdateRollout"
-	RsyncService_DeleteRollout_FullMethodName          = "/dcm.rsync.v1.RsyncService/DeleteRollout"
-	RsyncService_StopRollout_FullMethodName            = "/dcm.rsync.v1.RsyncService/StopRollout"
-	RsyncService_GetRolloutStatus_FullMethodName       = "/dcm.rsync.v1.RsyncService/GetRolloutStatus"
-	RsyncService_WatchRolloutStatus_FullMethodName     = "/dcm.rsync.v1.RsyncService/WatchRolloutStatus"
-	RsyncService_GetCertificate_FullMethodName         = "/dcm.rsync.v1.RsyncService/GetCertificate"
-	RsyncService_RenewCertificate_FullMethodName       = "/dcm.rsync.v1.RsyncService/RenewCertificate"
-	RsyncService_GetResourceQuotaStatus_FullMethodName = "/dcm.rsync.v1.RsyncService/GetResourceQuotaStatus"
-	RsyncService_GetClusterConnection_FullMethodName   = "/dcm.rsync.v1.RsyncService/GetClusterConnection"
-	RsyncService_GetServiceAccountToken_FullMethodName = "/dcm.rsync.v1.RsyncService/GetServiceAccountToken"
-	RsyncService_GetObjectOwners_FullMethodName        = "/dcm.rsync.v1.RsyncService/GetObjectOwners"
+	RsyncService_CreateClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/CreateClusterProvider"
+	RsyncService_GetClusterProvider_FullMethodName    = "/dcm.rsync.v1.RsyncService/GetClusterProvider"
+	RsyncService_ListClusterProviders_FullMethodName  = "/dcm.rsync.v1.RsyncService/ListClusterProviders"
+	RsyncService_UpdateClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/UpdateClusterProvider"
+	RsyncService_DeleteClusterProvider_FullMethodName = "/dcm.rsync.v1.RsyncService/DeleteClusterProvider"
+	RsyncService_CreateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/CreateCluster"
+	RsyncService_GetCluster_FullMethodName            = "/dcm.rsync.v1.RsyncService/GetCluster"
+	RsyncService_ListClusters_FullMethodName          = "/dcm.rsync.v1.RsyncService/ListClusters"
+	RsyncService_UpdateCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/UpdateCluster"
+	RsyncService_DeleteCluster_FullMethodName         = "/dcm.rsync.v1.RsyncService/DeleteCluster"
 )
 
 // RsyncServiceClient is the client API for RsyncService service.
@@ -72,57 +59,9 @@ type RsyncServiceClient interface {
 	// UpdateCluster replaces a cluster's description, user data and labels,
 	// and its kubeconfig when one is given.
 	UpdateCluster(ctx context.Context, in *UpdateClusterRequest, opts ...grpc.CallOption) (*UpdateClusterResponse, error)
-	// SelectClusters lists the clusters, of every provider, that carry all
-	// the given labels (core resolves seed 002's cluster-labels). gRPC only.
-	SelectClusters(ctx context.Context, in *SelectClustersRequest, opts ...grpc.CallOption) (*SelectClustersResponse, error)
 	// DeleteCluster removes a cluster and its kubeconfig; refused while a
 	// logical cloud references the cluster.
 	DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error)
-	// SubmitRollout stores an owner's desired state, per cluster an ordered
-	// list of manifests, and starts applying it. An owner whose rollout is
-	// live is AlreadyExists (use UpdateRollout); one whose rollout was deleted
-	// starts anew.
-	SubmitRollout(ctx context.Context, in *SubmitRolloutRequest, opts ...grpc.CallOption) (*SubmitRolloutResponse, error)
-	// UpdateRollout replaces an owner's desired state: what changed is
-	// applied, what was dropped (resources or whole clusters) is deleted.
-	// It also resumes a stopped rollout.
-	UpdateRollout(ctx context.Context, in *UpdateRolloutRequest, opts ...grpc.CallOption) (*UpdateRolloutResponse, error)
-	// DeleteRollout deletes every resource of the owner from every cluster,
-	// in reverse order.
-	DeleteRollout(ctx context.Context, in *DeleteRolloutRequest, opts ...grpc.CallOption) (*DeleteRolloutResponse, error)
-	// StopRollout halts an owner's retries and pending work; UpdateRollout or
-	// DeleteRollout resume it.
-	StopRollout(ctx context.Context, in *StopRolloutRequest, opts ...grpc.CallOption) (*StopRolloutResponse, error)
-	// GetRolloutStatus reports where an owner's rollout stands, per cluster
-	// and per resource.
-	GetRolloutStatus(ctx context.Context, in *GetRolloutStatusRequest, opts ...grpc.CallOption) (*GetRolloutStatusResponse, error)
-	// WatchRolloutStatus sends the status now and again at each change.
-	WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error)
-	// GetCertificate reads the certificate a cluster's signer issued for a
-	// CertificateSigningRequest, or the fresher one RenewCertificate had it
-	// issue for the same request since.
-	GetCertificate(ctx context.Context, in *GetCertificateRequest, opts ...grpc.CallOption) (*GetCertificateResponse, error)
-	// RenewCertificate has a cluster's signer issue a fresh certificate for a
-	// CertificateSigningRequest its owner applied and that was issued: the
-	// same request (subject, key, signer, usages, lifetime) as a new,
-	// short-lived CertificateSigningRequest, approved, read and deleted.
-	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
-	// GetResourceQuotaStatus reads the status (hard and used) of a
-	// ResourceQuota on a cluster.
-	GetResourceQuotaStatus(ctx context.Context, in *GetResourceQuotaStatusRequest, opts ...grpc.CallOption) (*GetResourceQuotaStatusResponse, error)
-	// GetClusterConnection reads a cluster's public connection info: its API
-	// server URL and CA, never its admin credentials.
-	GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error)
-	// GetServiceAccountToken issues a bound token for a ServiceAccount that
-	// DCM applied (the cluster's TokenRequest API), with the asked lifetime.
-	GetServiceAccountToken(ctx context.Context, in *GetServiceAccountTokenRequest, opts ...grpc.CallOption) (*GetServiceAccountTokenResponse, error)
-	// GetObjectOwners tells, per cluster, who manages one object: nobody (no
-	// such object), the asking owner, another owner (named), something not
-	// created by DCM, or unknown (the cluster is unreachable). rsync's own
-	// record answers for the objects it applied; the others are read from
-	// the cluster. Core asks it before submitting a rollout, to refuse up
-	// front what the engine would refuse object by object. gRPC only.
-	GetObjectOwners(ctx context.Context, in *GetObjectOwnersRequest, opts ...grpc.CallOption) (*GetObjectOwnersResponse, error)
 }
 
 type rsyncServiceClient struct {
@@ -223,149 +162,10 @@ func (c *rsyncServiceClient) UpdateCluster(ctx context.Context, in *UpdateCluste
 	return out, nil
 }
 
-func (c *rsyncServiceClient) SelectClusters(ctx context.Context, in *SelectClustersRequest, opts ...grpc.CallOption) (*SelectClustersResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SelectClustersResponse)
-	err := c.cc.Invoke(ctx, RsyncService_SelectClusters_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *rsyncServiceClient) DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteClusterResponse)
 	err := c.cc.Invoke(ctx, RsyncService_DeleteCluster_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) SubmitRollout(ctx context.Context, in *SubmitRolloutRequest, opts ...grpc.CallOption) (*SubmitRolloutResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SubmitRolloutResponse)
-	err := c.cc.Invoke(ctx, RsyncService_SubmitRollout_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) UpdateRollout(ctx context.Context, in *UpdateRolloutRequest, opts ...grpc.CallOption) (*UpdateRolloutResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(UpdateRolloutResponse)
-	err := c.cc.Invoke(ctx, RsyncService_UpdateRollout_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) DeleteRollout(ctx context.Context, in *DeleteRolloutRequest, opts ...grpc.CallOption) (*DeleteRolloutResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteRolloutResponse)
-	err := c.cc.Invoke(ctx, RsyncService_DeleteRollout_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) StopRollout(ctx context.Context, in *StopRolloutRequest, opts ...grpc.CallOption) (*StopRolloutResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(StopRolloutResponse)
-	err := c.cc.Invoke(ctx, RsyncService_StopRollout_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) GetRolloutStatus(ctx context.Context, in *GetRolloutStatusRequest, opts ...grpc.CallOption) (*GetRolloutStatusResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetRolloutStatusResponse)
-	err := c.cc.Invoke(ctx, RsyncService_GetRolloutStatus_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &RsyncService_ServiceDesc.Streams[0], RsyncService_WatchRolloutStatus_FullMethodName, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	x := &grpc.GenericClientStream[WatchRolloutStatusRequest, WatchRolloutStatusResponse]{ClientStream: stream}
-	if err := x.ClientStream.SendMsg(in); err != nil {
-		return nil, err
-	}
-	if err := x.ClientStream.CloseSend(); err != nil {
-		return nil, err
-	}
-	return x, nil
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type RsyncService_WatchRolloutStatusClient = grpc.ServerStreamingClient[WatchRolloutStatusResponse]
-
-func (c *rsyncServiceClient) GetCertificate(ctx context.Context, in *GetCertificateRequest, opts ...grpc.CallOption) (*GetCertificateResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetCertificateResponse)
-	err := c.cc.Invoke(ctx, RsyncService_GetCertificate_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RenewCertificateResponse)
-	err := c.cc.Invoke(ctx, RsyncService_RenewCertificate_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) GetResourceQuotaStatus(ctx context.Context, in *GetResourceQuotaStatusRequest, opts ...grpc.CallOption) (*GetResourceQuotaStatusResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetResourceQuotaStatusResponse)
-	err := c.cc.Invoke(ctx, RsyncService_GetResourceQuotaStatus_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetClusterConnectionResponse)
-	err := c.cc.Invoke(ctx, RsyncService_GetClusterConnection_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) GetServiceAccountToken(ctx context.Context, in *GetServiceAccountTokenRequest, opts ...grpc.CallOption) (*GetServiceAccountTokenResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetServiceAccountTokenResponse)
-	err := c.cc.Invoke(ctx, RsyncService_GetServiceAccountToken_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *rsyncServiceClient) GetObjectOwners(ctx context.Context, in *GetObjectOwnersRequest, opts ...grpc.CallOption) (*GetObjectOwnersResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetObjectOwnersResponse)
-	err := c.cc.Invoke(ctx, RsyncService_GetObjectOwners_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -400,57 +200,9 @@ type RsyncServiceServer interface {
 	// UpdateCluster replaces a cluster's description, user data and labels,
 	// and its kubeconfig when one is given.
 	UpdateCluster(context.Context, *UpdateClusterRequest) (*UpdateClusterResponse, error)
-	// SelectClusters lists the clusters, of every provider, that carry all
-	// the given labels (core resolves seed 002's cluster-labels). gRPC only.
-	SelectClusters(context.Context, *SelectClustersRequest) (*SelectClustersResponse, error)
 	// DeleteCluster removes a cluster and its kubeconfig; refused while a
 	// logical cloud references the cluster.
 	DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error)
-	// SubmitRollout stores an owner's desired state, per cluster an ordered
-	// list of manifests, and starts applying it. An owner whose rollout is
-	// live is AlreadyExists (use UpdateRollout); one whose rollout was deleted
-	// starts anew.
-	SubmitRollout(context.Context, *SubmitRolloutRequest) (*SubmitRolloutResponse, error)
-	// UpdateRollout replaces an owner's desired state: what changed is
-	// applied, what was dropped (resources or whole clusters) is deleted.
-	// It also resumes a stopped rollout.
-	UpdateRollout(context.Context, *UpdateRolloutRequest) (*UpdateRolloutResponse, error)
-	// DeleteRollout deletes every resource of the owner from every cluster,
-	// in reverse order.
-	DeleteRollout(context.Context, *DeleteRolloutRequest) (*DeleteRolloutResponse, error)
-	// StopRollout halts an owner's retries and pending work; UpdateRollout or
-	// DeleteRollout resume it.
-	StopRollout(context.Context, *StopRolloutRequest) (*StopRolloutResponse, error)
-	// GetRolloutStatus reports where an owner's rollout stands, per cluster
-	// and per resource.
-	GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error)
-	// WatchRolloutStatus sends the status now and again at each change.
-	WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error
-	// GetCertificate reads the certificate a cluster's signer issued for a
-	// CertificateSigningRequest, or the fresher one RenewCertificate had it
-	// issue for the same request since.
-	GetCertificate(context.Context, *GetCertificateRequest) (*GetCertificateResponse, error)
-	// RenewCertificate has a cluster's signer issue a fresh certificate for a
-	// CertificateSigningRequest its owner applied and that was issued: the
-	// same request (subject, key, signer, usages, lifetime) as a new,
-	// short-lived CertificateSigningRequest, approved, read and deleted.
-	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
-	// GetResourceQuotaStatus reads the status (hard and used) of a
-	// ResourceQuota on a cluster.
-	GetResourceQuotaStatus(context.Context, *GetResourceQuotaStatusRequest) (*GetResourceQuotaStatusResponse, error)
-	// GetClusterConnection reads a cluster's public connection info: its API
-	// server URL and CA, never its admin credentials.
-	GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error)
-	// GetServiceAccountToken issues a bound token for a ServiceAccount that
-	// DCM applied (the cluster's TokenRequest API), with the asked lifetime.
-	GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error)
-	// GetObjectOwners tells, per cluster, who manages one object: nobody (no
-	// such object), the asking owner, another owner (named), something not
-	// created by DCM, or unknown (the cluster is unreachable). rsync's own
-	// record answers for the objects it applied; the others are read from
-	// the cluster. Core asks it before submitting a rollout, to refuse up
-	// front what the engine would refuse object by object. gRPC only.
-	GetObjectOwners(context.Context, *GetObjectOwnersRequest) (*GetObjectOwnersResponse, error)
 	mustEmbedUnimplementedRsyncServiceServer()
 }
 
@@ -488,47 +240,8 @@ func (UnimplementedRsyncServiceServer) ListClusters(context.Context, *ListCluste
 func (UnimplementedRsyncServiceServer) UpdateCluster(context.Context, *UpdateClusterRequest) (*UpdateClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateCluster not implemented")
 }
-func (UnimplementedRsyncServiceServer) SelectClusters(context.Context, *SelectClustersRequest) (*SelectClustersResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SelectClusters not implemented")
-}
 func (UnimplementedRsyncServiceServer) DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteCluster not implemented")
-}
-func (UnimplementedRsyncServiceServer) SubmitRollout(context.Context, *SubmitRolloutRequest) (*SubmitRolloutResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SubmitRollout not implemented")
-}
-func (UnimplementedRsyncServiceServer) UpdateRollout(context.Context, *UpdateRolloutRequest) (*UpdateRolloutResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method UpdateRollout not implemented")
-}
-func (UnimplementedRsyncServiceServer) DeleteRollout(context.Context, *DeleteRolloutRequest) (*DeleteRolloutResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteRollout not implemented")
-}
-func (UnimplementedRsyncServiceServer) StopRollout(context.Context, *StopRolloutRequest) (*StopRolloutResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method StopRollout not implemented")
-}
-func (UnimplementedRsyncServiceServer) GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetRolloutStatus not implemented")
-}
-func (UnimplementedRsyncServiceServer) WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error {
-	return status.Error(codes.Unimplemented, "method WatchRolloutStatus not implemented")
-}
-func (UnimplementedRsyncServiceServer) GetCertificate(context.Context, *GetCertificateRequest) (*GetCertificateResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetCertificate not implemented")
-}
-func (UnimplementedRsyncServiceServer) RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
-}
-func (UnimplementedRsyncServiceServer) GetResourceQuotaStatus(context.Context, *GetResourceQuotaStatusRequest) (*GetResourceQuotaStatusResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetResourceQuotaStatus not implemented")
-}
-func (UnimplementedRsyncServiceServer) GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetClusterConnection not implemented")
-}
-func (UnimplementedRsyncServiceServer) GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetServiceAccountToken not implemented")
-}
-func (UnimplementedRsyncServiceServer) GetObjectOwners(context.Context, *GetObjectOwnersRequest) (*GetObjectOwnersResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetObjectOwners not implemented")
 }
 func (UnimplementedRsyncServiceServer) mustEmbedUnimplementedRsyncServiceServer() {}
 func (UnimplementedRsyncServiceServer) testEmbeddedByValue()                      {}
@@ -713,24 +426,6 @@ func _RsyncService_UpdateCluster_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RsyncService_SelectClusters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SelectClustersRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).SelectClusters(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_SelectClusters_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).SelectClusters(ctx, req.(*SelectClustersRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _RsyncService_DeleteCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteClusterRequest)
 	if err := dec(in); err != nil {
@@ -745,215 +440,6 @@ func _RsyncService_DeleteCluster_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RsyncServiceServer).DeleteCluster(ctx, req.(*DeleteClusterRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_SubmitRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SubmitRolloutRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).SubmitRollout(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_SubmitRollout_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).SubmitRollout(ctx, req.(*SubmitRolloutRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_UpdateRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(UpdateRolloutRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).UpdateRollout(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_UpdateRollout_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).UpdateRollout(ctx, req.(*UpdateRolloutRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_DeleteRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteRolloutRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).DeleteRollout(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_DeleteRollout_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).DeleteRollout(ctx, req.(*DeleteRolloutRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_StopRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(StopRolloutRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).StopRollout(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_StopRollout_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).StopRollout(ctx, req.(*StopRolloutRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_GetRolloutStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetRolloutStatusRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).GetRolloutStatus(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_GetRolloutStatus_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).GetRolloutStatus(ctx, req.(*GetRolloutStatusRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_WatchRolloutStatus_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(WatchRolloutStatusRequest)
-	if err := stream.RecvMsg(m); err != nil {
-		return err
-	}
-	return srv.(RsyncServiceServer).WatchRolloutStatus(m, &grpc.GenericServerStream[WatchRolloutStatusRequest, WatchRolloutStatusResponse]{ServerStream: stream})
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type RsyncService_WatchRolloutStatusServer = grpc.ServerStreamingServer[WatchRolloutStatusResponse]
-
-func _RsyncService_GetCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetCertificateRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).GetCertificate(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_GetCertificate_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).GetCertificate(ctx, req.(*GetCertificateRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RenewCertificateRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).RenewCertificate(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_RenewCertificate_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).RenewCertificate(ctx, req.(*RenewCertificateRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_GetResourceQuotaStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetResourceQuotaStatusRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).GetResourceQuotaStatus(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_GetResourceQuotaStatus_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).GetResourceQuotaStatus(ctx, req.(*GetResourceQuotaStatusRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_GetClusterConnection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetClusterConnectionRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).GetClusterConnection(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_GetClusterConnection_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).GetClusterConnection(ctx, req.(*GetClusterConnectionRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_GetServiceAccountToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetServiceAccountTokenRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).GetServiceAccountToken(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_GetServiceAccountToken_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).GetServiceAccountToken(ctx, req.(*GetServiceAccountTokenRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RsyncService_GetObjectOwners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetObjectOwnersRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RsyncServiceServer).GetObjectOwners(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RsyncService_GetObjectOwners_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RsyncServiceServer).GetObjectOwners(ctx, req.(*GetObjectOwnersRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1002,64 +488,10 @@ var RsyncService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RsyncService_UpdateCluster_Handler,
 		},
 		{
-			MethodName: "SelectClusters",
-			Handler:    _RsyncService_SelectClusters_Handler,
-		},
-		{
 			MethodName: "DeleteCluster",
 			Handler:    _RsyncService_DeleteCluster_Handler,
 		},
-		{
-			MethodName: "SubmitRollout",
-			Handler:    _RsyncService_SubmitRollout_Handler,
-		},
-		{
-			MethodName: "UpdateRollout",
-			Handler:    _RsyncService_UpdateRollout_Handler,
-		},
-		{
-			MethodName: "DeleteRollout",
-			Handler:    _RsyncService_DeleteRollout_Handler,
-		},
-		{
-			MethodName: "StopRollout",
-			Handler:    _RsyncService_StopRollout_Handler,
-		},
-		{
-			MethodName: "GetRolloutStatus",
-			Handler:    _RsyncService_GetRolloutStatus_Handler,
-		},
-		{
-			MethodName: "GetCertificate",
-			Handler:    _RsyncService_GetCertificate_Handler,
-		},
-		{
-			MethodName: "RenewCertificate",
-			Handler:    _RsyncService_RenewCertificate_Handler,
-		},
-		{
-			MethodName: "GetResourceQuotaStatus",
-			Handler:    _RsyncService_GetResourceQuotaStatus_Handler,
-		},
-		{
-			MethodName: "GetClusterConnection",
-			Handler:    _RsyncService_GetClusterConnection_Handler,
-		},
-		{
-			MethodName: "GetServiceAccountToken",
-			Handler:    _RsyncService_GetServiceAccountToken_Handler,
-		},
-		{
-			MethodName: "GetObjectOwners",
-			Handler:    _RsyncService_GetObjectOwners_Handler,
-		},
 	},
-	Streams: []grpc.StreamDesc{
-		{
-			StreamName:    "WatchRolloutStatus",
-			Handler:       _RsyncService_WatchRolloutStatus_Handler,
-			ServerStreams: true,
-		},
-	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "dcm/rsync/v1/service.proto",
 }

@@ -1346,7 +1346,13 @@ type RenderUsersRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// namespace is the logical cloud's namespace as core holds it
+	// (spec.namespace): the renderer takes it from here and never asks core.
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// level is the logical cloud's level as core holds it (standard,
+	// privileged or admin).
+	Level         string `protobuf:"bytes,4,opt,name=level,proto3" json:"level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1391,6 +1397,20 @@ func (x *RenderUsersRequest) GetProject() string {
 func (x *RenderUsersRequest) GetLogicalCloud() string {
 	if x != nil {
 		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *RenderUsersRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RenderUsersRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
 	}
 	return ""
 }
@@ -1551,7 +1571,13 @@ type GetUserCredentialsRequest struct {
 	// logical_cloud is the logical cloud's name.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// name is the user's name.
-	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// namespace is the logical cloud's namespace as core holds it
+	// (spec.namespace): the renderer takes it from here and never asks core.
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// level is the logical cloud's level as core holds it (standard,
+	// privileged or admin).
+	Level         string `protobuf:"bytes,5,opt,name=level,proto3" json:"level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1603,6 +1629,20 @@ func (x *GetUserCredentialsRequest) GetLogicalCloud() string {
 func (x *GetUserCredentialsRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *GetUserCredentialsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetUserCredentialsRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
 	}
 	return ""
 }
@@ -1739,10 +1779,12 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"j\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\x9e\x01\n" +
 	"\x12RenderUsersRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"d\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05level\x18\x04 \x01(\tR\x05level\"d\n" +
 	"\x13RenderUsersResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests\x12/\n" +
 	"\x05users\x18\x02 \x03(\v2\x19.dcm.user.v1.RenderedUserR\x05users\"\xbb\x01\n" +
@@ -1752,17 +1794,17 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\bcsr_name\x18\x03 \x01(\tR\acsrName\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12'\n" +
 	"\x0fservice_account\x18\x05 \x01(\tR\x0eserviceAccount\x12!\n" +
-	"\ftoken_secret\x18\x06 \x01(\tR\vtokenSecret\"\x90\x01\n" +
+	"\ftoken_secret\x18\x06 \x01(\tR\vtokenSecret\"\xc4\x01\n" +
 	"\x19GetUserCredentialsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
-	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05level\x18\x05 \x01(\tR\x05level\"d\n" +
 	"\x1aGetUserCredentialsResponse\x12-\n" +
 	"\x04user\x18\x01 \x01(\v2\x19.dcm.user.v1.RenderedUserR\x04user\x12\x17\n" +
-	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\xfc\x0f\n" +
-	"\vUserService\x12M\n" +
-	"\n" +
-	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12\x95\x01\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\x90\r\n" +
+	"\vUserService\x12\x95\x01\n" +
 	"\aGetUser\x12\x1b.dcm.user.v1.GetUserRequest\x1a\x1c.dcm.user.v1.GetUserResponse\"O\x82\xd3\xe4\x93\x02Ib\x04user\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x8f\x01\n" +
 	"\tListUsers\x12\x1d.dcm.user.v1.ListUsersRequest\x1a\x1e.dcm.user.v1.ListUsersResponse\"C\x82\xd3\xe4\x93\x02=\x12;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\x98\x01\n" +
 	"\n" +
@@ -1772,10 +1814,7 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\x11GetUserPermission\x12%.dcm.user.v1.GetUserPermissionRequest\x1a&.dcm.user.v1.GetUserPermissionResponse\"f\x82\xd3\xe4\x93\x02`b\x0fuser_permission\x12M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xca\x01\n" +
 	"\x13ListUserPermissions\x12'.dcm.user.v1.ListUserPermissionsRequest\x1a(.dcm.user.v1.ListUserPermissionsResponse\"`\x82\xd3\xe4\x93\x02Zb\x10user_permissions\x12F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xe4\x01\n" +
 	"\x14UpdateUserPermission\x12(.dcm.user.v1.UpdateUserPermissionRequest\x1a).dcm.user.v1.UpdateUserPermissionResponse\"w\x82\xd3\xe4\x93\x02q:\x0fuser_permissionb\x0fuser_permission\x1aM/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xc2\x01\n" +
-	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12P\n" +
-	"\vRenderUsers\x12\x1f.dcm.user.v1.RenderUsersRequest\x1a .dcm.user.v1.RenderUsersResponse\x12e\n" +
-	"\x12GetUserCredentials\x12&.dcm.user.v1.GetUserCredentialsRequest\x1a'.dcm.user.v1.GetUserCredentialsResponse\x12b\n" +
-	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponseB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
+	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}B3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
 var (
 	file_dcm_user_v1_service_proto_rawDescOnce sync.Once
@@ -1834,34 +1873,26 @@ var file_dcm_user_v1_service_proto_depIdxs = []int32{
 	1,  // 9: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
 	26, // 10: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
 	26, // 11: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
-	2,  // 12: dcm.user.v1.UserService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
-	4,  // 13: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
-	6,  // 14: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
-	8,  // 15: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
-	10, // 16: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
-	12, // 17: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
-	14, // 18: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
-	16, // 19: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
-	18, // 20: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
-	20, // 21: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
-	24, // 22: dcm.user.v1.UserService.RenderUsers:input_type -> dcm.user.v1.RenderUsersRequest
-	27, // 23: dcm.user.v1.UserService.GetUserCredentials:input_type -> dcm.user.v1.GetUserCredentialsRequest
-	22, // 24: dcm.user.v1.UserService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
-	3,  // 25: dcm.user.v1.UserService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
-	5,  // 26: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
-	7,  // 27: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
-	9,  // 28: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
-	11, // 29: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
-	13, // 30: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
-	15, // 31: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
-	17, // 32: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
-	19, // 33: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
-	21, // 34: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
-	25, // 35: dcm.user.v1.UserService.RenderUsers:output_type -> dcm.user.v1.RenderUsersResponse
-	28, // 36: dcm.user.v1.UserService.GetUserCredentials:output_type -> dcm.user.v1.GetUserCredentialsResponse
-	23, // 37: dcm.user.v1.UserService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
-	25, // [25:38] is the sub-list for method output_type
-	12, // [12:25] is the sub-list for method input_type
+	4,  // 12: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
+	6,  // 13: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
+	8,  // 14: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
+	10, // 15: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
+	12, // 16: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
+	14, // 17: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
+	16, // 18: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
+	18, // 19: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
+	20, // 20: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
+	5,  // 21: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
+	7,  // 22: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
+	9,  // 23: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
+	11, // 24: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
+	13, // 25: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
+	15, // 26: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
+	17, // 27: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
+	19, // 28: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
+	21, // 29: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
+	21, // [21:30] is the sub-list for method output_type
+	12, // [12:21] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name

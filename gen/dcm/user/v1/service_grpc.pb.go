@@ -19,7 +19,6 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	UserService_CreateUser_FullMethodName           = "/dcm.user.v1.UserService/CreateUser"
 	UserService_GetUser_FullMethodName              = "/dcm.user.v1.UserService/GetUser"
 	UserService_ListUsers_FullMethodName            = "/dcm.user.v1.UserService/ListUsers"
 	UserService_DeleteUser_FullMethodName           = "/dcm.user.v1.UserService/DeleteUser"
@@ -29,9 +28,6 @@ const (
 	UserService_ListUserPermissions_FullMethodName  = "/dcm.user.v1.UserService/ListUserPermissions"
 	UserService_UpdateUserPermission_FullMethodName = "/dcm.user.v1.UserService/UpdateUserPermission"
 	UserService_DeleteUserPermission_FullMethodName = "/dcm.user.v1.UserService/DeleteUserPermission"
-	UserService_RenderUsers_FullMethodName          = "/dcm.user.v1.UserService/RenderUsers"
-	UserService_GetUserCredentials_FullMethodName   = "/dcm.user.v1.UserService/GetUserCredentials"
-	UserService_PurgeLogicalCloud_FullMethodName    = "/dcm.user.v1.UserService/PurgeLogicalCloud"
 )
 
 // UserServiceClient is the client API for UserService service.
@@ -41,9 +37,6 @@ const (
 // UserService owns the users of each logical cloud and their permissions.
 // Every call checks with core that the logical cloud exists.
 type UserServiceClient interface {
-	// CreateUser stores a new user of a logical cloud (core calls it when it
-	// creates the logical cloud). gRPC only.
-	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
 	// GetUser reads one user.
 	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error)
 	// ListUsers reads a logical cloud's users (seed 002's {"users": [...]}).
@@ -62,21 +55,6 @@ type UserServiceClient interface {
 	UpdateUserPermission(ctx context.Context, in *UpdateUserPermissionRequest, opts ...grpc.CallOption) (*UpdateUserPermissionResponse, error)
 	// DeleteUserPermission removes a permission.
 	DeleteUserPermission(ctx context.Context, in *DeleteUserPermissionRequest, opts ...grpc.CallOption) (*DeleteUserPermissionResponse, error)
-	// RenderUsers makes what the logical cloud's users get on every
-	// cluster: for a certificate user a CertificateSigningRequest named
-	// "dcm.<project>.<lc>.<user>" for the identity CN
-	// "dcm:<project>:<lc>:<user>", O "dcm:<project>:<lc>", asking for a
-	// certificate valid DCM_CERT_LIFETIME (its key is generated once and kept
-	// sealed); for a token user a ServiceAccount; and per permission a Role
-	// (ClusterRole when cluster-wide) bound to every user. gRPC only.
-	RenderUsers(ctx context.Context, in *RenderUsersRequest, opts ...grpc.CallOption) (*RenderUsersResponse, error)
-	// GetUserCredentials reads what a kubeconfig for a user needs: how the
-	// user authenticates and, for a certificate user whose key was
-	// generated, the private key. gRPC only, for core.
-	GetUserCredentials(ctx context.Context, in *GetUserCredentialsRequest, opts ...grpc.CallOption) (*GetUserCredentialsResponse, error)
-	// PurgeLogicalCloud removes every user and permission of a logical cloud
-	// that core is deleting; rerunning it is harmless. gRPC only.
-	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type userServiceClient struct {
@@ -85,16 +63,6 @@ type userServiceClient struct {
 
 func NewUserServiceClient(cc grpc.ClientConnInterface) UserServiceClient {
 	return &userServiceClient{cc}
-}
-
-func (c *userServiceClient) CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CreateUserResponse)
-	err := c.cc.Invoke(ctx, UserService_CreateUser_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func (c *userServiceClient) GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error) {
@@ -187,36 +155,6 @@ func (c *userServiceClient) DeleteUserPermission(ctx context.Context, in *Delete
 	return out, nil
 }
 
-func (c *userServiceClient) RenderUsers(ctx context.Context, in *RenderUsersRequest, opts ...grpc.CallOption) (*RenderUsersResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RenderUsersResponse)
-	err := c.cc.Invoke(ctx, UserService_RenderUsers_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *userServiceClient) GetUserCredentials(ctx context.Context, in *GetUserCredentialsRequest, opts ...grpc.CallOption) (*GetUserCredentialsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetUserCredentialsResponse)
-	err := c.cc.Invoke(ctx, UserService_GetUserCredentials_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *userServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PurgeLogicalCloudResponse)
-	err := c.cc.Invoke(ctx, UserService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // UserServiceServer is the server API for UserService service.
 // All implementations must embed UnimplementedUserServiceServer
 // for forward compatibility.
@@ -224,9 +162,6 @@ func (c *userServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogi
 // UserService owns the users of each logical cloud and their permissions.
 // Every call checks with core that the logical cloud exists.
 type UserServiceServer interface {
-	// CreateUser stores a new user of a logical cloud (core calls it when it
-	// creates the logical cloud). gRPC only.
-	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
 	// GetUser reads one user.
 	GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error)
 	// ListUsers reads a logical cloud's users (seed 002's {"users": [...]}).
@@ -245,21 +180,6 @@ type UserServiceServer interface {
 	UpdateUserPermission(context.Context, *UpdateUserPermissionRequest) (*UpdateUserPermissionResponse, error)
 	// DeleteUserPermission removes a permission.
 	DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error)
-	// RenderUsers makes what the logical cloud's users get on every
-	// cluster: for a certificate user a CertificateSigningRequest named
-	// "dcm.<project>.<lc>.<user>" for the identity CN
-	// "dcm:<project>:<lc>:<user>", O "dcm:<project>:<lc>", asking for a
-	// certificate valid DCM_CERT_LIFETIME (its key is generated once and kept
-	// sealed); for a token user a ServiceAccount; and per permission a Role
-	// (ClusterRole when cluster-wide) bound to every user. gRPC only.
-	RenderUsers(context.Context, *RenderUsersRequest) (*RenderUsersResponse, error)
-	// GetUserCredentials reads what a kubeconfig for a user needs: how the
-	// user authenticates and, for a certificate user whose key was
-	// generated, the private key. gRPC only, for core.
-	GetUserCredentials(context.Context, *GetUserCredentialsRequest) (*GetUserCredentialsResponse, error)
-	// PurgeLogicalCloud removes every user and permission of a logical cloud
-	// that core is deleting; rerunning it is harmless. gRPC only.
-	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedUserServiceServer()
 }
 
@@ -270,9 +190,6 @@ type UserServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedUserServiceServer struct{}
 
-func (UnimplementedUserServiceServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
-}
 func (UnimplementedUserServiceServer) GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetUser not implemented")
 }
@@ -300,15 +217,6 @@ func (UnimplementedUserServiceServer) UpdateUserPermission(context.Context, *Upd
 func (UnimplementedUserServiceServer) DeleteUserPermission(context.Context, *DeleteUserPermissionRequest) (*DeleteUserPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteUserPermission not implemented")
 }
-func (UnimplementedUserServiceServer) RenderUsers(context.Context, *RenderUsersRequest) (*RenderUsersResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RenderUsers not implemented")
-}
-func (UnimplementedUserServiceServer) GetUserCredentials(context.Context, *GetUserCredentialsRequest) (*GetUserCredentialsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetUserCredentials not implemented")
-}
-func (UnimplementedUserServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
-}
 func (UnimplementedUserServiceServer) mustEmbedUnimplementedUserServiceServer() {}
 func (UnimplementedUserServiceServer) testEmbeddedByValue()                     {}
 
@@ -328,24 +236,6 @@ func RegisterUserServiceServer(s grpc.ServiceRegistrar, srv UserServiceServer) {
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&UserService_ServiceDesc, srv)
-}
-
-func _UserService_CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CreateUserRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserServiceServer).CreateUser(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserService_CreateUser_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserServiceServer).CreateUser(ctx, req.(*CreateUserRequest))
-	}
-	return interceptor(ctx, in, info, handler)
 }
 
 func _UserService_GetUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -510,60 +400,6 @@ func _UserService_DeleteUserPermission_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
-func _UserService_RenderUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RenderUsersRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserServiceServer).RenderUsers(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserService_RenderUsers_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserServiceServer).RenderUsers(ctx, req.(*RenderUsersRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _UserService_GetUserCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetUserCredentialsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserServiceServer).GetUserCredentials(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserService_GetUserCredentials_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserServiceServer).GetUserCredentials(ctx, req.(*GetUserCredentialsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _UserService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PurgeLogicalCloudRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserServiceServer).PurgeLogicalCloud(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserService_PurgeLogicalCloud_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // UserService_ServiceDesc is the grpc.ServiceDesc for UserService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -571,10 +407,6 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "dcm.user.v1.UserService",
 	HandlerType: (*UserServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
-		{
-			MethodName: "CreateUser",
-			Handler:    _UserService_CreateUser_Handler,
-		},
 		{
 			MethodName: "GetUser",
 			Handler:    _UserService_GetUser_Handler,
@@ -610,18 +442,6 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteUserPermission",
 			Handler:    _UserService_DeleteUserPermission_Handler,
-		},
-		{
-			MethodName: "RenderUsers",
-			Handler:    _UserService_RenderUsers_Handler,
-		},
-		{
-			MethodName: "GetUserCredentials",
-			Handler:    _UserService_GetUserCredentials_Handler,
-		},
-		{
-			MethodName: "PurgeLogicalCloud",
-			Handler:    _UserService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

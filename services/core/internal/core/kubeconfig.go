@@ -59,18 +59,19 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 		return nil, err
 	}
 	user := cmp.Or(req.GetUser(), c.GetSpec().GetUser().GetUserName())
-	creds, err := s.peers.Users.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: project, LogicalCloud: lc, Name: user})
+	creds, err := s.peers.UsersInternal.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: project, LogicalCloud: lc, Name: user,
+		Level: c.GetSpec().GetLevel(), Namespace: c.GetSpec().GetNamespace()})
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.peers.Rsync.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: t.provider, Cluster: t.cluster})
+	conn, err := s.peers.RsyncInternal.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: t.provider, Cluster: t.cluster})
 	if err != nil {
 		return nil, err
 	}
 	auth := kubeconfigUser{}
 	switch u := creds.GetUser(); u.GetType() {
 	case userToken:
-		tok, err := s.peers.Rsync.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
+		tok, err := s.peers.RsyncInternal.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
 			Provider: t.provider, Cluster: t.cluster, Namespace: u.GetNamespace(), ServiceAccount: u.GetServiceAccount(),
 			ExpirationSeconds: int64(s.TokenLifetime / time.Second)})
 		if err != nil {
@@ -107,7 +108,7 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 // rest of its life ahead. A renewal that fails leaves the current
 // certificate, still valid, in the kubeconfig (and a warning in the log).
 func (s *LogicalClouds) certificate(ctx context.Context, project, lc string, t target, csrName string) ([]byte, error) {
-	got, err := s.peers.Rsync.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: t.provider, Cluster: t.cluster, Name: csrName})
+	got, err := s.peers.RsyncInternal.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: t.provider, Cluster: t.cluster, Name: csrName})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func (s *LogicalClouds) certificate(ctx context.Context, project, lc string, t t
 	if !renewDue(cert, s.CertRenewPercent, time.Now()) {
 		return cert, nil
 	}
-	fresh, err := s.peers.Rsync.RenewCertificate(ctx, &rsyncv1.RenewCertificateRequest{
+	fresh, err := s.peers.RsyncInternal.RenewCertificate(ctx, &rsyncv1.RenewCertificateRequest{
 		Owner: rolloutOwner(project, lc), Provider: t.provider, Cluster: t.cluster, Name: csrName})
 	if err != nil {
 		s.log.Warn("certificate renewal failed; the kubeconfig carries the current one",

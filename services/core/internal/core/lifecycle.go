@@ -113,7 +113,7 @@ func (s *LogicalClouds) status(ctx context.Context, project, lc string, c *corev
 	phase := phaseOf(c)
 	var rs *rsyncv1.RolloutStatus
 	if phase != phaseCreated {
-		resp, err := s.peers.Rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
+		resp, err := s.peers.RsyncInternal.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
 		if err != nil && errs.Code(err) != codes.NotFound {
 			return nil, err
 		}
@@ -260,7 +260,7 @@ func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc string, c
 	for _, cl := range clusters {
 		req.Clusters = append(req.Clusters, &rsyncv1.ClusterRef{Provider: cl.GetProvider(), Cluster: cl.GetCluster()})
 	}
-	resp, err := s.peers.Rsync.GetObjectOwners(ctx, req)
+	resp, err := s.peers.RsyncInternal.GetObjectOwners(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -295,14 +295,14 @@ func ownerName(owner string) string {
 func (s *LogicalClouds) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	owner := rolloutOwner(project, lc)
 	if !update {
-		resp, err := s.peers.Rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+		resp, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
 		if errs.Code(err) != codes.AlreadyExists {
 			return resp.GetGeneration(), err
 		}
 	}
-	resp, err := s.peers.Rsync.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, Clusters: clusters})
+	resp, err := s.peers.RsyncInternal.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, Clusters: clusters})
 	if update && errs.Code(err) == codes.NotFound {
-		sub, err := s.peers.Rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+		sub, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
 		return sub.GetGeneration(), err
 	}
 	return resp.GetGeneration(), err
@@ -313,7 +313,7 @@ func (s *LogicalClouds) StopLogicalCloud(ctx context.Context, req *corev1.StopLo
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	st, err := s.transition(ctx, "stop", project, lc, stopFrom, "",
 		func(ctx context.Context, _ *corev1.LogicalCloud, _ string) (int64, error) {
-			_, err := s.peers.Rsync.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: rolloutOwner(project, lc)})
+			_, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: rolloutOwner(project, lc)})
 			return 0, err
 		})
 	if err != nil {
@@ -331,11 +331,11 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 			if state == StateTerminateFailed {
 				// A settled deletion is not redone; stopping it first makes the
 				// resource synchronizer start a new pass over what failed.
-				if _, err := s.peers.Rsync.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
+				if _, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
 					return 0, err
 				}
 			}
-			resp, err := s.peers.Rsync.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
+			resp, err := s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
 			if errs.Code(err) == codes.NotFound {
 				return 0, nil // nothing was ever submitted
 			}
@@ -374,7 +374,7 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 	if phase == phaseCreated {
 		return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
 	}
-	w, err := s.peers.Rsync.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
+	w, err := s.peers.RsyncInternal.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
 	if err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func (s *LogicalClouds) targets(ctx context.Context, project, lc string, c *core
 		out = append(out, target{r.GetClusterProvider(), r.GetClusterName()})
 	}
 	if labels := c.GetSpec().GetClusterLabels(); len(labels) > 0 {
-		resp, err := s.peers.Rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
+		resp, err := s.peers.RsyncInternal.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
 		if err != nil {
 			return nil, err
 		}
@@ -426,6 +426,9 @@ func (s *LogicalClouds) targets(ctx context.Context, project, lc string, c *core
 
 // render asks the namespace, quota and user services for what the logical
 // cloud puts on a cluster (the same on each) and lays it out per cluster.
+// Core tells: each request carries what the renderer needs of the logical
+// cloud as core holds it (namespace, level, pod security), so no renderer
+// calls core back.
 // An admin logical cloud uses the clusters' own admin access: it renders
 // nothing, and its rollout only records which clusters it spans.
 func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]*rsyncv1.ClusterResources, error) {
@@ -438,15 +441,19 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 	}
 	var manifests []string
 	if c.GetSpec().GetLevel() != levelAdmin {
-		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc})
+		spec := c.GetSpec()
+		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc,
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity()})
 		if err != nil {
 			return nil, err
 		}
-		quotas, err := s.peers.Quotas.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc})
+		quotas, err := s.peers.QuotasInternal.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc,
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel()})
 		if err != nil {
 			return nil, err
 		}
-		users, err := s.peers.Users.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: project, LogicalCloud: lc})
+		users, err := s.peers.UsersInternal.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: project, LogicalCloud: lc,
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel()})
 		if err != nil {
 			return nil, err
 		}

@@ -23,12 +23,18 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
-// Peers are the services a logical cloud spans.
+// Peers are the services a logical cloud spans: their public APIs (what
+// core does as a REST caller would) and their internal ones (what core
+// tells them: create, render, purge, rollouts, holds), which they serve to
+// DCM services only. None of them calls core back on an internal RPC.
 type Peers struct {
-	Namespaces namespacev1.NamespaceServiceClient
-	Users      userv1.UserServiceClient
-	Quotas     quotav1.QuotaServiceClient
-	Rsync      rsyncv1.RsyncServiceClient
+	Namespaces     namespacev1.NamespaceInternalServiceClient
+	Users          userv1.UserServiceClient
+	UsersInternal  userv1.UserInternalServiceClient
+	Quotas         quotav1.QuotaServiceClient
+	QuotasInternal quotav1.QuotaInternalServiceClient
+	Rsync          rsyncv1.RsyncServiceClient
+	RsyncInternal  rsyncv1.RsyncInternalServiceClient
 }
 
 // LogicalClouds is the LogicalCloudService: logical clouds, their cluster
@@ -104,7 +110,7 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	p.lc.Lifecycle = &corev1.Lifecycle{Phase: phaseCreated}
 	var selected []*rsyncv1.SelectedCluster
 	if len(p.labels) > 0 {
-		resp, err := s.peers.Rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
+		resp, err := s.peers.RsyncInternal.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +148,7 @@ func (s *LogicalClouds) createParts(ctx context.Context, project string, p *plan
 		}
 	}
 	for _, u := range p.users {
-		if _, err := s.peers.Users.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u}); err != nil {
+		if _, err := s.peers.UsersInternal.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u}); err != nil {
 			return err
 		}
 	}
@@ -307,10 +313,12 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 	}
 	_, err := s.peers.Namespaces.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("namespace service", err)
-	_, err = s.peers.Users.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err = s.peers.UsersInternal.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("user service", err)
-	_, err = s.peers.Quotas.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err = s.peers.QuotasInternal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("quota service", err)
+	_, err = s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{Owner: rolloutOwner(project, lc)})
+	note("cluster holds", err)
 	_, err = s.refs.DeleteUnder(ctx, parent)
 	note("cluster references", err)
 	_, err = s.kvs.DeleteUnder(ctx, parent)

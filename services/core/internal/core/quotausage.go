@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
-	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 )
@@ -17,8 +16,11 @@ const quotaReads = 16
 
 // GetQuotaUsage implements corev1.LogicalCloudServiceServer: each of the
 // logical cloud's ResourceQuotas as each of its clusters reports it, and
-// the sums per resource. A cluster that cannot be read is reported with its
-// error and left out of the sums; the others are still shown.
+// the sums per resource. The quotas are those applied, not those desired:
+// the ResourceQuotas of rsync's status for each cluster (a quota added
+// since the last apply or update is not there yet; one removed since is
+// still there). A cluster that cannot be read is reported with its error
+// and left out of the sums; the others are still shown.
 func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaUsageRequest) (*corev1.GetQuotaUsageResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.cloud(ctx, project, lc)
@@ -31,20 +33,17 @@ func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaU
 	if err := s.requireApplied(ctx, project, lc, c, "its quotas are"); err != nil {
 		return nil, err
 	}
-	quotas, err := s.peers.Quotas.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc})
+	rs, err := s.peers.RsyncInternal.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
 	if err != nil {
 		return nil, err
 	}
-	targets, err := s.targets(ctx, project, lc, c)
-	if err != nil {
-		return nil, err
-	}
-	usage := &corev1.QuotaUsage{Clusters: make([]*corev1.ClusterQuotaUsage, len(targets))}
+	clusters := rs.GetStatus().GetClusters()
+	usage := &corev1.QuotaUsage{Clusters: make([]*corev1.ClusterQuotaUsage, len(clusters))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(quotaReads)
-	for i, t := range targets {
+	for i, cl := range clusters {
 		g.Go(func() error {
-			usage.Clusters[i] = s.clusterQuotaUsage(gctx, t, quotas.GetNamespace(), quotas.GetNames())
+			usage.Clusters[i] = s.clusterQuotaUsage(gctx, target{cl.GetProvider(), cl.GetCluster()}, appliedQuotas(cl))
 			return nil
 		})
 	}
@@ -56,18 +55,30 @@ func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaU
 	return &corev1.GetQuotaUsageResponse{Usage: usage}, nil
 }
 
-// clusterQuotaUsage reads the named ResourceQuotas on one cluster; the
+// appliedQuotas are the ResourceQuotas the logical cloud's rollout has on
+// one cluster (its last apply or update), in rollout order.
+func appliedQuotas(cl *rsyncv1.RolloutClusterStatus) []*rsyncv1.ResourceStatus {
+	var out []*rsyncv1.ResourceStatus
+	for _, r := range cl.GetResources() {
+		if r.GetKind() == "ResourceQuota" && r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// clusterQuotaUsage reads the given ResourceQuotas on one cluster; the
 // first failure stops it and is reported in the entry.
-func (s *LogicalClouds) clusterQuotaUsage(ctx context.Context, t target, namespace string, names []string) *corev1.ClusterQuotaUsage {
+func (s *LogicalClouds) clusterQuotaUsage(ctx context.Context, t target, quotas []*rsyncv1.ResourceStatus) *corev1.ClusterQuotaUsage {
 	out := &corev1.ClusterQuotaUsage{ClusterProvider: t.provider, ClusterName: t.cluster}
-	for _, name := range names {
-		resp, err := s.peers.Rsync.GetResourceQuotaStatus(ctx, &rsyncv1.GetResourceQuotaStatusRequest{
-			Provider: t.provider, Cluster: t.cluster, Namespace: namespace, Name: name})
+	for _, q := range quotas {
+		resp, err := s.peers.RsyncInternal.GetResourceQuotaStatus(ctx, &rsyncv1.GetResourceQuotaStatusRequest{
+			Provider: t.provider, Cluster: t.cluster, Namespace: q.GetNamespace(), Name: q.GetName()})
 		if err != nil {
 			out.Quotas, out.Error = nil, errs.ToStatus(err).Message()
 			return out
 		}
-		out.Quotas = append(out.Quotas, &corev1.NamedQuotaUsage{Name: name, Hard: amounts(resp.GetHard()), Used: amounts(resp.GetUsed())})
+		out.Quotas = append(out.Quotas, &corev1.NamedQuotaUsage{Name: q.GetName(), Hard: amounts(resp.GetHard()), Used: amounts(resp.GetUsed())})
 	}
 	return out
 }

@@ -16,7 +16,10 @@ import (
 
 // addReference stores a cluster reference, then checks that both the
 // logical cloud and the cluster are still there (each is marked before it
-// is deleted, so one of the two sides always sees the other).
+// is deleted, so one of the two sides always sees the other). The cluster
+// side is rsync's HoldCluster: it records that the logical cloud holds the
+// cluster (rsync refuses to delete a held cluster, from its own records)
+// and fails if the cluster is missing or being deleted.
 func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
 	parent := store.Key(project, lc)
 	id := store.Key(parent, ref.GetClusterProvider(), ref.GetClusterName())
@@ -24,7 +27,8 @@ func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, re
 		if _, err := s.cloud(ctx, project, lc); err != nil {
 			return err
 		}
-		_, err := s.peers.Rsync.GetCluster(ctx, &rsyncv1.GetClusterRequest{Provider: ref.GetClusterProvider(), Name: ref.GetClusterName()})
+		_, err := s.peers.RsyncInternal.HoldCluster(ctx, &rsyncv1.HoldClusterRequest{
+			Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName(), Owner: rolloutOwner(project, lc)})
 		if errs.Code(err) == codes.NotFound {
 			return errs.Invalid("cluster-name", "cluster %q of provider %q is not registered", ref.GetClusterName(), ref.GetClusterProvider())
 		}
@@ -97,22 +101,15 @@ func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.
 	if err := s.refs.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName())); err != nil {
 		return nil, err
 	}
-	return &corev1.DeleteClusterReferenceResponse{}, nil
-}
-
-// FindClusterReferences implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) FindClusterReferences(ctx context.Context, req *corev1.FindClusterReferencesRequest) (*corev1.FindClusterReferencesResponse, error) {
-	items, err := s.refs.Match(ctx, map[string]string{"cluster_provider": req.GetClusterProvider(), "cluster_name": req.GetClusterName()})
-	if err != nil {
+	// The logical cloud no longer holds the cluster. Should rsync be down,
+	// the answer is its error and the hold stays (the cluster's deletion is
+	// still refused, naming this logical cloud) until the logical cloud is
+	// deleted or the reference is added and removed again.
+	if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
+		Owner: rolloutOwner(req.GetProject(), req.GetLogicalCloud()), Provider: req.GetClusterProvider(), Cluster: req.GetClusterName()}); err != nil {
 		return nil, err
 	}
-	out := &corev1.FindClusterReferencesResponse{}
-	for _, it := range items {
-		if !slices.Contains(out.LogicalClouds, it.Parent) {
-			out.LogicalClouds = append(out.LogicalClouds, it.Parent)
-		}
-	}
-	return out, nil
+	return &corev1.DeleteClusterReferenceResponse{}, nil
 }
 
 // kvStored checks a KvPair's pairs (each one key with a string value) and

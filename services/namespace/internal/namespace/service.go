@@ -1,9 +1,12 @@
-// Package namespace implements the namespace service: the namespace record
-// of each logical cloud, shown with the labels it gets on every cluster
-// and the clusters it is made on, and rendered as the Namespace object
-// that applying the logical cloud puts on them. It does not talk to
-// clusters; it asks core, over gRPC, whether a logical cloud exists, at
-// which level, and which clusters it references.
+// Package namespace implements the namespace service: whether a logical
+// cloud's namespace is there to be applied (its record; DELETE
+// .../namespaces removes it), shown with the labels it gets on every
+// cluster and the clusters it is made on, and rendered as the Namespace
+// object that applying the logical cloud puts on them. The namespace's
+// name is core's alone (the logical cloud's spec.namespace): REST reads
+// it from core, and a render takes it from core's request. It does not
+// talk to clusters, and its internal RPCs (create, render, purge) never
+// call core: core tells them what they need.
 package namespace
 
 import (
@@ -24,6 +27,7 @@ import (
 // Service is the namespace service's gRPC API.
 type Service struct {
 	namespacev1.UnimplementedNamespaceServiceServer
+	namespacev1.UnimplementedNamespaceInternalServiceServer
 	namespaces *store.Records[*namespacev1.Namespace]
 	core       corev1.LogicalCloudServiceClient
 	// podSecurity is the Pod Security Admission level of a logical cloud
@@ -52,8 +56,11 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity str
 	}, nil
 }
 
-// Register serves the API on r.
-func (s *Service) Register(r grpc.ServiceRegistrar) { namespacev1.RegisterNamespaceServiceServer(r, s) }
+// Register serves the public and the internal API on r.
+func (s *Service) Register(r grpc.ServiceRegistrar) {
+	namespacev1.RegisterNamespaceServiceServer(r, s)
+	namespacev1.RegisterNamespaceInternalServiceServer(r, s)
+}
 
 // cloud reads the logical cloud from core: NotFound if it or its project
 // is missing or being deleted.
@@ -70,32 +77,43 @@ func (s *Service) exists(ctx context.Context, project, lc string) error {
 	return err
 }
 
-// shown is a stored namespace with its derived labels.
-func shown(project, lc string, ns *namespacev1.Namespace) *namespacev1.Namespace {
-	return &namespacev1.Namespace{Name: ns.GetName(), Labels: kube.Labels(project, lc)}
+// shown is the namespace named name (core's spec.namespace) with its
+// derived labels.
+func shown(project, lc, name string) *namespacev1.Namespace {
+	return &namespacev1.Namespace{Name: name, Labels: kube.Labels(project, lc)}
 }
 
-// CreateNamespace implements namespacev1.NamespaceServiceServer. The
-// record has the logical cloud's path as id: one namespace per logical
-// cloud.
+// removed says whether a record is the mark DELETE .../namespaces leaves:
+// the logical cloud is known, its namespace is not to be applied.
+func removed(ns *namespacev1.Namespace) bool { return ns.GetName() == "" }
+
+// CreateNamespace implements namespacev1.NamespaceInternalServiceServer.
+// The record has the logical cloud's path as id: one namespace per
+// logical cloud. Core calls it while it creates the logical cloud, so
+// there is no pre-check: the after-insert check (CreateChecked) is what
+// keeps an orphan out (docs/logical-clouds.md, "No orphans").
 func (s *Service) CreateNamespace(ctx context.Context, req *namespacev1.CreateNamespaceRequest) (*namespacev1.CreateNamespaceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	if err := s.exists(ctx, project, lc); err != nil {
-		return nil, err
-	}
-	ns := &namespacev1.Namespace{Name: req.GetNamespace().GetName()} // labels are derived, not stored
+	// The name is kept for records read by older versions; nothing reads
+	// it now (core's spec.namespace is the one source). Labels are derived.
+	ns := &namespacev1.Namespace{Name: req.GetNamespace().GetName()}
 	err := s.namespaces.CreateChecked(ctx, store.Key(project, lc), project, ns, func(ctx context.Context) error {
 		return s.exists(ctx, project, lc)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &namespacev1.CreateNamespaceResponse{Namespace: shown(project, lc, ns)}, nil
+	return &namespacev1.CreateNamespaceResponse{Namespace: shown(project, lc, ns.GetName())}, nil
 }
 
-// ListNamespaces implements namespacev1.NamespaceServiceServer.
+// ListNamespaces implements namespacev1.NamespaceServiceServer: core's
+// spec.namespace, unless DELETE .../namespaces removed it.
 func (s *Service) ListNamespaces(ctx context.Context, req *namespacev1.ListNamespacesRequest) (*namespacev1.ListNamespacesResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
 	refs, err := s.core.ListClusterReferences(ctx, &corev1.ListClusterReferencesRequest{Project: project, LogicalCloud: lc})
 	if err != nil {
 		return nil, err
@@ -106,55 +124,74 @@ func (s *Service) ListNamespaces(ctx context.Context, req *namespacev1.ListNames
 	}
 	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
 	switch {
+	case err == nil && !removed(ns.Msg) && c.GetSpec().GetNamespace() != "":
+		out.Namespaces = append(out.Namespaces, shown(project, lc, c.GetSpec().GetNamespace()))
 	case err == nil:
-		out.Namespaces = append(out.Namespaces, shown(project, lc, ns.Msg))
 	case !isNotFound(err):
 		return nil, err
 	}
 	return out, nil
 }
 
-// DeleteNamespaces implements namespacev1.NamespaceServiceServer.
+// DeleteNamespaces implements namespacev1.NamespaceServiceServer: the
+// logical cloud keeps its spec.namespace in core (the one source of the
+// name), and the record keeps a mark (no name) that the namespace is
+// removed: it is no longer listed, and applying the logical cloud is
+// refused. A second DELETE is 404.
 func (s *Service) DeleteNamespaces(ctx context.Context, req *namespacev1.DeleteNamespacesRequest) (*namespacev1.DeleteNamespacesResponse, error) {
-	if err := s.exists(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if err := s.exists(ctx, project, lc); err != nil {
 		return nil, err
 	}
-	if err := s.namespaces.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud())); err != nil {
+	_, err := s.namespaces.Modify(ctx, store.Key(project, lc), func(ns *namespacev1.Namespace) error {
+		if removed(ns) {
+			return errs.NotFound("logical cloud %q has no namespace", lc)
+		}
+		ns.Name = ""
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &namespacev1.DeleteNamespacesResponse{}, nil
 }
 
-// RenderNamespace implements namespacev1.NamespaceServiceServer: the
-// stored namespace as a Namespace object with the logical cloud's labels
-// and its Pod Security Admission level (enforced, and warned and audited
-// at the same level so that clients see why a pod is refused).
+// RenderNamespace implements namespacev1.NamespaceInternalServiceServer:
+// the namespace core names in the request (its spec.namespace) as a
+// Namespace object with the logical cloud's labels and its Pod Security
+// Admission level (enforced, and warned and audited at the same level so
+// that clients see why a pod is refused). It reads its own record only
+// (was the namespace removed?) and never calls core.
 func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNamespaceRequest) (*namespacev1.RenderNamespaceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	c, err := s.cloud(ctx, project, lc)
-	if err != nil {
-		return nil, err
-	}
-	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+	if req.GetLevel() == kube.LevelAdmin {
 		return nil, errs.FailedPrecondition("logical cloud %q: admin logical cloud has no namespace", lc)
 	}
 	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
 	if isNotFound(err) {
-		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
+		return nil, errs.NotFound("logical cloud %q of project %q has no namespace record", lc, project)
 	}
 	if err != nil {
 		return nil, err
 	}
+	if removed(ns.Msg) || req.GetNamespace() == "" {
+		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
+	}
+	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity())}}, nil
+}
+
+// manifest is the Namespace object named name of logical cloud lc, at Pod
+// Security Admission level podSecurity (empty: the installation's).
+func (s *Service) manifest(project, lc, name, podSecurity string) string {
 	labels := kube.Labels(project, lc)
-	level := cmp.Or(c.GetSpec().GetPodSecurity(), s.podSecurity)
+	level := cmp.Or(podSecurity, s.podSecurity)
 	for _, mode := range []string{"enforce", "warn", "audit"} {
 		labels[kube.PodSecurityLabelPrefix+mode] = level
 	}
-	m := kube.Manifest("v1", "Namespace", kube.Meta{Name: ns.Msg.GetName(), Labels: labels}, nil)
-	return &namespacev1.RenderNamespaceResponse{Manifests: []string{m}}, nil
+	return kube.Manifest("v1", "Namespace", kube.Meta{Name: name, Labels: labels}, nil)
 }
 
-// PurgeLogicalCloud implements namespacev1.NamespaceServiceServer.
+// PurgeLogicalCloud implements namespacev1.NamespaceInternalServiceServer.
 func (s *Service) PurgeLogicalCloud(ctx context.Context, req *namespacev1.PurgeLogicalCloudRequest) (*namespacev1.PurgeLogicalCloudResponse, error) {
 	err := s.namespaces.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
 	if isNotFound(err) {

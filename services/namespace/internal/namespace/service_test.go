@@ -2,6 +2,10 @@ package namespace_test
 
 import (
 	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,24 +22,50 @@ import (
 	"github.com/dcm-project/dcm/services/namespace/internal/namespace"
 )
 
+var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
+
+// golden compares manifests, one a line, with testdata/name.golden.
+func golden(t *testing.T, name string, manifests []string) {
+	t.Helper()
+	file := filepath.Join("testdata", name+".golden")
+	got := strings.Join(manifests, "\n") + "\n"
+	if *update {
+		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
+	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
+}
+
+// TestRenderNamespace renders from what core sends in the request: core is
+// forbidden once the records exist, so a render that called it back would
+// fail the test.
 func TestRenderNamespace(t *testing.T) {
 	t.Parallel()
 	core := coretest.New()
-	c := namespacev1.NewNamespaceServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
+	c := namespacev1.NewNamespaceInternalServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
 		svc, err := namespace.New(st, core, "")
 		require.NoError(t, err)
 		return []server.Service{svc}
 	}))
 	ctx := context.Background()
-	core.Add("p", "lc", kube.LevelStandard, "ns-1")
-	core.Add("p", "adm", kube.LevelAdmin, "")
-	core.AddSpec("p", "strict", &corev1.LogicalCloudSpec{Level: kube.LevelStandard, Namespace: "ns-2", PodSecurity: kube.PodSecurityRestricted})
+	specs := map[string]*corev1.LogicalCloudSpec{
+		"lc":     {Level: kube.LevelStandard, Namespace: "ns-1"},
+		"adm":    {Level: kube.LevelAdmin},
+		"strict": {Level: kube.LevelStandard, Namespace: "ns-2", PodSecurity: kube.PodSecurityRestricted},
+	}
+	for lc, spec := range specs {
+		core.AddSpec("p", lc, spec)
+	}
 	for lc, ns := range map[string]string{"lc": "ns-1", "strict": "ns-2"} {
 		_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: lc, Namespace: &namespacev1.Namespace{Name: ns}})
 		require.NoError(t, err)
 	}
+	core.Forbid(t)
 	render := func(lc string) (*namespacev1.RenderNamespaceResponse, error) {
-		return c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc})
+		spec := specs[lc]
+		return c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc,
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity()})
 	}
 
 	r, err := render("lc")
@@ -48,21 +78,55 @@ func TestRenderNamespace(t *testing.T) {
 	again, err := render("lc")
 	require.NoError(t, err)
 	require.Equal(t, r.GetManifests(), again.GetManifests(), "byte-identical")
-	r, err = render("strict")
+	strict, err := render("strict")
 	require.NoError(t, err)
-	require.Contains(t, r.GetManifests()[0], `"pod-security.kubernetes.io/enforce":"restricted"`, "the logical cloud's own level wins")
+	require.Contains(t, strict.GetManifests()[0], `"pod-security.kubernetes.io/enforce":"restricted"`, "the logical cloud's own level wins")
+	golden(t, "render", append(r.GetManifests(), strict.GetManifests()...))
 
 	_, err = render("adm")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), "admin logical cloud has no namespace")
 	_, err = render("missing")
 	require.Equal(t, codes.NotFound, status.Code(err))
+}
 
-	_, err = c.DeleteNamespaces(ctx, &namespacev1.DeleteNamespacesRequest{Project: "p", LogicalCloud: "lc"})
+// TestDeleteNamespaces: DELETE .../namespaces leaves core's spec.namespace
+// (the one source of the name) alone; the namespace is no longer listed
+// and the logical cloud cannot be applied.
+func TestDeleteNamespaces(t *testing.T) {
+	t.Parallel()
+	core := coretest.New()
+	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
+		svc, err := namespace.New(st, core, "")
+		require.NoError(t, err)
+		return []server.Service{svc}
+	})
+	internal, public := namespacev1.NewNamespaceInternalServiceClient(conn), namespacev1.NewNamespaceServiceClient(conn)
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns-1")
+	_, err := internal.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: &namespacev1.Namespace{Name: "ns-1"}})
 	require.NoError(t, err)
-	_, err = render("lc")
+	list, err := public.ListNamespaces(ctx, &namespacev1.ListNamespacesRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Len(t, list.GetNamespaces(), 1)
+	require.Equal(t, "ns-1", list.GetNamespaces()[0].GetName())
+
+	_, err = public.DeleteNamespaces(ctx, &namespacev1.DeleteNamespacesRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	_, err = public.DeleteNamespaces(ctx, &namespacev1.DeleteNamespacesRequest{Project: "p", LogicalCloud: "lc"})
+	require.Equal(t, codes.NotFound, status.Code(err), "already removed")
+	list, err = public.ListNamespaces(ctx, &namespacev1.ListNamespacesRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Empty(t, list.GetNamespaces())
+	_, err = internal.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: "ns-1", Level: kube.LevelStandard})
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), `logical cloud "lc" has no namespace`)
+
+	// The purge removes the record, mark and all.
+	_, err = internal.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	_, err = internal.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: "ns-1", Level: kube.LevelStandard})
+	require.Equal(t, codes.NotFound, status.Code(err))
 }
 
 func TestPodSecurityDefault(t *testing.T) {

@@ -29,6 +29,7 @@ const DefaultName = "default"
 // Service is the quota service's gRPC API.
 type Service struct {
 	quotav1.UnimplementedQuotaServiceServer
+	quotav1.UnimplementedQuotaInternalServiceServer
 	quotas       *store.Records[*quotav1.StoredQuota]
 	core         corev1.LogicalCloudServiceClient
 	defaultQuota []kube.Amount
@@ -56,8 +57,11 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, m
 	}, nil
 }
 
-// Register serves the API on r.
-func (s *Service) Register(r grpc.ServiceRegistrar) { quotav1.RegisterQuotaServiceServer(r, s) }
+// Register serves the public and the internal API on r.
+func (s *Service) Register(r grpc.ServiceRegistrar) {
+	quotav1.RegisterQuotaServiceServer(r, s)
+	quotav1.RegisterQuotaInternalServiceServer(r, s)
+}
 
 // cloud reads the logical cloud from core: NotFound if it or its project
 // is missing or being deleted.
@@ -115,8 +119,8 @@ func api(q *quotav1.StoredQuota) *quotav1.Quota {
 // defaultFor is the default quota as shown for a logical cloud, or nil if
 // none applies (one of its own exists, no default is configured, or it is
 // an admin logical cloud, which has no namespace).
-func (s *Service) defaultFor(ctx context.Context, c *corev1.LogicalCloud, parent string) (*quotav1.StoredQuota, error) {
-	if len(s.defaultQuota) == 0 || c.GetSpec().GetLevel() == kube.LevelAdmin {
+func (s *Service) defaultFor(ctx context.Context, level, parent string) (*quotav1.StoredQuota, error) {
+	if len(s.defaultQuota) == 0 || level == kube.LevelAdmin {
 		return nil, nil
 	}
 	own, err := s.quotas.List(ctx, parent)
@@ -165,7 +169,7 @@ func (s *Service) GetQuota(ctx context.Context, req *quotav1.GetQuotaRequest) (*
 	if errs.Code(err) != codes.NotFound || req.GetName() != DefaultName {
 		return nil, err
 	}
-	d, derr := s.defaultFor(ctx, c, parent)
+	d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent)
 	switch {
 	case derr != nil:
 		return nil, derr
@@ -177,12 +181,12 @@ func (s *Service) GetQuota(ctx context.Context, req *quotav1.GetQuotaRequest) (*
 
 // effective reads the quotas that apply to a logical cloud: its own,
 // ordered by name, or else the default one.
-func (s *Service) effective(ctx context.Context, c *corev1.LogicalCloud, parent string) ([]*quotav1.StoredQuota, error) {
+func (s *Service) effective(ctx context.Context, level, parent string) ([]*quotav1.StoredQuota, error) {
 	qs, err := s.quotas.List(ctx, parent)
 	if err != nil || len(qs) > 0 {
 		return qs, err
 	}
-	d, err := s.defaultFor(ctx, c, parent)
+	d, err := s.defaultFor(ctx, level, parent)
 	if err != nil || d == nil {
 		return qs, err
 	}
@@ -195,7 +199,7 @@ func (s *Service) ListQuotas(ctx context.Context, req *quotav1.ListQuotasRequest
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.effective(ctx, c, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	qs, err := s.effective(ctx, c.GetSpec().GetLevel(), store.Key(req.GetProject(), req.GetLogicalCloud()))
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +232,7 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 		return nil
 	})
 	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
-		d, derr := s.defaultFor(ctx, c, parent)
+		d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent)
 		if derr != nil {
 			return nil, derr
 		}
@@ -251,7 +255,7 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
 	err = s.quotas.Delete(ctx, store.Key(parent, req.GetName()))
 	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
-		if d, derr := s.defaultFor(ctx, c, parent); derr != nil || d != nil {
+		if d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent); derr != nil || d != nil {
 			return nil, errors.Join(derr, errs.FailedPrecondition("the default quota applies while the logical cloud has no quota of its own; add one to replace it"))
 		}
 	}
@@ -261,22 +265,22 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 	return &quotav1.DeleteQuotaResponse{}, nil
 }
 
-// RenderQuotas implements quotav1.QuotaServiceServer: the quotas ListQuotas
-// shows, each a ResourceQuota of the same name in the logical cloud's
-// namespace, laid over the default quota (and the maximum, for resources
-// the default does not set): a quota that leaves a resource out, or is
-// empty, still bounds it on a shared cluster.
+// RenderQuotas implements quotav1.QuotaInternalServiceServer: the quotas
+// ListQuotas shows, each a ResourceQuota of the same name in the logical
+// cloud's namespace, laid over the default quota (and the maximum, for
+// resources the default does not set): a quota that leaves a resource
+// out, or is empty, still bounds it on a shared cluster. The namespace and
+// level are core's, sent in the request: it never calls core.
 func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasRequest) (*quotav1.RenderQuotasResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	c, err := s.namespaced(ctx, project, lc)
+	if req.GetLevel() == kube.LevelAdmin || req.GetNamespace() == "" {
+		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
+	}
+	qs, err := s.effective(ctx, req.GetLevel(), store.Key(project, lc))
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.effective(ctx, c, store.Key(project, lc))
-	if err != nil {
-		return nil, err
-	}
-	ns := c.GetSpec().GetNamespace()
+	ns := req.GetNamespace()
 	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
 	for _, q := range qs {
 		name := q.GetMetadata().GetName()
@@ -304,7 +308,7 @@ func resourceQuota(name, namespace string, labels map[string]string, hard []kube
 		map[string]any{"spec": map[string]any{"hard": h}})
 }
 
-// PurgeLogicalCloud implements quotav1.QuotaServiceServer.
+// PurgeLogicalCloud implements quotav1.QuotaInternalServiceServer.
 func (s *Service) PurgeLogicalCloud(ctx context.Context, req *quotav1.PurgeLogicalCloudRequest) (*quotav1.PurgeLogicalCloudResponse, error) {
 	n, err := s.quotas.DeleteUnder(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
 	if err != nil {

@@ -3,6 +3,10 @@ package quota_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,17 +56,25 @@ func TestRenderQuotas(t *testing.T) {
 	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16,pods=50")
 	require.NoError(t, err)
 	core := coretest.New()
-	c := quotav1.NewQuotaServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
+	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
 		svc, err := quota.New(st, core, def, maximum)
 		require.NoError(t, err)
 		return []server.Service{svc}
-	}))
+	})
+	c, internal := quotav1.NewQuotaServiceClient(conn), quotav1.NewQuotaInternalServiceClient(conn)
 	ctx := context.Background()
 	core.Add("p", "lc", kube.LevelStandard, "ns-1")
 	core.Add("p", "adm", kube.LevelAdmin, "")
+	// renderAs renders as core does: what core holds goes in the request,
+	// and core may not be called back meanwhile.
+	renderAs := func(lc, level, ns string) (*quotav1.RenderQuotasResponse, error) {
+		core.Forbid(t)
+		defer core.Forbid(nil)
+		return internal.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: lc, Level: level, Namespace: ns})
+	}
 	render := func(lc string) *quotav1.RenderQuotasResponse {
 		t.Helper()
-		r, err := c.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: lc})
+		r, err := renderAs(lc, kube.LevelStandard, "ns-1")
 		require.NoError(t, err)
 		return r
 	}
@@ -108,6 +120,7 @@ func TestRenderQuotas(t *testing.T) {
 		decode(r)[1].Spec.Hard, "dotted names, canonical quantities, laid over the default")
 	require.Equal(t, map[string]string{"cpu": "8", "memory": "32Gi", "pods": "10"}, decode(r)[0].Spec.Hard, "the quota's own pods win")
 	require.Equal(t, r.GetManifests(), render("lc").GetManifests(), "byte-identical")
+	golden(t, "render", r.GetManifests())
 
 	// An empty quota bounds what the default does: never hard: null.
 	_, err = c.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: "p", LogicalCloud: "lc", Quota: &quotav1.Quota{
@@ -131,8 +144,26 @@ func TestRenderQuotas(t *testing.T) {
 		require.Equal(t, want, status.Code(err), role)
 	}
 
-	_, err = c.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: "adm"})
+	_, err = renderAs("adm", kube.LevelAdmin, "")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
-	_, err = c.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: "missing"})
+	// A missing logical cloud: the renderer no longer asks core (core
+	// renders only what it holds); a quota for it is refused after insert.
+	_, err = c.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: "p", LogicalCloud: "missing", Quota: &quotav1.Quota{
+		Metadata: &typesv1.Metadata{Name: "q"}, Spec: &structpb.Struct{}}})
 	require.Equal(t, codes.NotFound, status.Code(err))
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
+
+// golden compares manifests, one a line, with testdata/name.golden.
+func golden(t *testing.T, name string, manifests []string) {
+	t.Helper()
+	file := filepath.Join("testdata", name+".golden")
+	got := strings.Join(manifests, "\n") + "\n"
+	if *update {
+		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
+	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
 }

@@ -59,7 +59,7 @@ func (r *renewals) put(key string, uid types.UID, cert []byte) {
 	r.certs[key] = renewed{uid, cert}
 }
 
-// GetCertificate implements rsyncv1.RsyncServiceServer: the certificate the
+// GetCertificate implements rsyncv1.RsyncInternalServiceServer: the certificate the
 // cluster's signer issued for the request, or a fresher one
 // RenewCertificate had it issue since.
 func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificateRequest) (*rsyncv1.GetCertificateResponse, error) {
@@ -80,7 +80,7 @@ func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificat
 	return &rsyncv1.GetCertificateResponse{Certificate: cert}, nil
 }
 
-// RenewCertificate implements rsyncv1.RsyncServiceServer. Only the owner of
+// RenewCertificate implements rsyncv1.RsyncInternalServiceServer. Only the owner of
 // an issued request may renew it, and only that request's own spec is
 // signed again: renewing never makes a new identity. The renewal request
 // is deleted once read (deleting a request does not revoke what was

@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
@@ -98,20 +97,21 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 	return &rsyncv1.UpdateClusterResponse{Cluster: next}, nil
 }
 
-// DeleteCluster implements rsyncv1.RsyncServiceServer. A cluster that a
-// logical cloud references is refused, naming the logical clouds. The
-// cluster is marked first, so a reference added meanwhile either sees the
-// mark (core checks the cluster after storing a reference) or is seen here.
+// DeleteCluster implements rsyncv1.RsyncServiceServer. A cluster that an
+// owner holds (HoldCluster: a logical cloud's cluster reference) or that a
+// live rollout targets is refused, naming the logical clouds; rsync
+// decides from its own records and asks nobody. The cluster is marked
+// first, so a hold added meanwhile either sees the mark (HoldCluster checks
+// the cluster after storing the hold) or is seen here.
 func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterRequest) (*rsyncv1.DeleteClusterResponse, error) {
 	id := store.Key(req.GetProvider(), req.GetName())
 	if _, err := s.clusters.MarkDeleting(ctx, id); err != nil {
 		return nil, err
 	}
-	refs, err := s.core.FindClusterReferences(ctx, &corev1.FindClusterReferencesRequest{
-		ClusterProvider: req.GetProvider(), ClusterName: req.GetName()})
-	if err == nil && len(refs.GetLogicalClouds()) > 0 {
+	owners, err := s.holders(ctx, req.GetProvider(), req.GetName())
+	if err == nil && len(owners) > 0 {
 		err = errs.FailedPrecondition("cluster %q is referenced by logical clouds %s: remove those references first",
-			id, strings.Join(refs.GetLogicalClouds(), ", "))
+			id, strings.Join(owners, ", "))
 	}
 	if err != nil {
 		if uerr := s.clusters.Unmark(context.WithoutCancel(ctx), id); uerr != nil {
@@ -125,7 +125,7 @@ func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterR
 	return &rsyncv1.DeleteClusterResponse{}, nil
 }
 
-// SelectClusters implements rsyncv1.RsyncServiceServer.
+// SelectClusters implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) SelectClusters(ctx context.Context, req *rsyncv1.SelectClustersRequest) (*rsyncv1.SelectClustersResponse, error) {
 	providers, err := s.providers.List(ctx, "")
 	if err != nil {

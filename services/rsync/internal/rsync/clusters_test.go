@@ -53,8 +53,8 @@ current-context: ctx
 
 func TestClusters(t *testing.T) {
 	t.Parallel()
-	c := rsyncv1.NewRsyncServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{rsync.New(st, noReferences{}, engine.Config{}, zap.NewNop())}
+	c := newClient(servertest.Serve(t, func(st *store.Store) []server.Service {
+		return []server.Service{rsync.New(st, engine.Config{}, zap.NewNop())}
 	}))
 	ctx := context.Background()
 	_, err := c.CreateClusterProvider(ctx, &rsyncv1.CreateClusterProviderRequest{

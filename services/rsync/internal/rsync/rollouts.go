@@ -24,7 +24,7 @@ import (
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
 
-// SubmitRollout implements rsyncv1.RsyncServiceServer.
+// SubmitRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutRequest) (*rsyncv1.SubmitRolloutResponse, error) {
 	gen, err := s.engine.Submit(ctx, req.GetOwner(), req.GetClusters())
 	if err != nil {
@@ -33,7 +33,7 @@ func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutR
 	return &rsyncv1.SubmitRolloutResponse{Generation: gen}, nil
 }
 
-// UpdateRollout implements rsyncv1.RsyncServiceServer.
+// UpdateRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutRequest) (*rsyncv1.UpdateRolloutResponse, error) {
 	gen, err := s.engine.Update(ctx, req.GetOwner(), req.GetClusters())
 	if err != nil {
@@ -42,7 +42,7 @@ func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutR
 	return &rsyncv1.UpdateRolloutResponse{Generation: gen}, nil
 }
 
-// DeleteRollout implements rsyncv1.RsyncServiceServer.
+// DeleteRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutRequest) (*rsyncv1.DeleteRolloutResponse, error) {
 	gen, err := s.engine.Delete(ctx, req.GetOwner())
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *Service) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutR
 	return &rsyncv1.DeleteRolloutResponse{Generation: gen}, nil
 }
 
-// StopRollout implements rsyncv1.RsyncServiceServer.
+// StopRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) StopRollout(ctx context.Context, req *rsyncv1.StopRolloutRequest) (*rsyncv1.StopRolloutResponse, error) {
 	if err := s.engine.Stop(ctx, req.GetOwner()); err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (s *Service) StopRollout(ctx context.Context, req *rsyncv1.StopRolloutReque
 	return &rsyncv1.StopRolloutResponse{}, nil
 }
 
-// GetRolloutStatus implements rsyncv1.RsyncServiceServer.
+// GetRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutStatusRequest) (*rsyncv1.GetRolloutStatusResponse, error) {
 	st, err := s.engine.Status(ctx, req.GetOwner())
 	if err != nil {
@@ -68,8 +68,8 @@ func (s *Service) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutS
 	return &rsyncv1.GetRolloutStatusResponse{Status: st}, nil
 }
 
-// WatchRolloutStatus implements rsyncv1.RsyncServiceServer.
-func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncService_WatchRolloutStatusServer) error {
+// WatchRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
+func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncInternalService_WatchRolloutStatusServer) error {
 	return s.engine.Watch(stream.Context(), req.GetOwner(), req.GetUntilSettled(), func(st *rsyncv1.RolloutStatus) error {
 		return stream.Send(&rsyncv1.WatchRolloutStatusResponse{Status: st})
 	})
@@ -88,7 +88,7 @@ const (
 	maxTokenLifetime     = 30 * 24 * time.Hour
 )
 
-// GetResourceQuotaStatus implements rsyncv1.RsyncServiceServer.
+// GetResourceQuotaStatus implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetResourceQuotaStatusRequest) (*rsyncv1.GetResourceQuotaStatusResponse, error) {
 	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), quotaGVK, req.GetNamespace(), req.GetName())
 	if err != nil {
@@ -101,7 +101,7 @@ func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetRe
 	return &rsyncv1.GetResourceQuotaStatusResponse{Hard: quantities(q.Status.Hard), Used: quantities(q.Status.Used)}, nil
 }
 
-// GetServiceAccountToken implements rsyncv1.RsyncServiceServer: a bound
+// GetServiceAccountToken implements rsyncv1.RsyncInternalServiceServer: a bound
 // token from the cluster's TokenRequest API. Only a ServiceAccount DCM
 // applied (its dcm.io/owner annotation, or rsync's record) gets one: this
 // is no way to act as a cluster's own ServiceAccounts. The token is a
@@ -138,7 +138,7 @@ func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetSe
 	return &rsyncv1.GetServiceAccountTokenResponse{Token: []byte(token), ExpireTime: timestamppb.New(exp)}, nil
 }
 
-// GetObjectOwners implements rsyncv1.RsyncServiceServer.
+// GetObjectOwners implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) GetObjectOwners(ctx context.Context, req *rsyncv1.GetObjectOwnersRequest) (*rsyncv1.GetObjectOwnersResponse, error) {
 	out, err := s.engine.ObjectOwners(ctx, req.GetOwner(), req.GetApiVersion(), req.GetKind(), req.GetNamespace(), req.GetName(), req.GetClusters())
 	if err != nil {
@@ -185,7 +185,7 @@ func clusterError(provider, cluster string, err error) error {
 	return errs.FailedPrecondition("cluster %s/%s: %v", provider, cluster, err)
 }
 
-// GetClusterConnection implements rsyncv1.RsyncServiceServer: the server
+// GetClusterConnection implements rsyncv1.RsyncInternalServiceServer: the server
 // and CA of the kubeconfig's current context, never its credentials.
 func (s *Service) GetClusterConnection(ctx context.Context, req *rsyncv1.GetClusterConnectionRequest) (*rsyncv1.GetClusterConnectionResponse, error) {
 	kc, err := s.kubeconfig(ctx, req.GetProvider(), req.GetCluster())

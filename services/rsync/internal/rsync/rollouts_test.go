@@ -44,12 +44,12 @@ func TestMain(m *testing.M) {
 }
 
 // serveWithEngine serves the rsync API with its engine running.
-func serveWithEngine(t *testing.T) rsyncv1.RsyncServiceClient {
+func serveWithEngine(t *testing.T) client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		s := rsync.New(st, noReferences{}, engine.Config{RetryBase: 100 * time.Millisecond, RetryMax: time.Second}, zap.NewNop())
+		s := rsync.New(st, engine.Config{RetryBase: 100 * time.Millisecond, RetryMax: time.Second}, zap.NewNop())
 		go func() { done <- s.Run(ctx) }()
 		return []server.Service{s}
 	})
@@ -57,11 +57,11 @@ func serveWithEngine(t *testing.T) rsyncv1.RsyncServiceClient {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return rsyncv1.NewRsyncServiceClient(conn)
+	return newClient(conn)
 }
 
 // registerHarness registers the harness's clusters under provider "edge".
-func registerHarness(t *testing.T, c rsyncv1.RsyncServiceClient, h *kubetest.Harness) {
+func registerHarness(t *testing.T, c client, h *kubetest.Harness) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := c.CreateClusterProvider(ctx, &rsyncv1.CreateClusterProviderRequest{
@@ -195,7 +195,7 @@ func TestRolloutAPIOnRealClusters(t *testing.T) {
 
 // settle watches owner's rollout until it settles and returns its last
 // status and how many updates came.
-func settle(t *testing.T, c rsyncv1.RsyncServiceClient, owner string) (*rsyncv1.RolloutStatus, int) {
+func settle(t *testing.T, c client, owner string) (*rsyncv1.RolloutStatus, int) {
 	t.Helper()
 	stream, err := c.WatchRolloutStatus(context.Background(), &rsyncv1.WatchRolloutStatusRequest{Owner: owner, UntilSettled: true})
 	require.NoError(t, err)

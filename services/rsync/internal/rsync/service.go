@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
@@ -21,9 +20,12 @@ import (
 // Service is the resource synchronizer's gRPC API.
 type Service struct {
 	rsyncv1.UnimplementedRsyncServiceServer
+	rsyncv1.UnimplementedRsyncInternalServiceServer
 	providers *store.Records[*rsyncv1.ClusterProvider]
 	clusters  *store.Records[*rsyncv1.Cluster]
-	core      corev1.LogicalCloudServiceClient
+	// holds is rsync's own record of which owners hold which cluster
+	// (HoldCluster): DeleteCluster decides from it, never asking core.
+	holds     *store.Records[*rsyncv1.StoredHold]
 	engine    *engine.Engine
 	connector *connector
 	renewed   renewals
@@ -31,14 +33,14 @@ type Service struct {
 }
 
 // New opens the service's collections on st and makes the engine (Run
-// starts it); core answers which logical clouds reference a cluster.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, cfg engine.Config, log *zap.Logger) *Service {
+// starts it). It calls no other service.
+func New(st *store.Store, cfg engine.Config, log *zap.Logger) *Service {
 	s := &Service{
-		core: core,
-		log:  log,
+		log: log,
 		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
 		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
+		holds:    store.NewRecords(st, "cluster_holds", "cluster hold", func() *rsyncv1.StoredHold { return &rsyncv1.StoredHold{} }),
 	}
 	s.connector = &connector{s: s, cache: map[string]cachedClient{}}
 	s.engine = engine.New(st, s.connector, cfg, log)
@@ -48,5 +50,8 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, cfg engine.Conf
 // Run runs the engine until ctx ends (a server background loop).
 func (s *Service) Run(ctx context.Context) error { return s.engine.Run(ctx) }
 
-// Register serves the API on r.
-func (s *Service) Register(r grpc.ServiceRegistrar) { rsyncv1.RegisterRsyncServiceServer(r, s) }
+// Register serves the public and the internal API on r.
+func (s *Service) Register(r grpc.ServiceRegistrar) {
+	rsyncv1.RegisterRsyncServiceServer(r, s)
+	rsyncv1.RegisterRsyncInternalServiceServer(r, s)
+}

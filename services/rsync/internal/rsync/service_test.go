@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/server"
@@ -22,8 +21,8 @@ import (
 
 func TestClusterProviders(t *testing.T) {
 	t.Parallel()
-	c := rsyncv1.NewRsyncServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{rsync.New(st, noReferences{}, engine.Config{}, zap.NewNop())}
+	c := newClient(servertest.Serve(t, func(st *store.Store) []server.Service {
+		return []server.Service{rsync.New(st, engine.Config{}, zap.NewNop())}
 	}))
 	ctx := context.Background()
 	create := func(name string) error {
@@ -45,13 +44,12 @@ func TestClusterProviders(t *testing.T) {
 	require.Equal(t, codes.NotFound, status.Code(err))
 }
 
-// noReferences answers, as core would for an empty installation, that no
-// logical cloud references any cluster. (That a referenced cluster is
-// refused is tested across the real services in the all-in-one tests.)
-type noReferences struct {
-	corev1.LogicalCloudServiceClient
+// client is rsync's public and internal API on one connection.
+type client struct {
+	rsyncv1.RsyncServiceClient
+	rsyncv1.RsyncInternalServiceClient
 }
 
-func (noReferences) FindClusterReferences(context.Context, *corev1.FindClusterReferencesRequest, ...grpc.CallOption) (*corev1.FindClusterReferencesResponse, error) {
-	return &corev1.FindClusterReferencesResponse{}, nil
+func newClient(conn grpc.ClientConnInterface) client {
+	return client{rsyncv1.NewRsyncServiceClient(conn), rsyncv1.NewRsyncInternalServiceClient(conn)}
 }

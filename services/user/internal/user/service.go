@@ -31,6 +31,7 @@ import (
 // Service is the user service's gRPC API.
 type Service struct {
 	userv1.UnimplementedUserServiceServer
+	userv1.UnimplementedUserInternalServiceServer
 	users *store.Records[*userv1.User]
 	perms *store.Records[*userv1.UserPermission]
 	core  corev1.LogicalCloudServiceClient
@@ -50,8 +51,21 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, certLifetime ti
 	}
 }
 
-// Register serves the API on r.
-func (s *Service) Register(r grpc.ServiceRegistrar) { userv1.RegisterUserServiceServer(r, s) }
+// Register serves the public and the internal API on r.
+func (s *Service) Register(r grpc.ServiceRegistrar) {
+	userv1.RegisterUserServiceServer(r, s)
+	userv1.RegisterUserInternalServiceServer(r, s)
+}
+
+// told is the logical cloud as core sends it in an internal request (its
+// level and namespace): the internal RPCs never ask core back.
+// FailedPrecondition for an admin one, which has no users.
+func (s *Service) told(project, lc, level, namespace string) (target, error) {
+	if level == kube.LevelAdmin || namespace == "" {
+		return target{}, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no users", lc)
+	}
+	return target{project: project, lc: lc, namespace: namespace, certLifetime: s.certLifetime}, nil
+}
 
 // cloud reads the logical cloud from core: NotFound if it or its project
 // is missing or being deleted.
@@ -63,19 +77,6 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.Logica
 	return resp.GetLogicalCloud(), nil
 }
 
-// userCloud reads a logical cloud that can have users: FailedPrecondition
-// for an admin one, which has none.
-func (s *Service) userCloud(ctx context.Context, project, lc string) (target, error) {
-	c, err := s.cloud(ctx, project, lc)
-	if err != nil {
-		return target{}, err
-	}
-	if c.GetSpec().GetLevel() == kube.LevelAdmin {
-		return target{}, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no users", lc)
-	}
-	return target{project: project, lc: lc, namespace: c.GetSpec().GetNamespace(), certLifetime: s.certLifetime}, nil
-}
-
 // exists is cloud as a CreateChecked check.
 func (s *Service) exists(project, lc string) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -84,7 +85,10 @@ func (s *Service) exists(project, lc string) func(context.Context) error {
 	}
 }
 
-// CreateUser implements userv1.UserServiceServer.
+// CreateUser implements userv1.UserInternalServiceServer. Core calls it
+// while it creates the logical cloud (never for an admin one), so there is
+// no pre-check: the after-insert check (CreateChecked) keeps an orphan out
+// (docs/logical-clouds.md, "No orphans").
 func (s *Service) CreateUser(ctx context.Context, req *userv1.CreateUserRequest) (*userv1.CreateUserResponse, error) {
 	u := req.GetUser()
 	if u.GetType() == "" {
@@ -98,9 +102,6 @@ func (s *Service) CreateUser(ctx context.Context, req *userv1.CreateUserRequest)
 		if err := kube.CheckCSR("user.certificate", c, project, lc, u.GetName()); err != nil {
 			return nil, err
 		}
-	}
-	if _, err := s.userCloud(ctx, project, lc); err != nil {
-		return nil, err
 	}
 	parent := store.Key(project, lc)
 	if err := s.users.CreateChecked(ctx, store.Key(parent, u.GetName()), parent, u, s.exists(project, lc)); err != nil {
@@ -338,12 +339,13 @@ func parseKey(keyPEM []byte) (crypto.Signer, error) {
 	return signer, nil
 }
 
-// RenderUsers implements userv1.UserServiceServer. Rendering twice gives
-// the same manifests: keys and CSRs are made at the first render only (and
-// made again once for a CSR from before DCM scoped identities, withCSR).
+// RenderUsers implements userv1.UserInternalServiceServer. Rendering twice
+// gives the same manifests: keys and CSRs are made at the first render only
+// (and made again once for a CSR from before DCM scoped identities,
+// withCSR). The level and namespace are core's, from the request.
 func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersRequest) (*userv1.RenderUsersResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	t, err := s.userCloud(ctx, project, lc)
+	t, err := s.told(project, lc, req.GetLevel(), req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
@@ -371,10 +373,11 @@ func (s *Service) RenderUsers(ctx context.Context, req *userv1.RenderUsersReques
 	return &userv1.RenderUsersResponse{Manifests: manifests, Users: rendered}, nil
 }
 
-// GetUserCredentials implements userv1.UserServiceServer.
+// GetUserCredentials implements userv1.UserInternalServiceServer. The
+// level and namespace are core's, from the request.
 func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCredentialsRequest) (*userv1.GetUserCredentialsResponse, error) {
 	project, lc, name := req.GetProject(), req.GetLogicalCloud(), req.GetName()
-	t, err := s.userCloud(ctx, project, lc)
+	t, err := s.told(project, lc, req.GetLevel(), req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +416,7 @@ func (s *Service) GetUserCredentials(ctx context.Context, req *userv1.GetUserCre
 	return out, nil
 }
 
-// PurgeLogicalCloud implements userv1.UserServiceServer.
+// PurgeLogicalCloud implements userv1.UserInternalServiceServer.
 func (s *Service) PurgeLogicalCloud(ctx context.Context, req *userv1.PurgeLogicalCloudRequest) (*userv1.PurgeLogicalCloudResponse, error) {
 	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
 	n, err := s.users.DeleteUnder(ctx, parent)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -25,22 +26,63 @@ import (
 	"github.com/dcm-project/dcm/services/user/internal/user"
 )
 
+// client is the user service's public and internal API, the internal one
+// called as core calls it: the logical cloud's level and namespace, as
+// core holds them, go in the request, and the service may not call core
+// back meanwhile (a render or credentials read that did fails the test).
+type client struct {
+	userv1.UserServiceClient
+	userv1.UserInternalServiceClient
+	t    *testing.T
+	core *coretest.Core
+}
+
+// told runs call with core forbidden, after filling in what core holds
+// of project/lc; a logical cloud core does not hold is NotFound from
+// core, before any call to the service.
+func (c client) told(project, lc string, fill func(level, namespace string), call func() error) error {
+	spec, err := c.core.Spec(project, lc)
+	if err != nil {
+		return err
+	}
+	fill(spec.GetLevel(), spec.GetNamespace())
+	c.core.Forbid(c.t)
+	defer c.core.Forbid(nil)
+	return call()
+}
+
+func (c client) RenderUsers(ctx context.Context, req *userv1.RenderUsersRequest, opts ...grpc.CallOption) (resp *userv1.RenderUsersResponse, err error) {
+	err = c.told(req.GetProject(), req.GetLogicalCloud(), func(level, ns string) { req.Level, req.Namespace = level, ns }, func() error {
+		resp, err = c.UserInternalServiceClient.RenderUsers(ctx, req, opts...)
+		return err
+	})
+	return resp, err
+}
+
+func (c client) GetUserCredentials(ctx context.Context, req *userv1.GetUserCredentialsRequest, opts ...grpc.CallOption) (resp *userv1.GetUserCredentialsResponse, err error) {
+	err = c.told(req.GetProject(), req.GetLogicalCloud(), func(level, ns string) { req.Level, req.Namespace = level, ns }, func() error {
+		resp, err = c.UserInternalServiceClient.GetUserCredentials(ctx, req, opts...)
+		return err
+	})
+	return resp, err
+}
+
 // serve serves the user service on a fresh store, with core standing in
 // for the logical clouds.
-func serve(t *testing.T) (userv1.UserServiceClient, *coretest.Core) {
+func serve(t *testing.T) (client, *coretest.Core) {
 	t.Helper()
 	c, core, _ := serveStore(t)
 	return c, core
 }
 
 // serveStore is serve, with the store the service keeps its users in.
-func serveStore(t *testing.T) (userv1.UserServiceClient, *coretest.Core, *store.Store) {
+func serveStore(t *testing.T) (client, *coretest.Core, *store.Store) {
 	t.Helper()
 	return serveStoreWith(t, week)
 }
 
 // serveStoreWith is serveStore with CSRs asking for certLifetime.
-func serveStoreWith(t *testing.T, certLifetime time.Duration) (userv1.UserServiceClient, *coretest.Core, *store.Store) {
+func serveStoreWith(t *testing.T, certLifetime time.Duration) (client, *coretest.Core, *store.Store) {
 	t.Helper()
 	core := coretest.New()
 	var st *store.Store
@@ -48,7 +90,7 @@ func serveStoreWith(t *testing.T, certLifetime time.Duration) (userv1.UserServic
 		st = s
 		return []server.Service{user.New(s, core, certLifetime)}
 	})
-	return userv1.NewUserServiceClient(conn), core, st
+	return client{userv1.NewUserServiceClient(conn), userv1.NewUserInternalServiceClient(conn), t, core}, core, st
 }
 
 func TestRenderUsers(t *testing.T) {

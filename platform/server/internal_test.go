@@ -1,0 +1,107 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/dcm-project/dcm/platform/client"
+	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/server/servertest"
+)
+
+// echo is a hand-registered service named name, with one method Call that
+// answers OK.
+type echo struct{ name string }
+
+func (e echo) Register(r grpc.ServiceRegistrar) {
+	method := "/" + e.name + "/Call"
+	r.RegisterService(&grpc.ServiceDesc{
+		ServiceName: e.name,
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Call",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+				req := &structpb.Struct{}
+				if err := dec(req); err != nil {
+					return nil, err
+				}
+				h := func(context.Context, any) (any, error) { return &emptypb.Empty{}, nil }
+				return in(ctx, req, &grpc.UnaryServerInfo{FullMethod: method}, h)
+			},
+		}},
+	}, e)
+}
+
+func TestIsInternal(t *testing.T) {
+	t.Parallel()
+	for method, want := range map[string]bool{
+		"/dcm.user.v1.UserInternalService/RenderUsers":              true,
+		"/dcm.rsync.v1.RsyncInternalService/SubmitRollout":          true,
+		"/dcm.user.v1.UserService/GetUser":                          false,
+		"/dcm.core.v1.LogicalCloudService/GetLogicalCloud":          false,
+		"/grpc.health.v1.Health/Check":                              false,
+		"/dcm.x.v1.InternalServiceLookalike/Call":                   false,
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": false,
+	} {
+		require.Equal(t, want, server.IsInternal(method), method)
+	}
+}
+
+// TestInternalServicesAreForServicesOnly: an internal service (its name
+// ends with "InternalService") is served to the DCM service role alone; an
+// admin certificate (an operator with grpcurl) is refused it, and still
+// admitted on a public service. A tenant's certificate gets neither.
+func TestInternalServicesAreForServicesOnly(t *testing.T) {
+	t.Parallel()
+	dir, tlsMat := servertest.PKI(t)
+	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, pki.CACertFile)
+	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
+	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{TLS: tlsMat},
+		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	year := time.Now().Add(365 * 24 * time.Hour)
+	admin, _ := issue(t, ca, caFile, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, year)
+	tenant, _ := issue(t, ca, caFile, pki.Identity{Subject: "t", Role: pki.RoleProjectAdmin, Project: "p"}, year)
+	call := func(m *pki.TLS, service string) codes.Code {
+		conn, err := client.Dial(srv.GRPCAddr(), m)
+		require.NoError(t, err)
+		defer func() { _ = conn.Close() }()
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		return status.Code(conn.Invoke(cctx, "/dcm.test.v1."+service+"/Call", &structpb.Struct{}, &emptypb.Empty{}))
+	}
+	cases := []struct {
+		who     string
+		m       *pki.TLS
+		service string
+		want    codes.Code
+	}{
+		{"service on public", tlsMat, "EchoService", codes.OK},
+		{"service on internal", tlsMat, "EchoInternalService", codes.OK},
+		{"admin on public", admin, "EchoService", codes.OK},
+		{"admin on internal", admin, "EchoInternalService", codes.PermissionDenied},
+		{"tenant on public", tenant, "EchoService", codes.PermissionDenied},
+		{"tenant on internal", tenant, "EchoInternalService", codes.PermissionDenied},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, call(c.m, c.service), c.who)
+	}
+}
