@@ -3,7 +3,9 @@
 // quantities, the default quota of a logical cloud that has none, and the
 // ResourceQuota objects applying a logical cloud puts on its clusters. It
 // asks core, over gRPC, whether a logical cloud exists before it stores or
-// answers anything under it; it does not talk to clusters.
+// answers anything under it on its public API; its internal API (render,
+// purge) never calls core: core sends the namespace and level. It does not
+// talk to clusters.
 package quota
 
 import (

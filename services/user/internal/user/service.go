@@ -5,7 +5,10 @@
 // It makes and keeps, sealed, the private keys of certificate users who
 // brought no CSR, and must never log them. It asks core, over gRPC,
 // whether a logical cloud exists before it stores or answers anything
-// under it; it does not talk to clusters.
+// under it on its public API; its internal API (create, render,
+// credentials, purge) never calls core first: core sends the namespace and
+// level, and a create checks its parent only after the insert. It does not
+// talk to clusters.
 package user
 
 import (
