@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -23,16 +24,28 @@ import (
 func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
 	parent := store.Key(project, lc)
 	id := store.Key(parent, ref.GetClusterProvider(), ref.GetClusterName())
+	owner := rolloutOwner(project, lc)
 	return s.refs.CreateChecked(ctx, id, parent, ref, func(ctx context.Context) error {
-		if _, err := s.cloud(ctx, project, lc); err != nil {
-			return err
-		}
+		// Hold first, then check the logical cloud: if it is live here, its
+		// deletion's mark comes later, so the cascade's release comes after
+		// this hold and removes it.
 		_, err := s.peers.RsyncInternal.HoldCluster(ctx, &rsyncv1.HoldClusterRequest{
-			Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName(), Owner: rolloutOwner(project, lc)})
+			Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName(), Owner: owner})
 		if errs.Code(err) == codes.NotFound {
 			return errs.Invalid("cluster-name", "cluster %q of provider %q is not registered", ref.GetClusterName(), ref.GetClusterProvider())
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if _, err := s.cloud(ctx, project, lc); err != nil {
+			_, rerr := s.peers.RsyncInternal.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
+				Owner: owner, Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName()})
+			if rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
+		return nil
 	})
 }
 
