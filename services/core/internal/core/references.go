@@ -111,15 +111,23 @@ func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
-	if err := s.refs.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName())); err != nil {
+	// Release the hold first: a reference of the same cluster added once
+	// this one is gone holds it again after this release. Should rsync be
+	// down, nothing changes and the answer is its error (retry). Should the
+	// delete then fail, the cluster is held again.
+	owner := rolloutOwner(req.GetProject(), req.GetLogicalCloud())
+	if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
+		Owner: owner, Provider: req.GetClusterProvider(), Cluster: req.GetClusterName()}); err != nil {
 		return nil, err
 	}
-	// The logical cloud no longer holds the cluster. Should rsync be down,
-	// the answer is its error and the hold stays (the cluster's deletion is
-	// still refused, naming this logical cloud) until the logical cloud is
-	// deleted or the reference is added and removed again.
-	if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
-		Owner: rolloutOwner(req.GetProject(), req.GetLogicalCloud()), Provider: req.GetClusterProvider(), Cluster: req.GetClusterName()}); err != nil {
+	if err := s.refs.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName())); err != nil {
+		if errs.Code(err) != codes.NotFound {
+			_, herr := s.peers.RsyncInternal.HoldCluster(context.WithoutCancel(ctx), &rsyncv1.HoldClusterRequest{
+				Owner: owner, Provider: req.GetClusterProvider(), Cluster: req.GetClusterName()})
+			if herr != nil {
+				return nil, errors.Join(err, herr)
+			}
+		}
 		return nil, err
 	}
 	return &corev1.DeleteClusterReferenceResponse{}, nil
