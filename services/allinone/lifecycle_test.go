@@ -371,6 +371,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cs3.CoreV1().ConfigMaps("life-ns").Delete(ctx, "on-3", metav1.DeleteOptions{}), "delete is granted now")
 	r.want(404, "GET", lc+"/cluster-references/cluster-2/kubeconfig", "")
+	require.Equal(t, []string{"cluster-1/quota-1", "cluster-3/quota-1"}, quotaNames(), "the emptied cluster-2 has no quota applied")
 
 	// Stop, then terminate: everything goes, from every cluster.
 	r.want(200, "POST", lc+"/stop", "")

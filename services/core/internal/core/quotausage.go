@@ -37,7 +37,14 @@ func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaU
 	if err != nil {
 		return nil, err
 	}
-	clusters := rs.GetStatus().GetClusters()
+	// A cluster the rollout is emptying (dropped by an update) has no
+	// quota applied any more: it is left out.
+	var clusters []*rsyncv1.RolloutClusterStatus
+	for _, cl := range rs.GetStatus().GetClusters() {
+		if len(appliedQuotas(cl)) > 0 {
+			clusters = append(clusters, cl)
+		}
+	}
 	usage := &corev1.QuotaUsage{Clusters: make([]*corev1.ClusterQuotaUsage, len(clusters))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(quotaReads)
