@@ -30,8 +30,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// CoreService owns projects (and, in later versions, logical clouds, their
-// cluster references and key-value pairs).
+// CoreService owns projects. Logical clouds, their cluster references,
+// key-value pairs and lifecycle are LogicalCloudService's, also served by
+// core.
 type CoreServiceClient interface {
 	// CreateProject stores a new project; its name must be unused.
 	CreateProject(ctx context.Context, in *CreateProjectRequest, opts ...grpc.CallOption) (*CreateProjectResponse, error)
@@ -107,8 +108,9 @@ func (c *coreServiceClient) DeleteProject(ctx context.Context, in *DeleteProject
 // All implementations must embed UnimplementedCoreServiceServer
 // for forward compatibility.
 //
-// CoreService owns projects (and, in later versions, logical clouds, their
-// cluster references and key-value pairs).
+// CoreService owns projects. Logical clouds, their cluster references,
+// key-value pairs and lifecycle are LogicalCloudService's, also served by
+// core.
 type CoreServiceServer interface {
 	// CreateProject stores a new project; its name must be unused.
 	CreateProject(context.Context, *CreateProjectRequest) (*CreateProjectResponse, error)

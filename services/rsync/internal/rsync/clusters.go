@@ -110,7 +110,7 @@ func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterR
 	}
 	owners, err := s.holders(ctx, req.GetProvider(), req.GetName())
 	if err == nil && len(owners) > 0 {
-		err = errs.FailedPrecondition("cluster %q is referenced by logical clouds %s: remove those references first",
+		err = errs.Because(errs.ReasonReferenced, "cluster %q is referenced by logical clouds %s: remove those references first",
 			id, strings.Join(owners, ", "))
 	}
 	if err != nil {
