@@ -2,7 +2,9 @@ package allinone_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,4 +69,39 @@ func TestInternalServicesOnTheWholeProgram(t *testing.T) {
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 	_, err = rsyncv1.NewRsyncInternalServiceClient(svc).SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: []string{"edge"}})
 	require.NoError(t, err, "the programs call each other's internal services")
+}
+
+// TestReferencesHeldAfterRestart: a cluster reference whose hold rsync
+// does not have (stored before rsync kept holds) is held again when core
+// starts, so the referenced cluster cannot be deleted.
+func TestReferencesHeldAfterRestart(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	r := newREST(t, s)
+	kc, _ := kubeconfig(t, s.CA, "https://127.0.0.1:1") // never dialed
+	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]string{"kubeconfig": kc}})
+	require.NoError(t, err)
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p"}}`)
+	r.want(201, "POST", "/v2/projects/p/logical-clouds", `{"metadata":{"name":"lc"}}`)
+	r.want(201, "POST", "/v2/projects/p/logical-clouds/lc/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+
+	// Forget the hold, as a store from before holds would not have it.
+	conn, err := grpc.NewClient(s.GRPC, serviceCreds(t, s))
+	require.NoError(t, err)
+	rel, err := rsyncv1.NewRsyncInternalServiceClient(conn).ReleaseClusters(context.Background(), &rsyncv1.ReleaseClustersRequest{Owner: "lc/p/lc"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, rel.GetRemoved())
+	require.NoError(t, conn.Close())
+	s.Stop()
+
+	logs := &syncBuffer{}
+	s = stacktest.StartWith(t, stacktest.Options{DataDir: s.DataDir, Logs: logs, Args: []string{"-log-level", "info"}})
+	r = newREST(t, s)
+	eventually(t, "core holds the referenced clusters again", func() bool {
+		return strings.Contains(logs.String(), "referenced clusters held in rsync")
+	})
+	require.Contains(t, logs.String(), `"references":1`)
+	require.Contains(t, r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", ""), `"reason":"REFERENCED"`)
 }

@@ -57,7 +57,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	clouds.CertRenewPercent = cfg.CertRenewPercent
 	return []server.Service{core.NewProjects(env.Store), clouds, core.NewTokens(env.Store)}, server.Options{
-		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval)},
+		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll},
 	}, nil
 }

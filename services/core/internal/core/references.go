@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -250,4 +253,62 @@ func (s *LogicalClouds) DeleteKvPair(ctx context.Context, req *corev1.DeleteKvPa
 		return nil, err
 	}
 	return &corev1.DeleteKvPairResponse{}, nil
+}
+
+// HoldReferences tells rsync, once at start, that every stored cluster
+// reference holds its cluster, so that references stored before rsync kept
+// holds (or whose hold a failed call left out) block the cluster's
+// deletion as they should. Each hold is checked afterwards as addReference
+// checks a new one: a reference or logical cloud that went meanwhile has
+// its hold released again. A pass that fails is retried every interval.
+func (s *LogicalClouds) HoldReferences(interval time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for {
+			n, err := s.holdAll(ctx)
+			if err == nil {
+				s.log.Info("referenced clusters held in rsync", zap.Int("references", n))
+				return nil
+			}
+			s.log.Warn("hold the referenced clusters in rsync; retrying", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(interval):
+			}
+		}
+	}
+}
+
+func (s *LogicalClouds) holdAll(ctx context.Context) (int, error) {
+	refs, err := s.refs.Match(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	held := 0
+	for _, it := range refs {
+		project, lc, ok := strings.Cut(it.Parent, "/")
+		if it.Deleting || !ok {
+			continue
+		}
+		hold := &rsyncv1.HoldClusterRequest{Provider: it.Msg.GetClusterProvider(), Cluster: it.Msg.GetClusterName(), Owner: rolloutOwner(project, lc)}
+		_, err := s.peers.RsyncInternal.HoldCluster(ctx, hold)
+		if errs.Code(err) == codes.NotFound {
+			s.log.Warn("a cluster reference names a cluster that is not registered", zap.String("reference", it.ID))
+			continue
+		}
+		if err != nil {
+			return held, err
+		}
+		_, rerr := s.refs.Get(ctx, it.ID)
+		_, cerr := s.cloud(ctx, project, lc)
+		if errs.Code(rerr) == codes.NotFound || errs.Code(cerr) == codes.NotFound {
+			if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
+				Owner: hold.GetOwner(), Provider: hold.GetProvider(), Cluster: hold.GetCluster()}); err != nil {
+				return held, err
+			}
+			continue
+		}
+		held++
+	}
+	return held, nil
 }
