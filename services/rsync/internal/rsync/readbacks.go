@@ -1,0 +1,163 @@
+package rsync
+
+// Read-backs: what core reads of a cluster (certificates are in
+// certificates.go). Each names the cluster object it reads, maps the
+// cluster's answer to a gRPC code, and never quotes a credential.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/rsync/internal/engine"
+)
+
+var (
+	csrGVK            = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest"}
+	quotaGVK          = schema.GroupVersionKind{Version: "v1", Kind: "ResourceQuota"}
+	serviceAccountGVK = schema.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}
+)
+
+// Token lifetimes: the default, and the bounds a request must stay in.
+const (
+	defaultTokenLifetime = 24 * time.Hour
+	minTokenLifetime     = 10 * time.Minute
+	maxTokenLifetime     = 30 * 24 * time.Hour
+)
+
+// GetResourceQuotaStatus implements rsyncv1.RsyncInternalServiceServer.
+func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetResourceQuotaStatusRequest) (*rsyncv1.GetResourceQuotaStatusResponse, error) {
+	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), quotaGVK, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	var q corev1.ResourceQuota
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &q); err != nil {
+		return nil, errs.Internal(err, "ResourceQuota %s/%s: unreadable", req.GetNamespace(), req.GetName())
+	}
+	return &rsyncv1.GetResourceQuotaStatusResponse{Hard: quantities(q.Status.Hard), Used: quantities(q.Status.Used)}, nil
+}
+
+// GetServiceAccountToken implements rsyncv1.RsyncInternalServiceServer: a bound
+// token from the cluster's TokenRequest API. Only a ServiceAccount DCM
+// applied (its dcm.io/owner annotation, or rsync's record) gets one: this
+// is no way to act as a cluster's own ServiceAccounts. The token is a
+// credential: it is never logged, nor quoted in an error.
+func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetServiceAccountTokenRequest) (*rsyncv1.GetServiceAccountTokenResponse, error) {
+	lifetime := time.Duration(req.GetExpirationSeconds()) * time.Second
+	switch {
+	case lifetime == 0:
+		lifetime = defaultTokenLifetime
+	case lifetime < minTokenLifetime || lifetime > maxTokenLifetime:
+		// The request's rules say the same; this guards other callers.
+		return nil, errs.Invalid("expirationSeconds", "must be 0 (24 hours) or from 600 (10 minutes) to 2592000 (30 days), got %d", req.GetExpirationSeconds())
+	}
+	provider, cluster, ns, name := req.GetProvider(), req.GetCluster(), req.GetNamespace(), req.GetServiceAccount()
+	sa, err := s.read(ctx, provider, cluster, serviceAccountGVK, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("ServiceAccount %s/%s on cluster %s/%s", ns, name, provider, cluster)
+	if sa.GetAnnotations()[engine.OwnerAnnotation] == "" && s.engine.ManagedBy(provider, cluster, "v1", "ServiceAccount", ns, name) == "" {
+		return nil, errs.FailedPrecondition("%s is not managed by DCM: no token is issued for it", where)
+	}
+	kube, err := s.connector.kube(ctx, provider, cluster)
+	if err != nil {
+		return nil, clusterError(provider, cluster, err)
+	}
+	token, exp, err := kube.RequestToken(ctx, ns, name, int64(lifetime/time.Second))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errs.NotFound("%s not found", where)
+	case err != nil:
+		return nil, clusterError(provider, cluster, err)
+	}
+	return &rsyncv1.GetServiceAccountTokenResponse{Token: []byte(token), ExpireTime: timestamppb.New(exp)}, nil
+}
+
+// GetObjectOwners implements rsyncv1.RsyncInternalServiceServer.
+func (s *Service) GetObjectOwners(ctx context.Context, req *rsyncv1.GetObjectOwnersRequest) (*rsyncv1.GetObjectOwnersResponse, error) {
+	out, err := s.engine.ObjectOwners(ctx, req.GetOwner(), req.GetApiVersion(), req.GetKind(), req.GetNamespace(), req.GetName(), req.GetClusters())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetObjectOwnersResponse{Clusters: out}, nil
+}
+
+func quantities(list corev1.ResourceList) []*rsyncv1.ResourceQuantity {
+	out := make([]*rsyncv1.ResourceQuantity, 0, len(list))
+	for name, q := range list {
+		out = append(out, &rsyncv1.ResourceQuantity{Resource: string(name), Quantity: q.String()})
+	}
+	slices.SortFunc(out, func(a, b *rsyncv1.ResourceQuantity) int { return strings.Compare(a.GetResource(), b.GetResource()) })
+	return out
+}
+
+// read gets one object from a registered cluster, mapping the cluster's
+// answer to a gRPC code: missing is NotFound, unreachable is Unavailable.
+func (s *Service) read(ctx context.Context, provider, cluster string, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	cl, err := s.connector.Connect(ctx, provider, cluster)
+	if err != nil {
+		if kerr := s.connector.Known(ctx, provider, cluster); errs.Code(kerr) == codes.NotFound {
+			return nil, errs.NotFound("cluster %s/%s not found", provider, cluster)
+		}
+		return nil, err
+	}
+	obj, err := cl.Get(ctx, gvk, namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errs.NotFound("%s %q not found on cluster %s/%s", gvk.Kind, strings.TrimPrefix(namespace+"/"+name, "/"), provider, cluster)
+	case err != nil:
+		return nil, clusterError(provider, cluster, err)
+	}
+	return obj, nil
+}
+
+// clusterError maps a cluster's error to a gRPC code: unreachable is
+// Unavailable, a refusal FailedPrecondition.
+func clusterError(provider, cluster string, err error) error {
+	if engine.Retryable(err) {
+		return errs.Unavailable(err, "cluster %s/%s: %v", provider, cluster, err)
+	}
+	return errs.FailedPrecondition("cluster %s/%s: %v", provider, cluster, err)
+}
+
+// GetClusterConnection implements rsyncv1.RsyncInternalServiceServer: the server
+// and CA of the kubeconfig's current context, never its credentials.
+func (s *Service) GetClusterConnection(ctx context.Context, req *rsyncv1.GetClusterConnectionRequest) (*rsyncv1.GetClusterConnectionResponse, error) {
+	kc, err := s.kubeconfig(ctx, req.GetProvider(), req.GetCluster())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		return nil, errs.Internal(err, "cluster %s/%s: stored kubeconfig is unreadable", req.GetProvider(), req.GetCluster())
+	}
+	return &rsyncv1.GetClusterConnectionResponse{
+		Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TlsServerName: cfg.ServerName,
+	}, nil
+}
+
+// kubeconfig reads a registered cluster's sealed kubeconfig.
+func (s *Service) kubeconfig(ctx context.Context, provider, cluster string) ([]byte, error) {
+	id := store.Key(provider, cluster)
+	if _, err := s.clusters.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.clusters.Secret(ctx, id, kubeconfigSecret)
+}
