@@ -151,6 +151,17 @@ func TestRenderQuotas(t *testing.T) {
 	_, err = c.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: "p", LogicalCloud: "missing", Quota: &quotav1.Quota{
 		Metadata: &typesv1.Metadata{Name: "q"}, Spec: &structpb.Struct{}}})
 	require.Equal(t, codes.NotFound, status.Code(err))
+
+	// The purge (core's cascade) never calls core either.
+	core.Forbid(t)
+	purged, err := internal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Positive(t, purged.GetRemoved())
+	core.Forbid(nil)
+	list, err = c.ListQuotas(ctx, &quotav1.ListQuotasRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Len(t, list.GetQuotas(), 1, "the default quota only")
+	require.Equal(t, "default", list.GetQuotas()[0].GetMetadata().GetName())
 }
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")

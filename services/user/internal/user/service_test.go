@@ -246,3 +246,25 @@ func TestRenderUsersRefused(t *testing.T) {
 	_, err = c.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: "p", LogicalCloud: "missing", Name: "u"})
 	require.Equal(t, codes.NotFound, status.Code(err))
 }
+
+// TestPurgeNeverCallsCore: core's cascade removes a logical cloud's users
+// and permissions without the user service calling core back.
+func TestPurgeNeverCallsCore(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns")
+	_, err := c.CreateUser(ctx, &userv1.CreateUserRequest{Project: "p", LogicalCloud: "lc", User: &userv1.User{Name: "u", Type: "token"}})
+	require.NoError(t, err)
+	_, err = c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc",
+		UserPermission: &userv1.UserPermission{PermissionName: "cm", ApiGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}})
+	require.NoError(t, err)
+	core.Forbid(t)
+	purged, err := c.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, purged.GetRemoved())
+	core.Forbid(nil)
+	users, err := c.ListUsers(ctx, &userv1.ListUsersRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Empty(t, users.GetUsers())
+}
