@@ -28,6 +28,16 @@ func CallerMD(id pki.Identity) metadata.MD {
 
 type callerKey struct{}
 
+type peerKey struct{}
+
+// Peer is who holds the connection of a call: the identity its verified
+// certificate carries (a service, or an operator with grpcurl). Caller is
+// who the call acts for.
+func Peer(ctx context.Context) pki.Identity {
+	id, _ := ctx.Value(peerKey{}).(pki.Identity)
+	return id
+}
+
 // Caller is who a request acts for: the REST caller the gateway
 // authenticated (forwarded by a service), or else the peer's own
 // certificate identity (an admin with grpcurl, or a service acting on its
@@ -74,7 +84,10 @@ func withCaller(ctx context.Context, peerID pki.Identity, tls bool) context.Cont
 			id = fwd
 		}
 	}
-	return context.WithValue(ctx, callerKey{}, id)
+	if !tls {
+		peerID = pki.Identity{Subject: "insecure", Role: pki.RoleService}
+	}
+	return context.WithValue(context.WithValue(ctx, callerKey{}, id), peerKey{}, peerID)
 }
 
 // forwarded reads the caller metadata; the last value of each key counts,

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -87,15 +88,19 @@ func (c *chain) callerAllowed(ctx context.Context, method string) (context.Conte
 		return withCaller(ctx, pki.Identity{}, false), nil
 	}
 	id, _ := peerIdentity(ctx)
+	refuse := func(why string) (context.Context, error) {
+		c.log.Named(logging.AuditName).Warn("grpc call refused", zap.String("subject", id.Subject), zap.String("role", id.Role),
+			zap.String("scope", id.Project), zap.String("auth", "certificate"), zap.String("grpc.method", method),
+			zap.String("grpc.code", codes.PermissionDenied.String()), zap.Bool("ok", false), zap.String("remote", remoteOf(ctx)))
+		return ctx, status.Error(codes.PermissionDenied, why)
+	}
 	if IsInternal(method) && id.Role != pki.RoleService {
-		c.log.Warn("internal gRPC call refused", zap.String("grpc.method", method), zap.String("subject", id.Subject), zap.String("role", id.Role))
-		return ctx, status.Error(codes.PermissionDenied, "internal gRPC services are served to DCM services only")
+		return refuse("internal gRPC services are served to DCM services only")
 	}
 	if id.Role == pki.RoleService || id.Role == pki.RoleAdmin {
 		return withCaller(ctx, id, true), nil
 	}
-	c.log.Warn("gRPC call refused", zap.String("grpc.method", method), zap.String("subject", id.Subject), zap.String("role", id.Role))
-	return ctx, status.Error(codes.PermissionDenied, "gRPC is served to DCM services and admins only; use the REST API")
+	return refuse("gRPC is served to DCM services and admins only; use the REST API")
 }
 
 func (c *chain) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -238,7 +243,10 @@ func (c *chain) requestLogger(ctx context.Context, method string) (context.Conte
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
-	fields := []zap.Field{zap.String("grpc.method", method), zap.String("request_id", id)}
+	caller, peerID := Caller(ctx), Peer(ctx)
+	fields := []zap.Field{zap.String("grpc.method", method), zap.String("request_id", id),
+		zap.String("caller", caller.Subject), zap.String("caller.role", caller.Role), zap.String("caller.scope", caller.Project),
+		zap.String("peer", peerID.Subject), zap.String("peer.role", peerID.Role)}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
 	}
@@ -262,10 +270,35 @@ func finish(l *zap.Logger, start time.Time, err error) error {
 	return st.Err()
 }
 
+// audit writes the audit line of a call made directly over gRPC, by an
+// operator's certificate rather than by a DCM program (whose calls act for
+// a REST caller the gateway audited, or for the program itself): who
+// (the certificate's CN and role), what, and the outcome. Refused calls
+// are audited by callerAllowed's log line and here.
+func (c *chain) audit(ctx context.Context, method string, start time.Time, err error) {
+	p := Peer(ctx)
+	if p.Role == pki.RoleService {
+		return
+	}
+	st := errs.ToStatus(err)
+	c.log.Named(logging.AuditName).Info("grpc call",
+		zap.String("subject", p.Subject), zap.String("role", p.Role), zap.String("scope", p.Project), zap.String("auth", "certificate"),
+		zap.String("grpc.method", method), zap.String("grpc.code", st.Code().String()), zap.Bool("ok", st.Code() == codes.OK),
+		zap.String("remote", remoteOf(ctx)), zap.Duration("duration", time.Since(start)))
+}
+
+func remoteOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
 func (c *chain) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	ctx, l := c.requestLogger(ctx, info.FullMethod)
 	resp, err := h(ctx, req)
+	c.audit(ctx, info.FullMethod, start, err)
 	if err = finish(l, start, err); err != nil {
 		return nil, err
 	}
@@ -282,7 +315,9 @@ func (s ctxStream) Context() context.Context { return s.ctx }
 func (c *chain) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	start := time.Now()
 	ctx, l := c.requestLogger(ss.Context(), info.FullMethod)
-	return finish(l, start, h(srv, ctxStream{ss, ctx}))
+	err := h(srv, ctxStream{ss, ctx})
+	c.audit(ctx, info.FullMethod, start, err)
+	return finish(l, start, err)
 }
 
 func observe(method string, start time.Time, err error) {

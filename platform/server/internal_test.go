@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -104,4 +106,42 @@ func TestInternalServicesAreForServicesOnly(t *testing.T) {
 	for _, c := range cases {
 		require.Equal(t, c.want, call(c.m, c.service), c.who)
 	}
+}
+
+// TestDirectCallsAudited: a call made directly over gRPC with an operator's
+// certificate leaves an audit line with the certificate's identity and the
+// outcome, refused ones too; the programs' own calls (which act for a REST
+// caller the gateway audited) do not.
+func TestDirectCallsAudited(t *testing.T) {
+	t.Parallel()
+	dir, tlsMat := servertest.PKI(t)
+	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	require.NoError(t, err)
+	core, logs := observer.New(zap.DebugLevel)
+	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
+	srv, err := server.New(cfg, zap.New(core).Named("dcm"), server.Options{TLS: tlsMat},
+		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	admin, _ := issue(t, ca, filepath.Join(dir, pki.CACertFile), pki.Identity{Subject: "root", Role: pki.RoleAdmin}, time.Now().Add(time.Hour))
+	call := func(m *pki.TLS, service string) {
+		conn, err := client.Dial(srv.GRPCAddr(), m)
+		require.NoError(t, err)
+		defer func() { _ = conn.Close() }()
+		_ = conn.Invoke(ctx, "/dcm.test.v1."+service+"/Call", &structpb.Struct{}, &emptypb.Empty{})
+	}
+	call(admin, "EchoService")
+	call(admin, "EchoInternalService")
+	call(tlsMat, "EchoService")
+	audit := logs.FilterLoggerName("dcm.audit")
+	ok := audit.FilterMessage("grpc call").FilterField(zap.String("subject", "root")).FilterField(zap.String("role", pki.RoleAdmin)).
+		FilterField(zap.String("grpc.method", "/dcm.test.v1.EchoService/Call")).FilterField(zap.Bool("ok", true))
+	require.Equal(t, 1, ok.Len(), "%v", audit.All())
+	refused := audit.FilterMessage("grpc call refused").FilterField(zap.String("subject", "root")).
+		FilterField(zap.String("grpc.method", "/dcm.test.v1.EchoInternalService/Call"))
+	require.Equal(t, 1, refused.Len(), "%v", audit.All())
+	require.Equal(t, 2, audit.Len(), "the program's own call is not audited here: %v", audit.All())
 }
