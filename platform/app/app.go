@@ -118,6 +118,9 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 			}
 		}
 	}()
+	if err := server.CheckInsecure(cfg); err != nil {
+		return nil, err
+	}
 	var grpcLn net.Listener
 	if cfg.GRPCAddr != "" {
 		if grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {

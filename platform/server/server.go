@@ -67,6 +67,21 @@ type Server struct {
 	httpLn net.Listener
 }
 
+// CheckInsecure refuses the plaintext switches on an address other hosts can
+// reach: DCM_INSECURE_GRPC turns authorization off, and DCM_INSECURE_HTTP
+// sends bearer tokens in clear. Programs call it before they listen.
+func CheckInsecure(cfg Config) error { return checkInsecure(cfg, cfg.GRPCAddr) }
+
+func checkInsecure(cfg Config, grpcAddr string) error {
+	if cfg.InsecureGRPC && grpcAddr != "" && !IsLoopback(grpcAddr) {
+		return fmt.Errorf("DCM_INSECURE_GRPC serves gRPC without TLS or authorization on a loopback address only, not on %s", grpcAddr)
+	}
+	if cfg.InsecureHTTP && cfg.HTTPAddr != "" && !IsLoopback(cfg.HTTPAddr) {
+		return fmt.Errorf("DCM_INSECURE_HTTP serves plain HTTP on a loopback address only, not on %s", cfg.HTTPAddr)
+	}
+	return nil
+}
+
 // New listens on the configured addresses and registers services. Nothing
 // is served until Run.
 func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Server, error) {
@@ -78,11 +93,18 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 		}
 		return nil, errors.New("no TLS configured: plaintext needs DCM_INSECURE_GRPC / DCM_INSECURE_HTTP")
 	}
-	if cfg.InsecureHTTP && cfg.HTTPAddr != "" && !IsLoopback(cfg.HTTPAddr) {
+	grpcAddr := cfg.GRPCAddr
+	if opts.GRPCListener != nil {
+		grpcAddr = opts.GRPCListener.Addr().String()
+	}
+	if !wantGRPC {
+		grpcAddr = ""
+	}
+	if err := checkInsecure(cfg, grpcAddr); err != nil {
 		if opts.GRPCListener != nil {
 			_ = opts.GRPCListener.Close()
 		}
-		return nil, fmt.Errorf("DCM_INSECURE_HTTP serves plain HTTP on a loopback address only, not on %s", cfg.HTTPAddr)
+		return nil, err
 	}
 	if ln := opts.GRPCListener; wantGRPC {
 		if ln == nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,6 +129,44 @@ func TestPlaintextIsOptIn(t *testing.T) {
 	defer func() { _ = conn.Close() }()
 	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
+}
+
+// TestInsecureGRPCOnlyOnLoopback: plaintext gRPC has no authorization, so
+// New refuses it on any address but loopback, naming the setting, before it
+// listens. The refused addresses are ones where a listen would fail with
+// another error (192.0.2.1 is not this host's; the wildcard port is held on
+// loopback), so an error naming the setting and not "listen" proves that
+// nothing listened.
+func TestInsecureGRPCOnlyOnLoopback(t *testing.T) {
+	t.Parallel()
+	log := zaptest.NewLogger(t)
+	svc := probe{func(context.Context) error { return nil }}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = held.Close() }()
+	_, port, err := net.SplitHostPort(held.Addr().String())
+	require.NoError(t, err)
+	for _, addr := range []string{"0.0.0.0:0", "0.0.0.0:" + port, "192.0.2.1:0", "[::]:0", "example.com:9090"} {
+		_, err := server.New(server.Config{GRPCAddr: addr, InsecureGRPC: true}, log, server.Options{}, svc)
+		require.ErrorContains(t, err, "DCM_INSECURE_GRPC", addr)
+		require.ErrorContains(t, err, "loopback", addr)
+		require.NotContains(t, err.Error(), "listen ", addr)
+		require.Error(t, server.CheckInsecure(server.Config{GRPCAddr: addr, InsecureGRPC: true}), addr)
+	}
+	// With TLS the same addresses are the operator's choice; the check is
+	// only about the switch.
+	require.NoError(t, server.CheckInsecure(server.Config{GRPCAddr: "0.0.0.0:0"}))
+
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0"} {
+		srv, err := server.New(server.Config{GRPCAddr: addr, InsecureGRPC: true, ShutdownGrace: time.Second}, log, server.Options{}, svc)
+		require.NoError(t, err, addr)
+		require.True(t, server.IsLoopback(srv.GRPCAddr()), srv.GRPCAddr())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx) }()
+		cancel()
+		require.NoError(t, <-done)
+	}
 }
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
