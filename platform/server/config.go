@@ -17,6 +17,13 @@ type Config struct {
 	MongoDatabase string        `env:"DCM_MONGO_DATABASE" flag:"mongo-database" default:"dcm" usage:"database name"`
 	LogLevel      string        `env:"DCM_LOG_LEVEL" flag:"log-level" default:"info" usage:"debug, info, warn or error"`
 	ShutdownGrace time.Duration `env:"DCM_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"time in-flight requests get to finish on SIGTERM"`
+
+	// Bounds on what one HTTP client may hold (docs/security.md "Limits").
+	MaxBodyBytes     int           `env:"DCM_MAX_BODY_BYTES" flag:"max-body-bytes" default:"4194304" usage:"largest HTTP request body in bytes; a larger one is refused with 413 and never read past the limit"`
+	HTTPReadTimeout  time.Duration `env:"DCM_HTTP_READ_TIMEOUT" flag:"http-read-timeout" default:"30s" usage:"time an HTTP client gets to send a whole request, headers and body; a slower one is disconnected"`
+	HTTPWriteTimeout time.Duration `env:"DCM_HTTP_WRITE_TIMEOUT" flag:"http-write-timeout" default:"60s" usage:"time an HTTP response gets to be written, from the end of the request's headers (status watch streams are bounded by DCM_WATCH_MAX instead)"`
+	HTTPIdleTimeout  time.Duration `env:"DCM_HTTP_IDLE_TIMEOUT" flag:"http-idle-timeout" default:"120s" usage:"time an idle keep-alive HTTP connection is kept open"`
+	WatchMax         time.Duration `env:"DCM_WATCH_MAX" flag:"watch-max" default:"30m" usage:"longest a status watch (GET .../status?watch=true) runs before its stream ends cleanly; the client watches again to go on. Read by core and the gateway"`
 	// CleanupInterval paces the retries of removals a down service left
 	// unfinished (a deleted logical cloud's parts).
 	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often core retries removing a deleted logical cloud's parts from a service that was down"`

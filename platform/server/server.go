@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -154,7 +153,14 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 		if opts.HTTPHandler != nil {
 			mux.Handle("/", opts.HTTPHandler)
 		}
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("http"))}
+		s.http = &http.Server{
+			Handler:           limitBody(int64(cfg.MaxBodyBytes), mux),
+			ReadHeaderTimeout: readHeaderTimeout(cfg.HTTPReadTimeout),
+			ReadTimeout:       cfg.HTTPReadTimeout,
+			WriteTimeout:      cfg.HTTPWriteTimeout,
+			IdleTimeout:       cfg.HTTPIdleTimeout,
+			ErrorLog:          zap.NewStdLog(log.Named("http")),
+		}
 	}
 	return s, nil
 }

@@ -75,7 +75,8 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 	if !cfg.InsecureHTTP {
 		auth.TLS = env.TLS
 	}
-	h, err := gateway.New(ctx, gc, auth, env.Log.Named(logging.AuditName))
+	h, err := gateway.New(ctx, gc, auth, env.Log.Named(logging.AuditName),
+		gateway.Limits{WatchMax: cfg.WatchMax, WriteTimeout: cfg.HTTPWriteTimeout})
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("gateway: %w", err)
 	}

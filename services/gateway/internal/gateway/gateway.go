@@ -10,6 +10,7 @@ import (
 	"net/textproto"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.uber.org/zap"
@@ -47,7 +48,7 @@ type Conns struct {
 // New returns the REST handler: every request authenticated by auth,
 // routed, then authorized by role on the route it matched (see
 // Authorize), and audited on auditLog (see secure).
-func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Logger) (http.Handler, error) {
+func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Logger, limits Limits) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		// HTTPBodyMarshaler writes google.api.HttpBody answers (the
 		// kubeconfig, application/yaml) as they are; everything else is JSON.
@@ -90,14 +91,33 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Document)
 	}))
-	root.Handle("/", watchParam(noBodyOn204(mux)))
+	root.Handle("/", watchParam(limits, noBodyOn204(mux)))
 	return secure(auth, auditLog, root), nil
+}
+
+// Limits are the bounds the gateway applies to streaming routes.
+type Limits struct {
+	// WatchMax is the longest a status watch runs (core ends it there).
+	WatchMax time.Duration
+	// WriteTimeout is the HTTP server's write timeout (DCM_HTTP_WRITE_TIMEOUT).
+	WriteTimeout time.Duration
 }
 
 // watchParam serves GET .../status?watch=true, the documented spelling, by
 // the streaming route .../status/watch.
-func watchParam(h http.Handler) http.Handler {
+//
+// The HTTP server's write timeout would cut a watch stream after
+// DCM_HTTP_WRITE_TIMEOUT; a watch gets WatchMax (when core ends it) plus
+// that timeout instead, so a stalled reader is still disconnected.
+func watchParam(limits Limits, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && (strings.HasSuffix(r.URL.Path, "/status/watch") || strings.HasSuffix(r.URL.Path, "/status") && r.URL.Query().Get("watch") == "true") {
+			var deadline time.Time // none: no write timeout, or no maximum
+			if limits.WriteTimeout > 0 && limits.WatchMax > 0 {
+				deadline = time.Now().Add(limits.WatchMax + limits.WriteTimeout)
+			}
+			_ = http.NewResponseController(w).SetWriteDeadline(deadline)
+		}
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/status") && r.URL.Query().Get("watch") == "true" {
 			r = r.Clone(r.Context())
 			r.URL.Path += "/watch"
@@ -302,3 +322,7 @@ func (w *statusWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// Unwrap lets http.ResponseController reach the connection (the write
+// deadline of watch streams).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,139 @@
+package allinone_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// spaces is an endless body of JSON whitespace, made as it is read.
+type spaces struct{ left int64 }
+
+func (s *spaces) Read(p []byte) (int, error) {
+	if s.left <= 0 {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), s.left)
+	for i := range p[:n] {
+		p[i] = ' '
+	}
+	s.left -= n
+	return int(n), nil
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestBodyCap: a 400 MB body is refused with 413 and the project's error
+// body, declared or streamed (chunked), and the program's heap stays
+// bounded while it refuses; a body just under the cap is served.
+func TestBodyCap(t *testing.T) {
+	s := stacktest.Start(t)
+	base := s.URL + "/v2/projects"
+	const limit = 4 << 20
+	const huge = 400 << 20
+	want := fmt.Sprintf(`{"code":413,"status":"ResourceExhausted","message":"request body exceeds %d bytes (DCM_MAX_BODY_BYTES)"}`, limit)
+
+	before := heapAlloc()
+	for _, declared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("declared=%v", declared), func(t *testing.T) {
+			body := io.MultiReader(strings.NewReader(`{"metadata":{"name":"big"}}`), &spaces{left: huge})
+			req, err := http.NewRequest("POST", base, io.NopCloser(body))
+			require.NoError(t, err)
+			req.ContentLength = -1 // chunked
+			if declared {
+				req.ContentLength = huge + int64(len(`{"metadata":{"name":"big"}}`))
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := s.Admin.Do(req)
+			require.NoError(t, err)
+			defer func() { _ = resp.Body.Close() }()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
+			require.JSONEq(t, want, string(b))
+		})
+	}
+	after := heapAlloc()
+	require.Less(t, int64(after)-int64(before), int64(64<<20), "heap grew from %d to %d bytes", before, after)
+
+	code, _ := call(t, s.Admin, "GET", base+"/big", "")
+	require.Equal(t, 404, code, "the refused project was not made")
+
+	// Just under the cap: the same object padded with whitespace is served.
+	obj := `{"metadata":{"name":"padded"}}`
+	padded := obj + strings.Repeat(" ", limit-len(obj)-1)
+	code, b := call(t, s.Admin, "POST", base, padded)
+	require.Equal(t, 201, code, "%.200s", b)
+}
+
+// TestSlowClientDisconnected: a client that sends half a request and
+// stalls is disconnected within the read timeout, and an idle keep-alive
+// connection within the idle timeout.
+func TestSlowClientDisconnected(t *testing.T) {
+	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-http-read-timeout", "300ms", "-http-idle-timeout", "300ms"}})
+	addr := strings.TrimPrefix(s.URL, "https://")
+	tlsCfg := s.Client(nil).Transport.(*http.Transport).TLSClientConfig.Clone()
+	tlsCfg.ServerName, _, _ = net.SplitHostPort(addr)
+
+	dial := func(t *testing.T) net.Conn {
+		t.Helper()
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		c, err := d.DialContext(context.Background(), "tcp", addr)
+		require.NoError(t, err)
+		tc := tls.Client(c, tlsCfg)
+		require.NoError(t, tc.Handshake())
+		t.Cleanup(func() { _ = tc.Close() })
+		return tc
+	}
+	closedWithin := func(t *testing.T, c net.Conn, bound time.Duration) {
+		t.Helper()
+		// The deadline only stops the test if the server never closes.
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(bound)))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if err != nil && errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the server kept the connection open past %s", bound)
+		}
+	}
+
+	t.Run("half a request", func(t *testing.T) {
+		c := dial(t)
+		_, err := c.Write([]byte("POST /v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"meta"))
+		require.NoError(t, err)
+		closedWithin(t, c, 5*time.Second)
+	})
+	t.Run("half the headers", func(t *testing.T) {
+		c := dial(t)
+		_, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n"))
+		require.NoError(t, err)
+		closedWithin(t, c, 5*time.Second)
+	})
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c := dial(t)
+		_, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+		require.NoError(t, err)
+		buf := make([]byte, 4096)
+		n, err := c.Read(buf)
+		require.NoError(t, err)
+		require.True(t, bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")), "%s", buf[:n])
+		closedWithin(t, c, 5*time.Second)
+	})
+}
