@@ -592,7 +592,13 @@ type ClusterSpec struct {
 	// credential inline. Write-only: it is never returned.
 	Kubeconfig string `protobuf:"bytes,1,opt,name=kubeconfig,proto3" json:"kubeconfig,omitempty"`
 	// labels select the cluster (e.g. "edge"); Kubernetes label values.
-	Labels        []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	Labels []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	// allow_insecure accepts a kubeconfig whose server is plain http://, that
+	// sets insecure-skip-tls-verify, or that names a proxy-url: each can send
+	// the cluster's credentials in clear or to a third party, so only an admin
+	// who means it sets this. Link-local and cloud metadata addresses are
+	// refused even with it.
+	AllowInsecure bool `protobuf:"varint,3,opt,name=allow_insecure,json=allow-insecure,proto3" json:"allow_insecure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -639,6 +645,13 @@ func (x *ClusterSpec) GetLabels() []string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *ClusterSpec) GetAllowInsecure() bool {
+	if x != nil {
+		return x.AllowInsecure
+	}
+	return false
 }
 
 // ClusterStatus is what the registry shows of a cluster's kubeconfig.
@@ -1377,12 +1390,13 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\aCluster\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12-\n" +
 	"\x04spec\x18\x02 \x01(\v2\x19.dcm.rsync.v1.ClusterSpecR\x04spec\x123\n" +
-	"\x06status\x18\x03 \x01(\v2\x1b.dcm.rsync.v1.ClusterStatusR\x06status\"\x85\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.dcm.rsync.v1.ClusterStatusR\x06status\"\xad\x01\n" +
 	"\vClusterSpec\x12\x1e\n" +
 	"\n" +
 	"kubeconfig\x18\x01 \x01(\tR\n" +
 	"kubeconfig\x12V\n" +
-	"\x06labels\x18\x02 \x03(\tB>\xbaH;\x92\x018\x10@\x18\x01\"2r0\x10\x01\x18?2*^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$R\x06labels\"_\n" +
+	"\x06labels\x18\x02 \x03(\tB>\xbaH;\x92\x018\x10@\x18\x01\"2r0\x10\x01\x18?2*^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$R\x06labels\x12&\n" +
+	"\x0eallow_insecure\x18\x03 \x01(\bR\x0eallow-insecure\"_\n" +
 	"\rClusterStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x126\n" +
 	"\x16kubeconfig_fingerprint\x18\x02 \x01(\tR\x16kubeconfig-fingerprint\"v\n" +

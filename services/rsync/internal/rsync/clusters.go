@@ -26,7 +26,7 @@ func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterR
 	if kc == "" {
 		return nil, errs.Invalid("cluster.spec.kubeconfig", "is required: the cluster's admin kubeconfig, as text")
 	}
-	server, err := checkKubeconfig(kc)
+	server, err := checkKubeconfig(kc, c.GetSpec().GetAllowInsecure())
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 	server := ""
 	if kc != "" {
 		var err error
-		if server, err = checkKubeconfig(kc); err != nil {
+		if server, err = checkKubeconfig(kc, in.GetSpec().GetAllowInsecure()); err != nil {
 			return nil, err
 		}
 	}
@@ -84,6 +84,17 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 	cur, err := s.clusters.Get(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if kc == "" && cur.Msg.GetSpec().GetAllowInsecure() && !in.GetSpec().GetAllowInsecure() {
+		// Turning the flag off keeps the stored kubeconfig: it must pass
+		// without the flag.
+		stored, err := s.clusters.Secret(ctx, id, kubeconfigSecret)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := checkKubeconfig(string(stored), false); err != nil {
+			return nil, errs.Invalid("cluster.spec.allow-insecure", "cannot be turned off: the stored kubeconfig needs it (%s); send a kubeconfig that does not", errs.ToStatus(err).Message())
+		}
 	}
 	next := clusterRecord(in, cur.Msg.GetStatus())
 	var secrets []store.Secret
@@ -151,7 +162,7 @@ func (s *Service) SelectClusters(ctx context.Context, req *rsyncv1.SelectCluster
 func clusterRecord(c *rsyncv1.Cluster, status *rsyncv1.ClusterStatus) *rsyncv1.Cluster {
 	return &rsyncv1.Cluster{
 		Metadata: c.GetMetadata(),
-		Spec:     &rsyncv1.ClusterSpec{Labels: c.GetSpec().GetLabels()},
+		Spec:     &rsyncv1.ClusterSpec{Labels: c.GetSpec().GetLabels(), AllowInsecure: c.GetSpec().GetAllowInsecure()},
 		Status:   status,
 	}
 }
@@ -166,8 +177,9 @@ func statusOf(server, kubeconfig string) *rsyncv1.ClusterStatus {
 // server URL. Every credential must be inline: a path on this host, an
 // exec plugin or an auth provider is refused (the registry must not read
 // its own files or run commands a kubeconfig names). Messages never quote
-// the kubeconfig.
-func checkKubeconfig(text string) (string, error) {
+// the kubeconfig. Its endpoints are checked by checkEndpoints, without
+// dialing or resolving anything.
+func checkKubeconfig(text string, allowInsecure bool) (string, error) {
 	const field = "cluster.spec.kubeconfig"
 	cfg, err := clientcmd.Load([]byte(text))
 	if err != nil {
@@ -197,6 +209,9 @@ func checkKubeconfig(text string) (string, error) {
 		return "", errs.Invalid(field, "tokenFile names a file: give token")
 	case user.Exec != nil || user.AuthProvider != nil:
 		return "", errs.Invalid(field, "exec plugins and auth providers are not accepted: give inline credentials")
+	}
+	if err := checkEndpoints(cl, allowInsecure); err != nil {
+		return "", err
 	}
 	if _, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig(); err != nil {
 		return "", errs.Invalid(field, "%s", fmt.Sprint(err))
