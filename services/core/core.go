@@ -56,6 +56,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		return nil, server.Options{}, fmt.Errorf("DCM_CERT_RENEW_PERCENT %d: must be from 1 to 99", p)
 	}
 	clouds.CertRenewPercent = cfg.CertRenewPercent
+	clouds.WatchMax = cfg.WatchMax
 	return []server.Service{core.NewProjects(env.Store), clouds, core.NewTokens(env.Store)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll},

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -364,10 +366,26 @@ func (s *LogicalClouds) GetLogicalCloudStatus(ctx context.Context, req *corev1.G
 // status now, then at each change until the resource synchronizer has
 // settled (every resource applied or deleted, or failed for good).
 func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudStatusRequest, stream grpc.ServerStreamingServer[corev1.WatchLogicalCloudStatusResponse]) error {
+	watchesOpen.Inc()
+	defer watchesOpen.Dec()
+	// A watch ends cleanly at its maximum, settled or not (a cluster that
+	// is down never settles): the client watches again to go on. It ends
+	// when the client goes too, through the stream's context.
 	ctx := stream.Context()
+	if s.WatchMax > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.WatchMax)
+		defer cancel()
+	}
+	atMax := func() bool {
+		return errors.Is(ctx.Err(), context.DeadlineExceeded) && stream.Context().Err() == nil
+	}
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
+		if atMax() {
+			return nil
+		}
 		return err
 	}
 	phase := phaseOf(c)
@@ -376,6 +394,9 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 	}
 	w, err := s.peers.RsyncInternal.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
 	if err != nil {
+		if atMax() {
+			return nil
+		}
 		return err
 	}
 	for {
@@ -385,6 +406,8 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 			return nil
 		case errs.Code(err) == codes.NotFound:
 			return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
+		case err != nil && atMax():
+			return nil
 		case err != nil:
 			return err
 		}
@@ -393,6 +416,13 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 		}
 	}
 }
+
+// watchesOpen counts the status watches being served: it goes down when
+// one ends at its maximum, settles, or its client goes.
+var watchesOpen = promauto.NewGauge(prometheus.GaugeOpts{
+	Name: "dcm_core_status_watches_open",
+	Help: "Logical cloud status watches being served.",
+})
 
 // target is a cluster a logical cloud is on.
 type target struct{ provider, cluster string }

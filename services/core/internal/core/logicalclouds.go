@@ -58,6 +58,9 @@ type LogicalClouds struct {
 	// CertRenewPercent is the share of a user certificate's life after
 	// which a kubeconfig read renews it (RsyncService/RenewCertificate).
 	CertRenewPercent int
+	// WatchMax is the longest a status watch runs (DCM_WATCH_MAX); 0 is
+	// no maximum.
+	WatchMax time.Duration
 }
 
 // NewLogicalClouds opens the collections on st.

@@ -1,0 +1,86 @@
+package allinone_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// openWatches reads the gauge of status watches core serves.
+func openWatches(t *testing.T, s *stacktest.Stack) string {
+	t.Helper()
+	code, b := call(t, s.Admin, "GET", s.URL+"/metrics", "")
+	require.Equal(t, 200, code)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "dcm_core_status_watches_open "); ok {
+			return v
+		}
+	}
+	return "absent"
+}
+
+// TestWatchBounds: a status watch on a logical cloud whose only cluster is
+// down (it never settles) ends cleanly at DCM_WATCH_MAX, though the
+// HTTP write timeout is shorter; and a watch whose client goes ends on the
+// server at once, not at its maximum.
+func TestWatchBounds(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	down := h.Clusters[2]
+	down.StopAPIServer()
+	t.Cleanup(func() { require.NoError(t, down.StartAPIServer(context.Background())) })
+
+	start := func(t *testing.T, args ...string) (*stacktest.Stack, *rest, string) {
+		s := stacktest.StartWith(t, stacktest.Options{Args: args})
+		r := newREST(t, s)
+		registerHarness(t, r, h)
+		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"watch"}}`)
+		lc := "/v2/projects/watch/logical-clouds/lc-w"
+		r.want(201, "POST", "/v2/projects/watch/logical-clouds", `{"metadata":{"name":"lc-w"},"spec":{"namespace":"watch-ns"}}`)
+		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
+		r.want(200, "POST", lc+"/apply", "")
+		return s, r, lc
+	}
+
+	t.Run("ends at its maximum", func(t *testing.T) {
+		_, r, lc := start(t, "-watch-max", "3s", "-http-write-timeout", "1s")
+		began := time.Now()
+		all := r.watch(lc) // requires 200, no error line, a clean end
+		require.GreaterOrEqual(t, time.Since(began), 3*time.Second, "it ended at the maximum, not at the write timeout")
+		require.Equal(t, "Instantiating", all[len(all)-1].State, "it never settled: %+v", all[len(all)-1])
+	})
+
+	t.Run("ends when the client goes", func(t *testing.T) {
+		s, r, lc := start(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", r.base+lc+"/status?watch=true", nil)
+		require.NoError(t, err)
+		c := *r.c
+		c.Timeout = 0
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		require.True(t, sc.Scan(), "a first status: %v", sc.Err())
+		var line struct {
+			Result *lcStatus `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
+		require.NotNil(t, line.Result)
+		require.Equal(t, "1", openWatches(t, s))
+
+		cancel()
+		_ = resp.Body.Close()
+		eventually(t, "the server-side watch ended", func() bool { return openWatches(t, s) == "0" })
+	})
+}
