@@ -24,6 +24,7 @@ type Config struct {
 	HTTPWriteTimeout time.Duration `env:"DCM_HTTP_WRITE_TIMEOUT" flag:"http-write-timeout" default:"60s" usage:"time an HTTP response gets to be written, from the end of the request's headers (status watch streams are bounded by DCM_WATCH_MAX instead)"`
 	HTTPIdleTimeout  time.Duration `env:"DCM_HTTP_IDLE_TIMEOUT" flag:"http-idle-timeout" default:"120s" usage:"time an idle keep-alive HTTP connection is kept open"`
 	WatchMax         time.Duration `env:"DCM_WATCH_MAX" flag:"watch-max" default:"30m" usage:"longest a status watch (GET .../status?watch=true) runs before its stream ends cleanly; the client watches again to go on. Read by core and the gateway"`
+	MaxWatches       int           `env:"DCM_MAX_WATCHES" flag:"max-watches" default:"16" usage:"status watches one credential (identity: subject, role, project, certificate or token) may have open at once; past it, 429 (0: no maximum). Read by the gateway"`
 	// CleanupInterval paces the retries of removals a down service left
 	// unfinished (a deleted logical cloud's parts).
 	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often core retries removing a deleted logical cloud's parts from a service that was down"`

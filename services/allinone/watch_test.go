@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -56,6 +57,48 @@ func TestWatchBounds(t *testing.T) {
 		all := r.watch(lc) // requires 200, no error line, a clean end
 		require.GreaterOrEqual(t, time.Since(began), 3*time.Second, "it ended at the maximum, not at the write timeout")
 		require.Equal(t, "Instantiating", all[len(all)-1].State, "it never settled: %+v", all[len(all)-1])
+	})
+
+	t.Run("at most N per credential", func(t *testing.T) {
+		s, r, lc := start(t, "-max-watches", "2")
+		open := func(c *http.Client, token string) (*http.Response, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			req, err := http.NewRequestWithContext(ctx, "GET", r.base+lc+"/status?watch=true", nil)
+			require.NoError(t, err)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			cc := *c
+			cc.Timeout = 0
+			resp, err := cc.Do(req)
+			require.NoError(t, err)
+			t.Cleanup(func() { cancel(); _ = resp.Body.Close() })
+			return resp, cancel
+		}
+		first, stop := open(s.Admin, "")
+		require.Equal(t, 200, first.StatusCode)
+		second, _ := open(s.Admin, "")
+		require.Equal(t, 200, second.StatusCode)
+		third, _ := open(s.Admin, "")
+		b, err := io.ReadAll(third.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusTooManyRequests, third.StatusCode, "%s", b)
+		require.JSONEq(t, `{"code":429,"status":"ResourceExhausted","message":"at most 2 status watches at once per credential (DCM_MAX_WATCHES): end one first"}`, string(b))
+
+		// Another credential has slots of its own.
+		other, _ := open(s.Client(nil), s.AdminToken)
+		require.Equal(t, 200, other.StatusCode)
+
+		// A watch that ends gives its slot back.
+		stop()
+		eventually(t, "the slot is given back", func() bool {
+			resp, cancel := open(s.Admin, "")
+			if resp.StatusCode == 200 {
+				return true
+			}
+			cancel()
+			return false
+		})
 	})
 
 	t.Run("ends when the client goes", func(t *testing.T) {

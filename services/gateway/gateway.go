@@ -76,7 +76,7 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 		auth.TLS = env.TLS
 	}
 	h, err := gateway.New(ctx, gc, auth, env.Log.Named(logging.AuditName),
-		gateway.Limits{WatchMax: cfg.WatchMax, WriteTimeout: cfg.HTTPWriteTimeout})
+		gateway.Limits{WatchMax: cfg.WatchMax, WriteTimeout: cfg.HTTPWriteTimeout, MaxWatches: cfg.MaxWatches})
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("gateway: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"net/textproto"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.uber.org/zap"
@@ -93,41 +92,6 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	}))
 	root.Handle("/", watchParam(limits, noBodyOn204(mux)))
 	return secure(auth, auditLog, root), nil
-}
-
-// Limits are the bounds the gateway applies to streaming routes.
-type Limits struct {
-	// WatchMax is the longest a status watch runs (core ends it there).
-	WatchMax time.Duration
-	// WriteTimeout is the HTTP server's write timeout (DCM_HTTP_WRITE_TIMEOUT).
-	WriteTimeout time.Duration
-}
-
-// watchParam serves GET .../status?watch=true, the documented spelling, by
-// the streaming route .../status/watch.
-//
-// The HTTP server's write timeout would cut a watch stream after
-// DCM_HTTP_WRITE_TIMEOUT; a watch gets WatchMax (when core ends it) plus
-// that timeout instead, so a stalled reader is still disconnected.
-func watchParam(limits Limits, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && (strings.HasSuffix(r.URL.Path, "/status/watch") || strings.HasSuffix(r.URL.Path, "/status") && r.URL.Query().Get("watch") == "true") {
-			var deadline time.Time // none: no write timeout, or no maximum
-			if limits.WriteTimeout > 0 && limits.WatchMax > 0 {
-				deadline = time.Now().Add(limits.WatchMax + limits.WriteTimeout)
-			}
-			_ = http.NewResponseController(w).SetWriteDeadline(deadline)
-		}
-		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/status") && r.URL.Query().Get("watch") == "true" {
-			r = r.Clone(r.Context())
-			r.URL.Path += "/watch"
-			r.URL.RawPath = ""
-			q := r.URL.Query()
-			q.Del("watch")
-			r.URL.RawQuery = q.Encode()
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // noteRoute records the matched route and RPC for the audit log, and
