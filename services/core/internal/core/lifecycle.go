@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -371,15 +373,22 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 	// A watch ends cleanly at its maximum, settled or not (a cluster that
 	// is down never settles): the client watches again to go on. It ends
 	// when the client goes too, through the stream's context.
-	ctx := stream.Context()
+	//
+	// The maximum cancels the calls below rather than giving them a
+	// deadline: a deadline travels to rsync, which may give up a moment
+	// before this process's timer fires, and its error would then reach
+	// the client as a failure. The flag is set before the cancel.
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	var reachedMax atomic.Bool
 	if s.WatchMax > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.WatchMax)
-		defer cancel()
+		t := time.AfterFunc(s.WatchMax, func() {
+			reachedMax.Store(true)
+			cancel()
+		})
+		defer t.Stop()
 	}
-	atMax := func() bool {
-		return errors.Is(ctx.Err(), context.DeadlineExceeded) && stream.Context().Err() == nil
-	}
+	atMax := func() bool { return reachedMax.Load() && stream.Context().Err() == nil }
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
