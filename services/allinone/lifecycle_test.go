@@ -426,6 +426,13 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	st := r.status(lc)
 	require.NotEmpty(t, st.LastErrors)
 	require.Contains(t, strings.Join(st.LastErrors, "\n"), down.Name)
+	// Tenants read a short cause, not the client's error with the API
+	// server's address (docs/security.md "Errors to tenants").
+	addr := strings.TrimPrefix(down.Server, "https://")
+	require.Contains(t, strings.Join(st.LastErrors, "\n"), "unreachable")
+	body := r.want(200, "GET", lc+"/status", "")
+	require.NotContains(t, body, addr)
+	require.NotContains(t, body, "dial tcp")
 	// The clusters that are up get it all meanwhile.
 	eventually(t, "the clusters that are up are done", func() bool {
 		st := r.status(lc)
@@ -437,7 +444,10 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 		return st.State == "Instantiating"
 	})
 	// No kubeconfig can be made for a cluster that cannot be reached.
-	require.Contains(t, r.want(503, "GET", lc+"/cluster-references/"+down.Name+"/kubeconfig", ""), down.Name)
+	body = r.want(503, "GET", lc+"/cluster-references/"+down.Name+"/kubeconfig", "")
+	require.Contains(t, body, down.Name)
+	require.NotContains(t, body, addr)
+	require.Contains(t, body, "unreachable")
 
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true

@@ -61,7 +61,7 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 			defer func() { <-sem }()
 			cl, err := e.connect.Connect(ctx, res.GetProvider(), res.GetCluster())
 			if err != nil {
-				res.State, res.Error, failed[i] = rsyncv1.Ownership_OWNERSHIP_UNKNOWN, err.Error(), err
+				res.State, res.Error, failed[i] = rsyncv1.Ownership_OWNERSHIP_UNKNOWN, Cause(err), err
 				return
 			}
 			live, err := cl.Get(ctx, gvk, namespace, name)
@@ -70,7 +70,7 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 				res.State = rsyncv1.Ownership_OWNERSHIP_FREE
 				return
 			case err != nil:
-				res.State, res.Error, failed[i] = rsyncv1.Ownership_OWNERSHIP_UNKNOWN, err.Error(), err
+				res.State, res.Error, failed[i] = rsyncv1.Ownership_OWNERSHIP_UNKNOWN, Cause(err), err
 				return
 			}
 			switch st, other := standingOf(live, owner, false); st {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -158,14 +159,28 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 		return false
 	case Retryable(err):
 		operations.WithLabelValues(op, "retry").Inc()
-		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, r.GetAttempts()+1, err.Error()
+		e.logCause(t, r, op, err)
+		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, r.GetAttempts()+1, Cause(err)
 		t.next = now.Add(e.backoff(int(r.GetAttempts())))
 		r.NextRetry = timestamppb.New(t.next)
 		return true
 	default:
 		operations.WithLabelValues(op, "failed").Inc()
-		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, err.Error()
+		e.logCause(t, r, op, err)
+		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, Cause(err)
 		r.Generation = gen
 		return false
 	}
+}
+
+// logCause logs a step's full error, which tenants see only as its Cause:
+// at info when the cause is new for the resource, at debug when a retry
+// fails again the same way.
+func (e *Engine) logCause(t *task, r *rsyncv1.ResourceStatus, op string, err error) {
+	lvl := zap.InfoLevel
+	if r.GetLastError() == Cause(err) {
+		lvl = zap.DebugLevel
+	}
+	e.log.Log(lvl, "step failed", zap.String("owner", t.owner.rec.GetOwner()), zap.String("cluster", t.provider+"/"+t.cluster),
+		zap.String("operation", op), zap.String("object", objectName(r.GetKind(), r.GetNamespace(), r.GetName())), zap.Error(err))
 }

@@ -118,11 +118,11 @@ func (s *Service) RenewCertificate(ctx context.Context, req *rsyncv1.RenewCertif
 	}
 	kube, err := s.connector.kube(ctx, provider, cluster)
 	if err != nil {
-		return nil, clusterError(provider, cluster, err)
+		return nil, clusterError(ctx, provider, cluster, err)
 	}
 	created, err := kube.Create(ctx, fresh, engine.FieldManager(owner))
 	if err != nil {
-		return nil, clusterError(provider, cluster, err)
+		return nil, clusterError(ctx, provider, cluster, err)
 	}
 	defer func() {
 		if err := kube.Delete(context.WithoutCancel(ctx), csrGVK, "", created.GetName(), created.GetUID()); err != nil {
@@ -131,7 +131,7 @@ func (s *Service) RenewCertificate(ctx context.Context, req *rsyncv1.RenewCertif
 		}
 	}()
 	if err := kube.ApproveCSR(ctx, created, engine.FieldManager(owner)); err != nil {
-		return nil, clusterError(provider, cluster, err)
+		return nil, clusterError(ctx, provider, cluster, err)
 	}
 	cert, err := s.awaitIssued(ctx, kube, created.GetName(), provider, cluster)
 	if err != nil {

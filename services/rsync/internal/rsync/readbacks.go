@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -23,6 +24,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/logging"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
@@ -78,14 +80,14 @@ func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetSe
 	}
 	kube, err := s.connector.kube(ctx, provider, cluster)
 	if err != nil {
-		return nil, clusterError(provider, cluster, err)
+		return nil, clusterError(ctx, provider, cluster, err)
 	}
 	token, exp, err := kube.RequestToken(ctx, ns, name, int64(lifetime/time.Second))
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, errs.NotFound("%s not found", where)
 	case err != nil:
-		return nil, clusterError(provider, cluster, err)
+		return nil, clusterError(ctx, provider, cluster, err)
 	}
 	return &rsyncv1.GetServiceAccountTokenResponse{Token: []byte(token), ExpireTime: timestamppb.New(exp)}, nil
 }
@@ -123,18 +125,22 @@ func (s *Service) read(ctx context.Context, provider, cluster string, gvk schema
 	case apierrors.IsNotFound(err):
 		return nil, errs.NotFound("%s %q not found on cluster %s/%s", gvk.Kind, strings.TrimPrefix(namespace+"/"+name, "/"), provider, cluster)
 	case err != nil:
-		return nil, clusterError(provider, cluster, err)
+		return nil, clusterError(ctx, provider, cluster, err)
 	}
 	return obj, nil
 }
 
 // clusterError maps a cluster's error to a gRPC code: unreachable is
-// Unavailable, a refusal FailedPrecondition.
-func clusterError(provider, cluster string, err error) error {
+// Unavailable, a refusal FailedPrecondition. The caller is told the cluster
+// and the short cause (engine.Cause), never the client's error with the
+// API server's address; the full error goes to the request's log.
+func clusterError(ctx context.Context, provider, cluster string, err error) error {
 	if engine.Retryable(err) {
-		return errs.Unavailable(err, "cluster %s/%s: %v", provider, cluster, err)
+		// The interceptor logs an Unavailable error with its cause.
+		return errs.Unavailable(err, "cluster %s/%s: %s", provider, cluster, engine.Cause(err))
 	}
-	return errs.FailedPrecondition("cluster %s/%s: %v", provider, cluster, err)
+	logging.From(ctx).Info("cluster refused", zap.String("cluster", provider+"/"+cluster), zap.Error(err))
+	return errs.FailedPrecondition("cluster %s/%s: %s", provider, cluster, engine.Cause(err))
 }
 
 // GetClusterConnection implements rsyncv1.RsyncInternalServiceServer: the server
