@@ -45,6 +45,25 @@ func (e echo) Register(r grpc.ServiceRegistrar) {
 	}, e)
 }
 
+// serveEchoes runs a server with a public and an internal echo service,
+// logging to log, and returns it, its own TLS material (role service),
+// the CA and the CA file.
+func serveEchoes(t *testing.T, log *zap.Logger) (*server.Server, *pki.TLS, *pki.CA, string) {
+	t.Helper()
+	dir, tlsMat := servertest.PKI(t)
+	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	require.NoError(t, err)
+	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
+	srv, err := server.New(cfg, log, server.Options{TLS: tlsMat},
+		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return srv, tlsMat, ca, filepath.Join(dir, pki.CACertFile)
+}
+
 func TestIsInternal(t *testing.T) {
 	t.Parallel()
 	for method, want := range map[string]bool{
@@ -66,18 +85,8 @@ func TestIsInternal(t *testing.T) {
 // admitted on a public service. A tenant's certificate gets neither.
 func TestInternalServicesAreForServicesOnly(t *testing.T) {
 	t.Parallel()
-	dir, tlsMat := servertest.PKI(t)
-	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
-	require.NoError(t, err)
-	caFile := filepath.Join(dir, pki.CACertFile)
-	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
-	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{TLS: tlsMat},
-		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	ctx := context.Background()
+	srv, tlsMat, ca, caFile := serveEchoes(t, zaptest.NewLogger(t))
 
 	year := time.Now().Add(365 * 24 * time.Hour)
 	admin, _ := issue(t, ca, caFile, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, year)
@@ -114,19 +123,10 @@ func TestInternalServicesAreForServicesOnly(t *testing.T) {
 // caller the gateway audited) do not.
 func TestDirectCallsAudited(t *testing.T) {
 	t.Parallel()
-	dir, tlsMat := servertest.PKI(t)
-	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
-	require.NoError(t, err)
+	ctx := context.Background()
 	core, logs := observer.New(zap.DebugLevel)
-	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
-	srv, err := server.New(cfg, zap.New(core).Named("dcm"), server.Options{TLS: tlsMat},
-		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	admin, _ := issue(t, ca, filepath.Join(dir, pki.CACertFile), pki.Identity{Subject: "root", Role: pki.RoleAdmin}, time.Now().Add(time.Hour))
+	srv, tlsMat, ca, caFile := serveEchoes(t, zap.New(core).Named("dcm"))
+	admin, _ := issue(t, ca, caFile, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, time.Now().Add(time.Hour))
 	call := func(m *pki.TLS, service string) {
 		conn, err := client.Dial(srv.GRPCAddr(), m)
 		require.NoError(t, err)
