@@ -130,6 +130,20 @@ const (
 // level; <prefix>warn and <prefix>audit report them.
 const PodSecurityLabelPrefix = "pod-security.kubernetes.io/"
 
+// DefaultPodSecurity reads the installation's default pod security level
+// (DCM_POD_SECURITY): baseline when empty, or restricted; privileged is
+// never a default (it is set per logical cloud, by an admin).
+func DefaultPodSecurity(setting string) (string, error) {
+	switch setting {
+	case "":
+		return PodSecurityBaseline, nil
+	case PodSecurityBaseline, PodSecurityRestricted:
+		return setting, nil
+	}
+	return "", fmt.Errorf("DCM_POD_SECURITY %q: use %s or %s (privileged is set per logical cloud, by an admin)",
+		setting, PodSecurityBaseline, PodSecurityRestricted)
+}
+
 // CheckPodSecurity checks a logical cloud's pod security level: baseline
 // or restricted for anyone; privileged only at level privileged or admin,
 // and only by an admin (mayGrant). Empty is the installation's default.

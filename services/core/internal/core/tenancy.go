@@ -1,8 +1,6 @@
 package core
 
 import (
-	"fmt"
-
 	"github.com/dcm-project/dcm/platform/kube"
 )
 
@@ -24,13 +22,9 @@ func NewTenancy(reserved, maxQuota, podSecurity string) (Tenancy, error) {
 	if err != nil {
 		return Tenancy{}, err
 	}
-	switch podSecurity {
-	case "":
-		podSecurity = kube.PodSecurityBaseline
-	case kube.PodSecurityBaseline, kube.PodSecurityRestricted:
-	default:
-		return Tenancy{}, fmt.Errorf("DCM_POD_SECURITY %q: use %s or %s (privileged is set per logical cloud, by an admin)",
-			podSecurity, kube.PodSecurityBaseline, kube.PodSecurityRestricted)
+	podSecurity, err = kube.DefaultPodSecurity(podSecurity)
+	if err != nil {
+		return Tenancy{}, err
 	}
 	return Tenancy{Reserved: kube.ParseList(reserved), MaxQuota: m, PodSecurity: podSecurity}, nil
 }

@@ -12,7 +12,6 @@ package namespace
 import (
 	"cmp"
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -40,13 +39,9 @@ type Service struct {
 // the level enforced in a namespace whose logical cloud sets none:
 // baseline (the default when empty) or restricted.
 func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity string) (*Service, error) {
-	switch podSecurity {
-	case "":
-		podSecurity = kube.PodSecurityBaseline
-	case kube.PodSecurityBaseline, kube.PodSecurityRestricted:
-	default:
-		return nil, fmt.Errorf("DCM_POD_SECURITY %q: use %s or %s (privileged is set per logical cloud, by an admin)",
-			podSecurity, kube.PodSecurityBaseline, kube.PodSecurityRestricted)
+	podSecurity, err := kube.DefaultPodSecurity(podSecurity)
+	if err != nil {
+		return nil, err
 	}
 	return &Service{
 		namespaces: store.NewRecords(st, "namespaces", "namespace of logical cloud",

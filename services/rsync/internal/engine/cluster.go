@@ -242,8 +242,9 @@ func withApproval(csr *unstructured.Unstructured) *unstructured.Unstructured {
 	return csr
 }
 
-// csrState reads a CSR's approval and certificate.
-func csrState(csr *unstructured.Unstructured) (approved, denied bool, cert string) {
+// CSRState reads a CSR's approval, whether it was denied or failed, and
+// its certificate (base64, as stored; empty while not issued).
+func CSRState(csr *unstructured.Unstructured) (approved, denied bool, cert string) {
 	conds, _, _ := unstructured.NestedSlice(csr.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)

@@ -132,7 +132,7 @@ func (e *Engine) checkNamespace(ctx context.Context, cl Cluster, in stepInfo, ns
 // certify is the CSR step: approve it, then wait for the signer to issue
 // the certificate.
 func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unstructured, manager string) error {
-	approved, denied, cert := csrState(csr)
+	approved, denied, cert := CSRState(csr)
 	if denied {
 		return Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
 	}
@@ -149,7 +149,7 @@ func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unst
 		if err != nil {
 			return false, err
 		}
-		_, denied, cert := csrState(cur)
+		_, denied, cert := CSRState(cur)
 		if denied {
 			return false, Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
 		}

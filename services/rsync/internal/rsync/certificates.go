@@ -167,14 +167,11 @@ func (s *Service) awaitIssued(ctx context.Context, kube *engine.Kube, name, prov
 // issued reads the certificate of a request: nil while there is none yet,
 // FailedPrecondition when the request was denied or failed.
 func issued(csr *unstructured.Unstructured) ([]byte, error) {
-	conds, _, _ := unstructured.NestedSlice(csr.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["status"] == "True" && (m["type"] == "Denied" || m["type"] == "Failed") {
-			return nil, errs.FailedPrecondition("CertificateSigningRequest %q was %s: %v", csr.GetName(), m["type"], m["message"])
-		}
-	}
-	b64, _, _ := unstructured.NestedString(csr.Object, "status", "certificate")
-	if b64 == "" {
+	_, denied, b64 := engine.CSRState(csr)
+	switch {
+	case denied:
+		return nil, errs.FailedPrecondition("CertificateSigningRequest %q was denied or failed", csr.GetName())
+	case b64 == "":
 		return nil, nil
 	}
 	cert, err := base64.StdEncoding.DecodeString(b64)
