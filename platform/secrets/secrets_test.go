@@ -71,3 +71,65 @@ func TestParseKeyringErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceKeys: each service seals under keys of its own, which another
+// service's keyring does not hold; values sealed under a root key still
+// open and are moved to the service's key by Rewrap; a keyring of derived
+// lines alone (what a service's Deployment gets) opens the service's values.
+func TestServiceKeys(t *testing.T) {
+	t.Parallel()
+	root, err := ParseKeyring(NewKeyLine("k2") + NewKeyLine("k1"))
+	require.NoError(t, err)
+	aad := []byte("clusters/a/kubeconfig")
+	secret := []byte("kubeconfig with client-key-data")
+
+	rsync, err := root.For("rsync")
+	require.NoError(t, err)
+	require.Equal(t, "k2@rsync", rsync.Current())
+	again, err := root.For("rsync")
+	require.NoError(t, err)
+	require.Equal(t, rsync.Lines(), again.Lines(), "derivation is deterministic")
+	require.Equal(t, "k2", RootID(rsync.Current()))
+
+	s, err := rsync.Seal(secret, aad)
+	require.NoError(t, err)
+	require.Equal(t, "k2@rsync", s.KeyID)
+	quota, err := root.For("quota")
+	require.NoError(t, err)
+	_, err = quota.Open(s, aad)
+	require.ErrorIs(t, err, ErrUnknownKey, "quota's keyring must not open rsync's value")
+	require.NotContains(t, err.Error(), "client-key-data")
+
+	legacy, err := root.Seal(secret, aad)
+	require.NoError(t, err)
+	require.Equal(t, "k2", legacy.KeyID)
+	got, err := rsync.Open(legacy, aad)
+	require.NoError(t, err, "a value sealed under the root key still opens")
+	require.Equal(t, secret, got)
+	moved, changed, err := rsync.Rewrap(legacy)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Equal(t, "k2@rsync", moved.KeyID)
+
+	lines := rsync.Lines()
+	require.Equal(t, 2, strings.Count(lines, "\n"))
+	require.True(t, strings.HasPrefix(lines, "k2@rsync:"), lines)
+	require.Contains(t, lines, "\nk1@rsync:")
+	own, err := ParseKeyring("# rsync only\n" + lines)
+	require.NoError(t, err)
+	ownRsync, err := own.For("rsync")
+	require.NoError(t, err)
+	require.Equal(t, "k2@rsync", ownRsync.Current())
+	got, err = ownRsync.Open(moved, aad)
+	require.NoError(t, err, "the derived lines alone open the service's values")
+	require.Equal(t, secret, got)
+	_, err = ownRsync.Open(legacy, aad)
+	require.ErrorIs(t, err, ErrUnknownKey, "without the root, a value not yet rewrapped does not open")
+
+	_, err = own.For("quota")
+	require.ErrorContains(t, err, "no key for service quota")
+	_, err = ownRsync.For("quota")
+	require.Error(t, err)
+	_, err = root.For("a@b")
+	require.Error(t, err)
+}
