@@ -8,6 +8,7 @@ package authv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -304,7 +305,14 @@ func (x *CreateTokenResponse) GetInfo() *Token {
 
 // ListTokensRequest is empty.
 type ListTokensRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,11 +347,28 @@ func (*ListTokensRequest) Descriptor() ([]byte, []int) {
 	return file_dcm_auth_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
+func (x *ListTokensRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTokensRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListTokensResponse carries every token's description.
 type ListTokensResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tokens ordered by id.
-	Tokens        []*Token `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	Tokens []*Token `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +408,13 @@ func (x *ListTokensResponse) GetTokens() []*Token {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *ListTokensResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteTokenRequest names the token.
@@ -564,7 +596,7 @@ var File_dcm_auth_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_auth_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/auth/v1/service.proto\x12\vdcm.auth.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
+	"\x19dcm/auth/v1/service.proto\x12\vdcm.auth.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x12\n" +
@@ -584,23 +616,30 @@ const file_dcm_auth_v1_service_proto_rawDesc = "" +
 	"\x03ttl\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18 R\x03ttl\"S\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12&\n" +
-	"\x04info\x18\x02 \x01(\v2\x12.dcm.auth.v1.TokenR\x04info\"\x13\n" +
-	"\x11ListTokensRequest\"@\n" +
+	"\x04info\x18\x02 \x01(\v2\x12.dcm.auth.v1.TokenR\x04info\"d\n" +
+	"\x11ListTokensRequest\x12%\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"j\n" +
 	"\x12ListTokensResponse\x12*\n" +
-	"\x06tokens\x18\x01 \x03(\v2\x12.dcm.auth.v1.TokenR\x06tokens\";\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x12.dcm.auth.v1.TokenR\x06tokens\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\";\n" +
 	"\x12DeleteTokenRequest\x12%\n" +
 	"\x02id\x18\x01 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{16}$R\x02id\"\x15\n" +
 	"\x13DeleteTokenResponse\"4\n" +
 	"\x13AuthenticateRequest\x12\x1d\n" +
 	"\x05token\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x05token\"@\n" +
 	"\x14AuthenticateResponse\x12(\n" +
-	"\x05token\x18\x01 \x01(\v2\x12.dcm.auth.v1.TokenR\x05token2\xb0\x03\n" +
+	"\x05token\x18\x01 \x01(\v2\x12.dcm.auth.v1.TokenR\x05token2\xd0\x03\n" +
 	"\vAuthService\x12l\n" +
 	"\vCreateToken\x12\x1f.dcm.auth.v1.CreateTokenRequest\x1a .dcm.auth.v1.CreateTokenResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v2/auth/tokens\x12n\n" +
 	"\n" +
 	"ListTokens\x12\x1e.dcm.auth.v1.ListTokensRequest\x1a\x1f.dcm.auth.v1.ListTokensResponse\"\x1f\x82\xd3\xe4\x93\x02\x19b\x06tokens\x12\x0f/v2/auth/tokens\x12n\n" +
-	"\vDeleteToken\x12\x1f.dcm.auth.v1.DeleteTokenRequest\x1a .dcm.auth.v1.DeleteTokenResponse\"\x1c\x82\xd3\xe4\x93\x02\x16*\x14/v2/auth/tokens/{id}\x12S\n" +
-	"\fAuthenticate\x12 .dcm.auth.v1.AuthenticateRequest\x1a!.dcm.auth.v1.AuthenticateResponseB3Z1github.com/dcm-project/dcm/gen/dcm/auth/v1;authv1b\x06proto3"
+	"\vDeleteToken\x12\x1f.dcm.auth.v1.DeleteTokenRequest\x1a .dcm.auth.v1.DeleteTokenResponse\"\x1c\x82\xd3\xe4\x93\x02\x16*\x14/v2/auth/tokens/{id}\x12b\n" +
+	"\fAuthenticate\x12 .dcm.auth.v1.AuthenticateRequest\x1a!.dcm.auth.v1.AuthenticateResponse\"\r\xc2\xf3\x18\t\n" +
+	"\agateway\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/auth/v1;authv1b\x06proto3"
 
 var (
 	file_dcm_auth_v1_service_proto_rawDescOnce sync.Once

@@ -8,6 +8,7 @@ package cadistv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -286,7 +287,14 @@ func (x *GetRootResponse) GetRoot() *Root {
 
 // ListRootsRequest names the parent.
 type ListRootsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,11 +329,28 @@ func (*ListRootsRequest) Descriptor() ([]byte, []int) {
 	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *ListRootsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRootsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListRootsResponse carries the roots.
 type ListRootsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// roots ordered by name.
-	Roots         []*Root `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
+	Roots []*Root `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,6 +390,13 @@ func (x *ListRootsResponse) GetRoots() []*Root {
 		return x.Roots
 	}
 	return nil
+}
+
+func (x *ListRootsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteRootRequest names the root.
@@ -454,7 +486,7 @@ var File_dcm_cadist_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xad\x01\n" +
+	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xad\x01\n" +
 	"\x04Root\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12\x1f\n" +
@@ -468,20 +500,26 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\x0eGetRootRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\":\n" +
 	"\x0fGetRootResponse\x12'\n" +
-	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootR\x04root\"\x12\n" +
-	"\x10ListRootsRequest\">\n" +
+	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootR\x04root\"c\n" +
+	"\x10ListRootsRequest\x12%\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"h\n" +
 	"\x11ListRootsResponse\x12)\n" +
-	"\x05roots\x18\x01 \x03(\v2\x13.dcm.cadist.v1.RootR\x05roots\"2\n" +
+	"\x05roots\x18\x01 \x03(\v2\x13.dcm.cadist.v1.RootR\x05roots\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"2\n" +
 	"\x11DeleteRootRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
-	"\x12DeleteRootResponse2\xde\x03\n" +
+	"\x12DeleteRootResponse2\xef\x03\n" +
 	"\rCaDistService\x12w\n" +
 	"\n" +
 	"CreateRoot\x12 .dcm.cadist.v1.CreateRootRequest\x1a!.dcm.cadist.v1.CreateRootResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x04rootb\x04root\"\x10/v2/cadist/roots\x12o\n" +
 	"\aGetRoot\x12\x1d.dcm.cadist.v1.GetRootRequest\x1a\x1e.dcm.cadist.v1.GetRootResponse\"%\x82\xd3\xe4\x93\x02\x1fb\x04root\x12\x17/v2/cadist/roots/{name}\x12o\n" +
 	"\tListRoots\x12\x1f.dcm.cadist.v1.ListRootsRequest\x1a .dcm.cadist.v1.ListRootsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19b\x05roots\x12\x10/v2/cadist/roots\x12r\n" +
 	"\n" +
-	"DeleteRoot\x12 .dcm.cadist.v1.DeleteRootRequest\x1a!.dcm.cadist.v1.DeleteRootResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v2/cadist/roots/{name}B7Z5github.com/dcm-project/dcm/gen/dcm/cadist/v1;cadistv1b\x06proto3"
+	"DeleteRoot\x12 .dcm.cadist.v1.DeleteRootRequest\x1a!.dcm.cadist.v1.DeleteRootResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v2/cadist/roots/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B7Z5github.com/dcm-project/dcm/gen/dcm/cadist/v1;cadistv1b\x06proto3"
 
 var (
 	file_dcm_cadist_v1_service_proto_rawDescOnce sync.Once

@@ -8,6 +8,7 @@ package corev1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	v11 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
@@ -569,7 +570,14 @@ func (x *GetLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
 type ListLogicalCloudsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
-	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -611,11 +619,28 @@ func (x *ListLogicalCloudsRequest) GetProject() string {
 	return ""
 }
 
+func (x *ListLogicalCloudsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLogicalCloudsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListLogicalCloudsResponse carries the logical clouds.
 type ListLogicalCloudsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// logical_clouds ordered by name.
 	LogicalClouds []*LogicalCloud `protobuf:"bytes,1,rep,name=logical_clouds,json=logical-clouds,proto3" json:"logical_clouds,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +680,13 @@ func (x *ListLogicalCloudsResponse) GetLogicalClouds() []*LogicalCloud {
 		return x.LogicalClouds
 	}
 	return nil
+}
+
+func (x *ListLogicalCloudsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateLogicalCloudRequest is the REST body of PUT .../logical-clouds/{lc}.
@@ -1191,8 +1223,15 @@ type ListClusterReferencesRequest struct {
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// cluster_provider, when set, keeps that provider's clusters only.
 	ClusterProvider string `protobuf:"bytes,3,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListClusterReferencesRequest) Reset() {
@@ -1246,13 +1285,30 @@ func (x *ListClusterReferencesRequest) GetClusterProvider() string {
 	return ""
 }
 
+func (x *ListClusterReferencesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListClusterReferencesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListClusterReferencesResponse is seed 001's {"cluster-references": [...]}.
 type ListClusterReferencesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// cluster_references ordered by provider and cluster name.
 	ClusterReferences []*ClusterReference `protobuf:"bytes,1,rep,name=cluster_references,json=cluster-references,proto3" json:"cluster_references,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListClusterReferencesResponse) Reset() {
@@ -1290,6 +1346,13 @@ func (x *ListClusterReferencesResponse) GetClusterReferences() []*ClusterReferen
 		return x.ClusterReferences
 	}
 	return nil
+}
+
+func (x *ListClusterReferencesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateClusterReferenceRequest is the REST body of PUT on a reference.
@@ -1969,7 +2032,14 @@ type ListKvPairsRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2018,11 +2088,28 @@ func (x *ListKvPairsRequest) GetLogicalCloud() string {
 	return ""
 }
 
+func (x *ListKvPairsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListKvPairsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListKvPairsResponse carries the records.
 type ListKvPairsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kv_pairs ordered by name.
-	KvPairs       []*KvPair `protobuf:"bytes,1,rep,name=kv_pairs,json=kv-pairs,proto3" json:"kv_pairs,omitempty"`
+	KvPairs []*KvPair `protobuf:"bytes,1,rep,name=kv_pairs,json=kv-pairs,proto3" json:"kv_pairs,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2062,6 +2149,13 @@ func (x *ListKvPairsResponse) GetKvPairs() []*KvPair {
 		return x.KvPairs
 	}
 	return nil
+}
+
+func (x *ListKvPairsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateKvPairRequest replaces a record.
@@ -2288,7 +2382,7 @@ var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb3\x01\n" +
+	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb3\x01\n" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
@@ -2327,11 +2421,16 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Z\n" +
 	"\x17GetLogicalCloudResponse\x12?\n" +
-	"\rlogical_cloud\x18\x01 \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\"?\n" +
+	"\rlogical_cloud\x18\x01 \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\"\x90\x01\n" +
 	"\x18ListLogicalCloudsRequest\x12#\n" +
-	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"^\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12%\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x88\x01\n" +
 	"\x19ListLogicalCloudsResponse\x12A\n" +
-	"\x0elogical_clouds\x18\x01 \x03(\v2\x19.dcm.core.v1.LogicalCloudR\x0elogical-clouds\"\xe0\x01\n" +
+	"\x0elogical_clouds\x18\x01 \x03(\v2\x19.dcm.core.v1.LogicalCloudR\x0elogical-clouds\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xe0\x01\n" +
 	"\x19UpdateLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12:\n" +
@@ -2362,13 +2461,18 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x10cluster_provider\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
 	"\fcluster_name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\"j\n" +
 	"\x1bGetClusterReferenceResponse\x12K\n" +
-	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\xae\x01\n" +
+	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\xff\x01\n" +
 	"\x1cListClusterReferencesRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x128\n" +
-	"\x10cluster_provider\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x10cluster-provider\"n\n" +
+	"\x10cluster_provider\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12%\n" +
+	"\tpage_size\x18\x04 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x98\x01\n" +
 	"\x1dListClusterReferencesResponse\x12M\n" +
-	"\x12cluster_references\x18\x01 \x03(\v2\x1d.dcm.core.v1.ClusterReferenceR\x12cluster-references\"\x91\x02\n" +
+	"\x12cluster_references\x18\x01 \x03(\v2\x1d.dcm.core.v1.ClusterReferenceR\x12cluster-references\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x91\x02\n" +
 	"\x1dUpdateClusterReferenceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x125\n" +
@@ -2407,12 +2511,17 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"B\n" +
 	"\x11GetKvPairResponse\x12-\n" +
-	"\akv_pair\x18\x01 \x01(\v2\x13.dcm.core.v1.KvPairR\akv-pair\"j\n" +
+	"\akv_pair\x18\x01 \x01(\v2\x13.dcm.core.v1.KvPairR\akv-pair\"\xbb\x01\n" +
 	"\x12ListKvPairsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"F\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12%\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"p\n" +
 	"\x13ListKvPairsResponse\x12/\n" +
-	"\bkv_pairs\x18\x01 \x03(\v2\x13.dcm.core.v1.KvPairR\bkv-pairs\"\xc1\x01\n" +
+	"\bkv_pairs\x18\x01 \x03(\v2\x13.dcm.core.v1.KvPairR\bkv-pairs\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xc1\x01\n" +
 	"\x13UpdateKvPairRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
@@ -2424,10 +2533,14 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xa4&\n" +
+	"\x14DeleteKvPairResponse2\xf6&\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
-	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xaa\x01\n" +
-	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"L\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
+	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xd1\x01\n" +
+	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"s\xc2\xf3\x18#\n" +
+	"\agateway\n" +
+	"\tnamespace\n" +
+	"\x05quota\n" +
+	"\x04user\x10\x01\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
 	"\x11ListLogicalClouds\x12%.dcm.core.v1.ListLogicalCloudsRequest\x1a&.dcm.core.v1.ListLogicalCloudsResponse\"=\x82\xd3\xe4\x93\x027b\x0elogical_clouds\x12%/v2/projects/{project}/logical-clouds\x12\xb6\x01\n" +
 	"\x12UpdateLogicalCloud\x12&.dcm.core.v1.UpdateLogicalCloudRequest\x1a'.dcm.core.v1.UpdateLogicalCloudResponse\"O\x82\xd3\xe4\x93\x02I:\x01*b\rlogical_cloud\x1a5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa4\x01\n" +
 	"\x12DeleteLogicalCloud\x12&.dcm.core.v1.DeleteLogicalCloudRequest\x1a'.dcm.core.v1.DeleteLogicalCloudResponse\"=\x82\xd3\xe4\x93\x027*5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xfe\x01\n" +
@@ -2440,15 +2553,18 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\rGetKubeconfig\x12!.dcm.core.v1.GetKubeconfigRequest\x1a\x14.google.api.HttpBody\"\xf8\x01\x82\xd3\xe4\x93\x02\xf1\x01Z\x8a\x01\x12\x87\x01/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}/kubeconfig\x12b/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{cluster_name}/kubeconfig\x12\xa8\x01\n" +
 	"\rGetQuotaUsage\x12!.dcm.core.v1.GetQuotaUsageRequest\x1a\".dcm.core.v1.GetQuotaUsageResponse\"P\x82\xd3\xe4\x93\x02Jb\x05usage\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/quota-usage\x12\xe3\x02\n" +
 	"\x16CreateClusterReference\x12*.dcm.core.v1.CreateClusterReferenceRequest\x1a+.dcm.core.v1.CreateClusterReferenceResponse\"\xef\x01\x82\xd3\xe4\x93\x02\xe8\x01:\x01*Z\x85\x01:\x01*b\x11cluster_reference\"m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-referencesb\x11cluster_reference\"H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x83\x02\n" +
-	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\x98\x01\x82\xd3\xe4\x93\x02\x91\x01b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xb3\x02\n" +
-	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xc2\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x8f\x02\n" +
+	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\x98\x01\x82\xd3\xe4\x93\x02\x91\x01b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xcd\x02\n" +
+	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xdc\x01\xc2\xf3\x18\x16\n" +
+	"\agateway\n" +
+	"\tnamespace\x10\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x8f\x02\n" +
 	"\x16UpdateClusterReference\x12*.dcm.core.v1.UpdateClusterReferenceRequest\x1a+.dcm.core.v1.UpdateClusterReferenceResponse\"\x9b\x01\x82\xd3\xe4\x93\x02\x94\x01:\x01*b\x11cluster_reference\x1a|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xf8\x01\n" +
 	"\x16DeleteClusterReference\x12*.dcm.core.v1.DeleteClusterReferenceRequest\x1a+.dcm.core.v1.DeleteClusterReferenceResponse\"\x84\x01\x82\xd3\xe4\x93\x02~*|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xad\x01\n" +
 	"\fCreateKvPair\x12 .dcm.core.v1.CreateKvPairRequest\x1a!.dcm.core.v1.CreateKvPairResponse\"X\x82\xd3\xe4\x93\x02R:\akv_pairb\akv_pair\">/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xa2\x01\n" +
 	"\tGetKvPair\x12\x1d.dcm.core.v1.GetKvPairRequest\x1a\x1e.dcm.core.v1.GetKvPairResponse\"V\x82\xd3\xe4\x93\x02Pb\akv_pair\x12E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xa2\x01\n" +
 	"\vListKvPairs\x12\x1f.dcm.core.v1.ListKvPairsRequest\x1a .dcm.core.v1.ListKvPairsResponse\"P\x82\xd3\xe4\x93\x02Jb\bkv_pairs\x12>/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xb4\x01\n" +
 	"\fUpdateKvPair\x12 .dcm.core.v1.UpdateKvPairRequest\x1a!.dcm.core.v1.UpdateKvPairResponse\"_\x82\xd3\xe4\x93\x02Y:\akv_pairb\akv_pair\x1aE/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xa2\x01\n" +
-	"\fDeleteKvPair\x12 .dcm.core.v1.DeleteKvPairRequest\x1a!.dcm.core.v1.DeleteKvPairResponse\"M\x82\xd3\xe4\x93\x02G*E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
+	"\fDeleteKvPair\x12 .dcm.core.v1.DeleteKvPairRequest\x1a!.dcm.core.v1.DeleteKvPairResponse\"M\x82\xd3\xe4\x93\x02G*E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
 
 var (
 	file_dcm_core_v1_logical_cloud_proto_rawDescOnce sync.Once

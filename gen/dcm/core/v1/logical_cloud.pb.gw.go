@@ -135,6 +135,8 @@ func local_request_LogicalCloudService_GetLogicalCloud_0(ctx context.Context, ma
 	return msg, metadata, err
 }
 
+var filter_LogicalCloudService_ListLogicalClouds_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
 func request_LogicalCloudService_ListLogicalClouds_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ListLogicalCloudsRequest
@@ -148,6 +150,12 @@ func request_LogicalCloudService_ListLogicalClouds_0(ctx context.Context, marsha
 	protoReq.Project, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_ListLogicalClouds_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -169,6 +177,12 @@ func local_request_LogicalCloudService_ListLogicalClouds_0(ctx context.Context, 
 	protoReq.Project, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_ListLogicalClouds_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.ListLogicalClouds(ctx, &protoReq)
 	return msg, metadata, err
@@ -1192,6 +1206,8 @@ func local_request_LogicalCloudService_ListClusterReferences_0(ctx context.Conte
 	return msg, metadata, err
 }
 
+var filter_LogicalCloudService_ListClusterReferences_1 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1, "cluster_provider": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
+
 func request_LogicalCloudService_ListClusterReferences_1(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ListClusterReferencesRequest
@@ -1221,6 +1237,12 @@ func request_LogicalCloudService_ListClusterReferences_1(ctx context.Context, ma
 	protoReq.ClusterProvider, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_provider", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_ListClusterReferences_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -1258,6 +1280,12 @@ func local_request_LogicalCloudService_ListClusterReferences_1(ctx context.Conte
 	protoReq.ClusterProvider, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster_provider", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_ListClusterReferences_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.ListClusterReferences(ctx, &protoReq)
 	return msg, metadata, err
@@ -1575,6 +1603,8 @@ func local_request_LogicalCloudService_GetKvPair_0(ctx context.Context, marshale
 	return msg, metadata, err
 }
 
+var filter_LogicalCloudService_ListKvPairs_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
 func request_LogicalCloudService_ListKvPairs_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ListKvPairsRequest
@@ -1596,6 +1626,12 @@ func request_LogicalCloudService_ListKvPairs_0(ctx context.Context, marshaler ru
 	protoReq.LogicalCloud, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_ListKvPairs_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -1625,6 +1661,12 @@ func local_request_LogicalCloudService_ListKvPairs_0(ctx context.Context, marsha
 	protoReq.LogicalCloud, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_ListKvPairs_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.ListKvPairs(ctx, &protoReq)
 	return msg, metadata, err

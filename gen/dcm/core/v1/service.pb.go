@@ -8,6 +8,7 @@ package corev1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -210,7 +211,14 @@ func (x *GetProjectResponse) GetProject() *Project {
 
 // ListProjectsRequest has no filters yet.
 type ListProjectsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -245,11 +253,28 @@ func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
 	return file_dcm_core_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
+func (x *ListProjectsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProjectsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListProjectsResponse carries every project.
 type ListProjectsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// projects ordered by name.
-	Projects      []*Project `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	Projects []*Project `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +314,13 @@ func (x *ListProjectsResponse) GetProjects() []*Project {
 		return x.Projects
 	}
 	return nil
+}
+
+func (x *ListProjectsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateProjectRequest is the REST body of PUT /v2/projects/{project}.
@@ -479,7 +511,7 @@ var File_dcm_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/core/v1/service.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x19dcm/core/v1/project.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"R\n" +
+	"\x19dcm/core/v1/service.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x19dcm/core/v1/project.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"R\n" +
 	"\x14CreateProjectRequest\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"G\n" +
 	"\x15CreateProjectResponse\x12.\n" +
@@ -487,10 +519,15 @@ const file_dcm_core_v1_service_proto_rawDesc = "" +
 	"\x11GetProjectRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"D\n" +
 	"\x12GetProjectResponse\x12.\n" +
-	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\"\x15\n" +
-	"\x13ListProjectsRequest\"H\n" +
+	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\"f\n" +
+	"\x13ListProjectsRequest\x12%\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"r\n" +
 	"\x14ListProjectsResponse\x120\n" +
-	"\bprojects\x18\x01 \x03(\v2\x14.dcm.core.v1.ProjectR\bprojects\"w\n" +
+	"\bprojects\x18\x01 \x03(\v2\x14.dcm.core.v1.ProjectR\bprojects\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"w\n" +
 	"\x14UpdateProjectRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12:\n" +
 	"\bmetadata\x18\x02 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"G\n" +
@@ -498,14 +535,15 @@ const file_dcm_core_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\";\n" +
 	"\x14DeleteProjectRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"\x17\n" +
-	"\x15DeleteProjectResponse2\xf1\x04\n" +
+	"\x15DeleteProjectResponse2\x82\x05\n" +
 	"\vCoreService\x12x\n" +
 	"\rCreateProject\x12!.dcm.core.v1.CreateProjectRequest\x1a\".dcm.core.v1.CreateProjectResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*b\aproject\"\f/v2/projects\x12v\n" +
 	"\n" +
 	"GetProject\x12\x1e.dcm.core.v1.GetProjectRequest\x1a\x1f.dcm.core.v1.GetProjectResponse\"'\x82\xd3\xe4\x93\x02!b\aproject\x12\x16/v2/projects/{project}\x12s\n" +
 	"\fListProjects\x12 .dcm.core.v1.ListProjectsRequest\x1a!.dcm.core.v1.ListProjectsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18b\bprojects\x12\f/v2/projects\x12\x82\x01\n" +
 	"\rUpdateProject\x12!.dcm.core.v1.UpdateProjectRequest\x1a\".dcm.core.v1.UpdateProjectResponse\"*\x82\xd3\xe4\x93\x02$:\x01*b\aproject\x1a\x16/v2/projects/{project}\x12v\n" +
-	"\rDeleteProject\x12!.dcm.core.v1.DeleteProjectRequest\x1a\".dcm.core.v1.DeleteProjectResponse\"\x1e\x82\xd3\xe4\x93\x02\x18*\x16/v2/projects/{project}B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
+	"\rDeleteProject\x12!.dcm.core.v1.DeleteProjectRequest\x1a\".dcm.core.v1.DeleteProjectResponse\"\x1e\x82\xd3\xe4\x93\x02\x18*\x16/v2/projects/{project}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
 
 var (
 	file_dcm_core_v1_service_proto_rawDescOnce sync.Once

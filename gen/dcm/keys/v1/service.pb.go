@@ -7,6 +7,7 @@
 package keysv1
 
 import (
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -136,16 +137,17 @@ var File_dcm_keys_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_keys_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/keys/v1/service.proto\x12\vdcm.keys.v1\x1a\x1cgoogle/api/annotations.proto\"\x16\n" +
+	"\x19dcm/keys/v1/service.proto\x12\vdcm.keys.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1cgoogle/api/annotations.proto\"\x16\n" +
 	"\x14RewrapSecretsRequest\"~\n" +
 	"\x15RewrapSecretsResponse\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\x05R\arecords\x12\x16\n" +
 	"\x06values\x18\x03 \x01(\x05R\x06values\x12\x1c\n" +
-	"\tunchanged\x18\x04 \x01(\x05R\tunchanged2\x86\x01\n" +
+	"\tunchanged\x18\x04 \x01(\x05R\tunchanged2\x97\x01\n" +
 	"\n" +
 	"KeyService\x12x\n" +
-	"\rRewrapSecrets\x12!.dcm.keys.v1.RewrapSecretsRequest\x1a\".dcm.keys.v1.RewrapSecretsResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v2/admin/keys/rewrapB3Z1github.com/dcm-project/dcm/gen/dcm/keys/v1;keysv1b\x06proto3"
+	"\rRewrapSecrets\x12!.dcm.keys.v1.RewrapSecretsRequest\x1a\".dcm.keys.v1.RewrapSecretsResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v2/admin/keys/rewrap\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/keys/v1;keysv1b\x06proto3"
 
 var (
 	file_dcm_keys_v1_service_proto_rawDescOnce sync.Once

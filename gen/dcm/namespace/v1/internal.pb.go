@@ -7,6 +7,7 @@
 package namespacev1
 
 import (
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -24,11 +25,13 @@ var File_dcm_namespace_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdcm/namespace/v1/internal.proto\x12\x10dcm.namespace.v1\x1a\x1edcm/namespace/v1/service.proto2\xd8\x02\n" +
+	"\x1fdcm/namespace/v1/internal.proto\x12\x10dcm.namespace.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1edcm/namespace/v1/service.proto2\xe4\x02\n" +
 	"\x18NamespaceInternalService\x12f\n" +
 	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12f\n" +
 	"\x0fRenderNamespace\x12(.dcm.namespace.v1.RenderNamespaceRequest\x1a).dcm.namespace.v1.RenderNamespaceResponse\x12l\n" +
-	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponseB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
+	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponse\x1a\n" +
+	"\xc2\xf3\x18\x06\n" +
+	"\x04coreB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
 
 var file_dcm_namespace_v1_internal_proto_goTypes = []any{
 	(*CreateNamespaceRequest)(nil),    // 0: dcm.namespace.v1.CreateNamespaceRequest

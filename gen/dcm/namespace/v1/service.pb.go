@@ -8,6 +8,7 @@ package namespacev1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -629,7 +630,7 @@ var File_dcm_namespace_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xa6\x01\n" +
+	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xa6\x01\n" +
 	"\tNamespace\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12?\n" +
 	"\x06labels\x18\x02 \x03(\v2'.dcm.namespace.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
@@ -666,10 +667,11 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\x05level\x18\x04 \x01(\tR\x05level\x12\"\n" +
 	"\fpod_security\x18\x05 \x01(\tR\fpod-security\"7\n" +
 	"\x17RenderNamespaceResponse\x12\x1c\n" +
-	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\xf8\x02\n" +
+	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\x89\x03\n" +
 	"\x10NamespaceService\x12\xad\x01\n" +
 	"\x0eListNamespaces\x12'.dcm.namespace.v1.ListNamespacesRequest\x1a(.dcm.namespace.v1.ListNamespacesResponse\"H\x82\xd3\xe4\x93\x02B\x12@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x12\xb3\x01\n" +
-	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespacesB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
+	"\x10DeleteNamespaces\x12).dcm.namespace.v1.DeleteNamespacesRequest\x1a*.dcm.namespace.v1.DeleteNamespacesResponse\"H\x82\xd3\xe4\x93\x02B*@/v2/projects/{project}/logical-clouds/{logical_cloud}/namespaces\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
 
 var (
 	file_dcm_namespace_v1_service_proto_rawDescOnce sync.Once

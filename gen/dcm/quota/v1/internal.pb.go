@@ -7,6 +7,7 @@
 package quotav1
 
 import (
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -24,10 +25,12 @@ var File_dcm_quota_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/quota/v1/internal.proto\x12\fdcm.quota.v1\x1a\x1adcm/quota/v1/service.proto2\xd3\x01\n" +
+	"\x1bdcm/quota/v1/internal.proto\x12\fdcm.quota.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1adcm/quota/v1/service.proto2\xdf\x01\n" +
 	"\x14QuotaInternalService\x12U\n" +
 	"\fRenderQuotas\x12!.dcm.quota.v1.RenderQuotasRequest\x1a\".dcm.quota.v1.RenderQuotasResponse\x12d\n" +
-	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponseB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
+	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponse\x1a\n" +
+	"\xc2\xf3\x18\x06\n" +
+	"\x04coreB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
 var file_dcm_quota_v1_internal_proto_goTypes = []any{
 	(*RenderQuotasRequest)(nil),       // 0: dcm.quota.v1.RenderQuotasRequest

@@ -8,6 +8,7 @@ package quotav1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -420,7 +421,14 @@ type ListQuotasRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,11 +477,28 @@ func (x *ListQuotasRequest) GetLogicalCloud() string {
 	return ""
 }
 
+func (x *ListQuotasRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListQuotasRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListQuotasResponse carries the quotas.
 type ListQuotasResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// quotas ordered by name.
-	Quotas        []*Quota `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	Quotas []*Quota `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -513,6 +538,13 @@ func (x *ListQuotasResponse) GetQuotas() []*Quota {
 		return x.Quotas
 	}
 	return nil
+}
+
+func (x *ListQuotasResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateQuotaRequest replaces a quota.
@@ -979,7 +1011,7 @@ var File_dcm_quota_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"p\n" +
+	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"p\n" +
 	"\x05Quota\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12+\n" +
 	"\x04spec\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04spec\"s\n" +
@@ -1000,12 +1032,17 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"=\n" +
 	"\x10GetQuotaResponse\x12)\n" +
-	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"i\n" +
+	"\x05quota\x18\x01 \x01(\v2\x13.dcm.quota.v1.QuotaR\x05quota\"\xba\x01\n" +
 	"\x11ListQuotasRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"A\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12%\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"k\n" +
 	"\x12ListQuotasResponse\x12+\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x13.dcm.quota.v1.QuotaR\x06quotas\"\xbc\x01\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x13.dcm.quota.v1.QuotaR\x06quotas\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xbc\x01\n" +
 	"\x12UpdateQuotaRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
@@ -1031,14 +1068,17 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\x14RenderQuotasResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names2\xf1\x06\n" +
-	"\fQuotaService\x12\xae\x01\n" +
-	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"Z\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names2\x97\a\n" +
+	"\fQuotaService\x12\xc3\x01\n" +
+	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"o\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
 	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"Z\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
 	"\n" +
 	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
 	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}B5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
 var (
 	file_dcm_quota_v1_service_proto_rawDescOnce sync.Once

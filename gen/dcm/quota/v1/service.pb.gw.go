@@ -167,6 +167,8 @@ func local_request_QuotaService_GetQuota_0(ctx context.Context, marshaler runtim
 	return msg, metadata, err
 }
 
+var filter_QuotaService_ListQuotas_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
 func request_QuotaService_ListQuotas_0(ctx context.Context, marshaler runtime.Marshaler, client QuotaServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ListQuotasRequest
@@ -188,6 +190,12 @@ func request_QuotaService_ListQuotas_0(ctx context.Context, marshaler runtime.Ma
 	protoReq.LogicalCloud, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_QuotaService_ListQuotas_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -217,6 +225,12 @@ func local_request_QuotaService_ListQuotas_0(ctx context.Context, marshaler runt
 	protoReq.LogicalCloud, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_QuotaService_ListQuotas_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.ListQuotas(ctx, &protoReq)
 	return msg, metadata, err

@@ -8,6 +8,7 @@ package rsyncv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -303,7 +304,7 @@ var File_dcm_rsync_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/rsync/v1/internal.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/rsync/v1/rollout.proto\x1a\x1adcm/rsync/v1/service.proto\x1a\x18dcm/types/v1/rules.proto\"\x7f\n" +
+	"\x1bdcm/rsync/v1/internal.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1adcm/rsync/v1/rollout.proto\x1a\x1adcm/rsync/v1/service.proto\x1a\x18dcm/types/v1/rules.proto\"\x7f\n" +
 	"\x12HoldClusterRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12\x1d\n" +
@@ -319,15 +320,17 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"StoredHold\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster2\xd0\v\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster2\xf8\v\n" +
 	"\x14RsyncInternalService\x12[\n" +
 	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12X\n" +
 	"\rSubmitRollout\x12\".dcm.rsync.v1.SubmitRolloutRequest\x1a#.dcm.rsync.v1.SubmitRolloutResponse\x12X\n" +
 	"\rUpdateRollout\x12\".dcm.rsync.v1.UpdateRolloutRequest\x1a#.dcm.rsync.v1.UpdateRolloutResponse\x12X\n" +
 	"\rDeleteRollout\x12\".dcm.rsync.v1.DeleteRolloutRequest\x1a#.dcm.rsync.v1.DeleteRolloutResponse\x12R\n" +
-	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12a\n" +
-	"\x10GetRolloutStatus\x12%.dcm.rsync.v1.GetRolloutStatusRequest\x1a&.dcm.rsync.v1.GetRolloutStatusResponse\x12i\n" +
-	"\x12WatchRolloutStatus\x12'.dcm.rsync.v1.WatchRolloutStatusRequest\x1a(.dcm.rsync.v1.WatchRolloutStatusResponse0\x01\x12[\n" +
+	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12o\n" +
+	"\x10GetRolloutStatus\x12%.dcm.rsync.v1.GetRolloutStatusRequest\x1a&.dcm.rsync.v1.GetRolloutStatusResponse\"\f\xc2\xf3\x18\b\n" +
+	"\x04core\x10\x01\x12w\n" +
+	"\x12WatchRolloutStatus\x12'.dcm.rsync.v1.WatchRolloutStatusRequest\x1a(.dcm.rsync.v1.WatchRolloutStatusResponse\"\f\xc2\xf3\x18\b\n" +
+	"\x04core\x10\x010\x01\x12[\n" +
 	"\x0eGetCertificate\x12#.dcm.rsync.v1.GetCertificateRequest\x1a$.dcm.rsync.v1.GetCertificateResponse\x12a\n" +
 	"\x10RenewCertificate\x12%.dcm.rsync.v1.RenewCertificateRequest\x1a&.dcm.rsync.v1.RenewCertificateResponse\x12s\n" +
 	"\x16GetResourceQuotaStatus\x12+.dcm.rsync.v1.GetResourceQuotaStatusRequest\x1a,.dcm.rsync.v1.GetResourceQuotaStatusResponse\x12m\n" +
@@ -335,7 +338,9 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"\x16GetServiceAccountToken\x12+.dcm.rsync.v1.GetServiceAccountTokenRequest\x1a,.dcm.rsync.v1.GetServiceAccountTokenResponse\x12^\n" +
 	"\x0fGetObjectOwners\x12$.dcm.rsync.v1.GetObjectOwnersRequest\x1a%.dcm.rsync.v1.GetObjectOwnersResponse\x12R\n" +
 	"\vHoldCluster\x12 .dcm.rsync.v1.HoldClusterRequest\x1a!.dcm.rsync.v1.HoldClusterResponse\x12^\n" +
-	"\x0fReleaseClusters\x12$.dcm.rsync.v1.ReleaseClustersRequest\x1a%.dcm.rsync.v1.ReleaseClustersResponseB5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
+	"\x0fReleaseClusters\x12$.dcm.rsync.v1.ReleaseClustersRequest\x1a%.dcm.rsync.v1.ReleaseClustersResponse\x1a\n" +
+	"\xc2\xf3\x18\x06\n" +
+	"\x04coreB5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
 	file_dcm_rsync_v1_internal_proto_rawDescOnce sync.Once

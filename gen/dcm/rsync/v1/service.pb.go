@@ -8,6 +8,7 @@ package rsyncv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -256,7 +257,14 @@ func (x *GetClusterProviderResponse) GetClusterProvider() *ClusterProvider {
 
 // ListClusterProvidersRequest names the parent.
 type ListClusterProvidersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -291,13 +299,30 @@ func (*ListClusterProvidersRequest) Descriptor() ([]byte, []int) {
 	return file_dcm_rsync_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *ListClusterProvidersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListClusterProvidersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListClusterProvidersResponse carries the cluster providers.
 type ListClusterProvidersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// cluster_providers ordered by name.
 	ClusterProviders []*ClusterProvider `protobuf:"bytes,1,rep,name=cluster_providers,json=clusterProviders,proto3" json:"cluster_providers,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListClusterProvidersResponse) Reset() {
@@ -335,6 +360,13 @@ func (x *ListClusterProvidersResponse) GetClusterProviders() []*ClusterProvider 
 		return x.ClusterProviders
 	}
 	return nil
+}
+
+func (x *ListClusterProvidersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteClusterProviderRequest names the cluster provider.
@@ -917,7 +949,14 @@ type ListClustersRequest struct {
 	// provider is the cluster provider's name.
 	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
 	// label, when set, selects the clusters that have it.
-	Label         string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	Label string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -966,11 +1005,28 @@ func (x *ListClustersRequest) GetLabel() string {
 	return ""
 }
 
+func (x *ListClustersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListClustersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListClustersResponse carries the clusters.
 type ListClustersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// clusters ordered by name (without their kubeconfigs).
-	Clusters      []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1010,6 +1066,13 @@ func (x *ListClustersResponse) GetClusters() []*Cluster {
 		return x.Clusters
 	}
 	return nil
+}
+
+func (x *ListClustersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateClusterRequest names the cluster and carries its new content.
@@ -1365,7 +1428,7 @@ var File_dcm_rsync_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"M\n" +
+	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"M\n" +
 	"\x0fClusterProvider\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"p\n" +
 	"\x1cCreateClusterProviderRequest\x12P\n" +
@@ -1375,10 +1438,15 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\x19GetClusterProviderRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"f\n" +
 	"\x1aGetClusterProviderResponse\x12H\n" +
-	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x0fclusterProvider\"\x1d\n" +
-	"\x1bListClusterProvidersRequest\"j\n" +
+	"\x10cluster_provider\x18\x01 \x01(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x0fclusterProvider\"n\n" +
+	"\x1bListClusterProvidersRequest\x12%\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x94\x01\n" +
 	"\x1cListClusterProvidersResponse\x12J\n" +
-	"\x11cluster_providers\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x10clusterProviders\"=\n" +
+	"\x11cluster_providers\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.ClusterProviderR\x10clusterProviders\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"=\n" +
 	"\x1cDeleteClusterProviderRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1f\n" +
 	"\x1dDeleteClusterProviderResponse\"\x8f\x01\n" +
@@ -1409,12 +1477,17 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"E\n" +
 	"\x12GetClusterResponse\x12/\n" +
-	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"[\n" +
+	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"\xac\x01\n" +
 	"\x13ListClustersRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
-	"\x05label\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\x05label\"I\n" +
+	"\x05label\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\x05label\x12%\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"s\n" +
 	"\x14ListClustersResponse\x121\n" +
-	"\bclusters\x18\x01 \x03(\v2\x15.dcm.rsync.v1.ClusterR\bclusters\"\x95\x01\n" +
+	"\bclusters\x18\x01 \x03(\v2\x15.dcm.rsync.v1.ClusterR\bclusters\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x95\x01\n" +
 	"\x14UpdateClusterRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x127\n" +
@@ -1431,7 +1504,7 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.SelectedClusterR\bclusters\"A\n" +
 	"\x0fSelectedCluster\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2\xe4\f\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\xf5\f\n" +
 	"\fRsyncService\x12\xb3\x01\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
 	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
@@ -1443,7 +1516,8 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"GetCluster\x12\x1f.dcm.rsync.v1.GetClusterRequest\x1a .dcm.rsync.v1.GetClusterResponse\"A\x82\xd3\xe4\x93\x02;b\acluster\x120/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
 	"\fListClusters\x12!.dcm.rsync.v1.ListClustersRequest\x1a\".dcm.rsync.v1.ListClustersResponse\";\x82\xd3\xe4\x93\x025b\bclusters\x12)/v2/cluster-providers/{provider}/clusters\x12\xa4\x01\n" +
 	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
-	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
+	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B5Z3github.com/dcm-project/dcm/gen/dcm/rsync/v1;rsyncv1b\x06proto3"
 
 var (
 	file_dcm_rsync_v1_service_proto_rawDescOnce sync.Once

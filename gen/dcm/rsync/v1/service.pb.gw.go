@@ -101,11 +101,19 @@ func local_request_RsyncService_GetClusterProvider_0(ctx context.Context, marsha
 	return msg, metadata, err
 }
 
+var filter_RsyncService_ListClusterProviders_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
 func request_RsyncService_ListClusterProviders_0(ctx context.Context, marshaler runtime.Marshaler, client RsyncServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ListClusterProvidersRequest
 		metadata runtime.ServerMetadata
 	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_RsyncService_ListClusterProviders_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
 	}
@@ -118,6 +126,12 @@ func local_request_RsyncService_ListClusterProviders_0(ctx context.Context, mars
 		protoReq ListClusterProvidersRequest
 		metadata runtime.ServerMetadata
 	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_RsyncService_ListClusterProviders_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	msg, err := server.ListClusterProviders(ctx, &protoReq)
 	return msg, metadata, err
 }

@@ -8,6 +8,7 @@ package servicemeshv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -285,7 +286,14 @@ func (x *GetControlPlaneResponse) GetControlPlane() *ControlPlane {
 type ListControlPlanesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// project is the project's name.
-	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -327,11 +335,28 @@ func (x *ListControlPlanesRequest) GetProject() string {
 	return ""
 }
 
+func (x *ListControlPlanesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListControlPlanesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListControlPlanesResponse carries the control planes.
 type ListControlPlanesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// control_planes ordered by name.
 	ControlPlanes []*ControlPlane `protobuf:"bytes,1,rep,name=control_planes,json=controlPlanes,proto3" json:"control_planes,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +396,13 @@ func (x *ListControlPlanesResponse) GetControlPlanes() []*ControlPlane {
 		return x.ControlPlanes
 	}
 	return nil
+}
+
+func (x *ListControlPlanesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteControlPlaneRequest names the control plane.
@@ -469,7 +501,7 @@ var File_dcm_servicemesh_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\n" +
-	" dcm/servicemesh/v1/service.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\"T\n" +
+	" dcm/servicemesh/v1/service.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\"T\n" +
 	"\fControlPlane\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12%\n" +
 	"\tnamespace\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\tnamespace\"\x8f\x01\n" +
@@ -482,20 +514,25 @@ const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"`\n" +
 	"\x17GetControlPlaneResponse\x12E\n" +
-	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\fcontrolPlane\"?\n" +
+	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\fcontrolPlane\"\x90\x01\n" +
 	"\x18ListControlPlanesRequest\x12#\n" +
-	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"d\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12%\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x8e\x01\n" +
 	"\x19ListControlPlanesResponse\x12G\n" +
-	"\x0econtrol_planes\x18\x01 \x03(\v2 .dcm.servicemesh.v1.ControlPlaneR\rcontrolPlanes\"_\n" +
+	"\x0econtrol_planes\x18\x01 \x03(\v2 .dcm.servicemesh.v1.ControlPlaneR\rcontrolPlanes\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"_\n" +
 	"\x19DeleteControlPlaneRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1c\n" +
-	"\x1aDeleteControlPlaneResponse2\xdc\x03\n" +
+	"\x1aDeleteControlPlaneResponse2\xe4\x03\n" +
 	"\x12ServiceMeshService\x12s\n" +
 	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\x12j\n" +
 	"\x0fGetControlPlane\x12*.dcm.servicemesh.v1.GetControlPlaneRequest\x1a+.dcm.servicemesh.v1.GetControlPlaneResponse\x12p\n" +
 	"\x11ListControlPlanes\x12,.dcm.servicemesh.v1.ListControlPlanesRequest\x1a-.dcm.servicemesh.v1.ListControlPlanesResponse\x12s\n" +
-	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponseBAZ?github.com/dcm-project/dcm/gen/dcm/servicemesh/v1;servicemeshv1b\x06proto3"
+	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponse\x1a\x06\xc2\xf3\x18\x02\x10\x01BAZ?github.com/dcm-project/dcm/gen/dcm/servicemesh/v1;servicemeshv1b\x06proto3"
 
 var (
 	file_dcm_servicemesh_v1_service_proto_rawDescOnce sync.Once

@@ -8,6 +8,7 @@ package trafficv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -315,7 +316,14 @@ type ListTrafficIntentGroupsRequest struct {
 	// composite_app is the composite application (rb) name.
 	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
 	// version is the composite application version.
-	Version       string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,13 +379,30 @@ func (x *ListTrafficIntentGroupsRequest) GetVersion() string {
 	return ""
 }
 
+func (x *ListTrafficIntentGroupsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTrafficIntentGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListTrafficIntentGroupsResponse carries the traffic intent groups.
 type ListTrafficIntentGroupsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// traffic_intent_groups ordered by name.
 	TrafficIntentGroups []*TrafficIntentGroup `protobuf:"bytes,1,rep,name=traffic_intent_groups,json=trafficIntentGroups,proto3" json:"traffic_intent_groups,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTrafficIntentGroupsResponse) Reset() {
@@ -415,6 +440,13 @@ func (x *ListTrafficIntentGroupsResponse) GetTrafficIntentGroups() []*TrafficInt
 		return x.TrafficIntentGroups
 	}
 	return nil
+}
+
+func (x *ListTrafficIntentGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteTrafficIntentGroupRequest names the traffic intent group.
@@ -531,7 +563,7 @@ var File_dcm_traffic_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"P\n" +
+	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"P\n" +
 	"\x12TrafficIntentGroup\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"\xef\x01\n" +
 	"\x1fCreateTrafficIntentGroupRequest\x12#\n" +
@@ -547,24 +579,29 @@ const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1d\n" +
 	"\x04name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"u\n" +
 	"\x1dGetTrafficIntentGroupResponse\x12T\n" +
-	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\x90\x01\n" +
+	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\xe1\x01\n" +
 	"\x1eListTrafficIntentGroupsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
-	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\"y\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12%\n" +
+	"\tpage_size\x18\x04 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\xa3\x01\n" +
 	"\x1fListTrafficIntentGroupsResponse\x12V\n" +
-	"\x15traffic_intent_groups\x18\x01 \x03(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x13trafficIntentGroups\"\xb0\x01\n" +
+	"\x15traffic_intent_groups\x18\x01 \x03(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x13trafficIntentGroups\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xb0\x01\n" +
 	"\x1fDeleteTrafficIntentGroupRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1d\n" +
 	"\x04name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\"\n" +
-	" DeleteTrafficIntentGroupResponse2\x80\x04\n" +
+	" DeleteTrafficIntentGroupResponse2\x88\x04\n" +
 	"\x0eTrafficService\x12}\n" +
 	"\x18CreateTrafficIntentGroup\x12/.dcm.traffic.v1.CreateTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.CreateTrafficIntentGroupResponse\x12t\n" +
 	"\x15GetTrafficIntentGroup\x12,.dcm.traffic.v1.GetTrafficIntentGroupRequest\x1a-.dcm.traffic.v1.GetTrafficIntentGroupResponse\x12z\n" +
 	"\x17ListTrafficIntentGroups\x12..dcm.traffic.v1.ListTrafficIntentGroupsRequest\x1a/.dcm.traffic.v1.ListTrafficIntentGroupsResponse\x12}\n" +
-	"\x18DeleteTrafficIntentGroup\x12/.dcm.traffic.v1.DeleteTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.DeleteTrafficIntentGroupResponseB9Z7github.com/dcm-project/dcm/gen/dcm/traffic/v1;trafficv1b\x06proto3"
+	"\x18DeleteTrafficIntentGroup\x12/.dcm.traffic.v1.DeleteTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.DeleteTrafficIntentGroupResponse\x1a\x06\xc2\xf3\x18\x02\x10\x01B9Z7github.com/dcm-project/dcm/gen/dcm/traffic/v1;trafficv1b\x06proto3"
 
 var (
 	file_dcm_traffic_v1_service_proto_rawDescOnce sync.Once

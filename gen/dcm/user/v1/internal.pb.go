@@ -7,6 +7,7 @@
 package userv1
 
 import (
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -24,13 +25,15 @@ var File_dcm_user_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/user/v1/internal.proto\x12\vdcm.user.v1\x1a\x19dcm/user/v1/service.proto2\x81\x03\n" +
+	"\x1adcm/user/v1/internal.proto\x12\vdcm.user.v1\x1a\x1adcm/access/v1/access.proto\x1a\x19dcm/user/v1/service.proto2\x8d\x03\n" +
 	"\x13UserInternalService\x12M\n" +
 	"\n" +
 	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12P\n" +
 	"\vRenderUsers\x12\x1f.dcm.user.v1.RenderUsersRequest\x1a .dcm.user.v1.RenderUsersResponse\x12e\n" +
 	"\x12GetUserCredentials\x12&.dcm.user.v1.GetUserCredentialsRequest\x1a'.dcm.user.v1.GetUserCredentialsResponse\x12b\n" +
-	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponseB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
+	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponse\x1a\n" +
+	"\xc2\xf3\x18\x06\n" +
+	"\x04coreB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
 var file_dcm_user_v1_internal_proto_goTypes = []any{
 	(*CreateUserRequest)(nil),          // 0: dcm.user.v1.CreateUserRequest

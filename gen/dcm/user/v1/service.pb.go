@@ -8,6 +8,7 @@ package userv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -410,7 +411,14 @@ type ListUsersRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,11 +467,28 @@ func (x *ListUsersRequest) GetLogicalCloud() string {
 	return ""
 }
 
+func (x *ListUsersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUsersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListUsersResponse carries the users.
 type ListUsersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// users ordered by name.
-	Users         []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	Users []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -503,6 +528,13 @@ func (x *ListUsersResponse) GetUsers() []*User {
 		return x.Users
 	}
 	return nil
+}
+
+func (x *ListUsersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteUserRequest names the user.
@@ -924,7 +956,14 @@ type ListUserPermissionsRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -973,13 +1012,30 @@ func (x *ListUserPermissionsRequest) GetLogicalCloud() string {
 	return ""
 }
 
+func (x *ListUserPermissionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUserPermissionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListUserPermissionsResponse carries the permissions.
 type ListUserPermissionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// user_permissions ordered by name.
 	UserPermissions []*UserPermission `protobuf:"bytes,1,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListUserPermissionsResponse) Reset() {
@@ -1017,6 +1073,13 @@ func (x *ListUserPermissionsResponse) GetUserPermissions() []*UserPermission {
 		return x.UserPermissions
 	}
 	return nil
+}
+
+func (x *ListUserPermissionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateUserPermissionRequest replaces a permission.
@@ -1708,7 +1771,7 @@ var File_dcm_user_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"x\n" +
+	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"x\n" +
 	"\x04User\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12/\n" +
 	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\x12 \n" +
@@ -1731,12 +1794,17 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"8\n" +
 	"\x0fGetUserResponse\x12%\n" +
-	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"h\n" +
+	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"\xb9\x01\n" +
 	"\x10ListUsersRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"<\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12%\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"f\n" +
 	"\x11ListUsersResponse\x12'\n" +
-	"\x05users\x18\x01 \x03(\v2\x11.dcm.user.v1.UserR\x05users\"\x88\x01\n" +
+	"\x05users\x18\x01 \x03(\v2\x11.dcm.user.v1.UserR\x05users\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x88\x01\n" +
 	"\x11DeleteUserRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
@@ -1757,12 +1825,17 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"b\n" +
 	"\x19GetUserPermissionResponse\x12E\n" +
-	"\x0fuser_permission\x18\x01 \x01(\v2\x1b.dcm.user.v1.UserPermissionR\x0fuser-permission\"r\n" +
+	"\x0fuser_permission\x18\x01 \x01(\v2\x1b.dcm.user.v1.UserPermissionR\x0fuser-permission\"\xc3\x01\n" +
 	"\x1aListUserPermissionsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"f\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12%\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x90\x01\n" +
 	"\x1bListUserPermissionsResponse\x12G\n" +
-	"\x10user_permissions\x18\x01 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\"\xe1\x01\n" +
+	"\x10user_permissions\x18\x01 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xe1\x01\n" +
 	"\x1bUpdateUserPermissionRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
@@ -1803,18 +1876,21 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\x05level\x18\x05 \x01(\tR\x05level\"d\n" +
 	"\x1aGetUserCredentialsResponse\x12-\n" +
 	"\x04user\x18\x01 \x01(\v2\x19.dcm.user.v1.RenderedUserR\x04user\x12\x17\n" +
-	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\x90\r\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\xb7\r\n" +
 	"\vUserService\x12\x95\x01\n" +
 	"\aGetUser\x12\x1b.dcm.user.v1.GetUserRequest\x1a\x1c.dcm.user.v1.GetUserResponse\"O\x82\xd3\xe4\x93\x02Ib\x04user\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x8f\x01\n" +
 	"\tListUsers\x12\x1d.dcm.user.v1.ListUsersRequest\x1a\x1e.dcm.user.v1.ListUsersResponse\"C\x82\xd3\xe4\x93\x02=\x12;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\x98\x01\n" +
 	"\n" +
 	"DeleteUser\x12\x1e.dcm.user.v1.DeleteUserRequest\x1a\x1f.dcm.user.v1.DeleteUserResponse\"I\x82\xd3\xe4\x93\x02C*A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x95\x01\n" +
-	"\vDeleteUsers\x12\x1f.dcm.user.v1.DeleteUsersRequest\x1a .dcm.user.v1.DeleteUsersResponse\"C\x82\xd3\xe4\x93\x02=*;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\xdd\x01\n" +
-	"\x14CreateUserPermission\x12(.dcm.user.v1.CreateUserPermissionRequest\x1a).dcm.user.v1.CreateUserPermissionResponse\"p\x82\xd3\xe4\x93\x02j:\x0fuser_permissionb\x0fuser_permission\"F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xca\x01\n" +
+	"\vDeleteUsers\x12\x1f.dcm.user.v1.DeleteUsersRequest\x1a .dcm.user.v1.DeleteUsersResponse\"C\x82\xd3\xe4\x93\x02=*;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\xf3\x01\n" +
+	"\x14CreateUserPermission\x12(.dcm.user.v1.CreateUserPermissionRequest\x1a).dcm.user.v1.CreateUserPermissionResponse\"\x85\x01\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02j:\x0fuser_permissionb\x0fuser_permission\"F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xca\x01\n" +
 	"\x11GetUserPermission\x12%.dcm.user.v1.GetUserPermissionRequest\x1a&.dcm.user.v1.GetUserPermissionResponse\"f\x82\xd3\xe4\x93\x02`b\x0fuser_permission\x12M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xca\x01\n" +
 	"\x13ListUserPermissions\x12'.dcm.user.v1.ListUserPermissionsRequest\x1a(.dcm.user.v1.ListUserPermissionsResponse\"`\x82\xd3\xe4\x93\x02Zb\x10user_permissions\x12F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xe4\x01\n" +
 	"\x14UpdateUserPermission\x12(.dcm.user.v1.UpdateUserPermissionRequest\x1a).dcm.user.v1.UpdateUserPermissionResponse\"w\x82\xd3\xe4\x93\x02q:\x0fuser_permissionb\x0fuser_permission\x1aM/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x12\xc2\x01\n" +
-	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}B3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
+	"\x14DeleteUserPermission\x12(.dcm.user.v1.DeleteUserPermissionRequest\x1a).dcm.user.v1.DeleteUserPermissionResponse\"U\x82\xd3\xe4\x93\x02O*M/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
 var (
 	file_dcm_user_v1_service_proto_rawDescOnce sync.Once
