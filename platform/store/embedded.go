@@ -15,48 +15,74 @@ import (
 )
 
 // Embedded is an in-process FerretDB (SQLite files under a directory) behind
-// a Serializer. The backend can be stopped and started again behind the same
-// client address, which is how tests take the store down and bring it back.
+// a Serializer, both on unix sockets in that 0700 directory, so only this
+// program's user (and root) can connect; there is no TCP listener. The
+// backend can be stopped and started again behind the same client socket,
+// which is how tests take the store down and bring it back.
 type Embedded struct {
-	dir string
-	log *zap.Logger
-	ser *Serializer
+	dir     string
+	sockets string // directory of the sockets: dir, or tmp when dir's path is too long
+	tmp     string // a private directory made for the sockets, removed at Close
+	log     *zap.Logger
+	ser     *Serializer
 
 	mu     sync.Mutex
-	addr   string // backend address, "" while stopped
+	addr   string // backend socket, "" while stopped
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// StartEmbedded starts FerretDB with its SQLite files in dir (created 0700)
-// and a serializer on a free loopback port.
+// Socket names in the socket directory. The driver takes a host ending in
+// "sock" for a unix socket path.
+const (
+	clientSocket  = "dcm.sock"
+	backendSocket = "ferretdb.sock"
+)
+
+// maxSocketPath is the longest unix socket path every platform accepts
+// (sun_path is 108 bytes on Linux, 104 on macOS, with its final NUL).
+const maxSocketPath = 103
+
+// StartEmbedded starts FerretDB with its SQLite files in dir (created, or
+// made 0700 if it was not) and a serializer in front of it; clients use
+// URI. Both listen on unix sockets in dir, or, if dir's path is too long
+// for a socket, in a fresh private directory removed at Close.
 func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return nil, fmt.Errorf("embedded store dir: %w", err)
 	}
-	e := &Embedded{dir: dir, log: log}
+	e := &Embedded{dir: dir, sockets: dir, log: log}
+	if !socketPathOK(dir) {
+		tmp, err := shortPrivateDir()
+		if err != nil {
+			return nil, fmt.Errorf("embedded store: %s cannot hold its unix sockets (a path of at most %d bytes, without ':'), and %w", dir, maxSocketPath-len(backendSocket)-1, err)
+		}
+		e.sockets, e.tmp = tmp, tmp
+	}
 	if err := e.StartBackend(); err != nil {
+		e.removeTmp()
 		return nil, err
 	}
-	ser, err := NewSerializer("127.0.0.1:0", e.backendAddr)
+	ser, err := NewSerializer(filepath.Join(e.sockets, clientSocket), e.backendAddr)
 	if err != nil {
 		e.StopBackend()
+		e.removeTmp()
 		return nil, err
 	}
 	e.ser = ser
 	return e, nil
 }
 
-// URI is the MongoDB URI clients use. Server monitoring polls: streaming
+// URI is the MongoDB URI clients use: the serializer's socket path,
+// escaped, as the host. Programs of the same user may share the store
+// through it (DCM_MONGO_URI_FILE). Server monitoring polls: streaming
 // (exhaust) hello would hold the serializer between heartbeats.
 func (e *Embedded) URI() string {
-	return (&url.URL{
-		Scheme:   "mongodb",
-		Host:     e.ser.Addr(),
-		Path:     "/",
-		RawQuery: "serverMonitoringMode=poll",
-	}).String()
+	return "mongodb://" + url.QueryEscape(e.ser.Addr()) + "/?serverMonitoringMode=poll"
 }
+
+// SocketDir is the directory of the store's unix sockets (mode 0700).
+func (e *Embedded) SocketDir() string { return e.sockets }
 
 func (e *Embedded) backendAddr() (string, error) {
 	e.mu.Lock()
@@ -76,11 +102,15 @@ func (e *Embedded) StartBackend() error {
 	if e.addr != "" {
 		return nil
 	}
+	sock := filepath.Join(e.sockets, backendSocket)
+	if err := removeStaleSocket(sock); err != nil {
+		return fmt.Errorf("start embedded store: %w", err)
+	}
 	// ferretdb.New writes a package global (its version info): stores
 	// started at once (parallel tests) must not race on it.
 	newMu.Lock()
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Listener:  ferretdb.ListenerConfig{Unix: sock},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Opaque: filepath.ToSlash(e.dir) + "/"}).String(),
 		Logger:    slog.New(zapHandler{e.log.Named("ferretdb")}),
@@ -95,13 +125,13 @@ func (e *Embedded) StartBackend() error {
 		defer close(done)
 		_ = f.Run(ctx)
 	}()
-	u, err := url.Parse(f.MongoDBURI()) // blocks until FerretDB listens
-	if err != nil {
+	_ = f.MongoDBURI() // blocks until FerretDB listens
+	if err := os.Chmod(sock, 0o600); err != nil {
 		cancel()
 		<-done
-		return fmt.Errorf("embedded store address: %w", err)
+		return fmt.Errorf("embedded store socket: %w", err)
 	}
-	e.addr, e.cancel, e.done = u.Host, cancel, done
+	e.addr, e.cancel, e.done = sock, cancel, done
 	return nil
 }
 
@@ -117,12 +147,20 @@ func (e *Embedded) StopBackend() {
 	}
 }
 
-// Close stops the serializer and FerretDB.
+// Close stops the serializer and FerretDB, and removes the sockets'
+// private directory if one was made.
 func (e *Embedded) Close() {
 	if e.ser != nil {
 		_ = e.ser.Close()
 	}
 	e.StopBackend()
+	e.removeTmp()
+}
+
+func (e *Embedded) removeTmp() {
+	if e.tmp != "" {
+		_ = os.RemoveAll(e.tmp)
+	}
 }
 
 // zapHandler sends FerretDB's slog records at error level to zap. Below

@@ -82,49 +82,61 @@ func (r *Records[M]) Secret(ctx context.Context, id, name string) ([]byte, error
 
 // Rewrapped counts what Store.Rewrap did.
 type Rewrapped struct {
-	// KeyID is the key-encryption key everything is now wrapped by.
+	// KeyID is the root key-encryption key everything is now wrapped by:
+	// each service's values are under the key derived from it for that
+	// service ("<KeyID>@<service>"), or under KeyID itself when they were
+	// stored through no service's view.
 	KeyID string
 	// Records and Values count what was rewrapped; Unchanged counts values
-	// that already were under KeyID.
+	// that already were under the current key.
 	Records, Values, Unchanged int
 }
 
-// Rewrap wraps the data key of every secret in this store's collections
-// with the keyring's current key-encryption key. Each record is updated
-// conditionally on its version and retried when a writer got there first,
-// so it is safe while the services run. Run it after putting a new key
-// first in the keyring; once it returns, older keys can be removed.
+// Rewrap wraps the data key of every secret in the collections this
+// process opened with the current key of the keyring each was opened with
+// (the service's, for a view). Each record is updated conditionally on its
+// version and retried when a writer got there first, so it is safe while
+// the services run. Run it after putting a new key first in the keyring;
+// once it returns, older keys can be removed.
 func (s *Store) Rewrap(ctx context.Context) (Rewrapped, error) {
 	out := Rewrapped{}
-	if s.keyring == nil {
-		return out, errs.Internal(errors.New("store has no keyring"), "store error")
+	if k := s.base().keyring; k != nil {
+		out.KeyID = secrets.RootID(k.Current())
 	}
-	out.KeyID = s.keyring.Current()
-	for _, name := range s.owned() {
-		coll := s.db.Collection(name)
+	for _, o := range s.owned() {
+		if o.keyring == nil {
+			return out, errs.Internal(errors.New("store has no keyring"), "store error")
+		}
+		if id := secrets.RootID(o.keyring.Current()); id != out.KeyID {
+			return out, errs.FailedPrecondition("the keyring's current key is %q, but the one for %s is derived from %q: put the same key first for every service", out.KeyID, o.name, id)
+		}
+		coll := s.db.Collection(o.name)
 		cur, err := coll.Find(ctx, bson.D{{Key: "secrets", Value: bson.D{{Key: "$exists", Value: true}}}})
 		if err != nil {
-			return out, mapErr("rewrap "+name, err)
+			return out, mapErr("rewrap "+o.name, err)
 		}
 		var recs []record
 		if err := cur.All(ctx, &recs); err != nil {
-			return out, mapErr("rewrap "+name, err)
+			return out, mapErr("rewrap "+o.name, err)
 		}
 		for _, rec := range recs {
-			if err := s.rewrapRecord(ctx, coll, rec, &out); err != nil {
+			if err := rewrapRecord(ctx, o.keyring, coll, rec, &out); err != nil {
 				return out, err
 			}
 		}
 	}
+	if out.KeyID == "" {
+		return out, errs.Internal(errors.New("store has no keyring"), "store error")
+	}
 	return out, nil
 }
 
-func (s *Store) rewrapRecord(ctx context.Context, coll *mongo.Collection, rec record, out *Rewrapped) error {
+func rewrapRecord(ctx context.Context, keyring *secrets.Keyring, coll *mongo.Collection, rec record, out *Rewrapped) error {
 	for attempt := 0; ; attempt++ {
 		changed, unchanged := 0, 0
 		fields := slices.Clone(rec.Secrets)
 		for i := range fields {
-			sealed, did, err := s.keyring.Rewrap(fields[i].Sealed)
+			sealed, did, err := keyring.Rewrap(fields[i].Sealed)
 			if err != nil {
 				return errs.FailedPrecondition("rewrap %s of %s %q: %v", fields[i].Name, coll.Name(), rec.ID, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -96,4 +97,87 @@ func TestSecretNeedsItsKey(t *testing.T) {
 	require.NotContains(t, err.Error(), "PRIVATE")
 	_, err = s.Rewrap(ctx)
 	require.Equal(t, codes.FailedPrecondition, code(err))
+}
+
+// keyIDOf is the key id stored beside secret 0 of record id.
+func keyIDOf(t *testing.T, s *store.Store, coll, id string) string {
+	t.Helper()
+	var doc struct {
+		Secrets []struct {
+			KeyID string `bson:"key_id"`
+		} `bson:"secrets"`
+	}
+	require.NoError(t, s.Database().Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&doc))
+	require.NotEmpty(t, doc.Secrets)
+	return doc.Secrets[0].KeyID
+}
+
+func openView(t *testing.T, s *store.Store, service string) *store.Records[*structpb.Struct] {
+	t.Helper()
+	v, err := s.For(service)
+	require.NoError(t, err)
+	return store.NewRecords(v, "clusters", "cluster", func() *structpb.Struct { return &structpb.Struct{} })
+}
+
+// TestServiceViews: a value sealed through one service's view does not
+// open through another's; a value sealed before services had keys of
+// their own (under the root key) opens and is moved to the service's key
+// by Rewrap; after a rotation the service's new key alone, even given as
+// its derived lines only, opens it.
+func TestServiceViews(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	k1, k2 := secrets.NewKeyLine("k1"), secrets.NewKeyLine("k2")
+
+	// Before: stored through the root store, under k1 itself.
+	s, _ := openAt(t, dir, k1)
+	legacy := store.NewRecords(s, "clusters", "cluster", func() *structpb.Struct { return &structpb.Struct{} })
+	require.NoError(t, legacy.Create(ctx, "edge/old", "edge", newStruct(t, nil), store.Secret{Name: "kubeconfig", Value: []byte(pemKey)}))
+	s.Close(ctx)
+
+	s, _ = openAt(t, dir, k1)
+	rsync := openView(t, s, "rsync")
+	require.NoError(t, rsync.Create(ctx, "edge/new", "edge", newStruct(t, nil), store.Secret{Name: "kubeconfig", Value: []byte(pemKey)}))
+	require.Equal(t, "k1@rsync", keyIDOf(t, s, "clusters", "edge/new"))
+	got, err := rsync.Secret(ctx, "edge/old", "kubeconfig")
+	require.NoError(t, err, "a value under the root key opens through the view")
+	require.Equal(t, pemKey, string(got))
+
+	quota := openView(t, s, "quota")
+	_, err = quota.Secret(ctx, "edge/new", "kubeconfig")
+	require.Equal(t, codes.Internal, code(err), "quota's view must not open rsync's value")
+	require.ErrorContains(t, err, "k1@rsync")
+	require.NotContains(t, err.Error(), "PRIVATE")
+
+	res, err := s.Rewrap(ctx)
+	require.NoError(t, err)
+	require.Equal(t, store.Rewrapped{KeyID: "k1", Records: 1, Values: 1, Unchanged: 1}, res, "the rsync view's collection is rewrapped with rsync's keys")
+	require.Equal(t, "k1@rsync", keyIDOf(t, s, "clusters", "edge/old"))
+	s.Close(ctx)
+
+	// Rotate: k2 first; rewrap; then rsync's derived k2 line alone.
+	s, _ = openAt(t, dir, k2+k1)
+	openView(t, s, "rsync")
+	res, err = s.Rewrap(ctx)
+	require.NoError(t, err)
+	require.Equal(t, store.Rewrapped{KeyID: "k2", Records: 2, Values: 2}, res)
+	require.Equal(t, "k2@rsync", keyIDOf(t, s, "clusters", "edge/old"))
+	s.Close(ctx)
+
+	root, err := secrets.ParseKeyring(k2)
+	require.NoError(t, err)
+	own, err := root.For("rsync")
+	require.NoError(t, err)
+	s, _ = openAt(t, dir, own.Lines())
+	defer s.Close(ctx)
+	for _, id := range []string{"edge/old", "edge/new"} {
+		got, err = openView(t, s, "rsync").Secret(ctx, id, "kubeconfig")
+		require.NoError(t, err, "rsync's derived key alone opens %s", id)
+		require.Equal(t, pemKey, string(got))
+	}
+	_, err = store.NewRecords(s, "clusters", "cluster", func() *structpb.Struct { return &structpb.Struct{} }).Secret(ctx, "edge/old", "kubeconfig")
+	require.NoError(t, err, "the root view of a keyring of rsync's lines seals and opens with them")
+	_, err = s.For("quota")
+	require.ErrorContains(t, err, "no key for service quota")
 }

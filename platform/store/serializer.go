@@ -31,12 +31,13 @@ type Serializer struct {
 	wg     sync.WaitGroup
 }
 
-// NewSerializer listens on addr and forwards to the address backend returns
-// at each new connection (so the backend may restart on another port).
-func NewSerializer(addr string, backend func() (string, error)) (*Serializer, error) {
-	ln, err := net.Listen("tcp", addr)
+// NewSerializer listens on the unix socket path (mode 0600) and forwards to
+// the unix socket backend returns at each new connection (so the backend
+// may restart).
+func NewSerializer(path string, backend func() (string, error)) (*Serializer, error) {
+	ln, err := listenUnix(path)
 	if err != nil {
-		return nil, fmt.Errorf("serializer listen: %w", err)
+		return nil, fmt.Errorf("serializer: %w", err)
 	}
 	s := &Serializer{ln: ln, backend: backend, conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
@@ -44,7 +45,7 @@ func NewSerializer(addr string, backend func() (string, error)) (*Serializer, er
 	return s, nil
 }
 
-// Addr is the address clients connect to.
+// Addr is the socket path clients connect to.
 func (s *Serializer) Addr() string { return s.ln.Addr().String() }
 
 // Close stops accepting and closes every open connection.
@@ -99,7 +100,7 @@ func (s *Serializer) serve(client net.Conn) {
 	if err != nil {
 		return
 	}
-	backend, err := net.Dial("tcp", addr)
+	backend, err := net.Dial("unix", addr)
 	if err != nil {
 		return
 	}

@@ -29,29 +29,68 @@ type Config struct {
 }
 
 // Store is a connected database handle shared by a process's services.
+// Each service works on its own view of it (For), which seals with the
+// service's keys.
 type Store struct {
 	client   *mongo.Client
 	db       *mongo.Database
 	embedded *Embedded
 	uri      string
 	keyring  *secrets.Keyring
+	// root is the Store a view was made from (nil for the root itself):
+	// it owns the connection and the list of collections.
+	root *Store
 
 	mu    sync.Mutex
-	colls []string // collections opened by NewRecords: what Rewrap covers
+	colls []owned // collections opened by NewRecords: what Rewrap covers
 }
 
+// owned is a collection and the keyring of the view that opened it.
+type owned struct {
+	name    string
+	keyring *secrets.Keyring
+}
+
+func (s *Store) base() *Store {
+	if s.root != nil {
+		return s.root
+	}
+	return s
+}
+
+// own records that collection name is sealed with s's keyring. A
+// collection belongs to one service: the first view to open it decides.
 func (s *Store) own(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.colls, name) {
-		s.colls = append(s.colls, name)
+	b := s.base()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !slices.ContainsFunc(b.colls, func(o owned) bool { return o.name == name }) {
+		b.colls = append(b.colls, owned{name: name, keyring: s.keyring})
 	}
 }
 
-func (s *Store) owned() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.colls)
+func (s *Store) owned() []owned {
+	b := s.base()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.colls)
+}
+
+// For is service's view of the store: the same connection and database,
+// sealing and opening secrets with the service's keys (secrets.Keyring.For),
+// so that a service cannot open another's values. Records opened on the
+// view are rewrapped with those keys by Rewrap. Closing a view does
+// nothing; the store it came from owns the connection.
+func (s *Store) For(service string) (*Store, error) {
+	v := &Store{client: s.client, db: s.db, embedded: s.embedded, uri: s.uri, root: s.base()}
+	if s.keyring != nil {
+		k, err := s.keyring.For(service)
+		if err != nil {
+			return nil, err
+		}
+		v.keyring = k
+	}
+	return v, nil
 }
 
 // Open connects to cfg.URI, or starts the embedded store when it is empty.
@@ -96,8 +135,12 @@ func (s *Store) Database() *mongo.Database { return s.db }
 // Embedded is the in-process store, or nil when connected by URI.
 func (s *Store) Embedded() *Embedded { return s.embedded }
 
-// Close disconnects and stops the embedded store, if any.
+// Close disconnects and stops the embedded store, if any; on a view (For)
+// it does nothing.
 func (s *Store) Close(ctx context.Context) {
+	if s.root != nil {
+		return
+	}
 	if s.client != nil {
 		_ = s.client.Disconnect(ctx)
 	}
