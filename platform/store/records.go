@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -111,7 +115,8 @@ func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
 }
 
 // List reads every object under parent, ordered by id, but those marked
-// for deletion.
+// for deletion: for internal callers that need them all. A public list
+// answers ListPage.
 func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 	items, err := r.find(ctx, bson.D{{Key: "parent", Value: parent}, live})
 	if err != nil {
@@ -122,6 +127,129 @@ func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 		out = append(out, it.Msg)
 	}
 	return out, nil
+}
+
+// Pages of a list (docs/conventions.md "Lists"): ordered by id, each page
+// starts after the last id of the one before, so items that exist from
+// the first page to the last are listed once each, whatever is created or
+// deleted meanwhile.
+const (
+	// DefaultPageSize is the size of a page whose request names none.
+	DefaultPageSize = 100
+	// MaxPageSize is the largest page: a larger size is clamped to it.
+	MaxPageSize = 1000
+)
+
+// PageRequest asks for one page of a list: at most Size items (0: the
+// default; above MaxPageSize: MaxPageSize), after the page whose next
+// token Token is ("": from the first item). Match keeps the objects whose
+// fields (protobuf field names, nested with ".") equal the given values; a
+// repeated field matches when one of its elements does.
+type PageRequest struct {
+	Size  int32
+	Token string
+	Match map[string]string
+}
+
+// Paged is a List request: its page_size and page_token fields.
+type Paged interface {
+	GetPageSize() int32
+	GetPageToken() string
+}
+
+// PageOf is the page a List request asks for.
+func PageOf(req Paged) PageRequest {
+	return PageRequest{Size: req.GetPageSize(), Token: req.GetPageToken()}
+}
+
+// pageField is the REST name of the token in errors.
+const pageField = "page-token"
+
+// ListPage reads one page of the live objects under parent, ordered by id,
+// and the token of the next page ("" on the last). The token is bound to
+// the collection, parent and match: one given to another list is refused
+// (InvalidArgument naming page-token), and whatever it holds, a page never
+// leaves parent.
+func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageRequest) ([]M, string, error) {
+	size := page.Size
+	switch {
+	case size < 0:
+		return nil, "", errs.Invalid("page-size", "must not be negative, got %d", size)
+	case size == 0:
+		size = DefaultPageSize
+	case size > MaxPageSize:
+		size = MaxPageSize
+	}
+	filter := bson.D{{Key: "parent", Value: parent}, live}
+	for _, k := range slices.Sorted(maps.Keys(page.Match)) {
+		filter = append(filter, bson.E{Key: "body." + k, Value: page.Match[k]})
+	}
+	bind := r.pageBinding(parent, page.Match)
+	if page.Token != "" {
+		after, err := decodePageToken(page.Token, bind)
+		if err != nil {
+			return nil, "", err
+		}
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
+	}
+	items, err := r.findOpts(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(size)+1))
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(items) > int(size) {
+		items = items[:size]
+		next = encodePageToken(bind, items[len(items)-1].ID)
+	}
+	out := make([]M, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.Msg)
+	}
+	return out, next, nil
+}
+
+// pageBinding is what a token is bound to: the list it was made for.
+func (r *Records[M]) pageBinding(parent string, match map[string]string) [8]byte {
+	h := sha256.New()
+	h.Write([]byte(r.coll.Name()))
+	h.Write([]byte{0})
+	h.Write([]byte(parent))
+	for _, k := range slices.Sorted(maps.Keys(match)) {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(match[k]))
+	}
+	var b [8]byte
+	copy(b[:], h.Sum(nil))
+	return b
+}
+
+const pageTokenVersion = 1
+
+// encodePageToken makes the opaque token of the page after id: a version
+// byte, the list's binding and the last id, base64url.
+func encodePageToken(bind [8]byte, id string) string {
+	b := make([]byte, 0, 1+len(bind)+len(id))
+	b = append(b, pageTokenVersion)
+	b = append(b, bind[:]...)
+	b = append(b, id...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodePageToken(tok string, bind [8]byte) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) <= 1+len(bind) || b[0] != pageTokenVersion {
+		return "", errs.Invalid(pageField, "is not a page token of this API")
+	}
+	if subtle.ConstantTimeCompare(b[1:1+len(bind)], bind[:]) != 1 {
+		return "", errs.Invalid(pageField, "belongs to another list: start again without it")
+	}
+	id := string(b[1+len(bind):])
+	if !utf8.ValidString(id) {
+		return "", errs.Invalid(pageField, "is not a page token of this API")
+	}
+	return id, nil
 }
 
 // Item is a stored object with its id, its parent's and the version it
@@ -156,7 +284,11 @@ func (r *Records[M]) Deleting(ctx context.Context) ([]Item[M], error) {
 }
 
 func (r *Records[M]) find(ctx context.Context, filter bson.D) ([]Item[M], error) {
-	cur, err := r.coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	return r.findOpts(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+}
+
+func (r *Records[M]) findOpts(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]Item[M], error) {
+	cur, err := r.coll.Find(ctx, filter, opts)
 	if err != nil {
 		return nil, mapErr("list "+r.kind, err)
 	}

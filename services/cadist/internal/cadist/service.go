@@ -125,12 +125,12 @@ func (s *Service) GetRoot(ctx context.Context, req *cadistv1.GetRootRequest) (*c
 }
 
 // ListRoots implements cadistv1.CaDistServiceServer.
-func (s *Service) ListRoots(ctx context.Context, _ *cadistv1.ListRootsRequest) (*cadistv1.ListRootsResponse, error) {
-	rs, err := s.roots.List(ctx, "")
+func (s *Service) ListRoots(ctx context.Context, req *cadistv1.ListRootsRequest) (*cadistv1.ListRootsResponse, error) {
+	rs, next, err := s.roots.ListPage(ctx, "", store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &cadistv1.ListRootsResponse{Roots: rs}, nil
+	return &cadistv1.ListRootsResponse{Roots: rs, NextPageToken: next}, nil
 }
 
 // DeleteRoot implements cadistv1.CaDistServiceServer.

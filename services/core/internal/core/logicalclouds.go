@@ -200,11 +200,11 @@ func (s *LogicalClouds) ListLogicalClouds(ctx context.Context, req *corev1.ListL
 	if _, err := s.projects.Get(ctx, req.GetProject()); err != nil {
 		return nil, err
 	}
-	cs, err := s.clouds.List(ctx, req.GetProject())
+	cs, next, err := s.clouds.ListPage(ctx, req.GetProject(), store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.ListLogicalCloudsResponse{LogicalClouds: cs}, nil
+	return &corev1.ListLogicalCloudsResponse{LogicalClouds: cs, NextPageToken: next}, nil
 }
 
 // UpdateLogicalCloud implements corev1.LogicalCloudServiceServer: the

@@ -46,12 +46,12 @@ func (s *Projects) GetProject(ctx context.Context, req *corev1.GetProjectRequest
 }
 
 // ListProjects implements corev1.CoreServiceServer.
-func (s *Projects) ListProjects(ctx context.Context, _ *corev1.ListProjectsRequest) (*corev1.ListProjectsResponse, error) {
-	ps, err := s.projects.List(ctx, "")
+func (s *Projects) ListProjects(ctx context.Context, req *corev1.ListProjectsRequest) (*corev1.ListProjectsResponse, error) {
+	ps, next, err := s.projects.ListPage(ctx, "", store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.ListProjectsResponse{Projects: ps}, nil
+	return &corev1.ListProjectsResponse{Projects: ps, NextPageToken: next}, nil
 }
 
 // UpdateProject implements corev1.CoreServiceServer. The name is the

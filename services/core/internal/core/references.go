@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -83,14 +82,15 @@ func (s *LogicalClouds) ListClusterReferences(ctx context.Context, req *corev1.L
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
-	refs, err := s.refs.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	page := store.PageOf(req)
+	if p := req.GetClusterProvider(); p != "" {
+		page.Match = map[string]string{"cluster_provider": p}
+	}
+	refs, next, err := s.refs.ListPage(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), page)
 	if err != nil {
 		return nil, err
 	}
-	if p := req.GetClusterProvider(); p != "" {
-		refs = slices.DeleteFunc(refs, func(r *corev1.ClusterReference) bool { return r.GetClusterProvider() != p })
-	}
-	return &corev1.ListClusterReferencesResponse{ClusterReferences: refs}, nil
+	return &corev1.ListClusterReferencesResponse{ClusterReferences: refs, NextPageToken: next}, nil
 }
 
 // UpdateClusterReference implements corev1.LogicalCloudServiceServer.
@@ -211,11 +211,11 @@ func (s *LogicalClouds) ListKvPairs(ctx context.Context, req *corev1.ListKvPairs
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
-	kvs, err := s.kvs.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	kvs, next, err := s.kvs.ListPage(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	out := &corev1.ListKvPairsResponse{KvPairs: make([]*corev1.KvPair, 0, len(kvs))}
+	out := &corev1.ListKvPairsResponse{KvPairs: make([]*corev1.KvPair, 0, len(kvs)), NextPageToken: next}
 	for _, kv := range kvs {
 		out.KvPairs = append(out.KvPairs, kvAPI(kv))
 	}

@@ -87,8 +87,8 @@ func (t *Tokens) CreateToken(ctx context.Context, req *authv1.CreateTokenRequest
 }
 
 // ListTokens implements authv1.AuthServiceServer.
-func (t *Tokens) ListTokens(ctx context.Context, _ *authv1.ListTokensRequest) (*authv1.ListTokensResponse, error) {
-	recs, err := t.tokens.List(ctx, "")
+func (t *Tokens) ListTokens(ctx context.Context, req *authv1.ListTokensRequest) (*authv1.ListTokensResponse, error) {
+	recs, next, err := t.tokens.ListPage(ctx, "", store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (t *Tokens) ListTokens(ctx context.Context, _ *authv1.ListTokensRequest) (*
 	for _, r := range recs {
 		out = append(out, r.GetToken())
 	}
-	return &authv1.ListTokensResponse{Tokens: out}, nil
+	return &authv1.ListTokensResponse{Tokens: out, NextPageToken: next}, nil
 }
 
 // DeleteToken implements authv1.AuthServiceServer.

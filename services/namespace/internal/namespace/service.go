@@ -109,13 +109,20 @@ func (s *Service) ListNamespaces(ctx context.Context, req *namespacev1.ListNames
 	if err != nil {
 		return nil, err
 	}
-	refs, err := s.core.ListClusterReferences(ctx, &corev1.ListClusterReferencesRequest{Project: project, LogicalCloud: lc})
-	if err != nil {
-		return nil, err
-	}
 	out := &namespacev1.ListNamespacesResponse{Clusters: []string{}, Namespaces: []*namespacev1.Namespace{}}
-	for _, r := range refs.GetClusterReferences() {
-		out.Clusters = append(out.Clusters, store.Key(r.GetClusterProvider(), r.GetClusterName()))
+	// Every cluster, page by page: the answer is not paged (one namespace).
+	page := &corev1.ListClusterReferencesRequest{Project: project, LogicalCloud: lc, PageSize: store.MaxPageSize}
+	for {
+		refs, err := s.core.ListClusterReferences(ctx, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs.GetClusterReferences() {
+			out.Clusters = append(out.Clusters, store.Key(r.GetClusterProvider(), r.GetClusterName()))
+		}
+		if page.PageToken = refs.GetNextPageToken(); page.PageToken == "" {
+			break
+		}
 	}
 	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
 	switch {

@@ -201,11 +201,23 @@ func (s *Service) ListQuotas(ctx context.Context, req *quotav1.ListQuotasRequest
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.effective(ctx, c.GetSpec().GetLevel(), store.Key(req.GetProject(), req.GetLogicalCloud()))
+	// A page of the logical cloud's own quotas; the default one stands in
+	// for them on the first page when there are none (as effective).
+	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
+	qs, next, err := s.quotas.ListPage(ctx, parent, store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	out := &quotav1.ListQuotasResponse{Quotas: make([]*quotav1.Quota, 0, len(qs))}
+	if len(qs) == 0 && req.GetPageToken() == "" {
+		d, err := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			qs = append(qs, d)
+		}
+	}
+	out := &quotav1.ListQuotasResponse{Quotas: make([]*quotav1.Quota, 0, len(qs)), NextPageToken: next}
 	for _, q := range qs {
 		out.Quotas = append(out.Quotas, api(q))
 	}

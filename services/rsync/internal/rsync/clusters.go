@@ -55,14 +55,15 @@ func (s *Service) ListClusters(ctx context.Context, req *rsyncv1.ListClustersReq
 	if _, err := s.providers.Get(ctx, req.GetProvider()); err != nil {
 		return nil, err
 	}
-	cs, err := s.clusters.List(ctx, req.GetProvider())
+	page := store.PageOf(req)
+	if l := req.GetLabel(); l != "" {
+		page.Match = map[string]string{"spec.labels": l} // one of the labels
+	}
+	cs, next, err := s.clusters.ListPage(ctx, req.GetProvider(), page)
 	if err != nil {
 		return nil, err
 	}
-	if l := req.GetLabel(); l != "" {
-		cs = slices.DeleteFunc(cs, func(c *rsyncv1.Cluster) bool { return !slices.Contains(c.GetSpec().GetLabels(), l) })
-	}
-	return &rsyncv1.ListClustersResponse{Clusters: cs}, nil
+	return &rsyncv1.ListClustersResponse{Clusters: cs, NextPageToken: next}, nil
 }
 
 // UpdateCluster implements rsyncv1.RsyncServiceServer. The name is the

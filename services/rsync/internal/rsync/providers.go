@@ -5,6 +5,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
 )
 
 // CreateClusterProvider implements rsyncv1.RsyncServiceServer.
@@ -26,12 +27,12 @@ func (s *Service) GetClusterProvider(ctx context.Context, req *rsyncv1.GetCluste
 }
 
 // ListClusterProviders implements rsyncv1.RsyncServiceServer.
-func (s *Service) ListClusterProviders(ctx context.Context, _ *rsyncv1.ListClusterProvidersRequest) (*rsyncv1.ListClusterProvidersResponse, error) {
-	ps, err := s.providers.List(ctx, "")
+func (s *Service) ListClusterProviders(ctx context.Context, req *rsyncv1.ListClusterProvidersRequest) (*rsyncv1.ListClusterProvidersResponse, error) {
+	ps, next, err := s.providers.ListPage(ctx, "", store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &rsyncv1.ListClusterProvidersResponse{ClusterProviders: ps}, nil
+	return &rsyncv1.ListClusterProvidersResponse{ClusterProviders: ps, NextPageToken: next}, nil
 }
 
 // UpdateClusterProvider implements rsyncv1.RsyncServiceServer. The name is

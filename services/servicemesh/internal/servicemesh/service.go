@@ -54,11 +54,11 @@ func (s *Service) GetControlPlane(ctx context.Context, req *servicemeshv1.GetCon
 
 // ListControlPlanes implements servicemeshv1.ServiceMeshServiceServer.
 func (s *Service) ListControlPlanes(ctx context.Context, req *servicemeshv1.ListControlPlanesRequest) (*servicemeshv1.ListControlPlanesResponse, error) {
-	cps, err := s.planes.List(ctx, req.GetProject())
+	cps, next, err := s.planes.ListPage(ctx, req.GetProject(), store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &servicemeshv1.ListControlPlanesResponse{ControlPlanes: cps}, nil
+	return &servicemeshv1.ListControlPlanesResponse{ControlPlanes: cps, NextPageToken: next}, nil
 }
 
 // DeleteControlPlane implements servicemeshv1.ServiceMeshServiceServer.

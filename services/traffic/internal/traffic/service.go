@@ -56,11 +56,11 @@ func (s *Service) GetTrafficIntentGroup(ctx context.Context, req *trafficv1.GetT
 
 // ListTrafficIntentGroups implements trafficv1.TrafficServiceServer.
 func (s *Service) ListTrafficIntentGroups(ctx context.Context, req *trafficv1.ListTrafficIntentGroupsRequest) (*trafficv1.ListTrafficIntentGroupsResponse, error) {
-	gs, err := s.groups.List(ctx, parentOf(req))
+	gs, next, err := s.groups.ListPage(ctx, parentOf(req), store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &trafficv1.ListTrafficIntentGroupsResponse{TrafficIntentGroups: gs}, nil
+	return &trafficv1.ListTrafficIntentGroupsResponse{TrafficIntentGroups: gs, NextPageToken: next}, nil
 }
 
 // DeleteTrafficIntentGroup implements trafficv1.TrafficServiceServer.

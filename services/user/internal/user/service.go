@@ -130,11 +130,11 @@ func (s *Service) ListUsers(ctx context.Context, req *userv1.ListUsersRequest) (
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
-	us, err := s.users.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	us, next, err := s.users.ListPage(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &userv1.ListUsersResponse{Users: us}, nil
+	return &userv1.ListUsersResponse{Users: us, NextPageToken: next}, nil
 }
 
 // DeleteUser implements userv1.UserServiceServer.
@@ -208,11 +208,11 @@ func (s *Service) ListUserPermissions(ctx context.Context, req *userv1.ListUserP
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
-	ps, err := s.perms.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	ps, next, err := s.perms.ListPage(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
-	return &userv1.ListUserPermissionsResponse{UserPermissions: ps}, nil
+	return &userv1.ListUserPermissionsResponse{UserPermissions: ps, NextPageToken: next}, nil
 }
 
 // UpdateUserPermission implements userv1.UserServiceServer.
