@@ -143,7 +143,11 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 		if err != nil {
 			return nil, err
 		}
-		st, err := store.Open(store.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase, DataDir: cfg.DataDir, Keyring: keyring}, log.Named("store"))
+		uri, err := mongoURI(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		st, err := store.Open(store.Config{URI: uri, Database: cfg.MongoDatabase, DataDir: cfg.DataDir, Keyring: keyring}, log.Named("store"))
 		if err != nil {
 			return nil, err
 		}
@@ -179,11 +183,15 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	return p, nil
 }
 
-// StoreBuild is the Build of a program serving one service that needs only
-// the store.
-func StoreBuild[S server.Service](newService func(*store.Store) S) Build {
+// StoreBuild is the Build of a program serving one service, named name,
+// that needs only the store (its view, Env.StoreFor).
+func StoreBuild[S server.Service](name string, newService func(*store.Store) S) Build {
 	return func(_ context.Context, env *Env) ([]server.Service, server.Options, error) {
-		return []server.Service{newService(env.Store)}, server.Options{}, nil
+		st, err := env.StoreFor(name)
+		if err != nil {
+			return nil, server.Options{}, err
+		}
+		return []server.Service{newService(st)}, server.Options{}, nil
 	}
 }
 
@@ -208,15 +216,19 @@ func (e *Env) DialPeers(addrs ...string) ([]*grpc.ClientConn, func(context.Conte
 	return conns, closeAll, nil
 }
 
-// PeerBuild is the Build of a program serving one service that needs the
-// store and a connection to one other service, at the address peer picks
-// from the configuration.
-func PeerBuild[S server.Service](peer func(*server.Config) string, newService func(*store.Store, *grpc.ClientConn) S) Build {
+// PeerBuild is the Build of a program serving one service, named name,
+// that needs the store (its view, Env.StoreFor) and a connection to one
+// other service, at the address peer picks from the configuration.
+func PeerBuild[S server.Service](name string, peer func(*server.Config) string, newService func(*store.Store, *grpc.ClientConn) S) Build {
 	return func(_ context.Context, env *Env) ([]server.Service, server.Options, error) {
+		st, err := env.StoreFor(name)
+		if err != nil {
+			return nil, server.Options{}, err
+		}
 		conns, closeAll, err := env.DialPeers(peer(&env.Config))
 		if err != nil {
 			return nil, server.Options{}, err
 		}
-		return []server.Service{newService(env.Store, conns[0])}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+		return []server.Service{newService(st, conns[0])}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
 	}
 }

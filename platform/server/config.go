@@ -13,7 +13,8 @@ type Config struct {
 	GRPCAddr      string        `env:"DCM_GRPC_ADDR" flag:"grpc-addr" default:"127.0.0.1:9090" usage:"gRPC listen address of the program's services, mutual TLS (empty: no gRPC listener)"`
 	HTTPAddr      string        `env:"DCM_HTTP_ADDR" flag:"http-addr" default:"127.0.0.1:8080" usage:"listen address of REST (the gateway; HTTPS unless DCM_INSECURE_HTTP), /metrics and /healthz"`
 	DataDir       string        `env:"DCM_DATA_DIR" flag:"data-dir" default:".dcm" usage:"directory of the embedded store (<dir>/store/), the local PKI (<dir>/pki/) and keyring (<dir>/kek)"`
-	MongoURI      string        `env:"DCM_MONGO_URI" flag:"mongo-uri" secret:"true" usage:"MongoDB URI, e.g. mongodb://h1,h2,h3/?replicaSet=rs0 (empty: the embedded store)"`
+	MongoURI      string        `env:"DCM_MONGO_URI" secret:"true" usage:"MongoDB URI with its credentials, e.g. mongodb://dcm-core:<password>@h1,h2,h3/?replicaSet=rs0&tls=true (empty, with DCM_MONGO_URI_FILE empty: the embedded store); environment only, never a flag"`
+	MongoURIFile  string        `env:"DCM_MONGO_URI_FILE" flag:"mongo-uri-file" usage:"file holding the MongoDB URI (e.g. a mounted Kubernetes Secret; surrounding white space is trimmed), instead of DCM_MONGO_URI"`
 	MongoDatabase string        `env:"DCM_MONGO_DATABASE" flag:"mongo-database" default:"dcm" usage:"database name"`
 	LogLevel      string        `env:"DCM_LOG_LEVEL" flag:"log-level" default:"info" usage:"debug, info, warn or error"`
 	ShutdownGrace time.Duration `env:"DCM_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"time in-flight requests get to finish on SIGTERM"`
@@ -64,8 +65,8 @@ type Config struct {
 	// Key-encryption keys for secrets at rest, one "<id>:<base64 32 bytes>"
 	// per line, the first one current. With both unset, DataDir/kek is made
 	// on first start.
-	KEK     string `env:"DCM_KEK" flag:"kek" secret:"true" usage:"the key-encryption keyring itself, instead of a file"`
-	KEKFile string `env:"DCM_KEK_FILE" flag:"kek-file" usage:"key-encryption keyring for secrets at rest: lines <id>:<base64 of 32 bytes>, the first one current (empty, with DCM_KEK empty: <data dir>/kek, made on first start)"`
+	KEK     string `env:"DCM_KEK" secret:"true" usage:"the key-encryption keyring itself, instead of a file; environment only, never a flag"`
+	KEKFile string `env:"DCM_KEK_FILE" flag:"kek-file" usage:"key-encryption keyring for secrets at rest: lines <id>:<base64 of 32 bytes> (root keys) or <id>@<service>:<base64> (one service's keys, see dcm-kek derive), the first one current (empty, with DCM_KEK empty: <data dir>/kek, made on first start)"`
 
 	// Where each service's gRPC API is reached; empty means DCM_GRPC_ADDR
 	// (the all-in-one program serves them all on one endpoint).

@@ -12,4 +12,4 @@ import (
 const Name = "cadist"
 
 // Build is the CA distribution service's app.Build: it needs the store only.
-var Build = app.StoreBuild(cadist.New)
+var Build = app.StoreBuild(Name, cadist.New)

@@ -25,6 +25,10 @@ const Name = "core"
 // token service, on the store, with clients of the services a logical
 // cloud spans and the loop that finishes interrupted deletions.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
 	cfg := env.Config
 	conns, closeAll, err := env.DialPeers(cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr, cfg.RsyncAddr)
 	if err != nil {
@@ -44,7 +48,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		closeAll(context.Background())
 		return nil, server.Options{}, err
 	}
-	clouds := core.NewLogicalClouds(env.Store, peers, env.Log.Named("logical-clouds"))
+	clouds := core.NewLogicalClouds(st, peers, env.Log.Named("logical-clouds"))
 	clouds.Tenancy = tenancy
 	if l := cfg.TokenLifetime; l != 0 && (l < 10*time.Minute || l > 30*24*time.Hour) {
 		closeAll(context.Background())
@@ -57,7 +61,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	clouds.CertRenewPercent = cfg.CertRenewPercent
 	clouds.WatchMax = cfg.WatchMax
-	return []server.Service{core.NewProjects(env.Store), clouds, core.NewTokens(env.Store)}, server.Options{
+	return []server.Service{core.NewProjects(st), clouds, core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll},
 	}, nil

@@ -18,11 +18,15 @@ const Name = "namespace"
 // Build is the namespace service's app.Build: the store, and core to ask
 // whether a logical cloud exists.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
 	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc, err := namespace.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.PodSecurity)
+	svc, err := namespace.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.PodSecurity)
 	if err != nil {
 		closeAll(context.Background())
 		return nil, server.Options{}, err

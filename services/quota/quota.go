@@ -29,11 +29,15 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
 	}
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
 	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc, err := quota.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), def, maximum)
+	svc, err := quota.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), def, maximum)
 	if err != nil {
 		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)

@@ -19,8 +19,12 @@ const Name = "rsync"
 // as a background loop. It dials no other service: services below core
 // never call up (docs/conventions.md).
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
 	cfg := env.Config
-	s := rsync.New(env.Store, engine.Config{
+	s := rsync.New(st, engine.Config{
 		Concurrency: cfg.RsyncConcurrency, RetryBase: cfg.RsyncRetryBase, RetryMax: cfg.RsyncRetryMax,
 		ForceConflicts: cfg.RsyncForceConflicts,
 	}, env.Log.Named("engine"))

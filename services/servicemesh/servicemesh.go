@@ -12,4 +12,4 @@ import (
 const Name = "servicemesh"
 
 // Build is the service mesh service's app.Build: it needs the store only.
-var Build = app.StoreBuild(servicemesh.New)
+var Build = app.StoreBuild(Name, servicemesh.New)

@@ -12,4 +12,4 @@ import (
 const Name = "traffic"
 
 // Build is the traffic controller service's app.Build: it needs the store only.
-var Build = app.StoreBuild(traffic.New)
+var Build = app.StoreBuild(Name, traffic.New)

@@ -25,10 +25,14 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err := kube.CheckCertLifetime("DCM_CERT_LIFETIME", env.Config.CertLifetime); err != nil {
 		return nil, server.Options{}, fmt.Errorf("user: %w", err)
 	}
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
 	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc := user.New(env.Store, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.CertLifetime)
+	svc := user.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.CertLifetime)
 	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
 }

@@ -105,7 +105,12 @@ func StartWith(t testing.TB, o Options) *Stack {
 	}
 	args = append(args, o.Args...)
 	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {
-		args = append(args, "-mongo-uri", uri, "-mongo-database", fmt.Sprintf("dcmstack_%d", time.Now().UnixNano()))
+		// The URI is a secret: never a flag, a file the program reads.
+		uriFile := filepath.Join(t.TempDir(), "mongo-uri")
+		if err := os.WriteFile(uriFile, []byte(uri), 0o600); err != nil {
+			t.Fatalf("write mongo URI file: %v", err)
+		}
+		args = append(args, "-mongo-uri-file", uriFile, "-mongo-database", fmt.Sprintf("dcmstack_%d", time.Now().UnixNano()))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var with []app.StartOption
