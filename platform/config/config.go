@@ -1,7 +1,8 @@
 // Package config loads a service's configuration from defaults, DCM_*
 // environment variables and command-line flags (flags win), into one struct.
-// Fields tagged secret:"true" never appear in a dump. It must not read files
-// or know about any particular service.
+// Fields tagged secret:"true" never appear in a dump and are never flags
+// (a command line shows in the process list). It must not read files or
+// know about any particular service.
 package config
 
 import (
@@ -20,7 +21,9 @@ const Redacted = "[redacted]"
 
 // Load fills cfg, a pointer to a struct, from its `default` tags, then from
 // the environment (`env` tag), then from args (`flag` tag, with `usage`).
-// Supported field kinds: string, bool, int, time.Duration.
+// Supported field kinds: string, bool, int, time.Duration. A field tagged
+// both secret:"true" and with a flag is refused: a secret comes from the
+// environment (or a file the program reads) only.
 func Load(cfg any, name string, args []string) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	v := reflect.ValueOf(cfg).Elem()
@@ -28,6 +31,9 @@ func Load(cfg any, name string, args []string) error {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		fv := v.Field(i)
+		if f.Tag.Get("secret") == "true" && f.Tag.Get("flag") != "" {
+			return fmt.Errorf("config %s: a secret setting cannot be a flag (the process list shows flags); drop its flag tag and set %s instead", f.Name, f.Tag.Get("env"))
+		}
 		raw, hasDefault := f.Tag.Lookup("default")
 		if env := f.Tag.Get("env"); env != "" {
 			if val, ok := os.LookupEnv(env); ok {

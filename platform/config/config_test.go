@@ -10,7 +10,7 @@ import (
 
 type sample struct {
 	Addr    string        `env:"DCM_TEST_ADDR" flag:"addr" default:"127.0.0.1:1"`
-	URI     string        `env:"DCM_TEST_URI" flag:"uri" secret:"true"`
+	URI     string        `env:"DCM_TEST_URI" secret:"true"`
 	Debug   bool          `env:"DCM_TEST_DEBUG" flag:"debug" default:"false"`
 	Workers int           `env:"DCM_TEST_WORKERS" flag:"workers" default:"4"`
 	Grace   time.Duration `env:"DCM_TEST_GRACE" flag:"grace" default:"5s"`
@@ -19,8 +19,9 @@ type sample struct {
 func TestLoadPrecedence(t *testing.T) {
 	t.Setenv("DCM_TEST_ADDR", "127.0.0.1:2")
 	t.Setenv("DCM_TEST_WORKERS", "8")
+	t.Setenv("DCM_TEST_URI", "mongodb://u:pw@h/")
 	var c sample
-	require.NoError(t, Load(&c, "x", []string{"-workers", "16", "-uri", "mongodb://u:pw@h/"}))
+	require.NoError(t, Load(&c, "x", []string{"-workers", "16"}))
 	require.Equal(t, "127.0.0.1:2", c.Addr, "env beats default")
 	require.Equal(t, 16, c.Workers, "flag beats env")
 	require.Equal(t, 5*time.Second, c.Grace)
@@ -40,4 +41,15 @@ func TestLoadRejectsBadValues(t *testing.T) {
 	var c sample
 	err := Load(&c, "x", nil)
 	require.ErrorContains(t, err, "Workers")
+}
+
+func TestSecretsAreNotFlags(t *testing.T) {
+	var c sample
+	require.Error(t, Load(&c, "x", []string{"-uri", "mongodb://u:pw@h/"}), "no flag for a secret")
+	var bad struct {
+		Key string `env:"DCM_TEST_KEY" flag:"key" secret:"true"`
+	}
+	err := Load(&bad, "x", nil)
+	require.ErrorContains(t, err, "Key: a secret setting cannot be a flag")
+	require.ErrorContains(t, err, "DCM_TEST_KEY")
 }

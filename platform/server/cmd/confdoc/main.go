@@ -73,7 +73,11 @@ func Table(t reflect.Type) string {
 		if f.Tag.Get("secret") == "true" {
 			usage += ". Secret: redacted from the logged config"
 		}
-		fmt.Fprintf(&b, "| `%s` | `-%s` | %s | %s |\n", env, f.Tag.Get("flag"), def, usage)
+		flag := "(none)"
+		if fl := f.Tag.Get("flag"); fl != "" {
+			flag = "`-" + fl + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", env, flag, def, usage)
 	}
 	return b.String()
 }
