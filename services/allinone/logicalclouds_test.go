@@ -89,7 +89,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 
 	// What the other services made of it.
 	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
-	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user/user-1", "", `{"name":"user-1","type":"certificate","certificate":""}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[
 		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]},
@@ -104,10 +104,10 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.is(200, "PUT", lc+"/cluster-providers/edge/cluster-references/c2", `{"loadbalancer-ip":"10.0.0.2"}`,
 		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}`)
 	refs := `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"},
-		{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}]}`
+		{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}],"next-page-token":""}`
 	r.is(200, "GET", lc+"/cluster-references", "", refs)
 	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references", "", refs)
-	r.is(200, "GET", lc+"/cluster-providers/other/cluster-references", "", `{"cluster-references":[]}`)
+	r.is(200, "GET", lc+"/cluster-providers/other/cluster-references", "", `{"cluster-references":[],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references/c1", "", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`)
 	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1","edge/c2"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
 	body := r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
@@ -173,8 +173,8 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[]`)
 	r.is(200, "GET", lc+"/kv-pairs", "", `[]`)
-	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[]}`)
-	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"lc-1","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[],"next-page-token":""}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"lc-1","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/cluster-quotas", "", "["+def+"]")
 	r.want(204, "DELETE", lc, "")
 	r.want(204, "DELETE", "/v2/projects/p1", "")
@@ -203,8 +203,8 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	r.is(200, "GET", lc, "", `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
 		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"pod-security":"baseline"},
 		"lifecycle":{"phase":"created","generation":"0","changed":null}}`)
-	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":""}]}`)
-	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":""}],"next-page-token":""}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[
 		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]},
 		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"]}]`)
@@ -214,7 +214,7 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 
 	// One user object, as seed 002's second example writes it.
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-2","user":{"name":"user-9","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}}}`)
-	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":""}]}`)
+	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":""}],"next-page-token":""}`)
 	// A user's CSR (its text) is kept; a path is refused.
 	csr := csrPEM(t, "p1", "lc-3", "user-7")
 	b, err := json.Marshal(map[string]any{"name": "lc-3", "user": map[string]any{"name": "user-7", "certificate": csr}})
@@ -242,7 +242,7 @@ func TestLogicalCloudLevels(t *testing.T) {
 		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"pod-security":""},
 		"lifecycle":{"phase":"created","generation":"0","changed":null}}`)
 	r.is(200, "GET", base+"/admin-lc/namespaces", "", `{"clusters":[],"namespaces":[]}`)
-	r.is(200, "GET", base+"/admin-lc/users", "", `{"users":[]}`)
+	r.is(200, "GET", base+"/admin-lc/users", "", `{"users":[],"next-page-token":""}`)
 	r.is(200, "GET", base+"/admin-lc/cluster-quotas", "", `[]`)
 	r.want(409, "POST", base+"/admin-lc/user-permissions", `{"permission-name":"p","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
 	r.want(409, "POST", base+"/admin-lc/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`)

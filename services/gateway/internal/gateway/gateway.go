@@ -58,6 +58,7 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		runtime.WithErrorHandler(writeError),
 		runtime.WithRoutingErrorHandler(routingError),
 		runtime.WithForwardResponseOption(setStatus),
+		runtime.WithForwardResponseOption(pageHeader),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(noteRoute),
@@ -131,7 +132,7 @@ func writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	st := errs.ToStatus(err)
 	field := errs.FieldOf(st)
 	if st.Code() == codes.InvalidArgument && field == "" {
-		st = decodeError(st.Message())
+		st = decodeError(ctx, st.Message())
 	}
 	if field != "" {
 		for _, body := range bodyField(ctx) {
@@ -187,15 +188,16 @@ var decodeField = []*regexp.Regexp{
 	regexp.MustCompile(`unknown field "([^"]+)"`),
 	regexp.MustCompile(`invalid value for [a-z0-9 ]*field ([A-Za-z0-9_-]+)`),
 	regexp.MustCompile(`parsing field "([^"]+)"`),
+	regexp.MustCompile(`too many values for field "([^"]+)"`),
 }
 
 var protoPrefix = regexp.MustCompile(`^proto: (\(line \d+:\d+\): )?`)
 
-func decodeError(msg string) *status.Status {
+func decodeError(ctx context.Context, msg string) *status.Status {
 	field := "body"
 	for _, re := range decodeField {
 		if m := re.FindStringSubmatch(msg); m != nil {
-			field = m[1]
+			field = jsonFieldName(ctx, m[1])
 			break
 		}
 	}
