@@ -571,18 +571,46 @@ func TestSecretsAtRest(t *testing.T) {
 	require.JSONEq(t, `{"keyId":"k2","records":0,"values":0,"unchanged":3}`, string(b))
 	s.Stop()
 
+	// Every value is now under its service's key derived from k2, which
+	// that service's keys alone open (what dcm-kek derive gives its
+	// Deployment), and another service's do not.
 	newOnly, err := secrets.ParseKeyring(strings.SplitAfter(mustRead(t, ring), "\n")[0])
 	require.NoError(t, err)
+	records := func(st *store.Store, service, coll string) *store.Records[*structpb.Struct] {
+		view, err := st.For(service)
+		require.NoError(t, err)
+		return store.NewRecords(view, coll, coll, func() *structpb.Struct { return &structpb.Struct{} })
+	}
+	values := []struct{ service, coll, id, name, want string }{
+		{"rsync", "clusters", "edge/c1", "kubeconfig", kc},
+		{"cadist", "ca_roots", "imported", "private_key", string(importedKey)},
+	}
+	for _, v := range values {
+		k, err := newOnly.For(v.service)
+		require.NoError(t, err)
+		own, err := secrets.ParseKeyring(k.Lines())
+		require.NoError(t, err)
+		st2, err := store.Open(store.Config{Database: "dcm", DataDir: dir, Keyring: own}, zap.NewNop())
+		require.NoError(t, err)
+		got, err := records(st2, v.service, v.coll).Secret(context.Background(), v.id, v.name)
+		require.NoError(t, err, "%s opens with %s's key derived from k2 alone", v.id, v.service)
+		require.Equal(t, v.want, string(got))
+		var doc struct {
+			Secrets []struct {
+				KeyID string `bson:"key_id"`
+			} `bson:"secrets"`
+		}
+		require.NoError(t, st2.Database().Collection(v.coll).FindOne(context.Background(), map[string]any{"_id": v.id}).Decode(&doc))
+		require.Equal(t, "k2@"+v.service, doc.Secrets[0].KeyID)
+		st2.Close(context.Background())
+	}
 	st2, err := store.Open(store.Config{Database: "dcm", DataDir: dir, Keyring: newOnly}, zap.NewNop())
 	require.NoError(t, err)
-	clusters := store.NewRecords(st2, "clusters", "cluster", func() *structpb.Struct { return &structpb.Struct{} })
-	got, err := clusters.Secret(context.Background(), "edge/c1", "kubeconfig")
-	require.NoError(t, err)
-	require.Equal(t, kc, string(got), "the kubeconfig opens with the new key alone")
-	roots := store.NewRecords(st2, "ca_roots", "root", func() *structpb.Struct { return &structpb.Struct{} })
-	got, err = roots.Secret(context.Background(), "imported", "private_key")
-	require.NoError(t, err)
-	require.Equal(t, string(importedKey), string(got))
+	for _, v := range values {
+		_, err := records(st2, "quota", v.coll).Secret(context.Background(), v.id, v.name)
+		require.Error(t, err, "the quota service's keys do not open %s's %s", v.service, v.name)
+		require.NotContains(t, err.Error(), "PRIVATE KEY")
+	}
 	st2.Close(context.Background())
 
 	// Nothing in clear, in the store's files or in the logs; the scan does
