@@ -26,6 +26,10 @@ type Config struct {
 	HTTPIdleTimeout  time.Duration `env:"DCM_HTTP_IDLE_TIMEOUT" flag:"http-idle-timeout" default:"120s" usage:"time an idle keep-alive HTTP connection is kept open"`
 	WatchMax         time.Duration `env:"DCM_WATCH_MAX" flag:"watch-max" default:"30m" usage:"longest a status watch (GET .../status?watch=true) runs before its stream ends cleanly; the client watches again to go on. Read by core and the gateway"`
 	MaxWatches       int           `env:"DCM_MAX_WATCHES" flag:"max-watches" default:"16" usage:"status watches one credential (identity: subject, role, project, certificate or token) may have open at once; past it, 429 (0: no maximum). Read by the gateway"`
+	// Failed REST authentications per client address, refused before any
+	// store read (docs/security.md "Limits").
+	AuthFailureBurst  int           `env:"DCM_AUTH_FAILURE_BURST" flag:"auth-failure-burst" default:"10" usage:"failed REST authentications one client address (IP; IPv6: its /64) may have at once before it is refused with 429 and Retry-After, whatever it presents, without a store read (0: no limit). Read by the gateway"`
+	AuthFailureRefill time.Duration `env:"DCM_AUTH_FAILURE_REFILL" flag:"auth-failure-refill" default:"1s" usage:"time in which a client address regains one failed authentication of DCM_AUTH_FAILURE_BURST. Read by the gateway"`
 	// CleanupInterval paces the retries of removals a down service left
 	// unfinished (a deleted logical cloud's parts).
 	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often core retries removing a deleted logical cloud's parts from a service that was down"`

@@ -71,7 +71,8 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 			gc.Stores = append(gc.Stores, c)
 		}
 	}
-	auth := &gateway.Authenticator{AdminToken: env.AdminToken, Tokens: authv1.NewAuthServiceClient(gc.Core)}
+	auth := &gateway.Authenticator{AdminToken: env.AdminToken, Tokens: authv1.NewAuthServiceClient(gc.Core),
+		Failures: gateway.NewFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill)}
 	if !cfg.InsecureHTTP {
 		auth.TLS = env.TLS
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,11 @@ type Authenticator struct {
 	AdminToken string
 	// Tokens checks issued tokens.
 	Tokens authv1.AuthServiceClient
+	// Failures limits failed authentications per client address (nil:
+	// no limit). A limited address is refused whatever it presents: the
+	// admin token and client certificates too, which are checked without
+	// a store read but would otherwise let a flood through the same door.
+	Failures *FailureLimiter
 }
 
 // errUnauthenticated is every reason a credential is refused; the detail
@@ -39,9 +45,22 @@ type Authenticator struct {
 var errUnauthenticated = errors.New("authentication required")
 
 // Authenticate returns the caller's identity, errUnauthenticated (wrapped
-// with the reason) or, when the token service cannot be reached, an
-// Unavailable error.
+// with the reason), a *refusal when the client's address has failed too
+// often (checked first: no credential is looked at, no store read) or,
+// when the token service cannot be reached, an Unavailable error.
 func (a *Authenticator) Authenticate(r *http.Request) (pki.Identity, error) {
+	key := clientKey(r.RemoteAddr)
+	if ref := a.Failures.allow(key); ref != nil {
+		return pki.Identity{}, ref
+	}
+	id, err := a.authenticate(r)
+	if errors.Is(err, errUnauthenticated) {
+		a.Failures.fail(key)
+	}
+	return id, err
+}
+
+func (a *Authenticator) authenticate(r *http.Request) (pki.Identity, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
@@ -260,7 +279,16 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		id, err := auth.Authenticate(r)
 		rec.id = id
 		result := "ok"
+		var limited *refusal
 		switch {
+		case errors.As(err, &limited):
+			sw.Header().Set("Retry-After", strconv.Itoa(retrySeconds(limited.retryAfter)))
+			errs.WriteHTTPStatus(sw, http.StatusTooManyRequests, status.New(codes.ResourceExhausted,
+				limited.Error()+" (DCM_AUTH_FAILURE_BURST)"))
+			if !limited.summarize {
+				return // one audit line per address per minute sums these up
+			}
+			result = "rate-limited"
 		case errors.Is(err, errUnauthenticated):
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="dcm"`)
 			errs.WriteHTTPStatus(sw, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
@@ -281,15 +309,18 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 				result = "error"
 			}
 		}
-		refused := result == "unauthenticated" || result == "forbidden" || result == "refused"
+		refused := result == "unauthenticated" || result == "forbidden" || result == "refused" || result == "rate-limited"
 		if !refused && sw.status() < 400 && !rec.credential && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			return
 		}
-		reason := zap.Skip()
+		reason, summary := zap.Skip(), zap.Skip()
 		if refused && err != nil {
 			reason = zap.NamedError("reason", err) // why a credential was refused: for operators only
 		}
-		auditLog.Info("rest call", reason,
+		if limited != nil {
+			summary = zap.Int("refused", limited.count) // 429s to this address since its last such line
+		}
+		auditLog.Info("rest call", reason, summary,
 			zap.String("subject", id.Subject), zap.String("role", id.Role), zap.String("scope", id.Project), zap.String("auth", id.Method),
 			zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("raw_path", r.URL.EscapedPath()),
 			zap.String("route", rec.route), zap.String("rpc", rec.rpc), zap.Bool("credential", rec.credential),
