@@ -1,6 +1,11 @@
 // Package store connects services to their MongoDB-protocol database: a real
 // MongoDB replica set by URI in production, or, when no URI is given, an
-// embedded FerretDB (SQLite backend) started in-process under the data dir.
+// embedded FerretDB (SQLite backend) started in-process under the data dir,
+// reached over unix sockets in that 0700 directory only (never TCP).
+//
+// A process's services share one Store; each works on its own view (For),
+// which seals secrets with the service's keys, so one service cannot open
+// another's sealed values.
 //
 // Every record carries a version and every update is conditional on the
 // version that was read (optimistic concurrency), because neither FerretDB
