@@ -129,7 +129,7 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 		cleanup = append(cleanup, func() { _ = grpcLn.Close() })
 		cfg.GRPCAddr = grpcLn.Addr().String()
 	}
-	tlsMat, err := loadTLS(&cfg, log)
+	tlsMat, err := loadTLS(name, &cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -17,39 +17,86 @@ import (
 )
 
 // loadTLS reads the configured certificate files, or, with none
-// configured, the local PKI under the data dir, made on first start.
-func loadTLS(cfg *server.Config, log *zap.Logger) (*pki.TLS, error) {
+// configured, the local PKI under the data dir, made on first start, with
+// the certificate of the program named name (issued on its first start).
+// A program's identity is its certificate's common name: with configured
+// files, one naming another program is refused; the all-in-one program's
+// ("dcm", every service's rights) is taken with a warning.
+func loadTLS(name string, cfg *server.Config, log *zap.Logger) (*pki.TLS, error) {
 	set := 0
 	for _, f := range []string{cfg.TLSCAFile, cfg.TLSCertFile, cfg.TLSKeyFile} {
 		if f != "" {
 			set++
 		}
 	}
+	if (cfg.HTTPTLSCertFile == "") != (cfg.HTTPTLSKeyFile == "") {
+		return nil, errors.New("DCM_HTTP_TLS_CERT_FILE and DCM_HTTP_TLS_KEY_FILE go together: set both or neither")
+	}
+	var files pki.Files
 	switch set {
 	case 3:
-		return pki.Load(pki.Files{CA: cfg.TLSCAFile, Cert: cfg.TLSCertFile, Key: cfg.TLSKeyFile})
+		files = pki.Files{CA: cfg.TLSCAFile, Cert: cfg.TLSCertFile, Key: cfg.TLSKeyFile}
 	case 0:
+		if cfg.TLSServiceCAFile != "" {
+			return nil, errors.New("DCM_TLS_SERVICE_CA_FILE goes with DCM_TLS_CA_FILE, DCM_TLS_CERT_FILE and DCM_TLS_KEY_FILE: the local PKI's service CA is its own CA")
+		}
+		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pki"))
+		if err != nil {
+			return nil, err
+		}
+		if files, err = localPKI(dir, name, cfg, log); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, errors.New("DCM_TLS_CA_FILE, DCM_TLS_CERT_FILE and DCM_TLS_KEY_FILE go together: set all three or none")
 	}
-	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pki"))
+	files.ServiceCA = cfg.TLSServiceCAFile
+	if cfg.HTTPTLSCertFile != "" {
+		files.HTTPCert, files.HTTPKey = cfg.HTTPTLSCertFile, cfg.HTTPTLSKeyFile
+	}
+	t, err := pki.Load(files)
 	if err != nil {
 		return nil, err
 	}
-	created, err := pki.Bootstrap(dir, hostsOf(cfg))
+	if err := t.OwnServiceError(); err != nil {
+		return nil, fmt.Errorf("DCM_TLS_CERT_FILE %s: %w", files.Cert, err)
+	}
+	switch cn := t.Identity().Subject; {
+	case cn == name:
+	case cn == pki.AllInOne:
+		log.Warn("this program's certificate is the all-in-one program's (common name "+pki.AllInOne+"), which may call "+
+			"whatever any DCM program may: give it its own, with the common name "+name, zap.String("setting", "DCM_TLS_CERT_FILE"))
+	default:
+		return nil, fmt.Errorf("DCM_TLS_CERT_FILE %s: its common name is %q: the program %s serves and dials as %q (or %q, the all-in-one program)",
+			files.Cert, cn, name, name, pki.AllInOne)
+	}
+	return t, nil
+}
+
+// localPKI makes the local PKI under dir on first start, and the
+// certificates of the program named name on its first start there.
+func localPKI(dir, name string, cfg *server.Config, log *zap.Logger) (pki.Files, error) {
+	hosts := hostsOf(cfg)
+	created, err := pki.Bootstrap(dir, hosts)
 	if err != nil {
-		return nil, fmt.Errorf("local PKI: %w", err)
+		return pki.Files{}, fmt.Errorf("local PKI: %w", err)
 	}
 	if created {
-		msg := fmt.Sprintf("first start: wrote a local CA (%[1]s/ca.crt), the programs' certificate, "+
+		msg := fmt.Sprintf("first start: wrote a local CA (%[1]s/ca.crt), the programs' certificates, "+
 			"an admin client certificate (%[1]s/admin.crt, admin.key) and an admin token (%[1]s/admin.token)", dir)
 		fmt.Fprintln(os.Stderr, msg)
 		log.Info(msg)
 	}
+	if err := pki.IssueProgram(dir, name, hosts); err != nil {
+		return pki.Files{}, fmt.Errorf("local PKI: certificate of %s: %w", name, err)
+	}
+	if err := pki.IssueHTTPS(dir, hosts); err != nil {
+		return pki.Files{}, fmt.Errorf("local PKI: HTTPS certificate: %w", err)
+	}
 	if cfg.AdminTokenFile == "" {
 		cfg.AdminTokenFile = filepath.Join(dir, pki.AdminTokenFile)
 	}
-	return pki.Load(pki.LocalFiles(dir))
+	return pki.ProgramFiles(dir, name), nil
 }
 
 // hostsOf are the names the local server certificate is valid for:

@@ -26,6 +26,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -194,29 +195,129 @@ type Files struct {
 	CA string
 	// Cert and Key are this program's own certificate (server and client use).
 	Cert, Key string
+	// ServiceCA, when set, is the bundle that certificates with the role
+	// service must chain to (the installation's service CA). Empty: the
+	// roots of CA that Cert chains to, i.e. the CA that issued this
+	// program's own certificate.
+	ServiceCA string
+	// HTTPCert and HTTPKey, when set, are the certificate the HTTPS
+	// listener serves instead of Cert (server use only: see HTTPServingError).
+	HTTPCert, HTTPKey string
 }
 
 // TLS is a program's loaded TLS material.
 type TLS struct {
 	pool *x509.CertPool
-	cert tls.Certificate
+	// services is the pool a certificate with the role service must chain to.
+	services *x509.CertPool
+	cert     tls.Certificate
+	// http is what the HTTPS listener serves (cert unless configured).
+	http tls.Certificate
+	// serviceOK caches the service certificates (by their DER) that chain
+	// to services, so that calls between services verify once per peer.
+	mu        sync.Mutex
+	serviceOK map[string]bool
 }
 
 // Load reads f.
 func Load(f Files) (*TLS, error) {
-	caPEM, err := os.ReadFile(f.CA)
+	pool, err := readPool(f.CA, "CA bundle")
 	if err != nil {
-		return nil, fmt.Errorf("read CA bundle: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", f.CA)
+		return nil, err
 	}
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
 		return nil, fmt.Errorf("load certificate %s: %w", f.Cert, err)
 	}
-	return &TLS{pool: pool, cert: cert}, nil
+	t := &TLS{pool: pool, cert: cert, http: cert, serviceOK: map[string]bool{}}
+	if f.HTTPCert != "" || f.HTTPKey != "" {
+		if t.http, err = tls.LoadX509KeyPair(f.HTTPCert, f.HTTPKey); err != nil {
+			return nil, fmt.Errorf("load HTTPS certificate %s: %w", f.HTTPCert, err)
+		}
+	}
+	if f.ServiceCA != "" {
+		if t.services, err = readPool(f.ServiceCA, "service CA bundle"); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	// The service CA defaults to what issued this program's own
+	// certificate: the roots of the bundle its chains end at (none if it
+	// chains to none: then no service certificate is accepted, and
+	// OwnServiceError says why).
+	chains, _ := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: intermediates(cert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	t.services = x509.NewCertPool()
+	for _, c := range chains {
+		t.services.AddCert(c[len(c)-1])
+	}
+	return t, nil
+}
+
+func readPool(file, what string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s %s holds no PEM certificate", what, file)
+	}
+	return pool, nil
+}
+
+func intermediates(c tls.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, der := range c.Certificate[1:] {
+		if ic, err := x509.ParseCertificate(der); err == nil {
+			p.AddCert(ic)
+		}
+	}
+	return p
+}
+
+// Identity is who this program's own certificate says it is.
+func (t *TLS) Identity() Identity { return IdentityOf(t.cert.Leaf) }
+
+// OwnServiceError says why this program's own certificate would be
+// refused by its peers as a service identity: not the role service, no
+// client use, or not issued by the service CA. Nil: it would not.
+func (t *TLS) OwnServiceError() error {
+	if id := t.Identity(); id.Role != RoleService || id.Project != "" {
+		return fmt.Errorf("its organization is %q (and unit %q): a program's certificate has the organization %q and no unit", id.Role, id.Project, RoleService)
+	}
+	leaf := t.cert.Leaf
+	chain := []*x509.Certificate{leaf}
+	for _, der := range t.cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			chain = append(chain, c)
+		}
+	}
+	if _, err := t.VerifyClient(chain); err != nil {
+		return fmt.Errorf("it is not a client certificate of the service CA: %w", err)
+	}
+	return nil
+}
+
+// HTTPServingError says why the certificate the HTTPS listener serves
+// must not be a public server's: it can also authenticate as a client
+// (client-auth or any extended key usage, or none, which Go and most TLS
+// stacks read as any) or it carries the role service. Whoever holds a
+// public listener's key (a load balancer, an ingress) must not thereby
+// hold a DCM identity. Nil: it is fit.
+func (t *TLS) HTTPServingError() error {
+	leaf := t.http.Leaf
+	if IdentityOf(leaf).Role == RoleService {
+		return fmt.Errorf("its organization is %q", RoleService)
+	}
+	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
+		return errors.New("it has no extended key usage, so it is valid for client authentication too")
+	}
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny {
+			return errors.New("it has the client-auth extended key usage")
+		}
+	}
+	return nil
 }
 
 // Pool is the CA bundle.
@@ -233,14 +334,15 @@ func (t *TLS) GRPCServer() *tls.Config {
 	}
 }
 
-// HTTPServer is the HTTPS server's configuration. A client certificate is
+// HTTPServer is the HTTPS server's configuration, serving Files.HTTPCert
+// when it is set (else the program's own). A client certificate is
 // asked for but not checked in the handshake: VerifyClient checks it, so
 // that a bad one gets an HTTP 401 rather than a TLS alert, and callers
 // with a bearer token need none.
 func (t *TLS) HTTPServer() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{t.cert},
+		Certificates: []tls.Certificate{t.http},
 		ClientAuth:   tls.RequestClientCert,
 	}
 }
@@ -260,22 +362,66 @@ func (t *TLS) Client() *tls.Config {
 var ErrBadCertificate = errors.New("client certificate not accepted")
 
 // VerifyClient checks a client's certificate chain (leaf first) against
-// the CA bundle, for client use, at the current time.
+// the CA bundle, for client use, at the current time; a certificate with
+// the role service must moreover chain to the service CA (ServiceIssued).
 func (t *TLS) VerifyClient(chain []*x509.Certificate) (Identity, error) {
+	if err := verifyClientChain(chain, t.pool); err != nil {
+		return Identity{}, err
+	}
+	id := IdentityOf(chain[0])
+	if id.Role == RoleService {
+		if err := t.ServiceIssued(chain); err != nil {
+			return Identity{}, err
+		}
+	}
+	return id, nil
+}
+
+// ServiceIssued checks that a client certificate chain (leaf first, the
+// rest intermediates) chains to the service CA: the role service is
+// believed only from the installation's service CA, not from any CA of
+// the bundle (one that also issues admins' or tenants' certificates, or
+// another installation's). Successes are remembered.
+func (t *TLS) ServiceIssued(chain []*x509.Certificate) error {
 	if len(chain) == 0 {
-		return Identity{}, fmt.Errorf("%w: none presented", ErrBadCertificate)
+		return fmt.Errorf("%w: none presented", ErrBadCertificate)
+	}
+	key := string(chain[0].Raw)
+	t.mu.Lock()
+	ok := t.serviceOK[key]
+	t.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := verifyClientChain(chain, t.services); err != nil {
+		return fmt.Errorf("role %s from a CA other than the service CA: %w", RoleService, err)
+	}
+	t.mu.Lock()
+	if len(t.serviceOK) >= maxServiceCache {
+		clear(t.serviceOK)
+	}
+	t.serviceOK[key] = true
+	t.mu.Unlock()
+	return nil
+}
+
+// verifyClientChain checks a chain (leaf first, then intermediates)
+// against roots, for client use, at the current time.
+func verifyClientChain(chain []*x509.Certificate, roots *x509.CertPool) error {
+	if len(chain) == 0 {
+		return fmt.Errorf("%w: none presented", ErrBadCertificate)
 	}
 	inter := x509.NewCertPool()
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	_, err := chain[0].Verify(x509.VerifyOptions{
-		Roots:         t.pool,
-		Intermediates: inter,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: %v", ErrBadCertificate, err)
+		return fmt.Errorf("%w: %v", ErrBadCertificate, err)
 	}
-	return IdentityOf(chain[0]), nil
+	return nil
 }
+
+// maxServiceCache bounds ServiceIssued's memory: an installation has a
+// few service certificates per program, renewed now and then.
+const maxServiceCache = 1024

@@ -101,3 +101,99 @@ func TestIdentity(t *testing.T) {
 	_, err = m.VerifyClient(nil)
 	require.ErrorIs(t, err, pki.ErrBadCertificate)
 }
+
+// TestProgramCertificates: programs starting at once on one bootstrapped
+// dir get one certificate per program name (CN the name, role service,
+// 0600), and the HTTPS certificate cannot authenticate as anyone: it is
+// fit to serve a public listener, a program's certificate is not.
+func TestProgramCertificates(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "pki")
+	_, err := pki.Bootstrap(dir, pki.DefaultHosts())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 4 {
+		for _, name := range []string{"core", "gateway"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := pki.IssueProgram(dir, name, pki.DefaultHosts()); err != nil {
+					t.Error(err)
+				}
+				if err := pki.IssueHTTPS(dir, pki.DefaultHosts()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, name := range []string{"core", "gateway", pki.AllInOne} {
+		m, err := pki.Load(pki.ProgramFiles(dir, name))
+		require.NoError(t, err, name)
+		require.Equal(t, pki.Identity{Subject: name, Role: pki.RoleService, Method: "certificate"}, m.Identity())
+		require.NoError(t, m.OwnServiceError(), name)
+		require.NoError(t, m.HTTPServingError(), "%s serves HTTPS with the HTTPS certificate", name)
+		own := pki.ProgramFiles(dir, name)
+		own.HTTPCert, own.HTTPKey = "", ""
+		m, err = pki.Load(own)
+		require.NoError(t, err)
+		require.Error(t, m.HTTPServingError(), "a program's certificate is a client certificate")
+	}
+	for _, f := range []string{"core.crt", "core.key", "gateway.crt", "gateway.key", pki.HTTPSCertFile, pki.HTTPSKeyFile} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), f)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 13, "no temporary files left behind: %v", entries)
+	require.Error(t, pki.IssueProgram(dir, "../x", nil))
+}
+
+// TestServiceCAPinned: of a bundle of CAs, the role service is believed
+// only from the service CA (by default the one that issued the program's
+// own certificate); another CA of the bundle may still issue admins'.
+func TestServiceCAPinned(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "pki")
+	_, err := pki.Bootstrap(dir, nil)
+	require.NoError(t, err)
+	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	require.NoError(t, err)
+	foreign, err := pki.NewCA("foreign", time.Hour)
+	require.NoError(t, err)
+	bundle := filepath.Join(t.TempDir(), "bundle.crt")
+	require.NoError(t, os.WriteFile(bundle, append(pki.CertPEM(ca.Cert.Raw), pki.CertPEM(foreign.Cert.Raw)...), 0o600))
+	leaf := func(ca *pki.CA, id pki.Identity) *x509.Certificate {
+		c, _, err := ca.Issue(pki.Request{Identity: id, Client: true, NotAfter: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		block, _ := pem.Decode(c)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		return cert
+	}
+	core := pki.Identity{Subject: "core", Role: pki.RoleService}
+	admin := pki.Identity{Subject: "ops", Role: pki.RoleAdmin}
+
+	files := pki.LocalFiles(dir)
+	files.CA = bundle
+	m, err := pki.Load(files)
+	require.NoError(t, err)
+	_, err = m.VerifyClient([]*x509.Certificate{leaf(ca, core)})
+	require.NoError(t, err)
+	_, err = m.VerifyClient([]*x509.Certificate{leaf(foreign, core)})
+	require.ErrorIs(t, err, pki.ErrBadCertificate, "a service identity of another CA of the bundle")
+	_, err = m.VerifyClient([]*x509.Certificate{leaf(foreign, admin)})
+	require.NoError(t, err, "an admin of another CA of the bundle")
+
+	// A configured service CA replaces the default.
+	files.ServiceCA = filepath.Join(t.TempDir(), "services.crt")
+	require.NoError(t, os.WriteFile(files.ServiceCA, pki.CertPEM(foreign.Cert.Raw), 0o600))
+	m, err = pki.Load(files)
+	require.NoError(t, err)
+	_, err = m.VerifyClient([]*x509.Certificate{leaf(foreign, core)})
+	require.NoError(t, err)
+	_, err = m.VerifyClient([]*x509.Certificate{leaf(ca, core)})
+	require.ErrorIs(t, err, pki.ErrBadCertificate)
+	require.Error(t, m.OwnServiceError(), "the program's own certificate is not of its service CA")
+}

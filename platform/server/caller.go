@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"strings"
 
 	"google.golang.org/grpc/credentials"
@@ -70,6 +71,20 @@ func peerIdentity(ctx context.Context) (pki.Identity, bool) {
 		return pki.Identity{}, false
 	}
 	return pki.IdentityOf(ti.State.VerifiedChains[0][0]), true
+}
+
+// peerChain is the verified chain of the call's client certificate, leaf
+// first.
+func peerChain(ctx context.Context) []*x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 {
+		return nil
+	}
+	return ti.State.VerifiedChains[0]
 }
 
 // withCaller resolves Caller for a call from peer: a service's forwarded

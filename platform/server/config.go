@@ -59,12 +59,19 @@ type Config struct {
 	// TLS. With the three files unset, a local CA and certificates are made
 	// under DataDir/pki on first start and used from then on.
 	TLSCAFile    string `env:"DCM_TLS_CA_FILE" flag:"tls-ca-file" usage:"PEM CA bundle client and peer certificates must chain to (empty, with the next two: the local PKI under <data dir>/pki/, made on first start)"`
-	TLSCertFile  string `env:"DCM_TLS_CERT_FILE" flag:"tls-cert-file" usage:"PEM certificate the program serves and dials with (server and client use; organization service)"`
+	TLSCertFile  string `env:"DCM_TLS_CERT_FILE" flag:"tls-cert-file" usage:"PEM certificate the program serves gRPC and dials with (server and client use; organization service; common name the program's name, e.g. core, or dcm for the all-in-one program)"`
 	TLSKeyFile   string `env:"DCM_TLS_KEY_FILE" flag:"tls-key-file" usage:"PEM private key of DCM_TLS_CERT_FILE"`
 	InsecureGRPC bool   `env:"DCM_INSECURE_GRPC" flag:"insecure-grpc" default:"false" usage:"serve and dial gRPC in plaintext, without mutual TLS or authorization; development only, refused unless DCM_GRPC_ADDR is a loopback address"`
 	InsecureHTTP bool   `env:"DCM_INSECURE_HTTP" flag:"insecure-http" default:"false" usage:"serve plain HTTP instead of HTTPS; development only, refused unless DCM_HTTP_ADDR is a loopback address; bearer tokens are still required"`
 	// AdminTokenFile holds the bootstrap admin bearer token the gateway accepts.
 	AdminTokenFile string `env:"DCM_ADMIN_TOKEN_FILE" flag:"admin-token-file" usage:"file holding the bootstrap admin bearer token the gateway accepts (empty: <data dir>/pki/admin.token with the local PKI)"`
+
+	// TLSServiceCAFile pins who may issue service identities.
+	TLSServiceCAFile string `env:"DCM_TLS_SERVICE_CA_FILE" flag:"tls-service-ca-file" usage:"PEM bundle that certificates with the organization service must chain to, the installation's service CA; others of DCM_TLS_CA_FILE may issue admins' certificates only (empty: the CA of DCM_TLS_CA_FILE that issued DCM_TLS_CERT_FILE; the local CA with the local PKI)"`
+	// HTTPTLSCertFile is the HTTPS listener's certificate: never one that
+	// can also authenticate as a DCM program.
+	HTTPTLSCertFile string `env:"DCM_HTTP_TLS_CERT_FILE" flag:"http-tls-cert-file" usage:"PEM certificate of the HTTPS listener, server use only: one with client-auth usage or organization service is refused where REST is served (empty: <data dir>/pki/https.crt with the local PKI; with configured files, DCM_TLS_CERT_FILE, which a program serving REST refuses)"`
+	HTTPTLSKeyFile  string `env:"DCM_HTTP_TLS_KEY_FILE" flag:"http-tls-key-file" usage:"PEM private key of DCM_HTTP_TLS_CERT_FILE"`
 
 	// Key-encryption keys for secrets at rest, one "<id>:<base64 32 bytes>"
 	// per line, the first one current. With both unset, DataDir/kek is made

@@ -52,6 +52,8 @@ type chain struct {
 	log       *zap.Logger
 	validator protovalidate.Validator
 	authorize bool
+	// tls pins the role service to the service CA (pki.TLS.ServiceIssued).
+	tls *pki.TLS
 }
 
 func (c *chain) unary() []grpc.UnaryServerInterceptor {
@@ -64,8 +66,8 @@ func (c *chain) stream() []grpc.StreamServerInterceptor {
 
 // InternalSuffix ends the name of every internal service
 // (proto/dcm/<svc>/v1/internal.proto): the contracts between DCM's own
-// services, never mounted by the gateway and served to the service role
-// only.
+// services, never mounted by the gateway. Who may call them is declared
+// like everywhere else (access.go): core, and no admin.
 const InternalSuffix = "InternalService"
 
 // IsInternal says whether a full gRPC method name
@@ -76,13 +78,13 @@ func IsInternal(fullMethod string) bool {
 	return strings.HasSuffix(svc, InternalSuffix)
 }
 
-// callerAllowed lets DCM services and admins call gRPC directly. Tenants'
-// roles are scoped by the gateway, so their certificates are refused here:
-// they must not bypass that scoping. Internal services (IsInternal) are
-// served to DCM services alone: an admin with grpcurl is refused them too
-// (they hand out private keys and drive the clusters behind core's back).
-// The TLS handshake already checked the chain, so the identity is read
-// from the verified certificate. The returned context carries the Caller.
+// callerAllowed lets the peers that a method's allow-list names call it
+// (MayCall: DCM programs by their certificate's common name, admins where
+// admitted; health and reflection to both). Tenants' roles are scoped by
+// the gateway, so their certificates are refused here: they must not
+// bypass that scoping. The TLS handshake already checked the chain
+// against the CA bundle; the role service is believed only from a
+// certificate of the service CA. The returned context carries the Caller.
 func (c *chain) callerAllowed(ctx context.Context, method string) (context.Context, error) {
 	if !c.authorize {
 		return withCaller(ctx, pki.Identity{}, false), nil
@@ -91,16 +93,30 @@ func (c *chain) callerAllowed(ctx context.Context, method string) (context.Conte
 	refuse := func(why string) (context.Context, error) {
 		c.log.Named(logging.AuditName).Warn("grpc call refused", zap.String("subject", id.Subject), zap.String("role", id.Role),
 			zap.String("scope", id.Project), zap.String("auth", "certificate"), zap.String("grpc.method", method),
-			zap.String("grpc.code", codes.PermissionDenied.String()), zap.Bool("ok", false), zap.String("remote", remoteOf(ctx)))
+			zap.String("grpc.code", codes.PermissionDenied.String()), zap.Bool("ok", false), zap.String("remote", remoteOf(ctx)),
+			zap.String("reason", why))
 		return ctx, status.Error(codes.PermissionDenied, why)
 	}
-	if IsInternal(method) && id.Role != pki.RoleService {
-		return refuse("internal gRPC services are served to DCM services only")
+	if id.Role == pki.RoleService {
+		if c.tls == nil {
+			return refuse("no service CA to check a service certificate against")
+		}
+		if err := c.tls.ServiceIssued(peerChain(ctx)); err != nil {
+			c.log.Info("service certificate refused", zap.Error(err))
+			return refuse("the role service is accepted from the installation's service CA only")
+		}
 	}
-	if id.Role == pki.RoleService || id.Role == pki.RoleAdmin {
-		return withCaller(ctx, id, true), nil
+	if !MayCall(id, method) {
+		switch {
+		case id.Project != "" || (id.Role != pki.RoleService && id.Role != pki.RoleAdmin):
+			return refuse("gRPC is served to DCM services and admins only; use the REST API")
+		case id.Role == pki.RoleAdmin:
+			return refuse("this method is not served to admins over gRPC (docs/security.md, who may call what)")
+		default:
+			return refuse(fmt.Sprintf("this method is not served to the DCM program %q (docs/security.md, who may call what)", id.Subject))
+		}
 	}
-	return refuse("gRPC is served to DCM services and admins only; use the REST API")
+	return withCaller(ctx, id, true), nil
 }
 
 func (c *chain) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -45,23 +46,54 @@ func (e echo) Register(r grpc.ServiceRegistrar) {
 	}, e)
 }
 
-// serveEchoes runs a server with a public and an internal echo service,
-// logging to log, and returns it, its own TLS material (role service),
-// the CA and the CA file.
-func serveEchoes(t *testing.T, log *zap.Logger) (*server.Server, *pki.TLS, *pki.CA, string) {
+// echoes is a server with the echo services (access_test.go declares
+// their callers) and the CAs to issue callers from.
+type echoes struct {
+	srv *server.Server
+	// own is the server's own TLS material (the all-in-one program's, CN dcm).
+	own *pki.TLS
+	// ca is the installation's CA (the service CA); foreign is another CA
+	// of the same bundle, e.g. one that issues admins' certificates.
+	ca, foreign *pki.CA
+	// bundle holds both.
+	bundle string
+}
+
+// serveEchoes runs a server with the echo services, logging to log, whose
+// CA bundle holds the local CA and a foreign one.
+func serveEchoes(t *testing.T, log *zap.Logger) echoes {
 	t.Helper()
-	dir, tlsMat := servertest.PKI(t)
+	dir, _ := servertest.PKI(t)
 	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
 	require.NoError(t, err)
+	foreign, err := pki.NewCA("another CA of the bundle", time.Hour)
+	require.NoError(t, err)
+	bundle := filepath.Join(t.TempDir(), "bundle.crt")
+	require.NoError(t, os.WriteFile(bundle, append(pki.CertPEM(ca.Cert.Raw), pki.CertPEM(foreign.Cert.Raw)...), 0o600))
+	files := pki.LocalFiles(dir)
+	files.CA = bundle
+	own, err := pki.Load(files)
+	require.NoError(t, err)
 	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownGrace: time.Second}
-	srv, err := server.New(cfg, log, server.Options{TLS: tlsMat},
-		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"})
+	srv, err := server.New(cfg, log, server.Options{TLS: own},
+		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"}, echo{"dcm.test.v1.EchoUndeclaredService"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	return srv, tlsMat, ca, filepath.Join(dir, pki.CACertFile)
+	return echoes{srv: srv, own: own, ca: ca, foreign: foreign, bundle: bundle}
+}
+
+// call calls service's Call as m and returns the code.
+func (e echoes) call(t *testing.T, m *pki.TLS, service string) codes.Code {
+	t.Helper()
+	conn, err := client.Dial(e.srv.GRPCAddr(), m)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return status.Code(conn.Invoke(ctx, "/dcm.test.v1."+service+"/Call", &structpb.Struct{}, &emptypb.Empty{}))
 }
 
 func TestIsInternal(t *testing.T) {
@@ -79,41 +111,46 @@ func TestIsInternal(t *testing.T) {
 	}
 }
 
-// TestInternalServicesAreForServicesOnly: an internal service (its name
-// ends with "InternalService") is served to the DCM service role alone; an
-// admin certificate (an operator with grpcurl) is refused it, and still
-// admitted on a public service. A tenant's certificate gets neither.
-func TestInternalServicesAreForServicesOnly(t *testing.T) {
+// TestAllowLists: over gRPC each method is served to the callers its
+// contract names (access_test.go): a program by its certificate's common
+// name, the all-in-one program everywhere a program is named, admins where
+// admitted; a service declaring no callers to nobody; tenants to nobody.
+// The role service is believed only from the service CA: a certificate of
+// another CA of the bundle claiming it is refused.
+func TestAllowLists(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	srv, tlsMat, ca, caFile := serveEchoes(t, zaptest.NewLogger(t))
-
+	e := serveEchoes(t, zaptest.NewLogger(t))
 	year := time.Now().Add(365 * 24 * time.Hour)
-	admin, _ := issue(t, ca, caFile, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, year)
-	tenant, _ := issue(t, ca, caFile, pki.Identity{Subject: "t", Role: pki.RoleProjectAdmin, Project: "p"}, year)
-	call := func(m *pki.TLS, service string) codes.Code {
-		conn, err := client.Dial(srv.GRPCAddr(), m)
-		require.NoError(t, err)
-		defer func() { _ = conn.Close() }()
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		defer ccancel()
-		return status.Code(conn.Invoke(cctx, "/dcm.test.v1."+service+"/Call", &structpb.Struct{}, &emptypb.Empty{}))
-	}
+	svc := func(name string) pki.Identity { return pki.Identity{Subject: name, Role: pki.RoleService} }
+	core, _ := issue(t, e.ca, e.bundle, svc("core"), year)
+	gateway, _ := issue(t, e.ca, e.bundle, svc("gateway"), year)
+	admin, _ := issue(t, e.ca, e.bundle, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, year)
+	tenant, _ := issue(t, e.ca, e.bundle, pki.Identity{Subject: "t", Role: pki.RoleProjectAdmin, Project: "p"}, year)
+	foreignCore, _ := issue(t, e.foreign, e.bundle, svc("core"), year)
+	foreignAdmin, _ := issue(t, e.foreign, e.bundle, pki.Identity{Subject: "ops", Role: pki.RoleAdmin}, year)
 	cases := []struct {
 		who     string
 		m       *pki.TLS
 		service string
 		want    codes.Code
 	}{
-		{"service on public", tlsMat, "EchoService", codes.OK},
-		{"service on internal", tlsMat, "EchoInternalService", codes.OK},
+		{"all-in-one on public", e.own, "EchoService", codes.OK},
+		{"all-in-one on internal", e.own, "EchoInternalService", codes.OK},
+		{"all-in-one on undeclared", e.own, "EchoUndeclaredService", codes.PermissionDenied},
+		{"gateway on public", gateway, "EchoService", codes.OK},
+		{"gateway on internal", gateway, "EchoInternalService", codes.PermissionDenied},
+		{"core on internal", core, "EchoInternalService", codes.OK},
+		{"core on public", core, "EchoService", codes.PermissionDenied},
 		{"admin on public", admin, "EchoService", codes.OK},
 		{"admin on internal", admin, "EchoInternalService", codes.PermissionDenied},
+		{"admin on undeclared", admin, "EchoUndeclaredService", codes.PermissionDenied},
 		{"tenant on public", tenant, "EchoService", codes.PermissionDenied},
 		{"tenant on internal", tenant, "EchoInternalService", codes.PermissionDenied},
+		{"core of a foreign CA on internal", foreignCore, "EchoInternalService", codes.PermissionDenied},
+		{"admin of a foreign CA of the bundle on public", foreignAdmin, "EchoService", codes.OK},
 	}
 	for _, c := range cases {
-		require.Equal(t, c.want, call(c.m, c.service), c.who)
+		require.Equal(t, c.want, e.call(t, c.m, c.service), c.who)
 	}
 }
 
@@ -123,19 +160,12 @@ func TestInternalServicesAreForServicesOnly(t *testing.T) {
 // caller the gateway audited) do not.
 func TestDirectCallsAudited(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	core, logs := observer.New(zap.DebugLevel)
-	srv, tlsMat, ca, caFile := serveEchoes(t, zap.New(core).Named("dcm"))
-	admin, _ := issue(t, ca, caFile, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, time.Now().Add(time.Hour))
-	call := func(m *pki.TLS, service string) {
-		conn, err := client.Dial(srv.GRPCAddr(), m)
-		require.NoError(t, err)
-		defer func() { _ = conn.Close() }()
-		_ = conn.Invoke(ctx, "/dcm.test.v1."+service+"/Call", &structpb.Struct{}, &emptypb.Empty{})
-	}
-	call(admin, "EchoService")
-	call(admin, "EchoInternalService")
-	call(tlsMat, "EchoService")
+	e := serveEchoes(t, zap.New(core).Named("dcm"))
+	admin, _ := issue(t, e.ca, e.bundle, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, time.Now().Add(time.Hour))
+	e.call(t, admin, "EchoService")
+	e.call(t, admin, "EchoInternalService")
+	e.call(t, e.own, "EchoService")
 	audit := logs.FilterLoggerName("dcm.audit")
 	ok := audit.FilterMessage("grpc call").FilterField(zap.String("subject", "root")).FilterField(zap.String("role", pki.RoleAdmin)).
 		FilterField(zap.String("grpc.method", "/dcm.test.v1.EchoService/Call")).FilterField(zap.Bool("ok", true))

@@ -113,7 +113,7 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 			}
 		}
 		s.grpcLn = ln
-		c := &chain{log: log, validator: mustValidator(), authorize: !cfg.InsecureGRPC}
+		c := &chain{log: log, validator: mustValidator(), authorize: !cfg.InsecureGRPC, tls: opts.TLS}
 		creds := insecure.NewCredentials()
 		if !cfg.InsecureGRPC {
 			creds = credentials.NewTLS(opts.TLS.GRPCServer())
@@ -132,6 +132,13 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 		reflection.Register(s.grpc)
 		for name := range s.grpc.GetServiceInfo() {
 			s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+		}
+	}
+	if cfg.HTTPAddr != "" && !cfg.InsecureHTTP && opts.HTTPHandler != nil {
+		if err := opts.TLS.HTTPServingError(); err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("DCM_HTTP_TLS_CERT_FILE: the certificate serving REST must be for server use only, without the organization %s: %w",
+				pki.RoleService, err)
 		}
 	}
 	if cfg.HTTPAddr != "" {

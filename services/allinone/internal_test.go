@@ -2,21 +2,27 @@ package allinone_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -29,19 +35,30 @@ var internalServices = []string{
 	"dcm.user.v1.UserInternalService",
 }
 
-// serviceCreds dials as the programs do, with their own certificate
-// (role service).
+// serviceCreds dials as the program does, with its own certificate
+// (CN dcm, role service: every program's rights).
 func serviceCreds(t *testing.T, s *stacktest.Stack) grpc.DialOption {
 	t.Helper()
-	dir := filepath.Join(s.DataDir, "pki")
-	m, err := pki.Load(pki.Files{CA: filepath.Join(dir, pki.CACertFile), Cert: filepath.Join(dir, pki.ServerCertFile), Key: filepath.Join(dir, pki.ServerKeyFile)})
+	m, err := pki.Load(pki.LocalFiles(filepath.Join(s.DataDir, "pki")))
 	require.NoError(t, err)
 	return grpc.WithTransportCredentials(credentials.NewTLS(m.Client()))
 }
 
-// TestInternalServicesOnTheWholeProgram: the internal services are served
-// (reflection lists them) to the programs' own certificate only; the
-// admin certificate, admitted on every public service, is refused on them.
+// certCreds dials with a client certificate of the stack's CA.
+func certCreds(t *testing.T, s *stacktest.Stack, cert tls.Certificate) grpc.DialOption {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(s.CA.Cert)
+	return grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, Certificates: []tls.Certificate{cert}}))
+}
+
+// TestInternalServicesOnTheWholeProgram: every method the program serves
+// (reflection lists every service) has callers declared in its contract
+// (fail closed otherwise), and they hold on the whole program: only core
+// reaches users' credentials and rollouts; the gateway's identity reaches
+// neither, nor does an admin, who keeps the public services and the
+// rollout status reads; the gateway's HTTPS certificate is no client
+// certificate at all.
 func TestInternalServicesOnTheWholeProgram(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
@@ -49,6 +66,17 @@ func TestInternalServicesOnTheWholeProgram(t *testing.T) {
 	for _, want := range internalServices {
 		require.Contains(t, names, want, "reflection stays on")
 	}
+	for _, name := range names {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+		require.NoError(t, err, name)
+		methods := d.(protoreflect.ServiceDescriptor).Methods()
+		for i := range methods.Len() {
+			full := "/" + name + "/" + string(methods.Get(i).Name())
+			_, declared := server.CallersOf(full)
+			require.True(t, declared || server.IsOpen(full), "%s declares no callers (dcm.access.v1): it is refused to everyone", full)
+		}
+	}
+
 	ctx := context.Background()
 	dial := func(creds grpc.DialOption) *grpc.ClientConn {
 		conn, err := grpc.NewClient(s.GRPC, creds)
@@ -56,19 +84,54 @@ func TestInternalServicesOnTheWholeProgram(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close() })
 		return conn
 	}
-	admin, svc := dial(adminCreds(t, s)), dial(serviceCreds(t, s))
+	year := time.Now().Add(365 * 24 * time.Hour)
+	admin, all := dial(adminCreds(t, s)), dial(serviceCreds(t, s))
+	core := dial(certCreds(t, s, s.Issue(t, pki.Identity{Subject: "core", Role: pki.RoleService}, year)))
+	gateway := dial(certCreds(t, s, s.Issue(t, pki.Identity{Subject: "gateway", Role: pki.RoleService}, year)))
+	dir := filepath.Join(s.DataDir, "pki")
+	https, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.HTTPSCertFile), filepath.Join(dir, pki.HTTPSKeyFile))
+	require.NoError(t, err)
+	httpsConn := dial(certCreds(t, s, https))
 
-	_, err := corev1.NewCoreServiceClient(admin).ListProjects(ctx, &corev1.ListProjectsRequest{})
+	_, err = corev1.NewCoreServiceClient(admin).ListProjects(ctx, &corev1.ListProjectsRequest{})
 	require.NoError(t, err, "an admin calls the public services")
 	_, err = rsyncv1.NewRsyncServiceClient(admin).ListClusterProviders(ctx, &rsyncv1.ListClusterProvidersRequest{})
 	require.NoError(t, err)
+	_, err = corev1.NewCoreServiceClient(gateway).ListProjects(ctx, &corev1.ListProjectsRequest{})
+	require.NoError(t, err, "the gateway calls the public services")
+	_, err = corev1.NewCoreServiceClient(core).ListProjects(ctx, &corev1.ListProjectsRequest{})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "core has no business with projects: %v", err)
+	_, err = rsyncv1.NewRsyncInternalServiceClient(admin).GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: "lc/p/lc"})
+	require.NotEqual(t, codes.PermissionDenied, status.Code(err), "an admin reads rollout status: %v", err)
 
-	_, err = userv1.NewUserInternalServiceClient(admin).GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: "p", LogicalCloud: "lc", Name: "u"})
-	require.Equal(t, codes.PermissionDenied, status.Code(err), "a private key is never an admin's to read: %v", err)
+	creds := func(c *grpc.ClientConn) error {
+		_, err := userv1.NewUserInternalServiceClient(c).GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: "p", LogicalCloud: "lc", Name: "u"})
+		return err
+	}
+	rollout := func(c *grpc.ClientConn) error {
+		_, err := rsyncv1.NewRsyncInternalServiceClient(c).SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{})
+		return err
+	}
+	for _, call := range []struct {
+		name string
+		f    func(*grpc.ClientConn) error
+	}{{"GetUserCredentials", creds}, {"SubmitRollout", rollout}} {
+		err := call.f(gateway)
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "%s is not the gateway's: %v", call.name, err)
+		err = call.f(admin)
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "%s is never an admin's: %v", call.name, err)
+		err = call.f(httpsConn)
+		require.Equal(t, codes.Unavailable, status.Code(err), "the HTTPS certificate is refused in the handshake: %v", err)
+		err = call.f(core)
+		require.NotEqual(t, codes.PermissionDenied, status.Code(err), "%s is core's: %v", call.name, err)
+		require.NotEqual(t, codes.Unavailable, status.Code(err), "%v", err)
+		err = call.f(all)
+		require.NotEqual(t, codes.PermissionDenied, status.Code(err), "the all-in-one program has every program's rights: %v", err)
+	}
 	_, err = rsyncv1.NewRsyncInternalServiceClient(admin).SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: []string{"edge"}})
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
-	_, err = rsyncv1.NewRsyncInternalServiceClient(svc).SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: []string{"edge"}})
-	require.NoError(t, err, "the programs call each other's internal services")
+	_, err = rsyncv1.NewRsyncInternalServiceClient(core).SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: []string{"edge"}})
+	require.NoError(t, err, "core calls the internal services")
 }
 
 // TestReferencesHeldAfterRestart: a cluster reference whose hold rsync
