@@ -126,7 +126,11 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 		if grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 			return nil, fmt.Errorf("grpc listen %s: %w", cfg.GRPCAddr, err)
 		}
-		cleanup = append(cleanup, func() { _ = grpcLn.Close() })
+		cleanup = append(cleanup, func() {
+			if grpcLn != nil { // a program without services closed it already
+				_ = grpcLn.Close()
+			}
+		})
 		cfg.GRPCAddr = grpcLn.Addr().String()
 	}
 	tlsMat, err := loadTLS(name, &cfg, log)
