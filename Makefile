@@ -9,7 +9,7 @@ GRPCURL    := $(BIN)/grpcurl
 # Every package of every workspace module (go.work).
 PKGS       := github.com/dcm-project/dcm/...
 # What `make generate` writes; CI fails if regenerating changes it.
-GENERATED  := gen services/gateway/internal/openapi docs/configuration.md
+GENERATED  := gen services/gateway/internal/openapi docs/configuration.md docs/security.md
 
 # Local Kubernetes clusters (make clusters N=3); their files go here.
 N          ?= 3
@@ -63,12 +63,13 @@ bench-lifecycle: k8s-bins
 test-unit:
 	$(GO) test -short -count=1 $(PKGS)
 
-## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, and the configuration table in docs/configuration.md
+## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, the configuration table in docs/configuration.md and the gRPC caller table in docs/security.md
 generate: $(BUF)
 	$(BUF) format -w
 	find gen -mindepth 1 -maxdepth 1 ! -name go.mod ! -name go.sum -exec rm -rf {} +
 	$(BUF) generate
 	$(GO) run ./platform/server/cmd/confdoc docs/configuration.md
+	$(GO) run ./platform/server/cmd/calltable docs/security.md
 
 ## check-generated: make generate, then fail if it changed anything tracked (CI)
 check-generated: generate

@@ -30,9 +30,10 @@ const (
 // QuotaInternalService is the quota service's internal contract: what core
 // tells it (create, render, purge) and what core reads from it. It is
 // never mounted by the gateway (no google.api.http here, ever), and the
-// gRPC server admits it to callers whose certificate role is "service"
-// only: an admin certificate is refused (PermissionDenied). The
-// "InternalService" suffix is the marker (platform/server.IsInternal).
+// gRPC server serves it to core alone (default_callers below; the
+// all-in-one program holds core's rights): the gateway's certificate and
+// an admin's are refused (PermissionDenied). The "InternalService" suffix
+// is the marker (platform/server.IsInternal).
 type QuotaInternalServiceClient interface {
 	// RenderQuotas makes a ResourceQuota per quota of the logical cloud (the
 	// default quota when it has none), in its namespace.
@@ -77,9 +78,10 @@ func (c *quotaInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in *
 // QuotaInternalService is the quota service's internal contract: what core
 // tells it (create, render, purge) and what core reads from it. It is
 // never mounted by the gateway (no google.api.http here, ever), and the
-// gRPC server admits it to callers whose certificate role is "service"
-// only: an admin certificate is refused (PermissionDenied). The
-// "InternalService" suffix is the marker (platform/server.IsInternal).
+// gRPC server serves it to core alone (default_callers below; the
+// all-in-one program holds core's rights): the gateway's certificate and
+// an admin's are refused (PermissionDenied). The "InternalService" suffix
+// is the marker (platform/server.IsInternal).
 type QuotaInternalServiceServer interface {
 	// RenderQuotas makes a ResourceQuota per quota of the logical cloud (the
 	// default quota when it has none), in its namespace.

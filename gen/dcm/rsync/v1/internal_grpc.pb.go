@@ -43,9 +43,10 @@ const (
 // RsyncInternalService is the resource synchronizer's internal contract: what core
 // tells it (create, render, purge) and what core reads from it. It is
 // never mounted by the gateway (no google.api.http here, ever), and the
-// gRPC server admits it to callers whose certificate role is "service"
-// only: an admin certificate is refused (PermissionDenied). The
-// "InternalService" suffix is the marker (platform/server.IsInternal).
+// gRPC server serves it to core alone (default_callers below; the
+// all-in-one program holds core's rights): the gateway's certificate and
+// an admin's are refused (PermissionDenied). The "InternalService" suffix
+// is the marker (platform/server.IsInternal).
 type RsyncInternalServiceClient interface {
 	// SelectClusters lists the clusters, of every provider, that carry all
 	// the given labels (core resolves seed 002's cluster-labels).
@@ -281,9 +282,10 @@ func (c *rsyncInternalServiceClient) ReleaseClusters(ctx context.Context, in *Re
 // RsyncInternalService is the resource synchronizer's internal contract: what core
 // tells it (create, render, purge) and what core reads from it. It is
 // never mounted by the gateway (no google.api.http here, ever), and the
-// gRPC server admits it to callers whose certificate role is "service"
-// only: an admin certificate is refused (PermissionDenied). The
-// "InternalService" suffix is the marker (platform/server.IsInternal).
+// gRPC server serves it to core alone (default_callers below; the
+// all-in-one program holds core's rights): the gateway's certificate and
+// an admin's are refused (PermissionDenied). The "InternalService" suffix
+// is the marker (platform/server.IsInternal).
 type RsyncInternalServiceServer interface {
 	// SelectClusters lists the clusters, of every provider, that carry all
 	// the given labels (core resolves seed 002's cluster-labels).

@@ -32,9 +32,10 @@ const (
 // UserInternalService is the user service's internal contract: what core
 // tells it (create, render, purge) and what core reads from it. It is
 // never mounted by the gateway (no google.api.http here, ever), and the
-// gRPC server admits it to callers whose certificate role is "service"
-// only: an admin certificate is refused (PermissionDenied). The
-// "InternalService" suffix is the marker (platform/server.IsInternal).
+// gRPC server serves it to core alone (default_callers below; the
+// all-in-one program holds core's rights): the gateway's certificate and
+// an admin's are refused (PermissionDenied). The "InternalService" suffix
+// is the marker (platform/server.IsInternal).
 type UserInternalServiceClient interface {
 	// CreateUser stores a new user of a logical cloud (core calls it when it
 	// creates the logical cloud).
@@ -111,9 +112,10 @@ func (c *userInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in *P
 // UserInternalService is the user service's internal contract: what core
 // tells it (create, render, purge) and what core reads from it. It is
 // never mounted by the gateway (no google.api.http here, ever), and the
-// gRPC server admits it to callers whose certificate role is "service"
-// only: an admin certificate is refused (PermissionDenied). The
-// "InternalService" suffix is the marker (platform/server.IsInternal).
+// gRPC server serves it to core alone (default_callers below; the
+// all-in-one program holds core's rights): the gateway's certificate and
+// an admin's are refused (PermissionDenied). The "InternalService" suffix
+// is the marker (platform/server.IsInternal).
 type UserInternalServiceServer interface {
 	// CreateUser stores a new user of a logical cloud (core calls it when it
 	// creates the logical cloud).
