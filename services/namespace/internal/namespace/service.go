@@ -12,9 +12,11 @@ package namespace
 import (
 	"cmp"
 	"context"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
@@ -169,6 +171,12 @@ func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNa
 	if req.GetLevel() == kube.LevelAdmin {
 		return nil, errs.FailedPrecondition("logical cloud %q: admin logical cloud has no namespace", lc)
 	}
+	// Core checked both when it stored the logical cloud; a request that
+	// did not come from there gets a clear refusal, not a Namespace the
+	// clusters would refuse on every apply.
+	if err := checkRender(req); err != nil {
+		return nil, err
+	}
 	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
 	if isNotFound(err) {
 		return nil, errs.NotFound("logical cloud %q of project %q has no namespace record", lc, project)
@@ -180,6 +188,18 @@ func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNa
 		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
 	}
 	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity())}}, nil
+}
+
+// checkRender refuses a namespace name that is no DNS-1123 label and a
+// Pod Security level the API server's admission does not know (core's
+// rules, kube.CheckPodSecurity, as an admin may set them).
+func checkRender(req *namespacev1.RenderNamespaceRequest) error {
+	if ns := req.GetNamespace(); ns != "" {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return errs.Invalid("namespace", "%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+		}
+	}
+	return kube.CheckPodSecurity("pod-security", req.GetLevel(), req.GetPodSecurity(), true)
 }
 
 // manifest is the Namespace object named name of logical cloud lc, at Pod
