@@ -13,7 +13,9 @@ import (
 
 // TestDeployManifests checks deploy/ against the code: every program has a
 // Deployment whose command exists, every service's address is configured,
-// and the manifests parse as Kubernetes objects.
+// every program's certificate names it (the allow-lists' identity), the
+// gateway serves HTTPS with a certificate of server use only, and the
+// manifests parse as Kubernetes objects.
 func TestDeployManifests(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join("..", "..", "deploy")
@@ -26,6 +28,16 @@ func TestDeployManifests(t *testing.T) {
 
 	commands := map[string]bool{}
 	tlsSecrets, certSecrets := map[string]bool{}, map[string]bool{}
+	type cert struct {
+		CommonName string `json:"commonName"`
+		Subject    struct {
+			Organizations []string `json:"organizations"`
+		} `json:"subject"`
+		Usages []string `json:"usages"`
+	}
+	certs := map[string]cert{}           // by secret
+	programSecret := map[string]string{} // program -> its tls secret
+	httpsSecret := map[string]string{}   // program -> its https secret
 	config := map[string]string{}
 	for _, f := range kust.Resources {
 		b, err := os.ReadFile(filepath.Join(dir, f))
@@ -37,7 +49,8 @@ func TestDeployManifests(t *testing.T) {
 				Data     map[string]string     `json:"data"`
 				Spec     struct {
 					SecretName string `json:"secretName"`
-					Template   struct {
+					cert
+					Template struct {
 						Spec struct {
 							Containers []struct {
 								Command      []string `json:"command"`
@@ -73,9 +86,15 @@ func TestDeployManifests(t *testing.T) {
 						secretsOf[v.Name] = v.Secret.SecretName
 					}
 					tlsSecrets[secretsOf["tls"]] = true
+					programSecret[name] = secretsOf["tls"]
+					if mounts["https"] != "" {
+						tlsSecrets[secretsOf["https"]] = true
+						httpsSecret[name] = secretsOf["https"]
+					}
 				}
 			case "Certificate":
 				certSecrets[obj.Spec.SecretName] = true
+				certs[obj.Spec.SecretName] = obj.Spec.cert
 			case "ConfigMap":
 				config = obj.Data
 			}
@@ -88,6 +107,15 @@ func TestDeployManifests(t *testing.T) {
 		require.Equal(t, "dcm-"+svc+":9090", config["DCM_"+strings.ToUpper(svc)+"_ADDR"])
 	}
 	require.True(t, commands["gateway"])
+	for program, secret := range programSecret {
+		c := certs[secret]
+		require.Equal(t, program, c.CommonName, "%s's certificate names it", program)
+		require.Equal(t, []string{"service"}, c.Subject.Organizations, program)
+	}
+	https := certs[httpsSecret["gateway"]]
+	require.NotEmpty(t, https.Usages, "the gateway serves HTTPS with a certificate of its own")
+	require.NotContains(t, https.Usages, "client auth")
+	require.Empty(t, https.Subject.Organizations)
 	require.Equal(t, certSecrets, tlsSecrets, "every mounted certificate is issued, and every issued one mounted")
 	for _, k := range []string{"DCM_TLS_CA_FILE", "DCM_TLS_CERT_FILE", "DCM_TLS_KEY_FILE", "DCM_KEK_FILE"} {
 		require.True(t, strings.HasPrefix(config[k], "/etc/dcm/"), k)
