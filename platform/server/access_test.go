@@ -17,7 +17,8 @@ import (
 // The hand-registered services of these tests declare their callers in a
 // descriptor registered here, as generated code does for the real ones:
 // test.Probe and dcm.test.v1.EchoService are public (the gateway, admins),
-// EchoInternalService is core's, EchoUndeclaredService declares nobody,
+// EchoInternalService is core's, EchoAdminService admins' alone,
+// EchoUndeclaredService declares nobody,
 // and EchoService/Override admits the quota service alone.
 func init() {
 	callers := func(c *accessv1.Callers) *descriptorpb.ServiceOptions {
@@ -50,6 +51,8 @@ func init() {
 				method("Call", nil), method("Override", &accessv1.Callers{Services: []string{"quota"}})}},
 			{Name: proto.String("EchoInternalService"), Options: callers(&accessv1.Callers{Services: []string{"core"}}),
 				Method: []*descriptorpb.MethodDescriptorProto{method("Call", nil)}},
+			{Name: proto.String("EchoAdminService"), Options: callers(&accessv1.Callers{Admin: true}),
+				Method: []*descriptorpb.MethodDescriptorProto{method("Call", nil)}},
 			{Name: proto.String("EchoUndeclaredService"), Options: callers(nil),
 				Method: []*descriptorpb.MethodDescriptorProto{method("Call", nil)}},
 		},
@@ -78,6 +81,7 @@ func TestMayCall(t *testing.T) {
 		override  = "/dcm.test.v1.EchoService/Override"
 		internal  = "/dcm.test.v1.EchoInternalService/Call"
 		undecl    = "/dcm.test.v1.EchoUndeclaredService/Call"
+		adminOnly = "/dcm.test.v1.EchoAdminService/Call"
 		unknown   = "/dcm.test.v1.Nothing/Call"
 		health    = "/grpc.health.v1.Health/Check"
 		reflectv1 = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
@@ -100,6 +104,9 @@ func TestMayCall(t *testing.T) {
 		{admin, internal, false},
 		{svc(pki.AllInOne), internal, true},
 		{svc(pki.AllInOne), undecl, false},
+		{svc(pki.AllInOne), adminOnly, true},
+		{svc("gateway"), adminOnly, false},
+		{admin, adminOnly, true},
 		{admin, undecl, false},
 		{svc(pki.AllInOne), unknown, false},
 		{svc("gateway"), health, true},
