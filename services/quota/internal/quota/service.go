@@ -12,9 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
@@ -290,11 +292,17 @@ func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasReq
 	if req.GetLevel() == kube.LevelAdmin || req.GetNamespace() == "" {
 		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
 	}
+	// Core checked the name when it stored the logical cloud; a request
+	// that did not come from there gets a clear refusal, not quotas every
+	// cluster refuses on every apply.
+	ns := req.GetNamespace()
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return nil, errs.Invalid("namespace", "%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+	}
 	qs, err := s.effective(ctx, req.GetLevel(), store.Key(project, lc))
 	if err != nil {
 		return nil, err
 	}
-	ns := req.GetNamespace()
 	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
 	for _, q := range qs {
 		name := q.GetMetadata().GetName()

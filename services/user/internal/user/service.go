@@ -18,10 +18,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
@@ -66,6 +68,12 @@ func (s *Service) Register(r grpc.ServiceRegistrar) {
 func (s *Service) told(project, lc, level, namespace string) (target, error) {
 	if level == kube.LevelAdmin || namespace == "" {
 		return target{}, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no users", lc)
+	}
+	// Core checked the name when it stored the logical cloud; a request
+	// that did not come from there gets a clear refusal, not objects every
+	// cluster refuses on every apply.
+	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		return target{}, errs.Invalid("namespace", "%q is not a namespace name: %s", namespace, strings.Join(msgs, "; "))
 	}
 	return target{project: project, lc: lc, namespace: namespace, certLifetime: s.certLifetime}, nil
 }
