@@ -1,0 +1,223 @@
+package allinone_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/client"
+	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/cadist"
+	"github.com/dcm-project/dcm/services/core"
+	"github.com/dcm-project/dcm/services/gateway"
+	"github.com/dcm-project/dcm/services/namespace"
+	"github.com/dcm-project/dcm/services/quota"
+	"github.com/dcm-project/dcm/services/rsync"
+	"github.com/dcm-project/dcm/services/servicemesh"
+	"github.com/dcm-project/dcm/services/traffic"
+	"github.com/dcm-project/dcm/services/user"
+)
+
+// split is the suite run as separate programs, each with its own name
+// and so its own certificate from the shared local PKI.
+type split struct {
+	data   string
+	addrs  map[string]string // gRPC address by program name
+	gwURL  string
+	client *http.Client // the admin certificate's
+	ca     *pki.CA
+}
+
+// startSplit starts every service as its own program on loopback
+// addresses, all on one data dir (one local PKI, one keyring), sharing the
+// embedded store of the first one through its URI, and the gateway in
+// front. They stop in reverse order when the test ends.
+func startSplit(t *testing.T) *split {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole suite as separate programs: not in -short (make test-unit)")
+	}
+	s := &split{data: t.TempDir(), addrs: map[string]string{}}
+	programs := []struct {
+		name  string
+		build app.Build
+	}{
+		{rsync.Name, rsync.Build}, // first: it runs the embedded store
+		{core.Name, core.Build}, {namespace.Name, namespace.Build}, {user.Name, user.Build}, {quota.Name, quota.Build},
+		{servicemesh.Name, servicemesh.Build}, {cadist.Name, cadist.Build}, {traffic.Name, traffic.Build},
+	}
+	for _, p := range programs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		s.addrs[p.name] = ln.Addr().String()
+		require.NoError(t, ln.Close())
+	}
+	peers := []string{"-core-addr", s.addrs[core.Name], "-namespace-addr", s.addrs[namespace.Name],
+		"-user-addr", s.addrs[user.Name], "-quota-addr", s.addrs[quota.Name], "-servicemesh-addr", s.addrs[servicemesh.Name],
+		"-cadist-addr", s.addrs[cadist.Name], "-traffic-addr", s.addrs[traffic.Name], "-rsync-addr", s.addrs[rsync.Name]}
+	logs := &syncBuffer{}
+	var stops []func()
+	t.Cleanup(func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+		if t.Failed() {
+			t.Logf("the programs' logs:\n%s", logs.String())
+		}
+	})
+	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
+		t.Helper()
+		args = append(append([]string{"-data-dir", s.data, "-log-level", "warn", "-http-addr", ""}, peers...), args...)
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := app.Start(ctx, name, args, needStore, build, app.LogTo(logs))
+		if err != nil {
+			cancel()
+			t.Fatalf("start %s: %v", name, err)
+		}
+		stops = append(stops, func() {
+			cancel()
+			if err := p.Wait(); err != nil {
+				t.Errorf("%s stopped with %v", name, err)
+			}
+		})
+		return p
+	}
+	var storeArgs []string
+	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {
+		storeArgs = []string{"-mongo-database", fmt.Sprintf("dcmsplit_%d", time.Now().UnixNano())}
+		storeArgs = append(storeArgs, "-mongo-uri-file", writeSecret(t, uri))
+	}
+	first := start(programs[0].name, programs[0].build, true, append([]string{"-grpc-addr", s.addrs[programs[0].name]}, storeArgs...)...)
+	if storeArgs == nil {
+		storeArgs = []string{"-mongo-uri-file", writeSecret(t, first.Env.Store.ClientURI())}
+	}
+	for _, p := range programs[1:] {
+		start(p.name, p.build, true, append([]string{"-grpc-addr", s.addrs[p.name]}, storeArgs...)...)
+	}
+	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0")
+	s.gwURL = "https://" + gw.Server.HTTPAddr()
+
+	dir := filepath.Join(s.data, "pki")
+	var err error
+	s.ca, err = pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	require.NoError(t, err)
+	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
+	require.NoError(t, err)
+	s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12, RootCAs: gw.Env.TLS.Pool(), Certificates: []tls.Certificate{admin}}}}
+	return s
+}
+
+// writeSecret writes a secret (a store URI) to a file of the test's, 0600,
+// for a -...-file flag: secrets are never flags.
+func writeSecret(t *testing.T, v string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(f, []byte(v), 0o600))
+	return f
+}
+
+// dialAs connects to a program's gRPC endpoint with the certificate the
+// local PKI issued to the program named as.
+func (s *split) dialAs(t *testing.T, program, as string) *grpc.ClientConn {
+	t.Helper()
+	m, err := pki.Load(pki.ProgramFiles(filepath.Join(s.data, "pki"), as))
+	require.NoError(t, err)
+	conn, err := client.Dial(s.addrs[program], m)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// TestSplitPrograms: with every service its own program, each with its own
+// certificate (CN its name), the allow-lists admit every call a REST
+// sequence makes through the gateway (projects, clusters, a logical cloud
+// with its user, namespace, permissions and quotas, cluster references,
+// tokens, key rotation, deletion), and still refuse the gateway's
+// identity what is core's.
+func TestSplitPrograms(t *testing.T) {
+	t.Parallel()
+	s := startSplit(t)
+	r := &rest{t: t, c: s.client, base: s.gwURL}
+
+	// Each program is who its certificate says.
+	for _, name := range []string{core.Name, user.Name, rsync.Name, gateway.Name} {
+		m, err := pki.Load(pki.ProgramFiles(filepath.Join(s.data, "pki"), name))
+		require.NoError(t, err)
+		require.Equal(t, name, m.Identity().Subject)
+	}
+
+	// Clusters (gateway -> rsync), a project (gateway -> core).
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1") // never dialed
+	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
+	require.NoError(t, err)
+	r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+
+	// A logical cloud: core -> namespace, user (internal and permissions), quota.
+	lc := "/v2/projects/p1/logical-clouds/lc-1"
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
+	r.want(200, "GET", lc, "")
+	// namespace -> core (GetLogicalCloud, ListClusterReferences).
+	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	r.want(200, "GET", lc+"/users", "")
+	// References: core -> rsync (holds).
+	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+	// user -> core, quota -> core.
+	r.want(201, "POST", lc+"/user-permissions", `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`)
+	r.want(200, "GET", lc+"/user-permissions/permission-3", "")
+	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q1"},"spec":{"cpu":"4"}}`)
+	r.want(200, "GET", lc+"/cluster-quotas/q1", "")
+	// The CA roots (gateway -> cadist).
+	r.want(200, "GET", "/v2/cadist/roots", "")
+
+	// A token (gateway -> core's AuthService, then Authenticate per request).
+	code, b := call(t, s.client, "POST", s.gwURL+"/v2/auth/tokens", `{"subject":"alice","role":"reader","project":"p1"}`)
+	require.Equal(t, 201, code, "%s", b)
+	tok, _ := decode(t, b).(map[string]any)["token"].(string)
+	require.NotEmpty(t, tok)
+	code, b = do(t, &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12, RootCAs: s.client.Transport.(*http.Transport).TLSClientConfig.RootCAs}}}, tok, "GET", s.gwURL+lc, "")
+	require.Equal(t, 200, code, "%s", b)
+
+	// Key rotation: gateway -> every program's KeyService.
+	r.want(200, "POST", "/v2/admin/keys/rewrap", `{}`)
+
+	// The gateway's own identity reaches none of core's: not the users'
+	// private keys. Core's does.
+	ctx := context.Background()
+	req := &userv1.GetUserCredentialsRequest{Project: "p1", LogicalCloud: "lc-1", Name: "user-1"}
+	_, err = userv1.NewUserInternalServiceClient(s.dialAs(t, user.Name, gateway.Name)).GetUserCredentials(ctx, req)
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	_, err = userv1.NewUserInternalServiceClient(s.dialAs(t, user.Name, core.Name)).GetUserCredentials(ctx, req)
+	require.NotEqual(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	_, err = userv1.NewUserServiceClient(s.dialAs(t, user.Name, quota.Name)).ListUsers(ctx, &userv1.ListUsersRequest{Project: "p1", LogicalCloud: "lc-1"})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "one service is not another's caller unless named: %v", err)
+
+	// Deletion: core -> namespace, user, quota purges and rsync releases.
+	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/c1", "")
+	r.want(204, "DELETE", lc, "")
+	require.Eventually(t, func() bool {
+		code, _ := call(t, s.client, "GET", s.gwURL+lc, "")
+		return code == 404
+	}, 30*time.Second, 100*time.Millisecond)
+	r.want(204, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+}
