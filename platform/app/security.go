@@ -61,11 +61,11 @@ func loadTLS(name string, cfg *server.Config, log *zap.Logger) (*pki.TLS, error)
 	if err := t.OwnServiceError(); err != nil {
 		return nil, fmt.Errorf("DCM_TLS_CERT_FILE %s: %w", files.Cert, err)
 	}
-	switch cn := t.Identity().Subject; {
-	case cn == name:
-	case cn == pki.AllInOne:
+	switch cn := t.Identity().Subject; cn {
+	case name:
+	case pki.AllInOne:
 		log.Warn("this program's certificate is the all-in-one program's (common name "+pki.AllInOne+"), which may call "+
-			"whatever any DCM program may: give it its own, with the common name "+name, zap.String("setting", "DCM_TLS_CERT_FILE"))
+			"every method that declares callers: give it its own, with the common name "+name, zap.String("setting", "DCM_TLS_CERT_FILE"))
 	default:
 		return nil, fmt.Errorf("DCM_TLS_CERT_FILE %s: its common name is %q: the program %s serves and dials as %q (or %q, the all-in-one program)",
 			files.Cert, cn, name, name, pki.AllInOne)
