@@ -7,8 +7,10 @@
 //
 // A certificate's identity: the subject common name is who the caller is,
 // its first organization is its role and its first organizational unit the
-// project its role is scoped to (none: global). Services carry the role
-// "service".
+// project its role is scoped to (none: global). DCM's programs carry the
+// role "service" and their program's name (AllInOne for the all-in-one
+// program), from the service CA only (TLS.ServiceIssued); a public HTTPS
+// listener serves a certificate that is no client one (HTTPServingError).
 //
 // It must not know about any service, and never logs key material.
 package pki
