@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -63,13 +62,8 @@ type echoes struct {
 // CA bundle holds the local CA and a foreign one.
 func serveEchoes(t *testing.T, log *zap.Logger) echoes {
 	t.Helper()
-	dir, _ := servertest.PKI(t)
-	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
-	require.NoError(t, err)
-	foreign, err := pki.NewCA("another CA of the bundle", time.Hour)
-	require.NoError(t, err)
-	bundle := filepath.Join(t.TempDir(), "bundle.crt")
-	require.NoError(t, os.WriteFile(bundle, append(pki.CertPEM(ca.Cert.Raw), pki.CertPEM(foreign.Cert.Raw)...), 0o600))
+	dir := filepath.Join(t.TempDir(), "pki")
+	ca, foreign, bundle := servertest.TwoCAs(t, dir)
 	files := pki.LocalFiles(dir)
 	files.CA = bundle
 	own, err := pki.Load(files)

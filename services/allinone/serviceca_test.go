@@ -3,7 +3,6 @@ package allinone_test
 import (
 	"context"
 	"crypto/tls"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -30,14 +30,7 @@ func TestServiceCAPinned(t *testing.T) {
 	}
 	data := t.TempDir()
 	dir := filepath.Join(data, "pki")
-	_, err := pki.Bootstrap(dir, pki.DefaultHosts())
-	require.NoError(t, err)
-	local, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
-	require.NoError(t, err)
-	operators, err := pki.NewCA("operators", time.Hour)
-	require.NoError(t, err)
-	bundle := filepath.Join(t.TempDir(), "bundle.crt")
-	require.NoError(t, os.WriteFile(bundle, append(pki.CertPEM(local.Cert.Raw), pki.CertPEM(operators.Cert.Raw)...), 0o600))
+	local, operators, bundle := servertest.TwoCAs(t, dir)
 	f := pki.LocalFiles(dir)
 	s := stacktest.StartWith(t, stacktest.Options{DataDir: data, Args: []string{
 		"-tls-ca-file", bundle, "-tls-cert-file", f.Cert, "-tls-key-file", f.Key,

@@ -5,6 +5,7 @@ package servertest
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -68,4 +69,26 @@ func PKI(t testing.TB) (string, *pki.TLS) {
 		t.Fatalf("pki: %v", err)
 	}
 	return dir, m
+}
+
+// TwoCAs makes a local PKI in dir and another CA, and writes a CA bundle
+// of both (as an installation whose operators' certificates come from a
+// CA of their own): it returns the local CA, the other and the bundle.
+func TwoCAs(t testing.TB, dir string) (local, other *pki.CA, bundle string) {
+	t.Helper()
+	if _, err := pki.Bootstrap(dir, pki.DefaultHosts()); err != nil {
+		t.Fatalf("pki: %v", err)
+	}
+	local, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	if err != nil {
+		t.Fatalf("pki: %v", err)
+	}
+	if other, err = pki.NewCA("another CA of the bundle", time.Hour); err != nil {
+		t.Fatalf("pki: %v", err)
+	}
+	bundle = filepath.Join(t.TempDir(), "bundle.crt")
+	if err := os.WriteFile(bundle, append(pki.CertPEM(local.Cert.Raw), pki.CertPEM(other.Cert.Raw)...), 0o600); err != nil {
+		t.Fatalf("bundle: %v", err)
+	}
+	return local, other, bundle
 }
