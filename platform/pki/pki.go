@@ -198,9 +198,10 @@ type Files struct {
 	// Cert and Key are this program's own certificate (server and client use).
 	Cert, Key string
 	// ServiceCA, when set, is the bundle that certificates with the role
-	// service must chain to (the installation's service CA). Empty: the
-	// roots of CA that Cert chains to, i.e. the CA that issued this
-	// program's own certificate.
+	// service must chain to (the installation's service CA), clients' and
+	// the servers a program dials. Empty: the roots of CA that Cert chains
+	// to, i.e. the CA that issued this program's own certificate (all of
+	// CA when Cert is not a program's).
 	ServiceCA string
 	// HTTPCert and HTTPKey, when set, are the certificate the HTTPS
 	// listener serves instead of Cert (server use only: see HTTPServingError).
@@ -246,7 +247,12 @@ func Load(f Files) (*TLS, error) {
 	// The service CA defaults to what issued this program's own
 	// certificate: the roots of the bundle its chains end at (none if it
 	// chains to none: then no service certificate is accepted, and
-	// OwnServiceError says why).
+	// OwnServiceError says why). Material that is not a program's (an
+	// operator's, a test's) trusts the whole bundle.
+	if IdentityOf(cert.Leaf).Role != RoleService {
+		t.services = pool
+		return t, nil
+	}
 	chains, _ := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: intermediates(cert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	t.services = x509.NewCertPool()
 	for _, c := range chains {
@@ -350,11 +356,12 @@ func (t *TLS) HTTPServer() *tls.Config {
 }
 
 // Client is the configuration for dialing another DCM program: it checks
-// the server against the CA bundle and presents this program's certificate.
+// the server against the service CA (a program serves with its service
+// certificate) and presents this program's certificate.
 func (t *TLS) Client() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		RootCAs:      t.pool,
+		RootCAs:      t.services,
 		Certificates: []tls.Certificate{t.cert},
 	}
 }

@@ -185,6 +185,19 @@ func TestServiceCAPinned(t *testing.T) {
 	require.ErrorIs(t, err, pki.ErrBadCertificate, "a service identity of another CA of the bundle")
 	_, err = m.VerifyClient([]*x509.Certificate{leaf(foreign, admin)})
 	require.NoError(t, err, "an admin of another CA of the bundle")
+	// Dialing, a program trusts servers of the service CA only.
+	serverOf := func(ca *pki.CA) *x509.Certificate {
+		c, _, err := ca.Issue(pki.Request{Identity: core, Hosts: []string{"core"}, Server: true, NotAfter: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		block, _ := pem.Decode(c)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		return cert
+	}
+	_, err = serverOf(ca).Verify(x509.VerifyOptions{Roots: m.Client().RootCAs, DNSName: "core"})
+	require.NoError(t, err)
+	_, err = serverOf(foreign).Verify(x509.VerifyOptions{Roots: m.Client().RootCAs, DNSName: "core"})
+	require.Error(t, err, "a server of another CA of the bundle")
 
 	// A configured service CA replaces the default.
 	files.ServiceCA = filepath.Join(t.TempDir(), "services.crt")

@@ -105,6 +105,21 @@ func TestIsInternal(t *testing.T) {
 	}
 }
 
+// trusting is a client certificate for id from ca that trusts every
+// server of the bundle.
+func trusting(t *testing.T, ca *pki.CA, bundle string, id pki.Identity, notAfter time.Time) *pki.TLS {
+	t.Helper()
+	certPEM, keyPEM, err := ca.Issue(pki.Request{Identity: id, Client: true, NotAfter: notAfter})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	files := pki.Files{CA: bundle, ServiceCA: bundle, Cert: filepath.Join(dir, "c.crt"), Key: filepath.Join(dir, "c.key")}
+	require.NoError(t, writeFile(files.Cert, certPEM))
+	require.NoError(t, writeFile(files.Key, keyPEM))
+	m, err := pki.Load(files)
+	require.NoError(t, err)
+	return m
+}
+
 // TestAllowLists: over gRPC each method is served to the callers its
 // contract names (access_test.go): a program by its certificate's common
 // name, the all-in-one program everywhere a program is named, admins where
@@ -120,7 +135,9 @@ func TestAllowLists(t *testing.T) {
 	gateway, _ := issue(t, e.ca, e.bundle, svc("gateway"), year)
 	admin, _ := issue(t, e.ca, e.bundle, pki.Identity{Subject: "root", Role: pki.RoleAdmin}, year)
 	tenant, _ := issue(t, e.ca, e.bundle, pki.Identity{Subject: "t", Role: pki.RoleProjectAdmin, Project: "p"}, year)
-	foreignCore, _ := issue(t, e.foreign, e.bundle, svc("core"), year)
+	// A program of the foreign CA would trust servers of its own CA only:
+	// this one trusts the bundle, to reach the server and be refused there.
+	foreignCore := trusting(t, e.foreign, e.bundle, svc("core"), year)
 	foreignAdmin, _ := issue(t, e.foreign, e.bundle, pki.Identity{Subject: "ops", Role: pki.RoleAdmin}, year)
 	cases := []struct {
 		who     string
