@@ -67,7 +67,7 @@ type Config struct {
 	AdminTokenFile string `env:"DCM_ADMIN_TOKEN_FILE" flag:"admin-token-file" usage:"file holding the bootstrap admin bearer token the gateway accepts (empty: <data dir>/pki/admin.token with the local PKI)"`
 
 	// TLSServiceCAFile pins who may issue service identities.
-	TLSServiceCAFile string `env:"DCM_TLS_SERVICE_CA_FILE" flag:"tls-service-ca-file" usage:"PEM bundle that certificates with the organization service must chain to, the installation's service CA; others of DCM_TLS_CA_FILE may issue admins' certificates only (empty: the CA of DCM_TLS_CA_FILE that issued DCM_TLS_CERT_FILE; the local CA with the local PKI)"`
+	TLSServiceCAFile string `env:"DCM_TLS_SERVICE_CA_FILE" flag:"tls-service-ca-file" usage:"PEM bundle that certificates with the organization service must chain to, the installation's service CA: callers' and the servers a program dials; others of DCM_TLS_CA_FILE may issue admins' certificates only (empty: the CA of DCM_TLS_CA_FILE that issued DCM_TLS_CERT_FILE; the local CA with the local PKI)"`
 	// HTTPTLSCertFile is the HTTPS listener's certificate: never one that
 	// can also authenticate as a DCM program.
 	HTTPTLSCertFile string `env:"DCM_HTTP_TLS_CERT_FILE" flag:"http-tls-cert-file" usage:"PEM certificate of the HTTPS listener, server use only: one with client-auth usage or organization service is refused where REST is served (empty: <data dir>/pki/https.crt with the local PKI; with configured files, DCM_TLS_CERT_FILE, which a program serving REST refuses)"`
