@@ -10,8 +10,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -172,6 +175,14 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 	return s, nil
 }
 
+// RetryLater is an HTTPAuth refusal of a client that must wait before it
+// tries again (too many failed authentications from its address): 429
+// with Retry-After rather than 401.
+type RetryLater interface {
+	error
+	RetryAfter() time.Duration
+}
+
 // authenticated serves h to callers that Options.HTTPAuth accepts, or,
 // without it, to callers with a client certificate from the CA bundle.
 // Plain HTTP without HTTPAuth (development, loopback only) is open.
@@ -189,7 +200,15 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := auth(r); err != nil {
+		_, err := auth(r)
+		var limited RetryLater
+		if errors.As(err, &limited) {
+			// The gateway's limiter audits these, once per address per minute.
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(limited.RetryAfter().Seconds())))))
+			errs.WriteHTTPStatus(w, http.StatusTooManyRequests, status.New(codes.ResourceExhausted, limited.Error()))
+			return
+		}
+		if err != nil {
 			s.log.Info("unauthenticated request", zap.String("path", r.URL.Path), zap.Error(err))
 			errs.WriteHTTPStatus(w, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
 			return

@@ -62,7 +62,7 @@ func withToken(t *testing.T, c *http.Client, token, u string) *http.Response {
 // three times, then 429 with Retry-After, and the token service (a store
 // read each) is not asked about the refused ones; the limited address is
 // refused with the admin certificate too, while the admin token works from
-// another address. Not parallel: it counts a process-wide metric.
+// another address; /metrics answers the limited address 429 too. Not parallel: it counts a process-wide metric.
 func TestAuthFailuresLimitedPerAddress(t *testing.T) {
 	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-auth-failure-burst", "3", "-auth-failure-refill", "1h"}})
 	u := s.URL + "/v2/projects"
@@ -86,6 +86,11 @@ func TestAuthFailuresLimitedPerAddress(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "a limited address is refused whatever it presents")
+	resp, err = s.Admin.Get(s.URL + "/metrics")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "/metrics shares the limit and says so")
+	require.Equal(t, "3600", resp.Header.Get("Retry-After"))
 
 	other := clientFrom(s, "127.0.0.2", nil)
 	resp = withToken(t, other, s.AdminToken, u)

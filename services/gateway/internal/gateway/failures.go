@@ -102,6 +102,9 @@ func (r *refusal) Error() string {
 	return fmt.Sprintf("too many failed authentications from your address: retry in %d s", retrySeconds(r.retryAfter))
 }
 
+// RetryAfter is how long the address must wait (server.RetryLater).
+func (r *refusal) RetryAfter() time.Duration { return r.retryAfter }
+
 func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 // allow reports nil if key has a failure left, or the refusal.
