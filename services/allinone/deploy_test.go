@@ -14,7 +14,8 @@ import (
 // TestDeployManifests checks deploy/ against the code: every program has a
 // Deployment whose command exists, every service's address is configured,
 // every program's certificate names it (the allow-lists' identity), the
-// gateway serves HTTPS with a certificate of server use only, and the
+// gateway serves HTTPS with a certificate of server use only, each program
+// with a store gets its own keys and database user as files, and the
 // manifests parse as Kubernetes objects.
 func TestDeployManifests(t *testing.T) {
 	t.Parallel()
@@ -54,6 +55,9 @@ func TestDeployManifests(t *testing.T) {
 						Spec struct {
 							Containers []struct {
 								Command      []string `json:"command"`
+								Env          []struct {
+									Name string `json:"name"`
+								} `json:"env"`
 								VolumeMounts []struct {
 									Name      string `json:"name"`
 									MountPath string `json:"mountPath"`
@@ -86,6 +90,15 @@ func TestDeployManifests(t *testing.T) {
 						secretsOf[v.Name] = v.Secret.SecretName
 					}
 					tlsSecrets[secretsOf["tls"]] = true
+					for _, e := range c.Env {
+						require.NotContains(t, []string{"DCM_MONGO_URI", "DCM_KEK"}, e.Name, "%s: secrets come as files", name)
+					}
+					if name != "gateway" {
+						require.Equal(t, "/etc/dcm/kek", mounts["kek"], name)
+						require.Equal(t, "dcm-kek-"+name, secretsOf["kek"], "%s holds its own keys only", name)
+						require.Equal(t, "/etc/dcm/mongo", mounts["mongo"], name)
+						require.Equal(t, "dcm-mongo-"+name, secretsOf["mongo"], "%s has its own database user", name)
+					}
 					programSecret[name] = secretsOf["tls"]
 					if mounts["https"] != "" {
 						tlsSecrets[secretsOf["https"]] = true
@@ -117,7 +130,7 @@ func TestDeployManifests(t *testing.T) {
 	require.NotContains(t, https.Usages, "client auth")
 	require.Empty(t, https.Subject.Organizations)
 	require.Equal(t, certSecrets, tlsSecrets, "every mounted certificate is issued, and every issued one mounted")
-	for _, k := range []string{"DCM_TLS_CA_FILE", "DCM_TLS_CERT_FILE", "DCM_TLS_KEY_FILE", "DCM_KEK_FILE"} {
+	for _, k := range []string{"DCM_TLS_CA_FILE", "DCM_TLS_CERT_FILE", "DCM_TLS_KEY_FILE", "DCM_KEK_FILE", "DCM_MONGO_URI_FILE"} {
 		require.True(t, strings.HasPrefix(config[k], "/etc/dcm/"), k)
 	}
 }
