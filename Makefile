@@ -11,13 +11,26 @@ PKGS       := github.com/dcm-project/dcm/...
 # What `make generate` writes; CI fails if regenerating changes it.
 GENERATED  := gen services/gateway/internal/openapi docs/configuration.md docs/security.md
 
+# The fuzz targets, each "Name:package"; `make fuzz` runs each for FUZZTIME
+# with FUZZPARALLEL workers (each REST worker runs a whole program).
+FUZZ_TARGETS := FuzzRESTBodies:./services/allinone/ \
+	FuzzRenderNamespace:./services/namespace/internal/namespace/ \
+	FuzzRenderUsers:./services/user/internal/user/ \
+	FuzzRenderQuotas:./services/quota/internal/quota/
+FUZZTIME     ?= 10m
+FUZZPARALLEL ?= 2
+# Minimize each new input with at most this many calls: the programs' own
+# goroutines (store, engine loops) make coverage vary from call to call, and
+# the default (60s of minimizing per new input) left the workers idle.
+FUZZMINIMIZE ?= 20x
+
 # Local Kubernetes clusters (make clusters N=3); their files go here.
 N          ?= 3
 CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .DEFAULT_GOAL := help
 .PHONY: help grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
-	k8s-bins clusters clusters-down bench-rsync bench-lifecycle
+	k8s-bins istio-bins clusters clusters-down bench-rsync bench-lifecycle fuzz
 
 ## help: list the targets and what they do
 help:
@@ -36,12 +49,16 @@ build:
 test: check-generated lint breaking test-all
 
 ## test-all: every Go test, integration tests against real clusters included
-test-all: k8s-bins
+test-all: k8s-bins istio-bins
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
 ## k8s-bins: build kube-apiserver and kube-controller-manager (test/k8s) into bin/k8s
 k8s-bins:
 	$(GO) run ./platform/kubetest/cmd/dcm-clusters build
+
+## istio-bins: build istiod (pilot-discovery, test/istio) into bin/istio; skipped while newer than test/istio/go.sum
+istio-bins:
+	$(GO) run ./platform/kubetest/cmd/dcm-clusters build-istio
 
 ## clusters: start N local Kubernetes clusters (etcd + kube-apiserver + kube-controller-manager)
 clusters:
@@ -58,6 +75,14 @@ bench-rsync:
 ## bench-lifecycle: apply a logical cloud on 3 real clusters until every kubeconfig works, 10 runs (p50)
 bench-lifecycle: k8s-bins
 	$(GO) test -run '^$$' -bench ApplyToUsableKubeconfigs -benchtime 10x -count 1 ./services/allinone/
+
+## fuzz: every fuzz target for FUZZTIME each (default 10m; make fuzz FUZZTIME=30s), one after another; a finding fails (not in make test, which runs their seeds)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== $${t%%:*} in $${t#*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) \
+			-parallel $(FUZZPARALLEL) "$${t#*:}" || exit 1; \
+	done
 
 ## test-unit: the fast tests only (no whole-program tests)
 test-unit:
