@@ -163,7 +163,7 @@ func (h *Harness) PIDs() []int {
 }
 
 func (h *Harness) startEtcd(ctx context.Context, bin string) error {
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (h *Harness) newCluster(i int) (*Cluster, error) {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -439,8 +439,9 @@ func (p *process) kill() {
 	<-p.done
 }
 
-// freePorts asks the kernel for n unused ports.
-func freePorts(n int) ([]int, error) {
+// FreePorts asks the kernel for n unused loopback ports (held together, so
+// they differ; free again when it returns).
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var lns []net.Listener
 	defer func() {

@@ -1,6 +1,7 @@
 // Command dcm-clusters starts and stops local Kubernetes control planes for
 // trying DCM against real clusters (`make clusters N=3`, `make
-// clusters-down`). See package kubetest.
+// clusters-down`), and builds the binaries the tests run (`make k8s-bins`,
+// `make istio-bins`). See packages kubetest and kubetest/istiotest.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/platform/kubetest/istiotest"
 )
 
 func main() {
@@ -36,7 +38,7 @@ func run(args []string) error {
 	dir := fs.String("dir", filepath.Join(dataDir, "clusters"), "where kubeconfigs, certificates, logs and etcd data go")
 	n := fs.Int("n", 3, "number of clusters")
 	if len(args) == 0 {
-		return errors.New("usage: dcm-clusters build | up [-n N] [-dir DIR] | down [-dir DIR]")
+		return errors.New("usage: dcm-clusters build | build-istio | up [-n N] [-dir DIR] | down [-dir DIR]")
 	}
 	verb := args[0]
 	if err := fs.Parse(args[1:]); err != nil {
@@ -54,6 +56,17 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Println("kube-apiserver and kube-controller-manager are in", bin)
+		return nil
+	case "build-istio":
+		root, err := kubetest.RepoRoot()
+		if err != nil {
+			return err
+		}
+		bin, err := istiotest.Build(context.Background(), root)
+		if err != nil {
+			return err
+		}
+		fmt.Println("istiod is", bin)
 		return nil
 	case "up":
 		if _, err := os.Stat(pidFile); err == nil {
@@ -124,7 +137,7 @@ func run(args []string) error {
 		fmt.Printf("stopped %d processes\n", len(pids))
 		return os.Remove(pidFile)
 	default:
-		return fmt.Errorf("unknown command %q: want up or down", verb)
+		return fmt.Errorf("unknown command %q: want build, build-istio, up or down", verb)
 	}
 }
 

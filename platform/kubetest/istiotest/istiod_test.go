@@ -1,0 +1,208 @@
+package istiotest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
+
+// TestIstiodIssuesWorkloadCertificates runs two istiods (revisions lc1 and
+// lc2, one intermediate each under one root) side by side against one test
+// cluster, out of cluster, each loading its cacerts Secret and mesh
+// ConfigMap from the cluster, and asks each for a workload certificate with
+// a ServiceAccount token of audience istio-ca.
+func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
+	c := kubetest.ForTests(t, 1).Clusters[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	require.NoError(t, InstallCRDs(ctx, c))
+	root := newTestCA(t, nil, "")
+
+	type plane struct {
+		rev, trustDomain, istioNS, workloadNS string
+		inter                                 *testCA
+		istiod                                *Istiod
+	}
+	planes := []*plane{
+		{rev: "lc1", trustDomain: "lc1.p1.dcm.local", istioNS: "lc1-istio-system", workloadNS: "lc1-ns"},
+		{rev: "lc2", trustDomain: "lc2.p1.dcm.local", istioNS: "lc2-istio-system", workloadNS: "lc2-ns"},
+	}
+	for _, p := range planes {
+		p.inter = newTestCA(t, root, p.trustDomain)
+		applyControlPlaneFixtures(ctx, t, c, p.rev, p.trustDomain, p.istioNS, p.workloadNS, root, p.inter)
+	}
+	// Side by side: both run while either is asked.
+	for _, p := range planes {
+		p.istiod = StartIstiod(ctx, t, c, IstiodOptions{Revision: p.rev, Namespace: p.istioNS, ClusterID: "cluster-1"})
+		rss, err := p.istiod.RSS()
+		require.NoError(t, err)
+		t.Logf("istiod %s: ready %s after exec, RSS %d MiB", p.rev, p.istiod.Started.Round(10*time.Millisecond), rss>>20)
+	}
+
+	roots := x509.NewCertPool()
+	roots.AddCert(root.cert)
+	for _, p := range planes {
+		t.Run(p.rev, func(t *testing.T) {
+			mesh, err := p.istiod.Get(ctx, "/debug/mesh")
+			require.NoError(t, err)
+			require.Contains(t, string(mesh), `"trustDomain": "`+p.trustDomain+`"`, "istiod reads the istio-%s ConfigMap", p.rev)
+
+			token, err := ServiceAccountToken(ctx, c, p.workloadNS, "app", "istio-ca")
+			require.NoError(t, err)
+			chainPEM, err := RequestCertificate(ctx, p.istiod.SecureGRPCAddr, roots,
+				"istiod-"+p.rev+"."+p.istioNS+".svc", token, newCSR(t))
+			require.NoError(t, err)
+			chain := parseChain(t, chainPEM)
+			require.Len(t, chain, 3, "leaf, cert-chain.pem (intermediate, root), root-cert.pem (root again)")
+			leaf := chain[0]
+
+			want := fmt.Sprintf("spiffe://%s/ns/%s/sa/app", p.trustDomain, p.workloadNS)
+			require.Len(t, leaf.URIs, 1)
+			require.Equal(t, want, leaf.URIs[0].String())
+			require.True(t, chain[1].Equal(p.inter.cert), "the chain's intermediate is this revision's")
+			require.True(t, chain[len(chain)-1].Equal(root.cert), "root-cert.pem last")
+
+			inters := x509.NewCertPool()
+			inters.AddCert(p.inter.cert)
+			_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inters,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+			require.NoError(t, err, "the leaf chains to the intermediate and the root (name constraint enforced by Go)")
+			for _, other := range planes {
+				if other != p {
+					require.Error(t, leaf.CheckSignatureFrom(other.inter.cert), "not signed by %s's intermediate", other.rev)
+				}
+			}
+			t.Logf("%s: %s, issuer %q, valid until %s", p.rev, want, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.RFC3339))
+		})
+	}
+}
+
+// applyControlPlaneFixtures writes by hand what DCM's rollouts will apply
+// for one control plane: the istio namespace and a workload namespace
+// (labelled for the discovery selectors), a ServiceAccount app, the cacerts
+// Secret and the istio-<rev> mesh ConfigMap. istiod runs with the admin
+// kubeconfig, so no RBAC is needed here.
+func applyControlPlaneFixtures(ctx context.Context, t *testing.T, c *kubetest.Cluster, rev, trustDomain, istioNS, workloadNS string, root, inter *testCA) {
+	t.Helper()
+	labels := map[string]string{"dcm.io/project": "p1", "dcm.io/logical-cloud": rev}
+	meshConfig := fmt.Sprintf("trustDomain: %s\ndiscoverySelectors:\n- matchLabels:\n    dcm.io/project: p1\n    dcm.io/logical-cloud: %s\n", trustDomain, rev)
+	objs := []map[string]any{
+		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": istioNS, "labels": labels}},
+		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": workloadNS, "labels": labels}},
+		{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "app", "namespace": workloadNS}},
+		{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "cacerts", "namespace": istioNS},
+			"stringData": map[string]string{
+				"ca-cert.pem":    string(inter.certPEM),
+				"ca-key.pem":     string(inter.keyPEM),
+				"cert-chain.pem": string(inter.certPEM) + string(root.certPEM),
+				"root-cert.pem":  string(root.certPEM),
+			}},
+		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "istio-" + rev, "namespace": istioNS},
+			"data": map[string]string{"mesh": meshConfig}},
+	}
+	for _, obj := range objs {
+		b, err := json.Marshal(obj)
+		require.NoError(t, err)
+		_, err = Apply(ctx, c, b)
+		require.NoError(t, err)
+	}
+}
+
+// testCA is a root (parent nil) or an intermediate constrained to a trust
+// domain, as cadist will issue them (docs/mesh.md section 4): P-256, CA,
+// no EKU; the intermediate has MaxPathLen 0 and a critical URI name
+// constraint.
+type testCA struct {
+	cert            *x509.Certificate
+	key             *ecdsa.PrivateKey
+	certPEM, keyPEM []byte
+}
+
+func newTestCA(t *testing.T, parent *testCA, trustDomain string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"dcm-test"}, CommonName: "dcm test root"},
+		NotBefore:             time.Now().Add(-time.Minute),
+		NotAfter:              time.Now().Add(48 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		tmpl.Subject.CommonName = "dcm test intermediate " + trustDomain
+		tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+		tmpl.MaxPathLen, tmpl.MaxPathLenZero = 0, true
+		tmpl.PermittedURIDomains = []string{trustDomain}
+		tmpl.PermittedDNSDomainsCritical = true
+		signer, signerKey = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	return &testCA{
+		cert: cert, key: key,
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
+}
+
+// newCSR is a workload's CSR; istiod takes the identity from the token, not
+// from the CSR.
+func newCSR(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{Organization: []string{"dcm-test"}}}, key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+// parseChain parses the PEM strings istiod answers, each of which may hold
+// several certificates.
+func parseChain(t *testing.T, chainPEM []string) []*x509.Certificate {
+	t.Helper()
+	var certs []*x509.Certificate
+	rest := []byte(strings.Join(chainPEM, ""))
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		certs = append(certs, cert)
+	}
+	return certs
+}
