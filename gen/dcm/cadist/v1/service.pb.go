@@ -482,6 +482,177 @@ func (*DeleteRootResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
+// Bundle is the public part of a cluster's intermediate CA for a logical
+// cloud's service mesh: what Istio's cacerts Secret holds but the key
+// (ca-key.pem goes to the service mesh service only, over gRPC).
+type Bundle struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// cluster_provider is the cluster provider's name.
+	ClusterProvider string `protobuf:"bytes,3,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// ca_cert is the intermediate's PEM certificate (Istio's ca-cert.pem).
+	CaCert string `protobuf:"bytes,5,opt,name=ca_cert,json=ca-cert,proto3" json:"ca_cert,omitempty"`
+	// cert_chain is the intermediate then its root, PEM (Istio's
+	// cert-chain.pem).
+	CertChain string `protobuf:"bytes,6,opt,name=cert_chain,json=cert-chain,proto3" json:"cert_chain,omitempty"`
+	// root_cert is the PEM root certificates workloads trust (Istio's
+	// root-cert.pem): the signing root, and during a rotation's overlap the
+	// previous root too.
+	RootCert string `protobuf:"bytes,7,opt,name=root_cert,json=root-cert,proto3" json:"root_cert,omitempty"`
+	// root_cert_url is where the signing root's PEM is served
+	// (/v2/cadist/roots/<root>/certificate).
+	RootCertUrl string `protobuf:"bytes,8,opt,name=root_cert_url,json=root-cert-url,proto3" json:"root_cert_url,omitempty"`
+	// not_after is when the intermediate expires (RFC 3339).
+	NotAfter string `protobuf:"bytes,9,opt,name=not_after,json=not-after,proto3" json:"not_after,omitempty"`
+	// serial is the intermediate's serial number, in hexadecimal.
+	Serial string `protobuf:"bytes,10,opt,name=serial,proto3" json:"serial,omitempty"`
+	// root names the root that signed the intermediate.
+	Root string `protobuf:"bytes,11,opt,name=root,proto3" json:"root,omitempty"`
+	// trusted_roots names every root in root_cert, the signing root first.
+	TrustedRoots []string `protobuf:"bytes,12,rep,name=trusted_roots,json=trusted-roots,proto3" json:"trusted_roots,omitempty"`
+	// trust_domain is the logical cloud's Istio trust domain, to which the
+	// intermediate is name-constrained.
+	TrustDomain string `protobuf:"bytes,13,opt,name=trust_domain,json=trust-domain,proto3" json:"trust_domain,omitempty"`
+	// revoked tells an intermediate that is no longer used (terminated or
+	// rotated away): never reused.
+	Revoked       bool `protobuf:"varint,14,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bundle) Reset() {
+	*x = Bundle{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bundle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bundle) ProtoMessage() {}
+
+func (x *Bundle) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bundle.ProtoReflect.Descriptor instead.
+func (*Bundle) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Bundle) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *Bundle) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *Bundle) GetClusterProvider() string {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return ""
+}
+
+func (x *Bundle) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *Bundle) GetCaCert() string {
+	if x != nil {
+		return x.CaCert
+	}
+	return ""
+}
+
+func (x *Bundle) GetCertChain() string {
+	if x != nil {
+		return x.CertChain
+	}
+	return ""
+}
+
+func (x *Bundle) GetRootCert() string {
+	if x != nil {
+		return x.RootCert
+	}
+	return ""
+}
+
+func (x *Bundle) GetRootCertUrl() string {
+	if x != nil {
+		return x.RootCertUrl
+	}
+	return ""
+}
+
+func (x *Bundle) GetNotAfter() string {
+	if x != nil {
+		return x.NotAfter
+	}
+	return ""
+}
+
+func (x *Bundle) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *Bundle) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *Bundle) GetTrustedRoots() []string {
+	if x != nil {
+		return x.TrustedRoots
+	}
+	return nil
+}
+
+func (x *Bundle) GetTrustDomain() string {
+	if x != nil {
+		return x.TrustDomain
+	}
+	return ""
+}
+
+func (x *Bundle) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
 var File_dcm_cadist_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_cadist_v1_service_proto_rawDesc = "" +
@@ -511,7 +682,25 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"2\n" +
 	"\x11DeleteRootRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
-	"\x12DeleteRootResponse2\xef\x03\n" +
+	"\x12DeleteRootResponse\"\xba\x03\n" +
+	"\x06Bundle\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12*\n" +
+	"\x10cluster_provider\x18\x03 \x01(\tR\x10cluster-provider\x12\x18\n" +
+	"\acluster\x18\x04 \x01(\tR\acluster\x12\x18\n" +
+	"\aca_cert\x18\x05 \x01(\tR\aca-cert\x12\x1e\n" +
+	"\n" +
+	"cert_chain\x18\x06 \x01(\tR\n" +
+	"cert-chain\x12\x1c\n" +
+	"\troot_cert\x18\a \x01(\tR\troot-cert\x12$\n" +
+	"\rroot_cert_url\x18\b \x01(\tR\rroot-cert-url\x12\x1c\n" +
+	"\tnot_after\x18\t \x01(\tR\tnot-after\x12\x16\n" +
+	"\x06serial\x18\n" +
+	" \x01(\tR\x06serial\x12\x12\n" +
+	"\x04root\x18\v \x01(\tR\x04root\x12$\n" +
+	"\rtrusted_roots\x18\f \x03(\tR\rtrusted-roots\x12\"\n" +
+	"\ftrust_domain\x18\r \x01(\tR\ftrust-domain\x12\x18\n" +
+	"\arevoked\x18\x0e \x01(\bR\arevoked2\xef\x03\n" +
 	"\rCaDistService\x12w\n" +
 	"\n" +
 	"CreateRoot\x12 .dcm.cadist.v1.CreateRootRequest\x1a!.dcm.cadist.v1.CreateRootResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x04rootb\x04root\"\x10/v2/cadist/roots\x12o\n" +
@@ -533,7 +722,7 @@ func file_dcm_cadist_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_cadist_v1_service_proto_rawDescData
 }
 
-var file_dcm_cadist_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_cadist_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_dcm_cadist_v1_service_proto_goTypes = []any{
 	(*Root)(nil),               // 0: dcm.cadist.v1.Root
 	(*CreateRootRequest)(nil),  // 1: dcm.cadist.v1.CreateRootRequest
@@ -544,27 +733,28 @@ var file_dcm_cadist_v1_service_proto_goTypes = []any{
 	(*ListRootsResponse)(nil),  // 6: dcm.cadist.v1.ListRootsResponse
 	(*DeleteRootRequest)(nil),  // 7: dcm.cadist.v1.DeleteRootRequest
 	(*DeleteRootResponse)(nil), // 8: dcm.cadist.v1.DeleteRootResponse
-	(*v1.Metadata)(nil),        // 9: dcm.types.v1.Metadata
+	(*Bundle)(nil),             // 9: dcm.cadist.v1.Bundle
+	(*v1.Metadata)(nil),        // 10: dcm.types.v1.Metadata
 }
 var file_dcm_cadist_v1_service_proto_depIdxs = []int32{
-	9, // 0: dcm.cadist.v1.Root.metadata:type_name -> dcm.types.v1.Metadata
-	0, // 1: dcm.cadist.v1.CreateRootRequest.root:type_name -> dcm.cadist.v1.Root
-	0, // 2: dcm.cadist.v1.CreateRootResponse.root:type_name -> dcm.cadist.v1.Root
-	0, // 3: dcm.cadist.v1.GetRootResponse.root:type_name -> dcm.cadist.v1.Root
-	0, // 4: dcm.cadist.v1.ListRootsResponse.roots:type_name -> dcm.cadist.v1.Root
-	1, // 5: dcm.cadist.v1.CaDistService.CreateRoot:input_type -> dcm.cadist.v1.CreateRootRequest
-	3, // 6: dcm.cadist.v1.CaDistService.GetRoot:input_type -> dcm.cadist.v1.GetRootRequest
-	5, // 7: dcm.cadist.v1.CaDistService.ListRoots:input_type -> dcm.cadist.v1.ListRootsRequest
-	7, // 8: dcm.cadist.v1.CaDistService.DeleteRoot:input_type -> dcm.cadist.v1.DeleteRootRequest
-	2, // 9: dcm.cadist.v1.CaDistService.CreateRoot:output_type -> dcm.cadist.v1.CreateRootResponse
-	4, // 10: dcm.cadist.v1.CaDistService.GetRoot:output_type -> dcm.cadist.v1.GetRootResponse
-	6, // 11: dcm.cadist.v1.CaDistService.ListRoots:output_type -> dcm.cadist.v1.ListRootsResponse
-	8, // 12: dcm.cadist.v1.CaDistService.DeleteRoot:output_type -> dcm.cadist.v1.DeleteRootResponse
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	10, // 0: dcm.cadist.v1.Root.metadata:type_name -> dcm.types.v1.Metadata
+	0,  // 1: dcm.cadist.v1.CreateRootRequest.root:type_name -> dcm.cadist.v1.Root
+	0,  // 2: dcm.cadist.v1.CreateRootResponse.root:type_name -> dcm.cadist.v1.Root
+	0,  // 3: dcm.cadist.v1.GetRootResponse.root:type_name -> dcm.cadist.v1.Root
+	0,  // 4: dcm.cadist.v1.ListRootsResponse.roots:type_name -> dcm.cadist.v1.Root
+	1,  // 5: dcm.cadist.v1.CaDistService.CreateRoot:input_type -> dcm.cadist.v1.CreateRootRequest
+	3,  // 6: dcm.cadist.v1.CaDistService.GetRoot:input_type -> dcm.cadist.v1.GetRootRequest
+	5,  // 7: dcm.cadist.v1.CaDistService.ListRoots:input_type -> dcm.cadist.v1.ListRootsRequest
+	7,  // 8: dcm.cadist.v1.CaDistService.DeleteRoot:input_type -> dcm.cadist.v1.DeleteRootRequest
+	2,  // 9: dcm.cadist.v1.CaDistService.CreateRoot:output_type -> dcm.cadist.v1.CreateRootResponse
+	4,  // 10: dcm.cadist.v1.CaDistService.GetRoot:output_type -> dcm.cadist.v1.GetRootResponse
+	6,  // 11: dcm.cadist.v1.CaDistService.ListRoots:output_type -> dcm.cadist.v1.ListRootsResponse
+	8,  // 12: dcm.cadist.v1.CaDistService.DeleteRoot:output_type -> dcm.cadist.v1.DeleteRootResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_cadist_v1_service_proto_init() }
@@ -578,7 +768,7 @@ func file_dcm_cadist_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_cadist_v1_service_proto_rawDesc), len(file_dcm_cadist_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -114,7 +114,14 @@ type LogicalCloudSpec struct {
 	// namespace: "baseline" or "restricted"; "privileged" only at level
 	// privileged or admin, set by an admin. Empty: the installation's
 	// default (DCM_POD_SECURITY, baseline unless set).
-	PodSecurity   string `protobuf:"bytes,5,opt,name=pod_security,json=pod-security,proto3" json:"pod_security,omitempty"`
+	PodSecurity string `protobuf:"bytes,5,opt,name=pod_security,json=pod-security,proto3" json:"pod_security,omitempty"`
+	// service_mesh opts the logical cloud into an Istio control plane of its
+	// own on every cluster (docs/mesh.md).
+	ServiceMesh *ServiceMesh `protobuf:"bytes,6,opt,name=service_mesh,json=service-mesh,proto3" json:"service_mesh,omitempty"`
+	// ca_root names the CA root (/v2/cadist/roots) that signs the service
+	// mesh's intermediates; empty: the project's default root, else the
+	// installation's.
+	CaRoot        string `protobuf:"bytes,7,opt,name=ca_root,json=ca-root,proto3" json:"ca_root,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +191,76 @@ func (x *LogicalCloudSpec) GetPodSecurity() string {
 	return ""
 }
 
+func (x *LogicalCloudSpec) GetServiceMesh() *ServiceMesh {
+	if x != nil {
+		return x.ServiceMesh
+	}
+	return nil
+}
+
+func (x *LogicalCloudSpec) GetCaRoot() string {
+	if x != nil {
+		return x.CaRoot
+	}
+	return ""
+}
+
+// ServiceMesh is a logical cloud's spec.service-mesh.
+type ServiceMesh struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled gives the logical cloud its own Istio control plane.
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// namespace is where the control plane runs (default:
+	// "<logical cloud>-istio-system").
+	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceMesh) Reset() {
+	*x = ServiceMesh{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceMesh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceMesh) ProtoMessage() {}
+
+func (x *ServiceMesh) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceMesh.ProtoReflect.Descriptor instead.
+func (*ServiceMesh) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ServiceMesh) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *ServiceMesh) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
 // LogicalCloudUser is seed 000's spec.user.
 type LogicalCloudUser struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -203,7 +280,7 @@ type LogicalCloudUser struct {
 
 func (x *LogicalCloudUser) Reset() {
 	*x = LogicalCloudUser{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +292,7 @@ func (x *LogicalCloudUser) String() string {
 func (*LogicalCloudUser) ProtoMessage() {}
 
 func (x *LogicalCloudUser) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +305,7 @@ func (x *LogicalCloudUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudUser.ProtoReflect.Descriptor instead.
 func (*LogicalCloudUser) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{2}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LogicalCloudUser) GetUserName() string {
@@ -289,7 +366,7 @@ type CreateLogicalCloudRequest struct {
 
 func (x *CreateLogicalCloudRequest) Reset() {
 	*x = CreateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +378,7 @@ func (x *CreateLogicalCloudRequest) String() string {
 func (*CreateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *CreateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +391,7 @@ func (x *CreateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*CreateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{3}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateLogicalCloudRequest) GetProject() string {
@@ -395,7 +472,7 @@ type CreateLogicalCloudResponse struct {
 
 func (x *CreateLogicalCloudResponse) Reset() {
 	*x = CreateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +484,7 @@ func (x *CreateLogicalCloudResponse) String() string {
 func (*CreateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *CreateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +497,7 @@ func (x *CreateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*CreateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{4}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateLogicalCloudResponse) GetName() string {
@@ -478,7 +555,7 @@ type GetLogicalCloudRequest struct {
 
 func (x *GetLogicalCloudRequest) Reset() {
 	*x = GetLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +567,7 @@ func (x *GetLogicalCloudRequest) String() string {
 func (*GetLogicalCloudRequest) ProtoMessage() {}
 
 func (x *GetLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +580,7 @@ func (x *GetLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{5}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLogicalCloudRequest) GetProject() string {
@@ -531,7 +608,7 @@ type GetLogicalCloudResponse struct {
 
 func (x *GetLogicalCloudResponse) Reset() {
 	*x = GetLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +620,7 @@ func (x *GetLogicalCloudResponse) String() string {
 func (*GetLogicalCloudResponse) ProtoMessage() {}
 
 func (x *GetLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +633,7 @@ func (x *GetLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{6}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -584,7 +661,7 @@ type ListLogicalCloudsRequest struct {
 
 func (x *ListLogicalCloudsRequest) Reset() {
 	*x = ListLogicalCloudsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +673,7 @@ func (x *ListLogicalCloudsRequest) String() string {
 func (*ListLogicalCloudsRequest) ProtoMessage() {}
 
 func (x *ListLogicalCloudsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +686,7 @@ func (x *ListLogicalCloudsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogicalCloudsRequest.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{7}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListLogicalCloudsRequest) GetProject() string {
@@ -647,7 +724,7 @@ type ListLogicalCloudsResponse struct {
 
 func (x *ListLogicalCloudsResponse) Reset() {
 	*x = ListLogicalCloudsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +736,7 @@ func (x *ListLogicalCloudsResponse) String() string {
 func (*ListLogicalCloudsResponse) ProtoMessage() {}
 
 func (x *ListLogicalCloudsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +749,7 @@ func (x *ListLogicalCloudsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogicalCloudsResponse.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{8}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListLogicalCloudsResponse) GetLogicalClouds() []*LogicalCloud {
@@ -706,7 +783,7 @@ type UpdateLogicalCloudRequest struct {
 
 func (x *UpdateLogicalCloudRequest) Reset() {
 	*x = UpdateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +795,7 @@ func (x *UpdateLogicalCloudRequest) String() string {
 func (*UpdateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +808,7 @@ func (x *UpdateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{9}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateLogicalCloudRequest) GetProject() string {
@@ -773,7 +850,7 @@ type UpdateLogicalCloudResponse struct {
 
 func (x *UpdateLogicalCloudResponse) Reset() {
 	*x = UpdateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +862,7 @@ func (x *UpdateLogicalCloudResponse) String() string {
 func (*UpdateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +875,7 @@ func (x *UpdateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{10}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -821,7 +898,7 @@ type DeleteLogicalCloudRequest struct {
 
 func (x *DeleteLogicalCloudRequest) Reset() {
 	*x = DeleteLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +910,7 @@ func (x *DeleteLogicalCloudRequest) String() string {
 func (*DeleteLogicalCloudRequest) ProtoMessage() {}
 
 func (x *DeleteLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +923,7 @@ func (x *DeleteLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{11}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteLogicalCloudRequest) GetProject() string {
@@ -872,7 +949,7 @@ type DeleteLogicalCloudResponse struct {
 
 func (x *DeleteLogicalCloudResponse) Reset() {
 	*x = DeleteLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +961,7 @@ func (x *DeleteLogicalCloudResponse) String() string {
 func (*DeleteLogicalCloudResponse) ProtoMessage() {}
 
 func (x *DeleteLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +974,7 @@ func (x *DeleteLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{12}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{13}
 }
 
 // ClusterReference puts a registered cluster in a logical cloud.
@@ -916,7 +993,7 @@ type ClusterReference struct {
 
 func (x *ClusterReference) Reset() {
 	*x = ClusterReference{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1005,7 @@ func (x *ClusterReference) String() string {
 func (*ClusterReference) ProtoMessage() {}
 
 func (x *ClusterReference) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1018,7 @@ func (x *ClusterReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReference.ProtoReflect.Descriptor instead.
 func (*ClusterReference) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{13}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ClusterReference) GetClusterProvider() string {
@@ -986,7 +1063,7 @@ type CreateClusterReferenceRequest struct {
 
 func (x *CreateClusterReferenceRequest) Reset() {
 	*x = CreateClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1075,7 @@ func (x *CreateClusterReferenceRequest) String() string {
 func (*CreateClusterReferenceRequest) ProtoMessage() {}
 
 func (x *CreateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1088,7 @@ func (x *CreateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*CreateClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{14}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateClusterReferenceRequest) GetProject() string {
@@ -1060,7 +1137,7 @@ type CreateClusterReferenceResponse struct {
 
 func (x *CreateClusterReferenceResponse) Reset() {
 	*x = CreateClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1149,7 @@ func (x *CreateClusterReferenceResponse) String() string {
 func (*CreateClusterReferenceResponse) ProtoMessage() {}
 
 func (x *CreateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1162,7 @@ func (x *CreateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*CreateClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1112,7 +1189,7 @@ type GetClusterReferenceRequest struct {
 
 func (x *GetClusterReferenceRequest) Reset() {
 	*x = GetClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1201,7 @@ func (x *GetClusterReferenceRequest) String() string {
 func (*GetClusterReferenceRequest) ProtoMessage() {}
 
 func (x *GetClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1214,7 @@ func (x *GetClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetClusterReferenceRequest) GetProject() string {
@@ -1179,7 +1256,7 @@ type GetClusterReferenceResponse struct {
 
 func (x *GetClusterReferenceResponse) Reset() {
 	*x = GetClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1268,7 @@ func (x *GetClusterReferenceResponse) String() string {
 func (*GetClusterReferenceResponse) ProtoMessage() {}
 
 func (x *GetClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1281,7 @@ func (x *GetClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1236,7 +1313,7 @@ type ListClusterReferencesRequest struct {
 
 func (x *ListClusterReferencesRequest) Reset() {
 	*x = ListClusterReferencesRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1325,7 @@ func (x *ListClusterReferencesRequest) String() string {
 func (*ListClusterReferencesRequest) ProtoMessage() {}
 
 func (x *ListClusterReferencesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1338,7 @@ func (x *ListClusterReferencesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterReferencesRequest.ProtoReflect.Descriptor instead.
 func (*ListClusterReferencesRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListClusterReferencesRequest) GetProject() string {
@@ -1313,7 +1390,7 @@ type ListClusterReferencesResponse struct {
 
 func (x *ListClusterReferencesResponse) Reset() {
 	*x = ListClusterReferencesResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1402,7 @@ func (x *ListClusterReferencesResponse) String() string {
 func (*ListClusterReferencesResponse) ProtoMessage() {}
 
 func (x *ListClusterReferencesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1415,7 @@ func (x *ListClusterReferencesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterReferencesResponse.ProtoReflect.Descriptor instead.
 func (*ListClusterReferencesResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListClusterReferencesResponse) GetClusterReferences() []*ClusterReference {
@@ -1374,7 +1451,7 @@ type UpdateClusterReferenceRequest struct {
 
 func (x *UpdateClusterReferenceRequest) Reset() {
 	*x = UpdateClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1463,7 @@ func (x *UpdateClusterReferenceRequest) String() string {
 func (*UpdateClusterReferenceRequest) ProtoMessage() {}
 
 func (x *UpdateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1476,7 @@ func (x *UpdateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateClusterReferenceRequest) GetProject() string {
@@ -1448,7 +1525,7 @@ type UpdateClusterReferenceResponse struct {
 
 func (x *UpdateClusterReferenceResponse) Reset() {
 	*x = UpdateClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1537,7 @@ func (x *UpdateClusterReferenceResponse) String() string {
 func (*UpdateClusterReferenceResponse) ProtoMessage() {}
 
 func (x *UpdateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1550,7 @@ func (x *UpdateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1500,7 +1577,7 @@ type DeleteClusterReferenceRequest struct {
 
 func (x *DeleteClusterReferenceRequest) Reset() {
 	*x = DeleteClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1589,7 @@ func (x *DeleteClusterReferenceRequest) String() string {
 func (*DeleteClusterReferenceRequest) ProtoMessage() {}
 
 func (x *DeleteClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1602,7 @@ func (x *DeleteClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteClusterReferenceRequest) GetProject() string {
@@ -1565,7 +1642,7 @@ type DeleteClusterReferenceResponse struct {
 
 func (x *DeleteClusterReferenceResponse) Reset() {
 	*x = DeleteClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1654,7 @@ func (x *DeleteClusterReferenceResponse) String() string {
 func (*DeleteClusterReferenceResponse) ProtoMessage() {}
 
 func (x *DeleteClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1667,7 @@ func (x *DeleteClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
 }
 
 // KvPair is a logical cloud's record of key-value pairs (seed 000 7.5).
@@ -1606,7 +1683,7 @@ type KvPair struct {
 
 func (x *KvPair) Reset() {
 	*x = KvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1695,7 @@ func (x *KvPair) String() string {
 func (*KvPair) ProtoMessage() {}
 
 func (x *KvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1708,7 @@ func (x *KvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPair.ProtoReflect.Descriptor instead.
 func (*KvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KvPair) GetMetadata() *v1.Metadata {
@@ -1660,7 +1737,7 @@ type KvPairSpec struct {
 
 func (x *KvPairSpec) Reset() {
 	*x = KvPairSpec{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1749,7 @@ func (x *KvPairSpec) String() string {
 func (*KvPairSpec) ProtoMessage() {}
 
 func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1762,7 @@ func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPairSpec.ProtoReflect.Descriptor instead.
 func (*KvPairSpec) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KvPairSpec) GetKv() []*structpb.Struct {
@@ -1709,7 +1786,7 @@ type StoredKvPair struct {
 
 func (x *StoredKvPair) Reset() {
 	*x = StoredKvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1798,7 @@ func (x *StoredKvPair) String() string {
 func (*StoredKvPair) ProtoMessage() {}
 
 func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1811,7 @@ func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredKvPair.ProtoReflect.Descriptor instead.
 func (*StoredKvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StoredKvPair) GetMetadata() *v1.Metadata {
@@ -1764,7 +1841,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1853,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1866,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KeyValue) GetKey() string {
@@ -1821,7 +1898,7 @@ type CreateKvPairRequest struct {
 
 func (x *CreateKvPairRequest) Reset() {
 	*x = CreateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1910,7 @@ func (x *CreateKvPairRequest) String() string {
 func (*CreateKvPairRequest) ProtoMessage() {}
 
 func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1923,7 @@ func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*CreateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateKvPairRequest) GetProject() string {
@@ -1881,7 +1958,7 @@ type CreateKvPairResponse struct {
 
 func (x *CreateKvPairResponse) Reset() {
 	*x = CreateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1970,7 @@ func (x *CreateKvPairResponse) String() string {
 func (*CreateKvPairResponse) ProtoMessage() {}
 
 func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1983,7 @@ func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*CreateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateKvPairResponse) GetKvPair() *KvPair {
@@ -1931,7 +2008,7 @@ type GetKvPairRequest struct {
 
 func (x *GetKvPairRequest) Reset() {
 	*x = GetKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2020,7 @@ func (x *GetKvPairRequest) String() string {
 func (*GetKvPairRequest) ProtoMessage() {}
 
 func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2033,7 @@ func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairRequest.ProtoReflect.Descriptor instead.
 func (*GetKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetKvPairRequest) GetProject() string {
@@ -1991,7 +2068,7 @@ type GetKvPairResponse struct {
 
 func (x *GetKvPairResponse) Reset() {
 	*x = GetKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2080,7 @@ func (x *GetKvPairResponse) String() string {
 func (*GetKvPairResponse) ProtoMessage() {}
 
 func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2093,7 @@ func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairResponse.ProtoReflect.Descriptor instead.
 func (*GetKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetKvPairResponse) GetKvPair() *KvPair {
@@ -2046,7 +2123,7 @@ type ListKvPairsRequest struct {
 
 func (x *ListKvPairsRequest) Reset() {
 	*x = ListKvPairsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2135,7 @@ func (x *ListKvPairsRequest) String() string {
 func (*ListKvPairsRequest) ProtoMessage() {}
 
 func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2148,7 @@ func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsRequest.ProtoReflect.Descriptor instead.
 func (*ListKvPairsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListKvPairsRequest) GetProject() string {
@@ -2116,7 +2193,7 @@ type ListKvPairsResponse struct {
 
 func (x *ListKvPairsResponse) Reset() {
 	*x = ListKvPairsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2205,7 @@ func (x *ListKvPairsResponse) String() string {
 func (*ListKvPairsResponse) ProtoMessage() {}
 
 func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2218,7 @@ func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsResponse.ProtoReflect.Descriptor instead.
 func (*ListKvPairsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListKvPairsResponse) GetKvPairs() []*KvPair {
@@ -2175,7 +2252,7 @@ type UpdateKvPairRequest struct {
 
 func (x *UpdateKvPairRequest) Reset() {
 	*x = UpdateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2264,7 @@ func (x *UpdateKvPairRequest) String() string {
 func (*UpdateKvPairRequest) ProtoMessage() {}
 
 func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2277,7 @@ func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateKvPairRequest) GetProject() string {
@@ -2242,7 +2319,7 @@ type UpdateKvPairResponse struct {
 
 func (x *UpdateKvPairResponse) Reset() {
 	*x = UpdateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2331,7 @@ func (x *UpdateKvPairResponse) String() string {
 func (*UpdateKvPairResponse) ProtoMessage() {}
 
 func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2344,7 @@ func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateKvPairResponse) GetKvPair() *KvPair {
@@ -2292,7 +2369,7 @@ type DeleteKvPairRequest struct {
 
 func (x *DeleteKvPairRequest) Reset() {
 	*x = DeleteKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2381,7 @@ func (x *DeleteKvPairRequest) String() string {
 func (*DeleteKvPairRequest) ProtoMessage() {}
 
 func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2394,7 @@ func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairRequest.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteKvPairRequest) GetProject() string {
@@ -2350,7 +2427,7 @@ type DeleteKvPairResponse struct {
 
 func (x *DeleteKvPairResponse) Reset() {
 	*x = DeleteKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2439,7 @@ func (x *DeleteKvPairResponse) String() string {
 func (*DeleteKvPairResponse) ProtoMessage() {}
 
 func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2452,7 @@ func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairResponse.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
 }
 
 var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
@@ -2386,7 +2463,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xc9\x02\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xaa\x03\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -2395,7 +2472,12 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x0ecluster_labels\x18\x04 \x03(\tR\x0ecluster-labels\x12M\n" +
 	"\fpod_security\x18\x05 \x01(\tB)\xbaH&r$R\x00R\bbaselineR\n" +
 	"restrictedR\n" +
-	"privilegedR\fpod-security\"\xe6\x01\n" +
+	"privilegedR\fpod-security\x12<\n" +
+	"\fservice_mesh\x18\x06 \x01(\v2\x18.dcm.core.v1.ServiceMeshR\fservice-mesh\x12!\n" +
+	"\aca_root\x18\a \x01(\tB\a\xbaH\x04r\x02\x18?R\aca-root\"r\n" +
+	"\vServiceMesh\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12I\n" +
+	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\"\xe6\x01\n" +
 	"\x10LogicalCloudUser\x12I\n" +
 	"\tuser_name\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tuser-name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12Q\n" +
@@ -2578,149 +2660,151 @@ func file_dcm_core_v1_logical_cloud_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_logical_cloud_proto_rawDescData
 }
 
-var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*LogicalCloud)(nil),                        // 0: dcm.core.v1.LogicalCloud
 	(*LogicalCloudSpec)(nil),                    // 1: dcm.core.v1.LogicalCloudSpec
-	(*LogicalCloudUser)(nil),                    // 2: dcm.core.v1.LogicalCloudUser
-	(*CreateLogicalCloudRequest)(nil),           // 3: dcm.core.v1.CreateLogicalCloudRequest
-	(*CreateLogicalCloudResponse)(nil),          // 4: dcm.core.v1.CreateLogicalCloudResponse
-	(*GetLogicalCloudRequest)(nil),              // 5: dcm.core.v1.GetLogicalCloudRequest
-	(*GetLogicalCloudResponse)(nil),             // 6: dcm.core.v1.GetLogicalCloudResponse
-	(*ListLogicalCloudsRequest)(nil),            // 7: dcm.core.v1.ListLogicalCloudsRequest
-	(*ListLogicalCloudsResponse)(nil),           // 8: dcm.core.v1.ListLogicalCloudsResponse
-	(*UpdateLogicalCloudRequest)(nil),           // 9: dcm.core.v1.UpdateLogicalCloudRequest
-	(*UpdateLogicalCloudResponse)(nil),          // 10: dcm.core.v1.UpdateLogicalCloudResponse
-	(*DeleteLogicalCloudRequest)(nil),           // 11: dcm.core.v1.DeleteLogicalCloudRequest
-	(*DeleteLogicalCloudResponse)(nil),          // 12: dcm.core.v1.DeleteLogicalCloudResponse
-	(*ClusterReference)(nil),                    // 13: dcm.core.v1.ClusterReference
-	(*CreateClusterReferenceRequest)(nil),       // 14: dcm.core.v1.CreateClusterReferenceRequest
-	(*CreateClusterReferenceResponse)(nil),      // 15: dcm.core.v1.CreateClusterReferenceResponse
-	(*GetClusterReferenceRequest)(nil),          // 16: dcm.core.v1.GetClusterReferenceRequest
-	(*GetClusterReferenceResponse)(nil),         // 17: dcm.core.v1.GetClusterReferenceResponse
-	(*ListClusterReferencesRequest)(nil),        // 18: dcm.core.v1.ListClusterReferencesRequest
-	(*ListClusterReferencesResponse)(nil),       // 19: dcm.core.v1.ListClusterReferencesResponse
-	(*UpdateClusterReferenceRequest)(nil),       // 20: dcm.core.v1.UpdateClusterReferenceRequest
-	(*UpdateClusterReferenceResponse)(nil),      // 21: dcm.core.v1.UpdateClusterReferenceResponse
-	(*DeleteClusterReferenceRequest)(nil),       // 22: dcm.core.v1.DeleteClusterReferenceRequest
-	(*DeleteClusterReferenceResponse)(nil),      // 23: dcm.core.v1.DeleteClusterReferenceResponse
-	(*KvPair)(nil),                              // 24: dcm.core.v1.KvPair
-	(*KvPairSpec)(nil),                          // 25: dcm.core.v1.KvPairSpec
-	(*StoredKvPair)(nil),                        // 26: dcm.core.v1.StoredKvPair
-	(*KeyValue)(nil),                            // 27: dcm.core.v1.KeyValue
-	(*CreateKvPairRequest)(nil),                 // 28: dcm.core.v1.CreateKvPairRequest
-	(*CreateKvPairResponse)(nil),                // 29: dcm.core.v1.CreateKvPairResponse
-	(*GetKvPairRequest)(nil),                    // 30: dcm.core.v1.GetKvPairRequest
-	(*GetKvPairResponse)(nil),                   // 31: dcm.core.v1.GetKvPairResponse
-	(*ListKvPairsRequest)(nil),                  // 32: dcm.core.v1.ListKvPairsRequest
-	(*ListKvPairsResponse)(nil),                 // 33: dcm.core.v1.ListKvPairsResponse
-	(*UpdateKvPairRequest)(nil),                 // 34: dcm.core.v1.UpdateKvPairRequest
-	(*UpdateKvPairResponse)(nil),                // 35: dcm.core.v1.UpdateKvPairResponse
-	(*DeleteKvPairRequest)(nil),                 // 36: dcm.core.v1.DeleteKvPairRequest
-	(*DeleteKvPairResponse)(nil),                // 37: dcm.core.v1.DeleteKvPairResponse
-	(*v1.Metadata)(nil),                         // 38: dcm.types.v1.Metadata
-	(*Lifecycle)(nil),                           // 39: dcm.core.v1.Lifecycle
-	(*v11.UserPermission)(nil),                  // 40: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                     // 41: google.protobuf.Struct
-	(*structpb.Value)(nil),                      // 42: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 43: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 44: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 45: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 46: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 47: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 48: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 49: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 50: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 51: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 52: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 53: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 54: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 55: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 56: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 57: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 58: dcm.core.v1.GetQuotaUsageResponse
+	(*ServiceMesh)(nil),                         // 2: dcm.core.v1.ServiceMesh
+	(*LogicalCloudUser)(nil),                    // 3: dcm.core.v1.LogicalCloudUser
+	(*CreateLogicalCloudRequest)(nil),           // 4: dcm.core.v1.CreateLogicalCloudRequest
+	(*CreateLogicalCloudResponse)(nil),          // 5: dcm.core.v1.CreateLogicalCloudResponse
+	(*GetLogicalCloudRequest)(nil),              // 6: dcm.core.v1.GetLogicalCloudRequest
+	(*GetLogicalCloudResponse)(nil),             // 7: dcm.core.v1.GetLogicalCloudResponse
+	(*ListLogicalCloudsRequest)(nil),            // 8: dcm.core.v1.ListLogicalCloudsRequest
+	(*ListLogicalCloudsResponse)(nil),           // 9: dcm.core.v1.ListLogicalCloudsResponse
+	(*UpdateLogicalCloudRequest)(nil),           // 10: dcm.core.v1.UpdateLogicalCloudRequest
+	(*UpdateLogicalCloudResponse)(nil),          // 11: dcm.core.v1.UpdateLogicalCloudResponse
+	(*DeleteLogicalCloudRequest)(nil),           // 12: dcm.core.v1.DeleteLogicalCloudRequest
+	(*DeleteLogicalCloudResponse)(nil),          // 13: dcm.core.v1.DeleteLogicalCloudResponse
+	(*ClusterReference)(nil),                    // 14: dcm.core.v1.ClusterReference
+	(*CreateClusterReferenceRequest)(nil),       // 15: dcm.core.v1.CreateClusterReferenceRequest
+	(*CreateClusterReferenceResponse)(nil),      // 16: dcm.core.v1.CreateClusterReferenceResponse
+	(*GetClusterReferenceRequest)(nil),          // 17: dcm.core.v1.GetClusterReferenceRequest
+	(*GetClusterReferenceResponse)(nil),         // 18: dcm.core.v1.GetClusterReferenceResponse
+	(*ListClusterReferencesRequest)(nil),        // 19: dcm.core.v1.ListClusterReferencesRequest
+	(*ListClusterReferencesResponse)(nil),       // 20: dcm.core.v1.ListClusterReferencesResponse
+	(*UpdateClusterReferenceRequest)(nil),       // 21: dcm.core.v1.UpdateClusterReferenceRequest
+	(*UpdateClusterReferenceResponse)(nil),      // 22: dcm.core.v1.UpdateClusterReferenceResponse
+	(*DeleteClusterReferenceRequest)(nil),       // 23: dcm.core.v1.DeleteClusterReferenceRequest
+	(*DeleteClusterReferenceResponse)(nil),      // 24: dcm.core.v1.DeleteClusterReferenceResponse
+	(*KvPair)(nil),                              // 25: dcm.core.v1.KvPair
+	(*KvPairSpec)(nil),                          // 26: dcm.core.v1.KvPairSpec
+	(*StoredKvPair)(nil),                        // 27: dcm.core.v1.StoredKvPair
+	(*KeyValue)(nil),                            // 28: dcm.core.v1.KeyValue
+	(*CreateKvPairRequest)(nil),                 // 29: dcm.core.v1.CreateKvPairRequest
+	(*CreateKvPairResponse)(nil),                // 30: dcm.core.v1.CreateKvPairResponse
+	(*GetKvPairRequest)(nil),                    // 31: dcm.core.v1.GetKvPairRequest
+	(*GetKvPairResponse)(nil),                   // 32: dcm.core.v1.GetKvPairResponse
+	(*ListKvPairsRequest)(nil),                  // 33: dcm.core.v1.ListKvPairsRequest
+	(*ListKvPairsResponse)(nil),                 // 34: dcm.core.v1.ListKvPairsResponse
+	(*UpdateKvPairRequest)(nil),                 // 35: dcm.core.v1.UpdateKvPairRequest
+	(*UpdateKvPairResponse)(nil),                // 36: dcm.core.v1.UpdateKvPairResponse
+	(*DeleteKvPairRequest)(nil),                 // 37: dcm.core.v1.DeleteKvPairRequest
+	(*DeleteKvPairResponse)(nil),                // 38: dcm.core.v1.DeleteKvPairResponse
+	(*v1.Metadata)(nil),                         // 39: dcm.types.v1.Metadata
+	(*Lifecycle)(nil),                           // 40: dcm.core.v1.Lifecycle
+	(*v11.UserPermission)(nil),                  // 41: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 42: google.protobuf.Struct
+	(*structpb.Value)(nil),                      // 43: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 44: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 45: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 46: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 47: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 48: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 49: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 50: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 51: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 52: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 53: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 54: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 55: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 56: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 57: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 58: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 59: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
-	38, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
+	39, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 1: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	39, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
-	2,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
-	40, // 4: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	38, // 5: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 6: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	41, // 7: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	42, // 8: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	0,  // 9: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 10: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	38, // 11: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 12: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	0,  // 13: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	13, // 14: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	13, // 15: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	13, // 16: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	13, // 17: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	38, // 18: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	25, // 19: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	41, // 20: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	38, // 21: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	27, // 22: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	24, // 23: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	24, // 24: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	24, // 25: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	24, // 26: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	24, // 27: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	24, // 28: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	3,  // 29: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	5,  // 30: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	7,  // 31: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	9,  // 32: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	11, // 33: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	43, // 34: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	44, // 35: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	45, // 36: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	46, // 37: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	47, // 38: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	48, // 39: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	49, // 40: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	50, // 41: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
-	14, // 42: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	16, // 43: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	18, // 44: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	20, // 45: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	22, // 46: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	28, // 47: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	30, // 48: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	32, // 49: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	34, // 50: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	36, // 51: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	4,  // 52: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	6,  // 53: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	8,  // 54: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	10, // 55: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	12, // 56: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	51, // 57: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	52, // 58: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	53, // 59: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	54, // 60: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	55, // 61: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	56, // 62: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	57, // 63: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	58, // 64: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	15, // 65: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	17, // 66: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	19, // 67: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	21, // 68: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	23, // 69: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	29, // 70: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	31, // 71: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	33, // 72: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	35, // 73: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	37, // 74: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	52, // [52:75] is the sub-list for method output_type
-	29, // [29:52] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	40, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	3,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
+	2,  // 4: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
+	41, // 5: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	39, // 6: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 7: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	42, // 8: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	43, // 9: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	0,  // 10: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	0,  // 11: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
+	39, // 12: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 13: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	0,  // 14: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	14, // 15: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	14, // 16: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	14, // 17: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	14, // 18: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	39, // 19: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	26, // 20: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	42, // 21: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	39, // 22: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	28, // 23: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	25, // 24: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	25, // 25: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	25, // 26: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	25, // 27: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	25, // 28: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	25, // 29: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	4,  // 30: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	6,  // 31: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	8,  // 32: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	10, // 33: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	12, // 34: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	44, // 35: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	45, // 36: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	46, // 37: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	47, // 38: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	48, // 39: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	49, // 40: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	50, // 41: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	51, // 42: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	15, // 43: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	17, // 44: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	19, // 45: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	21, // 46: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	23, // 47: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	29, // 48: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	31, // 49: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	33, // 50: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	35, // 51: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	37, // 52: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	5,  // 53: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	7,  // 54: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	9,  // 55: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	11, // 56: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	13, // 57: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	52, // 58: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	53, // 59: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	54, // 60: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	55, // 61: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	56, // 62: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	57, // 63: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	58, // 64: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	59, // 65: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	16, // 66: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	18, // 67: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	20, // 68: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	22, // 69: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	24, // 70: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	30, // 71: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	32, // 72: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	34, // 73: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	36, // 74: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	38, // 75: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	53, // [53:76] is the sub-list for method output_type
+	30, // [30:53] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }
@@ -2735,7 +2819,7 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_logical_cloud_proto_rawDesc), len(file_dcm_core_v1_logical_cloud_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -510,7 +510,11 @@ type RenderNamespaceRequest struct {
 	Level string `protobuf:"bytes,4,opt,name=level,proto3" json:"level,omitempty"`
 	// pod_security is the logical cloud's Pod Security Admission level as
 	// core holds it (spec.pod-security); empty takes DCM_POD_SECURITY.
-	PodSecurity   string `protobuf:"bytes,5,opt,name=pod_security,json=pod-security,proto3" json:"pod_security,omitempty"`
+	PodSecurity string `protobuf:"bytes,5,opt,name=pod_security,json=pod-security,proto3" json:"pod_security,omitempty"`
+	// istio_revision is the logical cloud's Istio revision when its service
+	// mesh is enabled (the service mesh service's answer): the Namespace is
+	// labelled istio.io/rev=<istio_revision> for sidecar injection.
+	IstioRevision string `protobuf:"bytes,6,opt,name=istio_revision,json=istio-revision,proto3" json:"istio_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +580,13 @@ func (x *RenderNamespaceRequest) GetLevel() string {
 func (x *RenderNamespaceRequest) GetPodSecurity() string {
 	if x != nil {
 		return x.PodSecurity
+	}
+	return ""
+}
+
+func (x *RenderNamespaceRequest) GetIstioRevision() string {
+	if x != nil {
+		return x.IstioRevision
 	}
 	return ""
 }
@@ -659,13 +670,14 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xc6\x01\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xf7\x01\n" +
 	"\x16RenderNamespaceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05level\x18\x04 \x01(\tR\x05level\x12\"\n" +
-	"\fpod_security\x18\x05 \x01(\tR\fpod-security\"7\n" +
+	"\fpod_security\x18\x05 \x01(\tR\fpod-security\x12/\n" +
+	"\x0eistio_revision\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x18?R\x0eistio-revision\"7\n" +
 	"\x17RenderNamespaceResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\x89\x03\n" +
 	"\x10NamespaceService\x12\xad\x01\n" +

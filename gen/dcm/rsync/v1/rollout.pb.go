@@ -288,7 +288,11 @@ type Resource struct {
 	// metadata.name (and metadata.namespace for a namespaced kind). A
 	// CertificateSigningRequest is approved after it is applied, and is
 	// applied once its certificate is issued.
-	Manifest      string `protobuf:"bytes,1,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	Manifest string `protobuf:"bytes,1,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	// sensitive marks an object holding key material (e.g. a Secret with a
+	// CA key): the resource synchronizer keeps its manifest sealed at rest
+	// and never returns or logs it.
+	Sensitive     bool `protobuf:"varint,2,opt,name=sensitive,proto3" json:"sensitive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,6 +332,13 @@ func (x *Resource) GetManifest() string {
 		return x.Manifest
 	}
 	return ""
+}
+
+func (x *Resource) GetSensitive() bool {
+	if x != nil {
+		return x.Sensitive
+	}
+	return false
 }
 
 // SubmitRolloutRequest is an owner's desired state.
@@ -2509,9 +2520,10 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x10ClusterResources\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12?\n" +
-	"\tresources\x18\x03 \x03(\v2\x16.dcm.rsync.v1.ResourceB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\tresources\"3\n" +
+	"\tresources\x18\x03 \x03(\v2\x16.dcm.rsync.v1.ResourceB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\tresources\"Q\n" +
 	"\bResource\x12'\n" +
-	"\bmanifest\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@R\bmanifest\"\xa2\x01\n" +
+	"\bmanifest\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@R\bmanifest\x12\x1c\n" +
+	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xa2\x01\n" +
 	"\x14SubmitRolloutRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12E\n" +
 	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\"7\n" +
