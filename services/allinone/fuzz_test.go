@@ -224,6 +224,25 @@ var fuzzSeeds = []struct{ route, query, body string }{
 	{"token.create", "", `{"subject":"x","role":"reader"}`},
 	{"token.create", "", `{"subject":"pa","role":"project-admin","project":"fz","ttl":"1h"}`},
 	{"admin.rewrap", "", `{}`},
+	// malformed and edge-case bodies (issue 16: "malformed bodies sometimes answer 500")
+	{"project.create", "", `null`},
+	{"project.update", "", `[]`},
+	{"lc.create", "", `"x"`},
+	{"lc.create", "", `{"metadata":null,"spec":null}`},
+	{"lc.create", "", `{"name":"x","user":[null,{}],"resources":null}`},
+	{"lc.create", "", `{"name":"x","user":"u","cluster-labels":["a"]}`},
+	{"lc.update", "", `{"metadata":{"name":"fz-lc","userData1":"ÿþ"}}`},
+	{"kv.create", "", `{"metadata":{"name":"kv"},"spec":{"kv":[{},{"a":{"b":[1,2]}},null]}}`},
+	{"quota.create", "", `{"metadata":{"name":"q"},"spec":{"cpu":1e999,"memory":-0,"pods":"1e18Ei","x":null,"y":{"z":1}}}`},
+	{"permission.create", "", `{"permission-name":"p","apiGroups":null,"resources":[""],"verbs":[null]}`},
+	{"cluster.create", "", `{"metadata":{"name":"c"},"spec":{"kubeconfig":"{{{","labels":[""]}}`},
+	{"token.create", "", `{"subject":"x","role":"admin","ttl":"-1h"}`},
+	{"token.create", "", `{"subject":"x","role":"reader","ttl":"9999999h"}`},
+	{"root.create", "", `{"metadata":{"name":"r"},"certificate":"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----","privateKey":"-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----"}`},
+	{"clusterref.update", "", `{"loadbalancer-ip":"::ffff:999.1.1.1"}`},
+	{"project.create", "page-size=-1&page-token=%zz", `{"metadata":{"name":"q"}}`},
+	{"kv.update", "metadata.name=x&kv_pair.metadata.name=y", `{"metadata":{"name":"fz-kv"}}`},
+	{"project.create", "", strings.Repeat("[", 100000)},
 }
 
 func mustJSON(v any) string {
