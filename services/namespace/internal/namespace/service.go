@@ -187,8 +187,12 @@ func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNa
 	if removed(ns.Msg) || req.GetNamespace() == "" {
 		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
 	}
-	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity())}}, nil
+	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity(), req.GetIstioRevision())}}, nil
 }
+
+// IstioRevisionLabel selects the Istio control plane (revision) whose
+// sidecar injector serves a namespace.
+const IstioRevisionLabel = "istio.io/rev"
 
 // checkRender refuses a namespace name that is no DNS-1123 label and a
 // Pod Security level the API server's admission does not know (core's
@@ -199,16 +203,26 @@ func checkRender(req *namespacev1.RenderNamespaceRequest) error {
 			return errs.Invalid("namespace", "%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
 		}
 	}
+	if rev := req.GetIstioRevision(); rev != "" {
+		if msgs := validation.IsValidLabelValue(rev); len(msgs) > 0 {
+			return errs.Invalid("istio-revision", "%q is not a label value: %s", rev, strings.Join(msgs, "; "))
+		}
+	}
 	return kube.CheckPodSecurity("pod-security", req.GetLevel(), req.GetPodSecurity(), true)
 }
 
 // manifest is the Namespace object named name of logical cloud lc, at Pod
-// Security Admission level podSecurity (empty: the installation's).
-func (s *Service) manifest(project, lc, name, podSecurity string) string {
+// Security Admission level podSecurity (empty: the installation's), labelled
+// istio.io/rev=<istioRevision> when the logical cloud's service mesh is
+// enabled (its control plane's sidecar injector selects exactly that label).
+func (s *Service) manifest(project, lc, name, podSecurity, istioRevision string) string {
 	labels := kube.Labels(project, lc)
 	level := cmp.Or(podSecurity, s.podSecurity)
 	for _, mode := range []string{"enforce", "warn", "audit"} {
 		labels[kube.PodSecurityLabelPrefix+mode] = level
+	}
+	if istioRevision != "" {
+		labels[IstioRevisionLabel] = istioRevision
 	}
 	return kube.Manifest("v1", "Namespace", kube.Meta{Name: name, Labels: labels}, nil)
 }

@@ -53,19 +53,24 @@ func TestRenderNamespace(t *testing.T) {
 		"lc":     {Level: kube.LevelStandard, Namespace: "ns-1"},
 		"adm":    {Level: kube.LevelAdmin},
 		"strict": {Level: kube.LevelStandard, Namespace: "ns-2", PodSecurity: kube.PodSecurityRestricted},
+		"mesh":   {Level: kube.LevelStandard, Namespace: "ns-3", ServiceMesh: &corev1.ServiceMesh{Enabled: true}},
 	}
 	for lc, spec := range specs {
 		core.AddSpec("p", lc, spec)
 	}
-	for lc, ns := range map[string]string{"lc": "ns-1", "strict": "ns-2"} {
+	for lc, ns := range map[string]string{"lc": "ns-1", "strict": "ns-2", "mesh": "ns-3"} {
 		_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: lc, Namespace: &namespacev1.Namespace{Name: ns}})
 		require.NoError(t, err)
 	}
 	core.Forbid(t)
 	render := func(lc string) (*namespacev1.RenderNamespaceResponse, error) {
 		spec := specs[lc]
-		return c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc,
-			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity()})
+		req := &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc,
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity()}
+		if spec.GetServiceMesh().GetEnabled() {
+			req.IstioRevision = lc // the service mesh service's answer, as core passes it
+		}
+		return c.RenderNamespace(ctx, req)
 	}
 
 	r, err := render("lc")
@@ -81,7 +86,15 @@ func TestRenderNamespace(t *testing.T) {
 	strict, err := render("strict")
 	require.NoError(t, err)
 	require.Contains(t, strict.GetManifests()[0], `"pod-security.kubernetes.io/enforce":"restricted"`, "the logical cloud's own level wins")
-	golden(t, "render", append(r.GetManifests(), strict.GetManifests()...))
+	require.NotContains(t, r.GetManifests()[0]+strict.GetManifests()[0], namespace.IstioRevisionLabel, "no revision, no label")
+	mesh, err := render("mesh")
+	require.NoError(t, err)
+	require.Contains(t, mesh.GetManifests()[0], `"istio.io/rev":"mesh"`, "the revision selects the logical cloud's sidecar injector")
+	golden(t, "render", append(append(r.GetManifests(), strict.GetManifests()...), mesh.GetManifests()...))
+	_, err = c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: "mesh",
+		Namespace: "ns-3", Level: kube.LevelStandard, IstioRevision: "bad revision"})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "istio-revision")
 
 	_, err = render("adm")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
