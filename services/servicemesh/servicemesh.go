@@ -4,12 +4,29 @@
 package servicemesh
 
 import (
+	"context"
+
+	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/servicemesh/internal/servicemesh"
 )
 
 // Name is the program name of the service mesh service.
 const Name = "servicemesh"
 
-// Build is the service mesh service's app.Build: it needs the store only.
-var Build = app.StoreBuild(Name, servicemesh.New)
+// Build is the service mesh service's app.Build: the store, and CA
+// distribution for each cluster's intermediate. It serves the public API
+// and the internal one core calls.
+func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	conns, closeAll, err := env.DialPeers(env.Config.CADistAddr)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	svc := servicemesh.New(st, cadistv1.NewCaDistInternalServiceClient(conns[0]))
+	return []server.Service{svc, svc.Internal()}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -16,18 +17,27 @@ import (
 type Service struct {
 	servicemeshv1.UnimplementedServiceMeshServiceServer
 	planes *store.Records[*servicemeshv1.ControlPlane]
+	cadist cadistv1.CaDistInternalServiceClient
 }
 
-// New opens the service's collections on st.
-func New(st *store.Store) *Service {
-	return &Service{planes: store.NewRecords(st, "control_planes", "control plane",
-		func() *servicemeshv1.ControlPlane { return &servicemeshv1.ControlPlane{} })}
+// New opens the service's collections on st; cadist issues the
+// intermediates the control planes sign with.
+func New(st *store.Store, cadist cadistv1.CaDistInternalServiceClient) *Service {
+	return &Service{
+		planes: store.NewRecords(st, "control_planes", "control plane",
+			func() *servicemeshv1.ControlPlane { return &servicemeshv1.ControlPlane{} }),
+		cadist: cadist,
+	}
 }
 
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) {
 	servicemeshv1.RegisterServiceMeshServiceServer(r, s)
 }
+
+// Internal is the internal API (ServiceMeshInternalService) over the same
+// records.
+func (s *Service) Internal() *Internal { return &Internal{s: s} }
 
 // CreateControlPlane implements servicemeshv1.ServiceMeshServiceServer. The
 // Istio namespace defaults to "<logical cloud>-istio-system", as the design
