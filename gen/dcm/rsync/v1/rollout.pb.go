@@ -2276,7 +2276,12 @@ type StoredRollout struct {
 	// manifests, each distinct one once.
 	Manifests []string `protobuf:"bytes,5,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	// targets are the clusters and their manifests.
-	Targets       []*StoredTarget `protobuf:"bytes,6,rep,name=targets,proto3" json:"targets,omitempty"`
+	Targets []*StoredTarget `protobuf:"bytes,6,rep,name=targets,proto3" json:"targets,omitempty"`
+	// sealed indexes the manifests of sensitive resources (Resource.sensitive):
+	// manifests holds only their hash ("sha256:<hex>"); the manifests
+	// themselves are the record's sealed secret "sensitive", a JSON array in
+	// this order, opened only by the engine to apply them.
+	Sealed        []int32 `protobuf:"varint,7,rep,packed,name=sealed,proto3" json:"sealed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2349,6 +2354,13 @@ func (x *StoredRollout) GetManifests() []string {
 func (x *StoredRollout) GetTargets() []*StoredTarget {
 	if x != nil {
 		return x.Targets
+	}
+	return nil
+}
+
+func (x *StoredRollout) GetSealed() []int32 {
+	if x != nil {
+		return x.Sealed
 	}
 	return nil
 }
@@ -2671,7 +2683,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xcf\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xe7\x01\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2680,7 +2692,8 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\bdeleting\x18\x03 \x01(\bR\bdeleting\x12\x18\n" +
 	"\astopped\x18\x04 \x01(\bR\astopped\x12\x1c\n" +
 	"\tmanifests\x18\x05 \x03(\tR\tmanifests\x124\n" +
-	"\atargets\x18\x06 \x03(\v2\x1a.dcm.rsync.v1.StoredTargetR\atargets\"b\n" +
+	"\atargets\x18\x06 \x03(\v2\x1a.dcm.rsync.v1.StoredTargetR\atargets\x12\x16\n" +
+	"\x06sealed\x18\a \x03(\x05R\x06sealed\"b\n" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +

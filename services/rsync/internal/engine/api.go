@@ -10,6 +10,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
 )
 
 // build checks and parses a desired state into its stored form: each
@@ -39,7 +40,7 @@ func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.
 			at, ok := index[m]
 			if !ok {
 				mfield := fmt.Sprintf("%s.resources[%d].manifest", field, j)
-				obj, err := parseManifest(mfield, m)
+				obj, err := parseResource(mfield, m, r.GetSensitive())
 				if err != nil {
 					return nil, nil, err
 				}
@@ -51,6 +52,9 @@ func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.
 				objs = append(objs, obj)
 				rec.Manifests = append(rec.Manifests, m)
 			}
+			if r.GetSensitive() && !objs[at].sensitive {
+				objs[at].sensitive, objs[at].text = true, m // also given plain elsewhere: sealed all the same
+			}
 			if keys[objs[at].key] {
 				return nil, nil, errs.Invalid(fmt.Sprintf("%s.resources[%d].manifest", field, j),
 					"%s is given twice for this cluster", describe(objs[at].u.GetAPIVersion(), objs[at].u.GetKind(), objs[at].u.GetNamespace(), objs[at].u.GetName()))
@@ -59,6 +63,12 @@ func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.
 			tg.Manifests = append(tg.Manifests, at)
 		}
 		rec.Targets = append(rec.Targets, tg)
+	}
+	for i, obj := range objs {
+		if obj.sensitive {
+			rec.Manifests[i] = obj.hash // the manifest itself is sealed (sealedManifests)
+			rec.Sealed = append(rec.Sealed, int32(i))
+		}
 	}
 	return rec, objs, nil
 }
@@ -160,15 +170,25 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 		return o.rec.GetGeneration(), nil
 	}
 	stopping := rec.GetStopped()
+	var sealed []store.Secret
+	if len(rec.GetSealed()) > 0 || (o != nil && len(o.rec.GetSealed()) > 0) {
+		// Replaced at every change, so a manifest no longer sensitive (or
+		// dropped) does not stay sealed in the record.
+		sec, err := sealedManifests(rec, objs)
+		if err != nil {
+			return 0, err
+		}
+		sealed = append(sealed, sec)
+	}
 	if o == nil {
 		rec.Generation = 1
-		err = e.rollouts.Create(ctx, ownerID, "", rec)
+		err = e.rollouts.Create(ctx, ownerID, "", rec, sealed...)
 	} else {
 		rec.Generation = o.rec.GetGeneration()
 		if !stopping {
 			rec.Generation++
 		}
-		err = e.rollouts.Update(ctx, ownerID, o.version, rec)
+		err = e.rollouts.Update(ctx, ownerID, o.version, rec, sealed...)
 	}
 	e.writes.Add(1)
 	if err != nil {

@@ -181,7 +181,7 @@ func (e *Engine) load(ctx context.Context) error {
 	e.ctx = ctx
 	for _, it := range recs {
 		rec := it.Msg
-		o, err := newOwner(rec, it.Version)
+		o, err := e.newOwner(ctx, rec, it.Version)
 		if err != nil {
 			return err
 		}
@@ -244,10 +244,16 @@ func retryStore(ctx context.Context, f func() error) error {
 	}
 }
 
-func newOwner(rec *rsyncv1.StoredRollout, version int64) (*owner, error) {
+// newOwner makes the owner of a stored rollout, opening its sealed
+// manifests.
+func (e *Engine) newOwner(ctx context.Context, rec *rsyncv1.StoredRollout, version int64) (*owner, error) {
 	o := &owner{rec: rec, version: version, tasks: map[string]*task{}, changed: make(chan struct{})}
-	for i, m := range rec.GetManifests() {
-		obj, err := parseManifest(fmt.Sprintf("manifests[%d]", i), m)
+	manifests, sensitive, err := e.openManifests(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range manifests {
+		obj, err := parseResource(fmt.Sprintf("manifests[%d]", i), m, sensitive[i])
 		if err != nil {
 			return nil, fmt.Errorf("stored rollout %q: %w", rec.GetOwner(), err)
 		}

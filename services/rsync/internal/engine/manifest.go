@@ -21,6 +21,10 @@ type object struct {
 	u    *unstructured.Unstructured
 	key  string // identity: group, kind, namespace, name
 	hash string
+	// sensitive objects (sealed.go) keep their manifest's text, in memory
+	// only, to be sealed in the rollout record.
+	sensitive bool
+	text      string
 }
 
 // keyOf is a resource's identity. The version is left out: the same object
