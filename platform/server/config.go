@@ -45,6 +45,15 @@ type Config struct {
 	// a kubeconfig read has the cluster issue a fresh one.
 	CertRenewPercent int `env:"DCM_CERT_RENEW_PERCENT" flag:"cert-renew-percent" default:"50" usage:"share of a user certificate's life (1 to 99 percent) after which reading a kubeconfig has the cluster issue a fresh one. Read by core"`
 
+	// The CA distribution service's intermediates (docs/mesh.md).
+	CAIntermediateLifetime time.Duration `env:"DCM_CA_INTERMEDIATE_LIFETIME" flag:"ca-intermediate-lifetime" default:"8760h" usage:"lifetime of a logical cloud's per-cluster intermediate CA (never beyond its root's expiry). Read by the CA distribution service"`
+	CAOverlap              time.Duration `env:"DCM_CA_OVERLAP" flag:"ca-overlap" default:"24h" usage:"time after a logical cloud's root changed (rotation, or a new spec.ca-root) during which its bundles trust the old root too; after it, the next issue or bundle read drops the old root. Read by the CA distribution service"`
+
+	// The service mesh service's control planes (docs/mesh.md).
+	IstioHub        string `env:"DCM_ISTIO_HUB" flag:"istio-hub" default:"docker.io/istio" usage:"image registry of istiod and the Envoy proxies of logical clouds' service meshes (Istio's global.hub). Read by the service mesh service"`
+	IstioTag        string `env:"DCM_ISTIO_TAG" flag:"istio-tag" default:"1.31.0" usage:"image tag of istiod and the Envoy proxies (Istio's global.tag), the release of the charts DCM renders (the 1.31 line). Read by the service mesh service"`
+	MeshTrustDomain string `env:"DCM_MESH_TRUST_DOMAIN" flag:"mesh-trust-domain" default:"dcm.local" usage:"suffix of each logical cloud's Istio trust domain, <logical cloud>.<project>.<suffix>: the SPIFFE identities its workloads get and the name constraint of its intermediates. Read by the service mesh service"`
+
 	// Tenant isolation: what only an admin may go beyond.
 	MaxQuota           string `env:"DCM_MAX_QUOTA" flag:"max-quota" usage:"largest quantity per resource a non-admin may set in a quota, as resource=quantity,... (empty: no maximum); resources the default quota leaves out are bounded by it too. Read by core and the quota service"`
 	ReservedNamespaces string `env:"DCM_RESERVED_NAMESPACES" flag:"reserved-namespaces" usage:"namespaces no logical cloud may use besides kube-*, default and *-system, comma-separated. Read by core"`

@@ -4,12 +4,27 @@
 package cadist
 
 import (
+	"context"
+
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/cadist/internal/cadist"
 )
 
 // Name is the program name of the CA distribution service.
 const Name = "cadist"
 
-// Build is the CA distribution service's app.Build: it needs the store only.
-var Build = app.StoreBuild(Name, cadist.New)
+// Build is the CA distribution service's app.Build: it needs the store
+// only, and runs the root generator beside its servers.
+func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+	st, err := env.StoreFor(Name)
+	if err != nil {
+		return nil, server.Options{}, err
+	}
+	svc := cadist.New(st, cadist.Options{
+		IntermediateLifetime: env.Config.CAIntermediateLifetime,
+		Overlap:              env.Config.CAOverlap,
+		Log:                  env.Log.Named("roots"),
+	})
+	return []server.Service{svc}, server.Options{Background: []func(context.Context) error{svc.Run}}, nil
+}

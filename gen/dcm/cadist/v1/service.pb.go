@@ -11,6 +11,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -39,6 +40,27 @@ type Root struct {
 	PrivateKey string `protobuf:"bytes,3,opt,name=private_key,json=privateKey,proto3" json:"private_key,omitempty"`
 	// has_private_key tells whether the service holds the root's key (output only).
 	HasPrivateKey bool `protobuf:"varint,4,opt,name=has_private_key,json=hasPrivateKey,proto3" json:"has_private_key,omitempty"`
+	// key_type is the kind of key: on create without a certificate, the key
+	// to generate, "ecdsa-p256" (the default) or "rsa-4096"; on import, empty
+	// or what the certificate's key is; answered as the key's kind
+	// ("ecdsa-p256", "ecdsa-p384", "rsa-<bits>").
+	KeyType string `protobuf:"bytes,5,opt,name=key_type,json=key-type,proto3" json:"key_type,omitempty"`
+	// state is "generating" while a created root's key is being made in the
+	// background, then "ready" (imported roots are ready at once). A root
+	// signs only when ready (output only).
+	State string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	// projects lists the projects whose logical clouds this root signs for
+	// when they name no spec.ca-root: it is their default root. A project has
+	// at most one default root; without one, the installation's root
+	// (dcm-mesh-root, made on first use) signs.
+	Projects []string `protobuf:"bytes,7,rep,name=projects,proto3" json:"projects,omitempty"`
+	// chain is, on import of an intermediate CA, the PEM certificates of its
+	// issuers, each followed by the one that signed it; the last one is the
+	// trust anchor workloads trust (without a chain, certificate itself is).
+	Chain string `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
+	// not_after is when the root's certificate expires, RFC 3339 (output
+	// only; empty while generating).
+	NotAfter      string `protobuf:"bytes,9,opt,name=not_after,json=not-after,proto3" json:"not_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -99,6 +121,41 @@ func (x *Root) GetHasPrivateKey() bool {
 		return x.HasPrivateKey
 	}
 	return false
+}
+
+func (x *Root) GetKeyType() string {
+	if x != nil {
+		return x.KeyType
+	}
+	return ""
+}
+
+func (x *Root) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Root) GetProjects() []string {
+	if x != nil {
+		return x.Projects
+	}
+	return nil
+}
+
+func (x *Root) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *Root) GetNotAfter() string {
+	if x != nil {
+		return x.NotAfter
+	}
+	return ""
 }
 
 // CreateRootRequest names the parent and carries the new root.
@@ -482,6 +539,396 @@ func (*DeleteRootResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
+// GetRootCertificateRequest names the root.
+type GetRootCertificateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the root's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRootCertificateRequest) Reset() {
+	*x = GetRootCertificateRequest{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRootCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRootCertificateRequest) ProtoMessage() {}
+
+func (x *GetRootCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRootCertificateRequest.ProtoReflect.Descriptor instead.
+func (*GetRootCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetRootCertificateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetBundleRequest names a cluster of a logical cloud.
+type GetBundleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// cluster_provider picks the cluster's provider when clusters of two
+	// providers share the name (query parameter cluster-provider).
+	ClusterProvider string `protobuf:"bytes,4,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetBundleRequest) Reset() {
+	*x = GetBundleRequest{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBundleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBundleRequest) ProtoMessage() {}
+
+func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBundleRequest.ProtoReflect.Descriptor instead.
+func (*GetBundleRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetBundleRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetBundleRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *GetBundleRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *GetBundleRequest) GetClusterProvider() string {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return ""
+}
+
+// GetBundleResponse carries the bundle.
+type GetBundleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bundle is the cluster's live intermediate's public bundle.
+	Bundle        *Bundle `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBundleResponse) Reset() {
+	*x = GetBundleResponse{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBundleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBundleResponse) ProtoMessage() {}
+
+func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBundleResponse.ProtoReflect.Descriptor instead.
+func (*GetBundleResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetBundleResponse) GetBundle() *Bundle {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+// RotateCaRequest names the logical cloud and, optionally, a new root.
+type RotateCaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// root is the root to sign the new intermediates with; empty: the root
+	// in use (new intermediate keys, same root).
+	Root          string `protobuf:"bytes,3,opt,name=root,proto3" json:"root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateCaRequest) Reset() {
+	*x = RotateCaRequest{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCaRequest) ProtoMessage() {}
+
+func (x *RotateCaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCaRequest.ProtoReflect.Descriptor instead.
+func (*RotateCaRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RotateCaRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RotateCaRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *RotateCaRequest) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+// RotateCaResponse carries the logical cloud's CA state and its new
+// bundles.
+type RotateCaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ca is the logical cloud's CA state after the rotation.
+	Ca *LogicalCloudCa `protobuf:"bytes,1,opt,name=ca,proto3" json:"ca,omitempty"`
+	// bundles are the new intermediates' public bundles.
+	Bundles       []*Bundle `protobuf:"bytes,2,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateCaResponse) Reset() {
+	*x = RotateCaResponse{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCaResponse) ProtoMessage() {}
+
+func (x *RotateCaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCaResponse.ProtoReflect.Descriptor instead.
+func (*RotateCaResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RotateCaResponse) GetCa() *LogicalCloudCa {
+	if x != nil {
+		return x.Ca
+	}
+	return nil
+}
+
+func (x *RotateCaResponse) GetBundles() []*Bundle {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
+// LogicalCloudCa is which root signs a logical cloud's intermediates, and
+// the root it replaced while the two overlap.
+type LogicalCloudCa struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// root signs the logical cloud's intermediates.
+	Root string `protobuf:"bytes,3,opt,name=root,proto3" json:"root,omitempty"`
+	// previous_root is the root before the last rotation; the bundles trust
+	// it too until overlap_until.
+	PreviousRoot string `protobuf:"bytes,4,opt,name=previous_root,json=previous-root,proto3" json:"previous_root,omitempty"`
+	// rotated_at is when the root last changed, RFC 3339.
+	RotatedAt string `protobuf:"bytes,5,opt,name=rotated_at,json=rotated-at,proto3" json:"rotated_at,omitempty"`
+	// overlap_until is when previous_root leaves the bundles, RFC 3339.
+	OverlapUntil string `protobuf:"bytes,6,opt,name=overlap_until,json=overlap-until,proto3" json:"overlap_until,omitempty"`
+	// spec_root is the root the logical cloud names (spec.ca-root), as the
+	// service mesh service last sent it; empty: none.
+	SpecRoot      string `protobuf:"bytes,7,opt,name=spec_root,json=spec-root,proto3" json:"spec_root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogicalCloudCa) Reset() {
+	*x = LogicalCloudCa{}
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogicalCloudCa) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogicalCloudCa) ProtoMessage() {}
+
+func (x *LogicalCloudCa) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogicalCloudCa.ProtoReflect.Descriptor instead.
+func (*LogicalCloudCa) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LogicalCloudCa) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *LogicalCloudCa) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *LogicalCloudCa) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *LogicalCloudCa) GetPreviousRoot() string {
+	if x != nil {
+		return x.PreviousRoot
+	}
+	return ""
+}
+
+func (x *LogicalCloudCa) GetRotatedAt() string {
+	if x != nil {
+		return x.RotatedAt
+	}
+	return ""
+}
+
+func (x *LogicalCloudCa) GetOverlapUntil() string {
+	if x != nil {
+		return x.OverlapUntil
+	}
+	return ""
+}
+
+func (x *LogicalCloudCa) GetSpecRoot() string {
+	if x != nil {
+		return x.SpecRoot
+	}
+	return ""
+}
+
 // Bundle is the public part of a cluster's intermediate CA for a logical
 // cloud's service mesh: what Istio's cacerts Secret holds but the key
 // (ca-key.pem goes to the service mesh service only, over gRPC).
@@ -527,7 +974,7 @@ type Bundle struct {
 
 func (x *Bundle) Reset() {
 	*x = Bundle{}
-	mi := &file_dcm_cadist_v1_service_proto_msgTypes[9]
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +986,7 @@ func (x *Bundle) String() string {
 func (*Bundle) ProtoMessage() {}
 
 func (x *Bundle) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_cadist_v1_service_proto_msgTypes[9]
+	mi := &file_dcm_cadist_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +999,7 @@ func (x *Bundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bundle.ProtoReflect.Descriptor instead.
 func (*Bundle) Descriptor() ([]byte, []int) {
-	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_dcm_cadist_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Bundle) GetProject() string {
@@ -657,13 +1104,18 @@ var File_dcm_cadist_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xad\x01\n" +
+	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\xcd\x02\n" +
 	"\x04Root\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12\x1f\n" +
 	"\vprivate_key\x18\x03 \x01(\tR\n" +
 	"privateKey\x12&\n" +
-	"\x0fhas_private_key\x18\x04 \x01(\bR\rhasPrivateKey\"D\n" +
+	"\x0fhas_private_key\x18\x04 \x01(\bR\rhasPrivateKey\x12#\n" +
+	"\bkey_type\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x18 R\bkey-type\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\x12/\n" +
+	"\bprojects\x18\a \x03(\tB\x13\xbaH\x10\x92\x01\r\x10\xe8\a\x18\x01\"\x06r\x04\x98\xfb\x18\x01R\bprojects\x12\x14\n" +
+	"\x05chain\x18\b \x01(\tR\x05chain\x12\x1c\n" +
+	"\tnot_after\x18\t \x01(\tR\tnot-after\"D\n" +
 	"\x11CreateRootRequest\x12/\n" +
 	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootB\x06\xbaH\x03\xc8\x01\x01R\x04root\"=\n" +
 	"\x12CreateRootResponse\x12'\n" +
@@ -682,7 +1134,33 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"2\n" +
 	"\x11DeleteRootRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
-	"\x12DeleteRootResponse\"\xba\x03\n" +
+	"\x12DeleteRootResponse\":\n" +
+	"\x19GetRootCertificateRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\xc2\x01\n" +
+	"\x10GetBundleRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12#\n" +
+	"\acluster\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x123\n" +
+	"\x10cluster_provider\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18?R\x10cluster-provider\"B\n" +
+	"\x11GetBundleResponse\x12-\n" +
+	"\x06bundle\x18\x01 \x01(\v2\x15.dcm.cadist.v1.BundleR\x06bundle\"\x84\x01\n" +
+	"\x0fRotateCaRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1b\n" +
+	"\x04root\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18?R\x04root\"r\n" +
+	"\x10RotateCaResponse\x12-\n" +
+	"\x02ca\x18\x01 \x01(\v2\x1d.dcm.cadist.v1.LogicalCloudCaR\x02ca\x12/\n" +
+	"\abundles\x18\x02 \x03(\v2\x15.dcm.cadist.v1.BundleR\abundles\"\xee\x01\n" +
+	"\x0eLogicalCloudCa\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12\x12\n" +
+	"\x04root\x18\x03 \x01(\tR\x04root\x12$\n" +
+	"\rprevious_root\x18\x04 \x01(\tR\rprevious-root\x12\x1e\n" +
+	"\n" +
+	"rotated_at\x18\x05 \x01(\tR\n" +
+	"rotated-at\x12$\n" +
+	"\roverlap_until\x18\x06 \x01(\tR\roverlap-until\x12\x1c\n" +
+	"\tspec_root\x18\a \x01(\tR\tspec-root\"\xba\x03\n" +
 	"\x06Bundle\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12*\n" +
@@ -700,14 +1178,17 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\x04root\x18\v \x01(\tR\x04root\x12$\n" +
 	"\rtrusted_roots\x18\f \x03(\tR\rtrusted-roots\x12\"\n" +
 	"\ftrust_domain\x18\r \x01(\tR\ftrust-domain\x12\x18\n" +
-	"\arevoked\x18\x0e \x01(\bR\arevoked2\xef\x03\n" +
+	"\arevoked\x18\x0e \x01(\bR\arevoked2\xbe\a\n" +
 	"\rCaDistService\x12w\n" +
 	"\n" +
 	"CreateRoot\x12 .dcm.cadist.v1.CreateRootRequest\x1a!.dcm.cadist.v1.CreateRootResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x04rootb\x04root\"\x10/v2/cadist/roots\x12o\n" +
 	"\aGetRoot\x12\x1d.dcm.cadist.v1.GetRootRequest\x1a\x1e.dcm.cadist.v1.GetRootResponse\"%\x82\xd3\xe4\x93\x02\x1fb\x04root\x12\x17/v2/cadist/roots/{name}\x12o\n" +
 	"\tListRoots\x12\x1f.dcm.cadist.v1.ListRootsRequest\x1a .dcm.cadist.v1.ListRootsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19b\x05roots\x12\x10/v2/cadist/roots\x12r\n" +
 	"\n" +
-	"DeleteRoot\x12 .dcm.cadist.v1.DeleteRootRequest\x1a!.dcm.cadist.v1.DeleteRootResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v2/cadist/roots/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"DeleteRoot\x12 .dcm.cadist.v1.DeleteRootRequest\x1a!.dcm.cadist.v1.DeleteRootResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v2/cadist/roots/{name}\x12\x81\x01\n" +
+	"\x12GetRootCertificate\x12(.dcm.cadist.v1.GetRootCertificateRequest\x1a\x14.google.api.HttpBody\"+\x82\xd3\xe4\x93\x02%\x12#/v2/cadist/roots/{name}/certificate\x12\xae\x01\n" +
+	"\tGetBundle\x12\x1f.dcm.cadist.v1.GetBundleRequest\x1a .dcm.cadist.v1.GetBundleResponse\"^\x82\xd3\xe4\x93\x02Xb\x06bundle\x12N/v1/cadist/projects/{project}/logicalclouds/{logical_cloud}/clusters/{cluster}\x12\x97\x01\n" +
+	"\bRotateCa\x12\x1e.dcm.cadist.v1.RotateCaRequest\x1a\x1f.dcm.cadist.v1.RotateCaResponse\"J\x82\xd3\xe4\x93\x02D:\x01*\"?/v2/projects/{project}/logical-clouds/{logical_cloud}/ca/rotate\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01B7Z5github.com/dcm-project/dcm/gen/dcm/cadist/v1;cadistv1b\x06proto3"
 
 var (
@@ -722,39 +1203,55 @@ func file_dcm_cadist_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_cadist_v1_service_proto_rawDescData
 }
 
-var file_dcm_cadist_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_dcm_cadist_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_dcm_cadist_v1_service_proto_goTypes = []any{
-	(*Root)(nil),               // 0: dcm.cadist.v1.Root
-	(*CreateRootRequest)(nil),  // 1: dcm.cadist.v1.CreateRootRequest
-	(*CreateRootResponse)(nil), // 2: dcm.cadist.v1.CreateRootResponse
-	(*GetRootRequest)(nil),     // 3: dcm.cadist.v1.GetRootRequest
-	(*GetRootResponse)(nil),    // 4: dcm.cadist.v1.GetRootResponse
-	(*ListRootsRequest)(nil),   // 5: dcm.cadist.v1.ListRootsRequest
-	(*ListRootsResponse)(nil),  // 6: dcm.cadist.v1.ListRootsResponse
-	(*DeleteRootRequest)(nil),  // 7: dcm.cadist.v1.DeleteRootRequest
-	(*DeleteRootResponse)(nil), // 8: dcm.cadist.v1.DeleteRootResponse
-	(*Bundle)(nil),             // 9: dcm.cadist.v1.Bundle
-	(*v1.Metadata)(nil),        // 10: dcm.types.v1.Metadata
+	(*Root)(nil),                      // 0: dcm.cadist.v1.Root
+	(*CreateRootRequest)(nil),         // 1: dcm.cadist.v1.CreateRootRequest
+	(*CreateRootResponse)(nil),        // 2: dcm.cadist.v1.CreateRootResponse
+	(*GetRootRequest)(nil),            // 3: dcm.cadist.v1.GetRootRequest
+	(*GetRootResponse)(nil),           // 4: dcm.cadist.v1.GetRootResponse
+	(*ListRootsRequest)(nil),          // 5: dcm.cadist.v1.ListRootsRequest
+	(*ListRootsResponse)(nil),         // 6: dcm.cadist.v1.ListRootsResponse
+	(*DeleteRootRequest)(nil),         // 7: dcm.cadist.v1.DeleteRootRequest
+	(*DeleteRootResponse)(nil),        // 8: dcm.cadist.v1.DeleteRootResponse
+	(*GetRootCertificateRequest)(nil), // 9: dcm.cadist.v1.GetRootCertificateRequest
+	(*GetBundleRequest)(nil),          // 10: dcm.cadist.v1.GetBundleRequest
+	(*GetBundleResponse)(nil),         // 11: dcm.cadist.v1.GetBundleResponse
+	(*RotateCaRequest)(nil),           // 12: dcm.cadist.v1.RotateCaRequest
+	(*RotateCaResponse)(nil),          // 13: dcm.cadist.v1.RotateCaResponse
+	(*LogicalCloudCa)(nil),            // 14: dcm.cadist.v1.LogicalCloudCa
+	(*Bundle)(nil),                    // 15: dcm.cadist.v1.Bundle
+	(*v1.Metadata)(nil),               // 16: dcm.types.v1.Metadata
+	(*httpbody.HttpBody)(nil),         // 17: google.api.HttpBody
 }
 var file_dcm_cadist_v1_service_proto_depIdxs = []int32{
-	10, // 0: dcm.cadist.v1.Root.metadata:type_name -> dcm.types.v1.Metadata
+	16, // 0: dcm.cadist.v1.Root.metadata:type_name -> dcm.types.v1.Metadata
 	0,  // 1: dcm.cadist.v1.CreateRootRequest.root:type_name -> dcm.cadist.v1.Root
 	0,  // 2: dcm.cadist.v1.CreateRootResponse.root:type_name -> dcm.cadist.v1.Root
 	0,  // 3: dcm.cadist.v1.GetRootResponse.root:type_name -> dcm.cadist.v1.Root
 	0,  // 4: dcm.cadist.v1.ListRootsResponse.roots:type_name -> dcm.cadist.v1.Root
-	1,  // 5: dcm.cadist.v1.CaDistService.CreateRoot:input_type -> dcm.cadist.v1.CreateRootRequest
-	3,  // 6: dcm.cadist.v1.CaDistService.GetRoot:input_type -> dcm.cadist.v1.GetRootRequest
-	5,  // 7: dcm.cadist.v1.CaDistService.ListRoots:input_type -> dcm.cadist.v1.ListRootsRequest
-	7,  // 8: dcm.cadist.v1.CaDistService.DeleteRoot:input_type -> dcm.cadist.v1.DeleteRootRequest
-	2,  // 9: dcm.cadist.v1.CaDistService.CreateRoot:output_type -> dcm.cadist.v1.CreateRootResponse
-	4,  // 10: dcm.cadist.v1.CaDistService.GetRoot:output_type -> dcm.cadist.v1.GetRootResponse
-	6,  // 11: dcm.cadist.v1.CaDistService.ListRoots:output_type -> dcm.cadist.v1.ListRootsResponse
-	8,  // 12: dcm.cadist.v1.CaDistService.DeleteRoot:output_type -> dcm.cadist.v1.DeleteRootResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	15, // 5: dcm.cadist.v1.GetBundleResponse.bundle:type_name -> dcm.cadist.v1.Bundle
+	14, // 6: dcm.cadist.v1.RotateCaResponse.ca:type_name -> dcm.cadist.v1.LogicalCloudCa
+	15, // 7: dcm.cadist.v1.RotateCaResponse.bundles:type_name -> dcm.cadist.v1.Bundle
+	1,  // 8: dcm.cadist.v1.CaDistService.CreateRoot:input_type -> dcm.cadist.v1.CreateRootRequest
+	3,  // 9: dcm.cadist.v1.CaDistService.GetRoot:input_type -> dcm.cadist.v1.GetRootRequest
+	5,  // 10: dcm.cadist.v1.CaDistService.ListRoots:input_type -> dcm.cadist.v1.ListRootsRequest
+	7,  // 11: dcm.cadist.v1.CaDistService.DeleteRoot:input_type -> dcm.cadist.v1.DeleteRootRequest
+	9,  // 12: dcm.cadist.v1.CaDistService.GetRootCertificate:input_type -> dcm.cadist.v1.GetRootCertificateRequest
+	10, // 13: dcm.cadist.v1.CaDistService.GetBundle:input_type -> dcm.cadist.v1.GetBundleRequest
+	12, // 14: dcm.cadist.v1.CaDistService.RotateCa:input_type -> dcm.cadist.v1.RotateCaRequest
+	2,  // 15: dcm.cadist.v1.CaDistService.CreateRoot:output_type -> dcm.cadist.v1.CreateRootResponse
+	4,  // 16: dcm.cadist.v1.CaDistService.GetRoot:output_type -> dcm.cadist.v1.GetRootResponse
+	6,  // 17: dcm.cadist.v1.CaDistService.ListRoots:output_type -> dcm.cadist.v1.ListRootsResponse
+	8,  // 18: dcm.cadist.v1.CaDistService.DeleteRoot:output_type -> dcm.cadist.v1.DeleteRootResponse
+	17, // 19: dcm.cadist.v1.CaDistService.GetRootCertificate:output_type -> google.api.HttpBody
+	11, // 20: dcm.cadist.v1.CaDistService.GetBundle:output_type -> dcm.cadist.v1.GetBundleResponse
+	13, // 21: dcm.cadist.v1.CaDistService.RotateCa:output_type -> dcm.cadist.v1.RotateCaResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_dcm_cadist_v1_service_proto_init() }
@@ -768,7 +1265,7 @@ func file_dcm_cadist_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_cadist_v1_service_proto_rawDesc), len(file_dcm_cadist_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,6 +8,7 @@ package cadistv1
 
 import (
 	context "context"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -19,10 +20,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CaDistService_CreateRoot_FullMethodName = "/dcm.cadist.v1.CaDistService/CreateRoot"
-	CaDistService_GetRoot_FullMethodName    = "/dcm.cadist.v1.CaDistService/GetRoot"
-	CaDistService_ListRoots_FullMethodName  = "/dcm.cadist.v1.CaDistService/ListRoots"
-	CaDistService_DeleteRoot_FullMethodName = "/dcm.cadist.v1.CaDistService/DeleteRoot"
+	CaDistService_CreateRoot_FullMethodName         = "/dcm.cadist.v1.CaDistService/CreateRoot"
+	CaDistService_GetRoot_FullMethodName            = "/dcm.cadist.v1.CaDistService/GetRoot"
+	CaDistService_ListRoots_FullMethodName          = "/dcm.cadist.v1.CaDistService/ListRoots"
+	CaDistService_DeleteRoot_FullMethodName         = "/dcm.cadist.v1.CaDistService/DeleteRoot"
+	CaDistService_GetRootCertificate_FullMethodName = "/dcm.cadist.v1.CaDistService/GetRootCertificate"
+	CaDistService_GetBundle_FullMethodName          = "/dcm.cadist.v1.CaDistService/GetBundle"
+	CaDistService_RotateCa_FullMethodName           = "/dcm.cadist.v1.CaDistService/RotateCa"
 )
 
 // CaDistServiceClient is the client API for CaDistService service.
@@ -37,8 +41,26 @@ type CaDistServiceClient interface {
 	GetRoot(ctx context.Context, in *GetRootRequest, opts ...grpc.CallOption) (*GetRootResponse, error)
 	// ListRoots reads every root under the same parent, ordered by name.
 	ListRoots(ctx context.Context, in *ListRootsRequest, opts ...grpc.CallOption) (*ListRootsResponse, error)
-	// DeleteRoot removes a root.
+	// DeleteRoot removes a root; refused (409, REFERENCED) while a live
+	// intermediate it signed exists.
 	DeleteRoot(ctx context.Context, in *DeleteRootRequest, opts ...grpc.CallOption) (*DeleteRootResponse, error)
+	// GetRootCertificate serves the root's trust anchor as PEM
+	// (application/x-pem-file): what workloads trust, the bundles'
+	// root-cert-url. 409 while the root is still being generated.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	GetRootCertificate(ctx context.Context, in *GetRootCertificateRequest, opts ...grpc.CallOption) (*httpbody.HttpBody, error)
+	// GetBundle reads a cluster's live intermediate CA bundle for a logical
+	// cloud's service mesh (no key: the key goes to the service mesh service
+	// only, over gRPC). 404 until the logical cloud's mesh was applied to the
+	// cluster; the query parameter cluster-provider picks the cluster when
+	// two providers have one of that name (409 naming it otherwise).
+	GetBundle(ctx context.Context, in *GetBundleRequest, opts ...grpc.CallOption) (*GetBundleResponse, error)
+	// RotateCa issues new intermediates for every cluster of the logical
+	// cloud (the old ones revoked), signed by the body's root or, without
+	// one, by the root in use. While an old and a new root overlap
+	// (DCM_CA_OVERLAP after the rotation), the bundles trust both. 409 when
+	// the logical cloud has no intermediates (no service mesh applied).
+	RotateCa(ctx context.Context, in *RotateCaRequest, opts ...grpc.CallOption) (*RotateCaResponse, error)
 }
 
 type caDistServiceClient struct {
@@ -89,6 +111,36 @@ func (c *caDistServiceClient) DeleteRoot(ctx context.Context, in *DeleteRootRequ
 	return out, nil
 }
 
+func (c *caDistServiceClient) GetRootCertificate(ctx context.Context, in *GetRootCertificateRequest, opts ...grpc.CallOption) (*httpbody.HttpBody, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(httpbody.HttpBody)
+	err := c.cc.Invoke(ctx, CaDistService_GetRootCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *caDistServiceClient) GetBundle(ctx context.Context, in *GetBundleRequest, opts ...grpc.CallOption) (*GetBundleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBundleResponse)
+	err := c.cc.Invoke(ctx, CaDistService_GetBundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *caDistServiceClient) RotateCa(ctx context.Context, in *RotateCaRequest, opts ...grpc.CallOption) (*RotateCaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateCaResponse)
+	err := c.cc.Invoke(ctx, CaDistService_RotateCa_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CaDistServiceServer is the server API for CaDistService service.
 // All implementations must embed UnimplementedCaDistServiceServer
 // for forward compatibility.
@@ -101,8 +153,26 @@ type CaDistServiceServer interface {
 	GetRoot(context.Context, *GetRootRequest) (*GetRootResponse, error)
 	// ListRoots reads every root under the same parent, ordered by name.
 	ListRoots(context.Context, *ListRootsRequest) (*ListRootsResponse, error)
-	// DeleteRoot removes a root.
+	// DeleteRoot removes a root; refused (409, REFERENCED) while a live
+	// intermediate it signed exists.
 	DeleteRoot(context.Context, *DeleteRootRequest) (*DeleteRootResponse, error)
+	// GetRootCertificate serves the root's trust anchor as PEM
+	// (application/x-pem-file): what workloads trust, the bundles'
+	// root-cert-url. 409 while the root is still being generated.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	GetRootCertificate(context.Context, *GetRootCertificateRequest) (*httpbody.HttpBody, error)
+	// GetBundle reads a cluster's live intermediate CA bundle for a logical
+	// cloud's service mesh (no key: the key goes to the service mesh service
+	// only, over gRPC). 404 until the logical cloud's mesh was applied to the
+	// cluster; the query parameter cluster-provider picks the cluster when
+	// two providers have one of that name (409 naming it otherwise).
+	GetBundle(context.Context, *GetBundleRequest) (*GetBundleResponse, error)
+	// RotateCa issues new intermediates for every cluster of the logical
+	// cloud (the old ones revoked), signed by the body's root or, without
+	// one, by the root in use. While an old and a new root overlap
+	// (DCM_CA_OVERLAP after the rotation), the bundles trust both. 409 when
+	// the logical cloud has no intermediates (no service mesh applied).
+	RotateCa(context.Context, *RotateCaRequest) (*RotateCaResponse, error)
 	mustEmbedUnimplementedCaDistServiceServer()
 }
 
@@ -124,6 +194,15 @@ func (UnimplementedCaDistServiceServer) ListRoots(context.Context, *ListRootsReq
 }
 func (UnimplementedCaDistServiceServer) DeleteRoot(context.Context, *DeleteRootRequest) (*DeleteRootResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRoot not implemented")
+}
+func (UnimplementedCaDistServiceServer) GetRootCertificate(context.Context, *GetRootCertificateRequest) (*httpbody.HttpBody, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRootCertificate not implemented")
+}
+func (UnimplementedCaDistServiceServer) GetBundle(context.Context, *GetBundleRequest) (*GetBundleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBundle not implemented")
+}
+func (UnimplementedCaDistServiceServer) RotateCa(context.Context, *RotateCaRequest) (*RotateCaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateCa not implemented")
 }
 func (UnimplementedCaDistServiceServer) mustEmbedUnimplementedCaDistServiceServer() {}
 func (UnimplementedCaDistServiceServer) testEmbeddedByValue()                       {}
@@ -218,6 +297,60 @@ func _CaDistService_DeleteRoot_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CaDistService_GetRootCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRootCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CaDistServiceServer).GetRootCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CaDistService_GetRootCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CaDistServiceServer).GetRootCertificate(ctx, req.(*GetRootCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CaDistService_GetBundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBundleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CaDistServiceServer).GetBundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CaDistService_GetBundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CaDistServiceServer).GetBundle(ctx, req.(*GetBundleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CaDistService_RotateCa_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateCaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CaDistServiceServer).RotateCa(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CaDistService_RotateCa_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CaDistServiceServer).RotateCa(ctx, req.(*RotateCaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CaDistService_ServiceDesc is the grpc.ServiceDesc for CaDistService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -240,6 +373,18 @@ var CaDistService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRoot",
 			Handler:    _CaDistService_DeleteRoot_Handler,
+		},
+		{
+			MethodName: "GetRootCertificate",
+			Handler:    _CaDistService_GetRootCertificate_Handler,
+		},
+		{
+			MethodName: "GetBundle",
+			Handler:    _CaDistService_GetBundle_Handler,
+		},
+		{
+			MethodName: "RotateCa",
+			Handler:    _CaDistService_RotateCa_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

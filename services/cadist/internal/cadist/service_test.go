@@ -44,7 +44,7 @@ func certPEM(t *testing.T, isCA bool) (string, string) {
 func TestRoots(t *testing.T) {
 	t.Parallel()
 	c := cadistv1.NewCaDistServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{cadist.New(st)}
+		return []server.Service{cadist.New(st, cadist.Options{})}
 	}))
 	ctx := context.Background()
 	create := func(name, cert string) error {
@@ -69,9 +69,7 @@ func TestRoots(t *testing.T) {
 // matching key; the key is never answered.
 func TestRootKeys(t *testing.T) {
 	t.Parallel()
-	c := cadistv1.NewCaDistServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{cadist.New(st)}
-	}))
+	c := serve(t, cadist.Options{}).pub
 	ctx := context.Background()
 	create := func(name, cert, key string) (*cadistv1.Root, error) {
 		r, err := c.CreateRoot(ctx, &cadistv1.CreateRootRequest{Root: &cadistv1.Root{
@@ -80,6 +78,8 @@ func TestRootKeys(t *testing.T) {
 	}
 	gen, err := create("generated", "", "")
 	require.NoError(t, err)
+	require.Equal(t, cadist.StateGenerating, gen.GetState(), "generated off the request path")
+	gen = waitReady(t, c, "generated")
 	require.True(t, gen.GetHasPrivateKey())
 	require.Empty(t, gen.GetPrivateKey())
 	block, _ := pem.Decode([]byte(gen.GetCertificate()))

@@ -1,0 +1,239 @@
+package cadist
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// An intermediate's record is its public bundle (root_cert and
+// trusted_roots are filled in on each read, from the logical cloud's CA
+// state), under the logical cloud (parent project/lc), with the key sealed
+// as ca_key. Its id is project/lc/provider/cluster/<generation>: a new
+// intermediate of a cluster takes the next generation, so two requests
+// racing to replace one make one record, and a revoked one is never
+// reused.
+
+// maxAttempts bounds the retries of a request that lost an optimistic
+// concurrency race to another one on the same logical cloud.
+const maxAttempts = 5
+
+// retry runs f again while it loses a race (Aborted, or AlreadyExists on
+// a generation another request took).
+func retry(f func() error) error {
+	var err error
+	for range maxAttempts {
+		err = f()
+		if c := errs.Code(err); c != codes.Aborted && c != codes.AlreadyExists {
+			return err
+		}
+	}
+	return err
+}
+
+func cloudKey(project, lc string) string { return store.Key(project, lc) }
+
+type intermediate = store.Item[*cadistv1.Bundle]
+
+// generation is the last part of an intermediate's id.
+func generation(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '/')+1:])
+	return n
+}
+
+// findLive picks the live intermediate of a cluster among a logical
+// cloud's, and the highest generation that cluster has used.
+func findLive(items []intermediate, provider, cluster string) (live *intermediate, lastGen int) {
+	for i := range items {
+		b := items[i].Msg
+		if b.GetClusterProvider() != provider || b.GetCluster() != cluster {
+			continue
+		}
+		lastGen = max(lastGen, generation(items[i].ID))
+		if !b.GetRevoked() && !items[i].Deleting {
+			live = &items[i]
+		}
+	}
+	return live, lastGen
+}
+
+// IssueIntermediates implements cadistv1.CaDistInternalServiceServer.
+func (s *Service) IssueIntermediates(ctx context.Context, req *cadistv1.IssueIntermediatesRequest) (*cadistv1.IssueIntermediatesResponse, error) {
+	if err := checkTrustDomain(req.GetTrustDomain()); err != nil {
+		return nil, errs.Invalid("trust-domain", "%v", err)
+	}
+	var out []*cadistv1.Bundle
+	err := retry(func() error {
+		out = out[:0]
+		ca, root, err := s.settleRoot(ctx, req.GetProject(), req.GetLogicalCloud(), req.GetRoot())
+		if err != nil {
+			return err
+		}
+		items, err := s.intermediates.Children(ctx, cloudKey(req.GetProject(), req.GetLogicalCloud()))
+		if err != nil {
+			return err
+		}
+		for _, c := range req.GetClusters() {
+			b, err := s.ensure(ctx, ca, root, items, c, req.GetTrustDomain())
+			if err != nil {
+				return err
+			}
+			out = append(out, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cadistv1.IssueIntermediatesResponse{Bundles: out}, nil
+}
+
+// ensure keeps a cluster's live intermediate if the logical cloud's root
+// signed it for this trust domain and it has not expired, and otherwise
+// revokes it and issues the next one.
+func (s *Service) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, items []intermediate, c *cadistv1.MeshCluster, trustDomain string) (*cadistv1.Bundle, error) {
+	live, lastGen := findLive(items, c.GetProvider(), c.GetCluster())
+	if live != nil {
+		b := live.Msg
+		notAfter, _ := time.Parse(time.RFC3339, b.GetNotAfter())
+		if b.GetRoot() == root.msg.GetMetadata().GetName() && b.GetTrustDomain() == trustDomain && s.now().Before(notAfter) {
+			return s.public(ctx, ca, b), nil
+		}
+		if err := s.revoke(ctx, *live); err != nil {
+			return nil, err
+		}
+	}
+	return s.issue(ctx, ca, root, ca.GetProject(), ca.GetLogicalCloud(), c.GetProvider(), c.GetCluster(), trustDomain, lastGen+1)
+}
+
+// revoke marks an intermediate revoked, conditionally on the version read.
+func (s *Service) revoke(ctx context.Context, it intermediate) error {
+	it.Msg.Revoked = true
+	return s.intermediates.Update(ctx, it.ID, it.Version, it.Msg)
+}
+
+// issue makes and stores generation gen of a cluster's intermediate.
+func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, project, lc, provider, cluster, trustDomain string, gen int) (*cadistv1.Bundle, error) {
+	now := s.now()
+	notAfter := now.Add(s.opts.IntermediateLifetime)
+	if root.cert.NotAfter.Before(notAfter) {
+		notAfter = root.cert.NotAfter
+	}
+	if chain, err := parseCerts(root.chain); err == nil {
+		for _, c := range chain {
+			if c.NotAfter.Before(notAfter) {
+				notAfter = c.NotAfter
+			}
+		}
+	}
+	cert, key, err := signIntermediate(intermediateSpec{
+		project: project, logicalCloud: lc, provider: provider, cluster: cluster,
+		trustDomain: trustDomain, notBefore: now.Add(-time.Minute), notAfter: notAfter,
+	}, root.cert, root.key)
+	if err != nil {
+		return nil, errs.Internal(fmt.Errorf("sign intermediate of %s/%s/%s/%s: %w", project, lc, provider, cluster, err), "cannot sign the intermediate")
+	}
+	k, err := keyPEM(key)
+	if err != nil {
+		return nil, errs.Internal(err, "cannot encode the intermediate's key")
+	}
+	rootName := root.msg.GetMetadata().GetName()
+	b := &cadistv1.Bundle{
+		Project: project, LogicalCloud: lc, ClusterProvider: provider, Cluster: cluster,
+		CaCert:      certPEM(cert),
+		CertChain:   certPEM(cert) + root.chain,
+		RootCertUrl: rootCertURL(rootName),
+		NotAfter:    cert.NotAfter.UTC().Format(time.RFC3339),
+		Serial:      cert.SerialNumber.Text(16),
+		Root:        rootName,
+		TrustDomain: trustDomain,
+	}
+	id := store.Key(project, lc, provider, cluster, fmt.Sprintf("%06d", gen))
+	if err := s.intermediates.Create(ctx, id, cloudKey(project, lc), b, store.Secret{Name: caKeySecret, Value: k}); err != nil {
+		return nil, err
+	}
+	return s.public(ctx, ca, b), nil
+}
+
+func rootCertURL(root string) string { return "/v2/cadist/roots/" + root + "/certificate" }
+
+// GetIntermediate implements cadistv1.CaDistInternalServiceServer.
+func (s *Service) GetIntermediate(ctx context.Context, req *cadistv1.GetIntermediateRequest) (*cadistv1.GetIntermediateResponse, error) {
+	items, err := s.intermediates.Children(ctx, cloudKey(req.GetProject(), req.GetLogicalCloud()))
+	if err != nil {
+		return nil, err
+	}
+	c := req.GetCluster()
+	live, _ := findLive(items, c.GetProvider(), c.GetCluster())
+	if live == nil {
+		return nil, errs.NotFound("logical cloud %q of project %q has no live intermediate on cluster %s/%s (IssueIntermediates makes it)",
+			req.GetLogicalCloud(), req.GetProject(), c.GetProvider(), c.GetCluster())
+	}
+	key, err := s.intermediates.Secret(ctx, live.ID, caKeySecret)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := s.cloudCA(ctx, req.GetProject(), req.GetLogicalCloud())
+	if err != nil {
+		return nil, err
+	}
+	return &cadistv1.GetIntermediateResponse{Bundle: s.public(ctx, ca, live.Msg), CaKey: string(key)}, nil
+}
+
+// RevokeIntermediates implements cadistv1.CaDistInternalServiceServer.
+func (s *Service) RevokeIntermediates(ctx context.Context, req *cadistv1.RevokeIntermediatesRequest) (*cadistv1.RevokeIntermediatesResponse, error) {
+	var n int32
+	err := retry(func() error {
+		items, err := s.intermediates.Children(ctx, cloudKey(req.GetProject(), req.GetLogicalCloud()))
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if it.Msg.GetRevoked() || it.Deleting || !listed(req.GetClusters(), it.Msg) {
+				continue
+			}
+			if err := s.revoke(ctx, it); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cadistv1.RevokeIntermediatesResponse{Revoked: n}, nil
+}
+
+// listed tells whether b's cluster is among clusters (none listed: all are).
+func listed(clusters []*cadistv1.MeshCluster, b *cadistv1.Bundle) bool {
+	if len(clusters) == 0 {
+		return true
+	}
+	for _, c := range clusters {
+		if c.GetProvider() == b.GetClusterProvider() && c.GetCluster() == b.GetCluster() {
+			return true
+		}
+	}
+	return false
+}
+
+// PurgeLogicalCloud implements cadistv1.CaDistInternalServiceServer.
+func (s *Service) PurgeLogicalCloud(ctx context.Context, req *cadistv1.PurgeLogicalCloudRequest) (*cadistv1.PurgeLogicalCloudResponse, error) {
+	key := cloudKey(req.GetProject(), req.GetLogicalCloud())
+	if _, err := s.intermediates.DeleteUnder(ctx, key); err != nil {
+		return nil, err
+	}
+	if err := s.clouds.Delete(ctx, key); err != nil && errs.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	return &cadistv1.PurgeLogicalCloudResponse{}, nil
+}
