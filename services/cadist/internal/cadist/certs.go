@@ -192,7 +192,8 @@ func parseCerts(text string) ([]*x509.Certificate, error) {
 			break
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("holds a %s block; only CERTIFICATE blocks belong here", block.Type)
+			// The type is not quoted: it may say PRIVATE KEY, and errors never hint at keys.
+			return nil, errors.New("holds a PEM block that is not a CERTIFICATE (a key goes in private_key)")
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {

@@ -185,3 +185,16 @@ func waitReady(t *testing.T, c cadistv1.CaDistServiceClient, name string) *cadis
 	t.Fatalf("root %s not ready: last seen %v", name, last)
 	return nil
 }
+
+func parseSigner(t *testing.T, keyPEM string) crypto.Signer {
+	t.Helper()
+	block, _ := pem.Decode([]byte(keyPEM))
+	require.NotNil(t, block)
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	require.NoError(t, err)
+	return k.(crypto.Signer)
+}
+
+func certPEMOf(c *x509.Certificate) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}))
+}
