@@ -27,6 +27,8 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc := servicemesh.New(st, cadistv1.NewCaDistInternalServiceClient(conns[0]))
+	svc := servicemesh.New(st, cadistv1.NewCaDistInternalServiceClient(conns[0]), servicemesh.Options{
+		Hub: env.Config.IstioHub, Tag: env.Config.IstioTag, TrustDomainSuffix: env.Config.MeshTrustDomain,
+	})
 	return []server.Service{svc, svc.Internal()}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
 }

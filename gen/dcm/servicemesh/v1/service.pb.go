@@ -10,6 +10,7 @@ import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -31,7 +32,23 @@ type ControlPlane struct {
 	// name is the logical cloud's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// namespace is where Istio runs; empty means "<name>-istio-system".
-	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// ca_cert is a CA certificate (PEM) to sign the logical cloud's workload
+	// certificates with instead of CA distribution's intermediates (Istio's
+	// ca-cert.pem); with ca_key, root_cert and cert_chain.
+	CaCert string `protobuf:"bytes,3,opt,name=ca_cert,json=ca-cert,proto3" json:"ca_cert,omitempty"`
+	// ca_key is ca_cert's private key (PEM): write only, sealed at rest,
+	// never answered.
+	CaKey string `protobuf:"bytes,4,opt,name=ca_key,json=ca-key,proto3" json:"ca_key,omitempty"`
+	// root_cert is the root certificates workloads trust (PEM, Istio's
+	// root-cert.pem).
+	RootCert string `protobuf:"bytes,5,opt,name=root_cert,json=root-cert,proto3" json:"root_cert,omitempty"`
+	// cert_chain is ca_cert's chain up to the root (PEM, Istio's
+	// cert-chain.pem).
+	CertChain string `protobuf:"bytes,6,opt,name=cert_chain,json=cert-chain,proto3" json:"cert_chain,omitempty"`
+	// custom_ca tells that the control plane signs with the CA above (set
+	// by the service; the key is never answered).
+	CustomCa      bool `protobuf:"varint,7,opt,name=custom_ca,json=custom-ca,proto3" json:"custom_ca,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -78,6 +95,41 @@ func (x *ControlPlane) GetNamespace() string {
 		return x.Namespace
 	}
 	return ""
+}
+
+func (x *ControlPlane) GetCaCert() string {
+	if x != nil {
+		return x.CaCert
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetCaKey() string {
+	if x != nil {
+		return x.CaKey
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetRootCert() string {
+	if x != nil {
+		return x.RootCert
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetCertChain() string {
+	if x != nil {
+		return x.CertChain
+	}
+	return ""
+}
+
+func (x *ControlPlane) GetCustomCa() bool {
+	if x != nil {
+		return x.CustomCa
+	}
+	return false
 }
 
 // CreateControlPlaneRequest names the parent and carries the new control plane.
@@ -497,14 +549,403 @@ func (*DeleteControlPlaneResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_servicemesh_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
+// GetServiceMeshRequest names the logical cloud.
+type GetServiceMeshRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// manifests asks for the rendered manifests too (large: istiod's
+	// injector template alone is some 120 KB per cluster).
+	Manifests     bool `protobuf:"varint,3,opt,name=manifests,proto3" json:"manifests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServiceMeshRequest) Reset() {
+	*x = GetServiceMeshRequest{}
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServiceMeshRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServiceMeshRequest) ProtoMessage() {}
+
+func (x *GetServiceMeshRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServiceMeshRequest.ProtoReflect.Descriptor instead.
+func (*GetServiceMeshRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_servicemesh_v1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetServiceMeshRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetServiceMeshRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *GetServiceMeshRequest) GetManifests() bool {
+	if x != nil {
+		return x.Manifests
+	}
+	return false
+}
+
+// GetServiceMeshResponse carries the document.
+type GetServiceMeshResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// service_mesh as last rendered.
+	ServiceMesh   *ServiceMesh `protobuf:"bytes,1,opt,name=service_mesh,json=service-mesh,proto3" json:"service_mesh,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServiceMeshResponse) Reset() {
+	*x = GetServiceMeshResponse{}
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServiceMeshResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServiceMeshResponse) ProtoMessage() {}
+
+func (x *GetServiceMeshResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServiceMeshResponse.ProtoReflect.Descriptor instead.
+func (*GetServiceMeshResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_servicemesh_v1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetServiceMeshResponse) GetServiceMesh() *ServiceMesh {
+	if x != nil {
+		return x.ServiceMesh
+	}
+	return nil
+}
+
+// ServiceMesh is a logical cloud's service mesh document: what the service
+// mesh service last rendered for it, without any private key.
+type ServiceMesh struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// revision is the Istio revision (the logical cloud's name).
+	Revision string `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// istio_namespace is where the control plane runs on every cluster.
+	IstioNamespace string `protobuf:"bytes,4,opt,name=istio_namespace,json=istio-namespace,proto3" json:"istio_namespace,omitempty"`
+	// trust_domain is the logical cloud's SPIFFE trust domain.
+	TrustDomain string `protobuf:"bytes,5,opt,name=trust_domain,json=trust-domain,proto3" json:"trust_domain,omitempty"`
+	// mesh_id is Istio's mesh ID.
+	MeshId string `protobuf:"bytes,6,opt,name=mesh_id,json=mesh-id,proto3" json:"mesh_id,omitempty"`
+	// custom_ca tells that the control plane record's CA signs, not CA
+	// distribution's intermediates.
+	CustomCa bool `protobuf:"varint,7,opt,name=custom_ca,json=custom-ca,proto3" json:"custom_ca,omitempty"`
+	// digest is the SHA-256 (hex) of every cluster's rendered manifests, as
+	// applied.
+	Digest string `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
+	// released tells that the logical cloud was terminated: its
+	// intermediates are revoked.
+	Released bool `protobuf:"varint,9,opt,name=released,proto3" json:"released,omitempty"`
+	// clusters are the logical cloud's clusters, in core's order.
+	Clusters      []*ClusterMesh `protobuf:"bytes,10,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceMesh) Reset() {
+	*x = ServiceMesh{}
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceMesh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceMesh) ProtoMessage() {}
+
+func (x *ServiceMesh) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceMesh.ProtoReflect.Descriptor instead.
+func (*ServiceMesh) Descriptor() ([]byte, []int) {
+	return file_dcm_servicemesh_v1_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ServiceMesh) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetIstioNamespace() string {
+	if x != nil {
+		return x.IstioNamespace
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetTrustDomain() string {
+	if x != nil {
+		return x.TrustDomain
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetMeshId() string {
+	if x != nil {
+		return x.MeshId
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetCustomCa() bool {
+	if x != nil {
+		return x.CustomCa
+	}
+	return false
+}
+
+func (x *ServiceMesh) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ServiceMesh) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *ServiceMesh) GetClusters() []*ClusterMesh {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+// ClusterMesh is the control plane of a logical cloud on one cluster.
+type ClusterMesh struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_provider is the cluster provider's name.
+	ClusterProvider string `protobuf:"bytes,1,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// network is the cluster's Istio network and cluster name.
+	Network string `protobuf:"bytes,3,opt,name=network,proto3" json:"network,omitempty"`
+	// east_west_address is the east-west gateway's address (the cluster
+	// reference's loadbalancer-ip; empty: not known, the cluster takes no
+	// cross-network traffic).
+	EastWestAddress string `protobuf:"bytes,4,opt,name=east_west_address,json=east-west-address,proto3" json:"east_west_address,omitempty"`
+	// bundle_serial is the serial (hex) of the intermediate the cluster's
+	// istiod signs with.
+	BundleSerial string `protobuf:"bytes,5,opt,name=bundle_serial,json=bundle-serial,proto3" json:"bundle_serial,omitempty"`
+	// ca_cert is that intermediate (PEM, Istio's ca-cert.pem).
+	CaCert string `protobuf:"bytes,6,opt,name=ca_cert,json=ca-cert,proto3" json:"ca_cert,omitempty"`
+	// cert_chain is Istio's cert-chain.pem.
+	CertChain string `protobuf:"bytes,7,opt,name=cert_chain,json=cert-chain,proto3" json:"cert_chain,omitempty"`
+	// root_cert is Istio's root-cert.pem.
+	RootCert string `protobuf:"bytes,8,opt,name=root_cert,json=root-cert,proto3" json:"root_cert,omitempty"`
+	// not_after is when the intermediate expires (RFC 3339).
+	NotAfter string `protobuf:"bytes,9,opt,name=not_after,json=not-after,proto3" json:"not_after,omitempty"`
+	// digest is the SHA-256 (hex) of the cluster's manifests, as applied.
+	Digest string `protobuf:"bytes,10,opt,name=digest,proto3" json:"digest,omitempty"`
+	// manifests are the cluster's objects as JSON, the cacerts Secret
+	// without ca-key.pem; only when asked for.
+	Manifests     []string `protobuf:"bytes,11,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMesh) Reset() {
+	*x = ClusterMesh{}
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMesh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMesh) ProtoMessage() {}
+
+func (x *ClusterMesh) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_servicemesh_v1_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMesh.ProtoReflect.Descriptor instead.
+func (*ClusterMesh) Descriptor() ([]byte, []int) {
+	return file_dcm_servicemesh_v1_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ClusterMesh) GetClusterProvider() string {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetEastWestAddress() string {
+	if x != nil {
+		return x.EastWestAddress
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetBundleSerial() string {
+	if x != nil {
+		return x.BundleSerial
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetCaCert() string {
+	if x != nil {
+		return x.CaCert
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetCertChain() string {
+	if x != nil {
+		return x.CertChain
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetRootCert() string {
+	if x != nil {
+		return x.RootCert
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetNotAfter() string {
+	if x != nil {
+		return x.NotAfter
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ClusterMesh) GetManifests() []string {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
 var File_dcm_servicemesh_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\n" +
-	" dcm/servicemesh/v1/service.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\"T\n" +
+	" dcm/servicemesh/v1/service.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\x8e\x02\n" +
 	"\fControlPlane\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12%\n" +
-	"\tnamespace\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\tnamespace\"\x8f\x01\n" +
+	"\tnamespace\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\tnamespace\x12#\n" +
+	"\aca_cert\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\aca-cert\x12!\n" +
+	"\x06ca_key\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\x06ca-key\x12'\n" +
+	"\troot_cert\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\troot-cert\x12)\n" +
+	"\n" +
+	"cert_chain\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\n" +
+	"cert-chain\x12\x1c\n" +
+	"\tcustom_ca\x18\a \x01(\bR\tcustom-ca\"\x8f\x01\n" +
 	"\x19CreateControlPlaneRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12M\n" +
 	"\rcontrol_plane\x18\x02 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneB\x06\xbaH\x03\xc8\x01\x01R\fcontrolPlane\"c\n" +
@@ -527,12 +968,47 @@ const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\x19DeleteControlPlaneRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x1c\n" +
-	"\x1aDeleteControlPlaneResponse2\xe4\x03\n" +
-	"\x12ServiceMeshService\x12s\n" +
-	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\x12j\n" +
-	"\x0fGetControlPlane\x12*.dcm.servicemesh.v1.GetControlPlaneRequest\x1a+.dcm.servicemesh.v1.GetControlPlaneResponse\x12p\n" +
-	"\x11ListControlPlanes\x12,.dcm.servicemesh.v1.ListControlPlanesRequest\x1a-.dcm.servicemesh.v1.ListControlPlanesResponse\x12s\n" +
-	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponse\x1a\x06\xc2\xf3\x18\x02\x10\x01BAZ?github.com/dcm-project/dcm/gen/dcm/servicemesh/v1;servicemeshv1b\x06proto3"
+	"\x1aDeleteControlPlaneResponse\"\x8b\x01\n" +
+	"\x15GetServiceMeshRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
+	"\tmanifests\x18\x03 \x01(\bR\tmanifests\"]\n" +
+	"\x16GetServiceMeshResponse\x12C\n" +
+	"\fservice_mesh\x18\x01 \x01(\v2\x1f.dcm.servicemesh.v1.ServiceMeshR\fservice-mesh\"\xe0\x02\n" +
+	"\vServiceMesh\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\x12(\n" +
+	"\x0fistio_namespace\x18\x04 \x01(\tR\x0fistio-namespace\x12\"\n" +
+	"\ftrust_domain\x18\x05 \x01(\tR\ftrust-domain\x12\x18\n" +
+	"\amesh_id\x18\x06 \x01(\tR\amesh-id\x12\x1c\n" +
+	"\tcustom_ca\x18\a \x01(\bR\tcustom-ca\x12\x16\n" +
+	"\x06digest\x18\b \x01(\tR\x06digest\x12\x1a\n" +
+	"\breleased\x18\t \x01(\bR\breleased\x12;\n" +
+	"\bclusters\x18\n" +
+	" \x03(\v2\x1f.dcm.servicemesh.v1.ClusterMeshR\bclusters\"\xed\x02\n" +
+	"\vClusterMesh\x12*\n" +
+	"\x10cluster_provider\x18\x01 \x01(\tR\x10cluster-provider\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x18\n" +
+	"\anetwork\x18\x03 \x01(\tR\anetwork\x12,\n" +
+	"\x11east_west_address\x18\x04 \x01(\tR\x11east-west-address\x12$\n" +
+	"\rbundle_serial\x18\x05 \x01(\tR\rbundle-serial\x12\x18\n" +
+	"\aca_cert\x18\x06 \x01(\tR\aca-cert\x12\x1e\n" +
+	"\n" +
+	"cert_chain\x18\a \x01(\tR\n" +
+	"cert-chain\x12\x1c\n" +
+	"\troot_cert\x18\b \x01(\tR\troot-cert\x12\x1c\n" +
+	"\tnot_after\x18\t \x01(\tR\tnot-after\x12\x16\n" +
+	"\x06digest\x18\n" +
+	" \x01(\tR\x06digest\x12\x1c\n" +
+	"\tmanifests\x18\v \x03(\tR\tmanifests2\xfa\x06\n" +
+	"\x12ServiceMeshService\x12\xbf\x01\n" +
+	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\"J\x82\xd3\xe4\x93\x02D:\rcontrol_plane\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xae\x01\n" +
+	"\x0fGetControlPlane\x12*.dcm.servicemesh.v1.GetControlPlaneRequest\x1a+.dcm.servicemesh.v1.GetControlPlaneResponse\"B\x82\xd3\xe4\x93\x02<\x12:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12p\n" +
+	"\x11ListControlPlanes\x12,.dcm.servicemesh.v1.ListControlPlanesRequest\x1a-.dcm.servicemesh.v1.ListControlPlanesResponse\x12\xb7\x01\n" +
+	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponse\"B\x82\xd3\xe4\x93\x02<*:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12\xb3\x01\n" +
+	"\x0eGetServiceMesh\x12).dcm.servicemesh.v1.GetServiceMeshRequest\x1a*.dcm.servicemesh.v1.GetServiceMeshResponse\"J\x82\xd3\xe4\x93\x02D\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/service-mesh\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01BAZ?github.com/dcm-project/dcm/gen/dcm/servicemesh/v1;servicemeshv1b\x06proto3"
 
 var (
 	file_dcm_servicemesh_v1_service_proto_rawDescOnce sync.Once
@@ -546,7 +1022,7 @@ func file_dcm_servicemesh_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_servicemesh_v1_service_proto_rawDescData
 }
 
-var file_dcm_servicemesh_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_servicemesh_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_dcm_servicemesh_v1_service_proto_goTypes = []any{
 	(*ControlPlane)(nil),               // 0: dcm.servicemesh.v1.ControlPlane
 	(*CreateControlPlaneRequest)(nil),  // 1: dcm.servicemesh.v1.CreateControlPlaneRequest
@@ -557,25 +1033,33 @@ var file_dcm_servicemesh_v1_service_proto_goTypes = []any{
 	(*ListControlPlanesResponse)(nil),  // 6: dcm.servicemesh.v1.ListControlPlanesResponse
 	(*DeleteControlPlaneRequest)(nil),  // 7: dcm.servicemesh.v1.DeleteControlPlaneRequest
 	(*DeleteControlPlaneResponse)(nil), // 8: dcm.servicemesh.v1.DeleteControlPlaneResponse
+	(*GetServiceMeshRequest)(nil),      // 9: dcm.servicemesh.v1.GetServiceMeshRequest
+	(*GetServiceMeshResponse)(nil),     // 10: dcm.servicemesh.v1.GetServiceMeshResponse
+	(*ServiceMesh)(nil),                // 11: dcm.servicemesh.v1.ServiceMesh
+	(*ClusterMesh)(nil),                // 12: dcm.servicemesh.v1.ClusterMesh
 }
 var file_dcm_servicemesh_v1_service_proto_depIdxs = []int32{
-	0, // 0: dcm.servicemesh.v1.CreateControlPlaneRequest.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
-	0, // 1: dcm.servicemesh.v1.CreateControlPlaneResponse.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
-	0, // 2: dcm.servicemesh.v1.GetControlPlaneResponse.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
-	0, // 3: dcm.servicemesh.v1.ListControlPlanesResponse.control_planes:type_name -> dcm.servicemesh.v1.ControlPlane
-	1, // 4: dcm.servicemesh.v1.ServiceMeshService.CreateControlPlane:input_type -> dcm.servicemesh.v1.CreateControlPlaneRequest
-	3, // 5: dcm.servicemesh.v1.ServiceMeshService.GetControlPlane:input_type -> dcm.servicemesh.v1.GetControlPlaneRequest
-	5, // 6: dcm.servicemesh.v1.ServiceMeshService.ListControlPlanes:input_type -> dcm.servicemesh.v1.ListControlPlanesRequest
-	7, // 7: dcm.servicemesh.v1.ServiceMeshService.DeleteControlPlane:input_type -> dcm.servicemesh.v1.DeleteControlPlaneRequest
-	2, // 8: dcm.servicemesh.v1.ServiceMeshService.CreateControlPlane:output_type -> dcm.servicemesh.v1.CreateControlPlaneResponse
-	4, // 9: dcm.servicemesh.v1.ServiceMeshService.GetControlPlane:output_type -> dcm.servicemesh.v1.GetControlPlaneResponse
-	6, // 10: dcm.servicemesh.v1.ServiceMeshService.ListControlPlanes:output_type -> dcm.servicemesh.v1.ListControlPlanesResponse
-	8, // 11: dcm.servicemesh.v1.ServiceMeshService.DeleteControlPlane:output_type -> dcm.servicemesh.v1.DeleteControlPlaneResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: dcm.servicemesh.v1.CreateControlPlaneRequest.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
+	0,  // 1: dcm.servicemesh.v1.CreateControlPlaneResponse.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
+	0,  // 2: dcm.servicemesh.v1.GetControlPlaneResponse.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
+	0,  // 3: dcm.servicemesh.v1.ListControlPlanesResponse.control_planes:type_name -> dcm.servicemesh.v1.ControlPlane
+	11, // 4: dcm.servicemesh.v1.GetServiceMeshResponse.service_mesh:type_name -> dcm.servicemesh.v1.ServiceMesh
+	12, // 5: dcm.servicemesh.v1.ServiceMesh.clusters:type_name -> dcm.servicemesh.v1.ClusterMesh
+	1,  // 6: dcm.servicemesh.v1.ServiceMeshService.CreateControlPlane:input_type -> dcm.servicemesh.v1.CreateControlPlaneRequest
+	3,  // 7: dcm.servicemesh.v1.ServiceMeshService.GetControlPlane:input_type -> dcm.servicemesh.v1.GetControlPlaneRequest
+	5,  // 8: dcm.servicemesh.v1.ServiceMeshService.ListControlPlanes:input_type -> dcm.servicemesh.v1.ListControlPlanesRequest
+	7,  // 9: dcm.servicemesh.v1.ServiceMeshService.DeleteControlPlane:input_type -> dcm.servicemesh.v1.DeleteControlPlaneRequest
+	9,  // 10: dcm.servicemesh.v1.ServiceMeshService.GetServiceMesh:input_type -> dcm.servicemesh.v1.GetServiceMeshRequest
+	2,  // 11: dcm.servicemesh.v1.ServiceMeshService.CreateControlPlane:output_type -> dcm.servicemesh.v1.CreateControlPlaneResponse
+	4,  // 12: dcm.servicemesh.v1.ServiceMeshService.GetControlPlane:output_type -> dcm.servicemesh.v1.GetControlPlaneResponse
+	6,  // 13: dcm.servicemesh.v1.ServiceMeshService.ListControlPlanes:output_type -> dcm.servicemesh.v1.ListControlPlanesResponse
+	8,  // 14: dcm.servicemesh.v1.ServiceMeshService.DeleteControlPlane:output_type -> dcm.servicemesh.v1.DeleteControlPlaneResponse
+	10, // 15: dcm.servicemesh.v1.ServiceMeshService.GetServiceMesh:output_type -> dcm.servicemesh.v1.GetServiceMeshResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_dcm_servicemesh_v1_service_proto_init() }
@@ -589,7 +1073,7 @@ func file_dcm_servicemesh_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_servicemesh_v1_service_proto_rawDesc), len(file_dcm_servicemesh_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

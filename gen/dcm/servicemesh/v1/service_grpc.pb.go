@@ -23,22 +23,39 @@ const (
 	ServiceMeshService_GetControlPlane_FullMethodName    = "/dcm.servicemesh.v1.ServiceMeshService/GetControlPlane"
 	ServiceMeshService_ListControlPlanes_FullMethodName  = "/dcm.servicemesh.v1.ServiceMeshService/ListControlPlanes"
 	ServiceMeshService_DeleteControlPlane_FullMethodName = "/dcm.servicemesh.v1.ServiceMeshService/DeleteControlPlane"
+	ServiceMeshService_GetServiceMesh_FullMethodName     = "/dcm.servicemesh.v1.ServiceMeshService/GetServiceMesh"
 )
 
 // ServiceMeshServiceClient is the client API for ServiceMeshService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ServiceMeshService owns the Istio control plane of each logical cloud.
+// ServiceMeshService owns the Istio control plane of each logical cloud:
+// the control plane record (seed 002's POST .../control-plane), which turns
+// the mesh on for the logical cloud like spec.service-mesh.enabled, and the
+// service mesh document of what was last rendered (seed 000).
 type ServiceMeshServiceClient interface {
-	// CreateControlPlane stores a new control plane; its name must be unused.
+	// CreateControlPlane stores a new control plane; its name (the logical
+	// cloud's) must be unused. With ca-cert, ca-key, root-cert and
+	// cert-chain, the logical cloud's istiods sign with that CA instead of
+	// CA distribution's intermediates: all four or none, checked (PEM, the
+	// key matches, CA:true, the chain verifies to the root); the key is
+	// sealed at rest and never answered.
 	CreateControlPlane(ctx context.Context, in *CreateControlPlaneRequest, opts ...grpc.CallOption) (*CreateControlPlaneResponse, error)
-	// GetControlPlane reads one control plane.
+	// GetControlPlane reads one control plane (never its key).
 	GetControlPlane(ctx context.Context, in *GetControlPlaneRequest, opts ...grpc.CallOption) (*GetControlPlaneResponse, error)
 	// ListControlPlanes reads every control plane under the same parent, ordered by name.
 	ListControlPlanes(ctx context.Context, in *ListControlPlanesRequest, opts ...grpc.CallOption) (*ListControlPlanesResponse, error)
-	// DeleteControlPlane removes a control plane.
+	// DeleteControlPlane removes a control plane record (what was applied
+	// stays until the logical cloud is terminated or updated).
 	DeleteControlPlane(ctx context.Context, in *DeleteControlPlaneRequest, opts ...grpc.CallOption) (*DeleteControlPlaneResponse, error)
+	// GetServiceMesh reads a logical cloud's service mesh document: per
+	// cluster the revision, istio namespace, the CA bundle's public part and
+	// serial, the east-west address, and the digest of what was rendered.
+	// Whether it is applied is the logical cloud's status
+	// (GET /v2/projects/{project}/logical-clouds/{lc}/status): rollouts are
+	// core's and rsync's to tell, not this service's.
+	GetServiceMesh(ctx context.Context, in *GetServiceMeshRequest, opts ...grpc.CallOption) (*GetServiceMeshResponse, error)
 }
 
 type serviceMeshServiceClient struct {
@@ -89,20 +106,46 @@ func (c *serviceMeshServiceClient) DeleteControlPlane(ctx context.Context, in *D
 	return out, nil
 }
 
+func (c *serviceMeshServiceClient) GetServiceMesh(ctx context.Context, in *GetServiceMeshRequest, opts ...grpc.CallOption) (*GetServiceMeshResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServiceMeshResponse)
+	err := c.cc.Invoke(ctx, ServiceMeshService_GetServiceMesh_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ServiceMeshServiceServer is the server API for ServiceMeshService service.
 // All implementations must embed UnimplementedServiceMeshServiceServer
 // for forward compatibility.
 //
-// ServiceMeshService owns the Istio control plane of each logical cloud.
+// ServiceMeshService owns the Istio control plane of each logical cloud:
+// the control plane record (seed 002's POST .../control-plane), which turns
+// the mesh on for the logical cloud like spec.service-mesh.enabled, and the
+// service mesh document of what was last rendered (seed 000).
 type ServiceMeshServiceServer interface {
-	// CreateControlPlane stores a new control plane; its name must be unused.
+	// CreateControlPlane stores a new control plane; its name (the logical
+	// cloud's) must be unused. With ca-cert, ca-key, root-cert and
+	// cert-chain, the logical cloud's istiods sign with that CA instead of
+	// CA distribution's intermediates: all four or none, checked (PEM, the
+	// key matches, CA:true, the chain verifies to the root); the key is
+	// sealed at rest and never answered.
 	CreateControlPlane(context.Context, *CreateControlPlaneRequest) (*CreateControlPlaneResponse, error)
-	// GetControlPlane reads one control plane.
+	// GetControlPlane reads one control plane (never its key).
 	GetControlPlane(context.Context, *GetControlPlaneRequest) (*GetControlPlaneResponse, error)
 	// ListControlPlanes reads every control plane under the same parent, ordered by name.
 	ListControlPlanes(context.Context, *ListControlPlanesRequest) (*ListControlPlanesResponse, error)
-	// DeleteControlPlane removes a control plane.
+	// DeleteControlPlane removes a control plane record (what was applied
+	// stays until the logical cloud is terminated or updated).
 	DeleteControlPlane(context.Context, *DeleteControlPlaneRequest) (*DeleteControlPlaneResponse, error)
+	// GetServiceMesh reads a logical cloud's service mesh document: per
+	// cluster the revision, istio namespace, the CA bundle's public part and
+	// serial, the east-west address, and the digest of what was rendered.
+	// Whether it is applied is the logical cloud's status
+	// (GET /v2/projects/{project}/logical-clouds/{lc}/status): rollouts are
+	// core's and rsync's to tell, not this service's.
+	GetServiceMesh(context.Context, *GetServiceMeshRequest) (*GetServiceMeshResponse, error)
 	mustEmbedUnimplementedServiceMeshServiceServer()
 }
 
@@ -124,6 +167,9 @@ func (UnimplementedServiceMeshServiceServer) ListControlPlanes(context.Context, 
 }
 func (UnimplementedServiceMeshServiceServer) DeleteControlPlane(context.Context, *DeleteControlPlaneRequest) (*DeleteControlPlaneResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteControlPlane not implemented")
+}
+func (UnimplementedServiceMeshServiceServer) GetServiceMesh(context.Context, *GetServiceMeshRequest) (*GetServiceMeshResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServiceMesh not implemented")
 }
 func (UnimplementedServiceMeshServiceServer) mustEmbedUnimplementedServiceMeshServiceServer() {}
 func (UnimplementedServiceMeshServiceServer) testEmbeddedByValue()                            {}
@@ -218,6 +264,24 @@ func _ServiceMeshService_DeleteControlPlane_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ServiceMeshService_GetServiceMesh_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServiceMeshRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ServiceMeshServiceServer).GetServiceMesh(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ServiceMeshService_GetServiceMesh_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ServiceMeshServiceServer).GetServiceMesh(ctx, req.(*GetServiceMeshRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ServiceMeshService_ServiceDesc is the grpc.ServiceDesc for ServiceMeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -240,6 +304,10 @@ var ServiceMeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteControlPlane",
 			Handler:    _ServiceMeshService_DeleteControlPlane_Handler,
+		},
+		{
+			MethodName: "GetServiceMesh",
+			Handler:    _ServiceMeshService_GetServiceMesh_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

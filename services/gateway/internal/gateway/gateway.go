@@ -30,6 +30,7 @@ import (
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
@@ -38,7 +39,7 @@ import (
 
 // Conns are the gRPC connections to the services the gateway routes to.
 type Conns struct {
-	Core, Namespace, User, Quota, Rsync, CADist *grpc.ClientConn
+	Core, Namespace, User, Quota, Rsync, CADist, ServiceMesh *grpc.ClientConn
 	// Stores are one connection per distinct program with a store: key
 	// rotation goes to each.
 	Stores []*grpc.ClientConn
@@ -81,6 +82,9 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		"rsync":          func() error { return rsyncv1.RegisterRsyncServiceHandler(ctx, mux, conns.Rsync) },
 		"cadist":         func() error { return cadistv1.RegisterCaDistServiceHandler(ctx, mux, conns.CADist) },
 		"keys":           func() error { return keysv1.RegisterKeyServiceHandlerClient(ctx, mux, keys) },
+		"service mesh": func() error {
+			return servicemeshv1.RegisterServiceMeshServiceHandler(ctx, mux, conns.ServiceMesh)
+		},
 	} {
 		if err := register(); err != nil {
 			return nil, fmt.Errorf("register %s routes: %w", name, err)

@@ -18,7 +18,7 @@ import (
 func TestNoMeshIsDisabled(t *testing.T) {
 	t.Parallel()
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc := servicemesh.New(st, nil)
+		svc := servicemesh.New(st, nil, servicemesh.DefaultOptions)
 		return []server.Service{svc, svc.Internal()}
 	})
 	c := servicemeshv1.NewServiceMeshInternalServiceClient(conn)

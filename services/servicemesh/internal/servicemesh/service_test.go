@@ -16,7 +16,7 @@ import (
 func TestControlPlaneNamespaceDefault(t *testing.T) {
 	t.Parallel()
 	c := servicemeshv1.NewServiceMeshServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		return []server.Service{servicemesh.New(st, nil)}
+		return []server.Service{servicemesh.New(st, nil, servicemesh.DefaultOptions)}
 	}))
 	ctx := context.Background()
 	resp, err := c.CreateControlPlane(ctx, &servicemeshv1.CreateControlPlaneRequest{Project: "p", ControlPlane: &servicemeshv1.ControlPlane{Name: "lc1"}})

@@ -1,0 +1,284 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dcm-project/dcm/platform/kube"
+)
+
+// Names and labels of the objects DCM adds around the charts.
+const (
+	// CACertsSecret is the Secret istiod reads its plugged-in CA from.
+	CACertsSecret = "cacerts"
+	// EastWestGateway is the east-west gateway's name (its Deployment,
+	// Service and ServiceAccount) in the istio namespace.
+	EastWestGateway = "istio-eastwestgateway"
+	// CrossNetworkGateway is the Gateway that exposes the logical cloud's
+	// services to its other clusters through the east-west gateway.
+	CrossNetworkGateway = "cross-network-gateway"
+	// RevisionClaimPrefix names the cluster-scoped object that claims a
+	// revision on a cluster: one logical cloud per revision per cluster
+	// (the injector selects pods by revision alone).
+	RevisionClaimPrefix = "dcm.mesh.revision."
+	// NetworkLabel is Istio's network label (istiod reads its own
+	// namespace's).
+	NetworkLabel = "topology.istio.io/network"
+	// EastWestPort is the east-west gateway's mTLS passthrough port.
+	EastWestPort = 15443
+	// MaxRevision, the longest revision, keeps istiod's Service name, "istiod-<revision>", a
+	// DNS-1123 label.
+	MaxRevision = 63 - len("istiod-")
+)
+
+// CA is a cluster's intermediate: Istio's cacerts files.
+type CA struct {
+	CACert, CAKey, CertChain, RootCert string
+}
+
+// Cluster is one cluster of the mesh.
+type Cluster struct {
+	Provider, Cluster string
+	// LoadBalancerIP is the east-west gateway's address ("" unknown).
+	LoadBalancerIP string
+	CA             CA
+}
+
+// Input is everything a logical cloud's control planes are made of.
+type Input struct {
+	Project, LogicalCloud string
+	// IstioNamespace is where the control plane runs.
+	IstioNamespace string
+	// Revision is the Istio revision (the logical cloud's name).
+	Revision string
+	// TrustDomain is the logical cloud's SPIFFE trust domain.
+	TrustDomain string
+	// Hub and Tag are istiod's and the proxies' images.
+	Hub, Tag string
+	Clusters []Cluster
+}
+
+// Manifest is one object to apply.
+type Manifest struct {
+	JSON string
+	// Sensitive marks the object that holds key material.
+	Sensitive bool
+}
+
+// ClusterManifests are one cluster's objects.
+type ClusterManifests struct {
+	Provider, Cluster string
+	Manifests         []Manifest
+}
+
+// ClusterID is a cluster's Istio cluster name and network: provider and
+// cluster joined, hashed down to a label value when longer than 63.
+func ClusterID(provider, cluster string) string {
+	id := provider + "-" + cluster
+	if len(id) <= 63 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(provider + "/" + cluster))
+	return strings.TrimRight(id[:54], "-") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// MeshID is the logical cloud's Istio mesh ID.
+func MeshID(project, lc string) string { return project + "-" + lc }
+
+// Render makes each cluster's objects, in the input's cluster order.
+func Render(in Input) ([]ClusterManifests, error) {
+	if in.Revision == "" || len(in.Revision) > MaxRevision {
+		return nil, fmt.Errorf("revision %q: 1 to %d characters (istiod-<revision> names a Service)", in.Revision, MaxRevision)
+	}
+	if in.IstioNamespace == "" || in.TrustDomain == "" || in.Hub == "" || in.Tag == "" {
+		return nil, errors.New("istio namespace, trust domain, hub and tag are required")
+	}
+	networks := meshNetworks(in.Clusters)
+	out := make([]ClusterManifests, 0, len(in.Clusters))
+	for _, c := range in.Clusters {
+		objs, err := clusterObjects(in, c, networks)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s/%s: %w", c.Provider, c.Cluster, err)
+		}
+		cm := ClusterManifests{Provider: c.Provider, Cluster: c.Cluster}
+		for _, o := range objs {
+			j, err := o.json()
+			if err != nil {
+				return nil, err
+			}
+			cm.Manifests = append(cm.Manifests, Manifest{JSON: j, Sensitive: isCACerts(o)})
+		}
+		out = append(out, cm)
+	}
+	return out, nil
+}
+
+func isCACerts(o object) bool { return o.str("kind") == "Secret" && o.name() == CACertsSecret }
+
+// meshNetworks is Istio's meshNetworks: each cluster's network, its
+// endpoints from its registry and its east-west gateway when its address
+// is known.
+func meshNetworks(clusters []Cluster) map[string]any {
+	nets := map[string]any{}
+	for _, c := range clusters {
+		id := ClusterID(c.Provider, c.Cluster)
+		n := map[string]any{"endpoints": []any{map[string]any{"fromRegistry": id}}}
+		if c.LoadBalancerIP != "" {
+			n["gateways"] = []any{map[string]any{"address": c.LoadBalancerIP, "port": EastWestPort}}
+		}
+		nets[id] = n
+	}
+	return nets
+}
+
+func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, error) {
+	id := ClusterID(c.Provider, c.Cluster)
+	labels := kube.Labels(in.Project, in.LogicalCloud)
+	var objs []object
+	add := func(j string) error {
+		o, err := parseObject(j)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, o)
+		return nil
+	}
+	nsLabels := kube.Labels(in.Project, in.LogicalCloud)
+	nsLabels[NetworkLabel] = id
+	if err := add(kube.Manifest("v1", "Namespace", kube.Meta{Name: in.IstioNamespace, Labels: nsLabels}, nil)); err != nil {
+		return nil, err
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	if err := add(kube.Manifest("v1", "Secret", kube.Meta{Name: CACertsSecret, Namespace: in.IstioNamespace, Labels: labels}, map[string]any{
+		"type": "Opaque",
+		"data": map[string]string{
+			"ca-cert.pem":    b64([]byte(c.CA.CACert)),
+			"ca-key.pem":     b64([]byte(c.CA.CAKey)),
+			"root-cert.pem":  b64([]byte(c.CA.RootCert)),
+			"cert-chain.pem": b64([]byte(c.CA.CertChain)),
+		},
+	})); err != nil {
+		return nil, err
+	}
+	// The claim: an empty ClusterRole named by the revision alone, so a
+	// second logical cloud with the same revision on this cluster is
+	// refused by rsync's one-owner rule.
+	if err := add(kube.Manifest("rbac.authorization.k8s.io/v1", "ClusterRole", kube.Meta{Name: RevisionClaimPrefix + in.Revision, Labels: labels},
+		map[string]any{"rules": []any{}})); err != nil {
+		return nil, err
+	}
+	if err := add(kube.Manifest("networking.istio.io/v1", "Gateway", kube.Meta{Name: CrossNetworkGateway, Namespace: in.IstioNamespace, Labels: labels}, map[string]any{
+		"spec": map[string]any{
+			"selector": gatewaySelector(in),
+			"servers": []any{map[string]any{
+				"port":  map[string]any{"number": EastWestPort, "name": "tls", "protocol": "TLS"},
+				"tls":   map[string]any{"mode": "AUTO_PASSTHROUGH"},
+				"hosts": []any{"*.local"},
+			}},
+		},
+	})); err != nil {
+		return nil, err
+	}
+	for _, chart := range []struct {
+		dir, release string
+		vals         map[string]any
+	}{
+		{discoveryChart, "istiod-" + in.Revision, istiodValues(in, id, networks)},
+		{gatewayChart, EastWestGateway, gatewayValues(in, c, id)},
+	} {
+		docs, err := renderChart(chart.dir, chart.release, in.IstioNamespace, chart.vals)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			o, err := parseObject(d)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", chart.dir, err)
+			}
+			if err := checkChartObject(o); err != nil {
+				return nil, err
+			}
+			o.addLabels(labels)
+			objs = append(objs, o)
+		}
+	}
+	sortObjects(objs)
+	return objs, nil
+}
+
+// gatewaySelector selects this logical cloud's east-west gateway only: the
+// chart's selector labels and the logical cloud's.
+func gatewaySelector(in Input) map[string]string {
+	sel := kube.Labels(in.Project, in.LogicalCloud)
+	sel["istio"] = "eastwestgateway"
+	sel["app"] = EastWestGateway
+	return sel
+}
+
+// checkChartObject refuses what DCM must never apply from a chart: the
+// cluster-wide default validator, and webhooks carrying a caBundle (istiod
+// patches its own; applying one would fight it).
+func checkChartObject(o object) error {
+	if o.name() == "istiod-default-validator" {
+		return errors.New("the chart rendered istiod-default-validator")
+	}
+	switch o.str("kind") {
+	case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+		hooks, _ := o["webhooks"].([]any)
+		for _, h := range hooks {
+			cc, _ := h.(map[string]any)["clientConfig"].(map[string]any)
+			if _, ok := cc["caBundle"]; ok {
+				return fmt.Errorf("%s %s sets a caBundle", o.str("kind"), o.name())
+			}
+		}
+	}
+	return nil
+}
+
+func istiodValues(in Input, id string, networks map[string]any) map[string]any {
+	return map[string]any{
+		"revision": in.Revision,
+		"global": map[string]any{
+			"istioNamespace": in.IstioNamespace,
+			"hub":            in.Hub,
+			"tag":            in.Tag,
+			"meshID":         MeshID(in.Project, in.LogicalCloud),
+			"multiCluster":   map[string]any{"clusterName": id},
+			"network":        id,
+			"meshNetworks":   networks,
+		},
+		"meshConfig": map[string]any{
+			"trustDomain": in.TrustDomain,
+			// The logical cloud's namespaces (workload and istio) carry
+			// both labels; no other namespace does.
+			"discoverySelectors": []any{map[string]any{"matchLabels": kube.Labels(in.Project, in.LogicalCloud)}},
+		},
+		"base": map[string]any{"validationFailurePolicy": "Fail"},
+		// Root rotation: istiod accepts a root-cert.pem that adds or drops
+		// a root (the overlap of issue 17's rotation).
+		"env": map[string]any{"ISTIO_MULTIROOT_MESH": "true"},
+	}
+}
+
+func gatewayValues(in Input, c Cluster, id string) map[string]any {
+	labels := map[string]any{"istio": "eastwestgateway", "app": EastWestGateway}
+	for k, v := range kube.Labels(in.Project, in.LogicalCloud) {
+		labels[k] = v
+	}
+	svc := map[string]any{}
+	if c.LoadBalancerIP != "" {
+		svc["loadBalancerIP"] = c.LoadBalancerIP
+	}
+	return map[string]any{
+		"name":           EastWestGateway,
+		"revision":       in.Revision,
+		"networkGateway": id,
+		"labels":         labels,
+		"service":        svc,
+		"global":         map[string]any{"hub": in.Hub, "tag": in.Tag, "network": id},
+	}
+}

@@ -1,0 +1,136 @@
+package servicemesh
+
+import (
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"time"
+
+	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+)
+
+// Fields of a control plane's own CA, as the body names them.
+const (
+	fieldCACert    = "control_plane.ca-cert"
+	fieldCAKey     = "control_plane.ca-key"
+	fieldRootCert  = "control_plane.root-cert"
+	fieldCertChain = "control_plane.cert-chain"
+)
+
+// checkCustomCA checks a control plane's own CA: all four fields or none;
+// each PEM; the key is ca-cert's; ca-cert is a CA (CA:true, may sign
+// certificates); ca-cert verifies to a root of root-cert through
+// cert-chain, as istiod checks it (util.Verify: no key usage asked). It
+// answers whether the CA is given.
+func checkCustomCA(cp *servicemeshv1.ControlPlane) (bool, error) {
+	fields := []struct{ name, value string }{
+		{fieldCACert, cp.GetCaCert()}, {fieldCAKey, cp.GetCaKey()},
+		{fieldRootCert, cp.GetRootCert()}, {fieldCertChain, cp.GetCertChain()},
+	}
+	given := 0
+	for _, f := range fields {
+		if strings.TrimSpace(f.value) != "" {
+			given++
+		}
+	}
+	if given == 0 {
+		return false, nil
+	}
+	for _, f := range fields {
+		if strings.TrimSpace(f.value) == "" {
+			return false, errs.Invalid(f.name, "is required with the other CA fields (ca-cert, ca-key, root-cert, cert-chain: all four or none)")
+		}
+	}
+	certs, err := parseCerts(fieldCACert, cp.GetCaCert())
+	if err != nil {
+		return false, err
+	}
+	ca := certs[0]
+	if !ca.IsCA || !ca.BasicConstraintsValid {
+		return false, errs.Invalid(fieldCACert, "is not a CA certificate (basic constraints CA:true)")
+	}
+	if ca.KeyUsage != 0 && ca.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return false, errs.Invalid(fieldCACert, "may not sign certificates (key usage without certSign)")
+	}
+	if err := checkKey(cp.GetCaKey(), ca); err != nil {
+		return false, err
+	}
+	roots, err := parseCerts(fieldRootCert, cp.GetRootCert())
+	if err != nil {
+		return false, err
+	}
+	chain, err := parseCerts(fieldCertChain, cp.GetCertChain())
+	if err != nil {
+		return false, err
+	}
+	rootPool, inter := x509.NewCertPool(), x509.NewCertPool()
+	for _, r := range roots {
+		rootPool.AddCert(r)
+	}
+	for _, c := range chain {
+		inter.AddCert(c)
+	}
+	if _, err := ca.Verify(x509.VerifyOptions{Roots: rootPool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return false, errs.Invalid(fieldCertChain, "ca-cert does not verify to root-cert through cert-chain: %v", err)
+	}
+	return true, nil
+}
+
+func parseCerts(field, text string) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	rest := []byte(text)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, errs.Invalid(field, "holds a PEM %q block; want CERTIFICATE", b.Type)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, errs.Invalid(field, "a certificate does not parse: %v", err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 || strings.TrimSpace(string(rest)) != "" {
+		return nil, errs.Invalid(field, "is not PEM certificates")
+	}
+	return out, nil
+}
+
+// checkKey checks that keyPEM is one private key, ca's.
+func checkKey(keyPEM string, ca *x509.Certificate) error {
+	b, rest := pem.Decode([]byte(keyPEM))
+	if b == nil || strings.TrimSpace(string(rest)) != "" || !strings.HasSuffix(b.Type, "PRIVATE KEY") {
+		return errs.Invalid(fieldCAKey, "is not one PEM private key")
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})
+	pair, err := tls.X509KeyPair(certPEM, []byte(keyPEM))
+	if err != nil {
+		return errs.Invalid(fieldCAKey, "is not ca-cert's private key: %v", err)
+	}
+	if _, ok := pair.PrivateKey.(crypto.Signer); !ok {
+		return errs.Invalid(fieldCAKey, "%T cannot sign", pair.PrivateKey)
+	}
+	return nil
+}
+
+// certInfo is a PEM certificate's serial in hexadecimal and expiry
+// (RFC 3339); empty if it does not parse.
+func certInfo(certPEM string) (serial, notAfter string) {
+	b, _ := pem.Decode([]byte(certPEM))
+	if b == nil {
+		return "", ""
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "", ""
+	}
+	return fmt.Sprintf("%x", c.SerialNumber), c.NotAfter.UTC().Format(time.RFC3339)
+}
