@@ -19,6 +19,10 @@ import (
 
 // Charts of the pinned istio.io/istio, as paths in manifests.FS.
 const (
+	// baseChart renders, with resourceScope namespace, only
+	// istio-reader-service-account (what remote secrets are made for);
+	// its CRDs and default validator are never rendered from it.
+	baseChart      = "charts/base"
 	discoveryChart = "charts/istio-control/istio-discovery"
 	gatewayChart   = "charts/gateway"
 	// crdFile holds Istio's CustomResourceDefinitions (the base chart's
@@ -33,7 +37,7 @@ const kubeVersion = "v1.32.0"
 
 var loadCharts = sync.OnceValues(func() (map[string]*chartv2.Chart, error) {
 	out := map[string]*chartv2.Chart{}
-	for _, dir := range []string{discoveryChart, gatewayChart} {
+	for _, dir := range []string{baseChart, discoveryChart, gatewayChart} {
 		c, err := loadChart(manifests.FS, dir)
 		if err != nil {
 			return nil, fmt.Errorf("load chart %s: %w", dir, err)

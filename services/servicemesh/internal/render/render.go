@@ -187,6 +187,10 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 		dir, release string
 		vals         map[string]any
 	}{
+		{baseChart, "base-" + in.Revision, map[string]any{
+			"defaultRevision": "",
+			"global":          map[string]any{"istioNamespace": in.IstioNamespace, "resourceScope": "namespace"},
+		}},
 		{discoveryChart, "istiod-" + in.Revision, istiodValues(in, id, networks)},
 		{gatewayChart, EastWestGateway, gatewayValues(in, c, id)},
 	} {
