@@ -247,4 +247,3 @@ func (in *Internal) PurgeLogicalCloud(ctx context.Context, req *servicemeshv1.Pu
 	}
 	return &servicemeshv1.PurgeLogicalCloudResponse{}, nil
 }
-

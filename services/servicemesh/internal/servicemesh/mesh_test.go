@@ -239,7 +239,9 @@ func TestBadControlPlaneBodies(t *testing.T) {
 		{"cert not a CA", func(cp *servicemeshv1.ControlPlane) { cp.CaCert = leaf }, "control_plane.ca-cert"},
 		{"key of another", func(cp *servicemeshv1.ControlPlane) { cp.CaKey = leafKey.keyPEM }, "control_plane.ca-key"},
 		{"key not PEM", func(cp *servicemeshv1.ControlPlane) { cp.CaKey = "secret" }, "control_plane.ca-key"},
-		{"root not PEM", func(cp *servicemeshv1.ControlPlane) { cp.RootCert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n" }, "control_plane.root-cert"},
+		{"root not PEM", func(cp *servicemeshv1.ControlPlane) {
+			cp.RootCert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+		}, "control_plane.root-cert"},
 		{"chain to another root", func(cp *servicemeshv1.ControlPlane) { cp.RootCert = other.certPEM }, "control_plane.cert-chain"},
 		{"namespace not a label", func(cp *servicemeshv1.ControlPlane) { cp.Namespace = "Not_A_Label" }, "control_plane.namespace"},
 		{"name too long for the default namespace", func(cp *servicemeshv1.ControlPlane) { cp.Name = strings.Repeat("a", 55) }, "control_plane.namespace"},
