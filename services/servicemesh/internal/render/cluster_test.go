@@ -1,0 +1,115 @@
+package render_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/platform/kubetest/istiotest"
+	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
+
+// kinds maps what the renderer makes to resources (namespaced or not).
+var kinds = map[string]struct {
+	resource   string
+	namespaced bool
+}{
+	"Namespace": {"namespaces", false}, "Secret": {"secrets", true}, "ConfigMap": {"configmaps", true},
+	"ServiceAccount": {"serviceaccounts", true}, "Service": {"services", true},
+	"Deployment": {"deployments", true}, "HorizontalPodAutoscaler": {"horizontalpodautoscalers", true},
+	"PodDisruptionBudget": {"poddisruptionbudgets", true},
+	"Role":                {"roles", true}, "RoleBinding": {"rolebindings", true},
+	"ClusterRole": {"clusterroles", false}, "ClusterRoleBinding": {"clusterrolebindings", false},
+	"MutatingWebhookConfiguration":   {"mutatingwebhookconfigurations", false},
+	"ValidatingWebhookConfiguration": {"validatingwebhookconfigurations", false},
+	"CustomResourceDefinition":       {"customresourcedefinitions", false},
+	"Gateway":                        {"gateways", true},
+}
+
+// apply server-side applies one manifest (dryRun: the API server checks
+// and admits it, nothing is stored).
+func apply(ctx context.Context, t *testing.T, hc *http.Client, server, manifest string, dryRun bool) {
+	t.Helper()
+	var o struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct{ Name, Namespace string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(manifest), &o))
+	k, ok := kinds[o.Kind]
+	require.True(t, ok, "kind %s has no resource in the test's table", o.Kind)
+	require.Equal(t, k.namespaced, o.Metadata.Namespace != "", "%s %s", o.Kind, o.Metadata.Name)
+	path := "/apis/" + o.APIVersion
+	if o.APIVersion == "v1" {
+		path = "/api/v1"
+	}
+	if k.namespaced {
+		path += "/namespaces/" + url.PathEscape(o.Metadata.Namespace)
+	}
+	q := url.Values{"fieldManager": {"dcm-servicemesh-test"}, "force": {"true"}, "fieldValidation": {"Strict"}}
+	if dryRun {
+		q.Set("dryRun", "All")
+	}
+	path += "/" + k.resource + "/" + url.PathEscape(o.Metadata.Name) + "?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, server+path, bytes.NewReader([]byte(manifest)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/apply-patch+yaml")
+	resp, err := hc.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Less(t, resp.StatusCode, 300, "%s %s/%s: %s", o.Kind, o.Metadata.Namespace, o.Metadata.Name, body)
+}
+
+// TestRenderedObjectsAdmitted: a real API server (with Istio's CRDs)
+// accepts every rendered object of two logical clouds, strictly validated
+// (no unknown field), and the CRDs DCM answers. The istio namespaces are
+// created for real; everything else is a server-side dry run, so no
+// webhook of theirs stays behind on the shared cluster.
+func TestRenderedObjectsAdmitted(t *testing.T) {
+	h := kubetest.ForTests(t, 1)
+	c := h.Clusters[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, istiotest.InstallCRDs(ctx, c))
+	hc, err := c.HTTPClient()
+	require.NoError(t, err)
+	crds, err := render.CRDs()
+	require.NoError(t, err)
+	for _, crd := range crds {
+		apply(ctx, t, hc, c.Server, crd, true)
+	}
+	for _, lc := range []string{"smdry1", "smdry2"} {
+		in := input("smdry", lc, lc+"-istio-system")
+		out, err := render.Render(in)
+		require.NoError(t, err)
+		first := out[0].Manifests
+		apply(ctx, t, hc, c.Server, first[0].JSON, false) // the Namespace
+		t.Cleanup(func() {
+			req, _ := http.NewRequest(http.MethodDelete, c.Server+"/api/v1/namespaces/"+in.IstioNamespace, nil)
+			if resp, err := hc.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		})
+		for _, m := range first[1:] {
+			apply(ctx, t, hc, c.Server, m.JSON, true)
+		}
+		t.Log(fmt.Sprintf("%s: %d objects admitted", lc, len(first)))
+	}
+}
