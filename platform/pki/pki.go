@@ -73,8 +73,18 @@ type CA struct {
 	Key  *ecdsa.PrivateKey
 }
 
-// NewCA makes a self-signed CA valid for validity.
-func NewCA(name string, validity time.Duration) (*CA, error) {
+// NewCA makes a self-signed CA valid for validity. It signs end entities
+// only (path length 0).
+func NewCA(name string, validity time.Duration) (*CA, error) { return newCA(name, validity, 0) }
+
+// NewRootCA makes a self-signed CA like NewCA that may also sign
+// intermediate CAs: up to pathLen CAs may stand between it and an end
+// entity (a service mesh root signs intermediates that sign workloads).
+func NewRootCA(name string, validity time.Duration, pathLen int) (*CA, error) {
+	return newCA(name, validity, pathLen)
+}
+
+func newCA(name string, validity time.Duration, pathLen int) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -88,7 +98,8 @@ func NewCA(name string, validity time.Duration) (*CA, error) {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		MaxPathLenZero:        true,
+		MaxPathLen:            pathLen,
+		MaxPathLenZero:        pathLen == 0,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

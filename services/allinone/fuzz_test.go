@@ -133,6 +133,8 @@ var fuzzRoutes = []fuzzRoute{
 		under("/v2/cluster-providers/"+fzProvider+"/clusters", "metadata", "name")},
 	{"cluster.update", "PUT", "/v2/cluster-providers/{provider}/clusters/{name}", "/v2/cluster-providers/" + fzProvider + "/clusters/" + fzCluster, nil},
 	{"root.create", "POST", "/v2/cadist/roots", "/v2/cadist/roots", under("/v2/cadist/roots", "metadata", "name")},
+	{"ca.rotate", "POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/ca/rotate",
+		"/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/ca/rotate", nil},
 	{"token.create", "POST", "/v2/auth/tokens", "/v2/auth/tokens", under("/v2/auth/tokens", "info", "id")},
 	{"admin.rewrap", "POST", "/v2/admin/keys/rewrap", "/v2/admin/keys/rewrap", nil},
 }
@@ -221,6 +223,8 @@ var fuzzSeeds = []struct{ route, query, body string }{
 	{"cluster.update", "", `{"metadata":{"name":"fz-cl"},"spec":{"labels":["edge","sriov"]}}`},
 	{"root.create", "", `{"metadata":{"name":"root-1"}}`},
 	{"root.create", "", `{"metadata":{"name":"imported"},"certificate":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","privateKey":"x"}`},
+	{"ca.rotate", "", `{}`},
+	{"ca.rotate", "", `{"root":"root-1"}`},
 	{"token.create", "", `{"subject":"x","role":"reader"}`},
 	{"token.create", "", `{"subject":"pa","role":"project-admin","project":"fz","ttl":"1h"}`},
 	{"admin.rewrap", "", `{}`},

@@ -208,6 +208,12 @@ var authRoutes = []authRoute{
 	{"DELETE", "/v2/cluster-providers/cp", "", []string{roleA}},
 	{"GET", "/v2/cadist/roots", "", []string{roleA, roleP, roleR, roleG}},
 	{"POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"}}`, []string{roleA}},
+	{"GET", "/v2/cadist/roots/r1/certificate", "", []string{roleA, roleP, roleR, roleG}},
+	// a bundle is public (no key), read under its project
+	{"GET", "/v1/cadist/projects/a/logicalclouds/l/clusters/c", "", []string{roleA, roleP, roleR, roleG}},
+	{"GET", "/v1/cadist/projects/b/logicalclouds/l/clusters/c?cluster-provider=e", "", []string{roleA, roleG}},
+	{"POST", "/v2/projects/a/logical-clouds/l/ca/rotate", `{}`, []string{roleA, roleP}},
+	{"POST", "/v2/projects/b/logical-clouds/l/ca/rotate", `{"root":"r1"}`, []string{roleA}},
 	{"GET", "/v2/auth/tokens", "", []string{roleA}},
 	{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{roleA}},
 	{"POST", "/v2/admin/keys/rewrap", `{}`, []string{roleA}},
@@ -277,7 +283,7 @@ func TestAuthorization(t *testing.T) {
 			}
 		}
 	}
-	for _, path := range []string{"/v2/project/b/rb/r/v1/traffic-intent-groups", "/v1/cadist/projects/b/logicalclouds/l/clusters/c", "/v2/no-such"} {
+	for _, path := range []string{"/v2/project/b/rb/r/v1/traffic-intent-groups", "/v1/cadist/projects/b/logicalclouds", "/v2/no-such"} {
 		for role, ws := range roles {
 			require.Equal(t, 404, first(do(t, ws[0].c, ws[0].token, "GET", s.URL+path, "")), "%s as %s", path, role)
 		}
@@ -521,7 +527,7 @@ func TestSecretsAtRest(t *testing.T) {
 	kc, clientKey := kubeconfig(t, s.CA, "https://10.0.0.1:6443")
 	rootCert, rootKey, err := s.CA.Issue(pki.Request{Identity: pki.Identity{Subject: "imported"}, NotAfter: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
-	importedCA, err := pki.NewCA("imported-root", time.Hour)
+	importedCA, err := pki.NewRootCA("imported-root", time.Hour, 1) // a root that can sign intermediates
 	require.NoError(t, err)
 	importedKey, err := pki.KeyPEM(importedCA.Key)
 	require.NoError(t, err)

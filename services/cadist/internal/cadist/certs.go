@@ -193,7 +193,7 @@ func parseCerts(text string) ([]*x509.Certificate, error) {
 		}
 		if block.Type != "CERTIFICATE" {
 			// The type is not quoted: it may say PRIVATE KEY, and errors never hint at keys.
-			return nil, errors.New("holds a PEM block that is not a CERTIFICATE (a key goes in private_key)")
+			return nil, errors.New("holds a PEM block that is not a CERTIFICATE (a key goes in privateKey)")
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {

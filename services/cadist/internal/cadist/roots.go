@@ -38,7 +38,7 @@ func (s *Service) CreateRoot(ctx context.Context, req *cadistv1.CreateRootReques
 	var secrets []store.Secret
 	switch {
 	case certPEMText == "" && keyPEMText != "":
-		return nil, errs.Invalid("root.certificate", "is required with private_key (leave both empty to generate a root)")
+		return nil, errs.Invalid("root.certificate", "is required with privateKey (leave both empty to generate a root)")
 	case certPEMText == "" && in.GetChain() != "":
 		return nil, errs.Invalid("root.chain", "is for an imported certificate only (leave it empty to generate a root)")
 	case certPEMText == "":
@@ -87,7 +87,7 @@ func (s *Service) checkImport(in *cadistv1.Root) (*x509.Certificate, error) {
 	case len(certs) == 0:
 		return nil, errs.Invalid("root.certificate", "must be a PEM CERTIFICATE block")
 	case len(certs) > 1:
-		return nil, errs.Invalid("root.certificate", "must hold one certificate and nothing else (its issuers go in chain, the key in private_key)")
+		return nil, errs.Invalid("root.certificate", "must hold one certificate and nothing else (its issuers go in chain, the key in privateKey)")
 	}
 	cert := certs[0]
 	if err := checkSigner(cert, now, true); err != nil {
@@ -110,9 +110,9 @@ func (s *Service) checkImport(in *cadistv1.Root) (*x509.Certificate, error) {
 	if in.GetPrivateKey() != "" {
 		if _, err := tls.X509KeyPair([]byte(certPEM(cert)), []byte(in.GetPrivateKey())); err != nil {
 			if _, perr := parseKey([]byte(in.GetPrivateKey())); perr != nil {
-				return nil, errs.Invalid("root.private_key", "must be a PEM private key")
+				return nil, errs.Invalid("root.privateKey", "must be a PEM private key")
 			}
-			return nil, errs.Invalid("root.private_key", "is not the private key of the certificate")
+			return nil, errs.Invalid("root.privateKey", "is not the private key of the certificate")
 		}
 	}
 	return cert, nil

@@ -73,6 +73,12 @@ func TestAuthorizeTable(t *testing.T) {
 		{pki.Identity{}, "GET", "/openapi.json", nil, false},
 		{pa, "GET", "/v2/project/{project=*}/rb/{rb=*}", map[string]string{"project": "a"}, true},
 		{pa, "POST", "/v1/cadist/projects/{project=*}/x", map[string]string{"project": "b"}, false},
+		{pa, "GET", "/v1/cadist/projects/{project=*}/logicalclouds/{logical_cloud=*}/clusters/{cluster=*}", in("a"), true},
+		{pa, "GET", "/v1/cadist/projects/{project=*}/logicalclouds/{logical_cloud=*}/clusters/{cluster=*}", in("b"), false},
+		{reader, "GET", "/v1/cadist/projects/{project=*}/logicalclouds/{logical_cloud=*}/clusters/{cluster=*}", in("a"), true},
+		{pa, "POST", lc + "/ca/rotate", in("a"), true},
+		{reader, "POST", lc + "/ca/rotate", in("a"), false},
+		{pa, "GET", "/v2/cadist/roots/{name=*}/certificate", map[string]string{"name": "r"}, true},
 		// A project parameter that is not a's, however it was spelled.
 		{pa, "POST", lc + "/apply", in("a/../b"), false},
 		{pa, "POST", lc + "/apply", in(""), false},
