@@ -283,7 +283,7 @@ func RegisterServiceMeshServiceHandlerServer(ctx context.Context, mux *runtime.S
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_ServiceMeshService_CreateControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_ServiceMeshService_CreateControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_CreateControlPlane_0{resp.(*CreateControlPlaneResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_ServiceMeshService_GetControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -303,7 +303,7 @@ func RegisterServiceMeshServiceHandlerServer(ctx context.Context, mux *runtime.S
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_ServiceMeshService_GetControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_ServiceMeshService_GetControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_GetControlPlane_0{resp.(*GetControlPlaneResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_ServiceMeshService_DeleteControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -343,7 +343,7 @@ func RegisterServiceMeshServiceHandlerServer(ctx context.Context, mux *runtime.S
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_ServiceMeshService_GetServiceMesh_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_ServiceMeshService_GetServiceMesh_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_GetServiceMesh_0{resp.(*GetServiceMeshResponse)}, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -400,7 +400,7 @@ func RegisterServiceMeshServiceHandlerClient(ctx context.Context, mux *runtime.S
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_ServiceMeshService_CreateControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_ServiceMeshService_CreateControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_CreateControlPlane_0{resp.(*CreateControlPlaneResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_ServiceMeshService_GetControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -417,7 +417,7 @@ func RegisterServiceMeshServiceHandlerClient(ctx context.Context, mux *runtime.S
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_ServiceMeshService_GetControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_ServiceMeshService_GetControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_GetControlPlane_0{resp.(*GetControlPlaneResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_ServiceMeshService_DeleteControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -451,9 +451,36 @@ func RegisterServiceMeshServiceHandlerClient(ctx context.Context, mux *runtime.S
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_ServiceMeshService_GetServiceMesh_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_ServiceMeshService_GetServiceMesh_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_GetServiceMesh_0{resp.(*GetServiceMeshResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	return nil
+}
+
+type response_ServiceMeshService_CreateControlPlane_0 struct {
+	*CreateControlPlaneResponse
+}
+
+func (m response_ServiceMeshService_CreateControlPlane_0) XXX_ResponseBody() interface{} {
+	response := m.CreateControlPlaneResponse
+	return response.ControlPlane
+}
+
+type response_ServiceMeshService_GetControlPlane_0 struct {
+	*GetControlPlaneResponse
+}
+
+func (m response_ServiceMeshService_GetControlPlane_0) XXX_ResponseBody() interface{} {
+	response := m.GetControlPlaneResponse
+	return response.ControlPlane
+}
+
+type response_ServiceMeshService_GetServiceMesh_0 struct {
+	*GetServiceMeshResponse
+}
+
+func (m response_ServiceMeshService_GetServiceMesh_0) XXX_ResponseBody() interface{} {
+	response := m.GetServiceMeshResponse
+	return response.ServiceMesh
 }
 
 var (

@@ -79,6 +79,13 @@ func TestAuthorizeTable(t *testing.T) {
 		{pa, "POST", lc + "/ca/rotate", in("a"), true},
 		{reader, "POST", lc + "/ca/rotate", in("a"), false},
 		{pa, "GET", "/v2/cadist/roots/{name=*}/certificate", map[string]string{"name": "r"}, true},
+		// The service mesh routes: project-admins of the project, readers GET.
+		{pa, "POST", "/v2/projects/{project=*}/logical-clouds/control-plane", map[string]string{"project": "a"}, true},
+		{pa, "POST", "/v2/projects/{project=*}/logical-clouds/control-plane", map[string]string{"project": "b"}, false},
+		{reader, "POST", "/v2/projects/{project=*}/logical-clouds/control-plane", map[string]string{"project": "a"}, false},
+		{reader, "GET", lc + "/service-mesh", in("a"), true},
+		{reader, "GET", lc + "/service-mesh", in("b"), false},
+		{pa, "DELETE", "/v2/projects/{project=*}/logical-clouds/{name=*}/control-plane", map[string]string{"project": "a", "name": "l"}, true},
 		// A project parameter that is not a's, however it was spelled.
 		{pa, "POST", lc + "/apply", in("a/../b"), false},
 		{pa, "POST", lc + "/apply", in(""), false},

@@ -10,6 +10,7 @@ package servicemesh
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -73,7 +74,7 @@ func istioNamespace(lc string) string { return lc + "-istio-system" }
 // checkNamespace refuses an istio namespace that is no DNS-1123 label.
 func checkNamespace(field, ns string) error {
 	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-		return errs.Invalid(field, "%q is not a namespace name (DNS-1123 label): %v", ns, msgs)
+		return errs.Invalid(field, "%q is not a namespace name (DNS-1123 label): %s", ns, strings.Join(msgs, "; "))
 	}
 	return nil
 }
