@@ -82,7 +82,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 		"user":"user-1","Message":"logical cloud and associated user successfully created"}`)
 	r.want(409, "POST", "/v2/projects/p1/logical-clouds", lc1)
 	stored := `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
-		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[],"pod-security":"baseline"},
+		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
 	r.is(200, "GET", lc, "", stored)
 	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", "["+stored+"]")
@@ -201,7 +201,7 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 		"user-name":"user-1","user":"user-1","Message":"logical cloud and associated user successfully created"}`)
 	lc := "/v2/projects/p1/logical-clouds/logical-cloud-1"
 	r.is(200, "GET", lc, "", `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
-		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"pod-security":"baseline"},
+		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"pod-security":"baseline","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"created","generation":"0","changed":null}}`)
 	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}],"next-page-token":""}`)
@@ -239,7 +239,7 @@ func TestLogicalCloudLevels(t *testing.T) {
 	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
 		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","Message":"logical cloud created"}`)
 	r.is(200, "GET", base+"/admin-lc", "", `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
-		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"pod-security":""},
+		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"pod-security":"","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"created","generation":"0","changed":null}}`)
 	r.is(200, "GET", base+"/admin-lc/namespaces", "", `{"clusters":[],"namespaces":[]}`)
 	r.is(200, "GET", base+"/admin-lc/users", "", `{"users":[],"next-page-token":""}`)

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"time"
 
+	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 
 	"github.com/dcm-project/dcm/platform/app"
@@ -30,7 +32,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		return nil, server.Options{}, err
 	}
 	cfg := env.Config
-	conns, closeAll, err := env.DialPeers(cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr, cfg.RsyncAddr)
+	conns, closeAll, err := env.DialPeers(cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr, cfg.RsyncAddr, cfg.ServiceMeshAddr, cfg.CADistAddr)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
@@ -42,6 +44,8 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		QuotasInternal: quotav1.NewQuotaInternalServiceClient(conns[2]),
 		Rsync:          rsyncv1.NewRsyncServiceClient(conns[3]),
 		RsyncInternal:  rsyncv1.NewRsyncInternalServiceClient(conns[3]),
+		MeshInternal:   servicemeshv1.NewServiceMeshInternalServiceClient(conns[4]),
+		CaDistInternal: cadistv1.NewCaDistInternalServiceClient(conns[5]),
 	}
 	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota, cfg.PodSecurity)
 	if err != nil {

@@ -1828,6 +1828,75 @@ func (x *StoredKvPair) GetPairs() []*KeyValue {
 	return nil
 }
 
+// StoredMeshCluster is core's record of the mesh-enabled logical clouds on
+// one cluster (not part of the API): while it lists any, the cluster's
+// Istio CRDs stay (the resource synchronizer's rollout of owner
+// "mesh/<provider>/<cluster>"); core deletes that rollout when the last one
+// leaves.
+type StoredMeshCluster struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// logical_clouds are the mesh-enabled logical clouds on the cluster,
+	// "<project>/<logical cloud>", sorted.
+	LogicalClouds []string `protobuf:"bytes,3,rep,name=logical_clouds,json=logical-clouds,proto3" json:"logical_clouds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredMeshCluster) Reset() {
+	*x = StoredMeshCluster{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredMeshCluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredMeshCluster) ProtoMessage() {}
+
+func (x *StoredMeshCluster) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredMeshCluster.ProtoReflect.Descriptor instead.
+func (*StoredMeshCluster) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *StoredMeshCluster) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *StoredMeshCluster) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *StoredMeshCluster) GetLogicalClouds() []string {
+	if x != nil {
+		return x.LogicalClouds
+	}
+	return nil
+}
+
 // KeyValue is one stored pair.
 type KeyValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1841,7 +1910,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1922,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1935,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KeyValue) GetKey() string {
@@ -1898,7 +1967,7 @@ type CreateKvPairRequest struct {
 
 func (x *CreateKvPairRequest) Reset() {
 	*x = CreateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +1979,7 @@ func (x *CreateKvPairRequest) String() string {
 func (*CreateKvPairRequest) ProtoMessage() {}
 
 func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +1992,7 @@ func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*CreateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateKvPairRequest) GetProject() string {
@@ -1958,7 +2027,7 @@ type CreateKvPairResponse struct {
 
 func (x *CreateKvPairResponse) Reset() {
 	*x = CreateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2039,7 @@ func (x *CreateKvPairResponse) String() string {
 func (*CreateKvPairResponse) ProtoMessage() {}
 
 func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2052,7 @@ func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*CreateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateKvPairResponse) GetKvPair() *KvPair {
@@ -2008,7 +2077,7 @@ type GetKvPairRequest struct {
 
 func (x *GetKvPairRequest) Reset() {
 	*x = GetKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2089,7 @@ func (x *GetKvPairRequest) String() string {
 func (*GetKvPairRequest) ProtoMessage() {}
 
 func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2102,7 @@ func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairRequest.ProtoReflect.Descriptor instead.
 func (*GetKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetKvPairRequest) GetProject() string {
@@ -2068,7 +2137,7 @@ type GetKvPairResponse struct {
 
 func (x *GetKvPairResponse) Reset() {
 	*x = GetKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2149,7 @@ func (x *GetKvPairResponse) String() string {
 func (*GetKvPairResponse) ProtoMessage() {}
 
 func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2162,7 @@ func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairResponse.ProtoReflect.Descriptor instead.
 func (*GetKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetKvPairResponse) GetKvPair() *KvPair {
@@ -2123,7 +2192,7 @@ type ListKvPairsRequest struct {
 
 func (x *ListKvPairsRequest) Reset() {
 	*x = ListKvPairsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2204,7 @@ func (x *ListKvPairsRequest) String() string {
 func (*ListKvPairsRequest) ProtoMessage() {}
 
 func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2217,7 @@ func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsRequest.ProtoReflect.Descriptor instead.
 func (*ListKvPairsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListKvPairsRequest) GetProject() string {
@@ -2193,7 +2262,7 @@ type ListKvPairsResponse struct {
 
 func (x *ListKvPairsResponse) Reset() {
 	*x = ListKvPairsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2274,7 @@ func (x *ListKvPairsResponse) String() string {
 func (*ListKvPairsResponse) ProtoMessage() {}
 
 func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2287,7 @@ func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsResponse.ProtoReflect.Descriptor instead.
 func (*ListKvPairsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListKvPairsResponse) GetKvPairs() []*KvPair {
@@ -2252,7 +2321,7 @@ type UpdateKvPairRequest struct {
 
 func (x *UpdateKvPairRequest) Reset() {
 	*x = UpdateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2333,7 @@ func (x *UpdateKvPairRequest) String() string {
 func (*UpdateKvPairRequest) ProtoMessage() {}
 
 func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2346,7 @@ func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateKvPairRequest) GetProject() string {
@@ -2319,7 +2388,7 @@ type UpdateKvPairResponse struct {
 
 func (x *UpdateKvPairResponse) Reset() {
 	*x = UpdateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2400,7 @@ func (x *UpdateKvPairResponse) String() string {
 func (*UpdateKvPairResponse) ProtoMessage() {}
 
 func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2413,7 @@ func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpdateKvPairResponse) GetKvPair() *KvPair {
@@ -2369,7 +2438,7 @@ type DeleteKvPairRequest struct {
 
 func (x *DeleteKvPairRequest) Reset() {
 	*x = DeleteKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2450,7 @@ func (x *DeleteKvPairRequest) String() string {
 func (*DeleteKvPairRequest) ProtoMessage() {}
 
 func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2463,7 @@ func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairRequest.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteKvPairRequest) GetProject() string {
@@ -2427,7 +2496,7 @@ type DeleteKvPairResponse struct {
 
 func (x *DeleteKvPairResponse) Reset() {
 	*x = DeleteKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2508,7 @@ func (x *DeleteKvPairResponse) String() string {
 func (*DeleteKvPairResponse) ProtoMessage() {}
 
 func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2521,7 @@ func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairResponse.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{39}
 }
 
 var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
@@ -2578,7 +2647,11 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x02kv\x18\x01 \x03(\v2\x17.google.protobuf.StructB\t\xbaH\x06\x92\x01\x03\x10\x80\x02R\x02kv\"o\n" +
 	"\fStoredKvPair\x122\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x12+\n" +
-	"\x05pairs\x18\x02 \x03(\v2\x15.dcm.core.v1.KeyValueR\x05pairs\"2\n" +
+	"\x05pairs\x18\x02 \x03(\v2\x15.dcm.core.v1.KeyValueR\x05pairs\"q\n" +
+	"\x11StoredMeshCluster\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12&\n" +
+	"\x0elogical_clouds\x18\x03 \x03(\tR\x0elogical-clouds\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\xa2\x01\n" +
@@ -2660,7 +2733,7 @@ func file_dcm_core_v1_logical_cloud_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_logical_cloud_proto_rawDescData
 }
 
-var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*LogicalCloud)(nil),                        // 0: dcm.core.v1.LogicalCloud
 	(*LogicalCloudSpec)(nil),                    // 1: dcm.core.v1.LogicalCloudSpec
@@ -2690,64 +2763,65 @@ var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*KvPair)(nil),                              // 25: dcm.core.v1.KvPair
 	(*KvPairSpec)(nil),                          // 26: dcm.core.v1.KvPairSpec
 	(*StoredKvPair)(nil),                        // 27: dcm.core.v1.StoredKvPair
-	(*KeyValue)(nil),                            // 28: dcm.core.v1.KeyValue
-	(*CreateKvPairRequest)(nil),                 // 29: dcm.core.v1.CreateKvPairRequest
-	(*CreateKvPairResponse)(nil),                // 30: dcm.core.v1.CreateKvPairResponse
-	(*GetKvPairRequest)(nil),                    // 31: dcm.core.v1.GetKvPairRequest
-	(*GetKvPairResponse)(nil),                   // 32: dcm.core.v1.GetKvPairResponse
-	(*ListKvPairsRequest)(nil),                  // 33: dcm.core.v1.ListKvPairsRequest
-	(*ListKvPairsResponse)(nil),                 // 34: dcm.core.v1.ListKvPairsResponse
-	(*UpdateKvPairRequest)(nil),                 // 35: dcm.core.v1.UpdateKvPairRequest
-	(*UpdateKvPairResponse)(nil),                // 36: dcm.core.v1.UpdateKvPairResponse
-	(*DeleteKvPairRequest)(nil),                 // 37: dcm.core.v1.DeleteKvPairRequest
-	(*DeleteKvPairResponse)(nil),                // 38: dcm.core.v1.DeleteKvPairResponse
-	(*v1.Metadata)(nil),                         // 39: dcm.types.v1.Metadata
-	(*Lifecycle)(nil),                           // 40: dcm.core.v1.Lifecycle
-	(*v11.UserPermission)(nil),                  // 41: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                     // 42: google.protobuf.Struct
-	(*structpb.Value)(nil),                      // 43: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 44: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 45: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 46: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 47: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 48: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 49: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 50: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 51: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 52: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 53: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 54: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 55: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 56: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 57: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 58: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 59: dcm.core.v1.GetQuotaUsageResponse
+	(*StoredMeshCluster)(nil),                   // 28: dcm.core.v1.StoredMeshCluster
+	(*KeyValue)(nil),                            // 29: dcm.core.v1.KeyValue
+	(*CreateKvPairRequest)(nil),                 // 30: dcm.core.v1.CreateKvPairRequest
+	(*CreateKvPairResponse)(nil),                // 31: dcm.core.v1.CreateKvPairResponse
+	(*GetKvPairRequest)(nil),                    // 32: dcm.core.v1.GetKvPairRequest
+	(*GetKvPairResponse)(nil),                   // 33: dcm.core.v1.GetKvPairResponse
+	(*ListKvPairsRequest)(nil),                  // 34: dcm.core.v1.ListKvPairsRequest
+	(*ListKvPairsResponse)(nil),                 // 35: dcm.core.v1.ListKvPairsResponse
+	(*UpdateKvPairRequest)(nil),                 // 36: dcm.core.v1.UpdateKvPairRequest
+	(*UpdateKvPairResponse)(nil),                // 37: dcm.core.v1.UpdateKvPairResponse
+	(*DeleteKvPairRequest)(nil),                 // 38: dcm.core.v1.DeleteKvPairRequest
+	(*DeleteKvPairResponse)(nil),                // 39: dcm.core.v1.DeleteKvPairResponse
+	(*v1.Metadata)(nil),                         // 40: dcm.types.v1.Metadata
+	(*Lifecycle)(nil),                           // 41: dcm.core.v1.Lifecycle
+	(*v11.UserPermission)(nil),                  // 42: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 43: google.protobuf.Struct
+	(*structpb.Value)(nil),                      // 44: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 45: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 46: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 47: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 48: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 49: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 50: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 51: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 52: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 53: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 54: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 55: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 56: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 57: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 58: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 59: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 60: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
-	39, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
+	40, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 1: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	40, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	41, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
 	3,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
 	2,  // 4: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
-	41, // 5: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	39, // 6: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	42, // 5: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	40, // 6: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 7: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	42, // 8: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	43, // 9: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	43, // 8: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	44, // 9: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
 	0,  // 10: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
 	0,  // 11: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	39, // 12: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	40, // 12: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 13: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
 	0,  // 14: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
 	14, // 15: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
 	14, // 16: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
 	14, // 17: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
 	14, // 18: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	39, // 19: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	40, // 19: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
 	26, // 20: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	42, // 21: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	39, // 22: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	28, // 23: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	43, // 21: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	40, // 22: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	29, // 23: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
 	25, // 24: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
 	25, // 25: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
 	25, // 26: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
@@ -2759,47 +2833,47 @@ var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	8,  // 32: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
 	10, // 33: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
 	12, // 34: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	44, // 35: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	45, // 36: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	46, // 37: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	47, // 38: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	48, // 39: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	49, // 40: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	50, // 41: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	51, // 42: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	45, // 35: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	46, // 36: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	47, // 37: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	48, // 38: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	49, // 39: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	50, // 40: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	51, // 41: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	52, // 42: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
 	15, // 43: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
 	17, // 44: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
 	19, // 45: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
 	21, // 46: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
 	23, // 47: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	29, // 48: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	31, // 49: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	33, // 50: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	35, // 51: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	37, // 52: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	30, // 48: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	32, // 49: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	34, // 50: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	36, // 51: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	38, // 52: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
 	5,  // 53: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
 	7,  // 54: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
 	9,  // 55: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
 	11, // 56: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
 	13, // 57: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	52, // 58: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	53, // 59: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	54, // 60: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	55, // 61: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	56, // 62: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	57, // 63: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	58, // 64: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	59, // 65: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	53, // 58: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	54, // 59: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	55, // 60: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	56, // 61: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	57, // 62: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	58, // 63: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	59, // 64: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	60, // 65: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
 	16, // 66: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
 	18, // 67: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
 	20, // 68: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
 	22, // 69: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
 	24, // 70: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	30, // 71: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	32, // 72: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	34, // 73: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	36, // 74: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	38, // 75: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	31, // 71: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	33, // 72: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	35, // 73: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	37, // 74: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	39, // 75: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
 	53, // [53:76] is the sub-list for method output_type
 	30, // [30:53] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
@@ -2819,7 +2893,7 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_logical_cloud_proto_rawDesc), len(file_dcm_core_v1_logical_cloud_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

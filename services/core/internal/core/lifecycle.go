@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -23,6 +24,7 @@ import (
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
@@ -237,26 +239,53 @@ func (s *LogicalClouds) UpdateLogicalCloudResources(ctx context.Context, req *co
 func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc string, from []string, update bool) (*corev1.LogicalCloudStatus, error) {
 	return s.transition(ctx, verb, project, lc, from, phaseApplying,
 		func(ctx context.Context, c *corev1.LogicalCloud, _ string) (int64, error) {
-			clusters, err := s.render(ctx, project, lc, c)
+			r, err := s.render(ctx, project, lc, c)
 			if err != nil {
 				return 0, err
 			}
-			if err := s.namespaceFree(ctx, project, lc, c, clusters); err != nil {
+			namespaces := []string{c.GetSpec().GetNamespace()}
+			keep := map[string]bool{}
+			if r.mesh.enabled {
+				namespaces = append(namespaces, r.mesh.istioNamespace)
+				for _, t := range r.targets {
+					keep[clusterKey(t.provider, t.cluster)] = true
+				}
+			}
+			for _, ns := range namespaces {
+				if err := s.namespaceFree(ctx, project, lc, ns, r.clusters); err != nil {
+					return 0, err
+				}
+			}
+			if r.mesh.enabled {
+				// The CRDs first: the control plane's custom resources would
+				// otherwise wait for them (rsync retries a missing kind).
+				if err := s.joinMesh(ctx, project, lc, r.targets, r.mesh.crds); err != nil {
+					return 0, err
+				}
+			}
+			gen, err := s.submit(ctx, project, lc, r.clusters, update)
+			if err != nil {
 				return 0, err
 			}
-			return s.submit(ctx, project, lc, clusters, update)
+			// Clusters the logical cloud left, or all of them when its mesh
+			// is off now: their CRDs go with their last user. A failure is
+			// retried by the next update, terminate or delete.
+			if _, err := s.leaveMesh(context.WithoutCancel(ctx), project, lc, keep); err != nil {
+				s.log.Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+			}
+			return gen, nil
 		})
 }
 
-// namespaceFree refuses (409) to apply a logical cloud whose namespace a
-// target cluster already holds for someone else: another logical cloud,
-// or nobody DCM knows (made by hand, or the cluster's own). Two logical
-// clouds never share a namespace on a cluster. The resource synchronizer
-// refuses such an object anyway; asking first keeps the other tenant's
-// namespace out of even a failed rollout, and names the holder. A cluster
-// that cannot be asked now is left to that later refusal.
-func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc string, c *corev1.LogicalCloud, clusters []*rsyncv1.ClusterResources) error {
-	ns := c.GetSpec().GetNamespace()
+// namespaceFree refuses (409) to apply a logical cloud whose namespace ns
+// (its own, or its mesh's Istio namespace) a target cluster already holds
+// for someone else: another logical cloud, or nobody DCM knows (made by
+// hand, or the cluster's own). Two logical clouds never share a namespace
+// on a cluster. The resource synchronizer refuses such an object anyway;
+// asking first keeps the other tenant's namespace out of even a failed
+// rollout, and names the holder. A cluster that cannot be asked now is
+// left to that later refusal.
+func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc, ns string, clusters []*rsyncv1.ClusterResources) error {
 	if ns == "" || len(clusters) == 0 {
 		return nil
 	}
@@ -332,23 +361,50 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 	owner := rolloutOwner(project, lc)
 	st, err := s.transition(ctx, "terminate", project, lc, terminateFrom, phaseTerminating,
 		func(ctx context.Context, _ *corev1.LogicalCloud, state string) (int64, error) {
-			if state == StateTerminateFailed {
-				// A settled deletion is not redone; stopping it first makes the
-				// resource synchronizer start a new pass over what failed.
-				if _, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
+			// A mesh user (core's mesh records say so) has its control
+			// planes released first: the service mesh service revokes the
+			// intermediates. Their objects, cacerts included, leave with
+			// the rollout below; the CRDs when the last user leaves.
+			mesh, err := s.meshUser(ctx, project, lc)
+			if err != nil {
+				return 0, err
+			}
+			if mesh {
+				if _, err := s.peers.MeshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
 					return 0, err
 				}
 			}
-			resp, err := s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
-			if errs.Code(err) == codes.NotFound {
-				return 0, nil // nothing was ever submitted
+			gen, err := s.deleteRollout(ctx, owner, state)
+			if err != nil || !mesh {
+				return gen, err
 			}
-			return resp.GetGeneration(), err
+			if _, err := s.leaveMesh(context.WithoutCancel(ctx), project, lc, nil); err != nil {
+				// Retried by the delete cascade (or a later apply and terminate).
+				s.log.Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+			}
+			return gen, nil
 		})
 	if err != nil {
 		return nil, err
 	}
 	return &corev1.TerminateLogicalCloudResponse{Status: st}, nil
+}
+
+// deleteRollout deletes the logical cloud's rollout (terminate): from
+// TerminateFailed it is stopped first, so that its failures are retried.
+func (s *LogicalClouds) deleteRollout(ctx context.Context, owner, state string) (int64, error) {
+	if state == StateTerminateFailed {
+		// A settled deletion is not redone; stopping it first makes the
+		// resource synchronizer start a new pass over what failed.
+		if _, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
+			return 0, err
+		}
+	}
+	resp, err := s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
+	if errs.Code(err) == codes.NotFound {
+		return 0, nil // nothing was ever submitted
+	}
+	return resp.GetGeneration(), err
 }
 
 // GetLogicalCloudStatus implements corev1.LogicalCloudServiceServer.
@@ -433,8 +489,10 @@ var watchesOpen = promauto.NewGauge(prometheus.GaugeOpts{
 	Help: "Logical cloud status watches being served.",
 })
 
-// target is a cluster a logical cloud is on.
-type target struct{ provider, cluster string }
+// target is a cluster a logical cloud is on, with its cluster reference's
+// loadbalancer-ip (the mesh's east-west gateway address; empty for a
+// cluster selected by label only).
+type target struct{ provider, cluster, loadbalancerIP string }
 
 // targets are the logical cloud's clusters: its cluster references, and
 // the registered clusters that carry all of its cluster labels (seed 002),
@@ -446,7 +504,7 @@ func (s *LogicalClouds) targets(ctx context.Context, project, lc string, c *core
 	}
 	var out []target
 	for _, r := range refs {
-		out = append(out, target{r.GetClusterProvider(), r.GetClusterName()})
+		out = append(out, target{r.GetClusterProvider(), r.GetClusterName(), r.GetLoadbalancerIp()})
 	}
 	if labels := c.GetSpec().GetClusterLabels(); len(labels) > 0 {
 		resp, err := s.peers.RsyncInternal.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
@@ -454,23 +512,33 @@ func (s *LogicalClouds) targets(ctx context.Context, project, lc string, c *core
 			return nil, err
 		}
 		for _, sc := range resp.GetClusters() {
-			out = append(out, target{sc.GetProvider(), sc.GetName()})
+			out = append(out, target{sc.GetProvider(), sc.GetName(), ""})
 		}
 	}
-	slices.SortFunc(out, func(a, b target) int {
+	// Stable: a cluster both referenced and selected keeps its reference.
+	slices.SortStableFunc(out, func(a, b target) int {
 		return strings.Compare(a.provider+"/"+a.cluster, b.provider+"/"+b.cluster)
 	})
-	return slices.Compact(out), nil
+	return slices.CompactFunc(out, func(a, b target) bool { return a.provider == b.provider && a.cluster == b.cluster }), nil
+}
+
+// rendered is what a logical cloud puts on its clusters: the rollout, and
+// its service mesh (nil for an admin logical cloud).
+type rendered struct {
+	targets  []target
+	clusters []*rsyncv1.ClusterResources
+	mesh     *meshRender // enabled false for an admin logical cloud
 }
 
 // render asks the namespace, quota and user services for what the logical
-// cloud puts on a cluster (the same on each) and lays it out per cluster.
-// Core tells: each request carries what the renderer needs of the logical
-// cloud as core holds it (namespace, level, pod security), so no renderer
-// calls core back.
+// cloud puts on a cluster (the same on each), and the service mesh service
+// for each cluster's control plane (docs/mesh.md), and lays it out per
+// cluster. Core tells: each request carries what the renderer needs of the
+// logical cloud as core holds it (namespace, level, pod security, mesh
+// settings, the clusters), so no renderer calls core back.
 // An admin logical cloud uses the clusters' own admin access: it renders
 // nothing, and its rollout only records which clusters it spans.
-func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]*rsyncv1.ClusterResources, error) {
+func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*rendered, error) {
 	targets, err := s.targets(ctx, project, lc, c)
 	if err != nil {
 		return nil, err
@@ -478,11 +546,16 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 	if len(targets) == 0 {
 		return nil, errs.FailedPrecondition("logical cloud %q has no clusters: add cluster references first", lc)
 	}
+	out := &rendered{targets: targets, mesh: &meshRender{}}
 	var manifests []string
 	if c.GetSpec().GetLevel() != levelAdmin {
 		spec := c.GetSpec()
+		out.mesh, err = s.renderMesh(ctx, project, lc, c, targets)
+		if err != nil {
+			return nil, err
+		}
 		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc,
-			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity()})
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity(), IstioRevision: out.mesh.revision})
 		if err != nil {
 			return nil, err
 		}
@@ -502,9 +575,13 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 	for i, m := range manifests {
 		resources[i] = &rsyncv1.Resource{Manifest: m}
 	}
-	out := make([]*rsyncv1.ClusterResources, len(targets))
+	out.clusters = make([]*rsyncv1.ClusterResources, len(targets))
 	for i, t := range targets {
-		out[i] = &rsyncv1.ClusterResources{Provider: t.provider, Cluster: t.cluster, Resources: resources}
+		res := resources
+		if out.mesh.enabled {
+			res = slices.Concat(resources, out.mesh.clusters[clusterKey(t.provider, t.cluster)])
+		}
+		out.clusters[i] = &rsyncv1.ClusterResources{Provider: t.provider, Cluster: t.cluster, Resources: res}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +13,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
@@ -35,6 +38,8 @@ type Peers struct {
 	QuotasInternal quotav1.QuotaInternalServiceClient
 	Rsync          rsyncv1.RsyncServiceClient
 	RsyncInternal  rsyncv1.RsyncInternalServiceClient
+	MeshInternal   servicemeshv1.ServiceMeshInternalServiceClient
+	CaDistInternal cadistv1.CaDistInternalServiceClient
 }
 
 // LogicalClouds is the LogicalCloudService: logical clouds, their cluster
@@ -46,9 +51,14 @@ type LogicalClouds struct {
 	clouds   *store.Records[*corev1.LogicalCloud]
 	refs     *store.Records[*corev1.ClusterReference]
 	kvs      *store.Records[*corev1.StoredKvPair]
-	peers    Peers
-	locks    lifecycleLocks
-	log      *zap.Logger
+	// meshes records the mesh-enabled logical clouds per cluster (mesh.go).
+	meshes *store.Records[*corev1.StoredMeshCluster]
+	peers  Peers
+	locks  lifecycleLocks
+	// meshLocks serializes the changes of one cluster's mesh record and its
+	// CRD rollout (mesh.go).
+	meshLocks lifecycleLocks
+	log       *zap.Logger
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
 	Tenancy Tenancy
@@ -70,7 +80,9 @@ func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClo
 		clouds:   cloudRecords(st),
 		refs: store.NewRecords(st, "cluster_references", "cluster reference",
 			func() *corev1.ClusterReference { return &corev1.ClusterReference{} }),
-		kvs:   store.NewRecords(st, "kv_pairs", "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
+		kvs: store.NewRecords(st, "kv_pairs", "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
+		meshes: store.NewRecords(st, "mesh_clusters", "mesh cluster",
+			func() *corev1.StoredMeshCluster { return &corev1.StoredMeshCluster{} }),
 		peers: peers,
 		log:   log,
 	}
@@ -221,6 +233,17 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 		if err := keepsSpec(c.GetSpec(), req.GetSpec()); err != nil {
 			return err
 		}
+		if in := req.GetSpec(); in.GetServiceMesh() != nil || in.GetCaRoot() != "" {
+			// Like pod security, the mesh and its root take effect on the
+			// next .../update: an empty field keeps what is stored.
+			want := &corev1.LogicalCloudSpec{ServiceMesh: cmp.Or(in.GetServiceMesh(), c.GetSpec().GetServiceMesh()),
+				CaRoot: cmp.Or(in.GetCaRoot(), c.GetSpec().GetCaRoot())}
+			mesh, root, err := planMesh(want, c.GetMetadata().GetName(), c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), s.Tenancy.Reserved)
+			if err != nil {
+				return err
+			}
+			c.Spec.ServiceMesh, c.Spec.CaRoot = mesh, root
+		}
 		if ps := req.GetSpec().GetPodSecurity(); ps != "" && ps != c.GetSpec().GetPodSecurity() {
 			// Takes effect on the next .../update.
 			if err := kube.CheckPodSecurity("spec.pod-security", c.GetSpec().GetLevel(), ps, server.MayGrant(ctx)); err != nil {
@@ -320,6 +343,14 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 	note("user service", err)
 	_, err = s.peers.QuotasInternal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("quota service", err)
+	_, err = s.peers.MeshInternal.PurgeLogicalCloud(ctx, &servicemeshv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("service mesh service", err)
+	_, err = s.peers.CaDistInternal.PurgeLogicalCloud(ctx, &cadistv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("CA distribution service", err)
+	// Terminate left the clusters' meshes; an apply that failed half way
+	// may still be listed.
+	_, err = s.leaveMesh(ctx, project, lc, nil)
+	note("mesh clusters", err)
 	_, err = s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{Owner: rolloutOwner(project, lc)})
 	note("cluster holds", err)
 	_, err = s.refs.DeleteUnder(ctx, parent)

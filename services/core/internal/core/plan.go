@@ -87,6 +87,11 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 	}
 	u := spec.GetUser()
 	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: cmp.Or(spec.GetPodSecurity(), g.PodSecurity)}}
+	mesh, root, err := planMesh(spec, name, level, cmp.Or(spec.GetNamespace(), name), g.Reserved)
+	if err != nil {
+		return nil, err
+	}
+	lc.Spec.ServiceMesh, lc.Spec.CaRoot = mesh, root
 	if level == levelAdmin {
 		if spec.GetPodSecurity() != "" {
 			return nil, errs.Invalid("spec.pod-security", "an admin logical cloud has no namespace to enforce pod security in")
@@ -121,6 +126,58 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		}
 	}
 	return p, nil
+}
+
+// istioSystemSuffix makes a logical cloud's default Istio namespace,
+// "<logical cloud>-istio-system" (the service mesh service's default too).
+const istioSystemSuffix = "-istio-system"
+
+// planMesh checks spec.service-mesh and spec.ca-root of logical cloud name
+// at level, whose own namespace is ns, and answers them as stored. An
+// admin logical cloud has no namespace, so no control plane either (400).
+// The Istio namespace is the logical cloud's own, never its workload
+// namespace, nor one the cluster or the installation keeps; with a name
+// longer than 49 characters the default "<name>-istio-system" is too long
+// for a namespace and the body must name one. Any caller who may write the
+// logical cloud may name a root: roots are the installation's, made by
+// admins, and naming one gives no identity outside the logical cloud's own
+// trust domain (the intermediates are name-constrained to it).
+func planMesh(spec *corev1.LogicalCloudSpec, name, level, ns string, reserved []string) (*corev1.ServiceMesh, string, error) {
+	sm, root := spec.GetServiceMesh(), spec.GetCaRoot()
+	if level == levelAdmin {
+		if sm.GetEnabled() || sm.GetNamespace() != "" {
+			return nil, "", errs.Invalid("spec.service-mesh", "an admin logical cloud uses the clusters' admin access and has no namespace: it has no service mesh")
+		}
+		if root != "" {
+			return nil, "", errs.Invalid("spec.ca-root", "an admin logical cloud has no service mesh to sign for")
+		}
+		return nil, "", nil
+	}
+	if root != "" {
+		if err := checkName("spec.ca-root", root); err != nil {
+			return nil, "", err
+		}
+	}
+	if sm == nil {
+		return nil, root, nil
+	}
+	const field = "spec.service-mesh.namespace"
+	istioNS := sm.GetNamespace()
+	if istioNS == "" {
+		istioNS = name + istioSystemSuffix
+		if len(istioNS) > 63 && sm.GetEnabled() {
+			return nil, "", errs.Invalid(field, "is required for a logical cloud named with more than %d characters: %q is longer than a namespace name may be", 63-len(istioSystemSuffix), istioNS)
+		}
+	}
+	if istioNS == ns {
+		return nil, "", errs.Invalid(field, "%q is the logical cloud's own namespace: the control plane needs one of its own", istioNS)
+	}
+	if len(istioNS) <= 63 {
+		if err := kube.CheckNamespace(field, istioNS, name, reserved); err != nil {
+			return nil, "", err
+		}
+	}
+	return &corev1.ServiceMesh{Enabled: sm.GetEnabled(), Namespace: sm.GetNamespace()}, root, nil
 }
 
 // nsField names the body's namespace field when it set one.

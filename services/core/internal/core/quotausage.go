@@ -50,7 +50,7 @@ func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaU
 	g.SetLimit(quotaReads)
 	for i, cl := range clusters {
 		g.Go(func() error {
-			usage.Clusters[i] = s.clusterQuotaUsage(gctx, target{cl.GetProvider(), cl.GetCluster()}, appliedQuotas(cl))
+			usage.Clusters[i] = s.clusterQuotaUsage(gctx, target{provider: cl.GetProvider(), cluster: cl.GetCluster()}, appliedQuotas(cl))
 			return nil
 		})
 	}

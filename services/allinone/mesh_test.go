@@ -1,0 +1,225 @@
+package allinone_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// istioCRDs lists the cluster's Istio CRDs (group *.istio.io) by name,
+// with their dcm.io/owner annotation.
+func istioCRDs(t testing.TB, c *kubetest.Cluster) map[string]string {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	list, err := dyn.Resource(crdGVR).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, o := range list.Items {
+		if strings.HasSuffix(o.GetName(), ".istio.io") {
+			out[o.GetName()] = o.GetAnnotations()["dcm.io/owner"]
+		}
+	}
+	return out
+}
+
+// pemCerts parses every certificate of a PEM bundle.
+func pemCerts(t testing.TB, text []byte) []*x509.Certificate {
+	t.Helper()
+	var out []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, text = pem.Decode(text)
+		if b == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		require.NoError(t, err)
+		out = append(out, c)
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+// meshSpec reads a logical cloud's spec.service-mesh and spec.ca-root.
+func meshSpec(t testing.TB, r *rest, lc string) (out struct {
+	ServiceMesh struct {
+		Enabled   bool   `json:"enabled"`
+		Namespace string `json:"namespace"`
+	} `json:"service-mesh"`
+	CaRoot string `json:"ca-root"`
+}) {
+	t.Helper()
+	var body struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc, "")), &body))
+	require.NoError(t, json.Unmarshal(body.Spec, &out))
+	return out
+}
+
+// meshBody is a seed 000 logical cloud with its own service mesh.
+func meshBody(name string) string {
+	return fmt.Sprintf(`{"metadata": {"name": %q}, "spec": {"namespace": "%s-ns", "service-mesh": {"enabled": true}}}`, name, name)
+}
+
+// TestMeshLogicalCloudsShareCluster: two mesh-enabled logical clouds on one
+// real cluster get a control plane each (revision, istio namespace, a
+// cacerts Secret from its own intermediate chaining to the root of the REST
+// bundle), the API server accepts every Istio object, the Istio CRDs are
+// installed once under the cluster's own owner and stay until the last
+// mesh-enabled logical cloud is terminated; the rsync records hold no key,
+// the status no data.
+func TestMeshLogicalCloudsShareCluster(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	stack := stacktest.Start(t)
+	r := newREST(t, stack)
+	registerHarness(t, r, h)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pm"}}`)
+	cl := h.Clusters[0]
+	ctx := context.Background()
+	cs, _ := clientFor(t, cl.Kubeconfig)
+	base := "/v2/projects/pm/logical-clouds/"
+	names := []string{"ma", "mb"}
+	for i, lc := range names {
+		r.want(201, "POST", "/v2/projects/pm/logical-clouds", meshBody(lc))
+		r.want(201, "POST", base+lc+"/cluster-references",
+			fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"10.0.0.%d"}`, cl.Name, i+1))
+		require.True(t, meshSpec(t, r, base+lc).ServiceMesh.Enabled)
+	}
+	for _, lc := range names {
+		r.want(200, "POST", base+lc+"/apply", "")
+	}
+	intermediates := map[string]string{}
+	for _, lc := range names {
+		st := r.settle(base+lc, "Instantiated")
+		require.Equal(t, st.Total, st.Ready, "the API server accepted every object: %+v", st)
+		raw := r.want(200, "GET", base+lc+"/status", "")
+		require.Contains(t, raw, `"name":"cacerts"`, "the sensitive Secret is listed")
+		require.NotContains(t, raw, "PRIVATE KEY")
+		require.NotContains(t, raw, "ca-key")
+		kinds := map[string]bool{}
+		for _, res := range st.Clusters[0].Resources {
+			kinds[res.Kind] = true
+		}
+		for _, k := range []string{"Deployment", "MutatingWebhookConfiguration", "Secret", "ConfigMap"} {
+			require.True(t, kinds[k], "%s: %s in the rollout: %v", lc, k, kinds)
+		}
+
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, lc+"-ns", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, lc, ns.Labels["istio.io/rev"], "sidecar injection by the logical cloud's revision")
+		sec, err := cs.CoreV1().Secrets(lc+"-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, k := range []string{"ca-cert.pem", "ca-key.pem", "root-cert.pem", "cert-chain.pem"} {
+			require.NotEmpty(t, sec.Data[k], "%s: cacerts %s", lc, k)
+		}
+		intermediates[lc] = string(sec.Data["ca-cert.pem"])
+
+		// The intermediate chains to the root of the REST bundle.
+		var bundle struct {
+			CaCert   string `json:"ca-cert"`
+			RootCert string `json:"root-cert"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", "/v1/cadist/projects/pm/logicalclouds/"+lc+"/clusters/"+cl.Name, "")), &bundle))
+		require.Equal(t, bundle.CaCert, string(sec.Data["ca-cert.pem"]), "the cluster holds the bundle's intermediate")
+		roots := x509.NewCertPool()
+		for _, c := range pemCerts(t, []byte(bundle.RootCert)) {
+			roots.AddCert(c)
+		}
+		inter := pemCerts(t, sec.Data["ca-cert.pem"])[0]
+		require.True(t, inter.IsCA)
+		_, err = inter.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		require.NoError(t, err, "%s: intermediate chains to the bundle's root", lc)
+	}
+	require.NotEqual(t, intermediates["ma"], intermediates["mb"], "an intermediate per logical cloud")
+
+	// The CRDs: once, under the cluster's own owner, on that cluster only.
+	owner := "mesh/edge/" + cl.Name
+	crds := istioCRDs(t, cl)
+	require.NotEmpty(t, crds)
+	for name, o := range crds {
+		require.Equal(t, owner, o, "%s belongs to no logical cloud", name)
+	}
+	require.Empty(t, istioCRDs(t, h.Clusters[1]), "no mesh-enabled logical cloud on %s", h.Clusters[1].Name)
+
+	// rsync's records hold no key (the cacerts manifests are sealed).
+	for _, coll := range []string{"rollouts", "rollout_clusters"} {
+		cur, err := stack.Env.Store.Database().Collection(coll).Find(ctx, bson.D{})
+		require.NoError(t, err)
+		var docs []bson.Raw
+		require.NoError(t, cur.All(ctx, &docs))
+		for _, d := range docs {
+			require.NotContains(t, d.String(), "PRIVATE KEY", "%s holds key material", coll)
+			require.NotContains(t, d.String(), "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t", "%s holds key material (base64)", coll)
+			require.NotContains(t, d.String(), "ca-key.pem", "%s holds a cacerts manifest", coll)
+		}
+	}
+
+	// Terminate one: its control plane and cacerts go, the CRDs stay.
+	r.want(200, "POST", base+"ma/terminate", "")
+	r.settle(base+"ma", "Terminated")
+	_, err := cs.CoreV1().Secrets("ma-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "ma's cacerts: %v", err)
+	_, err = cs.CoreV1().Namespaces().Get(ctx, "ma-istio-system", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "ma's istio namespace: %v", err)
+	require.Empty(t, leftOn(t, cl, "pm", "ma"), "nothing of ma's left")
+	require.Equal(t, crds, istioCRDs(t, cl), "the CRDs stay while mb uses the cluster")
+	_, err = cs.CoreV1().Secrets("mb-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
+	require.NoError(t, err, "mb's control plane is untouched")
+
+	// Terminate the other: the CRDs go too.
+	r.want(200, "POST", base+"mb/terminate", "")
+	r.settle(base+"mb", "Terminated")
+	eventually(t, "the Istio CRDs are deleted", func() bool { return len(istioCRDs(t, cl)) == 0 })
+
+	// Delete: the cascade purges the service mesh and CA records.
+	for _, lc := range names {
+		r.want(204, "DELETE", base+lc, "")
+		r.want(404, "GET", "/v1/cadist/projects/pm/logicalclouds/"+lc+"/clusters/"+cl.Name, "")
+	}
+}
+
+// TestMeshRefusals: bodies that cannot have a mesh are 400 naming the field.
+func TestMeshRefusals(t *testing.T) {
+	r := newREST(t, stacktest.Start(t))
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pr"}}`)
+	lcs := "/v2/projects/pr/logical-clouds"
+	for _, c := range []struct{ body, field string }{
+		{`{"metadata":{"name":"adm"},"spec":{"level":"admin","service-mesh":{"enabled":true}}}`, "spec.service-mesh"},
+		{`{"metadata":{"name":"adm"},"spec":{"level":"admin","ca-root":"r1"}}`, "spec.ca-root"},
+		{`{"metadata":{"name":"m1"},"spec":{"namespace":"m1","service-mesh":{"enabled":true,"namespace":"m1"}}}`, "spec.service-mesh.namespace"},
+		{`{"metadata":{"name":"m1"},"spec":{"service-mesh":{"enabled":true,"namespace":"istio-system"}}}`, "spec.service-mesh.namespace"},
+		{`{"metadata":{"name":"` + strings.Repeat("m", 55) + `"},"spec":{"service-mesh":{"enabled":true}}}`, "spec.service-mesh.namespace"},
+	} {
+		body := r.want(400, "POST", lcs, c.body)
+		require.Equal(t, c.field, decodeMap(t, body)["field"], "%s: %s", c.body, body)
+	}
+	// PUT turns the mesh on (from the next update) and names a root.
+	r.want(201, "POST", lcs, `{"metadata":{"name":"m2"},"spec":{"namespace":"m2-ns"}}`)
+	r.want(200, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true},"ca-root":"r1"}}`)
+	got := meshSpec(t, r, lcs+"/m2")
+	require.True(t, got.ServiceMesh.Enabled)
+	require.Equal(t, "r1", got.CaRoot)
+	body := r.want(400, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true,"namespace":"m2-ns"}}}`)
+	require.Equal(t, "spec.service-mesh.namespace", decodeMap(t, body)["field"])
+}
