@@ -106,10 +106,9 @@ func (s *Service) rotate(ctx context.Context, req *cadistv1.RotateCaRequest) (*c
 	case ca.GetSpecRoot() != "" && want != ca.GetSpecRoot():
 		return nil, &errs.Error{Code: codes.FailedPrecondition, Field: "root", Msg: fmt.Sprintf(
 			"root: the logical cloud names root %q in spec.ca-root, which its next update would restore; change spec.ca-root instead", ca.GetSpecRoot())}
-	case want != ca.GetRoot() && ca.GetPreviousRoot() != "":
-		return nil, &errs.Error{Code: codes.FailedPrecondition, Field: "root", Reason: errs.ReasonWrongState, Msg: fmt.Sprintf(
-			"root: the logical cloud's last root change (from %q) overlaps until %s; a root change before then would leave workloads trusting neither bundle",
-			ca.GetPreviousRoot(), ca.GetOverlapUntil())}
+	}
+	if err := s.checkRootChange(ca, want); err != nil {
+		return nil, err
 	}
 	root, err := s.signer(ctx, want)
 	if err != nil {

@@ -202,7 +202,10 @@ func parseCerts(text string) ([]*x509.Certificate, error) {
 		out = append(out, c)
 	}
 	if strings.TrimSpace(string(rest)) != "" {
-		return nil, errors.New("has text that is not PEM")
+		if len(out) == 0 {
+			return nil, errors.New("is not PEM: must be PEM CERTIFICATE blocks")
+		}
+		return nil, errors.New("has text after its certificates that is not PEM")
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package cadist
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -70,6 +71,9 @@ func (s *Service) settleRoot(ctx context.Context, project, lc, requested string)
 	next := &cadistv1.LogicalCloudCa{Project: project, LogicalCloud: lc}
 	if exists {
 		next = proto.Clone(cur.Msg).(*cadistv1.LogicalCloudCa)
+		if err := s.checkRootChange(next, want); err != nil {
+			return nil, nil, err
+		}
 	}
 	s.moveRoot(next, want)
 	next.SpecRoot = requested
@@ -84,6 +88,19 @@ func (s *Service) settleRoot(ctx context.Context, project, lc, requested string)
 		return nil, nil, err
 	}
 	return next, root, nil
+}
+
+// checkRootChange refuses a move to a third root while the last change
+// overlaps: the trusted roots would go from {new, old} to {third, new},
+// neither a subset of the other, which istiod refuses. Going back to the
+// previous root swaps the two and is allowed.
+func (s *Service) checkRootChange(ca *cadistv1.LogicalCloudCa, root string) error {
+	if ca == nil || root == ca.GetRoot() || root == ca.GetPreviousRoot() || !s.overlapping(ca) {
+		return nil
+	}
+	return &errs.Error{Code: codes.FailedPrecondition, Field: "root", Reason: errs.ReasonWrongState, Msg: fmt.Sprintf(
+		"root: the logical cloud's root changed from %q to %q, and both stay trusted until %s; a change to a third root before then would leave istiod refusing the new root bundle",
+		ca.GetPreviousRoot(), ca.GetRoot(), ca.GetOverlapUntil())}
 }
 
 // moveRoot makes root the logical cloud's root; a change starts an

@@ -97,14 +97,13 @@ func (s *Service) IssueIntermediates(ctx context.Context, req *cadistv1.IssueInt
 }
 
 // ensure keeps a cluster's live intermediate if the logical cloud's root
-// signed it for this trust domain and it has not expired, and otherwise
-// revokes it and issues the next one.
+// signed it for this trust domain and less than renewAfter of its life
+// has passed, and otherwise revokes it and issues the next one.
 func (s *Service) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, items []intermediate, c *cadistv1.MeshCluster, trustDomain string) (*cadistv1.Bundle, error) {
 	live, lastGen := findLive(items, c.GetProvider(), c.GetCluster())
 	if live != nil {
 		b := live.Msg
-		notAfter, _ := time.Parse(time.RFC3339, b.GetNotAfter())
-		if b.GetRoot() == root.msg.GetMetadata().GetName() && b.GetTrustDomain() == trustDomain && s.now().Before(notAfter) {
+		if b.GetRoot() == root.msg.GetMetadata().GetName() && b.GetTrustDomain() == trustDomain && !s.dueForRenewal(b) {
 			return s.public(ctx, ca, b), nil
 		}
 		if err := s.revoke(ctx, *live); err != nil {
@@ -112,6 +111,23 @@ func (s *Service) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root 
 		}
 	}
 	return s.issue(ctx, ca, root, ca.GetProject(), ca.GetLogicalCloud(), c.GetProvider(), c.GetCluster(), trustDomain, lastGen+1)
+}
+
+// renewAfter is the share of an intermediate's life after which the next
+// IssueIntermediates replaces it, so a cluster never runs on an expired
+// one as long as its logical cloud is updated now and then.
+const renewAfter = 2.0 / 3
+
+// dueForRenewal tells whether an intermediate is past renewAfter of its
+// life (or unreadable).
+func (s *Service) dueForRenewal(b *cadistv1.Bundle) bool {
+	certs, err := parseCerts(b.GetCaCert())
+	if err != nil || len(certs) == 0 {
+		return true
+	}
+	c := certs[0]
+	life := c.NotAfter.Sub(c.NotBefore)
+	return !s.now().Before(c.NotBefore.Add(time.Duration(float64(life) * renewAfter)))
 }
 
 // revoke marks an intermediate revoked, conditionally on the version read.

@@ -173,3 +173,23 @@ func TestIntermediateLifetimeCapped(t *testing.T) {
 	require.True(t, ic.NotAfter.Equal(rootCert.NotAfter), "capped at the root's expiry: %s vs %s", ic.NotAfter, rootCert.NotAfter)
 	require.Equal(t, "short", resp.GetBundles()[0].GetRoot())
 }
+
+// TestIntermediateRenewal: past two thirds of its life, the next issue
+// replaces an intermediate; before, it is kept.
+func TestIntermediateRenewal(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	f := serve(t, cadist.Options{IntermediateLifetime: 30 * time.Hour, Now: clk.Now})
+	ctx := context.Background()
+	first, err := f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "", "td.local", "c1"))
+	require.NoError(t, err)
+	clk.Add(19 * time.Hour)
+	kept, err := f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "", "td.local", "c1"))
+	require.NoError(t, err)
+	require.Equal(t, first.GetBundles()[0].GetSerial(), kept.GetBundles()[0].GetSerial())
+	clk.Add(2 * time.Hour)
+	renewed, err := f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "", "td.local", "c1"))
+	require.NoError(t, err)
+	require.NotEqual(t, first.GetBundles()[0].GetSerial(), renewed.GetBundles()[0].GetSerial())
+	require.WithinDuration(t, clk.Now().Add(30*time.Hour), parseCert(t, renewed.GetBundles()[0].GetCaCert()).NotAfter, 2*time.Minute)
+}

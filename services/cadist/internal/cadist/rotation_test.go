@@ -104,8 +104,15 @@ func TestRotation(t *testing.T) {
 	require.Equal(t, rot.GetBundles()[0].GetSerial(), again.GetBundles()[0].GetSerial())
 	require.Equal(t, rot.GetBundles()[0].GetRootCert(), again.GetBundles()[0].GetRootCert())
 
-	// Another root change inside the overlap is refused; new keys are not.
-	_, err = f.pub.RotateCa(ctx, &cadistv1.RotateCaRequest{Project: "p1", LogicalCloud: "lc1", Root: cadist.InstallationRoot})
+	// A third root inside the overlap is refused, by RotateCa and by
+	// spec.ca-root alike; new keys are not.
+	_, ca3, key3 := makeCA(t, caSpec{isCA: true, pathLen: -1})
+	_, err = f.pub.CreateRoot(ctx, rootReq("r3", ca3, key3, "", ""))
+	require.NoError(t, err)
+	_, err = f.pub.RotateCa(ctx, &cadistv1.RotateCaRequest{Project: "p1", LogicalCloud: "lc1", Root: "r3"})
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	require.Equal(t, "root", fieldOf(err))
+	_, err = f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "r3", td, "c1"))
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 	require.Equal(t, "root", fieldOf(err))
 	rekeyed, err := f.pub.RotateCa(ctx, &cadistv1.RotateCaRequest{Project: "p1", LogicalCloud: "lc1"})
