@@ -65,9 +65,18 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 	roots.AddCert(root.cert)
 	for _, p := range planes {
 		t.Run(p.rev, func(t *testing.T) {
-			mesh, err := p.istiod.Get(ctx, "/debug/mesh")
+			body, err := p.istiod.Get(ctx, "/debug/mesh")
 			require.NoError(t, err)
-			require.Contains(t, string(mesh), `"trustDomain": "`+p.trustDomain+`"`, "istiod reads the istio-%s ConfigMap", p.rev)
+			var mesh struct {
+				TrustDomain        string `json:"trustDomain"`
+				DiscoverySelectors []struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"discoverySelectors"`
+			}
+			require.NoError(t, json.Unmarshal(body, &mesh))
+			require.Equal(t, p.trustDomain, mesh.TrustDomain, "istiod reads the istio-%s ConfigMap", p.rev)
+			require.Len(t, mesh.DiscoverySelectors, 1)
+			require.Equal(t, p.rev, mesh.DiscoverySelectors[0].MatchLabels["dcm.io/logical-cloud"])
 
 			token, err := ServiceAccountToken(ctx, c, p.workloadNS, "app", "istio-ca")
 			require.NoError(t, err)
@@ -75,14 +84,18 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 				"istiod-"+p.rev+"."+p.istioNS+".svc", token, newCSR(t))
 			require.NoError(t, err)
 			chain := parseChain(t, chainPEM)
-			require.Len(t, chain, 3, "leaf, cert-chain.pem (intermediate, root), root-cert.pem (root again)")
+			// istiod answers the leaf, cert-chain.pem's certificates, then
+			// root-cert.pem, one certificate a string: the root comes twice.
+			require.Len(t, chainPEM, 4, "leaf, intermediate, root, root")
+			require.Len(t, chain, 4, "one certificate a string")
 			leaf := chain[0]
 
 			want := fmt.Sprintf("spiffe://%s/ns/%s/sa/app", p.trustDomain, p.workloadNS)
 			require.Len(t, leaf.URIs, 1)
 			require.Equal(t, want, leaf.URIs[0].String())
 			require.True(t, chain[1].Equal(p.inter.cert), "the chain's intermediate is this revision's")
-			require.True(t, chain[len(chain)-1].Equal(root.cert), "root-cert.pem last")
+			require.True(t, chain[2].Equal(root.cert), "cert-chain.pem ends with the root")
+			require.True(t, chain[3].Equal(root.cert), "root-cert.pem last")
 
 			inters := x509.NewCertPool()
 			inters.AddCert(p.inter.cert)
