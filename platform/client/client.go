@@ -19,6 +19,13 @@ import (
 	"github.com/dcm-project/dcm/platform/pki"
 )
 
+// MaxRecvMsgSize is the largest response a DCM client takes from a peer,
+// in bytes (gRPC's default is 4 MiB): the peers are DCM's own services, and
+// a render's answer grows with a logical cloud's clusters (the service
+// mesh's control planes, Istio's CRDs: docs/rsync.md, "Message sizes").
+// The resource synchronizer's server takes requests of this size too.
+const MaxRecvMsgSize = 64 << 20
+
 // Dial returns a lazily connecting client for addr, over mutual TLS with
 // t, or in plaintext when t is nil (only where DCM_INSECURE_GRPC allows it).
 func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
@@ -35,6 +42,7 @@ func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxRecvMsgSize)),
 		grpc.WithChainUnaryInterceptor(propagateUnary),
 		grpc.WithChainStreamInterceptor(propagateStream),
 	)

@@ -55,6 +55,11 @@ type Options struct {
 	// HTTPAuth authenticates every HTTP request but /healthz. Nil, with TLS,
 	// accepts a client certificate that chains to the CA bundle.
 	HTTPAuth func(r *http.Request) (pki.Identity, error)
+	// MaxRecvMsgSize is the largest gRPC request the server takes, in
+	// bytes; 0 keeps gRPC's default, 4 MiB. The resource synchronizer
+	// raises it: a rollout's request repeats each cluster's manifests
+	// (docs/rsync.md, "Message sizes").
+	MaxRecvMsgSize int
 }
 
 // Server is a running program's listeners and servers.
@@ -121,12 +126,16 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 		if !cfg.InsecureGRPC {
 			creds = credentials.NewTLS(opts.TLS.GRPCServer())
 		}
-		s.grpc = grpc.NewServer(
+		grpcOpts := []grpc.ServerOption{
 			grpc.Creds(creds),
 			grpc.StatsHandler(otelgrpc.NewServerHandler()),
 			grpc.ChainUnaryInterceptor(c.unary()...),
 			grpc.ChainStreamInterceptor(c.stream()...),
-		)
+		}
+		if opts.MaxRecvMsgSize > 0 {
+			grpcOpts = append(grpcOpts, grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize))
+		}
+		s.grpc = grpc.NewServer(grpcOpts...)
 		for _, svc := range services {
 			svc.Register(s.grpc)
 		}

@@ -48,6 +48,7 @@ func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options,
 		}
 		opts.Background = append(opts.Background, o.Background...)
 		opts.OnStop = append(opts.OnStop, o.OnStop...)
+		opts.MaxRecvMsgSize = max(opts.MaxRecvMsgSize, o.MaxRecvMsgSize)
 	}
 	return all, opts, nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 	"github.com/dcm-project/dcm/services/rsync/internal/rsync"
@@ -30,5 +31,8 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}, env.Log.Named("engine"))
 	return []server.Service{s}, server.Options{
 		Background: []func(context.Context) error{s.Run},
+		// SubmitRollout repeats each cluster's manifests: a mesh-enabled
+		// logical cloud's control plane is ~160 KB per cluster.
+		MaxRecvMsgSize: client.MaxRecvMsgSize,
 	}, nil
 }
