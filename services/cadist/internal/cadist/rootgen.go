@@ -55,8 +55,14 @@ func (s *Service) generatePending(ctx context.Context) error {
 		return err
 	}
 	for _, it := range pending {
-		if it.Deleting {
+		// Read it again: a root deleted while an earlier one was being
+		// generated (an RSA key takes seconds) is not worth a key.
+		cur, err := s.roots.Get(ctx, it.ID)
+		if errs.Code(err) == codes.NotFound || (err == nil && (cur.Version != it.Version || it.Deleting)) {
 			continue
+		}
+		if err != nil {
+			return err
 		}
 		if err := s.generate(ctx, it); err != nil {
 			return err
