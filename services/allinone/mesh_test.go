@@ -187,6 +187,34 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	_, err = cs.CoreV1().Secrets("mb-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
 	require.NoError(t, err, "mb's control plane is untouched")
 
+	// mb's mesh off (PUT, then update): its control plane and the CRDs go
+	// (it was their last user), its namespace loses the revision label.
+	r.want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":false}}}`)
+	r.want(200, "POST", base+"mb/update", "")
+	r.settle(base+"mb", "Instantiated")
+	eventually(t, "the Istio CRDs are deleted with their last user's mesh", func() bool { return len(istioCRDs(t, cl)) == 0 })
+	eventually(t, "mb's istio namespace is deleted", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "mb-istio-system", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, "mb-ns", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, ns.Labels, "istio.io/rev")
+
+	// On again: the CRDs come back under the cluster's owner (a moment
+	// after their deletion the join may be 409 STILL_DELETING: retried).
+	r.want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":true}}}`)
+	eventually(t, "mb's update is taken", func() bool {
+		got, body := call(t, r.c, "POST", r.base+base+"mb/update", "")
+		if got == 409 && strings.Contains(string(body), "STILL_DELETING") {
+			return false
+		}
+		require.Equal(t, 200, got, "%s", body)
+		return true
+	})
+	r.settle(base+"mb", "Instantiated")
+	require.Equal(t, crds, istioCRDs(t, cl))
+
 	// Terminate the other: the CRDs go too.
 	r.want(200, "POST", base+"mb/terminate", "")
 	r.settle(base+"mb", "Terminated")

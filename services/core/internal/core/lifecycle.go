@@ -270,8 +270,17 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 			// Clusters the logical cloud left, or all of them when its mesh
 			// is off now: their CRDs go with their last user. A failure is
 			// retried by the next update, terminate or delete.
-			if _, err := s.leaveMesh(context.WithoutCancel(ctx), project, lc, keep); err != nil {
+			ctx = context.WithoutCancel(ctx)
+			was, err := s.leaveMesh(ctx, project, lc, keep)
+			if err != nil {
 				s.log.Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+			}
+			if was && !r.mesh.enabled {
+				// Its mesh is off: the control planes leave with this update,
+				// and their intermediates are revoked as at terminate.
+				if _, err := s.peers.MeshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
+					s.log.Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+				}
 			}
 			return gen, nil
 		})
