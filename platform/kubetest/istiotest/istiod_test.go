@@ -37,6 +37,11 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
+	crds, err := CRDs()
+	require.NoError(t, err)
+	objs, err := SplitYAML(crds)
+	require.NoError(t, err)
+	require.Len(t, objs, 15, "Istio's CRDs")
 	require.NoError(t, InstallCRDs(ctx, c))
 	root := newTestCA(t, nil, "")
 
@@ -107,9 +112,38 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 					require.Error(t, leaf.CheckSignatureFrom(other.inter.cert), "not signed by %s's intermediate", other.rev)
 				}
 			}
+			// istiod's namespace controller publishes the root in the
+			// namespaces its discovery selectors select.
+			require.NoError(t, pollUntil(ctx, time.Minute, func() error {
+				data, err := rootCertConfigMap(ctx, c, p.workloadNS)
+				if err != nil {
+					return err
+				}
+				if data != string(root.certPEM) {
+					return fmt.Errorf("istio-ca-root-cert in %s holds %q", p.workloadNS, data)
+				}
+				return nil
+			}))
 			t.Logf("%s: %s, issuer %q, valid until %s", p.rev, want, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.RFC3339))
 		})
 	}
+	// Only then: a namespace neither logical cloud selects has none.
+	_, err = rootCertConfigMap(ctx, c, "default")
+	require.ErrorContains(t, err, "404", "istio-ca-root-cert in a namespace no discovery selector selects")
+}
+
+// rootCertConfigMap is root-cert.pem of the ConfigMap istio-ca-root-cert in
+// namespace ns.
+func rootCertConfigMap(ctx context.Context, c *kubetest.Cluster, ns string) (string, error) {
+	client, err := c.HTTPClient()
+	if err != nil {
+		return "", err
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	err = getJSON(ctx, client, c.Server+"/api/v1/namespaces/"+ns+"/configmaps/istio-ca-root-cert", &cm)
+	return cm.Data["root-cert.pem"], err
 }
 
 // applyControlPlaneFixtures writes by hand what DCM's rollouts will apply
