@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -110,6 +109,6 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 		for _, m := range first[1:] {
 			apply(ctx, t, hc, c.Server, m.JSON, true)
 		}
-		t.Log(fmt.Sprintf("%s: %d objects admitted", lc, len(first)))
+		t.Logf("%s: %d objects admitted", lc, len(first))
 	}
 }
