@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 )
@@ -42,7 +44,9 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 	objs, err := SplitYAML(crds)
 	require.NoError(t, err)
 	require.Len(t, objs, 15, "Istio's CRDs")
+	start := time.Now()
 	require.NoError(t, InstallCRDs(ctx, c))
+	t.Logf("Istio's 15 CRDs applied and Established in %s", time.Since(start).Round(10*time.Millisecond))
 	root := newTestCA(t, nil, "")
 
 	type plane struct {
@@ -127,6 +131,23 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 			t.Logf("%s: %s, issuer %q, valid until %s", p.rev, want, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.RFC3339))
 		})
 	}
+	// What istiod checks is the token, not the discovery selectors: a
+	// ServiceAccount of lc2's namespace gets an identity in lc1's trust
+	// domain from lc1's istiod (docs/mesh.md: only network policy on
+	// 15012 keeps it out). A token for another audience is refused.
+	lc1, lc2 := planes[0], planes[1]
+	token, err := ServiceAccountToken(ctx, c, lc2.workloadNS, "app", "istio-ca")
+	require.NoError(t, err)
+	chainPEM, err := RequestCertificate(ctx, lc1.istiod.SecureGRPCAddr, roots, "istiod-lc1.lc1-istio-system.svc", token, newCSR(t))
+	require.NoError(t, err)
+	leaf := parseChain(t, chainPEM)[0]
+	require.Equal(t, "spiffe://lc1.p1.dcm.local/ns/lc2-ns/sa/app", leaf.URIs[0].String())
+	token, err = ServiceAccountToken(ctx, c, lc1.workloadNS, "app", "https://kubernetes.default.svc")
+	require.NoError(t, err)
+	_, err = RequestCertificate(ctx, lc1.istiod.SecureGRPCAddr, roots, "istiod-lc1.lc1-istio-system.svc", token, newCSR(t))
+	require.Equal(t, codes.Unauthenticated, status.Code(err), "a token without audience istio-ca: %v", err)
+	t.Logf("token of the API server's audience: %v", err)
+
 	// Only then: a namespace neither logical cloud selects has none.
 	_, err = rootCertConfigMap(ctx, c, "default")
 	require.ErrorContains(t, err, "404", "istio-ca-root-cert in a namespace no discovery selector selects")
