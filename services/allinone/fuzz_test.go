@@ -133,6 +133,10 @@ var fuzzRoutes = []fuzzRoute{
 		under("/v2/cluster-providers/"+fzProvider+"/clusters", "metadata", "name")},
 	{"cluster.update", "PUT", "/v2/cluster-providers/{provider}/clusters/{name}", "/v2/cluster-providers/" + fzProvider + "/clusters/" + fzCluster, nil},
 	{"root.create", "POST", "/v2/cadist/roots", "/v2/cadist/roots", under("/v2/cadist/roots", "metadata", "name")},
+	{"controlplane.create", "POST", "/v2/projects/{project}/logical-clouds/control-plane", "/v2/projects/" + fzProject + "/logical-clouds/control-plane",
+		func(m map[string]any) string {
+			return "/v2/projects/" + fzProject + "/logical-clouds/" + str(m, "name") + "/control-plane"
+		}},
 	{"ca.rotate", "POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/ca/rotate",
 		"/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/ca/rotate", nil},
 	{"token.create", "POST", "/v2/auth/tokens", "/v2/auth/tokens", under("/v2/auth/tokens", "info", "id")},
@@ -222,6 +226,8 @@ var fuzzSeeds = []struct{ route, query, body string }{
 		"spec": map[string]any{"kubeconfig": strings.Replace(fzKubeconfig, "https://127.0.0.1", "http://169.254.169.254", 1), "allow-insecure": true}})},
 	{"cluster.update", "", `{"metadata":{"name":"fz-cl"},"spec":{"labels":["edge","sriov"]}}`},
 	{"root.create", "", `{"metadata":{"name":"root-1"}}`},
+	{"controlplane.create", "", `{"name":"fz-cp","namespace":"fz-cp-istio-system"}`},
+	{"controlplane.create", "", `{"name":"fz-cp2","ca-cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","ca-key":"x","root-cert":"","cert-chain":""}`},
 	{"root.create", "", `{"metadata":{"name":"imported"},"certificate":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","privateKey":"x"}`},
 	{"ca.rotate", "", `{}`},
 	{"ca.rotate", "", `{"root":"root-1"}`},
