@@ -127,6 +127,7 @@ type caSpec struct {
 	key       crypto.Signer
 	parent    *x509.Certificate
 	parentKey crypto.Signer
+	eku       []x509.ExtKeyUsage
 }
 
 func makeCA(t *testing.T, s caSpec) (*x509.Certificate, string, string) {
@@ -149,6 +150,7 @@ func makeCA(t *testing.T, s caSpec) (*x509.Certificate, string, string) {
 		NotBefore: s.notBefore, NotAfter: s.notAfter,
 		IsCA: s.isCA, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
+	tmpl.ExtKeyUsage = s.eku
 	if s.isCA && s.pathLen >= 0 {
 		tmpl.MaxPathLen, tmpl.MaxPathLenZero = s.pathLen, s.pathLen == 0
 	}

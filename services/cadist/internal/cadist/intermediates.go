@@ -139,15 +139,14 @@ func (s *Service) revoke(ctx context.Context, it intermediate) error {
 // issue makes and stores generation gen of a cluster's intermediate.
 func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, project, lc, provider, cluster, trustDomain string, gen int) (*cadistv1.Bundle, error) {
 	now := s.now()
-	notAfter := now.Add(s.opts.IntermediateLifetime)
-	if root.cert.NotAfter.Before(notAfter) {
-		notAfter = root.cert.NotAfter
+	path, err := parseCerts(root.chain) // the root's certificate, then its issuers
+	if err != nil {
+		return nil, errs.Internal(err, "stored root is unreadable")
 	}
-	if chain, err := parseCerts(root.chain); err == nil {
-		for _, c := range chain {
-			if c.NotAfter.Before(notAfter) {
-				notAfter = c.NotAfter
-			}
+	notAfter := now.Add(s.opts.IntermediateLifetime)
+	for _, c := range path {
+		if c.NotAfter.Before(notAfter) {
+			notAfter = c.NotAfter
 		}
 	}
 	cert, key, err := signIntermediate(intermediateSpec{
@@ -156,6 +155,13 @@ func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *
 	}, root.cert, root.key)
 	if err != nil {
 		return nil, errs.Internal(fmt.Errorf("sign intermediate of %s/%s/%s/%s: %w", project, lc, provider, cluster, err), "cannot sign the intermediate")
+	}
+	// What istiod and workloads will check: the new intermediate verifies
+	// up to the trust anchor (a root's own name constraints, say, might
+	// leave the intermediate out).
+	if err := verifyPath(cert, path, now); err != nil {
+		return nil, &errs.Error{Code: codes.FailedPrecondition, Field: "root", Msg: fmt.Sprintf(
+			"root: an intermediate root %q signs for %s/%s/%s/%s does not verify up to its trust anchor: %v", root.msg.GetMetadata().GetName(), project, lc, provider, cluster, err)}
 	}
 	k, err := keyPEM(key)
 	if err != nil {

@@ -105,7 +105,19 @@ func (s *Service) checkImport(in *cadistv1.Root) (*x509.Certificate, error) {
 		if err := below.CheckSignatureFrom(c); err != nil {
 			return nil, errs.Invalid("root.chain", "certificate %d did not sign the one before it: %v", i+1, err)
 		}
+		// Below it: the chain's certificates before it, the imported
+		// certificate and the intermediates it signs.
+		if need := i + 2; c.MaxPathLen >= 0 && c.MaxPathLen < need {
+			return nil, errs.Invalid("root.chain", "certificate %d has path length %d: %d CA certificates stand below it once it signs a mesh's intermediates", i+1, c.MaxPathLen, need)
+		}
 		below = c
+	}
+	if len(chain) > 0 {
+		// As istiod checks its plugged-in CA: Go's verification with its
+		// default usage, serverAuth (docs/mesh.md section 4).
+		if err := verifyPath(cert, chain, now); err != nil {
+			return nil, errs.Invalid("root.chain", "the certificate does not verify up to the chain's last certificate: %v", err)
+		}
 	}
 	if in.GetPrivateKey() != "" {
 		if _, err := tls.X509KeyPair([]byte(certPEM(cert)), []byte(in.GetPrivateKey())); err != nil {
@@ -133,6 +145,9 @@ func checkSigner(c *x509.Certificate, now time.Time, self bool) error {
 	}
 	if c.KeyUsage != 0 && c.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return fmt.Errorf("its key usage does not allow signing certificates")
+	}
+	if len(c.ExtKeyUsage) > 0 && !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageServerAuth) && !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageAny) {
+		return fmt.Errorf("its extended key usage leaves out serverAuth, without which istiod refuses the chain (a mesh CA has no extended key usage, or includes serverAuth)")
 	}
 	switch k := c.PublicKey.(type) {
 	case *rsa.PublicKey:
@@ -278,4 +293,16 @@ func (s *Service) signer(ctx context.Context, name string) (*signingRoot, error)
 		chain += certPEM(c)
 	}
 	return &signingRoot{msg: r.Msg, cert: certs[0], chain: chain, key: key}, nil
+}
+
+// verifyPath verifies cert up to the last certificate of issuers, the ones
+// between as intermediates, with Go's default usage (serverAuth).
+func verifyPath(cert *x509.Certificate, issuers []*x509.Certificate, now time.Time) error {
+	roots, mid := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(issuers[len(issuers)-1])
+	for _, c := range issuers[:len(issuers)-1] {
+		mid.AddCert(c)
+	}
+	_, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: mid, CurrentTime: now})
+	return err
 }

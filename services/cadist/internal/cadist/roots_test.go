@@ -52,6 +52,9 @@ func TestImportErrors(t *testing.T) {
 	_, weakCA, _ := makeCA(t, caSpec{isCA: true, pathLen: -1, key: weak})
 	_, strangerCA, _ := makeCA(t, caSpec{isCA: true, pathLen: -1})
 	_, inter, interKey := makeCA(t, caSpec{isCA: true, pathLen: 1, parent: caCert, parentKey: parseSigner(t, caKey)})
+	_, clientOnly, clientOnlyKey := makeCA(t, caSpec{isCA: true, pathLen: -1, eku: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	pathZeroCert, pathZeroPEM, pathZeroCAKey := makeCA(t, caSpec{isCA: true, pathLen: 0})
+	_, belowZero, belowZeroKey := makeCA(t, caSpec{isCA: true, pathLen: -1, parent: pathZeroCert, parentKey: parseSigner(t, pathZeroCAKey)})
 
 	for name, c := range map[string]struct {
 		req   *cadistv1.CreateRootRequest
@@ -73,6 +76,8 @@ func TestImportErrors(t *testing.T) {
 		"chain not the issuer":      {rootReq("r", inter, interKey, strangerCA, ""), "root.chain"},
 		"chain of a generated root": {rootReq("r", "", "", ca, ""), "root.chain"},
 		"chain not PEM":             {rootReq("r", inter, interKey, "junk", ""), "root.chain"},
+		"EKU without serverAuth":    {rootReq("r", clientOnly, clientOnlyKey, "", ""), "root.certificate"},
+		"issuer of path length 0":   {rootReq("r", belowZero, belowZeroKey, pathZeroPEM, ""), "root.chain"},
 	} {
 		_, err := f.pub.CreateRoot(ctx, c.req)
 		require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", name, err)
