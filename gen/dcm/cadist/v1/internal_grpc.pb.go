@@ -38,10 +38,12 @@ const (
 type CaDistInternalServiceClient interface {
 	// IssueIntermediates makes sure each listed cluster of the logical cloud
 	// has a live intermediate CA signed by the root to use (the request's
-	// root, else the project's default root, else the installation's, made
-	// on first use), and answers their public bundles. Idempotent: a live
-	// intermediate signed by that root is kept; one signed by another root
-	// (spec.ca-root changed) is revoked and replaced.
+	// root, else the one the logical cloud already uses, else the project's
+	// default root, else the installation's, made on first use), and answers
+	// their public bundles. Idempotent: a live intermediate signed by that
+	// root for the same trust domain is kept until two thirds of its life
+	// have passed; one signed by another root (spec.ca-root changed, or a
+	// rotation) is revoked and replaced.
 	IssueIntermediates(ctx context.Context, in *IssueIntermediatesRequest, opts ...grpc.CallOption) (*IssueIntermediatesResponse, error)
 	// GetIntermediate answers a cluster's live intermediate with its private
 	// key: what the cluster's istiod signs with (the cacerts Secret).
@@ -116,10 +118,12 @@ func (c *caDistInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in 
 type CaDistInternalServiceServer interface {
 	// IssueIntermediates makes sure each listed cluster of the logical cloud
 	// has a live intermediate CA signed by the root to use (the request's
-	// root, else the project's default root, else the installation's, made
-	// on first use), and answers their public bundles. Idempotent: a live
-	// intermediate signed by that root is kept; one signed by another root
-	// (spec.ca-root changed) is revoked and replaced.
+	// root, else the one the logical cloud already uses, else the project's
+	// default root, else the installation's, made on first use), and answers
+	// their public bundles. Idempotent: a live intermediate signed by that
+	// root for the same trust domain is kept until two thirds of its life
+	// have passed; one signed by another root (spec.ca-root changed, or a
+	// rotation) is revoked and replaced.
 	IssueIntermediates(context.Context, *IssueIntermediatesRequest) (*IssueIntermediatesResponse, error)
 	// GetIntermediate answers a cluster's live intermediate with its private
 	// key: what the cluster's istiod signs with (the cacerts Secret).

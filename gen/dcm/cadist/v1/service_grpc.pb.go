@@ -35,7 +35,9 @@ const (
 //
 // CaDistService distributes per-cluster intermediate CAs signed by a root.
 type CaDistServiceClient interface {
-	// CreateRoot stores a new root; its name must be unused.
+	// CreateRoot stores a new root; its name must be unused. Without a
+	// certificate it answers at once with state "generating": the key and
+	// certificate are made in the background, then the state is "ready".
 	CreateRoot(ctx context.Context, in *CreateRootRequest, opts ...grpc.CallOption) (*CreateRootResponse, error)
 	// GetRoot reads one root.
 	GetRoot(ctx context.Context, in *GetRootRequest, opts ...grpc.CallOption) (*GetRootResponse, error)
@@ -147,7 +149,9 @@ func (c *caDistServiceClient) RotateCa(ctx context.Context, in *RotateCaRequest,
 //
 // CaDistService distributes per-cluster intermediate CAs signed by a root.
 type CaDistServiceServer interface {
-	// CreateRoot stores a new root; its name must be unused.
+	// CreateRoot stores a new root; its name must be unused. Without a
+	// certificate it answers at once with state "generating": the key and
+	// certificate are made in the background, then the state is "ready".
 	CreateRoot(context.Context, *CreateRootRequest) (*CreateRootResponse, error)
 	// GetRoot reads one root.
 	GetRoot(context.Context, *GetRootRequest) (*GetRootResponse, error)
