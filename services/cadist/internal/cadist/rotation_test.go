@@ -167,4 +167,10 @@ func TestRotateAgainstSpecRoot(t *testing.T) {
 	moved, err := f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "rb", "td.local", "c1"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"rb", "ra"}, moved.GetBundles()[0].GetTrustedRoots())
+
+	// Back to the previous root inside the overlap: the same two trusted.
+	back, err := f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "ra", "td.local", "c1"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"ra", "rb"}, back.GetBundles()[0].GetTrustedRoots())
+	require.Equal(t, rootsOf(t, moved.GetBundles()[0].GetRootCert()), rootsOf(t, back.GetBundles()[0].GetRootCert()))
 }
