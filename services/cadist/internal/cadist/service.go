@@ -1,9 +1,3 @@
-// Package cadist implements the CA-distribution service: root CAs
-// (generated here in the background, or imported) and, per logical cloud
-// and cluster, intermediate CAs for the logical cloud's Istio control
-// plane, name-constrained to its trust domain. Private keys are sealed at
-// rest and never answered on the public service; an intermediate's key
-// goes to the service mesh service only (CaDistInternalService).
 package cadist
 
 import (
