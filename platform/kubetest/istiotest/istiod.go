@@ -53,6 +53,8 @@ type Istiod struct {
 	// Started is how long istiod took from exec to /ready answering 200.
 	Started time.Duration
 
+	namespace string
+
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -99,7 +101,7 @@ func StartIstiod(ctx context.Context, t testing.TB, c *kubetest.Cluster, opts Is
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	d := &Istiod{
 		HTTPAddr: addr(0), SecureGRPCAddr: addr(2), MonitoringAddr: addr(4),
-		LogPath: filepath.Join(dir, "istiod-"+opts.Revision+".log"), CADir: caDir,
+		LogPath: filepath.Join(dir, "istiod-"+opts.Revision+".log"), CADir: caDir, namespace: opts.Namespace,
 	}
 	logf, err := os.Create(d.LogPath)
 	if err != nil {
@@ -159,6 +161,36 @@ func StartIstiod(ctx context.Context, t testing.TB, c *kubetest.Cluster, opts Is
 	}
 	d.Started = time.Since(start)
 	return d
+}
+
+// ReloadCACerts copies the cluster's cacerts Secret into CADir again, as
+// the kubelet refreshes the chart's /etc/cacerts mount in a Pod:
+// USE_REMOTE_CERTS reads the Secret only at start. istiod's file watcher
+// then takes a new intermediate under the same roots, or a root bundle that
+// is a subset or superset of the current one if ISTIO_MULTIROOT_MESH=true
+// (docs/mesh.md, section 4). Each file is written under a temporary name
+// and renamed, so istiod never reads half a file.
+func (d *Istiod) ReloadCACerts(ctx context.Context, c *kubetest.Cluster) error {
+	client, err := c.HTTPClient()
+	if err != nil {
+		return err
+	}
+	var secret struct {
+		Data map[string][]byte `json:"data"`
+	}
+	if err := getJSON(ctx, client, c.Server+"/api/v1/namespaces/"+d.namespace+"/secrets/cacerts", &secret); err != nil {
+		return fmt.Errorf("read cacerts of %s on %s: %w", d.namespace, c.Name, err)
+	}
+	for key, data := range secret.Data {
+		path := filepath.Join(d.CADir, filepath.Base(key))
+		if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Exited says whether the process has ended.

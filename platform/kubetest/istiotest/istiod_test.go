@@ -64,7 +64,9 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 	}
 	// Side by side: both run while either is asked.
 	for _, p := range planes {
-		p.istiod = StartIstiod(ctx, t, c, IstiodOptions{Revision: p.rev, Namespace: p.istioNS, ClusterID: "cluster-1"})
+		// ISTIO_MULTIROOT_MESH as DCM's chart values set it (root rotation).
+		p.istiod = StartIstiod(ctx, t, c, IstiodOptions{Revision: p.rev, Namespace: p.istioNS, ClusterID: "cluster-1",
+			Env: []string{"ISTIO_MULTIROOT_MESH=true"}})
 		rss, err := p.istiod.RSS()
 		require.NoError(t, err)
 		t.Logf("istiod %s: ready %s after exec, RSS %d MiB", p.rev, p.istiod.Started.Round(10*time.Millisecond), rss>>20)
@@ -151,6 +153,76 @@ func TestIstiodIssuesWorkloadCertificates(t *testing.T) {
 	// Only then: a namespace neither logical cloud selects has none.
 	_, err = rootCertConfigMap(ctx, c, "default")
 	require.ErrorContains(t, err, "404", "istio-ca-root-cert in a namespace no discovery selector selects")
+
+	t.Run("rotation", func(t *testing.T) {
+		// The Secret changes as cadist's bundle does (issue 17): a new
+		// intermediate under the same root; a new root, trusted beside the
+		// old one during the overlap; the old root dropped. After each,
+		// lc1's istiod reloads the files and signs with the new
+		// intermediate, and publishes the root bundle.
+		root2 := newTestCA(t, nil, "")
+		inter2 := newTestCA(t, root, lc1.trustDomain)
+		inter3 := newTestCA(t, root2, lc1.trustDomain)
+		both := x509.NewCertPool()
+		both.AddCert(root.cert)
+		both.AddCert(root2.cert)
+		steps := []struct {
+			name          string
+			inter, parent *testCA
+			roots         []*testCA
+		}{
+			{"new intermediate", inter2, root, []*testCA{root}},
+			{"new root, overlap", inter3, root2, []*testCA{root, root2}},
+			{"old root dropped", inter3, root2, []*testCA{root2}},
+		}
+		for _, step := range steps {
+			b, err := json.Marshal(cacertsSecret(lc1.istioNS, step.inter, step.parent, step.roots...))
+			require.NoError(t, err)
+			_, err = Apply(ctx, c, b)
+			require.NoError(t, err)
+			start := time.Now()
+			require.NoError(t, lc1.istiod.ReloadCACerts(ctx, c))
+			var published string
+			for _, r := range step.roots {
+				published += string(r.certPEM)
+			}
+			err = pollUntil(ctx, time.Minute, func() error {
+				token, err := ServiceAccountToken(ctx, c, lc1.workloadNS, "app", "istio-ca")
+				if err != nil {
+					return err
+				}
+				chainPEM, err := RequestCertificate(ctx, lc1.istiod.SecureGRPCAddr, both,
+					"istiod-lc1.lc1-istio-system.svc", token, newCSR(t))
+				if err != nil {
+					return err
+				}
+				chain := parseChain(t, chainPEM)
+				if !chain[1].Equal(step.inter.cert) {
+					return fmt.Errorf("%s: still issued by %q (serial %s)", step.name, chain[1].Subject.CommonName, chain[1].SerialNumber)
+				}
+				inters := x509.NewCertPool()
+				inters.AddCert(step.inter.cert)
+				only := x509.NewCertPool()
+				only.AddCert(step.parent.cert)
+				if _, err := chain[0].Verify(x509.VerifyOptions{Roots: only, Intermediates: inters,
+					KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+					return fmt.Errorf("%s: %w", step.name, err)
+				}
+				data, err := rootCertConfigMap(ctx, c, lc1.workloadNS)
+				if err != nil {
+					return err
+				}
+				if data != published {
+					return fmt.Errorf("%s: istio-ca-root-cert has %d certificates, not the %d roots", step.name,
+						len(parseChain(t, []string{data})), len(step.roots))
+				}
+				return nil
+			})
+			require.NoError(t, err, step.name)
+			t.Logf("%s: lc1 signs with the intermediate of serial %x and publishes %d root(s) %s after the files changed",
+				step.name, step.inter.cert.SerialNumber, len(step.roots), time.Since(start).Round(10*time.Millisecond))
+		}
+	})
 }
 
 // rootCertConfigMap is root-cert.pem of the ConfigMap istio-ca-root-cert in
@@ -180,13 +252,7 @@ func applyControlPlaneFixtures(ctx context.Context, t *testing.T, c *kubetest.Cl
 		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": istioNS, "labels": labels}},
 		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": workloadNS, "labels": labels}},
 		{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "app", "namespace": workloadNS}},
-		{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "cacerts", "namespace": istioNS},
-			"stringData": map[string]string{
-				"ca-cert.pem":    string(inter.certPEM),
-				"ca-key.pem":     string(inter.keyPEM),
-				"cert-chain.pem": string(inter.certPEM) + string(root.certPEM),
-				"root-cert.pem":  string(root.certPEM),
-			}},
+		cacertsSecret(istioNS, inter, root, root),
 		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "istio-" + rev, "namespace": istioNS},
 			"data": map[string]string{"mesh": meshConfig}},
 	}
@@ -196,6 +262,22 @@ func applyControlPlaneFixtures(ctx context.Context, t *testing.T, c *kubetest.Cl
 		_, err = Apply(ctx, c, b)
 		require.NoError(t, err)
 	}
+}
+
+// cacertsSecret is the Secret istiod loads its CA from: inter signed by
+// parent; root-cert.pem holds roots (one, or two during a root's overlap).
+func cacertsSecret(istioNS string, inter, parent *testCA, roots ...*testCA) map[string]any {
+	var rootPEM string
+	for _, r := range roots {
+		rootPEM += string(r.certPEM)
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "cacerts", "namespace": istioNS},
+		"stringData": map[string]string{
+			"ca-cert.pem":    string(inter.certPEM),
+			"ca-key.pem":     string(inter.keyPEM),
+			"cert-chain.pem": string(inter.certPEM) + string(parent.certPEM),
+			"root-cert.pem":  rootPEM,
+		}}
 }
 
 // testCA is a root (parent nil) or an intermediate constrained to a trust
