@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -22,15 +23,39 @@ import (
 type clients struct {
 	pub servicemeshv1.ServiceMeshServiceClient
 	in  servicemeshv1.ServiceMeshInternalServiceClient
+	st  *store.Store
 }
 
 func serve(t *testing.T, cadist *fakeCadist) clients {
 	t.Helper()
-	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc := servicemesh.New(st, cadist, servicemesh.DefaultOptions)
+	var st *store.Store
+	conn := servertest.Serve(t, func(s *store.Store) []server.Service {
+		st = s
+		svc := servicemesh.New(s, cadist, servicemesh.DefaultOptions)
 		return []server.Service{svc, svc.Internal()}
 	})
-	return clients{servicemeshv1.NewServiceMeshServiceClient(conn), servicemeshv1.NewServiceMeshInternalServiceClient(conn)}
+	return clients{servicemeshv1.NewServiceMeshServiceClient(conn), servicemeshv1.NewServiceMeshInternalServiceClient(conn), st}
+}
+
+// requireNoKeyAtRest reads every stored record of the service as the
+// database holds it: no key in clear (sealed secrets are ciphertext).
+func requireNoKeyAtRest(t *testing.T, st *store.Store, keys ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, coll := range []string{"control_planes", "service_meshes"} {
+		cur, err := st.Database().Collection(coll).Find(ctx, bson.D{})
+		require.NoError(t, err)
+		var docs []bson.Raw
+		require.NoError(t, cur.All(ctx, &docs))
+		for _, d := range docs {
+			text := d.String()
+			require.NotContains(t, text, "PRIVATE KEY", coll)
+			for _, k := range keys {
+				require.NotContains(t, text, base64.StdEncoding.EncodeToString([]byte(k)), coll)
+				require.NotContains(t, text, strings.TrimSpace(k), coll)
+			}
+		}
+	}
 }
 
 func meshRequest(lc string) *servicemeshv1.RenderControlPlanesRequest {
@@ -119,6 +144,11 @@ func TestRenderMeshWithCadistIntermediates(t *testing.T) {
 	}
 	require.Len(t, full.GetServiceMesh().GetClusters()[0].GetManifests(), len(resp.GetClusters()[0].GetManifests()))
 	require.Contains(t, text, "cacerts")
+	var keys []string
+	for _, inter := range ca.issued {
+		keys = append(keys, inter.keyPEM)
+	}
+	requireNoKeyAtRest(t, c.st, keys...)
 
 	// Rendering again keeps the intermediates (cadist is idempotent) and
 	// gives the same bytes.
@@ -210,6 +240,7 @@ func TestCustomCA(t *testing.T) {
 	require.True(t, doc.GetServiceMesh().GetCustomCa())
 	require.NotContains(t, protojson.Format(doc), "PRIVATE KEY")
 	require.NotContains(t, protojson.Format(doc), base64.StdEncoding.EncodeToString([]byte(inter.keyPEM)))
+	requireNoKeyAtRest(t, c.st, inter.keyPEM)
 	_, err = c.in.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: "p1", LogicalCloud: "lc1"})
 	require.NoError(t, err)
 	require.Empty(t, ca.revokes, "nothing of cadist's to revoke")
