@@ -8,13 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Build builds istiod (pilot-discovery) from the tools module test/istio
 // into root/bin/istio and returns the binary's path. It skips the build when
 // the binary is newer than test/istio's go.mod and go.sum, which pin every
 // source it is built from: a warm `make test` does not even relink it (a
-// relink from a warm build cache costs ~18 s on 2 cores; docs/benchmarks.md).
+// relink from a warm build cache costs 18-65 s on 2 cores; docs/benchmarks.md).
 // A new Go toolchain is not noticed: remove bin/istio to rebuild with it.
 func Build(ctx context.Context, root string) (string, error) {
 	dir := filepath.Join(root, "test", "istio")
@@ -22,12 +23,26 @@ func Build(ctx context.Context, root string) (string, error) {
 	if upToDate(bin, filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")) {
 		return bin, nil
 	}
-	// Write to a temporary name first so that an interrupted build never
-	// leaves a binary newer than go.sum that is not whole.
-	tmp := bin + ".tmp"
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
+	// Test binaries of several packages may get here at once (go test
+	// ./... without make istio-bins first): one builds, the others wait
+	// and find it done.
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(bin), ".build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = lock.Close() }()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	if upToDate(bin, filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")) {
+		return bin, nil
+	}
+	// Write to a temporary name first so that an interrupted build never
+	// leaves a binary newer than go.sum that is not whole.
+	tmp := bin + ".tmp"
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "istio.io/istio/pilot/cmd/pilot-discovery")
 	cmd.Dir = dir
 	// Outside the product's go.work (Istio's k8s.io and grpc differ); no
