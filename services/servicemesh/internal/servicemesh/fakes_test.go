@@ -2,7 +2,10 @@ package servicemesh_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
@@ -24,23 +27,25 @@ import (
 // testCA is a certificate with its key, PEM.
 type testCA struct {
 	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
+	key     crypto.Signer
 	certPEM string
 	keyPEM  string
 }
 
 // newCA makes a CA certificate signed by parent (nil: self-signed), as
-// cadist makes them: P-256, CA:true, no EKU, URI name constraint to the
-// trust domain for intermediates.
+// cadist makes them (CA:true, no EKU, URI name constraint to the trust
+// domain for intermediates) but deterministic, so that golden files hold:
+// an Ed25519 key from a seed and a serial both derived from cn, fixed
+// validity (Ed25519 signatures take no randomness).
 func newCA(t *testing.T, cn string, parent *testCA, trustDomain string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
+	seed := sha256.Sum256([]byte("servicemesh test CA " + cn))
+	key := ed25519.NewKeyFromSeed(seed[:])
 	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		SerialNumber:          new(big.Int).SetBytes(seed[:8]),
 		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotBefore:             time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
@@ -50,11 +55,11 @@ func newCA(t *testing.T, cn string, parent *testCA, trustDomain string) *testCA 
 		tmpl.PermittedURIDomains = []string{trustDomain}
 		tmpl.PermittedDNSDomainsCritical = true
 	}
-	signer, signerKey := tmpl, key
+	signer, signerKey := tmpl, crypto.Signer(key)
 	if parent != nil {
 		signer, signerKey = parent.cert, parent.key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
 	require.NoError(t, err)
 	cert, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
