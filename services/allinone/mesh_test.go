@@ -179,6 +179,16 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	}
 	require.Empty(t, istioCRDs(t, h.Clusters[1]), "no mesh-enabled logical cloud on %s", h.Clusters[1].Name)
 
+	// A third logical cloud whose Istio namespace is mb's workload
+	// namespace is refused before anything is submitted (409, named).
+	r.want(201, "POST", "/v2/projects/pm/logical-clouds", `{"metadata":{"name":"mc"},"spec":{"service-mesh":{"enabled":true,"namespace":"mb-ns"}}}`)
+	r.want(201, "POST", base+"mc/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q}`, cl.Name))
+	taken := r.want(409, "POST", base+"mc/apply", "")
+	require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, taken)["reason"], taken)
+	require.Contains(t, taken, "mb-ns")
+	require.Equal(t, "Created", r.status(base+"mc").State)
+	r.want(204, "DELETE", base+"mc", "")
+
 	// rsync's records hold no key (the cacerts manifests are sealed).
 	for _, coll := range []string{"rollouts", "rollout_clusters"} {
 		cur, err := stack.Env.Store.Database().Collection(coll).Find(ctx, bson.D{})
