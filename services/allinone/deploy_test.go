@@ -54,8 +54,8 @@ func TestDeployManifests(t *testing.T) {
 					Template struct {
 						Spec struct {
 							Containers []struct {
-								Command      []string `json:"command"`
-								Env          []struct {
+								Command []string `json:"command"`
+								Env     []struct {
 									Name string `json:"name"`
 								} `json:"env"`
 								VolumeMounts []struct {
