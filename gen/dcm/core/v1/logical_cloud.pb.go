@@ -542,6 +542,207 @@ func (x *CreateLogicalCloudResponse) GetMessage() string {
 	return ""
 }
 
+// CreateMeshLogicalCloudRequest is the REST body of POST
+// .../logical-clouds/control-plane (seed 002): CreateLogicalCloudRequest's
+// flat fields, the Istio namespace and an optional CA.
+type CreateMeshLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name, from the path.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// name is the logical cloud's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// namespace is where the Istio control plane runs (spec.service-mesh.namespace;
+	// empty: "<name>-istio-system").
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// ca_cert is a CA certificate (PEM, Istio's ca-cert.pem) to sign the
+	// logical cloud's workload certificates with instead of CA distribution's
+	// intermediates; with ca_key, root_cert and cert_chain.
+	CaCert string `protobuf:"bytes,4,opt,name=ca_cert,json=ca-cert,proto3" json:"ca_cert,omitempty"`
+	// ca_key is ca_cert's private key (PEM): sealed at rest, never answered.
+	CaKey string `protobuf:"bytes,5,opt,name=ca_key,json=ca-key,proto3" json:"ca_key,omitempty"`
+	// root_cert is the root certificates workloads trust (PEM, Istio's
+	// root-cert.pem).
+	RootCert string `protobuf:"bytes,6,opt,name=root_cert,json=root-cert,proto3" json:"root_cert,omitempty"`
+	// cert_chain is ca_cert's chain up to the root (PEM, Istio's
+	// cert-chain.pem).
+	CertChain string `protobuf:"bytes,7,opt,name=cert_chain,json=cert-chain,proto3" json:"cert_chain,omitempty"`
+	// description is free text (a new logical cloud only).
+	Description string `protobuf:"bytes,8,opt,name=description,proto3" json:"description,omitempty"`
+	// cluster_labels selects the registered clusters to reference, as
+	// CreateLogicalCloudRequest's (a new logical cloud only).
+	ClusterLabels string `protobuf:"bytes,9,opt,name=cluster_labels,json=cluster-labels,proto3" json:"cluster_labels,omitempty"`
+	// resources is the logical cloud's quota, as CreateLogicalCloudRequest's
+	// (a new logical cloud only).
+	Resources *structpb.Struct `protobuf:"bytes,10,opt,name=resources,proto3" json:"resources,omitempty"`
+	// user is one user object or a list of them, as
+	// CreateLogicalCloudRequest's (a new logical cloud only).
+	User          *structpb.Value `protobuf:"bytes,11,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMeshLogicalCloudRequest) Reset() {
+	*x = CreateMeshLogicalCloudRequest{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMeshLogicalCloudRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMeshLogicalCloudRequest) ProtoMessage() {}
+
+func (x *CreateMeshLogicalCloudRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMeshLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*CreateMeshLogicalCloudRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetCaCert() string {
+	if x != nil {
+		return x.CaCert
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetCaKey() string {
+	if x != nil {
+		return x.CaKey
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetRootCert() string {
+	if x != nil {
+		return x.RootCert
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetCertChain() string {
+	if x != nil {
+		return x.CertChain
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetClusterLabels() string {
+	if x != nil {
+		return x.ClusterLabels
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetResources() *structpb.Struct {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *CreateMeshLogicalCloudRequest) GetUser() *structpb.Value {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// CreateMeshLogicalCloudResponse carries the logical cloud as stored.
+type CreateMeshLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// logical_cloud as stored, spec.service-mesh enabled.
+	LogicalCloud *LogicalCloud `protobuf:"bytes,1,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// message says what was done, as seed 002 documents.
+	Message       string `protobuf:"bytes,2,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMeshLogicalCloudResponse) Reset() {
+	*x = CreateMeshLogicalCloudResponse{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMeshLogicalCloudResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMeshLogicalCloudResponse) ProtoMessage() {}
+
+func (x *CreateMeshLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMeshLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*CreateMeshLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CreateMeshLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return nil
+}
+
+func (x *CreateMeshLogicalCloudResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // GetLogicalCloudRequest names a logical cloud.
 type GetLogicalCloudRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -555,7 +756,7 @@ type GetLogicalCloudRequest struct {
 
 func (x *GetLogicalCloudRequest) Reset() {
 	*x = GetLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +768,7 @@ func (x *GetLogicalCloudRequest) String() string {
 func (*GetLogicalCloudRequest) ProtoMessage() {}
 
 func (x *GetLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +781,7 @@ func (x *GetLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{6}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetLogicalCloudRequest) GetProject() string {
@@ -608,7 +809,7 @@ type GetLogicalCloudResponse struct {
 
 func (x *GetLogicalCloudResponse) Reset() {
 	*x = GetLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +821,7 @@ func (x *GetLogicalCloudResponse) String() string {
 func (*GetLogicalCloudResponse) ProtoMessage() {}
 
 func (x *GetLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +834,7 @@ func (x *GetLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{7}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -661,7 +862,7 @@ type ListLogicalCloudsRequest struct {
 
 func (x *ListLogicalCloudsRequest) Reset() {
 	*x = ListLogicalCloudsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +874,7 @@ func (x *ListLogicalCloudsRequest) String() string {
 func (*ListLogicalCloudsRequest) ProtoMessage() {}
 
 func (x *ListLogicalCloudsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +887,7 @@ func (x *ListLogicalCloudsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogicalCloudsRequest.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{8}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListLogicalCloudsRequest) GetProject() string {
@@ -724,7 +925,7 @@ type ListLogicalCloudsResponse struct {
 
 func (x *ListLogicalCloudsResponse) Reset() {
 	*x = ListLogicalCloudsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +937,7 @@ func (x *ListLogicalCloudsResponse) String() string {
 func (*ListLogicalCloudsResponse) ProtoMessage() {}
 
 func (x *ListLogicalCloudsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +950,7 @@ func (x *ListLogicalCloudsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogicalCloudsResponse.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{9}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListLogicalCloudsResponse) GetLogicalClouds() []*LogicalCloud {
@@ -783,7 +984,7 @@ type UpdateLogicalCloudRequest struct {
 
 func (x *UpdateLogicalCloudRequest) Reset() {
 	*x = UpdateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +996,7 @@ func (x *UpdateLogicalCloudRequest) String() string {
 func (*UpdateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +1009,7 @@ func (x *UpdateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{10}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateLogicalCloudRequest) GetProject() string {
@@ -850,7 +1051,7 @@ type UpdateLogicalCloudResponse struct {
 
 func (x *UpdateLogicalCloudResponse) Reset() {
 	*x = UpdateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1063,7 @@ func (x *UpdateLogicalCloudResponse) String() string {
 func (*UpdateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1076,7 @@ func (x *UpdateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{11}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -898,7 +1099,7 @@ type DeleteLogicalCloudRequest struct {
 
 func (x *DeleteLogicalCloudRequest) Reset() {
 	*x = DeleteLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1111,7 @@ func (x *DeleteLogicalCloudRequest) String() string {
 func (*DeleteLogicalCloudRequest) ProtoMessage() {}
 
 func (x *DeleteLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1124,7 @@ func (x *DeleteLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{12}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteLogicalCloudRequest) GetProject() string {
@@ -949,7 +1150,7 @@ type DeleteLogicalCloudResponse struct {
 
 func (x *DeleteLogicalCloudResponse) Reset() {
 	*x = DeleteLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1162,7 @@ func (x *DeleteLogicalCloudResponse) String() string {
 func (*DeleteLogicalCloudResponse) ProtoMessage() {}
 
 func (x *DeleteLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1175,7 @@ func (x *DeleteLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{13}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{15}
 }
 
 // ClusterReference puts a registered cluster in a logical cloud.
@@ -993,7 +1194,7 @@ type ClusterReference struct {
 
 func (x *ClusterReference) Reset() {
 	*x = ClusterReference{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1206,7 @@ func (x *ClusterReference) String() string {
 func (*ClusterReference) ProtoMessage() {}
 
 func (x *ClusterReference) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1219,7 @@ func (x *ClusterReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReference.ProtoReflect.Descriptor instead.
 func (*ClusterReference) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{14}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClusterReference) GetClusterProvider() string {
@@ -1063,7 +1264,7 @@ type CreateClusterReferenceRequest struct {
 
 func (x *CreateClusterReferenceRequest) Reset() {
 	*x = CreateClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1276,7 @@ func (x *CreateClusterReferenceRequest) String() string {
 func (*CreateClusterReferenceRequest) ProtoMessage() {}
 
 func (x *CreateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1289,7 @@ func (x *CreateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*CreateClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateClusterReferenceRequest) GetProject() string {
@@ -1137,7 +1338,7 @@ type CreateClusterReferenceResponse struct {
 
 func (x *CreateClusterReferenceResponse) Reset() {
 	*x = CreateClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1350,7 @@ func (x *CreateClusterReferenceResponse) String() string {
 func (*CreateClusterReferenceResponse) ProtoMessage() {}
 
 func (x *CreateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1363,7 @@ func (x *CreateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*CreateClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1189,7 +1390,7 @@ type GetClusterReferenceRequest struct {
 
 func (x *GetClusterReferenceRequest) Reset() {
 	*x = GetClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1402,7 @@ func (x *GetClusterReferenceRequest) String() string {
 func (*GetClusterReferenceRequest) ProtoMessage() {}
 
 func (x *GetClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1415,7 @@ func (x *GetClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetClusterReferenceRequest) GetProject() string {
@@ -1256,7 +1457,7 @@ type GetClusterReferenceResponse struct {
 
 func (x *GetClusterReferenceResponse) Reset() {
 	*x = GetClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1469,7 @@ func (x *GetClusterReferenceResponse) String() string {
 func (*GetClusterReferenceResponse) ProtoMessage() {}
 
 func (x *GetClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1482,7 @@ func (x *GetClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1313,7 +1514,7 @@ type ListClusterReferencesRequest struct {
 
 func (x *ListClusterReferencesRequest) Reset() {
 	*x = ListClusterReferencesRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1526,7 @@ func (x *ListClusterReferencesRequest) String() string {
 func (*ListClusterReferencesRequest) ProtoMessage() {}
 
 func (x *ListClusterReferencesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1539,7 @@ func (x *ListClusterReferencesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterReferencesRequest.ProtoReflect.Descriptor instead.
 func (*ListClusterReferencesRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListClusterReferencesRequest) GetProject() string {
@@ -1390,7 +1591,7 @@ type ListClusterReferencesResponse struct {
 
 func (x *ListClusterReferencesResponse) Reset() {
 	*x = ListClusterReferencesResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1603,7 @@ func (x *ListClusterReferencesResponse) String() string {
 func (*ListClusterReferencesResponse) ProtoMessage() {}
 
 func (x *ListClusterReferencesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1616,7 @@ func (x *ListClusterReferencesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterReferencesResponse.ProtoReflect.Descriptor instead.
 func (*ListClusterReferencesResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListClusterReferencesResponse) GetClusterReferences() []*ClusterReference {
@@ -1451,7 +1652,7 @@ type UpdateClusterReferenceRequest struct {
 
 func (x *UpdateClusterReferenceRequest) Reset() {
 	*x = UpdateClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1664,7 @@ func (x *UpdateClusterReferenceRequest) String() string {
 func (*UpdateClusterReferenceRequest) ProtoMessage() {}
 
 func (x *UpdateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1677,7 @@ func (x *UpdateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateClusterReferenceRequest) GetProject() string {
@@ -1525,7 +1726,7 @@ type UpdateClusterReferenceResponse struct {
 
 func (x *UpdateClusterReferenceResponse) Reset() {
 	*x = UpdateClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1738,7 @@ func (x *UpdateClusterReferenceResponse) String() string {
 func (*UpdateClusterReferenceResponse) ProtoMessage() {}
 
 func (x *UpdateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1751,7 @@ func (x *UpdateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1577,7 +1778,7 @@ type DeleteClusterReferenceRequest struct {
 
 func (x *DeleteClusterReferenceRequest) Reset() {
 	*x = DeleteClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1790,7 @@ func (x *DeleteClusterReferenceRequest) String() string {
 func (*DeleteClusterReferenceRequest) ProtoMessage() {}
 
 func (x *DeleteClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1803,7 @@ func (x *DeleteClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteClusterReferenceRequest) GetProject() string {
@@ -1642,7 +1843,7 @@ type DeleteClusterReferenceResponse struct {
 
 func (x *DeleteClusterReferenceResponse) Reset() {
 	*x = DeleteClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1855,7 @@ func (x *DeleteClusterReferenceResponse) String() string {
 func (*DeleteClusterReferenceResponse) ProtoMessage() {}
 
 func (x *DeleteClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1868,7 @@ func (x *DeleteClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
 }
 
 // KvPair is a logical cloud's record of key-value pairs (seed 000 7.5).
@@ -1683,7 +1884,7 @@ type KvPair struct {
 
 func (x *KvPair) Reset() {
 	*x = KvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1896,7 @@ func (x *KvPair) String() string {
 func (*KvPair) ProtoMessage() {}
 
 func (x *KvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1909,7 @@ func (x *KvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPair.ProtoReflect.Descriptor instead.
 func (*KvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KvPair) GetMetadata() *v1.Metadata {
@@ -1737,7 +1938,7 @@ type KvPairSpec struct {
 
 func (x *KvPairSpec) Reset() {
 	*x = KvPairSpec{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1950,7 @@ func (x *KvPairSpec) String() string {
 func (*KvPairSpec) ProtoMessage() {}
 
 func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1963,7 @@ func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPairSpec.ProtoReflect.Descriptor instead.
 func (*KvPairSpec) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KvPairSpec) GetKv() []*structpb.Struct {
@@ -1786,7 +1987,7 @@ type StoredKvPair struct {
 
 func (x *StoredKvPair) Reset() {
 	*x = StoredKvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1999,7 @@ func (x *StoredKvPair) String() string {
 func (*StoredKvPair) ProtoMessage() {}
 
 func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2012,7 @@ func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredKvPair.ProtoReflect.Descriptor instead.
 func (*StoredKvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StoredKvPair) GetMetadata() *v1.Metadata {
@@ -1848,7 +2049,7 @@ type StoredMeshCluster struct {
 
 func (x *StoredMeshCluster) Reset() {
 	*x = StoredMeshCluster{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2061,7 @@ func (x *StoredMeshCluster) String() string {
 func (*StoredMeshCluster) ProtoMessage() {}
 
 func (x *StoredMeshCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2074,7 @@ func (x *StoredMeshCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredMeshCluster.ProtoReflect.Descriptor instead.
 func (*StoredMeshCluster) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StoredMeshCluster) GetProvider() string {
@@ -1910,7 +2111,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2123,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2136,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KeyValue) GetKey() string {
@@ -1967,7 +2168,7 @@ type CreateKvPairRequest struct {
 
 func (x *CreateKvPairRequest) Reset() {
 	*x = CreateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2180,7 @@ func (x *CreateKvPairRequest) String() string {
 func (*CreateKvPairRequest) ProtoMessage() {}
 
 func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2193,7 @@ func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*CreateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateKvPairRequest) GetProject() string {
@@ -2027,7 +2228,7 @@ type CreateKvPairResponse struct {
 
 func (x *CreateKvPairResponse) Reset() {
 	*x = CreateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2240,7 @@ func (x *CreateKvPairResponse) String() string {
 func (*CreateKvPairResponse) ProtoMessage() {}
 
 func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2253,7 @@ func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*CreateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateKvPairResponse) GetKvPair() *KvPair {
@@ -2077,7 +2278,7 @@ type GetKvPairRequest struct {
 
 func (x *GetKvPairRequest) Reset() {
 	*x = GetKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2290,7 @@ func (x *GetKvPairRequest) String() string {
 func (*GetKvPairRequest) ProtoMessage() {}
 
 func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2303,7 @@ func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairRequest.ProtoReflect.Descriptor instead.
 func (*GetKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetKvPairRequest) GetProject() string {
@@ -2137,7 +2338,7 @@ type GetKvPairResponse struct {
 
 func (x *GetKvPairResponse) Reset() {
 	*x = GetKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2350,7 @@ func (x *GetKvPairResponse) String() string {
 func (*GetKvPairResponse) ProtoMessage() {}
 
 func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2363,7 @@ func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairResponse.ProtoReflect.Descriptor instead.
 func (*GetKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetKvPairResponse) GetKvPair() *KvPair {
@@ -2192,7 +2393,7 @@ type ListKvPairsRequest struct {
 
 func (x *ListKvPairsRequest) Reset() {
 	*x = ListKvPairsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2405,7 @@ func (x *ListKvPairsRequest) String() string {
 func (*ListKvPairsRequest) ProtoMessage() {}
 
 func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2418,7 @@ func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsRequest.ProtoReflect.Descriptor instead.
 func (*ListKvPairsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListKvPairsRequest) GetProject() string {
@@ -2262,7 +2463,7 @@ type ListKvPairsResponse struct {
 
 func (x *ListKvPairsResponse) Reset() {
 	*x = ListKvPairsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2475,7 @@ func (x *ListKvPairsResponse) String() string {
 func (*ListKvPairsResponse) ProtoMessage() {}
 
 func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2488,7 @@ func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsResponse.ProtoReflect.Descriptor instead.
 func (*ListKvPairsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListKvPairsResponse) GetKvPairs() []*KvPair {
@@ -2321,7 +2522,7 @@ type UpdateKvPairRequest struct {
 
 func (x *UpdateKvPairRequest) Reset() {
 	*x = UpdateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2534,7 @@ func (x *UpdateKvPairRequest) String() string {
 func (*UpdateKvPairRequest) ProtoMessage() {}
 
 func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2547,7 @@ func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateKvPairRequest) GetProject() string {
@@ -2388,7 +2589,7 @@ type UpdateKvPairResponse struct {
 
 func (x *UpdateKvPairResponse) Reset() {
 	*x = UpdateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2601,7 @@ func (x *UpdateKvPairResponse) String() string {
 func (*UpdateKvPairResponse) ProtoMessage() {}
 
 func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2614,7 @@ func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateKvPairResponse) GetKvPair() *KvPair {
@@ -2438,7 +2639,7 @@ type DeleteKvPairRequest struct {
 
 func (x *DeleteKvPairRequest) Reset() {
 	*x = DeleteKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2450,7 +2651,7 @@ func (x *DeleteKvPairRequest) String() string {
 func (*DeleteKvPairRequest) ProtoMessage() {}
 
 func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2463,7 +2664,7 @@ func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairRequest.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteKvPairRequest) GetProject() string {
@@ -2496,7 +2697,7 @@ type DeleteKvPairResponse struct {
 
 func (x *DeleteKvPairResponse) Reset() {
 	*x = DeleteKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2709,7 @@ func (x *DeleteKvPairResponse) String() string {
 func (*DeleteKvPairResponse) ProtoMessage() {}
 
 func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2722,7 @@ func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairResponse.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{39}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{41}
 }
 
 var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
@@ -2567,7 +2768,25 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1c\n" +
 	"\tuser_name\x18\x04 \x01(\tR\tuser-name\x12\x12\n" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\aMessage\"n\n" +
+	"\amessage\x18\x06 \x01(\tR\aMessage\"\xd2\x03\n" +
+	"\x1dCreateMeshLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
+	"\tnamespace\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18?R\tnamespace\x12#\n" +
+	"\aca_cert\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\aca-cert\x12!\n" +
+	"\x06ca_key\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\x06ca-key\x12'\n" +
+	"\troot_cert\x18\x06 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\troot-cert\x12)\n" +
+	"\n" +
+	"cert_chain\x18\a \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x04R\n" +
+	"cert-chain\x12*\n" +
+	"\vdescription\x18\b \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12&\n" +
+	"\x0ecluster_labels\x18\t \x01(\tR\x0ecluster-labels\x125\n" +
+	"\tresources\x18\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\tresources\x12*\n" +
+	"\x04user\x18\v \x01(\v2\x16.google.protobuf.ValueR\x04user\"{\n" +
+	"\x1eCreateMeshLogicalCloudResponse\x12?\n" +
+	"\rlogical_cloud\x18\x01 \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\aMessage\"n\n" +
 	"\x16GetLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Z\n" +
@@ -2688,9 +2907,10 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xf6&\n" +
+	"\x14DeleteKvPairResponse2\xaa(\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
-	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xd1\x01\n" +
+	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xb1\x01\n" +
+	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xd1\x01\n" +
 	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"s\xc2\xf3\x18#\n" +
 	"\agateway\n" +
 	"\tnamespace\n" +
@@ -2733,7 +2953,7 @@ func file_dcm_core_v1_logical_cloud_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_logical_cloud_proto_rawDescData
 }
 
-var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*LogicalCloud)(nil),                        // 0: dcm.core.v1.LogicalCloud
 	(*LogicalCloudSpec)(nil),                    // 1: dcm.core.v1.LogicalCloudSpec
@@ -2741,144 +2961,151 @@ var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*LogicalCloudUser)(nil),                    // 3: dcm.core.v1.LogicalCloudUser
 	(*CreateLogicalCloudRequest)(nil),           // 4: dcm.core.v1.CreateLogicalCloudRequest
 	(*CreateLogicalCloudResponse)(nil),          // 5: dcm.core.v1.CreateLogicalCloudResponse
-	(*GetLogicalCloudRequest)(nil),              // 6: dcm.core.v1.GetLogicalCloudRequest
-	(*GetLogicalCloudResponse)(nil),             // 7: dcm.core.v1.GetLogicalCloudResponse
-	(*ListLogicalCloudsRequest)(nil),            // 8: dcm.core.v1.ListLogicalCloudsRequest
-	(*ListLogicalCloudsResponse)(nil),           // 9: dcm.core.v1.ListLogicalCloudsResponse
-	(*UpdateLogicalCloudRequest)(nil),           // 10: dcm.core.v1.UpdateLogicalCloudRequest
-	(*UpdateLogicalCloudResponse)(nil),          // 11: dcm.core.v1.UpdateLogicalCloudResponse
-	(*DeleteLogicalCloudRequest)(nil),           // 12: dcm.core.v1.DeleteLogicalCloudRequest
-	(*DeleteLogicalCloudResponse)(nil),          // 13: dcm.core.v1.DeleteLogicalCloudResponse
-	(*ClusterReference)(nil),                    // 14: dcm.core.v1.ClusterReference
-	(*CreateClusterReferenceRequest)(nil),       // 15: dcm.core.v1.CreateClusterReferenceRequest
-	(*CreateClusterReferenceResponse)(nil),      // 16: dcm.core.v1.CreateClusterReferenceResponse
-	(*GetClusterReferenceRequest)(nil),          // 17: dcm.core.v1.GetClusterReferenceRequest
-	(*GetClusterReferenceResponse)(nil),         // 18: dcm.core.v1.GetClusterReferenceResponse
-	(*ListClusterReferencesRequest)(nil),        // 19: dcm.core.v1.ListClusterReferencesRequest
-	(*ListClusterReferencesResponse)(nil),       // 20: dcm.core.v1.ListClusterReferencesResponse
-	(*UpdateClusterReferenceRequest)(nil),       // 21: dcm.core.v1.UpdateClusterReferenceRequest
-	(*UpdateClusterReferenceResponse)(nil),      // 22: dcm.core.v1.UpdateClusterReferenceResponse
-	(*DeleteClusterReferenceRequest)(nil),       // 23: dcm.core.v1.DeleteClusterReferenceRequest
-	(*DeleteClusterReferenceResponse)(nil),      // 24: dcm.core.v1.DeleteClusterReferenceResponse
-	(*KvPair)(nil),                              // 25: dcm.core.v1.KvPair
-	(*KvPairSpec)(nil),                          // 26: dcm.core.v1.KvPairSpec
-	(*StoredKvPair)(nil),                        // 27: dcm.core.v1.StoredKvPair
-	(*StoredMeshCluster)(nil),                   // 28: dcm.core.v1.StoredMeshCluster
-	(*KeyValue)(nil),                            // 29: dcm.core.v1.KeyValue
-	(*CreateKvPairRequest)(nil),                 // 30: dcm.core.v1.CreateKvPairRequest
-	(*CreateKvPairResponse)(nil),                // 31: dcm.core.v1.CreateKvPairResponse
-	(*GetKvPairRequest)(nil),                    // 32: dcm.core.v1.GetKvPairRequest
-	(*GetKvPairResponse)(nil),                   // 33: dcm.core.v1.GetKvPairResponse
-	(*ListKvPairsRequest)(nil),                  // 34: dcm.core.v1.ListKvPairsRequest
-	(*ListKvPairsResponse)(nil),                 // 35: dcm.core.v1.ListKvPairsResponse
-	(*UpdateKvPairRequest)(nil),                 // 36: dcm.core.v1.UpdateKvPairRequest
-	(*UpdateKvPairResponse)(nil),                // 37: dcm.core.v1.UpdateKvPairResponse
-	(*DeleteKvPairRequest)(nil),                 // 38: dcm.core.v1.DeleteKvPairRequest
-	(*DeleteKvPairResponse)(nil),                // 39: dcm.core.v1.DeleteKvPairResponse
-	(*v1.Metadata)(nil),                         // 40: dcm.types.v1.Metadata
-	(*Lifecycle)(nil),                           // 41: dcm.core.v1.Lifecycle
-	(*v11.UserPermission)(nil),                  // 42: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                     // 43: google.protobuf.Struct
-	(*structpb.Value)(nil),                      // 44: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 45: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 46: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 47: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 48: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 49: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 50: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 51: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 52: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 53: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 54: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 55: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 56: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 57: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 58: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 59: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 60: dcm.core.v1.GetQuotaUsageResponse
+	(*CreateMeshLogicalCloudRequest)(nil),       // 6: dcm.core.v1.CreateMeshLogicalCloudRequest
+	(*CreateMeshLogicalCloudResponse)(nil),      // 7: dcm.core.v1.CreateMeshLogicalCloudResponse
+	(*GetLogicalCloudRequest)(nil),              // 8: dcm.core.v1.GetLogicalCloudRequest
+	(*GetLogicalCloudResponse)(nil),             // 9: dcm.core.v1.GetLogicalCloudResponse
+	(*ListLogicalCloudsRequest)(nil),            // 10: dcm.core.v1.ListLogicalCloudsRequest
+	(*ListLogicalCloudsResponse)(nil),           // 11: dcm.core.v1.ListLogicalCloudsResponse
+	(*UpdateLogicalCloudRequest)(nil),           // 12: dcm.core.v1.UpdateLogicalCloudRequest
+	(*UpdateLogicalCloudResponse)(nil),          // 13: dcm.core.v1.UpdateLogicalCloudResponse
+	(*DeleteLogicalCloudRequest)(nil),           // 14: dcm.core.v1.DeleteLogicalCloudRequest
+	(*DeleteLogicalCloudResponse)(nil),          // 15: dcm.core.v1.DeleteLogicalCloudResponse
+	(*ClusterReference)(nil),                    // 16: dcm.core.v1.ClusterReference
+	(*CreateClusterReferenceRequest)(nil),       // 17: dcm.core.v1.CreateClusterReferenceRequest
+	(*CreateClusterReferenceResponse)(nil),      // 18: dcm.core.v1.CreateClusterReferenceResponse
+	(*GetClusterReferenceRequest)(nil),          // 19: dcm.core.v1.GetClusterReferenceRequest
+	(*GetClusterReferenceResponse)(nil),         // 20: dcm.core.v1.GetClusterReferenceResponse
+	(*ListClusterReferencesRequest)(nil),        // 21: dcm.core.v1.ListClusterReferencesRequest
+	(*ListClusterReferencesResponse)(nil),       // 22: dcm.core.v1.ListClusterReferencesResponse
+	(*UpdateClusterReferenceRequest)(nil),       // 23: dcm.core.v1.UpdateClusterReferenceRequest
+	(*UpdateClusterReferenceResponse)(nil),      // 24: dcm.core.v1.UpdateClusterReferenceResponse
+	(*DeleteClusterReferenceRequest)(nil),       // 25: dcm.core.v1.DeleteClusterReferenceRequest
+	(*DeleteClusterReferenceResponse)(nil),      // 26: dcm.core.v1.DeleteClusterReferenceResponse
+	(*KvPair)(nil),                              // 27: dcm.core.v1.KvPair
+	(*KvPairSpec)(nil),                          // 28: dcm.core.v1.KvPairSpec
+	(*StoredKvPair)(nil),                        // 29: dcm.core.v1.StoredKvPair
+	(*StoredMeshCluster)(nil),                   // 30: dcm.core.v1.StoredMeshCluster
+	(*KeyValue)(nil),                            // 31: dcm.core.v1.KeyValue
+	(*CreateKvPairRequest)(nil),                 // 32: dcm.core.v1.CreateKvPairRequest
+	(*CreateKvPairResponse)(nil),                // 33: dcm.core.v1.CreateKvPairResponse
+	(*GetKvPairRequest)(nil),                    // 34: dcm.core.v1.GetKvPairRequest
+	(*GetKvPairResponse)(nil),                   // 35: dcm.core.v1.GetKvPairResponse
+	(*ListKvPairsRequest)(nil),                  // 36: dcm.core.v1.ListKvPairsRequest
+	(*ListKvPairsResponse)(nil),                 // 37: dcm.core.v1.ListKvPairsResponse
+	(*UpdateKvPairRequest)(nil),                 // 38: dcm.core.v1.UpdateKvPairRequest
+	(*UpdateKvPairResponse)(nil),                // 39: dcm.core.v1.UpdateKvPairResponse
+	(*DeleteKvPairRequest)(nil),                 // 40: dcm.core.v1.DeleteKvPairRequest
+	(*DeleteKvPairResponse)(nil),                // 41: dcm.core.v1.DeleteKvPairResponse
+	(*v1.Metadata)(nil),                         // 42: dcm.types.v1.Metadata
+	(*Lifecycle)(nil),                           // 43: dcm.core.v1.Lifecycle
+	(*v11.UserPermission)(nil),                  // 44: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 45: google.protobuf.Struct
+	(*structpb.Value)(nil),                      // 46: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 47: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 48: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 49: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 50: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 51: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 52: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 53: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 54: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 55: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 56: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 57: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 58: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 59: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 60: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 61: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 62: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
-	40, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
+	42, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 1: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	41, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	43, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
 	3,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
 	2,  // 4: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
-	42, // 5: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	40, // 6: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	44, // 5: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	42, // 6: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 7: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	43, // 8: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	44, // 9: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	0,  // 10: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 11: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	40, // 12: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 13: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	0,  // 14: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	14, // 15: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	14, // 16: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	14, // 17: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	14, // 18: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	40, // 19: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	26, // 20: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	43, // 21: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	40, // 22: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	29, // 23: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	25, // 24: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	25, // 25: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	25, // 26: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	25, // 27: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	25, // 28: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	25, // 29: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	4,  // 30: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	6,  // 31: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	8,  // 32: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	10, // 33: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	12, // 34: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	45, // 35: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	46, // 36: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	47, // 37: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	48, // 38: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	49, // 39: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	50, // 40: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	51, // 41: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	52, // 42: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
-	15, // 43: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	17, // 44: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	19, // 45: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	21, // 46: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	23, // 47: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	30, // 48: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	32, // 49: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	34, // 50: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	36, // 51: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	38, // 52: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	5,  // 53: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	7,  // 54: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	9,  // 55: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	11, // 56: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	13, // 57: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	53, // 58: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	54, // 59: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	55, // 60: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	56, // 61: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	57, // 62: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	58, // 63: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	59, // 64: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	60, // 65: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	16, // 66: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	18, // 67: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	20, // 68: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	22, // 69: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	24, // 70: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	31, // 71: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	33, // 72: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	35, // 73: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	37, // 74: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	39, // 75: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	53, // [53:76] is the sub-list for method output_type
-	30, // [30:53] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	45, // 8: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	46, // 9: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	45, // 10: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	46, // 11: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	0,  // 12: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	0,  // 13: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	0,  // 14: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
+	42, // 15: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 16: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	0,  // 17: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	16, // 18: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	16, // 19: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	16, // 20: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	16, // 21: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	42, // 22: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	28, // 23: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	45, // 24: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	42, // 25: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	31, // 26: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	27, // 27: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 28: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 29: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 30: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	27, // 31: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 32: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	4,  // 33: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	6,  // 34: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
+	8,  // 35: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	10, // 36: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	12, // 37: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	14, // 38: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	47, // 39: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	48, // 40: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	49, // 41: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	50, // 42: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	51, // 43: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	52, // 44: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	53, // 45: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	54, // 46: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	17, // 47: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	19, // 48: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	21, // 49: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	23, // 50: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	25, // 51: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	32, // 52: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	34, // 53: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	36, // 54: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	38, // 55: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	40, // 56: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	5,  // 57: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	7,  // 58: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
+	9,  // 59: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	11, // 60: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	13, // 61: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	15, // 62: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	55, // 63: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	56, // 64: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	57, // 65: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	58, // 66: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	59, // 67: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	60, // 68: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	61, // 69: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	62, // 70: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	18, // 71: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	20, // 72: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	22, // 73: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	24, // 74: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	26, // 75: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	33, // 76: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	35, // 77: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	37, // 78: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	39, // 79: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	41, // 80: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	57, // [57:81] is the sub-list for method output_type
+	33, // [33:57] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }
@@ -2893,7 +3120,7 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_logical_cloud_proto_rawDesc), len(file_dcm_core_v1_logical_cloud_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -80,6 +80,51 @@ func local_request_LogicalCloudService_CreateLogicalCloud_0(ctx context.Context,
 	return msg, metadata, err
 }
 
+func request_LogicalCloudService_CreateMeshLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateMeshLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateMeshLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_CreateMeshLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateMeshLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	msg, err := server.CreateMeshLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_LogicalCloudService_GetLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq GetLogicalCloudRequest
@@ -1846,6 +1891,26 @@ func RegisterLogicalCloudServiceHandlerServer(ctx context.Context, mux *runtime.
 		}
 		forward_LogicalCloudService_CreateLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_CreateMeshLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/CreateMeshLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/control-plane"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_CreateMeshLogicalCloud_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_CreateMeshLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -2409,6 +2474,23 @@ func RegisterLogicalCloudServiceHandlerClient(ctx context.Context, mux *runtime.
 			return
 		}
 		forward_LogicalCloudService_CreateLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_CreateMeshLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/CreateMeshLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/control-plane"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_CreateMeshLogicalCloud_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_CreateMeshLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_LogicalCloudService_GetLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -3031,6 +3113,7 @@ func (m response_LogicalCloudService_UpdateKvPair_0) XXX_ResponseBody() interfac
 
 var (
 	pattern_LogicalCloudService_CreateLogicalCloud_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "logical-clouds"}, ""))
+	pattern_LogicalCloudService_CreateMeshLogicalCloud_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 2, 4}, []string{"v2", "projects", "project", "logical-clouds", "control-plane"}, ""))
 	pattern_LogicalCloudService_GetLogicalCloud_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
 	pattern_LogicalCloudService_ListLogicalClouds_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "logical-clouds"}, ""))
 	pattern_LogicalCloudService_UpdateLogicalCloud_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud"}, ""))
@@ -3061,6 +3144,7 @@ var (
 
 var (
 	forward_LogicalCloudService_CreateLogicalCloud_0          = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_CreateMeshLogicalCloud_0      = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_GetLogicalCloud_0             = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_ListLogicalClouds_0           = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_UpdateLogicalCloud_0          = runtime.ForwardResponseMessage

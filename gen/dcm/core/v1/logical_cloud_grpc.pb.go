@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	LogicalCloudService_CreateLogicalCloud_FullMethodName          = "/dcm.core.v1.LogicalCloudService/CreateLogicalCloud"
+	LogicalCloudService_CreateMeshLogicalCloud_FullMethodName      = "/dcm.core.v1.LogicalCloudService/CreateMeshLogicalCloud"
 	LogicalCloudService_GetLogicalCloud_FullMethodName             = "/dcm.core.v1.LogicalCloudService/GetLogicalCloud"
 	LogicalCloudService_ListLogicalClouds_FullMethodName           = "/dcm.core.v1.LogicalCloudService/ListLogicalClouds"
 	LogicalCloudService_UpdateLogicalCloud_FullMethodName          = "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloud"
@@ -58,6 +59,17 @@ type LogicalCloudServiceClient interface {
 	// (metadata, spec) or seed 002's flat one (name, cluster-labels,
 	// resources, user).
 	CreateLogicalCloud(ctx context.Context, in *CreateLogicalCloudRequest, opts ...grpc.CallOption) (*CreateLogicalCloudResponse, error)
+	// CreateMeshLogicalCloud is seed 002's POST .../control-plane: the flat
+	// body of CreateLogicalCloud (name, description, cluster-labels,
+	// resources, user) with an Istio namespace and, optionally, a CA of its
+	// own (ca-cert, ca-key, root-cert, cert-chain: all four or none) to sign
+	// with instead of CA distribution's intermediates. A new logical cloud is
+	// created as the flat body would create it, with spec.service-mesh
+	// enabled in that namespace; an existing one given without a user gets
+	// its mesh turned on (with a user: 409, add users at .../users). The CA
+	// is checked and stored (key sealed) by the service mesh service; if it
+	// refuses, nothing is created.
+	CreateMeshLogicalCloud(ctx context.Context, in *CreateMeshLogicalCloudRequest, opts ...grpc.CallOption) (*CreateMeshLogicalCloudResponse, error)
 	// GetLogicalCloud reads one logical cloud.
 	GetLogicalCloud(ctx context.Context, in *GetLogicalCloudRequest, opts ...grpc.CallOption) (*GetLogicalCloudResponse, error)
 	// ListLogicalClouds reads a project's logical clouds, ordered by name.
@@ -134,6 +146,16 @@ func (c *logicalCloudServiceClient) CreateLogicalCloud(ctx context.Context, in *
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateLogicalCloudResponse)
 	err := c.cc.Invoke(ctx, LogicalCloudService_CreateLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) CreateMeshLogicalCloud(ctx context.Context, in *CreateMeshLogicalCloudRequest, opts ...grpc.CallOption) (*CreateMeshLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateMeshLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_CreateMeshLogicalCloud_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -382,6 +404,17 @@ type LogicalCloudServiceServer interface {
 	// (metadata, spec) or seed 002's flat one (name, cluster-labels,
 	// resources, user).
 	CreateLogicalCloud(context.Context, *CreateLogicalCloudRequest) (*CreateLogicalCloudResponse, error)
+	// CreateMeshLogicalCloud is seed 002's POST .../control-plane: the flat
+	// body of CreateLogicalCloud (name, description, cluster-labels,
+	// resources, user) with an Istio namespace and, optionally, a CA of its
+	// own (ca-cert, ca-key, root-cert, cert-chain: all four or none) to sign
+	// with instead of CA distribution's intermediates. A new logical cloud is
+	// created as the flat body would create it, with spec.service-mesh
+	// enabled in that namespace; an existing one given without a user gets
+	// its mesh turned on (with a user: 409, add users at .../users). The CA
+	// is checked and stored (key sealed) by the service mesh service; if it
+	// refuses, nothing is created.
+	CreateMeshLogicalCloud(context.Context, *CreateMeshLogicalCloudRequest) (*CreateMeshLogicalCloudResponse, error)
 	// GetLogicalCloud reads one logical cloud.
 	GetLogicalCloud(context.Context, *GetLogicalCloudRequest) (*GetLogicalCloudResponse, error)
 	// ListLogicalClouds reads a project's logical clouds, ordered by name.
@@ -456,6 +489,9 @@ type UnimplementedLogicalCloudServiceServer struct{}
 
 func (UnimplementedLogicalCloudServiceServer) CreateLogicalCloud(context.Context, *CreateLogicalCloudRequest) (*CreateLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) CreateMeshLogicalCloud(context.Context, *CreateMeshLogicalCloudRequest) (*CreateMeshLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateMeshLogicalCloud not implemented")
 }
 func (UnimplementedLogicalCloudServiceServer) GetLogicalCloud(context.Context, *GetLogicalCloudRequest) (*GetLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLogicalCloud not implemented")
@@ -558,6 +594,24 @@ func _LogicalCloudService_CreateLogicalCloud_Handler(srv interface{}, ctx contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LogicalCloudServiceServer).CreateLogicalCloud(ctx, req.(*CreateLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_CreateMeshLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMeshLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).CreateMeshLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_CreateMeshLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).CreateMeshLogicalCloud(ctx, req.(*CreateMeshLogicalCloudRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -961,6 +1015,10 @@ var LogicalCloudService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateLogicalCloud",
 			Handler:    _LogicalCloudService_CreateLogicalCloud_Handler,
+		},
+		{
+			MethodName: "CreateMeshLogicalCloud",
+			Handler:    _LogicalCloudService_CreateMeshLogicalCloud_Handler,
 		},
 		{
 			MethodName: "GetLogicalCloud",

@@ -593,11 +593,114 @@ func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_servicemesh_v1_internal_proto_rawDescGZIP(), []int{8}
 }
 
+// SetControlPlaneCARequest names the logical cloud and carries its control
+// plane record.
+type SetControlPlaneCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// control_plane is the record: name (the logical cloud's), namespace and
+	// the four CA fields.
+	ControlPlane  *ControlPlane `protobuf:"bytes,2,opt,name=control_plane,json=control-plane,proto3" json:"control_plane,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetControlPlaneCARequest) Reset() {
+	*x = SetControlPlaneCARequest{}
+	mi := &file_dcm_servicemesh_v1_internal_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetControlPlaneCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetControlPlaneCARequest) ProtoMessage() {}
+
+func (x *SetControlPlaneCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_servicemesh_v1_internal_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetControlPlaneCARequest.ProtoReflect.Descriptor instead.
+func (*SetControlPlaneCARequest) Descriptor() ([]byte, []int) {
+	return file_dcm_servicemesh_v1_internal_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetControlPlaneCARequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *SetControlPlaneCARequest) GetControlPlane() *ControlPlane {
+	if x != nil {
+		return x.ControlPlane
+	}
+	return nil
+}
+
+// SetControlPlaneCAResponse carries the record as stored (never the key).
+type SetControlPlaneCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// control_plane as stored.
+	ControlPlane  *ControlPlane `protobuf:"bytes,1,opt,name=control_plane,json=control-plane,proto3" json:"control_plane,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetControlPlaneCAResponse) Reset() {
+	*x = SetControlPlaneCAResponse{}
+	mi := &file_dcm_servicemesh_v1_internal_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetControlPlaneCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetControlPlaneCAResponse) ProtoMessage() {}
+
+func (x *SetControlPlaneCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_servicemesh_v1_internal_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetControlPlaneCAResponse.ProtoReflect.Descriptor instead.
+func (*SetControlPlaneCAResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_servicemesh_v1_internal_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetControlPlaneCAResponse) GetControlPlane() *ControlPlane {
+	if x != nil {
+		return x.ControlPlane
+	}
+	return nil
+}
+
 var File_dcm_servicemesh_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_servicemesh_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"!dcm/servicemesh/v1/internal.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\"\x8c\x01\n" +
+	"!dcm/servicemesh/v1/internal.proto\x12\x12dcm.servicemesh.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a dcm/servicemesh/v1/service.proto\x1a\x18dcm/types/v1/rules.proto\"\x8c\x01\n" +
 	"\n" +
 	"MeshTarget\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
@@ -632,10 +735,16 @@ const file_dcm_servicemesh_v1_internal_proto_rawDesc = "" +
 	"\x18PurgeLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x1b\n" +
-	"\x19PurgeLogicalCloudResponse2\x8d\x03\n" +
+	"\x19PurgeLogicalCloudResponse\"\x8f\x01\n" +
+	"\x18SetControlPlaneCARequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12N\n" +
+	"\rcontrol_plane\x18\x02 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneB\x06\xbaH\x03\xc8\x01\x01R\rcontrol-plane\"c\n" +
+	"\x19SetControlPlaneCAResponse\x12F\n" +
+	"\rcontrol_plane\x18\x01 \x01(\v2 .dcm.servicemesh.v1.ControlPlaneR\rcontrol-plane2\xff\x03\n" +
 	"\x1aServiceMeshInternalService\x12v\n" +
 	"\x13RenderControlPlanes\x12..dcm.servicemesh.v1.RenderControlPlanesRequest\x1a/.dcm.servicemesh.v1.RenderControlPlanesResponse\x12y\n" +
 	"\x14ReleaseControlPlanes\x12/.dcm.servicemesh.v1.ReleaseControlPlanesRequest\x1a0.dcm.servicemesh.v1.ReleaseControlPlanesResponse\x12p\n" +
+	"\x11SetControlPlaneCA\x12,.dcm.servicemesh.v1.SetControlPlaneCARequest\x1a-.dcm.servicemesh.v1.SetControlPlaneCAResponse\x12p\n" +
 	"\x11PurgeLogicalCloud\x12,.dcm.servicemesh.v1.PurgeLogicalCloudRequest\x1a-.dcm.servicemesh.v1.PurgeLogicalCloudResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreBAZ?github.com/dcm-project/dcm/gen/dcm/servicemesh/v1;servicemeshv1b\x06proto3"
@@ -652,7 +761,7 @@ func file_dcm_servicemesh_v1_internal_proto_rawDescGZIP() []byte {
 	return file_dcm_servicemesh_v1_internal_proto_rawDescData
 }
 
-var file_dcm_servicemesh_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_servicemesh_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_dcm_servicemesh_v1_internal_proto_goTypes = []any{
 	(*MeshTarget)(nil),                   // 0: dcm.servicemesh.v1.MeshTarget
 	(*RenderControlPlanesRequest)(nil),   // 1: dcm.servicemesh.v1.RenderControlPlanesRequest
@@ -663,22 +772,29 @@ var file_dcm_servicemesh_v1_internal_proto_goTypes = []any{
 	(*ReleaseControlPlanesResponse)(nil), // 6: dcm.servicemesh.v1.ReleaseControlPlanesResponse
 	(*PurgeLogicalCloudRequest)(nil),     // 7: dcm.servicemesh.v1.PurgeLogicalCloudRequest
 	(*PurgeLogicalCloudResponse)(nil),    // 8: dcm.servicemesh.v1.PurgeLogicalCloudResponse
+	(*SetControlPlaneCARequest)(nil),     // 9: dcm.servicemesh.v1.SetControlPlaneCARequest
+	(*SetControlPlaneCAResponse)(nil),    // 10: dcm.servicemesh.v1.SetControlPlaneCAResponse
+	(*ControlPlane)(nil),                 // 11: dcm.servicemesh.v1.ControlPlane
 }
 var file_dcm_servicemesh_v1_internal_proto_depIdxs = []int32{
-	0, // 0: dcm.servicemesh.v1.RenderControlPlanesRequest.clusters:type_name -> dcm.servicemesh.v1.MeshTarget
-	2, // 1: dcm.servicemesh.v1.ClusterManifests.manifests:type_name -> dcm.servicemesh.v1.Manifest
-	3, // 2: dcm.servicemesh.v1.RenderControlPlanesResponse.clusters:type_name -> dcm.servicemesh.v1.ClusterManifests
-	1, // 3: dcm.servicemesh.v1.ServiceMeshInternalService.RenderControlPlanes:input_type -> dcm.servicemesh.v1.RenderControlPlanesRequest
-	5, // 4: dcm.servicemesh.v1.ServiceMeshInternalService.ReleaseControlPlanes:input_type -> dcm.servicemesh.v1.ReleaseControlPlanesRequest
-	7, // 5: dcm.servicemesh.v1.ServiceMeshInternalService.PurgeLogicalCloud:input_type -> dcm.servicemesh.v1.PurgeLogicalCloudRequest
-	4, // 6: dcm.servicemesh.v1.ServiceMeshInternalService.RenderControlPlanes:output_type -> dcm.servicemesh.v1.RenderControlPlanesResponse
-	6, // 7: dcm.servicemesh.v1.ServiceMeshInternalService.ReleaseControlPlanes:output_type -> dcm.servicemesh.v1.ReleaseControlPlanesResponse
-	8, // 8: dcm.servicemesh.v1.ServiceMeshInternalService.PurgeLogicalCloud:output_type -> dcm.servicemesh.v1.PurgeLogicalCloudResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: dcm.servicemesh.v1.RenderControlPlanesRequest.clusters:type_name -> dcm.servicemesh.v1.MeshTarget
+	2,  // 1: dcm.servicemesh.v1.ClusterManifests.manifests:type_name -> dcm.servicemesh.v1.Manifest
+	3,  // 2: dcm.servicemesh.v1.RenderControlPlanesResponse.clusters:type_name -> dcm.servicemesh.v1.ClusterManifests
+	11, // 3: dcm.servicemesh.v1.SetControlPlaneCARequest.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
+	11, // 4: dcm.servicemesh.v1.SetControlPlaneCAResponse.control_plane:type_name -> dcm.servicemesh.v1.ControlPlane
+	1,  // 5: dcm.servicemesh.v1.ServiceMeshInternalService.RenderControlPlanes:input_type -> dcm.servicemesh.v1.RenderControlPlanesRequest
+	5,  // 6: dcm.servicemesh.v1.ServiceMeshInternalService.ReleaseControlPlanes:input_type -> dcm.servicemesh.v1.ReleaseControlPlanesRequest
+	9,  // 7: dcm.servicemesh.v1.ServiceMeshInternalService.SetControlPlaneCA:input_type -> dcm.servicemesh.v1.SetControlPlaneCARequest
+	7,  // 8: dcm.servicemesh.v1.ServiceMeshInternalService.PurgeLogicalCloud:input_type -> dcm.servicemesh.v1.PurgeLogicalCloudRequest
+	4,  // 9: dcm.servicemesh.v1.ServiceMeshInternalService.RenderControlPlanes:output_type -> dcm.servicemesh.v1.RenderControlPlanesResponse
+	6,  // 10: dcm.servicemesh.v1.ServiceMeshInternalService.ReleaseControlPlanes:output_type -> dcm.servicemesh.v1.ReleaseControlPlanesResponse
+	10, // 11: dcm.servicemesh.v1.ServiceMeshInternalService.SetControlPlaneCA:output_type -> dcm.servicemesh.v1.SetControlPlaneCAResponse
+	8,  // 12: dcm.servicemesh.v1.ServiceMeshInternalService.PurgeLogicalCloud:output_type -> dcm.servicemesh.v1.PurgeLogicalCloudResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_servicemesh_v1_internal_proto_init() }
@@ -686,13 +802,14 @@ func file_dcm_servicemesh_v1_internal_proto_init() {
 	if File_dcm_servicemesh_v1_internal_proto != nil {
 		return
 	}
+	file_dcm_servicemesh_v1_service_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_servicemesh_v1_internal_proto_rawDesc), len(file_dcm_servicemesh_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

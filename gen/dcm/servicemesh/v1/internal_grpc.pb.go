@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ServiceMeshInternalService_RenderControlPlanes_FullMethodName  = "/dcm.servicemesh.v1.ServiceMeshInternalService/RenderControlPlanes"
 	ServiceMeshInternalService_ReleaseControlPlanes_FullMethodName = "/dcm.servicemesh.v1.ServiceMeshInternalService/ReleaseControlPlanes"
+	ServiceMeshInternalService_SetControlPlaneCA_FullMethodName    = "/dcm.servicemesh.v1.ServiceMeshInternalService/SetControlPlaneCA"
 	ServiceMeshInternalService_PurgeLogicalCloud_FullMethodName    = "/dcm.servicemesh.v1.ServiceMeshInternalService/PurgeLogicalCloud"
 )
 
@@ -49,6 +50,14 @@ type ServiceMeshInternalServiceClient interface {
 	// intermediates are revoked (never reused) and its document marked
 	// released; rerunning it is harmless.
 	ReleaseControlPlanes(ctx context.Context, in *ReleaseControlPlanesRequest, opts ...grpc.CallOption) (*ReleaseControlPlanesResponse, error)
+	// SetControlPlaneCA stores a logical cloud's control plane record with a
+	// CA of its own (seed 002's POST .../control-plane, served by core):
+	// created, or replacing the record there is. The CA is checked as
+	// CreateControlPlane checks it (all four fields, PEM, the key matches,
+	// CA:true, the chain verifies; 400 naming the body's field) and its key
+	// sealed at rest. Core tells it before the logical cloud is written, so
+	// a refused CA leaves nothing.
+	SetControlPlaneCA(ctx context.Context, in *SetControlPlaneCARequest, opts ...grpc.CallOption) (*SetControlPlaneCAResponse, error)
 	// PurgeLogicalCloud removes the control plane record and document of a
 	// logical cloud that core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
@@ -76,6 +85,16 @@ func (c *serviceMeshInternalServiceClient) ReleaseControlPlanes(ctx context.Cont
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseControlPlanesResponse)
 	err := c.cc.Invoke(ctx, ServiceMeshInternalService_ReleaseControlPlanes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *serviceMeshInternalServiceClient) SetControlPlaneCA(ctx context.Context, in *SetControlPlaneCARequest, opts ...grpc.CallOption) (*SetControlPlaneCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetControlPlaneCAResponse)
+	err := c.cc.Invoke(ctx, ServiceMeshInternalService_SetControlPlaneCA_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +136,14 @@ type ServiceMeshInternalServiceServer interface {
 	// intermediates are revoked (never reused) and its document marked
 	// released; rerunning it is harmless.
 	ReleaseControlPlanes(context.Context, *ReleaseControlPlanesRequest) (*ReleaseControlPlanesResponse, error)
+	// SetControlPlaneCA stores a logical cloud's control plane record with a
+	// CA of its own (seed 002's POST .../control-plane, served by core):
+	// created, or replacing the record there is. The CA is checked as
+	// CreateControlPlane checks it (all four fields, PEM, the key matches,
+	// CA:true, the chain verifies; 400 naming the body's field) and its key
+	// sealed at rest. Core tells it before the logical cloud is written, so
+	// a refused CA leaves nothing.
+	SetControlPlaneCA(context.Context, *SetControlPlaneCARequest) (*SetControlPlaneCAResponse, error)
 	// PurgeLogicalCloud removes the control plane record and document of a
 	// logical cloud that core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
@@ -135,6 +162,9 @@ func (UnimplementedServiceMeshInternalServiceServer) RenderControlPlanes(context
 }
 func (UnimplementedServiceMeshInternalServiceServer) ReleaseControlPlanes(context.Context, *ReleaseControlPlanesRequest) (*ReleaseControlPlanesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseControlPlanes not implemented")
+}
+func (UnimplementedServiceMeshInternalServiceServer) SetControlPlaneCA(context.Context, *SetControlPlaneCARequest) (*SetControlPlaneCAResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetControlPlaneCA not implemented")
 }
 func (UnimplementedServiceMeshInternalServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
@@ -197,6 +227,24 @@ func _ServiceMeshInternalService_ReleaseControlPlanes_Handler(srv interface{}, c
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ServiceMeshInternalService_SetControlPlaneCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetControlPlaneCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ServiceMeshInternalServiceServer).SetControlPlaneCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ServiceMeshInternalService_SetControlPlaneCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ServiceMeshInternalServiceServer).SetControlPlaneCA(ctx, req.(*SetControlPlaneCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ServiceMeshInternalService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PurgeLogicalCloudRequest)
 	if err := dec(in); err != nil {
@@ -229,6 +277,10 @@ var ServiceMeshInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseControlPlanes",
 			Handler:    _ServiceMeshInternalService_ReleaseControlPlanes_Handler,
+		},
+		{
+			MethodName: "SetControlPlaneCA",
+			Handler:    _ServiceMeshInternalService_SetControlPlaneCA_Handler,
 		},
 		{
 			MethodName: "PurgeLogicalCloud",

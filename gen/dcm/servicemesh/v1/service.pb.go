@@ -1001,9 +1001,9 @@ const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\tnot_after\x18\t \x01(\tR\tnot-after\x12\x16\n" +
 	"\x06digest\x18\n" +
 	" \x01(\tR\x06digest\x12\x1c\n" +
-	"\tmanifests\x18\v \x03(\tR\tmanifests2\xa6\a\n" +
-	"\x12ServiceMeshService\x12\xce\x01\n" +
-	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\"Y\x82\xd3\xe4\x93\x02S:\rcontrol_planeb\rcontrol_plane\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xbd\x01\n" +
+	"\tmanifests\x18\v \x03(\tR\tmanifests2\xca\x06\n" +
+	"\x12ServiceMeshService\x12s\n" +
+	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\x12\xbd\x01\n" +
 	"\x0fGetControlPlane\x12*.dcm.servicemesh.v1.GetControlPlaneRequest\x1a+.dcm.servicemesh.v1.GetControlPlaneResponse\"Q\x82\xd3\xe4\x93\x02Kb\rcontrol_plane\x12:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12p\n" +
 	"\x11ListControlPlanes\x12,.dcm.servicemesh.v1.ListControlPlanesRequest\x1a-.dcm.servicemesh.v1.ListControlPlanesResponse\x12\xb7\x01\n" +
 	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponse\"B\x82\xd3\xe4\x93\x02<*:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12\xc1\x01\n" +

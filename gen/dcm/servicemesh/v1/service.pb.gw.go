@@ -35,51 +35,6 @@ var (
 	_ = metadata.Join
 )
 
-func request_ServiceMeshService_CreateControlPlane_0(ctx context.Context, marshaler runtime.Marshaler, client ServiceMeshServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
-	var (
-		protoReq CreateControlPlaneRequest
-		metadata runtime.ServerMetadata
-		err      error
-	)
-	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ControlPlane); err != nil && !errors.Is(err, io.EOF) {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
-	}
-	val, ok := pathParams["project"]
-	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
-	}
-	protoReq.Project, err = runtime.String(val)
-	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
-	}
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-	}
-	msg, err := client.CreateControlPlane(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
-	return msg, metadata, err
-}
-
-func local_request_ServiceMeshService_CreateControlPlane_0(ctx context.Context, marshaler runtime.Marshaler, server ServiceMeshServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
-	var (
-		protoReq CreateControlPlaneRequest
-		metadata runtime.ServerMetadata
-		err      error
-	)
-	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ControlPlane); err != nil && !errors.Is(err, io.EOF) {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
-	}
-	val, ok := pathParams["project"]
-	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
-	}
-	protoReq.Project, err = runtime.String(val)
-	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
-	}
-	msg, err := server.CreateControlPlane(ctx, &protoReq)
-	return msg, metadata, err
-}
-
 func request_ServiceMeshService_GetControlPlane_0(ctx context.Context, marshaler runtime.Marshaler, client ServiceMeshServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq GetControlPlaneRequest
@@ -265,26 +220,6 @@ func local_request_ServiceMeshService_GetServiceMesh_0(ctx context.Context, mars
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterServiceMeshServiceHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
 func RegisterServiceMeshServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server ServiceMeshServiceServer) error {
-	mux.Handle(http.MethodPost, pattern_ServiceMeshService_CreateControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
-		ctx, cancel := context.WithCancel(req.Context())
-		defer cancel()
-		var stream runtime.ServerTransportStream
-		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
-		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.servicemesh.v1.ServiceMeshService/CreateControlPlane", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/control-plane"))
-		if err != nil {
-			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
-			return
-		}
-		resp, md, err := local_request_ServiceMeshService_CreateControlPlane_0(annotatedContext, inboundMarshaler, server, req, pathParams)
-		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
-		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
-		if err != nil {
-			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
-			return
-		}
-		forward_ServiceMeshService_CreateControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_CreateControlPlane_0{resp.(*CreateControlPlaneResponse)}, mux.GetForwardResponseOptions()...)
-	})
 	mux.Handle(http.MethodGet, pattern_ServiceMeshService_GetControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -385,23 +320,6 @@ func RegisterServiceMeshServiceHandler(ctx context.Context, mux *runtime.ServeMu
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
 // "ServiceMeshServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
 func RegisterServiceMeshServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client ServiceMeshServiceClient) error {
-	mux.Handle(http.MethodPost, pattern_ServiceMeshService_CreateControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
-		ctx, cancel := context.WithCancel(req.Context())
-		defer cancel()
-		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.servicemesh.v1.ServiceMeshService/CreateControlPlane", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/control-plane"))
-		if err != nil {
-			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
-			return
-		}
-		resp, md, err := request_ServiceMeshService_CreateControlPlane_0(annotatedContext, inboundMarshaler, client, req, pathParams)
-		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
-		if err != nil {
-			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
-			return
-		}
-		forward_ServiceMeshService_CreateControlPlane_0(annotatedContext, mux, outboundMarshaler, w, req, response_ServiceMeshService_CreateControlPlane_0{resp.(*CreateControlPlaneResponse)}, mux.GetForwardResponseOptions()...)
-	})
 	mux.Handle(http.MethodGet, pattern_ServiceMeshService_GetControlPlane_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -456,15 +374,6 @@ func RegisterServiceMeshServiceHandlerClient(ctx context.Context, mux *runtime.S
 	return nil
 }
 
-type response_ServiceMeshService_CreateControlPlane_0 struct {
-	*CreateControlPlaneResponse
-}
-
-func (m response_ServiceMeshService_CreateControlPlane_0) XXX_ResponseBody() interface{} {
-	response := m.CreateControlPlaneResponse
-	return response.ControlPlane
-}
-
 type response_ServiceMeshService_GetControlPlane_0 struct {
 	*GetControlPlaneResponse
 }
@@ -484,14 +393,12 @@ func (m response_ServiceMeshService_GetServiceMesh_0) XXX_ResponseBody() interfa
 }
 
 var (
-	pattern_ServiceMeshService_CreateControlPlane_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 2, 4}, []string{"v2", "projects", "project", "logical-clouds", "control-plane"}, ""))
 	pattern_ServiceMeshService_GetControlPlane_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "name", "control-plane"}, ""))
 	pattern_ServiceMeshService_DeleteControlPlane_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "name", "control-plane"}, ""))
 	pattern_ServiceMeshService_GetServiceMesh_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "service-mesh"}, ""))
 )
 
 var (
-	forward_ServiceMeshService_CreateControlPlane_0 = runtime.ForwardResponseMessage
 	forward_ServiceMeshService_GetControlPlane_0    = runtime.ForwardResponseMessage
 	forward_ServiceMeshService_DeleteControlPlane_0 = runtime.ForwardResponseMessage
 	forward_ServiceMeshService_GetServiceMesh_0     = runtime.ForwardResponseMessage

@@ -31,7 +31,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // ServiceMeshService owns the Istio control plane of each logical cloud:
-// the control plane record (seed 002's POST .../control-plane), which turns
+// the control plane record (seed 002's POST .../control-plane, served by
+// core, which tells SetControlPlaneCA a CA of the body's), which turns
 // the mesh on for the logical cloud like spec.service-mesh.enabled, and the
 // service mesh document of what was last rendered (seed 000).
 type ServiceMeshServiceClient interface {
@@ -41,6 +42,9 @@ type ServiceMeshServiceClient interface {
 	// CA distribution's intermediates: all four or none, checked (PEM, the
 	// key matches, CA:true, the chain verifies to the root); the key is
 	// sealed at rest and never answered.
+	// gRPC only: seed 002's POST .../control-plane is core's
+	// (LogicalCloudService.CreateMeshLogicalCloud), which creates the logical
+	// cloud too and hands a CA of the body's to SetControlPlaneCA.
 	CreateControlPlane(ctx context.Context, in *CreateControlPlaneRequest, opts ...grpc.CallOption) (*CreateControlPlaneResponse, error)
 	// GetControlPlane reads one control plane (never its key).
 	GetControlPlane(ctx context.Context, in *GetControlPlaneRequest, opts ...grpc.CallOption) (*GetControlPlaneResponse, error)
@@ -121,7 +125,8 @@ func (c *serviceMeshServiceClient) GetServiceMesh(ctx context.Context, in *GetSe
 // for forward compatibility.
 //
 // ServiceMeshService owns the Istio control plane of each logical cloud:
-// the control plane record (seed 002's POST .../control-plane), which turns
+// the control plane record (seed 002's POST .../control-plane, served by
+// core, which tells SetControlPlaneCA a CA of the body's), which turns
 // the mesh on for the logical cloud like spec.service-mesh.enabled, and the
 // service mesh document of what was last rendered (seed 000).
 type ServiceMeshServiceServer interface {
@@ -131,6 +136,9 @@ type ServiceMeshServiceServer interface {
 	// CA distribution's intermediates: all four or none, checked (PEM, the
 	// key matches, CA:true, the chain verifies to the root); the key is
 	// sealed at rest and never answered.
+	// gRPC only: seed 002's POST .../control-plane is core's
+	// (LogicalCloudService.CreateMeshLogicalCloud), which creates the logical
+	// cloud too and hands a CA of the body's to SetControlPlaneCA.
 	CreateControlPlane(context.Context, *CreateControlPlaneRequest) (*CreateControlPlaneResponse, error)
 	// GetControlPlane reads one control plane (never its key).
 	GetControlPlane(context.Context, *GetControlPlaneRequest) (*GetControlPlaneResponse, error)

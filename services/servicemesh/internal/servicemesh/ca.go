@@ -13,20 +13,22 @@ import (
 	"github.com/dcm-project/dcm/platform/errs"
 )
 
-// Fields of a control plane's own CA, as the body names them.
+// Where the fields of a control plane's own CA are in a body: under
+// control_plane in CreateControlPlane's, at the top of core's seed 002
+// body (SetControlPlaneCA).
 const (
-	fieldCACert    = "control_plane.ca-cert"
-	fieldCAKey     = "control_plane.ca-key"
-	fieldRootCert  = "control_plane.root-cert"
-	fieldCertChain = "control_plane.cert-chain"
+	inControlPlane = "control_plane."
+	atTop          = ""
 )
 
 // checkCustomCA checks a control plane's own CA: all four fields or none;
 // each PEM; the key is ca-cert's; ca-cert is a CA (CA:true, may sign
 // certificates); ca-cert verifies to a root of root-cert through
 // cert-chain, as istiod checks it (util.Verify: no key usage asked). It
-// answers whether the CA is given.
-func checkCustomCA(cp *servicemeshv1.ControlPlane) (bool, error) {
+// answers whether the CA is given. Errors name the fields after prefix.
+func checkCustomCA(prefix string, cp *servicemeshv1.ControlPlane) (bool, error) {
+	fieldCACert, fieldCAKey := prefix+"ca-cert", prefix+"ca-key"
+	fieldRootCert, fieldCertChain := prefix+"root-cert", prefix+"cert-chain"
 	fields := []struct{ name, value string }{
 		{fieldCACert, cp.GetCaCert()}, {fieldCAKey, cp.GetCaKey()},
 		{fieldRootCert, cp.GetRootCert()}, {fieldCertChain, cp.GetCertChain()},
@@ -56,7 +58,7 @@ func checkCustomCA(cp *servicemeshv1.ControlPlane) (bool, error) {
 	if ca.KeyUsage != 0 && ca.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return false, errs.Invalid(fieldCACert, "may not sign certificates (key usage without certSign)")
 	}
-	if err := checkKey(cp.GetCaKey(), ca); err != nil {
+	if err := checkKey(fieldCAKey, cp.GetCaKey(), ca); err != nil {
 		return false, err
 	}
 	roots, err := parseCerts(fieldRootCert, cp.GetRootCert())
@@ -104,8 +106,8 @@ func parseCerts(field, text string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// checkKey checks that keyPEM is one private key, ca's.
-func checkKey(keyPEM string, ca *x509.Certificate) error {
+// checkKey checks that keyPEM, the body's field, is one private key, ca's.
+func checkKey(fieldCAKey, keyPEM string, ca *x509.Certificate) error {
 	b, rest := pem.Decode([]byte(keyPEM))
 	if b == nil || strings.TrimSpace(string(rest)) != "" || !strings.HasSuffix(b.Type, "PRIVATE KEY") {
 		return errs.Invalid(fieldCAKey, "is not one PEM private key")

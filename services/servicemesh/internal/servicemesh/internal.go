@@ -237,6 +237,34 @@ func (in *Internal) ReleaseControlPlanes(ctx context.Context, req *servicemeshv1
 	return &servicemeshv1.ReleaseControlPlanesResponse{}, nil
 }
 
+// SetControlPlaneCA implements servicemeshv1.ServiceMeshInternalServiceServer:
+// the record is checked as CreateControlPlane checks it, its fields named as
+// in core's seed 002 body (ca-cert, not control_plane.ca-cert), and must
+// carry a CA; it is created, or replaces the one there is at the version
+// read (a concurrent writer: Aborted, retry).
+func (in *Internal) SetControlPlaneCA(ctx context.Context, req *servicemeshv1.SetControlPlaneCARequest) (*servicemeshv1.SetControlPlaneCAResponse, error) {
+	cp := req.GetControlPlane()
+	secrets, err := prepare(atTop, cp)
+	if err != nil {
+		return nil, err
+	}
+	if !cp.GetCustomCa() {
+		return nil, errs.Invalid("ca-cert", "is required: without a CA of its own the control plane signs with CA distribution's intermediates, and needs no record")
+	}
+	id := store.Key(req.GetProject(), cp.GetName())
+	cur, err := in.s.planes.Get(ctx, id)
+	switch {
+	case errs.Code(err) == codes.NotFound:
+		err = in.s.planes.Create(ctx, id, req.GetProject(), cp, secrets...)
+	case err == nil:
+		err = in.s.planes.Update(ctx, id, cur.Version, cp, secrets...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &servicemeshv1.SetControlPlaneCAResponse{ControlPlane: cp}, nil
+}
+
 // PurgeLogicalCloud implements servicemeshv1.ServiceMeshInternalServiceServer.
 func (in *Internal) PurgeLogicalCloud(ctx context.Context, req *servicemeshv1.PurgeLogicalCloudRequest) (*servicemeshv1.PurgeLogicalCloudResponse, error) {
 	id := store.Key(req.GetProject(), req.GetLogicalCloud())

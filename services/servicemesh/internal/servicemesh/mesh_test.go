@@ -290,3 +290,54 @@ func TestBadControlPlaneBodies(t *testing.T) {
 	_, err := c.pub.GetControlPlane(ctx, &servicemeshv1.GetControlPlaneRequest{Project: "p1", Name: "lc1"})
 	require.Equal(t, codes.NotFound, errs.Code(err), "nothing stored")
 }
+
+// TestSetControlPlaneCA: core's internal RPC for seed 002's control-plane
+// body stores the record with its CA (key sealed), replaces one there is,
+// and names the body's own fields (ca-cert, not control_plane.ca-cert)
+// when it refuses, storing nothing.
+func TestSetControlPlaneCA(t *testing.T) {
+	t.Parallel()
+	c := serve(t, newFakeCadist(t))
+	ctx := context.Background()
+	root := newCA(t, "set root", nil, "")
+	inter := newCA(t, "set intermediate", root, "")
+	other := newCA(t, "set other root", nil, "")
+	good := func() *servicemeshv1.ControlPlane {
+		return &servicemeshv1.ControlPlane{Name: "lc1", Namespace: "lc1-mesh", CaCert: inter.certPEM, CaKey: inter.keyPEM, RootCert: root.certPEM, CertChain: inter.certPEM + root.certPEM}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(cp *servicemeshv1.ControlPlane)
+		field string
+	}{
+		{"no CA", func(cp *servicemeshv1.ControlPlane) { cp.CaCert, cp.CaKey, cp.RootCert, cp.CertChain = "", "", "", "" }, "ca-cert"},
+		{"key missing", func(cp *servicemeshv1.ControlPlane) { cp.CaKey = "" }, "ca-key"},
+		{"cert not PEM", func(cp *servicemeshv1.ControlPlane) { cp.CaCert = "not pem" }, "ca-cert"},
+		{"chain to another root", func(cp *servicemeshv1.ControlPlane) { cp.RootCert = other.certPEM }, "cert-chain"},
+		{"namespace not a label", func(cp *servicemeshv1.ControlPlane) { cp.Namespace = "Not_A_Label" }, "namespace"},
+	} {
+		cp := good()
+		tc.edit(cp)
+		_, err := c.in.SetControlPlaneCA(ctx, &servicemeshv1.SetControlPlaneCARequest{Project: "p1", ControlPlane: cp})
+		require.Equal(t, codes.InvalidArgument, errs.Code(err), "%s: %v", tc.name, err)
+		require.Equal(t, tc.field, errs.FieldOf(errs.ToStatus(err)), "%s: %v", tc.name, err)
+	}
+	_, err := c.pub.GetControlPlane(ctx, &servicemeshv1.GetControlPlaneRequest{Project: "p1", Name: "lc1"})
+	require.Equal(t, codes.NotFound, errs.Code(err), "nothing stored")
+
+	resp, err := c.in.SetControlPlaneCA(ctx, &servicemeshv1.SetControlPlaneCARequest{Project: "p1", ControlPlane: good()})
+	require.NoError(t, err)
+	require.True(t, resp.GetControlPlane().GetCustomCa())
+	require.Empty(t, resp.GetControlPlane().GetCaKey())
+	// Again, now replacing the record.
+	resp, err = c.in.SetControlPlaneCA(ctx, &servicemeshv1.SetControlPlaneCARequest{Project: "p1", ControlPlane: good()})
+	require.NoError(t, err)
+	got, err := c.pub.GetControlPlane(ctx, &servicemeshv1.GetControlPlaneRequest{Project: "p1", Name: "lc1"})
+	require.NoError(t, err)
+	require.Equal(t, "lc1-mesh", got.GetControlPlane().GetNamespace())
+	require.True(t, got.GetControlPlane().GetCustomCa())
+	requireNoKeyAtRest(t, c.st, inter.keyPEM)
+	r, err := c.in.RenderControlPlanes(ctx, meshRequest("lc1"))
+	require.NoError(t, err)
+	require.Equal(t, "lc1-mesh", r.GetIstioNamespace(), "%v", resp)
+}

@@ -77,19 +77,34 @@ func checkNamespace(field, ns string) error {
 // pages name it. A CA of the body's own is checked, its key sealed.
 func (s *Service) CreateControlPlane(ctx context.Context, req *servicemeshv1.CreateControlPlaneRequest) (*servicemeshv1.CreateControlPlaneResponse, error) {
 	cp := req.GetControlPlane()
+	secrets, err := prepare(inControlPlane, cp)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.planes.Create(ctx, store.Key(req.GetProject(), cp.GetName()), req.GetProject(), cp, secrets...); err != nil {
+		return nil, err
+	}
+	return &servicemeshv1.CreateControlPlaneResponse{ControlPlane: cp}, nil
+}
+
+// prepare checks control plane record cp (its fields named after prefix)
+// and makes it as stored: the namespace defaulted, custom_ca set, the key
+// moved out to the sealed secrets it answers.
+func prepare(prefix string, cp *servicemeshv1.ControlPlane) ([]store.Secret, error) {
+	nsField := prefix + "namespace"
 	if cp.GetNamespace() == "" {
 		cp.Namespace = istioNamespace(cp.GetName())
-		if err := checkNamespace("control_plane.namespace", cp.GetNamespace()); err != nil {
-			return nil, errs.Invalid("control_plane.namespace", "is required for a logical cloud name over %d characters (%s)", 63-len("-istio-system"), err)
+		if err := checkNamespace(nsField, cp.GetNamespace()); err != nil {
+			return nil, errs.Invalid(nsField, "is required for a logical cloud name over %d characters (%s)", 63-len("-istio-system"), err)
 		}
 	}
-	if err := checkNamespace("control_plane.namespace", cp.GetNamespace()); err != nil {
+	if err := checkNamespace(nsField, cp.GetNamespace()); err != nil {
 		return nil, err
 	}
 	if len(cp.GetName()) > render.MaxRevision {
-		return nil, errs.Invalid("control_plane.name", "a service mesh's logical cloud name is at most %d characters (istiod-<name> names a Service)", render.MaxRevision)
+		return nil, errs.Invalid(prefix+"name", "a service mesh's logical cloud name is at most %d characters (istiod-<name> names a Service)", render.MaxRevision)
 	}
-	custom, err := checkCustomCA(cp)
+	custom, err := checkCustomCA(prefix, cp)
 	if err != nil {
 		return nil, err
 	}
@@ -99,10 +114,7 @@ func (s *Service) CreateControlPlane(ctx context.Context, req *servicemeshv1.Cre
 		secrets = append(secrets, store.Secret{Name: caKeySecret, Value: []byte(cp.GetCaKey())})
 	}
 	cp.CaKey = ""
-	if err := s.planes.Create(ctx, store.Key(req.GetProject(), cp.GetName()), req.GetProject(), cp, secrets...); err != nil {
-		return nil, err
-	}
-	return &servicemeshv1.CreateControlPlaneResponse{ControlPlane: cp}, nil
+	return secrets, nil
 }
 
 // GetControlPlane implements servicemeshv1.ServiceMeshServiceServer.
