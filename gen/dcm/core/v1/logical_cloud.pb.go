@@ -694,7 +694,11 @@ type CreateMeshLogicalCloudResponse struct {
 	// logical_cloud as stored, spec.service-mesh enabled.
 	LogicalCloud *LogicalCloud `protobuf:"bytes,1,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// message says what was done, as seed 002 documents.
-	Message       string `protobuf:"bytes,2,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	// name is the logical cloud's, as seed 002's answer has it.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// user is the (first) user's name, as seed 002's answer has it.
+	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +743,20 @@ func (x *CreateMeshLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
 func (x *CreateMeshLogicalCloudResponse) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateMeshLogicalCloudResponse) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -2783,10 +2801,12 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x0ecluster_labels\x18\t \x01(\tR\x0ecluster-labels\x125\n" +
 	"\tresources\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\tresources\x12*\n" +
-	"\x04user\x18\v \x01(\v2\x16.google.protobuf.ValueR\x04user\"{\n" +
+	"\x04user\x18\v \x01(\v2\x16.google.protobuf.ValueR\x04user\"\xa3\x01\n" +
 	"\x1eCreateMeshLogicalCloudResponse\x12?\n" +
 	"\rlogical_cloud\x18\x01 \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\aMessage\"n\n" +
+	"\amessage\x18\x02 \x01(\tR\aMessage\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\"n\n" +
 	"\x16GetLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Z\n" +

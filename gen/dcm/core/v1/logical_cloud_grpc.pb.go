@@ -66,7 +66,8 @@ type LogicalCloudServiceClient interface {
 	// with instead of CA distribution's intermediates. A new logical cloud is
 	// created as the flat body would create it, with spec.service-mesh
 	// enabled in that namespace; an existing one given without a user gets
-	// its mesh turned on (with a user: 409, add users at .../users). The CA
+	// its mesh turned on (with a user, resources, cluster-labels or
+	// description, which only a new one takes: 409). The CA
 	// is checked and stored (key sealed) by the service mesh service; if it
 	// refuses, nothing is created.
 	CreateMeshLogicalCloud(ctx context.Context, in *CreateMeshLogicalCloudRequest, opts ...grpc.CallOption) (*CreateMeshLogicalCloudResponse, error)
@@ -411,7 +412,8 @@ type LogicalCloudServiceServer interface {
 	// with instead of CA distribution's intermediates. A new logical cloud is
 	// created as the flat body would create it, with spec.service-mesh
 	// enabled in that namespace; an existing one given without a user gets
-	// its mesh turned on (with a user: 409, add users at .../users). The CA
+	// its mesh turned on (with a user, resources, cluster-labels or
+	// description, which only a new one takes: 409). The CA
 	// is checked and stored (key sealed) by the service mesh service; if it
 	// refuses, nothing is created.
 	CreateMeshLogicalCloud(context.Context, *CreateMeshLogicalCloudRequest) (*CreateMeshLogicalCloudResponse, error)

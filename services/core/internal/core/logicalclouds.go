@@ -121,36 +121,60 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	if err != nil {
 		return nil, err
 	}
-	project, name := req.GetProject(), p.lc.GetMetadata().GetName()
+	if err := s.create(ctx, req.GetProject(), p, nil); err != nil {
+		return nil, err
+	}
+	name := p.lc.GetMetadata().GetName()
+	resp := &corev1.CreateLogicalCloudResponse{
+		Name: name, LogicalCloudName: name, Namespace: p.lc.GetSpec().GetNamespace(),
+		UserName: p.lc.GetSpec().GetUser().GetUserName(), User: p.lc.GetSpec().GetUser().GetUserName(),
+	}
+	resp.Message = createdMessage(p)
+	return resp, nil
+}
+
+// createdMessage is the 201 body's Message for plan p (seed 002's words).
+func createdMessage(p *plan) string {
+	if p.lc.GetSpec().GetUser().GetUserName() != "" {
+		return "logical cloud and associated user successfully created"
+	}
+	return "logical cloud created"
+}
+
+// create stores planned logical cloud p of project and makes its parts in
+// the other services. first, if given, runs once the record is stored and
+// before the parts are made (a check of another service that must pass for
+// the logical cloud to stay). If anything fails, what was made is removed
+// again (retried in the background if a service is down).
+func (s *LogicalClouds) create(ctx context.Context, project string, p *plan, first func(context.Context) error) error {
+	name := p.lc.GetMetadata().GetName()
 	p.lc.Lifecycle = &corev1.Lifecycle{Phase: phaseCreated}
 	var selected []*rsyncv1.SelectedCluster
 	if len(p.labels) > 0 {
 		resp, err := s.peers.RsyncInternal.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		selected = resp.GetClusters()
 	}
-	err = s.clouds.CreateChecked(ctx, store.Key(project, name), project, p.lc, func(ctx context.Context) error {
+	err := s.clouds.CreateChecked(ctx, store.Key(project, name), project, p.lc, func(ctx context.Context) error {
 		_, err := s.projects.Get(ctx, project)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.createParts(ctx, project, p, selected); err != nil {
+	if first != nil {
+		err = first(ctx)
+	}
+	if err == nil {
+		err = s.createParts(ctx, project, p, selected)
+	}
+	if err != nil {
 		s.abandon(ctx, project, name)
-		return nil, err
+		return err
 	}
-	resp := &corev1.CreateLogicalCloudResponse{
-		Name: name, LogicalCloudName: name, Namespace: p.lc.GetSpec().GetNamespace(),
-		UserName: p.lc.GetSpec().GetUser().GetUserName(), User: p.lc.GetSpec().GetUser().GetUserName(),
-	}
-	resp.Message = "logical cloud created"
-	if resp.UserName != "" {
-		resp.Message = "logical cloud and associated user successfully created"
-	}
-	return resp, nil
+	return nil
 }
 
 // createParts makes what the plan puts in the other services, in order.
@@ -238,7 +262,7 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 			// next .../update: an empty field keeps what is stored.
 			want := &corev1.LogicalCloudSpec{ServiceMesh: cmp.Or(in.GetServiceMesh(), c.GetSpec().GetServiceMesh()),
 				CaRoot: cmp.Or(in.GetCaRoot(), c.GetSpec().GetCaRoot())}
-			mesh, root, err := planMesh(want, c.GetMetadata().GetName(), c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), s.Tenancy.Reserved)
+			mesh, root, err := planMesh(want, c.GetMetadata().GetName(), c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), s.Tenancy.Reserved, meshNamespaceField)
 			if err != nil {
 				return err
 			}

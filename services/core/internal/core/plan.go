@@ -87,7 +87,7 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 	}
 	u := spec.GetUser()
 	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: cmp.Or(spec.GetPodSecurity(), g.PodSecurity)}}
-	mesh, root, err := planMesh(spec, name, level, cmp.Or(spec.GetNamespace(), name), g.Reserved)
+	mesh, root, err := planMesh(spec, name, level, cmp.Or(spec.GetNamespace(), name), g.Reserved, meshNamespaceField)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +132,10 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 // "<logical cloud>-istio-system" (the service mesh service's default too).
 const istioSystemSuffix = "-istio-system"
 
+// meshNamespaceField is spec.service-mesh.namespace, as seed 000's body
+// names it.
+const meshNamespaceField = "spec.service-mesh.namespace"
+
 // planMesh checks spec.service-mesh and spec.ca-root of logical cloud name
 // at level, whose own namespace is ns, and answers them as stored. An
 // admin logical cloud has no namespace, so no control plane either (400).
@@ -141,8 +145,9 @@ const istioSystemSuffix = "-istio-system"
 // for a namespace and the body must name one. Any caller who may write the
 // logical cloud may name a root: roots are the installation's, made by
 // admins, and naming one gives no identity outside the logical cloud's own
-// trust domain (the intermediates are name-constrained to it).
-func planMesh(spec *corev1.LogicalCloudSpec, name, level, ns string, reserved []string) (*corev1.ServiceMesh, string, error) {
+// trust domain (the intermediates are name-constrained to it). Errors
+// about the Istio namespace name field, as the body names it.
+func planMesh(spec *corev1.LogicalCloudSpec, name, level, ns string, reserved []string, field string) (*corev1.ServiceMesh, string, error) {
 	sm, root := spec.GetServiceMesh(), spec.GetCaRoot()
 	if level == levelAdmin {
 		if sm.GetEnabled() || sm.GetNamespace() != "" {
@@ -161,7 +166,6 @@ func planMesh(spec *corev1.LogicalCloudSpec, name, level, ns string, reserved []
 	if sm == nil {
 		return nil, root, nil
 	}
-	const field = "spec.service-mesh.namespace"
 	istioNS := sm.GetNamespace()
 	if istioNS == "" {
 		istioNS = name + istioSystemSuffix

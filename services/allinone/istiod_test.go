@@ -1,0 +1,346 @@
+package allinone_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/platform/kubetest/istiotest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// meshBundle is the part of the REST bundle the tests read.
+type meshBundle struct {
+	CaCert       string   `json:"ca-cert"`
+	CertChain    string   `json:"cert-chain"`
+	RootCert     string   `json:"root-cert"`
+	Root         string   `json:"root"`
+	TrustedRoots []string `json:"trusted-roots"`
+	TrustDomain  string   `json:"trust-domain"`
+}
+
+func (r *rest) bundle(project, lc, cluster string) meshBundle {
+	r.t.Helper()
+	var b meshBundle
+	require.NoError(r.t, json.Unmarshal([]byte(r.want(200, "GET",
+		"/v1/cadist/projects/"+project+"/logicalclouds/"+lc+"/clusters/"+cluster, "")), &b))
+	return b
+}
+
+// deploymentEnv is what the kubelet would give istiod from the
+// istiod-<rev> Deployment DCM applied: the discovery container's literal
+// env (valueFrom entries need a Pod: the harness sets POD_NAMESPACE and
+// POD_NAME itself).
+func deploymentEnv(t testing.TB, cs *kubernetes.Clientset, ns, rev string) (env []string, clusterID string) {
+	t.Helper()
+	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), "istiod-"+rev, metav1.GetOptions{})
+	require.NoError(t, err, "DCM applied istiod-%s", rev)
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != "discovery" {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil {
+				continue
+			}
+			env = append(env, e.Name+"="+e.Value)
+			if e.Name == "CLUSTER_ID" {
+				clusterID = e.Value
+			}
+		}
+	}
+	require.NotEmpty(t, env, "istiod-%s has a discovery container with env", rev)
+	require.NotEmpty(t, clusterID, "istiod-%s sets CLUSTER_ID", rev)
+	return env, clusterID
+}
+
+// serviceAccountKubeconfig writes a kubeconfig for the cluster with a
+// token of ServiceAccount ns/name of the API server's audience: what the
+// kubelet gives a Pod of that ServiceAccount (the in-cluster config), so
+// that istiod runs with the chart's RBAC, not as the cluster's admin.
+func serviceAccountKubeconfig(ctx context.Context, t testing.TB, c *kubetest.Cluster, ns, name string) string {
+	t.Helper()
+	token, err := istiotest.ServiceAccountToken(ctx, c, ns, name, "https://kubernetes.default.svc")
+	require.NoError(t, err, "DCM applied ServiceAccount %s/%s", ns, name)
+	cfg, err := clientcmd.Load(c.Kubeconfig)
+	require.NoError(t, err)
+	kctx := cfg.Contexts[cfg.CurrentContext]
+	require.NotNil(t, kctx)
+	cluster := cfg.Clusters[kctx.Cluster]
+	out := clientcmdapi.NewConfig()
+	out.Clusters["c"] = cluster
+	out.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
+	out.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa", Namespace: ns}
+	out.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*out, path))
+	return path
+}
+
+// workloadCSR is a workload's CSR; istiod takes the identity from the
+// token, not from the CSR.
+func workloadCSR(t testing.TB) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{Organization: []string{"dcm-test"}}}, key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+func pool(t testing.TB, pemText string) *x509.CertPool {
+	t.Helper()
+	p := x509.NewCertPool()
+	for _, c := range pemCerts(t, []byte(pemText)) {
+		p.AddCert(c)
+	}
+	return p
+}
+
+// rootCertCM is root-cert.pem of istio-ca-root-cert in ns ("" if absent).
+func rootCertCM(t testing.TB, cs *kubernetes.Clientset, ns string) string {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "istio-ca-root-cert", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	require.NoError(t, err)
+	return cm.Data["root-cert.pem"]
+}
+
+// TestIstiodOnDCMObjects is issue 17's proof with DCM's own objects: two
+// mesh-enabled logical clouds made over REST share a real cluster (one of
+// them spans a second), and a real istiod per logical cloud runs on that
+// cluster, out of cluster, on the cacerts Secret and istio-<rev> mesh
+// ConfigMap DCM applied, with the Deployment's literal env. Each signs a
+// workload certificate (token of a ServiceAccount the logical cloud's own
+// user created) that chains to the REST bundle's intermediate and root;
+// discovery selectors keep each to its own namespaces; a rotation to a new
+// root reaches istiod through /update; terminate removes everything.
+func TestIstiodOnDCMObjects(t *testing.T) {
+	began := time.Now()
+	h := kubetest.ForTests(t, 3)
+	stack := stacktest.Start(t)
+	r := newREST(t, stack)
+	registerHarness(t, r, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	shared, second := h.Clusters[0], h.Clusters[1]
+	admin, _ := clientFor(t, shared.Kubeconfig)
+
+	// A root of the project's own (the project's default root).
+	rootReady := func(name string) {
+		eventually(t, "root "+name+" is ready", func() bool {
+			return decodeMap(t, r.want(200, "GET", "/v2/cadist/roots/"+name, ""))["state"] == "ready"
+		})
+	}
+	r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh"},"projects":["pi"]}`)
+	rootReady("corp-mesh")
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pi"}}`)
+
+	type plane struct {
+		lc, ns, istioNS string
+		clusters        []*kubetest.Cluster
+		user            *kubernetes.Clientset
+		istiod          *istiotest.Istiod
+		bundle          meshBundle
+	}
+	planes := []*plane{
+		{lc: "ia", ns: "ia-ns", istioNS: "ia-istio-system", clusters: []*kubetest.Cluster{shared, second}},
+		{lc: "ib", ns: "ib-ns", istioNS: "ib-istio-system", clusters: []*kubetest.Cluster{shared}},
+	}
+	base := "/v2/projects/pi/logical-clouds/"
+	for _, p := range planes {
+		// The user may make ServiceAccounts in the logical cloud's
+		// namespace: the workload's identity is the logical cloud's own.
+		r.want(201, "POST", "/v2/projects/pi/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},
+		  "spec":{"namespace":%q,"service-mesh":{"enabled":true},"user":{"user-name":"dev","user-permissions":[
+		    {"permission-name":"sa","apiGroups":[""],"resources":["serviceaccounts"],"verbs":["get","create"]}]}}}`, p.lc, p.ns))
+		for i, c := range p.clusters {
+			r.want(201, "POST", base+p.lc+"/cluster-references",
+				fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 10*len(p.lc)+i+1))
+		}
+		r.want(200, "POST", base+p.lc+"/apply", "")
+	}
+	for _, p := range planes {
+		st := r.settle(base+p.lc, "Instantiated")
+		require.Equal(t, st.Total, st.Ready, "%s: every object applied: %+v", p.lc, st)
+		p.bundle = r.bundle("pi", p.lc, shared.Name)
+		require.Equal(t, "corp-mesh", p.bundle.Root)
+		require.Equal(t, p.lc+".pi.dcm.local", p.bundle.TrustDomain)
+		p.user, _ = clientFor(t, r.kubeconfig(base+p.lc+"/cluster-references/"+shared.Name+"/kubeconfig"))
+		_, err := p.user.CoreV1().ServiceAccounts(p.ns).Create(ctx,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err, "%s's user makes a ServiceAccount in its namespace", p.lc)
+	}
+	t.Logf("2 logical clouds applied and Instantiated %s after the start", time.Since(began).Round(100*time.Millisecond))
+	ia, ib := planes[0], planes[1]
+	require.NotEqual(t, ia.bundle.CaCert, ib.bundle.CaCert, "an intermediate per logical cloud")
+	require.NotEqual(t, ia.bundle.CaCert, r.bundle("pi", "ia", second.Name).CaCert, "an intermediate per cluster")
+
+	for _, p := range planes {
+		// istiod out of cluster: what DCM applied (cacerts, istio-<rev>,
+		// the Deployment's env), plus what the kubelet would give a Pod
+		// (POD_NAMESPACE, POD_NAME; the harness's listen addresses,
+		// admin kubeconfig and ROOT_CA_DIR; see docs/mesh.md).
+		env, clusterID := deploymentEnv(t, admin, p.istioNS, p.lc)
+		t.Logf("%s: the Deployment's literal env: %s", p.lc, strings.Join(env, " "))
+		p.istiod = istiotest.StartIstiod(ctx, t, shared, istiotest.IstiodOptions{
+			Revision: p.lc, Namespace: p.istioNS, ClusterID: clusterID, Env: env,
+			Kubeconfig: serviceAccountKubeconfig(ctx, t, shared, p.istioNS, "istiod-"+p.lc)})
+		t.Logf("istiod %s: ready %s after exec", p.lc, p.istiod.Started.Round(10*time.Millisecond))
+	}
+
+	// issue asks p's istiod for a certificate for p.ns/app and returns the
+	// chain (leaf first).
+	issue := func(p *plane, roots *x509.CertPool) []*x509.Certificate {
+		t.Helper()
+		token, err := istiotest.ServiceAccountToken(ctx, shared, p.ns, "app", "istio-ca")
+		require.NoError(t, err)
+		chainPEM, err := istiotest.RequestCertificate(ctx, p.istiod.SecureGRPCAddr, roots,
+			"istiod-"+p.lc+"."+p.istioNS+".svc", token, workloadCSR(t))
+		require.NoError(t, err, "%s: CreateCertificate", p.lc)
+		return pemCerts(t, []byte(strings.Join(chainPEM, "")))
+	}
+	leaves := map[string]*x509.Certificate{}
+	for _, p := range planes {
+		t.Run(p.lc, func(t *testing.T) {
+			body, err := p.istiod.Get(ctx, "/debug/mesh")
+			require.NoError(t, err)
+			var mesh struct {
+				TrustDomain        string `json:"trustDomain"`
+				DiscoverySelectors []struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"discoverySelectors"`
+			}
+			require.NoError(t, json.Unmarshal(body, &mesh))
+			require.Equal(t, p.bundle.TrustDomain, mesh.TrustDomain, "istiod read DCM's istio-%s ConfigMap", p.lc)
+			require.Len(t, mesh.DiscoverySelectors, 1)
+			require.Equal(t, map[string]string{"dcm.io/project": "pi", "dcm.io/logical-cloud": p.lc},
+				mesh.DiscoverySelectors[0].MatchLabels)
+
+			chain := issue(p, pool(t, p.bundle.RootCert))
+			leaf := chain[0]
+			require.Len(t, leaf.URIs, 1)
+			want := fmt.Sprintf("spiffe://%s/ns/%s/sa/app", p.bundle.TrustDomain, p.ns)
+			require.Equal(t, want, leaf.URIs[0].String())
+			inter := pemCerts(t, []byte(p.bundle.CaCert))[0]
+			require.True(t, chain[1].Equal(inter), "issued by the bundle's ca-cert, the cluster's intermediate")
+			_, err = leaf.Verify(x509.VerifyOptions{Roots: pool(t, p.bundle.RootCert), Intermediates: pool(t, p.bundle.CaCert),
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+			require.NoError(t, err, "the leaf chains to the intermediate and the bundle's root-cert")
+			leaves[p.lc] = leaf
+			t.Logf("%s: %s, issuer %q serial %x", p.lc, want, leaf.Issuer.String(), inter.SerialNumber)
+
+			// istiod publishes the root in its own namespaces only.
+			eventually(t, "istio-ca-root-cert in "+p.ns, func() bool { return rootCertCM(t, admin, p.ns) == p.bundle.RootCert })
+		})
+	}
+	require.Error(t, leaves["ia"].CheckSignatureFrom(pemCerts(t, []byte(ib.bundle.CaCert))[0]), "ia's leaf is not ib's intermediate's")
+	require.Error(t, leaves["ib"].CheckSignatureFrom(pemCerts(t, []byte(ia.bundle.CaCert))[0]), "ib's leaf is not ia's intermediate's")
+	require.Empty(t, rootCertCM(t, admin, "default"), "no istiod selects default")
+	require.Empty(t, rootCertCM(t, admin, "kube-system"), "no istiod selects kube-system")
+
+	t.Run("rotation", func(t *testing.T) {
+		r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh-2"}}`)
+		rootReady("corp-mesh-2")
+		r.want(200, "POST", base+"ia/ca/rotate", `{"root":"corp-mesh-2"}`)
+		start := time.Now()
+		r.want(200, "POST", base+"ia/update", "")
+		st := r.settle(base+"ia", "Instantiated")
+		require.Equal(t, st.Total, st.Ready, "%+v", st)
+		b := r.bundle("pi", "ia", shared.Name)
+		require.Equal(t, []string{"corp-mesh-2", "corp-mesh"}, b.TrustedRoots, "the overlap")
+		require.Len(t, pemCerts(t, []byte(b.RootCert)), 2)
+		require.NotEqual(t, ia.bundle.CaCert, b.CaCert, "a new intermediate")
+		sec, err := admin.CoreV1().Secrets(ia.istioNS).Get(ctx, "cacerts", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, b.CaCert, string(sec.Data["ca-cert.pem"]), "the update applied the new intermediate")
+		require.Equal(t, b.RootCert, string(sec.Data["root-cert.pem"]), "and both roots")
+		updated := time.Since(start)
+
+		start = time.Now()
+		require.NoError(t, ia.istiod.ReloadCACerts(ctx, shared))
+		inter := pemCerts(t, []byte(b.CaCert))[0]
+		newRoot := pemCerts(t, []byte(b.RootCert))[0]
+		eventually(t, "ia's istiod signs with the new intermediate", func() bool {
+			return issue(ia, pool(t, b.RootCert))[1].Equal(inter)
+		})
+		chain := issue(ia, pool(t, b.RootCert))
+		only := x509.NewCertPool()
+		only.AddCert(newRoot)
+		_, err = chain[0].Verify(x509.VerifyOptions{Roots: only, Intermediates: pool(t, b.CaCert),
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		require.NoError(t, err, "the new leaf chains to the new root")
+		eventually(t, "istio-ca-root-cert in ia-ns holds both roots", func() bool { return rootCertCM(t, admin, ia.ns) == b.RootCert })
+		t.Logf("rotation: rotate+update+settle %s; istiod signs with the new intermediate (serial %x) %s after the reload",
+			updated.Round(10*time.Millisecond), inter.SerialNumber, time.Since(start).Round(10*time.Millisecond))
+		// ib is untouched.
+		require.True(t, issue(ib, pool(t, ib.bundle.RootCert))[1].Equal(pemCerts(t, []byte(ib.bundle.CaCert))[0]))
+	})
+
+	// istiod loaded the CA from DCM's Secret, and the chart's RBAC let it
+	// do all it tried (with the Deployment's ServiceAccount, no admin).
+	for _, p := range planes {
+		log := p.istiod.LogTail(100000)
+		require.Contains(t, log, "cacerts Secret found in config cluster", "istiod %s", p.lc)
+		require.NotContains(t, log, "forbidden", "istiod %s ran into the chart's RBAC", p.lc)
+	}
+
+	// Terminate both: control planes, cacerts and (with the last) the CRDs go.
+	for _, p := range planes {
+		p.istiod.Stop()
+	}
+	require.NotEmpty(t, istioCRDs(t, shared))
+	require.NotEmpty(t, istioCRDs(t, second))
+	r.want(200, "POST", base+"ib/terminate", "")
+	r.settle(base+"ib", "Terminated")
+	require.NotEmpty(t, istioCRDs(t, shared), "the CRDs stay while ia uses the cluster")
+	r.want(200, "POST", base+"ia/terminate", "")
+	r.settle(base+"ia", "Terminated")
+	for _, c := range []*kubetest.Cluster{shared, second} {
+		cs, _ := clientFor(t, c.Kubeconfig)
+		for _, p := range planes {
+			require.Empty(t, leftOn(t, c, "pi", p.lc), "nothing of %s left on %s", p.lc, c.Name)
+			eventually(t, p.istioNS+" deleted on "+c.Name, func() bool {
+				_, err := cs.CoreV1().Namespaces().Get(ctx, p.istioNS, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			})
+			deps, err := cs.AppsV1().Deployments(p.istioNS).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			require.Empty(t, deps.Items)
+		}
+		eventually(t, "the Istio CRDs deleted on "+c.Name, func() bool { return len(istioCRDs(t, c)) == 0 })
+		hooks, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var names []string
+		for _, w := range hooks.Items {
+			names = append(names, w.Name)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			require.NotContains(t, n, "istio", "no injector left on %s", c.Name)
+		}
+	}
+	t.Logf("whole test %s", time.Since(began).Round(100*time.Millisecond))
+}
