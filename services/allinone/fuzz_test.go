@@ -133,10 +133,10 @@ var fuzzRoutes = []fuzzRoute{
 		under("/v2/cluster-providers/"+fzProvider+"/clusters", "metadata", "name")},
 	{"cluster.update", "PUT", "/v2/cluster-providers/{provider}/clusters/{name}", "/v2/cluster-providers/" + fzProvider + "/clusters/" + fzCluster, nil},
 	{"root.create", "POST", "/v2/cadist/roots", "/v2/cadist/roots", under("/v2/cadist/roots", "metadata", "name")},
+	// core's since it creates the logical cloud: delete that, and its
+	// control plane record goes with it.
 	{"controlplane.create", "POST", "/v2/projects/{project}/logical-clouds/control-plane", "/v2/projects/" + fzProject + "/logical-clouds/control-plane",
-		func(m map[string]any) string {
-			return "/v2/projects/" + fzProject + "/logical-clouds/" + str(m, "name") + "/control-plane"
-		}},
+		under("/v2/projects/"+fzProject+"/logical-clouds", "name")},
 	{"ca.rotate", "POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/ca/rotate",
 		"/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/ca/rotate", nil},
 	{"token.create", "POST", "/v2/auth/tokens", "/v2/auth/tokens", under("/v2/auth/tokens", "info", "id")},

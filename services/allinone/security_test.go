@@ -185,6 +185,8 @@ var authRoutes = []authRoute{
 	{"GET", "/v2/projects/a/logical-clouds", "", []string{roleA, roleP, roleR, roleG}},
 	{"POST", "/v2/projects/a/logical-clouds", `{}`, []string{roleA, roleP}},
 	{"POST", "/v2/projects/b/logical-clouds", `{}`, []string{roleA}},
+	{"POST", "/v2/projects/a/logical-clouds/control-plane", `{}`, []string{roleA, roleP}},
+	{"POST", "/v2/projects/b/logical-clouds/control-plane", `{}`, []string{roleA}},
 	{"GET", "/v2/projects/a/logical-clouds/l/user-permissions", "", []string{roleA, roleP, roleR, roleG}},
 	{"POST", "/v2/projects/a/logical-clouds/l/user-permissions", `{}`, []string{roleA, roleP}},
 	{"DELETE", "/v2/projects/b/logical-clouds/l/users", "", []string{roleA}},
