@@ -79,7 +79,8 @@ func TestAuthorizeTable(t *testing.T) {
 		{pa, "POST", lc + "/ca/rotate", in("a"), true},
 		{reader, "POST", lc + "/ca/rotate", in("a"), false},
 		{pa, "GET", "/v2/cadist/roots/{name=*}/certificate", map[string]string{"name": "r"}, true},
-		// The service mesh routes: project-admins of the project, readers GET.
+		// Seed 002's control-plane POST (core's) and the service mesh routes:
+		// project-admins of the project, readers GET.
 		{pa, "POST", "/v2/projects/{project=*}/logical-clouds/control-plane", map[string]string{"project": "a"}, true},
 		{pa, "POST", "/v2/projects/{project=*}/logical-clouds/control-plane", map[string]string{"project": "b"}, false},
 		{reader, "POST", "/v2/projects/{project=*}/logical-clouds/control-plane", map[string]string{"project": "a"}, false},
