@@ -228,13 +228,20 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			body, err := p.istiod.Get(ctx, "/debug/mesh")
 			require.NoError(t, err)
 			var mesh struct {
-				TrustDomain        string `json:"trustDomain"`
+				TrustDomain   string `json:"trustDomain"`
+				RootNamespace string `json:"rootNamespace"`
+				DefaultConfig struct {
+					DiscoveryAddress string `json:"discoveryAddress"`
+				} `json:"defaultConfig"`
 				DiscoverySelectors []struct {
 					MatchLabels map[string]string `json:"matchLabels"`
 				} `json:"discoverySelectors"`
 			}
 			require.NoError(t, json.Unmarshal(body, &mesh))
 			require.Equal(t, p.bundle.TrustDomain, mesh.TrustDomain, "istiod read DCM's istio-%s ConfigMap", p.lc)
+			// Not istio-system: two control planes on a cluster share no root namespace.
+			require.Equal(t, p.istioNS, mesh.RootNamespace)
+			require.Equal(t, "istiod-"+p.lc+"."+p.istioNS+".svc:15012", mesh.DefaultConfig.DiscoveryAddress)
 			require.Len(t, mesh.DiscoverySelectors, 1)
 			require.Equal(t, map[string]string{"dcm.io/project": "pi", "dcm.io/logical-cloud": p.lc},
 				mesh.DiscoverySelectors[0].MatchLabels)
