@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -338,15 +337,19 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			require.Empty(t, deps.Items)
 		}
 		eventually(t, "the Istio CRDs deleted on "+c.Name, func() bool { return len(istioCRDs(t, c)) == 0 })
-		hooks, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		mutating, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		var names []string
-		for _, w := range hooks.Items {
-			names = append(names, w.Name)
+		validating, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var hooks []string
+		for _, w := range mutating.Items {
+			hooks = append(hooks, w.Name)
 		}
-		sort.Strings(names)
-		for _, n := range names {
-			require.NotContains(t, n, "istio", "no injector left on %s", c.Name)
+		for _, w := range validating.Items {
+			hooks = append(hooks, w.Name)
+		}
+		for _, n := range hooks {
+			require.NotContains(t, n, "istio", "no Istio webhook left on %s", c.Name)
 		}
 	}
 	t.Logf("whole test %s", time.Since(began).Round(100*time.Millisecond))
