@@ -134,8 +134,10 @@ func rootCertCM(t testing.TB, cs *kubernetes.Clientset, ns string) string {
 // ConfigMap DCM applied, with the Deployment's literal env. Each signs a
 // workload certificate (token of a ServiceAccount the logical cloud's own
 // user created) that chains to the REST bundle's intermediate and root;
-// discovery selectors keep each to its own namespaces; a rotation to a new
-// root reaches istiod through /update; terminate removes everything.
+// discovery selectors keep each to its own namespaces; ia's istiod on its
+// second cluster signs with that cluster's intermediate under the same root;
+// a rotation to a new root reaches istiod through /update; terminate removes
+// everything.
 func TestIstiodOnDCMObjects(t *testing.T) {
 	began := time.Now()
 	h := kubetest.ForTests(t, 3)
@@ -212,14 +214,18 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 
 	// issue asks p's istiod for a certificate for p.ns/app and returns the
 	// chain (leaf first).
+	issueOn := func(c *kubetest.Cluster, d *istiotest.Istiod, p *plane, roots *x509.CertPool) []*x509.Certificate {
+		t.Helper()
+		token, err := istiotest.ServiceAccountToken(ctx, c, p.ns, "app", "istio-ca")
+		require.NoError(t, err)
+		chainPEM, err := istiotest.RequestCertificate(ctx, d.SecureGRPCAddr, roots,
+			"istiod-"+p.lc+"."+p.istioNS+".svc", token, workloadCSR(t))
+		require.NoError(t, err, "%s on %s: CreateCertificate", p.lc, c.Name)
+		return pemCerts(t, []byte(strings.Join(chainPEM, "")))
+	}
 	issue := func(p *plane, roots *x509.CertPool) []*x509.Certificate {
 		t.Helper()
-		token, err := istiotest.ServiceAccountToken(ctx, shared, p.ns, "app", "istio-ca")
-		require.NoError(t, err)
-		chainPEM, err := istiotest.RequestCertificate(ctx, p.istiod.SecureGRPCAddr, roots,
-			"istiod-"+p.lc+"."+p.istioNS+".svc", token, workloadCSR(t))
-		require.NoError(t, err, "%s: CreateCertificate", p.lc)
-		return pemCerts(t, []byte(strings.Join(chainPEM, "")))
+		return issueOn(shared, p.istiod, p, roots)
 	}
 	leaves := map[string]*x509.Certificate{}
 	for _, p := range planes {
@@ -266,6 +272,30 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	require.Error(t, leaves["ib"].CheckSignatureFrom(pemCerts(t, []byte(ia.bundle.CaCert))[0]), "ib's leaf is not ia's intermediate's")
 	require.Empty(t, rootCertCM(t, admin, "default"), "no istiod selects default")
 	require.Empty(t, rootCertCM(t, admin, "kube-system"), "no istiod selects kube-system")
+
+	t.Run("ia on "+second.Name, func(t *testing.T) {
+		// ia's other cluster: its own control plane, its own intermediate.
+		user, _ := clientFor(t, r.kubeconfig(base+"ia/cluster-references/"+second.Name+"/kubeconfig"))
+		_, err := user.CoreV1().ServiceAccounts(ia.ns).Create(ctx,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		admin2, _ := clientFor(t, second.Kubeconfig)
+		env, clusterID := deploymentEnv(t, admin2, ia.istioNS, "ia")
+		require.Equal(t, "edge-"+second.Name, clusterID)
+		d := istiotest.StartIstiod(ctx, t, second, istiotest.IstiodOptions{
+			Revision: "ia", Namespace: ia.istioNS, ClusterID: clusterID, Env: env,
+			Kubeconfig: serviceAccountKubeconfig(ctx, t, second, ia.istioNS, "istiod-ia")})
+		t.Logf("istiod ia on %s: ready %s after exec", second.Name, d.Started.Round(10*time.Millisecond))
+		b := r.bundle("pi", "ia", second.Name)
+		chain := issueOn(second, d, ia, pool(t, b.RootCert))
+		require.Equal(t, "spiffe://ia.pi.dcm.local/ns/ia-ns/sa/app", chain[0].URIs[0].String(), "one trust domain on both clusters")
+		require.True(t, chain[1].Equal(pemCerts(t, []byte(b.CaCert))[0]), "issued by %s's intermediate", second.Name)
+		require.False(t, chain[1].Equal(pemCerts(t, []byte(ia.bundle.CaCert))[0]), "not %s's", shared.Name)
+		_, err = chain[0].Verify(x509.VerifyOptions{Roots: pool(t, ia.bundle.RootCert), Intermediates: pool(t, b.CaCert),
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		require.NoError(t, err, "the same root as on %s", shared.Name)
+		d.Stop()
+	})
 
 	t.Run("rotation", func(t *testing.T) {
 		r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh-2"}}`)
