@@ -331,6 +331,10 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		eventually(t, "istio-ca-root-cert in ia-ns holds both roots", func() bool { return rootCertCM(t, admin, ia.ns) == b.RootCert })
 		t.Logf("rotation: rotate+update+settle %s; istiod signs with the new intermediate (serial %x) %s after the reload",
 			updated.Round(10*time.Millisecond), inter.SerialNumber, time.Since(start).Round(10*time.Millisecond))
+		// ib's namespace still holds ib's root alone: ia's istiod, which now
+		// publishes two roots, does not select it.
+		require.Equal(t, ib.bundle.RootCert, rootCertCM(t, admin, ib.ns))
+		require.Len(t, pemCerts(t, []byte(rootCertCM(t, admin, ib.ns))), 1)
 		// ib is untouched.
 		require.True(t, issue(ib, pool(t, ib.bundle.RootCert))[1].Equal(pemCerts(t, []byte(ib.bundle.CaCert))[0]))
 	})
@@ -349,6 +353,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	}
 	require.NotEmpty(t, istioCRDs(t, shared))
 	require.NotEmpty(t, istioCRDs(t, second))
+	terminating := time.Now()
 	r.want(200, "POST", base+"ib/terminate", "")
 	r.settle(base+"ib", "Terminated")
 	require.NotEmpty(t, istioCRDs(t, shared), "the CRDs stay while ia uses the cluster")
@@ -382,5 +387,6 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			require.NotContains(t, n, "istio", "no Istio webhook left on %s", c.Name)
 		}
 	}
+	t.Logf("terminate of both until everything is gone: %s", time.Since(terminating).Round(100*time.Millisecond))
 	t.Logf("whole test %s", time.Since(began).Round(100*time.Millisecond))
 }
