@@ -171,7 +171,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		{lc: "ib", ns: "ib-ns", istioNS: "ib-istio-system", clusters: []*kubetest.Cluster{shared}},
 	}
 	base := "/v2/projects/pi/logical-clouds/"
-	for _, p := range planes {
+	for k, p := range planes {
 		// The user may make ServiceAccounts in the logical cloud's
 		// namespace: the workload's identity is the logical cloud's own.
 		r.want(201, "POST", "/v2/projects/pi/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},
@@ -179,7 +179,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		    {"permission-name":"sa","apiGroups":[""],"resources":["serviceaccounts"],"verbs":["get","create"]}]}}}`, p.lc, p.ns))
 		for i, c := range p.clusters {
 			r.want(201, "POST", base+p.lc+"/cluster-references",
-				fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 10*len(p.lc)+i+1))
+				fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 10*(k+2)+i+1))
 		}
 		r.want(200, "POST", base+p.lc+"/apply", "")
 	}
@@ -202,8 +202,8 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	for _, p := range planes {
 		// istiod out of cluster: what DCM applied (cacerts, istio-<rev>,
 		// the Deployment's env), plus what the kubelet would give a Pod
-		// (POD_NAMESPACE, POD_NAME; the harness's listen addresses,
-		// admin kubeconfig and ROOT_CA_DIR; see docs/mesh.md).
+		// (POD_NAMESPACE, POD_NAME, a token of its ServiceAccount; the
+		// harness's listen addresses and ROOT_CA_DIR; see docs/mesh.md).
 		env, clusterID := deploymentEnv(t, admin, p.istioNS, p.lc)
 		t.Logf("%s: the Deployment's literal env: %s", p.lc, strings.Join(env, " "))
 		p.istiod = istiotest.StartIstiod(ctx, t, shared, istiotest.IstiodOptions{
@@ -212,8 +212,9 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		t.Logf("istiod %s: ready %s after exec", p.lc, p.istiod.Started.Round(10*time.Millisecond))
 	}
 
-	// issue asks p's istiod for a certificate for p.ns/app and returns the
-	// chain (leaf first).
+	// issueOn asks istiod d on cluster c for a certificate for p.ns/app and
+	// returns the chain (leaf first); issue asks p's istiod on the shared
+	// cluster.
 	issueOn := func(c *kubetest.Cluster, d *istiotest.Istiod, p *plane, roots *x509.CertPool) []*x509.Certificate {
 		t.Helper()
 		token, err := istiotest.ServiceAccountToken(ctx, c, p.ns, "app", "istio-ca")
