@@ -295,6 +295,9 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		_, err = chain[0].Verify(x509.VerifyOptions{Roots: pool(t, ia.bundle.RootCert), Intermediates: pool(t, b.CaCert),
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		require.NoError(t, err, "the same root as on %s", shared.Name)
+		log := d.LogTail(100000)
+		require.Contains(t, log, "cacerts Secret found in config cluster")
+		require.NotContains(t, log, "forbidden")
 		d.Stop()
 	})
 
