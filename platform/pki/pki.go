@@ -28,6 +28,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -181,6 +182,36 @@ func (ca *CA) Issue(r Request) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, err
 	}
 	return CertPEM(der), keyPEM, nil
+}
+
+// ParseCertificates reads PEM text that holds CERTIFICATE blocks and
+// nothing else (blank text: none). Its errors never quote the text: what was
+// sent may be a key in the wrong field.
+func ParseCertificates(text string) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	rest := []byte(text)
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, errors.New("holds a PEM block that is not a CERTIFICATE")
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("not an X.509 certificate: %w", err)
+		}
+		out = append(out, c)
+	}
+	switch {
+	case strings.TrimSpace(string(rest)) == "":
+		return out, nil
+	case len(out) == 0:
+		return nil, errors.New("is not PEM: must be PEM CERTIFICATE blocks")
+	}
+	return nil, errors.New("has text after its certificates that is not PEM")
 }
 
 // CertPEM encodes a DER certificate.

@@ -210,3 +210,32 @@ func TestServiceCAPinned(t *testing.T) {
 	require.ErrorIs(t, err, pki.ErrBadCertificate)
 	require.Error(t, m.OwnServiceError(), "the program's own certificate is not of its service CA")
 }
+
+// TestParseCertificates reads CERTIFICATE blocks only, and never quotes
+// what it refuses (it may be a key sent in the wrong field).
+func TestParseCertificates(t *testing.T) {
+	ca, err := pki.NewCA("test", time.Hour)
+	require.NoError(t, err)
+	cert := string(pki.CertPEM(ca.Cert.Raw))
+	key, err := pki.KeyPEM(ca.Key)
+	require.NoError(t, err)
+
+	got, err := pki.ParseCertificates(cert + cert)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	got, err = pki.ParseCertificates(" \n")
+	require.NoError(t, err)
+	require.Empty(t, got)
+	for name, text := range map[string]string{
+		"a key":       string(key),
+		"a key after": cert + string(key),
+		"not PEM":     "hello",
+		"text after":  cert + "trailing",
+		"a bad DER":   string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("x")})),
+	} {
+		_, err := pki.ParseCertificates(text)
+		require.Error(t, err, name)
+		require.NotContains(t, err.Error(), "PRIVATE", name)
+		require.NotContains(t, err.Error(), "trailing", name)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/dcm-project/dcm/platform/pki"
 )
 
 // Key types a root can be generated with.
@@ -178,34 +180,14 @@ func keyPEM(key crypto.Signer) ([]byte, error) {
 }
 
 func certPEM(c *x509.Certificate) string {
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}))
+	return string(pki.CertPEM(c.Raw))
 }
 
 // parseCerts reads PEM certificates, nothing but CERTIFICATE blocks.
 func parseCerts(text string) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	rest := []byte(text)
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			// The type is not quoted: it may say PRIVATE KEY, and errors never hint at keys.
-			return nil, errors.New("holds a PEM block that is not a CERTIFICATE (a key goes in privateKey)")
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("not an X.509 certificate: %w", err)
-		}
-		out = append(out, c)
+	certs, err := pki.ParseCertificates(text)
+	if err != nil && strings.Contains(err.Error(), "not a CERTIFICATE") {
+		return nil, fmt.Errorf("%w (a key goes in privateKey)", err)
 	}
-	if strings.TrimSpace(string(rest)) != "" {
-		if len(out) == 0 {
-			return nil, errors.New("is not PEM: must be PEM CERTIFICATE blocks")
-		}
-		return nil, errors.New("has text after its certificates that is not PEM")
-	}
-	return out, nil
+	return certs, err
 }

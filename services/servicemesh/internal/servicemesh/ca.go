@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/pki"
 )
 
 // Where the fields of a control plane's own CA are in a body: under
@@ -83,27 +85,14 @@ func checkCustomCA(prefix string, cp *servicemeshv1.ControlPlane) (bool, error) 
 }
 
 func parseCerts(field, text string) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	rest := []byte(text)
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, errs.Invalid(field, "holds a PEM %q block; want CERTIFICATE", b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, errs.Invalid(field, "a certificate does not parse: %v", err)
-		}
-		out = append(out, c)
+	certs, err := pki.ParseCertificates(text)
+	if err == nil && len(certs) == 0 {
+		err = errors.New("is not PEM certificates")
 	}
-	if len(out) == 0 || strings.TrimSpace(string(rest)) != "" {
-		return nil, errs.Invalid(field, "is not PEM certificates")
+	if err != nil {
+		return nil, errs.Invalid(field, "%v", err)
 	}
-	return out, nil
+	return certs, nil
 }
 
 // checkKey checks that keyPEM, the body's field, is one private key, ca's.
