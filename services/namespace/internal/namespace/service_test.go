@@ -2,10 +2,6 @@ package namespace_test
 
 import (
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +11,7 @@ import (
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
@@ -22,19 +19,10 @@ import (
 	"github.com/dcm-project/dcm/services/namespace/internal/namespace"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
-
 // golden compares manifests, one a line, with testdata/name.golden.
 func golden(t *testing.T, name string, manifests []string) {
 	t.Helper()
-	file := filepath.Join("testdata", name+".golden")
-	got := strings.Join(manifests, "\n") + "\n"
-	if *update {
-		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
-	}
-	want, err := os.ReadFile(file)
-	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
-	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
+	goldentest.Manifests(t, name, manifests)
 }
 
 // TestRenderNamespace renders from what core sends in the request: core is

@@ -3,10 +3,6 @@ package quota_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,6 +14,7 @@ import (
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
@@ -164,17 +161,8 @@ func TestRenderQuotas(t *testing.T) {
 	require.Equal(t, "default", list.GetQuotas()[0].GetMetadata().GetName())
 }
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
-
 // golden compares manifests, one a line, with testdata/name.golden.
 func golden(t *testing.T, name string, manifests []string) {
 	t.Helper()
-	file := filepath.Join("testdata", name+".golden")
-	got := strings.Join(manifests, "\n") + "\n"
-	if *update {
-		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
-	}
-	want, err := os.ReadFile(file)
-	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
-	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
+	goldentest.Manifests(t, name, manifests)
 }

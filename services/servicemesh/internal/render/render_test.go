@@ -3,30 +3,19 @@ package render_test
 import (
 	"encoding/base64"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
 
 // golden compares manifests, one a line, with testdata/name.golden.
 func golden(t *testing.T, name string, manifests []string) {
 	t.Helper()
-	file := filepath.Join("testdata", name+".golden")
-	got := strings.Join(manifests, "\n") + "\n"
-	if *update {
-		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
-	}
-	want, err := os.ReadFile(file)
-	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
-	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
+	goldentest.Manifests(t, name, manifests)
 }
 
 // fakeCA is stand-in PEM text: the renderer does not parse it, and fixed

@@ -3,9 +3,6 @@ package servicemesh_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,9 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
+	"github.com/dcm-project/dcm/platform/goldentest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the service makes")
 
 // golden compares msg, as stable indented JSON, with testdata/name.golden
 // (protojson's own spacing varies on purpose).
@@ -27,15 +23,7 @@ func golden(t *testing.T, name string, msg proto.Message) {
 	require.NoError(t, json.Unmarshal(b, &v))
 	got, err := json.MarshalIndent(v, "", "  ")
 	require.NoError(t, err)
-	got = append(got, '\n')
-	file := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o750))
-		require.NoError(t, os.WriteFile(file, got, 0o600))
-	}
-	want, err := os.ReadFile(file)
-	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
-	require.Equal(t, string(want), string(got), "differs from %s (go test -update rewrites it)", file)
+	goldentest.Check(t, name, append(got, '\n'))
 }
 
 // TestDocumentGolden: a 2-cluster mesh logical cloud with (deterministic)

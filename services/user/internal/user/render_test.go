@@ -2,9 +2,7 @@ package user_test
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/services/user/internal/user"
 )
@@ -71,19 +70,10 @@ func csrPEM(t *testing.T, project, lc, user string) string {
 	return string(csr)
 }
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the renderer makes")
-
 // golden compares manifests, one a line, with testdata/name.golden.
 func golden(t *testing.T, name string, manifests []string) {
 	t.Helper()
-	file := filepath.Join("testdata", name+".golden")
-	got := strings.Join(manifests, "\n") + "\n"
-	if *update {
-		require.NoError(t, os.WriteFile(file, []byte(got), 0o600))
-	}
-	want, err := os.ReadFile(file)
-	require.NoError(t, err, "go test -run %s -update writes it", t.Name())
-	require.Equal(t, string(want), got, "rendered manifests differ from %s (go test -update rewrites it)", file)
+	goldentest.Manifests(t, name, manifests)
 }
 
 const week = 168 * time.Hour
