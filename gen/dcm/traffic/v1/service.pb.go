@@ -10,6 +10,7 @@ import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
 	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -24,18 +25,821 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// TrafficIntentGroup groups the traffic intents of one application version.
+// TrafficCluster names a cluster of the logical cloud.
+type TrafficCluster struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_provider is the cluster's provider.
+	ClusterProvider string `protobuf:"bytes,1,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
+	// cluster_name is the cluster's name.
+	ClusterName   string `protobuf:"bytes,2,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrafficCluster) Reset() {
+	*x = TrafficCluster{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrafficCluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrafficCluster) ProtoMessage() {}
+
+func (x *TrafficCluster) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrafficCluster.ProtoReflect.Descriptor instead.
+func (*TrafficCluster) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TrafficCluster) GetClusterProvider() string {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return ""
+}
+
+func (x *TrafficCluster) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+// ClientService is a client of a target service (inter-cluster,
+// intra-cluster) or, for external outbound access, an external service
+// the target reaches.
+type ClientService struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// client_service_name is the client's Kubernetes Service name in the
+	// logical cloud's namespace; for external outbound access the external
+	// service's FQDN.
+	ClientServiceName string `protobuf:"bytes,1,opt,name=client_service_name,json=clientServiceName,proto3" json:"client_service_name,omitempty"`
+	// protocol is an Istio port protocol: HTTP, HTTPS, HTTP2, GRPC, TCP,
+	// TLS or MONGO (case-insensitive); empty: the intent's, else HTTP.
+	Protocol string `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// type is the seed's kind of client ("external", "intracluster",
+	// "intercluster", "kubernetes"); informative, the route decides.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// headless marks a headless client Service.
+	Headless bool `protobuf:"varint,4,opt,name=headless,proto3" json:"headless,omitempty"`
+	// egressgateway sends the client's traffic to the target (or to the
+	// external service) through the logical cloud's egress gateway.
+	Egressgateway bool `protobuf:"varint,5,opt,name=egressgateway,proto3" json:"egressgateway,omitempty"`
+	// port is the external service's port (external outbound; default 80
+	// for HTTP, 443 for HTTPS and TLS; required for TCP).
+	Port int32 `protobuf:"varint,6,opt,name=port,proto3" json:"port,omitempty"`
+	// serviceaccounts the client's pods run as (default: the client's name).
+	Serviceaccounts []string `protobuf:"bytes,7,rep,name=serviceaccounts,proto3" json:"serviceaccounts,omitempty"`
+	// clusters where the client runs (default: every cluster of the logical
+	// cloud, or those with every one of cluster-labels).
+	Clusters []*TrafficCluster `protobuf:"bytes,8,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// cluster_labels select where the client runs: clusters with every label.
+	ClusterLabels []string `protobuf:"bytes,9,rep,name=cluster_labels,json=cluster-labels,proto3" json:"cluster_labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientService) Reset() {
+	*x = ClientService{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientService) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientService) ProtoMessage() {}
+
+func (x *ClientService) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientService.ProtoReflect.Descriptor instead.
+func (*ClientService) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClientService) GetClientServiceName() string {
+	if x != nil {
+		return x.ClientServiceName
+	}
+	return ""
+}
+
+func (x *ClientService) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ClientService) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ClientService) GetHeadless() bool {
+	if x != nil {
+		return x.Headless
+	}
+	return false
+}
+
+func (x *ClientService) GetEgressgateway() bool {
+	if x != nil {
+		return x.Egressgateway
+	}
+	return false
+}
+
+func (x *ClientService) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ClientService) GetServiceaccounts() []string {
+	if x != nil {
+		return x.Serviceaccounts
+	}
+	return nil
+}
+
+func (x *ClientService) GetClusters() []*TrafficCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *ClientService) GetClusterLabels() []string {
+	if x != nil {
+		return x.ClusterLabels
+	}
+	return nil
+}
+
+// InterclusterIntent lets clients reach a target service running on other
+// clusters of the logical cloud (the seed's flat body).
+type InterclusterIntent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the intent's name, unique in the group (empty: inboundservicename).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// description is free text.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// inbound_service_name is the target: the Kubernetes Service the clients
+	// reach (the seed's heading: "inbound services to a target service").
+	InboundServiceName string `protobuf:"bytes,3,opt,name=inbound_service_name,json=inboundservicename,proto3" json:"inbound_service_name,omitempty"`
+	// protocol of the target's port (as ClientService.protocol; empty: HTTP).
+	Protocol string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// external_prefix is not used by inter-cluster intents (kept as sent).
+	ExternalPrefix string `protobuf:"bytes,5,opt,name=external_prefix,json=externalPrefix,proto3" json:"external_prefix,omitempty"`
+	// headless marks a headless target Service.
+	Headless bool `protobuf:"varint,6,opt,name=headless,proto3" json:"headless,omitempty"`
+	// mutual_tls requires Istio mutual TLS to the target (PeerAuthentication
+	// STRICT, DestinationRule ISTIO_MUTUAL).
+	MutualTls bool `protobuf:"varint,7,opt,name=mutual_tls,json=mutualTLS,proto3" json:"mutual_tls,omitempty"`
+	// port is the target's Service port.
+	Port int32 `protobuf:"varint,8,opt,name=port,proto3" json:"port,omitempty"`
+	// service_mesh is "istio" (or empty).
+	ServiceMesh string `protobuf:"bytes,9,opt,name=service_mesh,json=serviceMesh,proto3" json:"service_mesh,omitempty"`
+	// loadbalancing spreads requests over the target's endpoints of every
+	// cluster (DestinationRule LEAST_REQUEST with locality failover off).
+	Loadbalancing bool `protobuf:"varint,10,opt,name=loadbalancing,proto3" json:"loadbalancing,omitempty"`
+	// serviceaccounts of the target's pods (default: the target's name).
+	Serviceaccounts []string `protobuf:"bytes,11,rep,name=serviceaccounts,proto3" json:"serviceaccounts,omitempty"`
+	// client_services reach the target.
+	ClientServices []*ClientService `protobuf:"bytes,12,rep,name=client_services,json=clientServices,proto3" json:"client_services,omitempty"`
+	// clusters where the target runs (default: every cluster of the logical
+	// cloud, or those with every one of cluster-labels).
+	Clusters []*TrafficCluster `protobuf:"bytes,13,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// cluster_labels select where the target runs.
+	ClusterLabels []string `protobuf:"bytes,14,rep,name=cluster_labels,json=cluster-labels,proto3" json:"cluster_labels,omitempty"`
+	// application the target belongs to (informative).
+	Application   string `protobuf:"bytes,15,opt,name=application,proto3" json:"application,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterclusterIntent) Reset() {
+	*x = InterclusterIntent{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterclusterIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterclusterIntent) ProtoMessage() {}
+
+func (x *InterclusterIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterclusterIntent.ProtoReflect.Descriptor instead.
+func (*InterclusterIntent) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InterclusterIntent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InterclusterIntent) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *InterclusterIntent) GetInboundServiceName() string {
+	if x != nil {
+		return x.InboundServiceName
+	}
+	return ""
+}
+
+func (x *InterclusterIntent) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *InterclusterIntent) GetExternalPrefix() string {
+	if x != nil {
+		return x.ExternalPrefix
+	}
+	return ""
+}
+
+func (x *InterclusterIntent) GetHeadless() bool {
+	if x != nil {
+		return x.Headless
+	}
+	return false
+}
+
+func (x *InterclusterIntent) GetMutualTls() bool {
+	if x != nil {
+		return x.MutualTls
+	}
+	return false
+}
+
+func (x *InterclusterIntent) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *InterclusterIntent) GetServiceMesh() string {
+	if x != nil {
+		return x.ServiceMesh
+	}
+	return ""
+}
+
+func (x *InterclusterIntent) GetLoadbalancing() bool {
+	if x != nil {
+		return x.Loadbalancing
+	}
+	return false
+}
+
+func (x *InterclusterIntent) GetServiceaccounts() []string {
+	if x != nil {
+		return x.Serviceaccounts
+	}
+	return nil
+}
+
+func (x *InterclusterIntent) GetClientServices() []*ClientService {
+	if x != nil {
+		return x.ClientServices
+	}
+	return nil
+}
+
+func (x *InterclusterIntent) GetClusters() []*TrafficCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *InterclusterIntent) GetClusterLabels() []string {
+	if x != nil {
+		return x.ClusterLabels
+	}
+	return nil
+}
+
+func (x *InterclusterIntent) GetApplication() string {
+	if x != nil {
+		return x.Application
+	}
+	return ""
+}
+
+// ConnectivityResource is one target service of an intra-cluster, external
+// outbound or external inbound intent. The seed writes a list of
+// one-key objects ({"microservice01": {...}}); the key is id.
+type ConnectivityResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the seed's unique name of the microservice (the one-key object's
+	// key); DNS provider intents refer to it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// name is the target's Kubernetes Service name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// application the target belongs to (informative).
+	Application string `protobuf:"bytes,3,opt,name=application,proto3" json:"application,omitempty"`
+	// egressgateway sends the target's outbound traffic (external outbound)
+	// through the logical cloud's egress gateway.
+	Egressgateway bool `protobuf:"varint,4,opt,name=egressgateway,proto3" json:"egressgateway,omitempty"`
+	// external_prefix is the first label of the external host name
+	// (external inbound: <externalPrefix>.<domain>).
+	ExternalPrefix string `protobuf:"bytes,5,opt,name=external_prefix,json=externalPrefix,proto3" json:"external_prefix,omitempty"`
+	// mutual_tls requires Istio mutual TLS (see InterclusterIntent).
+	MutualTls bool `protobuf:"varint,6,opt,name=mutual_tls,json=mutualTLS,proto3" json:"mutual_tls,omitempty"`
+	// port is the target's Service port.
+	Port int32 `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
+	// service_mesh is "istio" (or empty).
+	ServiceMesh string `protobuf:"bytes,8,opt,name=service_mesh,json=serviceMesh,proto3" json:"service_mesh,omitempty"`
+	// loadbalancing: see InterclusterIntent.
+	Loadbalancing bool `protobuf:"varint,9,opt,name=loadbalancing,proto3" json:"loadbalancing,omitempty"`
+	// protocol of the target's port (empty: HTTP).
+	Protocol string `protobuf:"bytes,10,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// headless marks a headless target Service.
+	Headless bool `protobuf:"varint,11,opt,name=headless,proto3" json:"headless,omitempty"`
+	// serviceaccounts of the target's pods (default: the target's name).
+	Serviceaccounts []string `protobuf:"bytes,12,rep,name=serviceaccounts,proto3" json:"serviceaccounts,omitempty"`
+	// client_services: the clients allowed in (intra-cluster; external
+	// inbound: none means any external client), or the external services
+	// reached (external outbound).
+	ClientServices []*ClientService `protobuf:"bytes,13,rep,name=client_services,json=clientServices,proto3" json:"client_services,omitempty"`
+	// clusters where the target runs (default: every cluster of the logical
+	// cloud, or those with every one of cluster-labels).
+	Clusters []*TrafficCluster `protobuf:"bytes,14,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// cluster_labels select where the target runs.
+	ClusterLabels []string `protobuf:"bytes,15,rep,name=cluster_labels,json=cluster-labels,proto3" json:"cluster_labels,omitempty"`
+	// domain is the external host name's domain (external inbound:
+	// <externalPrefix>.<domain>).
+	Domain        string `protobuf:"bytes,16,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectivityResource) Reset() {
+	*x = ConnectivityResource{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectivityResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectivityResource) ProtoMessage() {}
+
+func (x *ConnectivityResource) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectivityResource.ProtoReflect.Descriptor instead.
+func (*ConnectivityResource) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConnectivityResource) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConnectivityResource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConnectivityResource) GetApplication() string {
+	if x != nil {
+		return x.Application
+	}
+	return ""
+}
+
+func (x *ConnectivityResource) GetEgressgateway() bool {
+	if x != nil {
+		return x.Egressgateway
+	}
+	return false
+}
+
+func (x *ConnectivityResource) GetExternalPrefix() string {
+	if x != nil {
+		return x.ExternalPrefix
+	}
+	return ""
+}
+
+func (x *ConnectivityResource) GetMutualTls() bool {
+	if x != nil {
+		return x.MutualTls
+	}
+	return false
+}
+
+func (x *ConnectivityResource) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ConnectivityResource) GetServiceMesh() string {
+	if x != nil {
+		return x.ServiceMesh
+	}
+	return ""
+}
+
+func (x *ConnectivityResource) GetLoadbalancing() bool {
+	if x != nil {
+		return x.Loadbalancing
+	}
+	return false
+}
+
+func (x *ConnectivityResource) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ConnectivityResource) GetHeadless() bool {
+	if x != nil {
+		return x.Headless
+	}
+	return false
+}
+
+func (x *ConnectivityResource) GetServiceaccounts() []string {
+	if x != nil {
+		return x.Serviceaccounts
+	}
+	return nil
+}
+
+func (x *ConnectivityResource) GetClientServices() []*ClientService {
+	if x != nil {
+		return x.ClientServices
+	}
+	return nil
+}
+
+func (x *ConnectivityResource) GetClusters() []*TrafficCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *ConnectivityResource) GetClusterLabels() []string {
+	if x != nil {
+		return x.ClusterLabels
+	}
+	return nil
+}
+
+func (x *ConnectivityResource) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+// ConnectivityIntent is an intra-cluster, external outbound or external
+// inbound intent: a list of target services.
+type ConnectivityIntent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the intent's name, unique in the group and kind (empty: the
+	// first connectivity resource's id).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// description is free text.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// connectivity_resource are the target services.
+	ConnectivityResource []*ConnectivityResource `protobuf:"bytes,3,rep,name=connectivity_resource,json=connectivityResource,proto3" json:"connectivity_resource,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ConnectivityIntent) Reset() {
+	*x = ConnectivityIntent{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectivityIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectivityIntent) ProtoMessage() {}
+
+func (x *ConnectivityIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectivityIntent.ProtoReflect.Descriptor instead.
+func (*ConnectivityIntent) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ConnectivityIntent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConnectivityIntent) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ConnectivityIntent) GetConnectivityResource() []*ConnectivityResource {
+	if x != nil {
+		return x.ConnectivityResource
+	}
+	return nil
+}
+
+// DnsProvider publishes a target's external name through a DNS provider.
+type DnsProvider struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the ConnectivityResource id (external inbound) whose service the
+	// name points at.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// external_name is the DNS name to publish (e.g. service1.example.com).
+	ExternalName string `protobuf:"bytes,2,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
+	// cluster_selector is a comma-separated list of cluster labels: the
+	// clusters (of those running the service) with every label publish
+	// their address; empty: all of them.
+	ClusterSelector string `protobuf:"bytes,3,opt,name=cluster_selector,json=cluster-selector,proto3" json:"cluster_selector,omitempty"`
+	// provider is external-dns's provider; "rfc2136" (empty: inferred from
+	// the parameters' prefix).
+	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	// external_dns_parameters are external-dns flags without "--" (e.g.
+	// rfc2136-host, rfc2136-port, rfc2136-zone, rfc2136-tsig-keyname,
+	// rfc2136-tsig-secret-alg, rfc2136-insecure, rfc2136-min-ttl,
+	// domain-filter, txt-owner-id); unknown ones are refused.
+	ExternalDnsParameters map[string]string `protobuf:"bytes,5,rep,name=external_dns_parameters,json=externalDnsParameters,proto3" json:"external_dns_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// provider_credentials are the provider's secrets (rfc2136-tsig-secret,
+	// and optionally rfc2136-tsig-keyname): write only, sealed at rest,
+	// never answered or logged.
+	ProviderCredentials map[string]string `protobuf:"bytes,6,rep,name=provider_credentials,json=providerCredentials,proto3" json:"provider_credentials,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// credential_keys are the names of the stored credentials; output only.
+	CredentialKeys []string `protobuf:"bytes,7,rep,name=credential_keys,json=credential-keys,proto3" json:"credential_keys,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DnsProvider) Reset() {
+	*x = DnsProvider{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DnsProvider) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DnsProvider) ProtoMessage() {}
+
+func (x *DnsProvider) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DnsProvider.ProtoReflect.Descriptor instead.
+func (*DnsProvider) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DnsProvider) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DnsProvider) GetExternalName() string {
+	if x != nil {
+		return x.ExternalName
+	}
+	return ""
+}
+
+func (x *DnsProvider) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *DnsProvider) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *DnsProvider) GetExternalDnsParameters() map[string]string {
+	if x != nil {
+		return x.ExternalDnsParameters
+	}
+	return nil
+}
+
+func (x *DnsProvider) GetProviderCredentials() map[string]string {
+	if x != nil {
+		return x.ProviderCredentials
+	}
+	return nil
+}
+
+func (x *DnsProvider) GetCredentialKeys() []string {
+	if x != nil {
+		return x.CredentialKeys
+	}
+	return nil
+}
+
+// DnsProviderIntent is a DNS provider intent: names to publish.
+type DnsProviderIntent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the intent's name, unique in the group (empty: the first
+	// provider's id).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// description is free text.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// dns_provider are the names to publish and where.
+	DnsProvider   []*DnsProvider `protobuf:"bytes,3,rep,name=dns_provider,json=dnsProvider,proto3" json:"dns_provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DnsProviderIntent) Reset() {
+	*x = DnsProviderIntent{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DnsProviderIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DnsProviderIntent) ProtoMessage() {}
+
+func (x *DnsProviderIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DnsProviderIntent.ProtoReflect.Descriptor instead.
+func (*DnsProviderIntent) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DnsProviderIntent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DnsProviderIntent) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *DnsProviderIntent) GetDnsProvider() []*DnsProvider {
+	if x != nil {
+		return x.DnsProvider
+	}
+	return nil
+}
+
+// TrafficIntentGroup groups the traffic intents of one application version
+// and names the logical cloud they apply to. The seed's body is flat
+// ({"name", "description", "logical-cloud"}); {"metadata": {...}} is
+// accepted as well. Answers fill both.
 type TrafficIntentGroup struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// metadata names the group.
-	Metadata      *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// metadata names the group (the other body shape).
+	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// name is the group's name (or metadata.name).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// description is free text (or metadata.description).
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// logical_cloud is the logical cloud of the group's project whose
+	// clusters and namespace the intents apply to; required, it never
+	// changes.
+	LogicalCloud string `protobuf:"bytes,4,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// applied tells whether the group's objects are on the clusters (set by
+	// apply and update, cleared by terminate); output only.
+	Applied       bool `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TrafficIntentGroup) Reset() {
 	*x = TrafficIntentGroup{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[0]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +851,7 @@ func (x *TrafficIntentGroup) String() string {
 func (*TrafficIntentGroup) ProtoMessage() {}
 
 func (x *TrafficIntentGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[0]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +864,7 @@ func (x *TrafficIntentGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficIntentGroup.ProtoReflect.Descriptor instead.
 func (*TrafficIntentGroup) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TrafficIntentGroup) GetMetadata() *v1.Metadata {
@@ -68,6 +872,34 @@ func (x *TrafficIntentGroup) GetMetadata() *v1.Metadata {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *TrafficIntentGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TrafficIntentGroup) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *TrafficIntentGroup) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *TrafficIntentGroup) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
 }
 
 // CreateTrafficIntentGroupRequest names the parent and carries the new traffic intent group.
@@ -87,7 +919,7 @@ type CreateTrafficIntentGroupRequest struct {
 
 func (x *CreateTrafficIntentGroupRequest) Reset() {
 	*x = CreateTrafficIntentGroupRequest{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +931,7 @@ func (x *CreateTrafficIntentGroupRequest) String() string {
 func (*CreateTrafficIntentGroupRequest) ProtoMessage() {}
 
 func (x *CreateTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +944,7 @@ func (x *CreateTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrafficIntentGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateTrafficIntentGroupRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateTrafficIntentGroupRequest) GetProject() string {
@@ -154,7 +986,7 @@ type CreateTrafficIntentGroupResponse struct {
 
 func (x *CreateTrafficIntentGroupResponse) Reset() {
 	*x = CreateTrafficIntentGroupResponse{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +998,7 @@ func (x *CreateTrafficIntentGroupResponse) String() string {
 func (*CreateTrafficIntentGroupResponse) ProtoMessage() {}
 
 func (x *CreateTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +1011,7 @@ func (x *CreateTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTrafficIntentGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateTrafficIntentGroupResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTrafficIntentGroupResponse) GetTrafficIntentGroup() *TrafficIntentGroup {
@@ -206,7 +1038,7 @@ type GetTrafficIntentGroupRequest struct {
 
 func (x *GetTrafficIntentGroupRequest) Reset() {
 	*x = GetTrafficIntentGroupRequest{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +1050,7 @@ func (x *GetTrafficIntentGroupRequest) String() string {
 func (*GetTrafficIntentGroupRequest) ProtoMessage() {}
 
 func (x *GetTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +1063,7 @@ func (x *GetTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrafficIntentGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetTrafficIntentGroupRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetTrafficIntentGroupRequest) GetProject() string {
@@ -273,7 +1105,7 @@ type GetTrafficIntentGroupResponse struct {
 
 func (x *GetTrafficIntentGroupResponse) Reset() {
 	*x = GetTrafficIntentGroupResponse{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +1117,7 @@ func (x *GetTrafficIntentGroupResponse) String() string {
 func (*GetTrafficIntentGroupResponse) ProtoMessage() {}
 
 func (x *GetTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +1130,7 @@ func (x *GetTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTrafficIntentGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetTrafficIntentGroupResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetTrafficIntentGroupResponse) GetTrafficIntentGroup() *TrafficIntentGroup {
@@ -330,7 +1162,7 @@ type ListTrafficIntentGroupsRequest struct {
 
 func (x *ListTrafficIntentGroupsRequest) Reset() {
 	*x = ListTrafficIntentGroupsRequest{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +1174,7 @@ func (x *ListTrafficIntentGroupsRequest) String() string {
 func (*ListTrafficIntentGroupsRequest) ProtoMessage() {}
 
 func (x *ListTrafficIntentGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +1187,7 @@ func (x *ListTrafficIntentGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrafficIntentGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListTrafficIntentGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListTrafficIntentGroupsRequest) GetProject() string {
@@ -407,7 +1239,7 @@ type ListTrafficIntentGroupsResponse struct {
 
 func (x *ListTrafficIntentGroupsResponse) Reset() {
 	*x = ListTrafficIntentGroupsResponse{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +1251,7 @@ func (x *ListTrafficIntentGroupsResponse) String() string {
 func (*ListTrafficIntentGroupsResponse) ProtoMessage() {}
 
 func (x *ListTrafficIntentGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +1264,7 @@ func (x *ListTrafficIntentGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrafficIntentGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListTrafficIntentGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTrafficIntentGroupsResponse) GetTrafficIntentGroups() []*TrafficIntentGroup {
@@ -447,6 +1279,135 @@ func (x *ListTrafficIntentGroupsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+// UpdateTrafficIntentGroupRequest names the group and carries its new content.
+type UpdateTrafficIntentGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// name is the traffic intent group's name.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// traffic_intent_group replacing the stored one; its name and
+	// logical-cloud, if given, must be the stored ones.
+	TrafficIntentGroup *TrafficIntentGroup `protobuf:"bytes,5,opt,name=traffic_intent_group,json=trafficIntentGroup,proto3" json:"traffic_intent_group,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateTrafficIntentGroupRequest) Reset() {
+	*x = UpdateTrafficIntentGroupRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTrafficIntentGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTrafficIntentGroupRequest) ProtoMessage() {}
+
+func (x *UpdateTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTrafficIntentGroupRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTrafficIntentGroupRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UpdateTrafficIntentGroupRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateTrafficIntentGroupRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *UpdateTrafficIntentGroupRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *UpdateTrafficIntentGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateTrafficIntentGroupRequest) GetTrafficIntentGroup() *TrafficIntentGroup {
+	if x != nil {
+		return x.TrafficIntentGroup
+	}
+	return nil
+}
+
+// UpdateTrafficIntentGroupResponse carries the stored group.
+type UpdateTrafficIntentGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// traffic_intent_group as stored.
+	TrafficIntentGroup *TrafficIntentGroup `protobuf:"bytes,1,opt,name=traffic_intent_group,json=trafficIntentGroup,proto3" json:"traffic_intent_group,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateTrafficIntentGroupResponse) Reset() {
+	*x = UpdateTrafficIntentGroupResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTrafficIntentGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTrafficIntentGroupResponse) ProtoMessage() {}
+
+func (x *UpdateTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTrafficIntentGroupResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTrafficIntentGroupResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UpdateTrafficIntentGroupResponse) GetTrafficIntentGroup() *TrafficIntentGroup {
+	if x != nil {
+		return x.TrafficIntentGroup
+	}
+	return nil
 }
 
 // DeleteTrafficIntentGroupRequest names the traffic intent group.
@@ -466,7 +1427,7 @@ type DeleteTrafficIntentGroupRequest struct {
 
 func (x *DeleteTrafficIntentGroupRequest) Reset() {
 	*x = DeleteTrafficIntentGroupRequest{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +1439,7 @@ func (x *DeleteTrafficIntentGroupRequest) String() string {
 func (*DeleteTrafficIntentGroupRequest) ProtoMessage() {}
 
 func (x *DeleteTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +1452,7 @@ func (x *DeleteTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrafficIntentGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTrafficIntentGroupRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTrafficIntentGroupRequest) GetProject() string {
@@ -531,7 +1492,7 @@ type DeleteTrafficIntentGroupResponse struct {
 
 func (x *DeleteTrafficIntentGroupResponse) Reset() {
 	*x = DeleteTrafficIntentGroupResponse{}
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +1504,7 @@ func (x *DeleteTrafficIntentGroupResponse) String() string {
 func (*DeleteTrafficIntentGroupResponse) ProtoMessage() {}
 
 func (x *DeleteTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,16 +1517,3411 @@ func (x *DeleteTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTrafficIntentGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTrafficIntentGroupResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{17}
+}
+
+// CreateInterclusterIntentRequest names the group and carries the intent.
+type CreateInterclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// intercluster_intent to store.
+	InterclusterIntent *InterclusterIntent `protobuf:"bytes,5,opt,name=intercluster_intent,json=interclusterIntent,proto3" json:"intercluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CreateInterclusterIntentRequest) Reset() {
+	*x = CreateInterclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateInterclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateInterclusterIntentRequest) ProtoMessage() {}
+
+func (x *CreateInterclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateInterclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*CreateInterclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CreateInterclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateInterclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *CreateInterclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CreateInterclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateInterclusterIntentRequest) GetInterclusterIntent() *InterclusterIntent {
+	if x != nil {
+		return x.InterclusterIntent
+	}
+	return nil
+}
+
+// CreateInterclusterIntentResponse carries the stored intent.
+type CreateInterclusterIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intercluster_intent as stored.
+	InterclusterIntent *InterclusterIntent `protobuf:"bytes,1,opt,name=intercluster_intent,json=interclusterIntent,proto3" json:"intercluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CreateInterclusterIntentResponse) Reset() {
+	*x = CreateInterclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateInterclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateInterclusterIntentResponse) ProtoMessage() {}
+
+func (x *CreateInterclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateInterclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*CreateInterclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreateInterclusterIntentResponse) GetInterclusterIntent() *InterclusterIntent {
+	if x != nil {
+		return x.InterclusterIntent
+	}
+	return nil
+}
+
+// GetInterclusterIntentRequest names the intent.
+type GetInterclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInterclusterIntentRequest) Reset() {
+	*x = GetInterclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInterclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInterclusterIntentRequest) ProtoMessage() {}
+
+func (x *GetInterclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInterclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*GetInterclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetInterclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetInterclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *GetInterclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetInterclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GetInterclusterIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetInterclusterIntentResponse carries the intent.
+type GetInterclusterIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intercluster_intent as stored.
+	InterclusterIntent *InterclusterIntent `protobuf:"bytes,1,opt,name=intercluster_intent,json=interclusterIntent,proto3" json:"intercluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetInterclusterIntentResponse) Reset() {
+	*x = GetInterclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInterclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInterclusterIntentResponse) ProtoMessage() {}
+
+func (x *GetInterclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInterclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*GetInterclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetInterclusterIntentResponse) GetInterclusterIntent() *InterclusterIntent {
+	if x != nil {
+		return x.InterclusterIntent
+	}
+	return nil
+}
+
+// ListInterclusterIntentsRequest names the group.
+type ListInterclusterIntentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInterclusterIntentsRequest) Reset() {
+	*x = ListInterclusterIntentsRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInterclusterIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInterclusterIntentsRequest) ProtoMessage() {}
+
+func (x *ListInterclusterIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInterclusterIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ListInterclusterIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListInterclusterIntentsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListInterclusterIntentsRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *ListInterclusterIntentsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListInterclusterIntentsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListInterclusterIntentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListInterclusterIntentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListInterclusterIntentsResponse carries the intents.
+type ListInterclusterIntentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intercluster_intents ordered by name.
+	InterclusterIntents []*InterclusterIntent `protobuf:"bytes,1,rep,name=intercluster_intents,json=interclusterIntents,proto3" json:"intercluster_intents,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInterclusterIntentsResponse) Reset() {
+	*x = ListInterclusterIntentsResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInterclusterIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInterclusterIntentsResponse) ProtoMessage() {}
+
+func (x *ListInterclusterIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInterclusterIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ListInterclusterIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListInterclusterIntentsResponse) GetInterclusterIntents() []*InterclusterIntent {
+	if x != nil {
+		return x.InterclusterIntents
+	}
+	return nil
+}
+
+func (x *ListInterclusterIntentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateInterclusterIntentRequest names the intent and carries its new content.
+type UpdateInterclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// intercluster_intent replacing the stored one; its name, if given, must be the URL's.
+	InterclusterIntent *InterclusterIntent `protobuf:"bytes,6,opt,name=intercluster_intent,json=interclusterIntent,proto3" json:"intercluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateInterclusterIntentRequest) Reset() {
+	*x = UpdateInterclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateInterclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateInterclusterIntentRequest) ProtoMessage() {}
+
+func (x *UpdateInterclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateInterclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateInterclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *UpdateInterclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateInterclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *UpdateInterclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *UpdateInterclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UpdateInterclusterIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateInterclusterIntentRequest) GetInterclusterIntent() *InterclusterIntent {
+	if x != nil {
+		return x.InterclusterIntent
+	}
+	return nil
+}
+
+// UpdateInterclusterIntentResponse carries the stored intent.
+type UpdateInterclusterIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intercluster_intent as stored.
+	InterclusterIntent *InterclusterIntent `protobuf:"bytes,1,opt,name=intercluster_intent,json=interclusterIntent,proto3" json:"intercluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateInterclusterIntentResponse) Reset() {
+	*x = UpdateInterclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateInterclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateInterclusterIntentResponse) ProtoMessage() {}
+
+func (x *UpdateInterclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateInterclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateInterclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UpdateInterclusterIntentResponse) GetInterclusterIntent() *InterclusterIntent {
+	if x != nil {
+		return x.InterclusterIntent
+	}
+	return nil
+}
+
+// DeleteInterclusterIntentRequest names the intent.
+type DeleteInterclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteInterclusterIntentRequest) Reset() {
+	*x = DeleteInterclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteInterclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteInterclusterIntentRequest) ProtoMessage() {}
+
+func (x *DeleteInterclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteInterclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteInterclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteInterclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteInterclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *DeleteInterclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DeleteInterclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteInterclusterIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteInterclusterIntentResponse is empty.
+type DeleteInterclusterIntentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteInterclusterIntentResponse) Reset() {
+	*x = DeleteInterclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteInterclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteInterclusterIntentResponse) ProtoMessage() {}
+
+func (x *DeleteInterclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteInterclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteInterclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+// CreateIntraclusterIntentRequest names the group and carries the intent.
+type CreateIntraclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// intracluster_intent to store.
+	IntraclusterIntent *ConnectivityIntent `protobuf:"bytes,5,opt,name=intracluster_intent,json=intraclusterIntent,proto3" json:"intracluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CreateIntraclusterIntentRequest) Reset() {
+	*x = CreateIntraclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateIntraclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateIntraclusterIntentRequest) ProtoMessage() {}
+
+func (x *CreateIntraclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateIntraclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*CreateIntraclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateIntraclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateIntraclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *CreateIntraclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CreateIntraclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateIntraclusterIntentRequest) GetIntraclusterIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.IntraclusterIntent
+	}
+	return nil
+}
+
+// CreateIntraclusterIntentResponse carries the stored intent.
+type CreateIntraclusterIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intracluster_intent as stored.
+	IntraclusterIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=intracluster_intent,json=intraclusterIntent,proto3" json:"intracluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CreateIntraclusterIntentResponse) Reset() {
+	*x = CreateIntraclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateIntraclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateIntraclusterIntentResponse) ProtoMessage() {}
+
+func (x *CreateIntraclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateIntraclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*CreateIntraclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CreateIntraclusterIntentResponse) GetIntraclusterIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.IntraclusterIntent
+	}
+	return nil
+}
+
+// GetIntraclusterIntentRequest names the intent.
+type GetIntraclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetIntraclusterIntentRequest) Reset() {
+	*x = GetIntraclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetIntraclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetIntraclusterIntentRequest) ProtoMessage() {}
+
+func (x *GetIntraclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetIntraclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*GetIntraclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetIntraclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetIntraclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *GetIntraclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetIntraclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GetIntraclusterIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetIntraclusterIntentResponse carries the intent.
+type GetIntraclusterIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intracluster_intent as stored.
+	IntraclusterIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=intracluster_intent,json=intraclusterIntent,proto3" json:"intracluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetIntraclusterIntentResponse) Reset() {
+	*x = GetIntraclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetIntraclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetIntraclusterIntentResponse) ProtoMessage() {}
+
+func (x *GetIntraclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetIntraclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*GetIntraclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetIntraclusterIntentResponse) GetIntraclusterIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.IntraclusterIntent
+	}
+	return nil
+}
+
+// ListIntraclusterIntentsRequest names the group.
+type ListIntraclusterIntentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIntraclusterIntentsRequest) Reset() {
+	*x = ListIntraclusterIntentsRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIntraclusterIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIntraclusterIntentsRequest) ProtoMessage() {}
+
+func (x *ListIntraclusterIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIntraclusterIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ListIntraclusterIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListIntraclusterIntentsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListIntraclusterIntentsRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *ListIntraclusterIntentsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListIntraclusterIntentsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListIntraclusterIntentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListIntraclusterIntentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListIntraclusterIntentsResponse carries the intents.
+type ListIntraclusterIntentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intracluster_intents ordered by name.
+	IntraclusterIntents []*ConnectivityIntent `protobuf:"bytes,1,rep,name=intracluster_intents,json=intraclusterIntents,proto3" json:"intracluster_intents,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIntraclusterIntentsResponse) Reset() {
+	*x = ListIntraclusterIntentsResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIntraclusterIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIntraclusterIntentsResponse) ProtoMessage() {}
+
+func (x *ListIntraclusterIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIntraclusterIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ListIntraclusterIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListIntraclusterIntentsResponse) GetIntraclusterIntents() []*ConnectivityIntent {
+	if x != nil {
+		return x.IntraclusterIntents
+	}
+	return nil
+}
+
+func (x *ListIntraclusterIntentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateIntraclusterIntentRequest names the intent and carries its new content.
+type UpdateIntraclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// intracluster_intent replacing the stored one; its name, if given, must be the URL's.
+	IntraclusterIntent *ConnectivityIntent `protobuf:"bytes,6,opt,name=intracluster_intent,json=intraclusterIntent,proto3" json:"intracluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateIntraclusterIntentRequest) Reset() {
+	*x = UpdateIntraclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateIntraclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateIntraclusterIntentRequest) ProtoMessage() {}
+
+func (x *UpdateIntraclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateIntraclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateIntraclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UpdateIntraclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateIntraclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *UpdateIntraclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *UpdateIntraclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UpdateIntraclusterIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateIntraclusterIntentRequest) GetIntraclusterIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.IntraclusterIntent
+	}
+	return nil
+}
+
+// UpdateIntraclusterIntentResponse carries the stored intent.
+type UpdateIntraclusterIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// intracluster_intent as stored.
+	IntraclusterIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=intracluster_intent,json=intraclusterIntent,proto3" json:"intracluster_intent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateIntraclusterIntentResponse) Reset() {
+	*x = UpdateIntraclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateIntraclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateIntraclusterIntentResponse) ProtoMessage() {}
+
+func (x *UpdateIntraclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateIntraclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateIntraclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *UpdateIntraclusterIntentResponse) GetIntraclusterIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.IntraclusterIntent
+	}
+	return nil
+}
+
+// DeleteIntraclusterIntentRequest names the intent.
+type DeleteIntraclusterIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteIntraclusterIntentRequest) Reset() {
+	*x = DeleteIntraclusterIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteIntraclusterIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteIntraclusterIntentRequest) ProtoMessage() {}
+
+func (x *DeleteIntraclusterIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteIntraclusterIntentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteIntraclusterIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DeleteIntraclusterIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteIntraclusterIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *DeleteIntraclusterIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DeleteIntraclusterIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteIntraclusterIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteIntraclusterIntentResponse is empty.
+type DeleteIntraclusterIntentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteIntraclusterIntentResponse) Reset() {
+	*x = DeleteIntraclusterIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteIntraclusterIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteIntraclusterIntentResponse) ProtoMessage() {}
+
+func (x *DeleteIntraclusterIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteIntraclusterIntentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteIntraclusterIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+// CreateExternalOutboundIntentRequest names the group and carries the intent.
+type CreateExternalOutboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// external_outbound_intent to store.
+	ExternalOutboundIntent *ConnectivityIntent `protobuf:"bytes,5,opt,name=external_outbound_intent,json=externalOutboundIntent,proto3" json:"external_outbound_intent,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *CreateExternalOutboundIntentRequest) Reset() {
+	*x = CreateExternalOutboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateExternalOutboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateExternalOutboundIntentRequest) ProtoMessage() {}
+
+func (x *CreateExternalOutboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateExternalOutboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*CreateExternalOutboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CreateExternalOutboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateExternalOutboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *CreateExternalOutboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CreateExternalOutboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateExternalOutboundIntentRequest) GetExternalOutboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalOutboundIntent
+	}
+	return nil
+}
+
+// CreateExternalOutboundIntentResponse carries the stored intent.
+type CreateExternalOutboundIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_outbound_intent as stored.
+	ExternalOutboundIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=external_outbound_intent,json=externalOutboundIntent,proto3" json:"external_outbound_intent,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *CreateExternalOutboundIntentResponse) Reset() {
+	*x = CreateExternalOutboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateExternalOutboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateExternalOutboundIntentResponse) ProtoMessage() {}
+
+func (x *CreateExternalOutboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateExternalOutboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*CreateExternalOutboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CreateExternalOutboundIntentResponse) GetExternalOutboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalOutboundIntent
+	}
+	return nil
+}
+
+// GetExternalOutboundIntentRequest names the intent.
+type GetExternalOutboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExternalOutboundIntentRequest) Reset() {
+	*x = GetExternalOutboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExternalOutboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExternalOutboundIntentRequest) ProtoMessage() {}
+
+func (x *GetExternalOutboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExternalOutboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*GetExternalOutboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetExternalOutboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetExternalOutboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *GetExternalOutboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetExternalOutboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GetExternalOutboundIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetExternalOutboundIntentResponse carries the intent.
+type GetExternalOutboundIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_outbound_intent as stored.
+	ExternalOutboundIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=external_outbound_intent,json=externalOutboundIntent,proto3" json:"external_outbound_intent,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *GetExternalOutboundIntentResponse) Reset() {
+	*x = GetExternalOutboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExternalOutboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExternalOutboundIntentResponse) ProtoMessage() {}
+
+func (x *GetExternalOutboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExternalOutboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*GetExternalOutboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetExternalOutboundIntentResponse) GetExternalOutboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalOutboundIntent
+	}
+	return nil
+}
+
+// ListExternalOutboundIntentsRequest names the group.
+type ListExternalOutboundIntentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExternalOutboundIntentsRequest) Reset() {
+	*x = ListExternalOutboundIntentsRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExternalOutboundIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExternalOutboundIntentsRequest) ProtoMessage() {}
+
+func (x *ListExternalOutboundIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExternalOutboundIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ListExternalOutboundIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListExternalOutboundIntentsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListExternalOutboundIntentsRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *ListExternalOutboundIntentsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListExternalOutboundIntentsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListExternalOutboundIntentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListExternalOutboundIntentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListExternalOutboundIntentsResponse carries the intents.
+type ListExternalOutboundIntentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_outbound_intents ordered by name.
+	ExternalOutboundIntents []*ConnectivityIntent `protobuf:"bytes,1,rep,name=external_outbound_intents,json=externalOutboundIntents,proto3" json:"external_outbound_intents,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExternalOutboundIntentsResponse) Reset() {
+	*x = ListExternalOutboundIntentsResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExternalOutboundIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExternalOutboundIntentsResponse) ProtoMessage() {}
+
+func (x *ListExternalOutboundIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExternalOutboundIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ListExternalOutboundIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListExternalOutboundIntentsResponse) GetExternalOutboundIntents() []*ConnectivityIntent {
+	if x != nil {
+		return x.ExternalOutboundIntents
+	}
+	return nil
+}
+
+func (x *ListExternalOutboundIntentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateExternalOutboundIntentRequest names the intent and carries its new content.
+type UpdateExternalOutboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// external_outbound_intent replacing the stored one; its name, if given, must be the URL's.
+	ExternalOutboundIntent *ConnectivityIntent `protobuf:"bytes,6,opt,name=external_outbound_intent,json=externalOutboundIntent,proto3" json:"external_outbound_intent,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *UpdateExternalOutboundIntentRequest) Reset() {
+	*x = UpdateExternalOutboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateExternalOutboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateExternalOutboundIntentRequest) ProtoMessage() {}
+
+func (x *UpdateExternalOutboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateExternalOutboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateExternalOutboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UpdateExternalOutboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateExternalOutboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *UpdateExternalOutboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *UpdateExternalOutboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UpdateExternalOutboundIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateExternalOutboundIntentRequest) GetExternalOutboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalOutboundIntent
+	}
+	return nil
+}
+
+// UpdateExternalOutboundIntentResponse carries the stored intent.
+type UpdateExternalOutboundIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_outbound_intent as stored.
+	ExternalOutboundIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=external_outbound_intent,json=externalOutboundIntent,proto3" json:"external_outbound_intent,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *UpdateExternalOutboundIntentResponse) Reset() {
+	*x = UpdateExternalOutboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateExternalOutboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateExternalOutboundIntentResponse) ProtoMessage() {}
+
+func (x *UpdateExternalOutboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateExternalOutboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateExternalOutboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UpdateExternalOutboundIntentResponse) GetExternalOutboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalOutboundIntent
+	}
+	return nil
+}
+
+// DeleteExternalOutboundIntentRequest names the intent.
+type DeleteExternalOutboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteExternalOutboundIntentRequest) Reset() {
+	*x = DeleteExternalOutboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteExternalOutboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteExternalOutboundIntentRequest) ProtoMessage() {}
+
+func (x *DeleteExternalOutboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteExternalOutboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteExternalOutboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeleteExternalOutboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteExternalOutboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *DeleteExternalOutboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DeleteExternalOutboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteExternalOutboundIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteExternalOutboundIntentResponse is empty.
+type DeleteExternalOutboundIntentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteExternalOutboundIntentResponse) Reset() {
+	*x = DeleteExternalOutboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteExternalOutboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteExternalOutboundIntentResponse) ProtoMessage() {}
+
+func (x *DeleteExternalOutboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteExternalOutboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteExternalOutboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{47}
+}
+
+// CreateExternalInboundIntentRequest names the group and carries the intent.
+type CreateExternalInboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// external_inbound_intent to store.
+	ExternalInboundIntent *ConnectivityIntent `protobuf:"bytes,5,opt,name=external_inbound_intent,json=externalInboundIntent,proto3" json:"external_inbound_intent,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *CreateExternalInboundIntentRequest) Reset() {
+	*x = CreateExternalInboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateExternalInboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateExternalInboundIntentRequest) ProtoMessage() {}
+
+func (x *CreateExternalInboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateExternalInboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*CreateExternalInboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CreateExternalInboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateExternalInboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *CreateExternalInboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CreateExternalInboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateExternalInboundIntentRequest) GetExternalInboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalInboundIntent
+	}
+	return nil
+}
+
+// CreateExternalInboundIntentResponse carries the stored intent.
+type CreateExternalInboundIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_inbound_intent as stored.
+	ExternalInboundIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=external_inbound_intent,json=externalInboundIntent,proto3" json:"external_inbound_intent,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *CreateExternalInboundIntentResponse) Reset() {
+	*x = CreateExternalInboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateExternalInboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateExternalInboundIntentResponse) ProtoMessage() {}
+
+func (x *CreateExternalInboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateExternalInboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*CreateExternalInboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *CreateExternalInboundIntentResponse) GetExternalInboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalInboundIntent
+	}
+	return nil
+}
+
+// GetExternalInboundIntentRequest names the intent.
+type GetExternalInboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExternalInboundIntentRequest) Reset() {
+	*x = GetExternalInboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExternalInboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExternalInboundIntentRequest) ProtoMessage() {}
+
+func (x *GetExternalInboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExternalInboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*GetExternalInboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetExternalInboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetExternalInboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *GetExternalInboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetExternalInboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GetExternalInboundIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetExternalInboundIntentResponse carries the intent.
+type GetExternalInboundIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_inbound_intent as stored.
+	ExternalInboundIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=external_inbound_intent,json=externalInboundIntent,proto3" json:"external_inbound_intent,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *GetExternalInboundIntentResponse) Reset() {
+	*x = GetExternalInboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExternalInboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExternalInboundIntentResponse) ProtoMessage() {}
+
+func (x *GetExternalInboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExternalInboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*GetExternalInboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetExternalInboundIntentResponse) GetExternalInboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalInboundIntent
+	}
+	return nil
+}
+
+// ListExternalInboundIntentsRequest names the group.
+type ListExternalInboundIntentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExternalInboundIntentsRequest) Reset() {
+	*x = ListExternalInboundIntentsRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExternalInboundIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExternalInboundIntentsRequest) ProtoMessage() {}
+
+func (x *ListExternalInboundIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExternalInboundIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ListExternalInboundIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListExternalInboundIntentsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListExternalInboundIntentsRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *ListExternalInboundIntentsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListExternalInboundIntentsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListExternalInboundIntentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListExternalInboundIntentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListExternalInboundIntentsResponse carries the intents.
+type ListExternalInboundIntentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_inbound_intents ordered by name.
+	ExternalInboundIntents []*ConnectivityIntent `protobuf:"bytes,1,rep,name=external_inbound_intents,json=externalInboundIntents,proto3" json:"external_inbound_intents,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExternalInboundIntentsResponse) Reset() {
+	*x = ListExternalInboundIntentsResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExternalInboundIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExternalInboundIntentsResponse) ProtoMessage() {}
+
+func (x *ListExternalInboundIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExternalInboundIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ListExternalInboundIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListExternalInboundIntentsResponse) GetExternalInboundIntents() []*ConnectivityIntent {
+	if x != nil {
+		return x.ExternalInboundIntents
+	}
+	return nil
+}
+
+func (x *ListExternalInboundIntentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateExternalInboundIntentRequest names the intent and carries its new content.
+type UpdateExternalInboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// external_inbound_intent replacing the stored one; its name, if given, must be the URL's.
+	ExternalInboundIntent *ConnectivityIntent `protobuf:"bytes,6,opt,name=external_inbound_intent,json=externalInboundIntent,proto3" json:"external_inbound_intent,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateExternalInboundIntentRequest) Reset() {
+	*x = UpdateExternalInboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateExternalInboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateExternalInboundIntentRequest) ProtoMessage() {}
+
+func (x *UpdateExternalInboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateExternalInboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateExternalInboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *UpdateExternalInboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateExternalInboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *UpdateExternalInboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *UpdateExternalInboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UpdateExternalInboundIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateExternalInboundIntentRequest) GetExternalInboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalInboundIntent
+	}
+	return nil
+}
+
+// UpdateExternalInboundIntentResponse carries the stored intent.
+type UpdateExternalInboundIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_inbound_intent as stored.
+	ExternalInboundIntent *ConnectivityIntent `protobuf:"bytes,1,opt,name=external_inbound_intent,json=externalInboundIntent,proto3" json:"external_inbound_intent,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateExternalInboundIntentResponse) Reset() {
+	*x = UpdateExternalInboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateExternalInboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateExternalInboundIntentResponse) ProtoMessage() {}
+
+func (x *UpdateExternalInboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateExternalInboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateExternalInboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *UpdateExternalInboundIntentResponse) GetExternalInboundIntent() *ConnectivityIntent {
+	if x != nil {
+		return x.ExternalInboundIntent
+	}
+	return nil
+}
+
+// DeleteExternalInboundIntentRequest names the intent.
+type DeleteExternalInboundIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteExternalInboundIntentRequest) Reset() {
+	*x = DeleteExternalInboundIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteExternalInboundIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteExternalInboundIntentRequest) ProtoMessage() {}
+
+func (x *DeleteExternalInboundIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteExternalInboundIntentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteExternalInboundIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *DeleteExternalInboundIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteExternalInboundIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *DeleteExternalInboundIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DeleteExternalInboundIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteExternalInboundIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteExternalInboundIntentResponse is empty.
+type DeleteExternalInboundIntentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteExternalInboundIntentResponse) Reset() {
+	*x = DeleteExternalInboundIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteExternalInboundIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteExternalInboundIntentResponse) ProtoMessage() {}
+
+func (x *DeleteExternalInboundIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteExternalInboundIntentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteExternalInboundIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{57}
+}
+
+// CreateDnsProviderIntentRequest names the group and carries the intent.
+type CreateDnsProviderIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// dns_provider_intent to store.
+	DnsProviderIntent *DnsProviderIntent `protobuf:"bytes,5,opt,name=dns_provider_intent,json=dnsProviderIntent,proto3" json:"dns_provider_intent,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CreateDnsProviderIntentRequest) Reset() {
+	*x = CreateDnsProviderIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateDnsProviderIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateDnsProviderIntentRequest) ProtoMessage() {}
+
+func (x *CreateDnsProviderIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateDnsProviderIntentRequest.ProtoReflect.Descriptor instead.
+func (*CreateDnsProviderIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *CreateDnsProviderIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateDnsProviderIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *CreateDnsProviderIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CreateDnsProviderIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateDnsProviderIntentRequest) GetDnsProviderIntent() *DnsProviderIntent {
+	if x != nil {
+		return x.DnsProviderIntent
+	}
+	return nil
+}
+
+// CreateDnsProviderIntentResponse carries the stored intent.
+type CreateDnsProviderIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dns_provider_intent as stored.
+	DnsProviderIntent *DnsProviderIntent `protobuf:"bytes,1,opt,name=dns_provider_intent,json=dnsProviderIntent,proto3" json:"dns_provider_intent,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CreateDnsProviderIntentResponse) Reset() {
+	*x = CreateDnsProviderIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateDnsProviderIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateDnsProviderIntentResponse) ProtoMessage() {}
+
+func (x *CreateDnsProviderIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateDnsProviderIntentResponse.ProtoReflect.Descriptor instead.
+func (*CreateDnsProviderIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CreateDnsProviderIntentResponse) GetDnsProviderIntent() *DnsProviderIntent {
+	if x != nil {
+		return x.DnsProviderIntent
+	}
+	return nil
+}
+
+// GetDnsProviderIntentRequest names the intent.
+type GetDnsProviderIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDnsProviderIntentRequest) Reset() {
+	*x = GetDnsProviderIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDnsProviderIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDnsProviderIntentRequest) ProtoMessage() {}
+
+func (x *GetDnsProviderIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDnsProviderIntentRequest.ProtoReflect.Descriptor instead.
+func (*GetDnsProviderIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetDnsProviderIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetDnsProviderIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *GetDnsProviderIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetDnsProviderIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GetDnsProviderIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetDnsProviderIntentResponse carries the intent.
+type GetDnsProviderIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dns_provider_intent as stored.
+	DnsProviderIntent *DnsProviderIntent `protobuf:"bytes,1,opt,name=dns_provider_intent,json=dnsProviderIntent,proto3" json:"dns_provider_intent,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GetDnsProviderIntentResponse) Reset() {
+	*x = GetDnsProviderIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDnsProviderIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDnsProviderIntentResponse) ProtoMessage() {}
+
+func (x *GetDnsProviderIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDnsProviderIntentResponse.ProtoReflect.Descriptor instead.
+func (*GetDnsProviderIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetDnsProviderIntentResponse) GetDnsProviderIntent() *DnsProviderIntent {
+	if x != nil {
+		return x.DnsProviderIntent
+	}
+	return nil
+}
+
+// ListDnsProviderIntentsRequest names the group.
+type ListDnsProviderIntentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item. A token of another list
+	// (other parent or filter) is refused.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDnsProviderIntentsRequest) Reset() {
+	*x = ListDnsProviderIntentsRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDnsProviderIntentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDnsProviderIntentsRequest) ProtoMessage() {}
+
+func (x *ListDnsProviderIntentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDnsProviderIntentsRequest.ProtoReflect.Descriptor instead.
+func (*ListDnsProviderIntentsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ListDnsProviderIntentsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListDnsProviderIntentsRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *ListDnsProviderIntentsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListDnsProviderIntentsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListDnsProviderIntentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDnsProviderIntentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDnsProviderIntentsResponse carries the intents.
+type ListDnsProviderIntentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dns_provider_intents ordered by name.
+	DnsProviderIntents []*DnsProviderIntent `protobuf:"bytes,1,rep,name=dns_provider_intents,json=dnsProviderIntents,proto3" json:"dns_provider_intents,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDnsProviderIntentsResponse) Reset() {
+	*x = ListDnsProviderIntentsResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDnsProviderIntentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDnsProviderIntentsResponse) ProtoMessage() {}
+
+func (x *ListDnsProviderIntentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDnsProviderIntentsResponse.ProtoReflect.Descriptor instead.
+func (*ListDnsProviderIntentsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListDnsProviderIntentsResponse) GetDnsProviderIntents() []*DnsProviderIntent {
+	if x != nil {
+		return x.DnsProviderIntents
+	}
+	return nil
+}
+
+func (x *ListDnsProviderIntentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateDnsProviderIntentRequest names the intent and carries its new content.
+type UpdateDnsProviderIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// dns_provider_intent replacing the stored one; its name, if given, must be the URL's.
+	DnsProviderIntent *DnsProviderIntent `protobuf:"bytes,6,opt,name=dns_provider_intent,json=dnsProviderIntent,proto3" json:"dns_provider_intent,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UpdateDnsProviderIntentRequest) Reset() {
+	*x = UpdateDnsProviderIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDnsProviderIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDnsProviderIntentRequest) ProtoMessage() {}
+
+func (x *UpdateDnsProviderIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDnsProviderIntentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateDnsProviderIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *UpdateDnsProviderIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateDnsProviderIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *UpdateDnsProviderIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *UpdateDnsProviderIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UpdateDnsProviderIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateDnsProviderIntentRequest) GetDnsProviderIntent() *DnsProviderIntent {
+	if x != nil {
+		return x.DnsProviderIntent
+	}
+	return nil
+}
+
+// UpdateDnsProviderIntentResponse carries the stored intent.
+type UpdateDnsProviderIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dns_provider_intent as stored.
+	DnsProviderIntent *DnsProviderIntent `protobuf:"bytes,1,opt,name=dns_provider_intent,json=dnsProviderIntent,proto3" json:"dns_provider_intent,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UpdateDnsProviderIntentResponse) Reset() {
+	*x = UpdateDnsProviderIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDnsProviderIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDnsProviderIntentResponse) ProtoMessage() {}
+
+func (x *UpdateDnsProviderIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDnsProviderIntentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateDnsProviderIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *UpdateDnsProviderIntentResponse) GetDnsProviderIntent() *DnsProviderIntent {
+	if x != nil {
+		return x.DnsProviderIntent
+	}
+	return nil
+}
+
+// DeleteDnsProviderIntentRequest names the intent.
+type DeleteDnsProviderIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// name is the intent's name.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDnsProviderIntentRequest) Reset() {
+	*x = DeleteDnsProviderIntentRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDnsProviderIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDnsProviderIntentRequest) ProtoMessage() {}
+
+func (x *DeleteDnsProviderIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDnsProviderIntentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteDnsProviderIntentRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *DeleteDnsProviderIntentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteDnsProviderIntentRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *DeleteDnsProviderIntentRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DeleteDnsProviderIntentRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteDnsProviderIntentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteDnsProviderIntentResponse is empty.
+type DeleteDnsProviderIntentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDnsProviderIntentResponse) Reset() {
+	*x = DeleteDnsProviderIntentResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDnsProviderIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDnsProviderIntentResponse) ProtoMessage() {}
+
+func (x *DeleteDnsProviderIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDnsProviderIntentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteDnsProviderIntentResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 var File_dcm_traffic_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\"P\n" +
-	"\x12TrafficIntentGroup\x12:\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"\xef\x01\n" +
+	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"v\n" +
+	"\x0eTrafficCluster\x125\n" +
+	"\x10cluster_provider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
+	"\fcluster_name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\"\xdd\x03\n" +
+	"\rClientService\x12:\n" +
+	"\x13client_service_name\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x11clientServiceName\x12#\n" +
+	"\bprotocol\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18\x10R\bprotocol\x12M\n" +
+	"\x04type\x18\x03 \x01(\tB9\xbaH6r4R\x00R\bexternalR\fintraclusterR\finterclusterR\n" +
+	"kubernetesR\x04type\x12\x1a\n" +
+	"\bheadless\x18\x04 \x01(\bR\bheadless\x12$\n" +
+	"\regressgateway\x18\x05 \x01(\bR\regressgateway\x12\x1f\n" +
+	"\x04port\x18\x06 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xff\xff\x03(\x00R\x04port\x12:\n" +
+	"\x0fserviceaccounts\x18\a \x03(\tB\x10\xbaH\r\x92\x01\n" +
+	"\x10\x10\"\x06r\x04\x98\xfb\x18\x01R\x0fserviceaccounts\x12E\n" +
+	"\bclusters\x18\b \x03(\v2\x1e.dcm.traffic.v1.TrafficClusterB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\bclusters\x126\n" +
+	"\x0ecluster_labels\x18\t \x03(\tB\x0e\xbaH\v\x92\x01\b\x10\x10\"\x04r\x02\x18?R\x0ecluster-labels\"\xe5\x05\n" +
+	"\x12InterclusterIntent\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
+	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12;\n" +
+	"\x14inbound_service_name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x12inboundservicename\x12#\n" +
+	"\bprotocol\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18\x10R\bprotocol\x120\n" +
+	"\x0fexternal_prefix\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x18?R\x0eexternalPrefix\x12\x1a\n" +
+	"\bheadless\x18\x06 \x01(\bR\bheadless\x12\x1d\n" +
+	"\n" +
+	"mutual_tls\x18\a \x01(\bR\tmutualTLS\x12\x1f\n" +
+	"\x04port\x18\b \x01(\x05B\v\xbaH\b\x1a\x06\x18\xff\xff\x03(\x01R\x04port\x121\n" +
+	"\fservice_mesh\x18\t \x01(\tB\x0e\xbaH\vr\tR\x00R\x05istioR\vserviceMesh\x12$\n" +
+	"\rloadbalancing\x18\n" +
+	" \x01(\bR\rloadbalancing\x12:\n" +
+	"\x0fserviceaccounts\x18\v \x03(\tB\x10\xbaH\r\x92\x01\n" +
+	"\x10\x10\"\x06r\x04\x98\xfb\x18\x01R\x0fserviceaccounts\x12R\n" +
+	"\x0fclient_services\x18\f \x03(\v2\x1d.dcm.traffic.v1.ClientServiceB\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10dR\x0eclientServices\x12E\n" +
+	"\bclusters\x18\r \x03(\v2\x1e.dcm.traffic.v1.TrafficClusterB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\bclusters\x126\n" +
+	"\x0ecluster_labels\x18\x0e \x03(\tB\x0e\xbaH\v\x92\x01\b\x10\x10\"\x04r\x02\x18?R\x0ecluster-labels\x12)\n" +
+	"\vapplication\x18\x0f \x01(\tB\a\xbaH\x04r\x02\x18?R\vapplication\"\xe3\x05\n" +
+	"\x14ConnectivityResource\x12\x19\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02id\x12\x1d\n" +
+	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12)\n" +
+	"\vapplication\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18?R\vapplication\x12$\n" +
+	"\regressgateway\x18\x04 \x01(\bR\regressgateway\x125\n" +
+	"\x0fexternal_prefix\x18\x05 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x0eexternalPrefix\x12\x1d\n" +
+	"\n" +
+	"mutual_tls\x18\x06 \x01(\bR\tmutualTLS\x12\x1f\n" +
+	"\x04port\x18\a \x01(\x05B\v\xbaH\b\x1a\x06\x18\xff\xff\x03(\x01R\x04port\x121\n" +
+	"\fservice_mesh\x18\b \x01(\tB\x0e\xbaH\vr\tR\x00R\x05istioR\vserviceMesh\x12$\n" +
+	"\rloadbalancing\x18\t \x01(\bR\rloadbalancing\x12#\n" +
+	"\bprotocol\x18\n" +
+	" \x01(\tB\a\xbaH\x04r\x02\x18\x10R\bprotocol\x12\x1a\n" +
+	"\bheadless\x18\v \x01(\bR\bheadless\x12:\n" +
+	"\x0fserviceaccounts\x18\f \x03(\tB\x10\xbaH\r\x92\x01\n" +
+	"\x10\x10\"\x06r\x04\x98\xfb\x18\x01R\x0fserviceaccounts\x12P\n" +
+	"\x0fclient_services\x18\r \x03(\v2\x1d.dcm.traffic.v1.ClientServiceB\b\xbaH\x05\x92\x01\x02\x10dR\x0eclientServices\x12E\n" +
+	"\bclusters\x18\x0e \x03(\v2\x1e.dcm.traffic.v1.TrafficClusterB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\bclusters\x126\n" +
+	"\x0ecluster_labels\x18\x0f \x03(\tB\x0e\xbaH\v\x92\x01\b\x10\x10\"\x04r\x02\x18?R\x0ecluster-labels\x12\"\n" +
+	"\x06domain\x18\x10 \x01(\tB\n" +
+	"\xbaH\a\xd8\x01\x01r\x02h\x01R\x06domain\"\xc9\x01\n" +
+	"\x12ConnectivityIntent\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
+	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12e\n" +
+	"\x15connectivity_resource\x18\x03 \x03(\v2$.dcm.traffic.v1.ConnectivityResourceB\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10dR\x14connectivityResource\"\xda\x04\n" +
+	"\vDnsProvider\x12\x19\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02id\x12,\n" +
+	"\rexternal_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02h\x01R\fexternalName\x124\n" +
+	"\x10cluster_selector\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x10cluster-selector\x12#\n" +
+	"\bprovider\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18 R\bprovider\x12x\n" +
+	"\x17external_dns_parameters\x18\x05 \x03(\v26.dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntryB\b\xbaH\x05\x9a\x01\x02\x10@R\x15externalDnsParameters\x12q\n" +
+	"\x14provider_credentials\x18\x06 \x03(\v24.dcm.traffic.v1.DnsProvider.ProviderCredentialsEntryB\b\xbaH\x05\x9a\x01\x02\x10\x10R\x13providerCredentials\x12(\n" +
+	"\x0fcredential_keys\x18\a \x03(\tR\x0fcredential-keys\x1aH\n" +
+	"\x1aExternalDnsParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aF\n" +
+	"\x18ProviderCredentialsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
+	"\x11DnsProviderIntent\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
+	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12J\n" +
+	"\fdns_provider\x18\x03 \x03(\v2\x1b.dcm.traffic.v1.DnsProviderB\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10dR\vdnsProvider\"\xe1\x01\n" +
+	"\x12TrafficIntentGroup\x122\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
+	"\vdescription\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12/\n" +
+	"\rlogical_cloud\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x18\n" +
+	"\aapplied\x18\x05 \x01(\bR\aapplied\"\xef\x01\n" +
 	"\x1fCreateTrafficIntentGroupRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
@@ -590,18 +4946,275 @@ const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"page-token\"\xa3\x01\n" +
 	"\x1fListTrafficIntentGroupsResponse\x12V\n" +
 	"\x15traffic_intent_groups\x18\x01 \x03(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x13trafficIntentGroups\x12(\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xb0\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x8e\x02\n" +
+	"\x1fUpdateTrafficIntentGroupRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1d\n" +
+	"\x04name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12\\\n" +
+	"\x14traffic_intent_group\x18\x05 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupB\x06\xbaH\x03\xc8\x01\x01R\x12trafficIntentGroup\"x\n" +
+	" UpdateTrafficIntentGroupResponse\x12T\n" +
+	"\x14traffic_intent_group\x18\x01 \x01(\v2\".dcm.traffic.v1.TrafficIntentGroupR\x12trafficIntentGroup\"\xb0\x01\n" +
 	"\x1fDeleteTrafficIntentGroupRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1d\n" +
 	"\x04name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\"\n" +
-	" DeleteTrafficIntentGroupResponse2\x88\x04\n" +
-	"\x0eTrafficService\x12}\n" +
-	"\x18CreateTrafficIntentGroup\x12/.dcm.traffic.v1.CreateTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.CreateTrafficIntentGroupResponse\x12t\n" +
-	"\x15GetTrafficIntentGroup\x12,.dcm.traffic.v1.GetTrafficIntentGroupRequest\x1a-.dcm.traffic.v1.GetTrafficIntentGroupResponse\x12z\n" +
-	"\x17ListTrafficIntentGroups\x12..dcm.traffic.v1.ListTrafficIntentGroupsRequest\x1a/.dcm.traffic.v1.ListTrafficIntentGroupsResponse\x12}\n" +
-	"\x18DeleteTrafficIntentGroup\x12/.dcm.traffic.v1.DeleteTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.DeleteTrafficIntentGroupResponse\x1a\x06\xc2\xf3\x18\x02\x10\x01B9Z7github.com/dcm-project/dcm/gen/dcm/traffic/v1;trafficv1b\x06proto3"
+	" DeleteTrafficIntentGroupResponse\"\x8f\x02\n" +
+	"\x1fCreateInterclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12[\n" +
+	"\x13intercluster_intent\x18\x05 \x01(\v2\".dcm.traffic.v1.InterclusterIntentB\x06\xbaH\x03\xc8\x01\x01R\x12interclusterIntent\"w\n" +
+	" CreateInterclusterIntentResponse\x12S\n" +
+	"\x13intercluster_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.InterclusterIntentR\x12interclusterIntent\"\xce\x01\n" +
+	"\x1cGetInterclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"t\n" +
+	"\x1dGetInterclusterIntentResponse\x12S\n" +
+	"\x13intercluster_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.InterclusterIntentR\x12interclusterIntent\"\x82\x02\n" +
+	"\x1eListInterclusterIntentsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12%\n" +
+	"\tpage_size\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\xa2\x01\n" +
+	"\x1fListInterclusterIntentsResponse\x12U\n" +
+	"\x14intercluster_intents\x18\x01 \x03(\v2\".dcm.traffic.v1.InterclusterIntentR\x13interclusterIntents\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xae\x02\n" +
+	"\x1fUpdateInterclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12[\n" +
+	"\x13intercluster_intent\x18\x06 \x01(\v2\".dcm.traffic.v1.InterclusterIntentB\x06\xbaH\x03\xc8\x01\x01R\x12interclusterIntent\"w\n" +
+	" UpdateInterclusterIntentResponse\x12S\n" +
+	"\x13intercluster_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.InterclusterIntentR\x12interclusterIntent\"\xd1\x01\n" +
+	"\x1fDeleteInterclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\"\n" +
+	" DeleteInterclusterIntentResponse\"\x8f\x02\n" +
+	"\x1fCreateIntraclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12[\n" +
+	"\x13intracluster_intent\x18\x05 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentB\x06\xbaH\x03\xc8\x01\x01R\x12intraclusterIntent\"w\n" +
+	" CreateIntraclusterIntentResponse\x12S\n" +
+	"\x13intracluster_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x12intraclusterIntent\"\xce\x01\n" +
+	"\x1cGetIntraclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"t\n" +
+	"\x1dGetIntraclusterIntentResponse\x12S\n" +
+	"\x13intracluster_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x12intraclusterIntent\"\x82\x02\n" +
+	"\x1eListIntraclusterIntentsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12%\n" +
+	"\tpage_size\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\xa2\x01\n" +
+	"\x1fListIntraclusterIntentsResponse\x12U\n" +
+	"\x14intracluster_intents\x18\x01 \x03(\v2\".dcm.traffic.v1.ConnectivityIntentR\x13intraclusterIntents\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xae\x02\n" +
+	"\x1fUpdateIntraclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12[\n" +
+	"\x13intracluster_intent\x18\x06 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentB\x06\xbaH\x03\xc8\x01\x01R\x12intraclusterIntent\"w\n" +
+	" UpdateIntraclusterIntentResponse\x12S\n" +
+	"\x13intracluster_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x12intraclusterIntent\"\xd1\x01\n" +
+	"\x1fDeleteIntraclusterIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\"\n" +
+	" DeleteIntraclusterIntentResponse\"\x9c\x02\n" +
+	"#CreateExternalOutboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12d\n" +
+	"\x18external_outbound_intent\x18\x05 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentB\x06\xbaH\x03\xc8\x01\x01R\x16externalOutboundIntent\"\x84\x01\n" +
+	"$CreateExternalOutboundIntentResponse\x12\\\n" +
+	"\x18external_outbound_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x16externalOutboundIntent\"\xd2\x01\n" +
+	" GetExternalOutboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x81\x01\n" +
+	"!GetExternalOutboundIntentResponse\x12\\\n" +
+	"\x18external_outbound_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x16externalOutboundIntent\"\x86\x02\n" +
+	"\"ListExternalOutboundIntentsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12%\n" +
+	"\tpage_size\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\xaf\x01\n" +
+	"#ListExternalOutboundIntentsResponse\x12^\n" +
+	"\x19external_outbound_intents\x18\x01 \x03(\v2\".dcm.traffic.v1.ConnectivityIntentR\x17externalOutboundIntents\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xbb\x02\n" +
+	"#UpdateExternalOutboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12d\n" +
+	"\x18external_outbound_intent\x18\x06 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentB\x06\xbaH\x03\xc8\x01\x01R\x16externalOutboundIntent\"\x84\x01\n" +
+	"$UpdateExternalOutboundIntentResponse\x12\\\n" +
+	"\x18external_outbound_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x16externalOutboundIntent\"\xd5\x01\n" +
+	"#DeleteExternalOutboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"&\n" +
+	"$DeleteExternalOutboundIntentResponse\"\x99\x02\n" +
+	"\"CreateExternalInboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12b\n" +
+	"\x17external_inbound_intent\x18\x05 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentB\x06\xbaH\x03\xc8\x01\x01R\x15externalInboundIntent\"\x81\x01\n" +
+	"#CreateExternalInboundIntentResponse\x12Z\n" +
+	"\x17external_inbound_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x15externalInboundIntent\"\xd1\x01\n" +
+	"\x1fGetExternalInboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"~\n" +
+	" GetExternalInboundIntentResponse\x12Z\n" +
+	"\x17external_inbound_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x15externalInboundIntent\"\x85\x02\n" +
+	"!ListExternalInboundIntentsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12%\n" +
+	"\tpage_size\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\xac\x01\n" +
+	"\"ListExternalInboundIntentsResponse\x12\\\n" +
+	"\x18external_inbound_intents\x18\x01 \x03(\v2\".dcm.traffic.v1.ConnectivityIntentR\x16externalInboundIntents\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xb8\x02\n" +
+	"\"UpdateExternalInboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12b\n" +
+	"\x17external_inbound_intent\x18\x06 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentB\x06\xbaH\x03\xc8\x01\x01R\x15externalInboundIntent\"\x81\x01\n" +
+	"#UpdateExternalInboundIntentResponse\x12Z\n" +
+	"\x17external_inbound_intent\x18\x01 \x01(\v2\".dcm.traffic.v1.ConnectivityIntentR\x15externalInboundIntent\"\xd4\x01\n" +
+	"\"DeleteExternalInboundIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"%\n" +
+	"#DeleteExternalInboundIntentResponse\"\x8c\x02\n" +
+	"\x1eCreateDnsProviderIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12Y\n" +
+	"\x13dns_provider_intent\x18\x05 \x01(\v2!.dcm.traffic.v1.DnsProviderIntentB\x06\xbaH\x03\xc8\x01\x01R\x11dnsProviderIntent\"t\n" +
+	"\x1fCreateDnsProviderIntentResponse\x12Q\n" +
+	"\x13dns_provider_intent\x18\x01 \x01(\v2!.dcm.traffic.v1.DnsProviderIntentR\x11dnsProviderIntent\"\xcd\x01\n" +
+	"\x1bGetDnsProviderIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"q\n" +
+	"\x1cGetDnsProviderIntentResponse\x12Q\n" +
+	"\x13dns_provider_intent\x18\x01 \x01(\v2!.dcm.traffic.v1.DnsProviderIntentR\x11dnsProviderIntent\"\x81\x02\n" +
+	"\x1dListDnsProviderIntentsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12%\n" +
+	"\tpage_size\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x9f\x01\n" +
+	"\x1eListDnsProviderIntentsResponse\x12S\n" +
+	"\x14dns_provider_intents\x18\x01 \x03(\v2!.dcm.traffic.v1.DnsProviderIntentR\x12dnsProviderIntents\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xab\x02\n" +
+	"\x1eUpdateDnsProviderIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12Y\n" +
+	"\x13dns_provider_intent\x18\x06 \x01(\v2!.dcm.traffic.v1.DnsProviderIntentB\x06\xbaH\x03\xc8\x01\x01R\x11dnsProviderIntent\"t\n" +
+	"\x1fUpdateDnsProviderIntentResponse\x12Q\n" +
+	"\x13dns_provider_intent\x18\x01 \x01(\v2!.dcm.traffic.v1.DnsProviderIntentR\x11dnsProviderIntent\"\xd0\x01\n" +
+	"\x1eDeleteDnsProviderIntentRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"!\n" +
+	"\x1fDeleteDnsProviderIntentResponse2\xf2\xb8\x01\n" +
+	"\x0eTrafficService\x12\xa1\x04\n" +
+	"\x18CreateTrafficIntentGroup\x12/.dcm.traffic.v1.CreateTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.CreateTrafficIntentGroupResponse\"\xa1\x03\x82\xd3\xe4\x93\x02\x9a\x03:\x14traffic_intent_groupZ^:\x14traffic_intent_group\"F/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-setsZa:\x14traffic_intent_group\"I/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groupsZ_:\x14traffic_intent_group\"G/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-setsb\x14traffic_intent_group\"H/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups\x12\xf1\x03\n" +
+	"\x15GetTrafficIntentGroup\x12,.dcm.traffic.v1.GetTrafficIntentGroupRequest\x1a-.dcm.traffic.v1.GetTrafficIntentGroupResponse\"\xfa\x02\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02\xde\x02ZO\x12M/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{name}ZR\x12P/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{name}ZP\x12N/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{name}b\x14traffic_intent_group\x12O/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{name}\x12\xc7\x03\n" +
+	"\x17ListTrafficIntentGroups\x12..dcm.traffic.v1.ListTrafficIntentGroupsRequest\x1a/.dcm.traffic.v1.ListTrafficIntentGroupsResponse\"\xca\x02\x82\xd3\xe4\x93\x02\xc3\x02ZH\x12F/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-setsZK\x12I/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groupsZI\x12G/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-setsb\x15traffic_intent_groups\x12H/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups\x12\xbd\x04\n" +
+	"\x18UpdateTrafficIntentGroup\x12/.dcm.traffic.v1.UpdateTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.UpdateTrafficIntentGroupResponse\"\xbd\x03\x82\xd3\xe4\x93\x02\xb6\x03:\x14traffic_intent_groupZe:\x14traffic_intent_group\x1aM/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{name}Zh:\x14traffic_intent_group\x1aP/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{name}Zf:\x14traffic_intent_group\x1aN/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{name}b\x14traffic_intent_group\x1aO/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{name}\x12\xcf\x03\n" +
+	"\x18DeleteTrafficIntentGroup\x12/.dcm.traffic.v1.DeleteTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.DeleteTrafficIntentGroupResponse\"\xcf\x02\x82\xd3\xe4\x93\x02\xc8\x02ZO*M/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{name}ZR*P/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{name}ZP*N/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{name}*O/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{name}\x12\xf5\x06\n" +
+	"\x18CreateInterclusterIntent\x12/.dcm.traffic.v1.CreateInterclusterIntentRequest\x1a0.dcm.traffic.v1.CreateInterclusterIntentResponse\"\xf5\x05\x82\xd3\xe4\x93\x02\xee\x05:\x13intercluster_intentZy:\x13intercluster_intent\"b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterserviceZr:\x13intercluster_intent\"[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/interclusterZ|:\x13intercluster_intent\"e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterserviceZz:\x13intercluster_intent\"c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterserviceZs:\x13intercluster_intent\"\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/interclusterb\x13intercluster_intent\"d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice\x12\x98\x06\n" +
+	"\x15GetInterclusterIntent\x12,.dcm.traffic.v1.GetInterclusterIntentRequest\x1a-.dcm.traffic.v1.GetInterclusterIntentResponse\"\xa1\x05\x82\xd3\xe4\x93\x02\x9a\x05Zk\x12i/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterservice/{name}Zd\x12b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intercluster/{name}Zn\x12l/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice/{name}Zl\x12j/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterservice/{name}Ze\x12c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intercluster/{name}b\x13intercluster_intent\x12k/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice/{name}\x12\xf5\x05\n" +
+	"\x17ListInterclusterIntents\x12..dcm.traffic.v1.ListInterclusterIntentsRequest\x1a/.dcm.traffic.v1.ListInterclusterIntentsResponse\"\xf8\x04\x82\xd3\xe4\x93\x02\xf1\x04Zd\x12b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterserviceZ]\x12[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/interclusterZg\x12e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterserviceZe\x12c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterserviceZ^\x12\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/interclusterb\x14intercluster_intents\x12d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice\x12\xa2\a\n" +
+	"\x18UpdateInterclusterIntent\x12/.dcm.traffic.v1.UpdateInterclusterIntentRequest\x1a0.dcm.traffic.v1.UpdateInterclusterIntentResponse\"\xa2\x06\x82\xd3\xe4\x93\x02\x9b\x06:\x13intercluster_intentZ\x80\x01:\x13intercluster_intent\x1ai/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterservice/{name}Zy:\x13intercluster_intent\x1ab/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intercluster/{name}Z\x83\x01:\x13intercluster_intent\x1al/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice/{name}Z\x81\x01:\x13intercluster_intent\x1aj/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterservice/{name}Zz:\x13intercluster_intent\x1ac/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intercluster/{name}b\x13intercluster_intent\x1ak/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice/{name}\x12\x8c\x06\n" +
+	"\x18DeleteInterclusterIntent\x12/.dcm.traffic.v1.DeleteInterclusterIntentRequest\x1a0.dcm.traffic.v1.DeleteInterclusterIntentResponse\"\x8c\x05\x82\xd3\xe4\x93\x02\x85\x05Zk*i/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterservice/{name}Zd*b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intercluster/{name}Zn*l/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice/{name}Zl*j/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/interclusterservice/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intercluster/{name}*k/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/interclusterservice/{name}\x12\xf5\x06\n" +
+	"\x18CreateIntraclusterIntent\x12/.dcm.traffic.v1.CreateIntraclusterIntentRequest\x1a0.dcm.traffic.v1.CreateIntraclusterIntentResponse\"\xf5\x05\x82\xd3\xe4\x93\x02\xee\x05:\x13intracluster_intentZy:\x13intracluster_intent\"b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterserviceZr:\x13intracluster_intent\"[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intraclusterZ|:\x13intracluster_intent\"e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterserviceZz:\x13intracluster_intent\"c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterserviceZs:\x13intracluster_intent\"\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intraclusterb\x13intracluster_intent\"d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice\x12\x98\x06\n" +
+	"\x15GetIntraclusterIntent\x12,.dcm.traffic.v1.GetIntraclusterIntentRequest\x1a-.dcm.traffic.v1.GetIntraclusterIntentResponse\"\xa1\x05\x82\xd3\xe4\x93\x02\x9a\x05Zk\x12i/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterservice/{name}Zd\x12b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intracluster/{name}Zn\x12l/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice/{name}Zl\x12j/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterservice/{name}Ze\x12c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intracluster/{name}b\x13intracluster_intent\x12k/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice/{name}\x12\xf5\x05\n" +
+	"\x17ListIntraclusterIntents\x12..dcm.traffic.v1.ListIntraclusterIntentsRequest\x1a/.dcm.traffic.v1.ListIntraclusterIntentsResponse\"\xf8\x04\x82\xd3\xe4\x93\x02\xf1\x04Zd\x12b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterserviceZ]\x12[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intraclusterZg\x12e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterserviceZe\x12c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterserviceZ^\x12\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intraclusterb\x14intracluster_intents\x12d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice\x12\xa2\a\n" +
+	"\x18UpdateIntraclusterIntent\x12/.dcm.traffic.v1.UpdateIntraclusterIntentRequest\x1a0.dcm.traffic.v1.UpdateIntraclusterIntentResponse\"\xa2\x06\x82\xd3\xe4\x93\x02\x9b\x06:\x13intracluster_intentZ\x80\x01:\x13intracluster_intent\x1ai/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterservice/{name}Zy:\x13intracluster_intent\x1ab/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intracluster/{name}Z\x83\x01:\x13intracluster_intent\x1al/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice/{name}Z\x81\x01:\x13intracluster_intent\x1aj/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterservice/{name}Zz:\x13intracluster_intent\x1ac/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intracluster/{name}b\x13intracluster_intent\x1ak/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice/{name}\x12\x8c\x06\n" +
+	"\x18DeleteIntraclusterIntent\x12/.dcm.traffic.v1.DeleteIntraclusterIntentRequest\x1a0.dcm.traffic.v1.DeleteIntraclusterIntentResponse\"\x8c\x05\x82\xd3\xe4\x93\x02\x85\x05Zk*i/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterservice/{name}Zd*b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intracluster/{name}Zn*l/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice/{name}Zl*j/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/intraclusterservice/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/intracluster/{name}*k/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/intraclusterservice/{name}\x12\xbd\a\n" +
+	"\x1cCreateExternalOutboundIntent\x123.dcm.traffic.v1.CreateExternalOutboundIntentRequest\x1a4.dcm.traffic.v1.CreateExternalOutboundIntentResponse\"\xb1\x06\x82\xd3\xe4\x93\x02\xaa\x06:\x18external_outbound_intentZ\x81\x01:\x18external_outbound_intent\"e/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccessZ|:\x18external_outbound_intent\"`/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outboundZ\x84\x01:\x18external_outbound_intent\"h/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccessZ\x82\x01:\x18external_outbound_intent\"f/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccessZ}:\x18external_outbound_intent\"a/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outboundb\x18external_outbound_intent\"g/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess\x12\xbf\x06\n" +
+	"\x19GetExternalOutboundIntent\x120.dcm.traffic.v1.GetExternalOutboundIntentRequest\x1a1.dcm.traffic.v1.GetExternalOutboundIntentResponse\"\xbc\x05\x82\xd3\xe4\x93\x02\xb5\x05Zn\x12l/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccess/{name}Zi\x12g/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outbound/{name}Zq\x12o/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess/{name}Zo\x12m/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccess/{name}Zj\x12h/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outbound/{name}b\x18external_outbound_intent\x12n/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess/{name}\x12\x9c\x06\n" +
+	"\x1bListExternalOutboundIntents\x122.dcm.traffic.v1.ListExternalOutboundIntentsRequest\x1a3.dcm.traffic.v1.ListExternalOutboundIntentsResponse\"\x93\x05\x82\xd3\xe4\x93\x02\x8c\x05Zg\x12e/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccessZb\x12`/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outboundZj\x12h/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccessZh\x12f/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccessZc\x12a/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outboundb\x19external_outbound_intents\x12g/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess\x12\xe9\a\n" +
+	"\x1cUpdateExternalOutboundIntent\x123.dcm.traffic.v1.UpdateExternalOutboundIntentRequest\x1a4.dcm.traffic.v1.UpdateExternalOutboundIntentResponse\"\xdd\x06\x82\xd3\xe4\x93\x02\xd6\x06:\x18external_outbound_intentZ\x88\x01:\x18external_outbound_intent\x1al/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccess/{name}Z\x83\x01:\x18external_outbound_intent\x1ag/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outbound/{name}Z\x8b\x01:\x18external_outbound_intent\x1ao/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess/{name}Z\x89\x01:\x18external_outbound_intent\x1am/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccess/{name}Z\x84\x01:\x18external_outbound_intent\x1ah/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outbound/{name}b\x18external_outbound_intent\x1an/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess/{name}\x12\xae\x06\n" +
+	"\x1cDeleteExternalOutboundIntent\x123.dcm.traffic.v1.DeleteExternalOutboundIntentRequest\x1a4.dcm.traffic.v1.DeleteExternalOutboundIntentResponse\"\xa2\x05\x82\xd3\xe4\x93\x02\x9b\x05Zn*l/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccess/{name}Zi*g/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outbound/{name}Zq*o/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess/{name}Zo*m/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externaloutboundaccess/{name}Zj*h/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/outbound/{name}*n/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externaloutboundaccess/{name}\x12\xac\a\n" +
+	"\x1bCreateExternalInboundIntent\x122.dcm.traffic.v1.CreateExternalInboundIntentRequest\x1a3.dcm.traffic.v1.CreateExternalInboundIntentResponse\"\xa3\x06\x82\xd3\xe4\x93\x02\x9c\x06:\x17external_inbound_intentZ\x7f:\x17external_inbound_intent\"d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccessZz:\x17external_inbound_intent\"_/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inboundZ\x82\x01:\x17external_inbound_intent\"g/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccessZ\x80\x01:\x17external_inbound_intent\"e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccessZ{:\x17external_inbound_intent\"`/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inboundb\x17external_inbound_intent\"f/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess\x12\xb5\x06\n" +
+	"\x18GetExternalInboundIntent\x12/.dcm.traffic.v1.GetExternalInboundIntentRequest\x1a0.dcm.traffic.v1.GetExternalInboundIntentResponse\"\xb5\x05\x82\xd3\xe4\x93\x02\xae\x05Zm\x12k/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccess/{name}Zh\x12f/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inbound/{name}Zp\x12n/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess/{name}Zn\x12l/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccess/{name}Zi\x12g/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inbound/{name}b\x17external_inbound_intent\x12m/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess/{name}\x12\x92\x06\n" +
+	"\x1aListExternalInboundIntents\x121.dcm.traffic.v1.ListExternalInboundIntentsRequest\x1a2.dcm.traffic.v1.ListExternalInboundIntentsResponse\"\x8c\x05\x82\xd3\xe4\x93\x02\x85\x05Zf\x12d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccessZa\x12_/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inboundZi\x12g/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccessZg\x12e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccessZb\x12`/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inboundb\x18external_inbound_intents\x12f/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess\x12\xd9\a\n" +
+	"\x1bUpdateExternalInboundIntent\x122.dcm.traffic.v1.UpdateExternalInboundIntentRequest\x1a3.dcm.traffic.v1.UpdateExternalInboundIntentResponse\"\xd0\x06\x82\xd3\xe4\x93\x02\xc9\x06:\x17external_inbound_intentZ\x86\x01:\x17external_inbound_intent\x1ak/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccess/{name}Z\x81\x01:\x17external_inbound_intent\x1af/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inbound/{name}Z\x89\x01:\x17external_inbound_intent\x1an/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess/{name}Z\x87\x01:\x17external_inbound_intent\x1al/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccess/{name}Z\x82\x01:\x17external_inbound_intent\x1ag/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inbound/{name}b\x17external_inbound_intent\x1am/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess/{name}\x12\xa5\x06\n" +
+	"\x1bDeleteExternalInboundIntent\x122.dcm.traffic.v1.DeleteExternalInboundIntentRequest\x1a3.dcm.traffic.v1.DeleteExternalInboundIntentResponse\"\x9c\x05\x82\xd3\xe4\x93\x02\x95\x05Zm*k/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccess/{name}Zh*f/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inbound/{name}Zp*n/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess/{name}Zn*l/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/externalinboundaccess/{name}Zi*g/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/external/inbound/{name}*m/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/externalinboundaccess/{name}\x12\xd6\x06\n" +
+	"\x17CreateDnsProviderIntent\x12..dcm.traffic.v1.CreateDnsProviderIntentRequest\x1a/.dcm.traffic.v1.CreateDnsProviderIntentResponse\"\xd9\x05\x82\xd3\xe4\x93\x02\xd2\x05:\x13dns_provider_intentZr:\x13dns_provider_intent\"[/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsprovidersZr:\x13dns_provider_intent\"[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsprovidersZu:\x13dns_provider_intent\"^/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsprovidersZs:\x13dns_provider_intent\"\\/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsprovidersZs:\x13dns_provider_intent\"\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsprovidersb\x13dns_provider_intent\"]/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders\x12\xf9\x05\n" +
+	"\x14GetDnsProviderIntent\x12+.dcm.traffic.v1.GetDnsProviderIntentRequest\x1a,.dcm.traffic.v1.GetDnsProviderIntentResponse\"\x85\x05\x82\xd3\xe4\x93\x02\xfe\x04Zd\x12b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zd\x12b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Zg\x12e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Ze\x12c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Ze\x12c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}b\x13dns_provider_intent\x12d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x12\xd6\x05\n" +
+	"\x16ListDnsProviderIntents\x12-.dcm.traffic.v1.ListDnsProviderIntentsRequest\x1a..dcm.traffic.v1.ListDnsProviderIntentsResponse\"\xdc\x04\x82\xd3\xe4\x93\x02\xd5\x04Z]\x12[/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsprovidersZ]\x12[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsprovidersZ`\x12^/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsprovidersZ^\x12\\/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsprovidersZ^\x12\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsprovidersb\x14dns_provider_intents\x12]/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders\x12\x80\a\n" +
+	"\x17UpdateDnsProviderIntent\x12..dcm.traffic.v1.UpdateDnsProviderIntentRequest\x1a/.dcm.traffic.v1.UpdateDnsProviderIntentResponse\"\x83\x06\x82\xd3\xe4\x93\x02\xfc\x05:\x13dns_provider_intentZy:\x13dns_provider_intent\x1ab/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zy:\x13dns_provider_intent\x1ab/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Z|:\x13dns_provider_intent\x1ae/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Zz:\x13dns_provider_intent\x1ac/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zz:\x13dns_provider_intent\x1ac/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}b\x13dns_provider_intent\x1ad/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x12\xed\x05\n" +
+	"\x17DeleteDnsProviderIntent\x12..dcm.traffic.v1.DeleteDnsProviderIntentRequest\x1a/.dcm.traffic.v1.DeleteDnsProviderIntentResponse\"\xf0\x04\x82\xd3\xe4\x93\x02\xe9\x04Zd*b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zd*b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Zg*e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}*d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01B9Z7github.com/dcm-project/dcm/gen/dcm/traffic/v1;trafficv1b\x06proto3"
 
 var (
 	file_dcm_traffic_v1_service_proto_rawDescOnce sync.Once
@@ -615,38 +5228,192 @@ func file_dcm_traffic_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_traffic_v1_service_proto_rawDescData
 }
 
-var file_dcm_traffic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_traffic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_dcm_traffic_v1_service_proto_goTypes = []any{
-	(*TrafficIntentGroup)(nil),               // 0: dcm.traffic.v1.TrafficIntentGroup
-	(*CreateTrafficIntentGroupRequest)(nil),  // 1: dcm.traffic.v1.CreateTrafficIntentGroupRequest
-	(*CreateTrafficIntentGroupResponse)(nil), // 2: dcm.traffic.v1.CreateTrafficIntentGroupResponse
-	(*GetTrafficIntentGroupRequest)(nil),     // 3: dcm.traffic.v1.GetTrafficIntentGroupRequest
-	(*GetTrafficIntentGroupResponse)(nil),    // 4: dcm.traffic.v1.GetTrafficIntentGroupResponse
-	(*ListTrafficIntentGroupsRequest)(nil),   // 5: dcm.traffic.v1.ListTrafficIntentGroupsRequest
-	(*ListTrafficIntentGroupsResponse)(nil),  // 6: dcm.traffic.v1.ListTrafficIntentGroupsResponse
-	(*DeleteTrafficIntentGroupRequest)(nil),  // 7: dcm.traffic.v1.DeleteTrafficIntentGroupRequest
-	(*DeleteTrafficIntentGroupResponse)(nil), // 8: dcm.traffic.v1.DeleteTrafficIntentGroupResponse
-	(*v1.Metadata)(nil),                      // 9: dcm.types.v1.Metadata
+	(*TrafficCluster)(nil),                       // 0: dcm.traffic.v1.TrafficCluster
+	(*ClientService)(nil),                        // 1: dcm.traffic.v1.ClientService
+	(*InterclusterIntent)(nil),                   // 2: dcm.traffic.v1.InterclusterIntent
+	(*ConnectivityResource)(nil),                 // 3: dcm.traffic.v1.ConnectivityResource
+	(*ConnectivityIntent)(nil),                   // 4: dcm.traffic.v1.ConnectivityIntent
+	(*DnsProvider)(nil),                          // 5: dcm.traffic.v1.DnsProvider
+	(*DnsProviderIntent)(nil),                    // 6: dcm.traffic.v1.DnsProviderIntent
+	(*TrafficIntentGroup)(nil),                   // 7: dcm.traffic.v1.TrafficIntentGroup
+	(*CreateTrafficIntentGroupRequest)(nil),      // 8: dcm.traffic.v1.CreateTrafficIntentGroupRequest
+	(*CreateTrafficIntentGroupResponse)(nil),     // 9: dcm.traffic.v1.CreateTrafficIntentGroupResponse
+	(*GetTrafficIntentGroupRequest)(nil),         // 10: dcm.traffic.v1.GetTrafficIntentGroupRequest
+	(*GetTrafficIntentGroupResponse)(nil),        // 11: dcm.traffic.v1.GetTrafficIntentGroupResponse
+	(*ListTrafficIntentGroupsRequest)(nil),       // 12: dcm.traffic.v1.ListTrafficIntentGroupsRequest
+	(*ListTrafficIntentGroupsResponse)(nil),      // 13: dcm.traffic.v1.ListTrafficIntentGroupsResponse
+	(*UpdateTrafficIntentGroupRequest)(nil),      // 14: dcm.traffic.v1.UpdateTrafficIntentGroupRequest
+	(*UpdateTrafficIntentGroupResponse)(nil),     // 15: dcm.traffic.v1.UpdateTrafficIntentGroupResponse
+	(*DeleteTrafficIntentGroupRequest)(nil),      // 16: dcm.traffic.v1.DeleteTrafficIntentGroupRequest
+	(*DeleteTrafficIntentGroupResponse)(nil),     // 17: dcm.traffic.v1.DeleteTrafficIntentGroupResponse
+	(*CreateInterclusterIntentRequest)(nil),      // 18: dcm.traffic.v1.CreateInterclusterIntentRequest
+	(*CreateInterclusterIntentResponse)(nil),     // 19: dcm.traffic.v1.CreateInterclusterIntentResponse
+	(*GetInterclusterIntentRequest)(nil),         // 20: dcm.traffic.v1.GetInterclusterIntentRequest
+	(*GetInterclusterIntentResponse)(nil),        // 21: dcm.traffic.v1.GetInterclusterIntentResponse
+	(*ListInterclusterIntentsRequest)(nil),       // 22: dcm.traffic.v1.ListInterclusterIntentsRequest
+	(*ListInterclusterIntentsResponse)(nil),      // 23: dcm.traffic.v1.ListInterclusterIntentsResponse
+	(*UpdateInterclusterIntentRequest)(nil),      // 24: dcm.traffic.v1.UpdateInterclusterIntentRequest
+	(*UpdateInterclusterIntentResponse)(nil),     // 25: dcm.traffic.v1.UpdateInterclusterIntentResponse
+	(*DeleteInterclusterIntentRequest)(nil),      // 26: dcm.traffic.v1.DeleteInterclusterIntentRequest
+	(*DeleteInterclusterIntentResponse)(nil),     // 27: dcm.traffic.v1.DeleteInterclusterIntentResponse
+	(*CreateIntraclusterIntentRequest)(nil),      // 28: dcm.traffic.v1.CreateIntraclusterIntentRequest
+	(*CreateIntraclusterIntentResponse)(nil),     // 29: dcm.traffic.v1.CreateIntraclusterIntentResponse
+	(*GetIntraclusterIntentRequest)(nil),         // 30: dcm.traffic.v1.GetIntraclusterIntentRequest
+	(*GetIntraclusterIntentResponse)(nil),        // 31: dcm.traffic.v1.GetIntraclusterIntentResponse
+	(*ListIntraclusterIntentsRequest)(nil),       // 32: dcm.traffic.v1.ListIntraclusterIntentsRequest
+	(*ListIntraclusterIntentsResponse)(nil),      // 33: dcm.traffic.v1.ListIntraclusterIntentsResponse
+	(*UpdateIntraclusterIntentRequest)(nil),      // 34: dcm.traffic.v1.UpdateIntraclusterIntentRequest
+	(*UpdateIntraclusterIntentResponse)(nil),     // 35: dcm.traffic.v1.UpdateIntraclusterIntentResponse
+	(*DeleteIntraclusterIntentRequest)(nil),      // 36: dcm.traffic.v1.DeleteIntraclusterIntentRequest
+	(*DeleteIntraclusterIntentResponse)(nil),     // 37: dcm.traffic.v1.DeleteIntraclusterIntentResponse
+	(*CreateExternalOutboundIntentRequest)(nil),  // 38: dcm.traffic.v1.CreateExternalOutboundIntentRequest
+	(*CreateExternalOutboundIntentResponse)(nil), // 39: dcm.traffic.v1.CreateExternalOutboundIntentResponse
+	(*GetExternalOutboundIntentRequest)(nil),     // 40: dcm.traffic.v1.GetExternalOutboundIntentRequest
+	(*GetExternalOutboundIntentResponse)(nil),    // 41: dcm.traffic.v1.GetExternalOutboundIntentResponse
+	(*ListExternalOutboundIntentsRequest)(nil),   // 42: dcm.traffic.v1.ListExternalOutboundIntentsRequest
+	(*ListExternalOutboundIntentsResponse)(nil),  // 43: dcm.traffic.v1.ListExternalOutboundIntentsResponse
+	(*UpdateExternalOutboundIntentRequest)(nil),  // 44: dcm.traffic.v1.UpdateExternalOutboundIntentRequest
+	(*UpdateExternalOutboundIntentResponse)(nil), // 45: dcm.traffic.v1.UpdateExternalOutboundIntentResponse
+	(*DeleteExternalOutboundIntentRequest)(nil),  // 46: dcm.traffic.v1.DeleteExternalOutboundIntentRequest
+	(*DeleteExternalOutboundIntentResponse)(nil), // 47: dcm.traffic.v1.DeleteExternalOutboundIntentResponse
+	(*CreateExternalInboundIntentRequest)(nil),   // 48: dcm.traffic.v1.CreateExternalInboundIntentRequest
+	(*CreateExternalInboundIntentResponse)(nil),  // 49: dcm.traffic.v1.CreateExternalInboundIntentResponse
+	(*GetExternalInboundIntentRequest)(nil),      // 50: dcm.traffic.v1.GetExternalInboundIntentRequest
+	(*GetExternalInboundIntentResponse)(nil),     // 51: dcm.traffic.v1.GetExternalInboundIntentResponse
+	(*ListExternalInboundIntentsRequest)(nil),    // 52: dcm.traffic.v1.ListExternalInboundIntentsRequest
+	(*ListExternalInboundIntentsResponse)(nil),   // 53: dcm.traffic.v1.ListExternalInboundIntentsResponse
+	(*UpdateExternalInboundIntentRequest)(nil),   // 54: dcm.traffic.v1.UpdateExternalInboundIntentRequest
+	(*UpdateExternalInboundIntentResponse)(nil),  // 55: dcm.traffic.v1.UpdateExternalInboundIntentResponse
+	(*DeleteExternalInboundIntentRequest)(nil),   // 56: dcm.traffic.v1.DeleteExternalInboundIntentRequest
+	(*DeleteExternalInboundIntentResponse)(nil),  // 57: dcm.traffic.v1.DeleteExternalInboundIntentResponse
+	(*CreateDnsProviderIntentRequest)(nil),       // 58: dcm.traffic.v1.CreateDnsProviderIntentRequest
+	(*CreateDnsProviderIntentResponse)(nil),      // 59: dcm.traffic.v1.CreateDnsProviderIntentResponse
+	(*GetDnsProviderIntentRequest)(nil),          // 60: dcm.traffic.v1.GetDnsProviderIntentRequest
+	(*GetDnsProviderIntentResponse)(nil),         // 61: dcm.traffic.v1.GetDnsProviderIntentResponse
+	(*ListDnsProviderIntentsRequest)(nil),        // 62: dcm.traffic.v1.ListDnsProviderIntentsRequest
+	(*ListDnsProviderIntentsResponse)(nil),       // 63: dcm.traffic.v1.ListDnsProviderIntentsResponse
+	(*UpdateDnsProviderIntentRequest)(nil),       // 64: dcm.traffic.v1.UpdateDnsProviderIntentRequest
+	(*UpdateDnsProviderIntentResponse)(nil),      // 65: dcm.traffic.v1.UpdateDnsProviderIntentResponse
+	(*DeleteDnsProviderIntentRequest)(nil),       // 66: dcm.traffic.v1.DeleteDnsProviderIntentRequest
+	(*DeleteDnsProviderIntentResponse)(nil),      // 67: dcm.traffic.v1.DeleteDnsProviderIntentResponse
+	nil,                                          // 68: dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
+	nil,                                          // 69: dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
+	(*v1.Metadata)(nil),                          // 70: dcm.types.v1.Metadata
 }
 var file_dcm_traffic_v1_service_proto_depIdxs = []int32{
-	9, // 0: dcm.traffic.v1.TrafficIntentGroup.metadata:type_name -> dcm.types.v1.Metadata
-	0, // 1: dcm.traffic.v1.CreateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	0, // 2: dcm.traffic.v1.CreateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	0, // 3: dcm.traffic.v1.GetTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	0, // 4: dcm.traffic.v1.ListTrafficIntentGroupsResponse.traffic_intent_groups:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	1, // 5: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:input_type -> dcm.traffic.v1.CreateTrafficIntentGroupRequest
-	3, // 6: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:input_type -> dcm.traffic.v1.GetTrafficIntentGroupRequest
-	5, // 7: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:input_type -> dcm.traffic.v1.ListTrafficIntentGroupsRequest
-	7, // 8: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:input_type -> dcm.traffic.v1.DeleteTrafficIntentGroupRequest
-	2, // 9: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:output_type -> dcm.traffic.v1.CreateTrafficIntentGroupResponse
-	4, // 10: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:output_type -> dcm.traffic.v1.GetTrafficIntentGroupResponse
-	6, // 11: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:output_type -> dcm.traffic.v1.ListTrafficIntentGroupsResponse
-	8, // 12: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:output_type -> dcm.traffic.v1.DeleteTrafficIntentGroupResponse
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: dcm.traffic.v1.ClientService.clusters:type_name -> dcm.traffic.v1.TrafficCluster
+	1,  // 1: dcm.traffic.v1.InterclusterIntent.client_services:type_name -> dcm.traffic.v1.ClientService
+	0,  // 2: dcm.traffic.v1.InterclusterIntent.clusters:type_name -> dcm.traffic.v1.TrafficCluster
+	1,  // 3: dcm.traffic.v1.ConnectivityResource.client_services:type_name -> dcm.traffic.v1.ClientService
+	0,  // 4: dcm.traffic.v1.ConnectivityResource.clusters:type_name -> dcm.traffic.v1.TrafficCluster
+	3,  // 5: dcm.traffic.v1.ConnectivityIntent.connectivity_resource:type_name -> dcm.traffic.v1.ConnectivityResource
+	68, // 6: dcm.traffic.v1.DnsProvider.external_dns_parameters:type_name -> dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
+	69, // 7: dcm.traffic.v1.DnsProvider.provider_credentials:type_name -> dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
+	5,  // 8: dcm.traffic.v1.DnsProviderIntent.dns_provider:type_name -> dcm.traffic.v1.DnsProvider
+	70, // 9: dcm.traffic.v1.TrafficIntentGroup.metadata:type_name -> dcm.types.v1.Metadata
+	7,  // 10: dcm.traffic.v1.CreateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 11: dcm.traffic.v1.CreateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 12: dcm.traffic.v1.GetTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 13: dcm.traffic.v1.ListTrafficIntentGroupsResponse.traffic_intent_groups:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 14: dcm.traffic.v1.UpdateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 15: dcm.traffic.v1.UpdateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	2,  // 16: dcm.traffic.v1.CreateInterclusterIntentRequest.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 17: dcm.traffic.v1.CreateInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 18: dcm.traffic.v1.GetInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 19: dcm.traffic.v1.ListInterclusterIntentsResponse.intercluster_intents:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 20: dcm.traffic.v1.UpdateInterclusterIntentRequest.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 21: dcm.traffic.v1.UpdateInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	4,  // 22: dcm.traffic.v1.CreateIntraclusterIntentRequest.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 23: dcm.traffic.v1.CreateIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 24: dcm.traffic.v1.GetIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 25: dcm.traffic.v1.ListIntraclusterIntentsResponse.intracluster_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 26: dcm.traffic.v1.UpdateIntraclusterIntentRequest.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 27: dcm.traffic.v1.UpdateIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 28: dcm.traffic.v1.CreateExternalOutboundIntentRequest.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 29: dcm.traffic.v1.CreateExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 30: dcm.traffic.v1.GetExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 31: dcm.traffic.v1.ListExternalOutboundIntentsResponse.external_outbound_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 32: dcm.traffic.v1.UpdateExternalOutboundIntentRequest.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 33: dcm.traffic.v1.UpdateExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 34: dcm.traffic.v1.CreateExternalInboundIntentRequest.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 35: dcm.traffic.v1.CreateExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 36: dcm.traffic.v1.GetExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 37: dcm.traffic.v1.ListExternalInboundIntentsResponse.external_inbound_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 38: dcm.traffic.v1.UpdateExternalInboundIntentRequest.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 39: dcm.traffic.v1.UpdateExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	6,  // 40: dcm.traffic.v1.CreateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 41: dcm.traffic.v1.CreateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 42: dcm.traffic.v1.GetDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 43: dcm.traffic.v1.ListDnsProviderIntentsResponse.dns_provider_intents:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 44: dcm.traffic.v1.UpdateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 45: dcm.traffic.v1.UpdateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	8,  // 46: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:input_type -> dcm.traffic.v1.CreateTrafficIntentGroupRequest
+	10, // 47: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:input_type -> dcm.traffic.v1.GetTrafficIntentGroupRequest
+	12, // 48: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:input_type -> dcm.traffic.v1.ListTrafficIntentGroupsRequest
+	14, // 49: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:input_type -> dcm.traffic.v1.UpdateTrafficIntentGroupRequest
+	16, // 50: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:input_type -> dcm.traffic.v1.DeleteTrafficIntentGroupRequest
+	18, // 51: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:input_type -> dcm.traffic.v1.CreateInterclusterIntentRequest
+	20, // 52: dcm.traffic.v1.TrafficService.GetInterclusterIntent:input_type -> dcm.traffic.v1.GetInterclusterIntentRequest
+	22, // 53: dcm.traffic.v1.TrafficService.ListInterclusterIntents:input_type -> dcm.traffic.v1.ListInterclusterIntentsRequest
+	24, // 54: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:input_type -> dcm.traffic.v1.UpdateInterclusterIntentRequest
+	26, // 55: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:input_type -> dcm.traffic.v1.DeleteInterclusterIntentRequest
+	28, // 56: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:input_type -> dcm.traffic.v1.CreateIntraclusterIntentRequest
+	30, // 57: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:input_type -> dcm.traffic.v1.GetIntraclusterIntentRequest
+	32, // 58: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:input_type -> dcm.traffic.v1.ListIntraclusterIntentsRequest
+	34, // 59: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:input_type -> dcm.traffic.v1.UpdateIntraclusterIntentRequest
+	36, // 60: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:input_type -> dcm.traffic.v1.DeleteIntraclusterIntentRequest
+	38, // 61: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:input_type -> dcm.traffic.v1.CreateExternalOutboundIntentRequest
+	40, // 62: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:input_type -> dcm.traffic.v1.GetExternalOutboundIntentRequest
+	42, // 63: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:input_type -> dcm.traffic.v1.ListExternalOutboundIntentsRequest
+	44, // 64: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:input_type -> dcm.traffic.v1.UpdateExternalOutboundIntentRequest
+	46, // 65: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:input_type -> dcm.traffic.v1.DeleteExternalOutboundIntentRequest
+	48, // 66: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:input_type -> dcm.traffic.v1.CreateExternalInboundIntentRequest
+	50, // 67: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:input_type -> dcm.traffic.v1.GetExternalInboundIntentRequest
+	52, // 68: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:input_type -> dcm.traffic.v1.ListExternalInboundIntentsRequest
+	54, // 69: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:input_type -> dcm.traffic.v1.UpdateExternalInboundIntentRequest
+	56, // 70: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:input_type -> dcm.traffic.v1.DeleteExternalInboundIntentRequest
+	58, // 71: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:input_type -> dcm.traffic.v1.CreateDnsProviderIntentRequest
+	60, // 72: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:input_type -> dcm.traffic.v1.GetDnsProviderIntentRequest
+	62, // 73: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:input_type -> dcm.traffic.v1.ListDnsProviderIntentsRequest
+	64, // 74: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:input_type -> dcm.traffic.v1.UpdateDnsProviderIntentRequest
+	66, // 75: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:input_type -> dcm.traffic.v1.DeleteDnsProviderIntentRequest
+	9,  // 76: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:output_type -> dcm.traffic.v1.CreateTrafficIntentGroupResponse
+	11, // 77: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:output_type -> dcm.traffic.v1.GetTrafficIntentGroupResponse
+	13, // 78: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:output_type -> dcm.traffic.v1.ListTrafficIntentGroupsResponse
+	15, // 79: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:output_type -> dcm.traffic.v1.UpdateTrafficIntentGroupResponse
+	17, // 80: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:output_type -> dcm.traffic.v1.DeleteTrafficIntentGroupResponse
+	19, // 81: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:output_type -> dcm.traffic.v1.CreateInterclusterIntentResponse
+	21, // 82: dcm.traffic.v1.TrafficService.GetInterclusterIntent:output_type -> dcm.traffic.v1.GetInterclusterIntentResponse
+	23, // 83: dcm.traffic.v1.TrafficService.ListInterclusterIntents:output_type -> dcm.traffic.v1.ListInterclusterIntentsResponse
+	25, // 84: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:output_type -> dcm.traffic.v1.UpdateInterclusterIntentResponse
+	27, // 85: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:output_type -> dcm.traffic.v1.DeleteInterclusterIntentResponse
+	29, // 86: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:output_type -> dcm.traffic.v1.CreateIntraclusterIntentResponse
+	31, // 87: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:output_type -> dcm.traffic.v1.GetIntraclusterIntentResponse
+	33, // 88: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:output_type -> dcm.traffic.v1.ListIntraclusterIntentsResponse
+	35, // 89: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:output_type -> dcm.traffic.v1.UpdateIntraclusterIntentResponse
+	37, // 90: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:output_type -> dcm.traffic.v1.DeleteIntraclusterIntentResponse
+	39, // 91: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:output_type -> dcm.traffic.v1.CreateExternalOutboundIntentResponse
+	41, // 92: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:output_type -> dcm.traffic.v1.GetExternalOutboundIntentResponse
+	43, // 93: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:output_type -> dcm.traffic.v1.ListExternalOutboundIntentsResponse
+	45, // 94: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:output_type -> dcm.traffic.v1.UpdateExternalOutboundIntentResponse
+	47, // 95: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:output_type -> dcm.traffic.v1.DeleteExternalOutboundIntentResponse
+	49, // 96: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:output_type -> dcm.traffic.v1.CreateExternalInboundIntentResponse
+	51, // 97: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:output_type -> dcm.traffic.v1.GetExternalInboundIntentResponse
+	53, // 98: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:output_type -> dcm.traffic.v1.ListExternalInboundIntentsResponse
+	55, // 99: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:output_type -> dcm.traffic.v1.UpdateExternalInboundIntentResponse
+	57, // 100: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:output_type -> dcm.traffic.v1.DeleteExternalInboundIntentResponse
+	59, // 101: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:output_type -> dcm.traffic.v1.CreateDnsProviderIntentResponse
+	61, // 102: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:output_type -> dcm.traffic.v1.GetDnsProviderIntentResponse
+	63, // 103: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:output_type -> dcm.traffic.v1.ListDnsProviderIntentsResponse
+	65, // 104: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:output_type -> dcm.traffic.v1.UpdateDnsProviderIntentResponse
+	67, // 105: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:output_type -> dcm.traffic.v1.DeleteDnsProviderIntentResponse
+	76, // [76:106] is the sub-list for method output_type
+	46, // [46:76] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_dcm_traffic_v1_service_proto_init() }
@@ -660,7 +5427,7 @@ func file_dcm_traffic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_traffic_v1_service_proto_rawDesc), len(file_dcm_traffic_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,26 +19,115 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TrafficService_CreateTrafficIntentGroup_FullMethodName = "/dcm.traffic.v1.TrafficService/CreateTrafficIntentGroup"
-	TrafficService_GetTrafficIntentGroup_FullMethodName    = "/dcm.traffic.v1.TrafficService/GetTrafficIntentGroup"
-	TrafficService_ListTrafficIntentGroups_FullMethodName  = "/dcm.traffic.v1.TrafficService/ListTrafficIntentGroups"
-	TrafficService_DeleteTrafficIntentGroup_FullMethodName = "/dcm.traffic.v1.TrafficService/DeleteTrafficIntentGroup"
+	TrafficService_CreateTrafficIntentGroup_FullMethodName     = "/dcm.traffic.v1.TrafficService/CreateTrafficIntentGroup"
+	TrafficService_GetTrafficIntentGroup_FullMethodName        = "/dcm.traffic.v1.TrafficService/GetTrafficIntentGroup"
+	TrafficService_ListTrafficIntentGroups_FullMethodName      = "/dcm.traffic.v1.TrafficService/ListTrafficIntentGroups"
+	TrafficService_UpdateTrafficIntentGroup_FullMethodName     = "/dcm.traffic.v1.TrafficService/UpdateTrafficIntentGroup"
+	TrafficService_DeleteTrafficIntentGroup_FullMethodName     = "/dcm.traffic.v1.TrafficService/DeleteTrafficIntentGroup"
+	TrafficService_CreateInterclusterIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/CreateInterclusterIntent"
+	TrafficService_GetInterclusterIntent_FullMethodName        = "/dcm.traffic.v1.TrafficService/GetInterclusterIntent"
+	TrafficService_ListInterclusterIntents_FullMethodName      = "/dcm.traffic.v1.TrafficService/ListInterclusterIntents"
+	TrafficService_UpdateInterclusterIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/UpdateInterclusterIntent"
+	TrafficService_DeleteInterclusterIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/DeleteInterclusterIntent"
+	TrafficService_CreateIntraclusterIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/CreateIntraclusterIntent"
+	TrafficService_GetIntraclusterIntent_FullMethodName        = "/dcm.traffic.v1.TrafficService/GetIntraclusterIntent"
+	TrafficService_ListIntraclusterIntents_FullMethodName      = "/dcm.traffic.v1.TrafficService/ListIntraclusterIntents"
+	TrafficService_UpdateIntraclusterIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/UpdateIntraclusterIntent"
+	TrafficService_DeleteIntraclusterIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/DeleteIntraclusterIntent"
+	TrafficService_CreateExternalOutboundIntent_FullMethodName = "/dcm.traffic.v1.TrafficService/CreateExternalOutboundIntent"
+	TrafficService_GetExternalOutboundIntent_FullMethodName    = "/dcm.traffic.v1.TrafficService/GetExternalOutboundIntent"
+	TrafficService_ListExternalOutboundIntents_FullMethodName  = "/dcm.traffic.v1.TrafficService/ListExternalOutboundIntents"
+	TrafficService_UpdateExternalOutboundIntent_FullMethodName = "/dcm.traffic.v1.TrafficService/UpdateExternalOutboundIntent"
+	TrafficService_DeleteExternalOutboundIntent_FullMethodName = "/dcm.traffic.v1.TrafficService/DeleteExternalOutboundIntent"
+	TrafficService_CreateExternalInboundIntent_FullMethodName  = "/dcm.traffic.v1.TrafficService/CreateExternalInboundIntent"
+	TrafficService_GetExternalInboundIntent_FullMethodName     = "/dcm.traffic.v1.TrafficService/GetExternalInboundIntent"
+	TrafficService_ListExternalInboundIntents_FullMethodName   = "/dcm.traffic.v1.TrafficService/ListExternalInboundIntents"
+	TrafficService_UpdateExternalInboundIntent_FullMethodName  = "/dcm.traffic.v1.TrafficService/UpdateExternalInboundIntent"
+	TrafficService_DeleteExternalInboundIntent_FullMethodName  = "/dcm.traffic.v1.TrafficService/DeleteExternalInboundIntent"
+	TrafficService_CreateDnsProviderIntent_FullMethodName      = "/dcm.traffic.v1.TrafficService/CreateDnsProviderIntent"
+	TrafficService_GetDnsProviderIntent_FullMethodName         = "/dcm.traffic.v1.TrafficService/GetDnsProviderIntent"
+	TrafficService_ListDnsProviderIntents_FullMethodName       = "/dcm.traffic.v1.TrafficService/ListDnsProviderIntents"
+	TrafficService_UpdateDnsProviderIntent_FullMethodName      = "/dcm.traffic.v1.TrafficService/UpdateDnsProviderIntent"
+	TrafficService_DeleteDnsProviderIntent_FullMethodName      = "/dcm.traffic.v1.TrafficService/DeleteDnsProviderIntent"
 )
 
 // TrafficServiceClient is the client API for TrafficService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// TrafficService owns traffic intents and turns them into Istio resources.
+// TrafficService owns traffic intent groups (seed 004) and their intents:
+// inter-cluster, intra-cluster, external outbound and external inbound
+// connectivity, and DNS provider intents. Both spellings of the seed are
+// served: /v2/project/... and /v2/projects/..., traffic-intent-groups and
+// traffic-intent-sets, and the intent-style
+// .../intent/{group}/connectivity/{intercluster,intracluster,external/outbound,external/inbound,dnsproviders}.
+// Applying a group (its Istio objects on the logical cloud's clusters) is
+// core's (dcm.core.v1.TrafficLifecycleService): core tells this service
+// what it holds of the logical cloud and gets the objects back
+// (TrafficInternalService). docs/traffic.md maps every field.
 type TrafficServiceClient interface {
-	// CreateTrafficIntentGroup stores a new traffic intent group; its name must be unused.
+	// CreateTrafficIntentGroup stores a new traffic intent group; its name must be unused and
+	// its logical cloud must exist in the project.
 	CreateTrafficIntentGroup(ctx context.Context, in *CreateTrafficIntentGroupRequest, opts ...grpc.CallOption) (*CreateTrafficIntentGroupResponse, error)
 	// GetTrafficIntentGroup reads one traffic intent group.
 	GetTrafficIntentGroup(ctx context.Context, in *GetTrafficIntentGroupRequest, opts ...grpc.CallOption) (*GetTrafficIntentGroupResponse, error)
 	// ListTrafficIntentGroups reads every traffic intent group under the same parent, ordered by name.
 	ListTrafficIntentGroups(ctx context.Context, in *ListTrafficIntentGroupsRequest, opts ...grpc.CallOption) (*ListTrafficIntentGroupsResponse, error)
-	// DeleteTrafficIntentGroup removes a traffic intent group.
+	// UpdateTrafficIntentGroup replaces a group's description (its name and logical cloud stay).
+	UpdateTrafficIntentGroup(ctx context.Context, in *UpdateTrafficIntentGroupRequest, opts ...grpc.CallOption) (*UpdateTrafficIntentGroupResponse, error)
+	// DeleteTrafficIntentGroup removes a traffic intent group and its intents; an applied
+	// group is refused (409 WRONG_STATE: terminate it first).
 	DeleteTrafficIntentGroup(ctx context.Context, in *DeleteTrafficIntentGroupRequest, opts ...grpc.CallOption) (*DeleteTrafficIntentGroupResponse, error)
+	// CreateInterclusterIntent stores an inter-cluster connectivity intent in a group; its name must be unused.
+	CreateInterclusterIntent(ctx context.Context, in *CreateInterclusterIntentRequest, opts ...grpc.CallOption) (*CreateInterclusterIntentResponse, error)
+	// GetInterclusterIntent reads an inter-cluster connectivity intent.
+	GetInterclusterIntent(ctx context.Context, in *GetInterclusterIntentRequest, opts ...grpc.CallOption) (*GetInterclusterIntentResponse, error)
+	// ListInterclusterIntents reads a group's intents of this kind, ordered by name.
+	ListInterclusterIntents(ctx context.Context, in *ListInterclusterIntentsRequest, opts ...grpc.CallOption) (*ListInterclusterIntentsResponse, error)
+	// UpdateInterclusterIntent replaces an inter-cluster connectivity intent (the name stays).
+	UpdateInterclusterIntent(ctx context.Context, in *UpdateInterclusterIntentRequest, opts ...grpc.CallOption) (*UpdateInterclusterIntentResponse, error)
+	// DeleteInterclusterIntent removes an inter-cluster connectivity intent.
+	DeleteInterclusterIntent(ctx context.Context, in *DeleteInterclusterIntentRequest, opts ...grpc.CallOption) (*DeleteInterclusterIntentResponse, error)
+	// CreateIntraclusterIntent stores an intra-cluster connectivity intent in a group; its name must be unused.
+	CreateIntraclusterIntent(ctx context.Context, in *CreateIntraclusterIntentRequest, opts ...grpc.CallOption) (*CreateIntraclusterIntentResponse, error)
+	// GetIntraclusterIntent reads an intra-cluster connectivity intent.
+	GetIntraclusterIntent(ctx context.Context, in *GetIntraclusterIntentRequest, opts ...grpc.CallOption) (*GetIntraclusterIntentResponse, error)
+	// ListIntraclusterIntents reads a group's intents of this kind, ordered by name.
+	ListIntraclusterIntents(ctx context.Context, in *ListIntraclusterIntentsRequest, opts ...grpc.CallOption) (*ListIntraclusterIntentsResponse, error)
+	// UpdateIntraclusterIntent replaces an intra-cluster connectivity intent (the name stays).
+	UpdateIntraclusterIntent(ctx context.Context, in *UpdateIntraclusterIntentRequest, opts ...grpc.CallOption) (*UpdateIntraclusterIntentResponse, error)
+	// DeleteIntraclusterIntent removes an intra-cluster connectivity intent.
+	DeleteIntraclusterIntent(ctx context.Context, in *DeleteIntraclusterIntentRequest, opts ...grpc.CallOption) (*DeleteIntraclusterIntentResponse, error)
+	// CreateExternalOutboundIntent stores an external outbound access intent in a group; its name must be unused.
+	CreateExternalOutboundIntent(ctx context.Context, in *CreateExternalOutboundIntentRequest, opts ...grpc.CallOption) (*CreateExternalOutboundIntentResponse, error)
+	// GetExternalOutboundIntent reads an external outbound access intent.
+	GetExternalOutboundIntent(ctx context.Context, in *GetExternalOutboundIntentRequest, opts ...grpc.CallOption) (*GetExternalOutboundIntentResponse, error)
+	// ListExternalOutboundIntents reads a group's intents of this kind, ordered by name.
+	ListExternalOutboundIntents(ctx context.Context, in *ListExternalOutboundIntentsRequest, opts ...grpc.CallOption) (*ListExternalOutboundIntentsResponse, error)
+	// UpdateExternalOutboundIntent replaces an external outbound access intent (the name stays).
+	UpdateExternalOutboundIntent(ctx context.Context, in *UpdateExternalOutboundIntentRequest, opts ...grpc.CallOption) (*UpdateExternalOutboundIntentResponse, error)
+	// DeleteExternalOutboundIntent removes an external outbound access intent.
+	DeleteExternalOutboundIntent(ctx context.Context, in *DeleteExternalOutboundIntentRequest, opts ...grpc.CallOption) (*DeleteExternalOutboundIntentResponse, error)
+	// CreateExternalInboundIntent stores an external inbound access intent in a group; its name must be unused.
+	CreateExternalInboundIntent(ctx context.Context, in *CreateExternalInboundIntentRequest, opts ...grpc.CallOption) (*CreateExternalInboundIntentResponse, error)
+	// GetExternalInboundIntent reads an external inbound access intent.
+	GetExternalInboundIntent(ctx context.Context, in *GetExternalInboundIntentRequest, opts ...grpc.CallOption) (*GetExternalInboundIntentResponse, error)
+	// ListExternalInboundIntents reads a group's intents of this kind, ordered by name.
+	ListExternalInboundIntents(ctx context.Context, in *ListExternalInboundIntentsRequest, opts ...grpc.CallOption) (*ListExternalInboundIntentsResponse, error)
+	// UpdateExternalInboundIntent replaces an external inbound access intent (the name stays).
+	UpdateExternalInboundIntent(ctx context.Context, in *UpdateExternalInboundIntentRequest, opts ...grpc.CallOption) (*UpdateExternalInboundIntentResponse, error)
+	// DeleteExternalInboundIntent removes an external inbound access intent.
+	DeleteExternalInboundIntent(ctx context.Context, in *DeleteExternalInboundIntentRequest, opts ...grpc.CallOption) (*DeleteExternalInboundIntentResponse, error)
+	// CreateDnsProviderIntent stores a DNS provider intent in a group; its name must be unused.
+	CreateDnsProviderIntent(ctx context.Context, in *CreateDnsProviderIntentRequest, opts ...grpc.CallOption) (*CreateDnsProviderIntentResponse, error)
+	// GetDnsProviderIntent reads a DNS provider intent.
+	GetDnsProviderIntent(ctx context.Context, in *GetDnsProviderIntentRequest, opts ...grpc.CallOption) (*GetDnsProviderIntentResponse, error)
+	// ListDnsProviderIntents reads a group's intents of this kind, ordered by name.
+	ListDnsProviderIntents(ctx context.Context, in *ListDnsProviderIntentsRequest, opts ...grpc.CallOption) (*ListDnsProviderIntentsResponse, error)
+	// UpdateDnsProviderIntent replaces a DNS provider intent (the name stays).
+	UpdateDnsProviderIntent(ctx context.Context, in *UpdateDnsProviderIntentRequest, opts ...grpc.CallOption) (*UpdateDnsProviderIntentResponse, error)
+	// DeleteDnsProviderIntent removes a DNS provider intent.
+	DeleteDnsProviderIntent(ctx context.Context, in *DeleteDnsProviderIntentRequest, opts ...grpc.CallOption) (*DeleteDnsProviderIntentResponse, error)
 }
 
 type trafficServiceClient struct {
@@ -79,6 +168,16 @@ func (c *trafficServiceClient) ListTrafficIntentGroups(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *trafficServiceClient) UpdateTrafficIntentGroup(ctx context.Context, in *UpdateTrafficIntentGroupRequest, opts ...grpc.CallOption) (*UpdateTrafficIntentGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateTrafficIntentGroupResponse)
+	err := c.cc.Invoke(ctx, TrafficService_UpdateTrafficIntentGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *trafficServiceClient) DeleteTrafficIntentGroup(ctx context.Context, in *DeleteTrafficIntentGroupRequest, opts ...grpc.CallOption) (*DeleteTrafficIntentGroupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteTrafficIntentGroupResponse)
@@ -89,20 +188,333 @@ func (c *trafficServiceClient) DeleteTrafficIntentGroup(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *trafficServiceClient) CreateInterclusterIntent(ctx context.Context, in *CreateInterclusterIntentRequest, opts ...grpc.CallOption) (*CreateInterclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateInterclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_CreateInterclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) GetInterclusterIntent(ctx context.Context, in *GetInterclusterIntentRequest, opts ...grpc.CallOption) (*GetInterclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInterclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_GetInterclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) ListInterclusterIntents(ctx context.Context, in *ListInterclusterIntentsRequest, opts ...grpc.CallOption) (*ListInterclusterIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInterclusterIntentsResponse)
+	err := c.cc.Invoke(ctx, TrafficService_ListInterclusterIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) UpdateInterclusterIntent(ctx context.Context, in *UpdateInterclusterIntentRequest, opts ...grpc.CallOption) (*UpdateInterclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateInterclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_UpdateInterclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) DeleteInterclusterIntent(ctx context.Context, in *DeleteInterclusterIntentRequest, opts ...grpc.CallOption) (*DeleteInterclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteInterclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_DeleteInterclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) CreateIntraclusterIntent(ctx context.Context, in *CreateIntraclusterIntentRequest, opts ...grpc.CallOption) (*CreateIntraclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateIntraclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_CreateIntraclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) GetIntraclusterIntent(ctx context.Context, in *GetIntraclusterIntentRequest, opts ...grpc.CallOption) (*GetIntraclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetIntraclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_GetIntraclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) ListIntraclusterIntents(ctx context.Context, in *ListIntraclusterIntentsRequest, opts ...grpc.CallOption) (*ListIntraclusterIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListIntraclusterIntentsResponse)
+	err := c.cc.Invoke(ctx, TrafficService_ListIntraclusterIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) UpdateIntraclusterIntent(ctx context.Context, in *UpdateIntraclusterIntentRequest, opts ...grpc.CallOption) (*UpdateIntraclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateIntraclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_UpdateIntraclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) DeleteIntraclusterIntent(ctx context.Context, in *DeleteIntraclusterIntentRequest, opts ...grpc.CallOption) (*DeleteIntraclusterIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteIntraclusterIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_DeleteIntraclusterIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) CreateExternalOutboundIntent(ctx context.Context, in *CreateExternalOutboundIntentRequest, opts ...grpc.CallOption) (*CreateExternalOutboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateExternalOutboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_CreateExternalOutboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) GetExternalOutboundIntent(ctx context.Context, in *GetExternalOutboundIntentRequest, opts ...grpc.CallOption) (*GetExternalOutboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetExternalOutboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_GetExternalOutboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) ListExternalOutboundIntents(ctx context.Context, in *ListExternalOutboundIntentsRequest, opts ...grpc.CallOption) (*ListExternalOutboundIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListExternalOutboundIntentsResponse)
+	err := c.cc.Invoke(ctx, TrafficService_ListExternalOutboundIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) UpdateExternalOutboundIntent(ctx context.Context, in *UpdateExternalOutboundIntentRequest, opts ...grpc.CallOption) (*UpdateExternalOutboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateExternalOutboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_UpdateExternalOutboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) DeleteExternalOutboundIntent(ctx context.Context, in *DeleteExternalOutboundIntentRequest, opts ...grpc.CallOption) (*DeleteExternalOutboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteExternalOutboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_DeleteExternalOutboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) CreateExternalInboundIntent(ctx context.Context, in *CreateExternalInboundIntentRequest, opts ...grpc.CallOption) (*CreateExternalInboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateExternalInboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_CreateExternalInboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) GetExternalInboundIntent(ctx context.Context, in *GetExternalInboundIntentRequest, opts ...grpc.CallOption) (*GetExternalInboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetExternalInboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_GetExternalInboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) ListExternalInboundIntents(ctx context.Context, in *ListExternalInboundIntentsRequest, opts ...grpc.CallOption) (*ListExternalInboundIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListExternalInboundIntentsResponse)
+	err := c.cc.Invoke(ctx, TrafficService_ListExternalInboundIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) UpdateExternalInboundIntent(ctx context.Context, in *UpdateExternalInboundIntentRequest, opts ...grpc.CallOption) (*UpdateExternalInboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateExternalInboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_UpdateExternalInboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) DeleteExternalInboundIntent(ctx context.Context, in *DeleteExternalInboundIntentRequest, opts ...grpc.CallOption) (*DeleteExternalInboundIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteExternalInboundIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_DeleteExternalInboundIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) CreateDnsProviderIntent(ctx context.Context, in *CreateDnsProviderIntentRequest, opts ...grpc.CallOption) (*CreateDnsProviderIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateDnsProviderIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_CreateDnsProviderIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) GetDnsProviderIntent(ctx context.Context, in *GetDnsProviderIntentRequest, opts ...grpc.CallOption) (*GetDnsProviderIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDnsProviderIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_GetDnsProviderIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) ListDnsProviderIntents(ctx context.Context, in *ListDnsProviderIntentsRequest, opts ...grpc.CallOption) (*ListDnsProviderIntentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDnsProviderIntentsResponse)
+	err := c.cc.Invoke(ctx, TrafficService_ListDnsProviderIntents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) UpdateDnsProviderIntent(ctx context.Context, in *UpdateDnsProviderIntentRequest, opts ...grpc.CallOption) (*UpdateDnsProviderIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateDnsProviderIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_UpdateDnsProviderIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) DeleteDnsProviderIntent(ctx context.Context, in *DeleteDnsProviderIntentRequest, opts ...grpc.CallOption) (*DeleteDnsProviderIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteDnsProviderIntentResponse)
+	err := c.cc.Invoke(ctx, TrafficService_DeleteDnsProviderIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TrafficServiceServer is the server API for TrafficService service.
 // All implementations must embed UnimplementedTrafficServiceServer
 // for forward compatibility.
 //
-// TrafficService owns traffic intents and turns them into Istio resources.
+// TrafficService owns traffic intent groups (seed 004) and their intents:
+// inter-cluster, intra-cluster, external outbound and external inbound
+// connectivity, and DNS provider intents. Both spellings of the seed are
+// served: /v2/project/... and /v2/projects/..., traffic-intent-groups and
+// traffic-intent-sets, and the intent-style
+// .../intent/{group}/connectivity/{intercluster,intracluster,external/outbound,external/inbound,dnsproviders}.
+// Applying a group (its Istio objects on the logical cloud's clusters) is
+// core's (dcm.core.v1.TrafficLifecycleService): core tells this service
+// what it holds of the logical cloud and gets the objects back
+// (TrafficInternalService). docs/traffic.md maps every field.
 type TrafficServiceServer interface {
-	// CreateTrafficIntentGroup stores a new traffic intent group; its name must be unused.
+	// CreateTrafficIntentGroup stores a new traffic intent group; its name must be unused and
+	// its logical cloud must exist in the project.
 	CreateTrafficIntentGroup(context.Context, *CreateTrafficIntentGroupRequest) (*CreateTrafficIntentGroupResponse, error)
 	// GetTrafficIntentGroup reads one traffic intent group.
 	GetTrafficIntentGroup(context.Context, *GetTrafficIntentGroupRequest) (*GetTrafficIntentGroupResponse, error)
 	// ListTrafficIntentGroups reads every traffic intent group under the same parent, ordered by name.
 	ListTrafficIntentGroups(context.Context, *ListTrafficIntentGroupsRequest) (*ListTrafficIntentGroupsResponse, error)
-	// DeleteTrafficIntentGroup removes a traffic intent group.
+	// UpdateTrafficIntentGroup replaces a group's description (its name and logical cloud stay).
+	UpdateTrafficIntentGroup(context.Context, *UpdateTrafficIntentGroupRequest) (*UpdateTrafficIntentGroupResponse, error)
+	// DeleteTrafficIntentGroup removes a traffic intent group and its intents; an applied
+	// group is refused (409 WRONG_STATE: terminate it first).
 	DeleteTrafficIntentGroup(context.Context, *DeleteTrafficIntentGroupRequest) (*DeleteTrafficIntentGroupResponse, error)
+	// CreateInterclusterIntent stores an inter-cluster connectivity intent in a group; its name must be unused.
+	CreateInterclusterIntent(context.Context, *CreateInterclusterIntentRequest) (*CreateInterclusterIntentResponse, error)
+	// GetInterclusterIntent reads an inter-cluster connectivity intent.
+	GetInterclusterIntent(context.Context, *GetInterclusterIntentRequest) (*GetInterclusterIntentResponse, error)
+	// ListInterclusterIntents reads a group's intents of this kind, ordered by name.
+	ListInterclusterIntents(context.Context, *ListInterclusterIntentsRequest) (*ListInterclusterIntentsResponse, error)
+	// UpdateInterclusterIntent replaces an inter-cluster connectivity intent (the name stays).
+	UpdateInterclusterIntent(context.Context, *UpdateInterclusterIntentRequest) (*UpdateInterclusterIntentResponse, error)
+	// DeleteInterclusterIntent removes an inter-cluster connectivity intent.
+	DeleteInterclusterIntent(context.Context, *DeleteInterclusterIntentRequest) (*DeleteInterclusterIntentResponse, error)
+	// CreateIntraclusterIntent stores an intra-cluster connectivity intent in a group; its name must be unused.
+	CreateIntraclusterIntent(context.Context, *CreateIntraclusterIntentRequest) (*CreateIntraclusterIntentResponse, error)
+	// GetIntraclusterIntent reads an intra-cluster connectivity intent.
+	GetIntraclusterIntent(context.Context, *GetIntraclusterIntentRequest) (*GetIntraclusterIntentResponse, error)
+	// ListIntraclusterIntents reads a group's intents of this kind, ordered by name.
+	ListIntraclusterIntents(context.Context, *ListIntraclusterIntentsRequest) (*ListIntraclusterIntentsResponse, error)
+	// UpdateIntraclusterIntent replaces an intra-cluster connectivity intent (the name stays).
+	UpdateIntraclusterIntent(context.Context, *UpdateIntraclusterIntentRequest) (*UpdateIntraclusterIntentResponse, error)
+	// DeleteIntraclusterIntent removes an intra-cluster connectivity intent.
+	DeleteIntraclusterIntent(context.Context, *DeleteIntraclusterIntentRequest) (*DeleteIntraclusterIntentResponse, error)
+	// CreateExternalOutboundIntent stores an external outbound access intent in a group; its name must be unused.
+	CreateExternalOutboundIntent(context.Context, *CreateExternalOutboundIntentRequest) (*CreateExternalOutboundIntentResponse, error)
+	// GetExternalOutboundIntent reads an external outbound access intent.
+	GetExternalOutboundIntent(context.Context, *GetExternalOutboundIntentRequest) (*GetExternalOutboundIntentResponse, error)
+	// ListExternalOutboundIntents reads a group's intents of this kind, ordered by name.
+	ListExternalOutboundIntents(context.Context, *ListExternalOutboundIntentsRequest) (*ListExternalOutboundIntentsResponse, error)
+	// UpdateExternalOutboundIntent replaces an external outbound access intent (the name stays).
+	UpdateExternalOutboundIntent(context.Context, *UpdateExternalOutboundIntentRequest) (*UpdateExternalOutboundIntentResponse, error)
+	// DeleteExternalOutboundIntent removes an external outbound access intent.
+	DeleteExternalOutboundIntent(context.Context, *DeleteExternalOutboundIntentRequest) (*DeleteExternalOutboundIntentResponse, error)
+	// CreateExternalInboundIntent stores an external inbound access intent in a group; its name must be unused.
+	CreateExternalInboundIntent(context.Context, *CreateExternalInboundIntentRequest) (*CreateExternalInboundIntentResponse, error)
+	// GetExternalInboundIntent reads an external inbound access intent.
+	GetExternalInboundIntent(context.Context, *GetExternalInboundIntentRequest) (*GetExternalInboundIntentResponse, error)
+	// ListExternalInboundIntents reads a group's intents of this kind, ordered by name.
+	ListExternalInboundIntents(context.Context, *ListExternalInboundIntentsRequest) (*ListExternalInboundIntentsResponse, error)
+	// UpdateExternalInboundIntent replaces an external inbound access intent (the name stays).
+	UpdateExternalInboundIntent(context.Context, *UpdateExternalInboundIntentRequest) (*UpdateExternalInboundIntentResponse, error)
+	// DeleteExternalInboundIntent removes an external inbound access intent.
+	DeleteExternalInboundIntent(context.Context, *DeleteExternalInboundIntentRequest) (*DeleteExternalInboundIntentResponse, error)
+	// CreateDnsProviderIntent stores a DNS provider intent in a group; its name must be unused.
+	CreateDnsProviderIntent(context.Context, *CreateDnsProviderIntentRequest) (*CreateDnsProviderIntentResponse, error)
+	// GetDnsProviderIntent reads a DNS provider intent.
+	GetDnsProviderIntent(context.Context, *GetDnsProviderIntentRequest) (*GetDnsProviderIntentResponse, error)
+	// ListDnsProviderIntents reads a group's intents of this kind, ordered by name.
+	ListDnsProviderIntents(context.Context, *ListDnsProviderIntentsRequest) (*ListDnsProviderIntentsResponse, error)
+	// UpdateDnsProviderIntent replaces a DNS provider intent (the name stays).
+	UpdateDnsProviderIntent(context.Context, *UpdateDnsProviderIntentRequest) (*UpdateDnsProviderIntentResponse, error)
+	// DeleteDnsProviderIntent removes a DNS provider intent.
+	DeleteDnsProviderIntent(context.Context, *DeleteDnsProviderIntentRequest) (*DeleteDnsProviderIntentResponse, error)
 	mustEmbedUnimplementedTrafficServiceServer()
 }
 
@@ -122,8 +534,86 @@ func (UnimplementedTrafficServiceServer) GetTrafficIntentGroup(context.Context, 
 func (UnimplementedTrafficServiceServer) ListTrafficIntentGroups(context.Context, *ListTrafficIntentGroupsRequest) (*ListTrafficIntentGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTrafficIntentGroups not implemented")
 }
+func (UnimplementedTrafficServiceServer) UpdateTrafficIntentGroup(context.Context, *UpdateTrafficIntentGroupRequest) (*UpdateTrafficIntentGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTrafficIntentGroup not implemented")
+}
 func (UnimplementedTrafficServiceServer) DeleteTrafficIntentGroup(context.Context, *DeleteTrafficIntentGroupRequest) (*DeleteTrafficIntentGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTrafficIntentGroup not implemented")
+}
+func (UnimplementedTrafficServiceServer) CreateInterclusterIntent(context.Context, *CreateInterclusterIntentRequest) (*CreateInterclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateInterclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) GetInterclusterIntent(context.Context, *GetInterclusterIntentRequest) (*GetInterclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInterclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) ListInterclusterIntents(context.Context, *ListInterclusterIntentsRequest) (*ListInterclusterIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInterclusterIntents not implemented")
+}
+func (UnimplementedTrafficServiceServer) UpdateInterclusterIntent(context.Context, *UpdateInterclusterIntentRequest) (*UpdateInterclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateInterclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) DeleteInterclusterIntent(context.Context, *DeleteInterclusterIntentRequest) (*DeleteInterclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteInterclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) CreateIntraclusterIntent(context.Context, *CreateIntraclusterIntentRequest) (*CreateIntraclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateIntraclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) GetIntraclusterIntent(context.Context, *GetIntraclusterIntentRequest) (*GetIntraclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetIntraclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) ListIntraclusterIntents(context.Context, *ListIntraclusterIntentsRequest) (*ListIntraclusterIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListIntraclusterIntents not implemented")
+}
+func (UnimplementedTrafficServiceServer) UpdateIntraclusterIntent(context.Context, *UpdateIntraclusterIntentRequest) (*UpdateIntraclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateIntraclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) DeleteIntraclusterIntent(context.Context, *DeleteIntraclusterIntentRequest) (*DeleteIntraclusterIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteIntraclusterIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) CreateExternalOutboundIntent(context.Context, *CreateExternalOutboundIntentRequest) (*CreateExternalOutboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateExternalOutboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) GetExternalOutboundIntent(context.Context, *GetExternalOutboundIntentRequest) (*GetExternalOutboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetExternalOutboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) ListExternalOutboundIntents(context.Context, *ListExternalOutboundIntentsRequest) (*ListExternalOutboundIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListExternalOutboundIntents not implemented")
+}
+func (UnimplementedTrafficServiceServer) UpdateExternalOutboundIntent(context.Context, *UpdateExternalOutboundIntentRequest) (*UpdateExternalOutboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateExternalOutboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) DeleteExternalOutboundIntent(context.Context, *DeleteExternalOutboundIntentRequest) (*DeleteExternalOutboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteExternalOutboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) CreateExternalInboundIntent(context.Context, *CreateExternalInboundIntentRequest) (*CreateExternalInboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateExternalInboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) GetExternalInboundIntent(context.Context, *GetExternalInboundIntentRequest) (*GetExternalInboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetExternalInboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) ListExternalInboundIntents(context.Context, *ListExternalInboundIntentsRequest) (*ListExternalInboundIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListExternalInboundIntents not implemented")
+}
+func (UnimplementedTrafficServiceServer) UpdateExternalInboundIntent(context.Context, *UpdateExternalInboundIntentRequest) (*UpdateExternalInboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateExternalInboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) DeleteExternalInboundIntent(context.Context, *DeleteExternalInboundIntentRequest) (*DeleteExternalInboundIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteExternalInboundIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) CreateDnsProviderIntent(context.Context, *CreateDnsProviderIntentRequest) (*CreateDnsProviderIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateDnsProviderIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) GetDnsProviderIntent(context.Context, *GetDnsProviderIntentRequest) (*GetDnsProviderIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDnsProviderIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) ListDnsProviderIntents(context.Context, *ListDnsProviderIntentsRequest) (*ListDnsProviderIntentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDnsProviderIntents not implemented")
+}
+func (UnimplementedTrafficServiceServer) UpdateDnsProviderIntent(context.Context, *UpdateDnsProviderIntentRequest) (*UpdateDnsProviderIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateDnsProviderIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) DeleteDnsProviderIntent(context.Context, *DeleteDnsProviderIntentRequest) (*DeleteDnsProviderIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteDnsProviderIntent not implemented")
 }
 func (UnimplementedTrafficServiceServer) mustEmbedUnimplementedTrafficServiceServer() {}
 func (UnimplementedTrafficServiceServer) testEmbeddedByValue()                        {}
@@ -200,6 +690,24 @@ func _TrafficService_ListTrafficIntentGroups_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TrafficService_UpdateTrafficIntentGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTrafficIntentGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).UpdateTrafficIntentGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_UpdateTrafficIntentGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).UpdateTrafficIntentGroup(ctx, req.(*UpdateTrafficIntentGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TrafficService_DeleteTrafficIntentGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteTrafficIntentGroupRequest)
 	if err := dec(in); err != nil {
@@ -214,6 +722,456 @@ func _TrafficService_DeleteTrafficIntentGroup_Handler(srv interface{}, ctx conte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TrafficServiceServer).DeleteTrafficIntentGroup(ctx, req.(*DeleteTrafficIntentGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_CreateInterclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateInterclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).CreateInterclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_CreateInterclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).CreateInterclusterIntent(ctx, req.(*CreateInterclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_GetInterclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInterclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).GetInterclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_GetInterclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).GetInterclusterIntent(ctx, req.(*GetInterclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_ListInterclusterIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInterclusterIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).ListInterclusterIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_ListInterclusterIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).ListInterclusterIntents(ctx, req.(*ListInterclusterIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_UpdateInterclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateInterclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).UpdateInterclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_UpdateInterclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).UpdateInterclusterIntent(ctx, req.(*UpdateInterclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_DeleteInterclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteInterclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).DeleteInterclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_DeleteInterclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).DeleteInterclusterIntent(ctx, req.(*DeleteInterclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_CreateIntraclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateIntraclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).CreateIntraclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_CreateIntraclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).CreateIntraclusterIntent(ctx, req.(*CreateIntraclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_GetIntraclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetIntraclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).GetIntraclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_GetIntraclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).GetIntraclusterIntent(ctx, req.(*GetIntraclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_ListIntraclusterIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListIntraclusterIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).ListIntraclusterIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_ListIntraclusterIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).ListIntraclusterIntents(ctx, req.(*ListIntraclusterIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_UpdateIntraclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateIntraclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).UpdateIntraclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_UpdateIntraclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).UpdateIntraclusterIntent(ctx, req.(*UpdateIntraclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_DeleteIntraclusterIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteIntraclusterIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).DeleteIntraclusterIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_DeleteIntraclusterIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).DeleteIntraclusterIntent(ctx, req.(*DeleteIntraclusterIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_CreateExternalOutboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateExternalOutboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).CreateExternalOutboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_CreateExternalOutboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).CreateExternalOutboundIntent(ctx, req.(*CreateExternalOutboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_GetExternalOutboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExternalOutboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).GetExternalOutboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_GetExternalOutboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).GetExternalOutboundIntent(ctx, req.(*GetExternalOutboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_ListExternalOutboundIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListExternalOutboundIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).ListExternalOutboundIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_ListExternalOutboundIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).ListExternalOutboundIntents(ctx, req.(*ListExternalOutboundIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_UpdateExternalOutboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateExternalOutboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).UpdateExternalOutboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_UpdateExternalOutboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).UpdateExternalOutboundIntent(ctx, req.(*UpdateExternalOutboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_DeleteExternalOutboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteExternalOutboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).DeleteExternalOutboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_DeleteExternalOutboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).DeleteExternalOutboundIntent(ctx, req.(*DeleteExternalOutboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_CreateExternalInboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateExternalInboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).CreateExternalInboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_CreateExternalInboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).CreateExternalInboundIntent(ctx, req.(*CreateExternalInboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_GetExternalInboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExternalInboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).GetExternalInboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_GetExternalInboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).GetExternalInboundIntent(ctx, req.(*GetExternalInboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_ListExternalInboundIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListExternalInboundIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).ListExternalInboundIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_ListExternalInboundIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).ListExternalInboundIntents(ctx, req.(*ListExternalInboundIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_UpdateExternalInboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateExternalInboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).UpdateExternalInboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_UpdateExternalInboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).UpdateExternalInboundIntent(ctx, req.(*UpdateExternalInboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_DeleteExternalInboundIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteExternalInboundIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).DeleteExternalInboundIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_DeleteExternalInboundIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).DeleteExternalInboundIntent(ctx, req.(*DeleteExternalInboundIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_CreateDnsProviderIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateDnsProviderIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).CreateDnsProviderIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_CreateDnsProviderIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).CreateDnsProviderIntent(ctx, req.(*CreateDnsProviderIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_GetDnsProviderIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDnsProviderIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).GetDnsProviderIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_GetDnsProviderIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).GetDnsProviderIntent(ctx, req.(*GetDnsProviderIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_ListDnsProviderIntents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDnsProviderIntentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).ListDnsProviderIntents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_ListDnsProviderIntents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).ListDnsProviderIntents(ctx, req.(*ListDnsProviderIntentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_UpdateDnsProviderIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateDnsProviderIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).UpdateDnsProviderIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_UpdateDnsProviderIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).UpdateDnsProviderIntent(ctx, req.(*UpdateDnsProviderIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_DeleteDnsProviderIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteDnsProviderIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).DeleteDnsProviderIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_DeleteDnsProviderIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).DeleteDnsProviderIntent(ctx, req.(*DeleteDnsProviderIntentRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -238,8 +1196,112 @@ var TrafficService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TrafficService_ListTrafficIntentGroups_Handler,
 		},
 		{
+			MethodName: "UpdateTrafficIntentGroup",
+			Handler:    _TrafficService_UpdateTrafficIntentGroup_Handler,
+		},
+		{
 			MethodName: "DeleteTrafficIntentGroup",
 			Handler:    _TrafficService_DeleteTrafficIntentGroup_Handler,
+		},
+		{
+			MethodName: "CreateInterclusterIntent",
+			Handler:    _TrafficService_CreateInterclusterIntent_Handler,
+		},
+		{
+			MethodName: "GetInterclusterIntent",
+			Handler:    _TrafficService_GetInterclusterIntent_Handler,
+		},
+		{
+			MethodName: "ListInterclusterIntents",
+			Handler:    _TrafficService_ListInterclusterIntents_Handler,
+		},
+		{
+			MethodName: "UpdateInterclusterIntent",
+			Handler:    _TrafficService_UpdateInterclusterIntent_Handler,
+		},
+		{
+			MethodName: "DeleteInterclusterIntent",
+			Handler:    _TrafficService_DeleteInterclusterIntent_Handler,
+		},
+		{
+			MethodName: "CreateIntraclusterIntent",
+			Handler:    _TrafficService_CreateIntraclusterIntent_Handler,
+		},
+		{
+			MethodName: "GetIntraclusterIntent",
+			Handler:    _TrafficService_GetIntraclusterIntent_Handler,
+		},
+		{
+			MethodName: "ListIntraclusterIntents",
+			Handler:    _TrafficService_ListIntraclusterIntents_Handler,
+		},
+		{
+			MethodName: "UpdateIntraclusterIntent",
+			Handler:    _TrafficService_UpdateIntraclusterIntent_Handler,
+		},
+		{
+			MethodName: "DeleteIntraclusterIntent",
+			Handler:    _TrafficService_DeleteIntraclusterIntent_Handler,
+		},
+		{
+			MethodName: "CreateExternalOutboundIntent",
+			Handler:    _TrafficService_CreateExternalOutboundIntent_Handler,
+		},
+		{
+			MethodName: "GetExternalOutboundIntent",
+			Handler:    _TrafficService_GetExternalOutboundIntent_Handler,
+		},
+		{
+			MethodName: "ListExternalOutboundIntents",
+			Handler:    _TrafficService_ListExternalOutboundIntents_Handler,
+		},
+		{
+			MethodName: "UpdateExternalOutboundIntent",
+			Handler:    _TrafficService_UpdateExternalOutboundIntent_Handler,
+		},
+		{
+			MethodName: "DeleteExternalOutboundIntent",
+			Handler:    _TrafficService_DeleteExternalOutboundIntent_Handler,
+		},
+		{
+			MethodName: "CreateExternalInboundIntent",
+			Handler:    _TrafficService_CreateExternalInboundIntent_Handler,
+		},
+		{
+			MethodName: "GetExternalInboundIntent",
+			Handler:    _TrafficService_GetExternalInboundIntent_Handler,
+		},
+		{
+			MethodName: "ListExternalInboundIntents",
+			Handler:    _TrafficService_ListExternalInboundIntents_Handler,
+		},
+		{
+			MethodName: "UpdateExternalInboundIntent",
+			Handler:    _TrafficService_UpdateExternalInboundIntent_Handler,
+		},
+		{
+			MethodName: "DeleteExternalInboundIntent",
+			Handler:    _TrafficService_DeleteExternalInboundIntent_Handler,
+		},
+		{
+			MethodName: "CreateDnsProviderIntent",
+			Handler:    _TrafficService_CreateDnsProviderIntent_Handler,
+		},
+		{
+			MethodName: "GetDnsProviderIntent",
+			Handler:    _TrafficService_GetDnsProviderIntent_Handler,
+		},
+		{
+			MethodName: "ListDnsProviderIntents",
+			Handler:    _TrafficService_ListDnsProviderIntents_Handler,
+		},
+		{
+			MethodName: "UpdateDnsProviderIntent",
+			Handler:    _TrafficService_UpdateDnsProviderIntent_Handler,
+		},
+		{
+			MethodName: "DeleteDnsProviderIntent",
+			Handler:    _TrafficService_DeleteDnsProviderIntent_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
