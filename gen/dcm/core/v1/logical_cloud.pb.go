@@ -2927,14 +2927,15 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xaa(\n" +
+	"\x14DeleteKvPairResponse2\xb3(\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xb1\x01\n" +
-	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xd1\x01\n" +
-	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"s\xc2\xf3\x18#\n" +
+	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xda\x01\n" +
+	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"|\xc2\xf3\x18,\n" +
 	"\agateway\n" +
 	"\tnamespace\n" +
 	"\x05quota\n" +
+	"\atraffic\n" +
 	"\x04user\x10\x01\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
 	"\x11ListLogicalClouds\x12%.dcm.core.v1.ListLogicalCloudsRequest\x1a&.dcm.core.v1.ListLogicalCloudsResponse\"=\x82\xd3\xe4\x93\x027b\x0elogical_clouds\x12%/v2/projects/{project}/logical-clouds\x12\xb6\x01\n" +
 	"\x12UpdateLogicalCloud\x12&.dcm.core.v1.UpdateLogicalCloudRequest\x1a'.dcm.core.v1.UpdateLogicalCloudResponse\"O\x82\xd3\xe4\x93\x02I:\x01*b\rlogical_cloud\x1a5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa4\x01\n" +

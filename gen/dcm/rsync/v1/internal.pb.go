@@ -320,7 +320,7 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"StoredHold\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster2\xf8\v\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster2\xa4\f\n" +
 	"\x14RsyncInternalService\x12[\n" +
 	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12X\n" +
 	"\rSubmitRollout\x12\".dcm.rsync.v1.SubmitRolloutRequest\x1a#.dcm.rsync.v1.SubmitRolloutResponse\x12X\n" +
@@ -333,9 +333,13 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"\x04core\x10\x010\x01\x12[\n" +
 	"\x0eGetCertificate\x12#.dcm.rsync.v1.GetCertificateRequest\x1a$.dcm.rsync.v1.GetCertificateResponse\x12a\n" +
 	"\x10RenewCertificate\x12%.dcm.rsync.v1.RenewCertificateRequest\x1a&.dcm.rsync.v1.RenewCertificateResponse\x12s\n" +
-	"\x16GetResourceQuotaStatus\x12+.dcm.rsync.v1.GetResourceQuotaStatusRequest\x1a,.dcm.rsync.v1.GetResourceQuotaStatusResponse\x12m\n" +
-	"\x14GetClusterConnection\x12).dcm.rsync.v1.GetClusterConnectionRequest\x1a*.dcm.rsync.v1.GetClusterConnectionResponse\x12s\n" +
-	"\x16GetServiceAccountToken\x12+.dcm.rsync.v1.GetServiceAccountTokenRequest\x1a,.dcm.rsync.v1.GetServiceAccountTokenResponse\x12^\n" +
+	"\x16GetResourceQuotaStatus\x12+.dcm.rsync.v1.GetResourceQuotaStatusRequest\x1a,.dcm.rsync.v1.GetResourceQuotaStatusResponse\x12\x82\x01\n" +
+	"\x14GetClusterConnection\x12).dcm.rsync.v1.GetClusterConnectionRequest\x1a*.dcm.rsync.v1.GetClusterConnectionResponse\"\x13\xc2\xf3\x18\x0f\n" +
+	"\x04core\n" +
+	"\atraffic\x12\x88\x01\n" +
+	"\x16GetServiceAccountToken\x12+.dcm.rsync.v1.GetServiceAccountTokenRequest\x1a,.dcm.rsync.v1.GetServiceAccountTokenResponse\"\x13\xc2\xf3\x18\x0f\n" +
+	"\x04core\n" +
+	"\atraffic\x12^\n" +
 	"\x0fGetObjectOwners\x12$.dcm.rsync.v1.GetObjectOwnersRequest\x1a%.dcm.rsync.v1.GetObjectOwnersResponse\x12R\n" +
 	"\vHoldCluster\x12 .dcm.rsync.v1.HoldClusterRequest\x1a!.dcm.rsync.v1.HoldClusterResponse\x12^\n" +
 	"\x0fReleaseClusters\x12$.dcm.rsync.v1.ReleaseClustersRequest\x1a%.dcm.rsync.v1.ReleaseClustersResponse\x1a\n" +

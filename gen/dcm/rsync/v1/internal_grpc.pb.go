@@ -88,6 +88,8 @@ type RsyncInternalServiceClient interface {
 	GetClusterConnection(ctx context.Context, in *GetClusterConnectionRequest, opts ...grpc.CallOption) (*GetClusterConnectionResponse, error)
 	// GetServiceAccountToken issues a bound token for a ServiceAccount that
 	// DCM applied (the cluster's TokenRequest API), with the asked lifetime.
+	// The traffic controller reads its DNSEndpoint records with one (a
+	// ServiceAccount its rollout applies, allowed to read them only).
 	GetServiceAccountToken(ctx context.Context, in *GetServiceAccountTokenRequest, opts ...grpc.CallOption) (*GetServiceAccountTokenResponse, error)
 	// GetObjectOwners tells, per cluster, who manages one object: nobody (no
 	// such object), the asking owner, another owner (named), something not
@@ -327,6 +329,8 @@ type RsyncInternalServiceServer interface {
 	GetClusterConnection(context.Context, *GetClusterConnectionRequest) (*GetClusterConnectionResponse, error)
 	// GetServiceAccountToken issues a bound token for a ServiceAccount that
 	// DCM applied (the cluster's TokenRequest API), with the asked lifetime.
+	// The traffic controller reads its DNSEndpoint records with one (a
+	// ServiceAccount its rollout applies, allowed to read them only).
 	GetServiceAccountToken(context.Context, *GetServiceAccountTokenRequest) (*GetServiceAccountTokenResponse, error)
 	// GetObjectOwners tells, per cluster, who manages one object: nobody (no
 	// such object), the asking owner, another owner (named), something not
