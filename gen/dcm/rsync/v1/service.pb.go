@@ -1504,16 +1504,18 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bclusters\x18\x01 \x03(\v2\x1d.dcm.rsync.v1.SelectedClusterR\bclusters\"A\n" +
 	"\x0fSelectedCluster\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2\xf5\f\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\x8a\r\n" +
 	"\fRsyncService\x12\xb3\x01\n" +
 	"\x15CreateClusterProvider\x12*.dcm.rsync.v1.CreateClusterProviderRequest\x1a+.dcm.rsync.v1.CreateClusterProviderResponse\"A\x82\xd3\xe4\x93\x02;:\x10cluster_providerb\x10cluster_provider\"\x15/v2/cluster-providers\x12\x9f\x01\n" +
 	"\x12GetClusterProvider\x12'.dcm.rsync.v1.GetClusterProviderRequest\x1a(.dcm.rsync.v1.GetClusterProviderResponse\"6\x82\xd3\xe4\x93\x020b\x10cluster_provider\x12\x1c/v2/cluster-providers/{name}\x12\x9f\x01\n" +
 	"\x14ListClusterProviders\x12).dcm.rsync.v1.ListClusterProvidersRequest\x1a*.dcm.rsync.v1.ListClusterProvidersResponse\"0\x82\xd3\xe4\x93\x02*b\x11cluster_providers\x12\x15/v2/cluster-providers\x12\xba\x01\n" +
 	"\x15UpdateClusterProvider\x12*.dcm.rsync.v1.UpdateClusterProviderRequest\x1a+.dcm.rsync.v1.UpdateClusterProviderResponse\"H\x82\xd3\xe4\x93\x02B:\x10cluster_providerb\x10cluster_provider\x1a\x1c/v2/cluster-providers/{name}\x12\x96\x01\n" +
 	"\x15DeleteClusterProvider\x12*.dcm.rsync.v1.DeleteClusterProviderRequest\x1a+.dcm.rsync.v1.DeleteClusterProviderResponse\"$\x82\xd3\xe4\x93\x02\x1e*\x1c/v2/cluster-providers/{name}\x12\x9d\x01\n" +
-	"\rCreateCluster\x12\".dcm.rsync.v1.CreateClusterRequest\x1a#.dcm.rsync.v1.CreateClusterResponse\"C\x82\xd3\xe4\x93\x02=:\aclusterb\acluster\")/v2/cluster-providers/{provider}/clusters\x12\x92\x01\n" +
+	"\rCreateCluster\x12\".dcm.rsync.v1.CreateClusterRequest\x1a#.dcm.rsync.v1.CreateClusterResponse\"C\x82\xd3\xe4\x93\x02=:\aclusterb\acluster\")/v2/cluster-providers/{provider}/clusters\x12\xa7\x01\n" +
 	"\n" +
-	"GetCluster\x12\x1f.dcm.rsync.v1.GetClusterRequest\x1a .dcm.rsync.v1.GetClusterResponse\"A\x82\xd3\xe4\x93\x02;b\acluster\x120/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
+	"GetCluster\x12\x1f.dcm.rsync.v1.GetClusterRequest\x1a .dcm.rsync.v1.GetClusterResponse\"V\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02;b\acluster\x120/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
 	"\fListClusters\x12!.dcm.rsync.v1.ListClustersRequest\x1a\".dcm.rsync.v1.ListClustersResponse\";\x82\xd3\xe4\x93\x025b\bclusters\x12)/v2/cluster-providers/{provider}/clusters\x12\xa4\x01\n" +
 	"\rUpdateCluster\x12\".dcm.rsync.v1.UpdateClusterRequest\x1a#.dcm.rsync.v1.UpdateClusterResponse\"J\x82\xd3\xe4\x93\x02D:\aclusterb\acluster\x1a0/v2/cluster-providers/{provider}/clusters/{name}\x12\x92\x01\n" +
 	"\rDeleteCluster\x12\".dcm.rsync.v1.DeleteClusterRequest\x1a#.dcm.rsync.v1.DeleteClusterResponse\"8\x82\xd3\xe4\x93\x022*0/v2/cluster-providers/{provider}/clusters/{name}\x1a\x0f\xc2\xf3\x18\v\n" +

@@ -1001,13 +1001,15 @@ const file_dcm_servicemesh_v1_service_proto_rawDesc = "" +
 	"\tnot_after\x18\t \x01(\tR\tnot-after\x12\x16\n" +
 	"\x06digest\x18\n" +
 	" \x01(\tR\x06digest\x12\x1c\n" +
-	"\tmanifests\x18\v \x03(\tR\tmanifests2\xca\x06\n" +
+	"\tmanifests\x18\v \x03(\tR\tmanifests2\xdf\x06\n" +
 	"\x12ServiceMeshService\x12s\n" +
 	"\x12CreateControlPlane\x12-.dcm.servicemesh.v1.CreateControlPlaneRequest\x1a..dcm.servicemesh.v1.CreateControlPlaneResponse\x12\xbd\x01\n" +
 	"\x0fGetControlPlane\x12*.dcm.servicemesh.v1.GetControlPlaneRequest\x1a+.dcm.servicemesh.v1.GetControlPlaneResponse\"Q\x82\xd3\xe4\x93\x02Kb\rcontrol_plane\x12:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12p\n" +
 	"\x11ListControlPlanes\x12,.dcm.servicemesh.v1.ListControlPlanesRequest\x1a-.dcm.servicemesh.v1.ListControlPlanesResponse\x12\xb7\x01\n" +
-	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponse\"B\x82\xd3\xe4\x93\x02<*:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12\xc1\x01\n" +
-	"\x0eGetServiceMesh\x12).dcm.servicemesh.v1.GetServiceMeshRequest\x1a*.dcm.servicemesh.v1.GetServiceMeshResponse\"X\x82\xd3\xe4\x93\x02Rb\fservice_mesh\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/service-mesh\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\x12DeleteControlPlane\x12-.dcm.servicemesh.v1.DeleteControlPlaneRequest\x1a..dcm.servicemesh.v1.DeleteControlPlaneResponse\"B\x82\xd3\xe4\x93\x02<*:/v2/projects/{project}/logical-clouds/{name}/control-plane\x12\xd6\x01\n" +
+	"\x0eGetServiceMesh\x12).dcm.servicemesh.v1.GetServiceMeshRequest\x1a*.dcm.servicemesh.v1.GetServiceMeshResponse\"m\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02Rb\fservice_mesh\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/service-mesh\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01BAZ?github.com/dcm-project/dcm/gen/dcm/servicemesh/v1;servicemeshv1b\x06proto3"
 
 var (
