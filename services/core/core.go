@@ -13,6 +13,7 @@ import (
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 
 	"github.com/dcm-project/dcm/platform/app"
@@ -32,20 +33,23 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		return nil, server.Options{}, err
 	}
 	cfg := env.Config
-	conns, closeAll, err := env.DialPeers(cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr, cfg.RsyncAddr, cfg.ServiceMeshAddr, cfg.CADistAddr)
+	conns, closeAll, err := env.DialPeers(cfg.NamespaceAddr, cfg.UserAddr, cfg.QuotaAddr, cfg.RsyncAddr, cfg.ServiceMeshAddr, cfg.CADistAddr, cfg.TrafficAddr)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
 	peers := core.Peers{
-		Namespaces:     namespacev1.NewNamespaceInternalServiceClient(conns[0]),
-		Users:          userv1.NewUserServiceClient(conns[1]),
-		UsersInternal:  userv1.NewUserInternalServiceClient(conns[1]),
-		Quotas:         quotav1.NewQuotaServiceClient(conns[2]),
-		QuotasInternal: quotav1.NewQuotaInternalServiceClient(conns[2]),
-		Rsync:          rsyncv1.NewRsyncServiceClient(conns[3]),
-		RsyncInternal:  rsyncv1.NewRsyncInternalServiceClient(conns[3]),
-		MeshInternal:   servicemeshv1.NewServiceMeshInternalServiceClient(conns[4]),
-		CaDistInternal: cadistv1.NewCaDistInternalServiceClient(conns[5]),
+		Namespaces:      namespacev1.NewNamespaceInternalServiceClient(conns[0]),
+		Users:           userv1.NewUserServiceClient(conns[1]),
+		UsersInternal:   userv1.NewUserInternalServiceClient(conns[1]),
+		Quotas:          quotav1.NewQuotaServiceClient(conns[2]),
+		QuotasInternal:  quotav1.NewQuotaInternalServiceClient(conns[2]),
+		Rsync:           rsyncv1.NewRsyncServiceClient(conns[3]),
+		RsyncInternal:   rsyncv1.NewRsyncInternalServiceClient(conns[3]),
+		MeshInternal:    servicemeshv1.NewServiceMeshInternalServiceClient(conns[4]),
+		CaDistInternal:  cadistv1.NewCaDistInternalServiceClient(conns[5]),
+		Mesh:            servicemeshv1.NewServiceMeshServiceClient(conns[4]),
+		Traffic:         trafficv1.NewTrafficServiceClient(conns[6]),
+		TrafficInternal: trafficv1.NewTrafficInternalServiceClient(conns[6]),
 	}
 	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota, cfg.PodSecurity)
 	if err != nil {
@@ -65,7 +69,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	clouds.CertRenewPercent = cfg.CertRenewPercent
 	clouds.WatchMax = cfg.WatchMax
-	return []server.Service{core.NewProjects(st), clouds, core.NewTokens(st)}, server.Options{
+	return []server.Service{core.NewProjects(st), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll},
 	}, nil

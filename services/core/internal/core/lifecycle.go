@@ -335,7 +335,12 @@ func ownerName(owner string) string {
 // the other, so that a rollout submitted just before this program stopped
 // (its phase unsaved) is taken over rather than refused.
 func (s *LogicalClouds) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
-	owner := rolloutOwner(project, lc)
+	return s.submitAs(ctx, rolloutOwner(project, lc), clusters, update)
+}
+
+// submitAs is submit for any rollout owner (a logical cloud's, a traffic
+// intent group's).
+func (s *LogicalClouds) submitAs(ctx context.Context, owner string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	if !update {
 		resp, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
 		if errs.Code(err) != codes.AlreadyExists {
@@ -370,6 +375,9 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 	owner := rolloutOwner(project, lc)
 	st, err := s.transition(ctx, "terminate", project, lc, terminateFrom, phaseTerminating,
 		func(ctx context.Context, _ *corev1.LogicalCloud, state string) (int64, error) {
+			if err := s.trafficHolds(ctx, project, lc); err != nil {
+				return 0, err
+			}
 			// A mesh user (core's mesh records say so) has its control
 			// planes released first: the service mesh service revokes the
 			// intermediates. Their objects, cacerts included, leave with

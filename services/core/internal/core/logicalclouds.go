@@ -19,6 +19,7 @@ import (
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
@@ -40,6 +41,11 @@ type Peers struct {
 	RsyncInternal  rsyncv1.RsyncInternalServiceClient
 	MeshInternal   servicemeshv1.ServiceMeshInternalServiceClient
 	CaDistInternal cadistv1.CaDistInternalServiceClient
+	// Mesh reads a logical cloud's service mesh document (revision, Istio
+	// namespace) for the traffic controller.
+	Mesh            servicemeshv1.ServiceMeshServiceClient
+	Traffic         trafficv1.TrafficServiceClient
+	TrafficInternal trafficv1.TrafficInternalServiceClient
 }
 
 // LogicalClouds is the LogicalCloudService: logical clouds, their cluster
@@ -53,8 +59,11 @@ type LogicalClouds struct {
 	kvs      *store.Records[*corev1.StoredKvPair]
 	// meshes records the mesh-enabled logical clouds per cluster (mesh.go).
 	meshes *store.Records[*corev1.StoredMeshCluster]
-	peers  Peers
-	locks  lifecycleLocks
+	// traffic records the applied traffic intent groups, by logical cloud
+	// (traffic.go).
+	traffic *store.Records[*corev1.TrafficRollout]
+	peers   Peers
+	locks   lifecycleLocks
 	// meshLocks serializes the changes of one cluster's mesh record and its
 	// CRD rollout (mesh.go).
 	meshLocks lifecycleLocks
@@ -83,8 +92,9 @@ func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClo
 		kvs: store.NewRecords(st, "kv_pairs", "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
 		meshes: store.NewRecords(st, "mesh_clusters", "mesh cluster",
 			func() *corev1.StoredMeshCluster { return &corev1.StoredMeshCluster{} }),
-		peers: peers,
-		log:   log,
+		traffic: trafficRecords(st),
+		peers:   peers,
+		log:     log,
 	}
 }
 
