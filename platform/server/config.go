@@ -54,6 +54,9 @@ type Config struct {
 	IstioTag        string `env:"DCM_ISTIO_TAG" flag:"istio-tag" default:"1.31.0" usage:"image tag of istiod and the Envoy proxies (Istio's global.tag), the release of the charts DCM renders (the 1.31 line). Read by the service mesh service"`
 	MeshTrustDomain string `env:"DCM_MESH_TRUST_DOMAIN" flag:"mesh-trust-domain" default:"dcm.local" usage:"suffix of each logical cloud's Istio trust domain, <logical cloud>.<project>.<suffix>: the SPIFFE identities its workloads get and the name constraint of its intermediates. Read by the service mesh service"`
 
+	// The traffic controller's external-dns runs (docs/traffic.md).
+	DNSInterval time.Duration `env:"DCM_DNS_INTERVAL" flag:"dns-interval" default:"1m" usage:"how often the traffic controller runs external-dns for each published DNS name (each run reads the DNSEndpoint records of its clusters and brings the DNS provider in step; a terminated group's runs delete their records at the next one). Read by the traffic controller"`
+
 	// Tenant isolation: what only an admin may go beyond.
 	MaxQuota           string `env:"DCM_MAX_QUOTA" flag:"max-quota" usage:"largest quantity per resource a non-admin may set in a quota, as resource=quantity,... (empty: no maximum); resources the default quota leaves out are bounded by it too. Read by core and the quota service"`
 	ReservedNamespaces string `env:"DCM_RESERVED_NAMESPACES" flag:"reserved-namespaces" usage:"namespaces no logical cloud may use besides kube-*, default and *-system, comma-separated. Read by core"`
