@@ -18,9 +18,28 @@ import (
 // relink from a warm build cache costs 18-65 s on 2 cores; docs/benchmarks.md).
 // A new Go toolchain is not noticed: remove bin/istio to rebuild with it.
 func Build(ctx context.Context, root string) (string, error) {
+	return buildTool(ctx, root, "pilot-discovery", "istio.io/istio/pilot/cmd/pilot-discovery", "")
+}
+
+// BuildValidate builds istio-validate (test/istio/cmd/istio-validate: the
+// pinned Istio's config validation over a stream of objects) into
+// root/bin/istio like Build, and returns its path. Besides go.mod and
+// go.sum, its own source is an input: editing it rebuilds it.
+func BuildValidate(ctx context.Context, root string) (string, error) {
+	return buildTool(ctx, root, "istio-validate", "./cmd/istio-validate", filepath.Join("cmd", "istio-validate", "main.go"))
+}
+
+// buildTool builds package pkg of test/istio into root/bin/istio/name
+// unless the binary is newer than go.mod, go.sum and src (a file of
+// test/istio, empty: none).
+func buildTool(ctx context.Context, root, name, pkg, src string) (string, error) {
 	dir := filepath.Join(root, "test", "istio")
-	bin := filepath.Join(root, "bin", "istio", "pilot-discovery")
-	if upToDate(bin, filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")) {
+	bin := filepath.Join(root, "bin", "istio", name)
+	inputs := []string{filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")}
+	if src != "" {
+		inputs = append(inputs, filepath.Join(dir, src))
+	}
+	if upToDate(bin, inputs...) {
 		return bin, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
@@ -37,13 +56,13 @@ func Build(ctx context.Context, root string) (string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
-	if upToDate(bin, filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")) {
+	if upToDate(bin, inputs...) {
 		return bin, nil
 	}
 	// Write to a temporary name first so that an interrupted build never
 	// leaves a binary newer than go.sum that is not whole.
 	tmp := bin + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "istio.io/istio/pilot/cmd/pilot-discovery")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, pkg)
 	cmd.Dir = dir
 	// Outside the product's go.work (Istio's k8s.io and grpc differ); no
 	// cgo: istiod's only cgo users are net and os/user.
@@ -52,7 +71,7 @@ func Build(ctx context.Context, root string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("build istiod (pilot-discovery) in test/istio: %w\n%s", err, strings.TrimSpace(out.String()))
+		return "", fmt.Errorf("build %s (%s) in test/istio: %w\n%s", name, pkg, err, strings.TrimSpace(out.String()))
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		return "", err
