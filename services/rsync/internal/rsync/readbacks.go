@@ -25,6 +25,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/logging"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
@@ -55,6 +56,23 @@ func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetRe
 	return &rsyncv1.GetResourceQuotaStatusResponse{Hard: quantities(q.Status.Hard), Used: quantities(q.Status.Used)}, nil
 }
 
+// The traffic controller's program name and the owner ids of its rollouts
+// (core's trafficOwner).
+const (
+	trafficProgram     = "traffic"
+	trafficOwnerPrefix = "traffic/"
+)
+
+// tokenAllowed refuses the traffic controller (program peer) a token of
+// a ServiceAccount its own rollouts did not apply (owner): it reads its DNS
+// records with those, never with a logical cloud's users.
+func tokenAllowed(peer, owner, where string) error {
+	if peer == trafficProgram && !strings.HasPrefix(owner, trafficOwnerPrefix) {
+		return errs.Forbidden("service-account", "%s belongs to no traffic intent group: the traffic controller gets tokens of its own ServiceAccounts only", where)
+	}
+	return nil
+}
+
 // GetServiceAccountToken implements rsyncv1.RsyncInternalServiceServer: a bound
 // token from the cluster's TokenRequest API. Only a ServiceAccount DCM
 // applied (its dcm.io/owner annotation, or rsync's record) gets one: this
@@ -75,8 +93,15 @@ func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetSe
 		return nil, err
 	}
 	where := fmt.Sprintf("ServiceAccount %s/%s on cluster %s/%s", ns, name, provider, cluster)
-	if sa.GetAnnotations()[engine.OwnerAnnotation] == "" && s.engine.ManagedBy(provider, cluster, "v1", "ServiceAccount", ns, name) == "" {
+	owner := sa.GetAnnotations()[engine.OwnerAnnotation]
+	if owner == "" {
+		owner = s.engine.ManagedBy(provider, cluster, "v1", "ServiceAccount", ns, name)
+	}
+	if owner == "" {
 		return nil, errs.FailedPrecondition("%s is not managed by DCM: no token is issued for it", where)
+	}
+	if err := tokenAllowed(server.Peer(ctx).Subject, owner, where); err != nil {
+		return nil, err
 	}
 	kube, err := s.connector.kube(ctx, provider, cluster)
 	if err != nil {
