@@ -9,7 +9,11 @@ GRPCURL    := $(BIN)/grpcurl
 # Every package of every workspace module (go.work).
 PKGS       := github.com/dcm-project/dcm/...
 # What `make generate` writes; CI fails if regenerating changes it.
-GENERATED  := gen services/gateway/internal/openapi docs/configuration.md docs/security.md
+# The last is external-dns's DNSEndpoint CRD, copied from its module: the
+# service mesh installs it with Istio's CRDs (the traffic controller's DNS
+# provider intents write DNSEndpoints).
+GENERATED  := gen services/gateway/internal/openapi docs/configuration.md docs/security.md \
+	services/servicemesh/internal/render/crds/dnsendpoints.externaldns.k8s.io.yaml
 
 # The fuzz targets, each "Name:package"; `make fuzz` runs each for FUZZTIME
 # with FUZZPARALLEL workers (each REST worker runs a whole program).
@@ -88,13 +92,16 @@ fuzz:
 test-unit:
 	$(GO) test -short -count=1 $(PKGS)
 
-## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, the configuration table in docs/configuration.md and the gRPC caller table in docs/security.md
+## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, the configuration table in docs/configuration.md, the gRPC caller table in docs/security.md and the copy of external-dns's DNSEndpoint CRD
 generate: $(BUF)
 	$(BUF) format -w
 	find gen -mindepth 1 -maxdepth 1 ! -name go.mod ! -name go.sum -exec rm -rf {} +
 	$(BUF) generate
 	$(GO) run ./platform/server/cmd/confdoc docs/configuration.md
 	$(GO) run ./platform/server/cmd/calltable docs/security.md
+	dir=$$(GOFLAGS=-mod=mod $(GO) mod download -json sigs.k8s.io/external-dns@v0.22.0 | grep -o '"Dir": *"[^"]*"' | cut -d'"' -f4); \
+		test -n "$$dir"; install -D -m 0644 "$$dir/config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml" \
+		services/servicemesh/internal/render/crds/dnsendpoints.externaldns.k8s.io.yaml
 
 ## check-generated: make generate, then fail if it changed anything tracked (CI)
 check-generated: generate

@@ -1,6 +1,7 @@
 package render
 
 import (
+	_ "embed" // the DNSEndpoint CRD
 	"fmt"
 	"io/fs"
 	"path"
@@ -29,6 +30,14 @@ const (
 	// copy of istio.io/api's kubernetes/customresourcedefinitions.gen.yaml).
 	crdFile = "charts/base/files/crd-all.gen.yaml"
 )
+
+// dnsEndpointCRD is external-dns's DNSEndpoint CRD (copied from
+// sigs.k8s.io/external-dns by `make generate`): installed with Istio's
+// because the traffic controller's DNS provider intents write DNSEndpoint
+// records on the mesh's clusters.
+//
+//go:embed crds/dnsendpoints.externaldns.k8s.io.yaml
+var dnsEndpointCRD string
 
 // kubeVersion is the Kubernetes version the charts render for: Istio's
 // minimum (MinK8SVersion), as Istio's own installer does when it does not
@@ -135,20 +144,26 @@ func hasContent(doc string) bool {
 	return false
 }
 
-// CRDs are Istio's CustomResourceDefinitions of the pinned version, one
-// JSON manifest each, ordered by name.
+// CRDs are the CustomResourceDefinitions of a mesh cluster: Istio's of the
+// pinned version and external-dns's DNSEndpoint, one JSON manifest each,
+// ordered by name.
 func CRDs() ([]string, error) {
 	b, err := fs.ReadFile(manifests.FS, crdFile)
 	if err != nil {
 		return nil, err
 	}
 	var out []object
-	for _, doc := range splitYAML(string(b)) {
-		o, err := parseObject(doc)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", crdFile, err)
+	for _, src := range []struct{ name, yaml string }{{crdFile, string(b)}, {"DNSEndpoint CRD", dnsEndpointCRD}} {
+		for _, doc := range splitYAML(src.yaml) {
+			o, err := parseObject(doc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", src.name, err)
+			}
+			if o.str("kind") != "CustomResourceDefinition" {
+				return nil, fmt.Errorf("%s: %s %s is not a CRD", src.name, o.str("kind"), o.name())
+			}
+			out = append(out, o)
 		}
-		out = append(out, o)
 	}
 	sortObjects(out)
 	crds := make([]string, len(out))

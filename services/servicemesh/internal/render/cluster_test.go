@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +41,7 @@ var kinds = map[string]struct {
 	"ValidatingWebhookConfiguration": {"validatingwebhookconfigurations", false},
 	"CustomResourceDefinition":       {"customresourcedefinitions", false},
 	"Gateway":                        {"gateways", true},
+	"DNSEndpoint":                    {"dnsendpoints", true},
 }
 
 // apply server-side applies one manifest (dryRun: the API server checks
@@ -92,8 +95,14 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 	crds, err := render.CRDs()
 	require.NoError(t, err)
 	for _, crd := range crds {
-		apply(ctx, t, hc, c.Server, crd, true)
+		// external-dns's CRD for real (Istio's are installed above), so
+		// that the record the traffic controller writes can be admitted.
+		apply(ctx, t, hc, c.Server, crd, !strings.Contains(crd, `"name":"dnsendpoints.externaldns.k8s.io"`))
 	}
+	waitEstablished(ctx, t, hc, c.Server, "dnsendpoints.externaldns.k8s.io")
+	apply(ctx, t, hc, c.Server, `{"apiVersion":"externaldns.k8s.io/v1alpha1","kind":"DNSEndpoint",`+
+		`"metadata":{"name":"shop","namespace":"default"},"spec":{"endpoints":[`+
+		`{"dnsName":"shop.example.org","recordType":"A","recordTTL":300,"targets":["192.0.2.10","192.0.2.20"]}]}}`, true)
 	for _, lc := range []string{"smdry1", "smdry2"} {
 		in := input("smdry", lc, lc+"-istio-system")
 		out, err := render.Render(in)
@@ -110,5 +119,36 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 			apply(ctx, t, hc, c.Server, m.JSON, true)
 		}
 		t.Logf("%s: %d objects admitted", lc, len(first))
+	}
+}
+
+// waitEstablished polls until the CRD is Established (served).
+func waitEstablished(ctx context.Context, t *testing.T, hc *http.Client, server, name string) {
+	t.Helper()
+	var last string
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+name, nil)
+		require.NoError(t, err)
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		var crd struct {
+			Status struct {
+				Conditions []struct{ Type, Status string }
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&crd)
+		_ = resp.Body.Close()
+		require.NoError(t, err)
+		for _, c := range crd.Status.Conditions {
+			if c.Type == "Established" && c.Status == "True" {
+				return
+			}
+		}
+		last = fmt.Sprint(crd.Status.Conditions)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("CRD %s not Established: %s", name, last)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

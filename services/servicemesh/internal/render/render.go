@@ -18,6 +18,12 @@ const (
 	// EastWestGateway is the east-west gateway's name (its Deployment,
 	// Service and ServiceAccount) in the istio namespace.
 	EastWestGateway = "istio-eastwestgateway"
+	// IngressGateway is the ingress gateway's name (Deployment, Service
+	// and ServiceAccount; its pods are labelled istio=ingressgateway).
+	IngressGateway = "istio-ingressgateway"
+	// EgressGateway is the egress gateway's name (pods labelled
+	// istio=egressgateway).
+	EgressGateway = "istio-egressgateway"
 	// CrossNetworkGateway is the Gateway that exposes the logical cloud's
 	// services to its other clusters through the east-west gateway.
 	CrossNetworkGateway = "cross-network-gateway"
@@ -183,18 +189,15 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 	})); err != nil {
 		return nil, err
 	}
-	for _, chart := range []struct {
-		dir, release string
-		vals         map[string]any
-	}{
+	releases := append([]release{
 		{baseChart, "base-" + in.Revision, map[string]any{
 			"defaultRevision": "",
 			"global":          map[string]any{"istioNamespace": in.IstioNamespace, "resourceScope": "namespace"},
 		}},
 		{discoveryChart, "istiod-" + in.Revision, istiodValues(in, id, networks)},
-		{gatewayChart, EastWestGateway, gatewayValues(in, c, id)},
-	} {
-		docs, err := renderChart(chart.dir, chart.release, in.IstioNamespace, chart.vals)
+	}, gatewayReleases(in, c, id)...)
+	for _, chart := range releases {
+		docs, err := renderChart(chart.dir, chart.name, in.IstioNamespace, chart.vals)
 		if err != nil {
 			return nil, err
 		}
@@ -212,15 +215,6 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 	}
 	sortObjects(objs)
 	return objs, nil
-}
-
-// gatewaySelector selects this logical cloud's east-west gateway only: the
-// chart's selector labels and the logical cloud's.
-func gatewaySelector(in Input) map[string]string {
-	sel := kube.Labels(in.Project, in.LogicalCloud)
-	sel["istio"] = "eastwestgateway"
-	sel["app"] = EastWestGateway
-	return sel
 }
 
 // checkChartObject refuses what DCM must never apply from a chart: the
@@ -260,29 +254,22 @@ func istiodValues(in Input, id string, networks map[string]any) map[string]any {
 			// The logical cloud's namespaces (workload and istio) carry
 			// both labels; no other namespace does.
 			"discoverySelectors": []any{map[string]any{"matchLabels": kube.Labels(in.Project, in.LogicalCloud)}},
+			// Sidecars answer DNS themselves, so that clients resolve the
+			// hosts of the traffic controller's ServiceEntries (remote
+			// services, external hosts) that no cluster DNS knows.
+			"defaultConfig": map[string]any{"proxyMetadata": map[string]any{"ISTIO_META_DNS_CAPTURE": "true"}},
 		},
 		"base": map[string]any{"validationFailurePolicy": "Fail"},
-		// Root rotation: istiod accepts a root-cert.pem that adds or drops
-		// a root (the overlap of issue 17's rotation).
-		"env": map[string]any{"ISTIO_MULTIROOT_MESH": "true"},
-	}
-}
-
-func gatewayValues(in Input, c Cluster, id string) map[string]any {
-	labels := map[string]any{"istio": "eastwestgateway", "app": EastWestGateway}
-	for k, v := range kube.Labels(in.Project, in.LogicalCloud) {
-		labels[k] = v
-	}
-	svc := map[string]any{}
-	if c.LoadBalancerIP != "" {
-		svc["loadBalancerIP"] = c.LoadBalancerIP
-	}
-	return map[string]any{
-		"name":           EastWestGateway,
-		"revision":       in.Revision,
-		"networkGateway": id,
-		"labels":         labels,
-		"service":        svc,
-		"global":         map[string]any{"hub": in.Hub, "tag": in.Tag, "network": id},
+		"env": map[string]any{
+			// Root rotation: istiod accepts a root-cert.pem that adds or
+			// drops a root (the overlap of issue 17's rotation).
+			"ISTIO_MULTIROOT_MESH": "true",
+			// Addresses for ServiceEntries without any, which DNS capture
+			// answers (so TCP can be routed by address). This is Istio's
+			// "auto-allocation v2", on by default in this version; the
+			// proxy-side ISTIO_META_DNS_AUTO_ALLOCATE it replaces is
+			// deprecated (istiod warns when it is set), so it is not.
+			"PILOT_ENABLE_IP_AUTOALLOCATE": "true",
+		},
 	}
 }

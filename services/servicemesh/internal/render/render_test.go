@@ -152,7 +152,7 @@ func TestRenderTwoClusters(t *testing.T) {
 		for _, k := range []string{"Namespace", "Secret", "Deployment", "Service", "Gateway", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
 			require.NotZero(t, kinds[k], k)
 		}
-		require.Equal(t, 2, kinds["Deployment"], "istiod and the east-west gateway")
+		require.Equal(t, 4, kinds["Deployment"], "istiod and the east-west, ingress and egress gateways")
 		golden(t, "lc1-"+c.Cluster, jsons)
 	}
 	// The same input, the same bytes.
@@ -203,7 +203,7 @@ func TestCRDs(t *testing.T) {
 	t.Parallel()
 	crds, err := render.CRDs()
 	require.NoError(t, err)
-	require.Len(t, crds, 15)
+	require.Len(t, crds, 16, "Istio's 15 and external-dns's DNSEndpoint")
 	seen := map[string]bool{}
 	for _, c := range crds {
 		o := parse(t, c)
@@ -212,7 +212,8 @@ func TestCRDs(t *testing.T) {
 		require.Less(t, len(c), 1<<20, "fits rsync's per-manifest limit")
 		seen[o.Metadata.Name] = true
 	}
-	for _, want := range []string{"gateways.networking.istio.io", "destinationrules.networking.istio.io", "peerauthentications.security.istio.io"} {
+	for _, want := range []string{"gateways.networking.istio.io", "destinationrules.networking.istio.io", "peerauthentications.security.istio.io",
+		"dnsendpoints.externaldns.k8s.io"} {
 		require.True(t, seen[want], want)
 	}
 }

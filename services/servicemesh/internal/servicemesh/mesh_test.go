@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,7 +91,10 @@ func TestRenderMeshWithCadistIntermediates(t *testing.T) {
 	require.True(t, resp.GetEnabled())
 	require.Equal(t, "lc1", resp.GetRevision())
 	require.Equal(t, "lc1-istio-system", resp.GetIstioNamespace())
-	require.Len(t, resp.GetCrds(), 15)
+	require.Len(t, resp.GetCrds(), 16, "Istio's 15 and external-dns's DNSEndpoint")
+	require.True(t, slices.ContainsFunc(resp.GetCrds(), func(c string) bool {
+		return strings.Contains(c, `"name":"dnsendpoints.externaldns.k8s.io"`)
+	}), "the DNSEndpoint CRD goes with Istio's")
 	require.Len(t, ca.issues, 1)
 	require.Equal(t, "lc1.p1.dcm.local", ca.issues[0].GetTrustDomain())
 	require.Equal(t, "r1", ca.issues[0].GetRoot())
