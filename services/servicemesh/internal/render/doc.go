@@ -1,9 +1,11 @@
 // Package render turns a logical cloud's service mesh into Kubernetes
 // objects per cluster with Istio's own Helm charts (istio-discovery for
-// istiod, gateway for the east-west gateway) from the pinned
-// istio.io/istio module, rendered in process by the Helm v4 engine, plus
-// the few objects DCM adds around them (the istio namespace, the cacerts
-// Secret, the cross-network Gateway, the revision claim).
+// istiod, gateway for the east-west, ingress and egress gateways) from the
+// pinned istio.io/istio module, rendered in process by the Helm v4 engine,
+// plus the few objects DCM adds around them (the istio namespace, the
+// cacerts Secret, the cross-network Gateway, the revision claim). Its CRD
+// list is Istio's and external-dns's DNSEndpoint (a copy made by
+// `make generate`).
 //
 // It is pure: it must not call any service or cluster, and the same input
 // must give the same bytes (golden files, and rsync applies only what
