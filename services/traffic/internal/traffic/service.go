@@ -1,31 +1,85 @@
-// Package traffic implements the traffic controller. This version holds
-// traffic intent groups; intents and their Istio resources come later.
+// Package traffic implements the traffic controller's public API: traffic
+// intent groups and, in each, five kinds of intents (docs/traffic.md).
 package traffic
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
 // Service is the traffic controller's gRPC API.
 type Service struct {
 	trafficv1.UnimplementedTrafficServiceServer
-	groups *store.Records[*trafficv1.TrafficIntentGroup]
+	groups       *store.Records[*trafficv1.TrafficIntentGroup]
+	intercluster *intents[*trafficv1.InterclusterIntent]
+	intracluster *intents[*trafficv1.ConnectivityIntent]
+	outbound     *intents[*trafficv1.ConnectivityIntent]
+	inbound      *intents[*trafficv1.ConnectivityIntent]
+	dns          *intents[*trafficv1.DnsProviderIntent]
+	// clouds is core's logical cloud API: a group's logical cloud must be
+	// one of its project's (the create's parent check).
+	clouds corev1.LogicalCloudServiceClient
 }
 
-// New opens the service's collections on st.
-func New(st *store.Store) *Service {
-	return &Service{groups: store.NewRecords(st, "traffic_intent_groups", "traffic intent group",
-		func() *trafficv1.TrafficIntentGroup { return &trafficv1.TrafficIntentGroup{} })}
+// New opens the service's collections on st; lcs tells whether a logical
+// cloud exists.
+func New(st *store.Store, lcs corev1.LogicalCloudServiceClient) *Service {
+	s := &Service{
+		groups: store.NewRecords(st, "traffic_intent_groups", "traffic intent group",
+			func() *trafficv1.TrafficIntentGroup { return &trafficv1.TrafficIntentGroup{} }),
+		clouds: lcs,
+	}
+	conn := func(coll, what, field string, k kind) *intents[*trafficv1.ConnectivityIntent] {
+		return &intents[*trafficv1.ConnectivityIntent]{
+			recs:   store.NewRecords(st, coll, what, func() *trafficv1.ConnectivityIntent { return &trafficv1.ConnectivityIntent{} }),
+			field:  field,
+			check:  func(f string, m *trafficv1.ConnectivityIntent) error { return checkConnectivity(f, k, m) },
+			defalt: firstResourceID,
+			s:      s,
+		}
+	}
+	s.intercluster = &intents[*trafficv1.InterclusterIntent]{
+		recs: store.NewRecords(st, "traffic_intercluster_intents", "inter-cluster intent",
+			func() *trafficv1.InterclusterIntent { return &trafficv1.InterclusterIntent{} }),
+		field:  "intercluster_intent",
+		check:  checkIntercluster,
+		defalt: func(m *trafficv1.InterclusterIntent) string { return m.GetInboundServiceName() },
+		s:      s,
+	}
+	s.intracluster = conn("traffic_intracluster_intents", "intra-cluster intent", "intracluster_intent", kindIntracluster)
+	s.outbound = conn("traffic_external_outbound_intents", "external outbound intent", "external_outbound_intent", kindOutbound)
+	s.inbound = conn("traffic_external_inbound_intents", "external inbound intent", "external_inbound_intent", kindInbound)
+	s.dns = &intents[*trafficv1.DnsProviderIntent]{
+		recs: store.NewRecords(st, "traffic_dns_provider_intents", "DNS provider intent",
+			func() *trafficv1.DnsProviderIntent { return &trafficv1.DnsProviderIntent{} }),
+		field: "dns_provider_intent",
+		check: checkDNS,
+		defalt: func(m *trafficv1.DnsProviderIntent) string {
+			if len(m.GetDnsProvider()) == 0 {
+				return ""
+			}
+			return m.GetDnsProvider()[0].GetId()
+		},
+		seal: sealCredentials,
+		s:    s,
+	}
+	return s
 }
 
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { trafficv1.RegisterTrafficServiceServer(r, s) }
 
+// appVersion is what every request names: the composite application version.
 type appVersion interface {
 	GetProject() string
 	GetCompositeApp() string
@@ -36,10 +90,42 @@ func parentOf(r appVersion) string {
 	return store.Key(r.GetProject(), r.GetCompositeApp(), r.GetVersion())
 }
 
+func firstResourceID(m *trafficv1.ConnectivityIntent) string {
+	if len(m.GetConnectivityResource()) == 0 {
+		return ""
+	}
+	return m.GetConnectivityResource()[0].GetId()
+}
+
+func metadataOf(g *trafficv1.TrafficIntentGroup) *typesv1.Metadata {
+	return &typesv1.Metadata{Name: g.GetName(), Description: g.GetDescription()}
+}
+
+// cloudExists is the group create's parent check: the logical cloud must be
+// one of the URL's project (looked up there only, so a group never targets
+// another project's logical cloud).
+func (s *Service) cloudExists(project, lc string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := s.clouds.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
+		if errs.Code(err) == codes.NotFound {
+			return errs.Invalid("traffic_intent_group.logical-cloud", "%q is not a logical cloud of project %q", lc, project)
+		}
+		return err
+	}
+}
+
 // CreateTrafficIntentGroup implements trafficv1.TrafficServiceServer.
 func (s *Service) CreateTrafficIntentGroup(ctx context.Context, req *trafficv1.CreateTrafficIntentGroupRequest) (*trafficv1.CreateTrafficIntentGroupResponse, error) {
-	g := req.GetTrafficIntentGroup()
-	if err := s.groups.Create(ctx, store.Key(parentOf(req), g.GetMetadata().GetName()), parentOf(req), g); err != nil {
+	g, err := checkGroup("traffic_intent_group.", req.GetTrafficIntentGroup())
+	if err != nil {
+		return nil, err
+	}
+	if g.GetName() == "" {
+		return nil, errs.Invalid("traffic_intent_group.name", "is required (or metadata.name)")
+	}
+	parent := parentOf(req)
+	err = s.groups.CreateChecked(ctx, store.Key(parent, g.GetName()), parent, g, s.cloudExists(req.GetProject(), g.GetLogicalCloud()))
+	if err != nil {
 		return nil, err
 	}
 	return &trafficv1.CreateTrafficIntentGroupResponse{TrafficIntentGroup: g}, nil
@@ -63,10 +149,141 @@ func (s *Service) ListTrafficIntentGroups(ctx context.Context, req *trafficv1.Li
 	return &trafficv1.ListTrafficIntentGroupsResponse{TrafficIntentGroups: gs, NextPageToken: next}, nil
 }
 
-// DeleteTrafficIntentGroup implements trafficv1.TrafficServiceServer.
+// UpdateTrafficIntentGroup implements trafficv1.TrafficServiceServer: only
+// the description changes.
+func (s *Service) UpdateTrafficIntentGroup(ctx context.Context, req *trafficv1.UpdateTrafficIntentGroupRequest) (*trafficv1.UpdateTrafficIntentGroupResponse, error) {
+	const f = "traffic_intent_group."
+	in := req.GetTrafficIntentGroup()
+	name, err := either(f, "name", in.GetName(), in.GetMetadata().GetName())
+	if err != nil {
+		return nil, err
+	}
+	desc, err := either(f, "description", in.GetDescription(), in.GetMetadata().GetDescription())
+	if err != nil {
+		return nil, err
+	}
+	if name != "" && name != req.GetName() {
+		return nil, errs.Invalid(f+"name", "%q is not the URL's name %q: a group cannot be renamed", name, req.GetName())
+	}
+	id := store.Key(parentOf(req), req.GetName())
+	cur, err := s.groups.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	g := cur.Msg
+	if lc := in.GetLogicalCloud(); lc != "" && lc != g.GetLogicalCloud() {
+		return nil, errs.Invalid(f+"logical-cloud", "%q is not the group's logical cloud %q: it never changes", lc, g.GetLogicalCloud())
+	}
+	g.Description = desc
+	g.Metadata = metadataOf(g)
+	if err := s.groups.Update(ctx, id, cur.Version, g); err != nil {
+		return nil, err
+	}
+	return &trafficv1.UpdateTrafficIntentGroupResponse{TrafficIntentGroup: g}, nil
+}
+
+// DeleteTrafficIntentGroup implements trafficv1.TrafficServiceServer. The
+// group is marked first, so no intent create can slip in after its intents
+// are removed (an intent create checks its group after inserting).
 func (s *Service) DeleteTrafficIntentGroup(ctx context.Context, req *trafficv1.DeleteTrafficIntentGroupRequest) (*trafficv1.DeleteTrafficIntentGroupResponse, error) {
-	if err := s.groups.Delete(ctx, store.Key(parentOf(req), req.GetName())); err != nil {
+	id := store.Key(parentOf(req), req.GetName())
+	cur, err := s.groups.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Msg.GetApplied() {
+		return nil, errs.Because(errs.ReasonWrongState, "traffic intent group %q is applied: terminate it first", req.GetName())
+	}
+	g, err := s.groups.MarkDeleting(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The removal must finish even if the caller has gone away.
+	bg := context.WithoutCancel(ctx)
+	if g.GetApplied() {
+		return nil, errors.Join(errs.Because(errs.ReasonWrongState, "traffic intent group %q is applied: terminate it first", req.GetName()), s.groups.Unmark(bg, id))
+	}
+	for _, under := range []func(context.Context, string) (int64, error){
+		s.intercluster.recs.DeleteUnder, s.intracluster.recs.DeleteUnder, s.outbound.recs.DeleteUnder,
+		s.inbound.recs.DeleteUnder, s.dns.recs.DeleteUnder,
+	} {
+		if _, err := under(bg, id); err != nil {
+			// Unmarked, the group can be deleted again; its intents removed so far stay removed.
+			return nil, errors.Join(err, s.groups.Unmark(bg, id))
+		}
+	}
+	if err := s.groups.Delete(bg, id); err != nil {
 		return nil, err
 	}
 	return &trafficv1.DeleteTrafficIntentGroupResponse{}, nil
+}
+
+// Loaded is a group with every intent of every kind, each list ordered by
+// name; DNS provider intents carry their unsealed credentials. It is for
+// the renderer and the DNS runs only, never for an answer.
+type Loaded struct {
+	Group                  *trafficv1.TrafficIntentGroup
+	Intercluster           []*trafficv1.InterclusterIntent
+	Intracluster, Outbound []*trafficv1.ConnectivityIntent
+	Inbound                []*trafficv1.ConnectivityIntent
+	DNS                    []*trafficv1.DnsProviderIntent
+}
+
+// Load reads a group and all its intents.
+func (s *Service) Load(ctx context.Context, project, rb, version, group string) (*Loaded, error) {
+	id := store.Key(project, rb, version, group)
+	g, err := s.groups.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &Loaded{Group: g.Msg}
+	if out.Intercluster, err = s.intercluster.recs.List(ctx, id); err != nil {
+		return nil, err
+	}
+	for _, l := range []struct {
+		to *[]*trafficv1.ConnectivityIntent
+		in *intents[*trafficv1.ConnectivityIntent]
+	}{{&out.Intracluster, s.intracluster}, {&out.Outbound, s.outbound}, {&out.Inbound, s.inbound}} {
+		if *l.to, err = l.in.recs.List(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	if out.DNS, err = s.dns.recs.List(ctx, id); err != nil {
+		return nil, err
+	}
+	for _, d := range out.DNS {
+		creds, err := s.credentials(ctx, store.Key(id, d.GetName()))
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range d.GetDnsProvider() {
+			if c := creds[p.GetId()]; len(c) > 0 {
+				p.ProviderCredentials = c
+			}
+		}
+	}
+	return out, nil
+}
+
+// SetApplied records whether the group's objects are on the clusters,
+// conditionally on the version read, retrying a few times when another
+// writer got there first.
+func (s *Service) SetApplied(ctx context.Context, project, rb, version, group string, applied bool) error {
+	id := store.Key(project, rb, version, group)
+	var err error
+	for range 5 {
+		var cur store.Versioned[*trafficv1.TrafficIntentGroup]
+		if cur, err = s.groups.Get(ctx, id); err != nil {
+			return err
+		}
+		if cur.Msg.GetApplied() == applied {
+			return nil
+		}
+		g := proto.CloneOf(cur.Msg)
+		g.Applied = applied
+		if err = s.groups.Update(ctx, id, cur.Version, g); errs.Code(err) != codes.Aborted {
+			return err
+		}
+	}
+	return err
 }

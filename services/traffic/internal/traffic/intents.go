@@ -1,0 +1,197 @@
+package traffic
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// named is an intent message: every kind has a name.
+type named interface {
+	proto.Message
+	GetName() string
+}
+
+// groupReq names a group (create and list of intents).
+type groupReq interface {
+	appVersion
+	GetGroup() string
+}
+
+// intentReq names an intent in a group.
+type intentReq interface {
+	groupReq
+	GetName() string
+}
+
+// intents is one kind of intent: its collection under the group's key and
+// its checks. Every kind behaves the same; DNS provider intents also seal
+// their credentials (seal).
+type intents[M named] struct {
+	recs *store.Records[M]
+	// field is the request field carrying the body (errors name paths under it).
+	field string
+	// check validates (and normalizes) a body; field is the path prefix.
+	check func(field string, m M) error
+	// defalt names an intent given no name.
+	defalt func(M) string
+	// seal, if set, takes the secrets out of a body about to be stored
+	// under id (update: the record exists and keeps what is not replaced).
+	seal func(ctx context.Context, recs *store.Records[M], id string, m M, update bool) ([]store.Secret, error)
+	s    *Service
+}
+
+func setName(m proto.Message, name string) {
+	r := m.ProtoReflect()
+	r.Set(r.Descriptor().Fields().ByName("name"), protoreflect.ValueOfString(name))
+}
+
+func groupKey(r groupReq) string { return store.Key(parentOf(r), r.GetGroup()) }
+
+// groupExists is an intent create's parent check (after the insert, so an
+// intent never outlives its group: the group's deletion marks it first).
+func (k *intents[M]) groupExists(gk string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := k.s.groups.Get(ctx, gk)
+		return err
+	}
+}
+
+func (k *intents[M]) create(ctx context.Context, r groupReq, m M) (M, error) {
+	var zero M
+	f := k.field + "."
+	if err := k.check(f, m); err != nil {
+		return zero, err
+	}
+	if m.GetName() == "" {
+		setName(m, k.defalt(m))
+	}
+	if m.GetName() == "" {
+		return zero, errs.Invalid(f+"name", "is required")
+	}
+	gk := groupKey(r)
+	id := store.Key(gk, m.GetName())
+	var secrets []store.Secret
+	if k.seal != nil {
+		var err error
+		if secrets, err = k.seal(ctx, k.recs, id, m, false); err != nil {
+			return zero, err
+		}
+	}
+	if err := k.recs.CreateChecked(ctx, id, gk, m, k.groupExists(gk), secrets...); err != nil {
+		return zero, err
+	}
+	return m, nil
+}
+
+func (k *intents[M]) get(ctx context.Context, r intentReq) (M, error) {
+	v, err := k.recs.Get(ctx, store.Key(groupKey(r), r.GetName()))
+	return v.Msg, err
+}
+
+func (k *intents[M]) list(ctx context.Context, r interface {
+	groupReq
+	store.Paged
+}) ([]M, string, error) {
+	gk := groupKey(r)
+	// A missing group is 404, not an empty list.
+	if _, err := k.s.groups.Get(ctx, gk); err != nil {
+		return nil, "", err
+	}
+	return k.recs.ListPage(ctx, gk, store.PageOf(r))
+}
+
+func (k *intents[M]) update(ctx context.Context, r intentReq, m M) (M, error) {
+	var zero M
+	f := k.field + "."
+	if n := m.GetName(); n != "" && n != r.GetName() {
+		return zero, errs.Invalid(f+"name", "%q is not the URL's name %q: an intent cannot be renamed", n, r.GetName())
+	}
+	if err := k.check(f, m); err != nil {
+		return zero, err
+	}
+	setName(m, r.GetName())
+	id := store.Key(groupKey(r), r.GetName())
+	cur, err := k.recs.Get(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	var secrets []store.Secret
+	if k.seal != nil {
+		if secrets, err = k.seal(ctx, k.recs, id, m, true); err != nil {
+			return zero, err
+		}
+	}
+	if err := k.recs.Update(ctx, id, cur.Version, m, secrets...); err != nil {
+		return zero, err
+	}
+	return m, nil
+}
+
+func (k *intents[M]) delete(ctx context.Context, r intentReq) error {
+	return k.recs.Delete(ctx, store.Key(groupKey(r), r.GetName()))
+}
+
+// credentialsSecret is the one sealed secret of a DNS provider intent: a
+// JSON object of entry id to that entry's credentials.
+const credentialsSecret = "provider-credentials"
+
+// sealCredentials takes every entry's providerCredentials out of m into one
+// sealed secret and lists their names in credential-keys. On update an
+// entry without credentials keeps those stored for its id.
+func sealCredentials(ctx context.Context, recs *store.Records[*trafficv1.DnsProviderIntent], id string, m *trafficv1.DnsProviderIntent, update bool) ([]store.Secret, error) {
+	old := map[string]map[string]string{}
+	if update {
+		var err error
+		if old, err = openCredentials(ctx, recs, id); err != nil {
+			return nil, err
+		}
+	}
+	all := map[string]map[string]string{}
+	for _, d := range m.GetDnsProvider() {
+		c := d.GetProviderCredentials()
+		if len(c) == 0 {
+			c = old[d.GetId()]
+		}
+		d.ProviderCredentials = nil
+		d.CredentialKeys = slices.Sorted(maps.Keys(c))
+		if len(c) > 0 {
+			all[d.GetId()] = c
+		}
+	}
+	v, err := json.Marshal(all)
+	if err != nil {
+		return nil, errs.Internal(err, "encode credentials")
+	}
+	return []store.Secret{{Name: credentialsSecret, Value: v}}, nil
+}
+
+// openCredentials reads a DNS provider intent's credentials by entry id.
+func openCredentials(ctx context.Context, recs *store.Records[*trafficv1.DnsProviderIntent], id string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	v, err := recs.Secret(ctx, id, credentialsSecret)
+	if errs.Code(err) == codes.NotFound {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(v, &out); err != nil {
+		// Never the value: only that it did not decode.
+		return nil, errs.Internal(errs.FailedPrecondition("stored credentials of %q do not decode", id), "stored credentials do not decode")
+	}
+	return out, nil
+}
+
+func (s *Service) credentials(ctx context.Context, id string) (map[string]map[string]string, error) {
+	return openCredentials(ctx, s.dns.recs, id)
+}
