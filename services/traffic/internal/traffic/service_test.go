@@ -21,7 +21,9 @@ import (
 
 // clouds is core's logical cloud API as far as the traffic service asks it:
 // project p has logical cloud lc1.
-type clouds struct{ corev1.LogicalCloudServiceClient }
+type clouds struct {
+	corev1.LogicalCloudServiceClient
+}
 
 func (clouds) GetLogicalCloud(_ context.Context, in *corev1.GetLogicalCloudRequest, _ ...grpc.CallOption) (*corev1.GetLogicalCloudResponse, error) {
 	if in.GetProject() == "p" && in.GetLogicalCloud() == "lc1" {
