@@ -108,7 +108,9 @@ func TestCheckGroup(t *testing.T) {
 
 func TestCheckDNS(t *testing.T) {
 	t.Parallel()
-	base := func() map[string]string { return map[string]string{"rfc2136-host": "ns.example.com", "rfc2136-zone": "example.com."} }
+	base := func() map[string]string {
+		return map[string]string{"rfc2136-host": "ns.example.com", "rfc2136-zone": "example.com."}
+	}
 	with := func(k, v string) map[string]string { m := base(); m[k] = v; return m }
 	without := func(k string) map[string]string { m := base(); delete(m, k); return m }
 	const secret = "s3cr3t-value"
