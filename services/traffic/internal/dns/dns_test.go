@@ -1,0 +1,193 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/platform/kubetest/bindtest"
+	"github.com/dcm-project/dcm/platform/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
+
+var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installCRD installs external-dns's DNSEndpoint CRD, read from the module
+// this package links, and waits until DNSEndpoints can be listed.
+func installCRD(ctx context.Context, t *testing.T, rc *rest.Config) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/external-dns").Output()
+	require.NoError(t, err, "locate the external-dns module")
+	b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", "dnsendpoints.externaldns.k8s.io.yaml"))
+	require.NoError(t, err)
+	obj := map[string]any{}
+	require.NoError(t, yaml.Unmarshal(b, &obj))
+	dc, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	_, err = dc.Resource(crds).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := dc.Resource(dnsEndpoints).List(ctx, metav1.ListOptions{})
+		return err == nil
+	}, time.Minute, 200*time.Millisecond, "DNSEndpoint CRD not served")
+}
+
+// publish creates a DNSEndpoint with an A record (or replaces its target).
+func publish(ctx context.Context, t *testing.T, rc *rest.Config, ns, name, dnsName, addr string, lbls map[string]string) {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	l := map[string]any{}
+	for k, v := range lbls {
+		l[k] = v
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": l},
+		"spec": map[string]any{"endpoints": []any{map[string]any{
+			"dnsName": dnsName, "recordType": "A", "recordTTL": int64(60), "targets": []any{addr}}}},
+	}}
+	_, err = dc.Resource(dnsEndpoints).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func ensureNamespace(ctx context.Context, t *testing.T, rc *rest.Config, ns string) {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	_, err = dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx,
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// eventuallyAnswers waits until dig answers want (sorted) for name: BIND
+// applies an update before it answers it, but the check must not be the
+// one place a slow machine makes a test flaky.
+func eventuallyAnswers(t *testing.T, b *bindtest.Server, name string, want []string) {
+	t.Helper()
+	var got []string
+	require.Eventually(t, func() bool {
+		got = b.Lookup(t, name, "A")
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	}, 10*time.Second, 100*time.Millisecond, "dig %s A: want %v", name, want)
+}
+
+func bindParams(b *bindtest.Server) map[string]string {
+	return map[string]string{"rfc2136-host": b.Addr, "rfc2136-port": fmt.Sprint(b.Port),
+		"rfc2136-zone": b.Zone, "rfc2136-tsig-keyname": b.KeyName}
+}
+
+// TestRoundTrip publishes a name from real clusters' DNSEndpoints into a
+// real BIND, read back with dig: one cluster, then two (both addresses),
+// then released (nothing), with a run whose cluster is unreachable left
+// alone in between.
+func TestRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real clusters and BIND; skipped with -short")
+	}
+	b := bindtest.Start(t)
+	h := kubetest.ForTests(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	configs := map[string]*rest.Config{}
+	for _, c := range h.Clusters {
+		rc, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+		require.NoError(t, err)
+		configs["edge/"+c.Name] = rc
+		installCRD(ctx, t, rc)
+		ensureNamespace(ctx, t, rc, "dns-app")
+	}
+	connect := func(_ context.Context, provider, cluster string) (*rest.Config, error) {
+		if rc, ok := configs[provider+"/"+cluster]; ok {
+			return rc, nil
+		}
+		return nil, fmt.Errorf("cluster %s/%s is unreachable", provider, cluster)
+	}
+	st := storetest.Open(t)
+	c := New(st, connect, zapNop(), time.Minute)
+	c1, c2 := h.Clusters[0].Name, h.Clusters[1].Name
+	sel := map[string]string{"dcm.traffic/run": "g1-dns-ms1"}
+	name := "service1." + b.Zone
+	run := Run{Intent: "dns", ID: "ms1", ExternalName: name, Provider: "rfc2136", Params: bindParams(b),
+		Credentials: map[string]string{"rfc2136-tsig-secret": b.Secret},
+		Clusters:    []Cluster{{"edge", c1}}, Selector: sel}
+
+	// Another run's DNSEndpoint on the same cluster, other labels: not ours.
+	publish(ctx, t, configs["edge/"+c1], "dns-app", "other", name, "198.51.100.1", map[string]string{"dcm.traffic/run": "other"})
+	publish(ctx, t, configs["edge/"+c1], "dns-app", "ms1", name, "192.0.2.10", sel)
+
+	t.Run("one cluster", func(t *testing.T) {
+		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{run}))
+		require.NoError(t, c.SyncOnce(ctx))
+		eventuallyAnswers(t, b, name, []string{"192.0.2.10"})
+		s, err := c.Status(ctx, "p/lc/g1")
+		require.NoError(t, err)
+		require.Len(t, s, 1)
+		require.Equal(t, "active", s[0].GetState())
+		require.Empty(t, s[0].GetLastError())
+		require.NotNil(t, s[0].GetLastSync())
+		require.Equal(t, []string{name + " A 192.0.2.10"}, s[0].GetRecords())
+		require.Equal(t, []string{"edge/" + c1}, s[0].GetClusters())
+	})
+
+	t.Run("two clusters", func(t *testing.T) {
+		publish(ctx, t, configs["edge/"+c2], "dns-app", "ms1", name, "192.0.2.20", sel)
+		run.Clusters = []Cluster{{"edge", c1}, {"edge", c2}}
+		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{run}))
+		require.NoError(t, c.SyncOnce(ctx))
+		eventuallyAnswers(t, b, name, []string{"192.0.2.10", "192.0.2.20"})
+	})
+
+	t.Run("unreachable cluster keeps the records", func(t *testing.T) {
+		broken := run
+		broken.Clusters = []Cluster{{"edge", c1}, {"edge", "gone"}}
+		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{broken}))
+		require.NoError(t, c.SyncOnce(ctx))
+		s, err := c.Status(ctx, "p/lc/g1")
+		require.NoError(t, err)
+		require.Contains(t, s[0].GetLastError(), "edge/gone")
+		// Still both: the unreachable cluster's address was not dropped.
+		eventuallyAnswers(t, b, name, []string{"192.0.2.10", "192.0.2.20"})
+		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{run}))
+		require.NoError(t, c.SyncOnce(ctx))
+		s, err = c.Status(ctx, "p/lc/g1")
+		require.NoError(t, err)
+		require.Empty(t, s[0].GetLastError(), "a good pass clears the error")
+	})
+
+	t.Run("release", func(t *testing.T) {
+		require.NoError(t, c.Release(ctx, "p/lc/g1"))
+		s, err := c.Status(ctx, "p/lc/g1")
+		require.NoError(t, err)
+		require.Equal(t, "releasing", s[0].GetState())
+		require.NoError(t, c.SyncOnce(ctx))
+		eventuallyAnswers(t, b, name, nil)
+		require.Empty(t, b.Lookup(t, name, "TXT"), "ownership records deleted too")
+		s, err = c.Status(ctx, "p/lc/g1")
+		require.NoError(t, err)
+		require.Empty(t, s, "the released run's record is gone")
+	})
+}
