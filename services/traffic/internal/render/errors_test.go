@@ -137,10 +137,13 @@ func TestIstioValidationRefuses(t *testing.T) {
 		`{"apiVersion":"networking.istio.io/v1","kind":"ServiceEntry","metadata":{"name":"s","namespace":"ns"},"spec":{"hosts":["a.b"],"bogus":true}}`,
 		`{"apiVersion":"security.istio.io/v1","kind":"AuthorizationPolicy","metadata":{"name":"a","namespace":"ns"},"spec":{}}`,
 		`{"apiVersion":"externaldns.k8s.io/v1alpha1","kind":"DNSEndpoint","metadata":{"name":"d","namespace":"ns"},"spec":{}}`,
+		`{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"v","namespace":"ns"},"spec":{"hosts":["a.com"],"http":[{"route":[{"destination":{"host":"a.com"}}]},{"match":[{"port":80}],"route":[{"destination":{"host":"a.com"}}]}]}}`,
 	})
-	require.Len(t, findings, 4)
+	require.Len(t, findings, 5)
 	require.NotEmpty(t, findings[0].Errors, "duplicate subset names")
 	require.NotEmpty(t, findings[1].Errors, "unknown field")
 	require.Empty(t, findings[2].Errors, "deny-all is valid")
 	require.NotEmpty(t, findings[3].Errors, "not an Istio kind")
+	require.Empty(t, findings[4].Errors)
+	require.NotEmpty(t, findings[4].Warnings, "a route after a catch-all one is a warning")
 }

@@ -240,3 +240,40 @@ func checkObjects(t *testing.T, out []render.ClusterManifests) {
 		}
 	}
 }
+
+// TestOneDestinationRulePerHost: two intents asking for one host's
+// DestinationRule share one, the strictest asking winning, named after
+// the first (intracluster before external inbound).
+func TestOneDestinationRulePerHost(t *testing.T) {
+	in := input()
+	intra := connectivity(t, "intracluster.json")
+	intra.Name = "plain"
+	intra.ConnectivityResource[0].MutualTls = false
+	intra.ConnectivityResource[0].Loadbalancing = true
+	inbound := connectivity(t, "inbound.json")
+	inbound.Name = "public"
+	inbound.ConnectivityResource[0].MutualTls = true
+	in.Intracluster = []*trafficv1.ConnectivityIntent{intra}
+	in.Inbound = []*trafficv1.ConnectivityIntent{inbound}
+	out, _, err := render.Render(in)
+	require.NoError(t, err)
+	for _, c := range out {
+		var rules []map[string]any
+		for _, m := range c.Manifests {
+			var o map[string]any
+			require.NoError(t, json.Unmarshal([]byte(m), &o))
+			spec, _ := o["spec"].(map[string]any)
+			if o["kind"] == "DestinationRule" && spec["host"] == "httpbin01.lc1-ns.svc.cluster.local" {
+				rules = append(rules, o)
+			}
+		}
+		require.Len(t, rules, 1, "on %s", c.Cluster)
+		md := rules[0]["metadata"].(map[string]any)
+		require.Equal(t, "john-plain-dr-httpbin01", md["name"])
+		require.Equal(t, "intracluster", md["labels"].(map[string]any)[render.KindLabel])
+		policy := rules[0]["spec"].(map[string]any)["trafficPolicy"].(map[string]any)
+		require.Equal(t, map[string]any{"mode": "ISTIO_MUTUAL"}, policy["tls"], "the inbound intent's mutual TLS wins")
+		require.Equal(t, "LEAST_REQUEST", policy["loadBalancer"].(map[string]any)["simple"])
+	}
+	istiotest.Validate(t, istioObjects(t, out))
+}
