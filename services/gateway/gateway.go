@@ -55,7 +55,8 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 		addr string
 		conn **grpc.ClientConn
 	}{{cfg.CoreAddr, &gc.Core}, {cfg.NamespaceAddr, &gc.Namespace}, {cfg.UserAddr, &gc.User}, {cfg.QuotaAddr, &gc.Quota},
-		{cfg.RsyncAddr, &gc.Rsync}, {cfg.CADistAddr, &gc.CADist}, {cfg.ServiceMeshAddr, &gc.ServiceMesh}} {
+		{cfg.RsyncAddr, &gc.Rsync}, {cfg.CADistAddr, &gc.CADist}, {cfg.ServiceMeshAddr, &gc.ServiceMesh},
+		{cfg.TrafficAddr, &gc.Traffic}} {
 		if *d.conn, err = dial(d.addr); err != nil {
 			return nil, server.Options{}, err
 		}

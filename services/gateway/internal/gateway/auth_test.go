@@ -87,6 +87,16 @@ func TestAuthorizeTable(t *testing.T) {
 		{reader, "GET", lc + "/service-mesh", in("a"), true},
 		{reader, "GET", lc + "/service-mesh", in("b"), false},
 		{pa, "DELETE", "/v2/projects/{project=*}/logical-clouds/{name=*}/control-plane", map[string]string{"project": "a", "name": "l"}, true},
+		// The traffic controller's routes, in both spellings: project-admins of
+		// the project, readers GET.
+		{pa, "POST", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups", map[string]string{"project": "a"}, true},
+		{pa, "POST", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups", map[string]string{"project": "b"}, false},
+		{pa, "POST", "/v2/projects/{project=*}/rb/{composite_app=*}/{version=*}/intent/{group=*}/connectivity/intracluster", map[string]string{"project": "a"}, true},
+		{pa, "POST", "/v2/projects/{project=*}/rb/{composite_app=*}/{version=*}/intent/{group=*}/connectivity/intracluster", map[string]string{"project": "b"}, false},
+		{pa, "DELETE", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-sets/{group=*}/dnsproviders/{name=*}", map[string]string{"project": "b"}, false},
+		{reader, "GET", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups/{group=*}/interclusterservice", map[string]string{"project": "a"}, true},
+		{reader, "PUT", "/v2/projects/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups/{name=*}", map[string]string{"project": "a"}, false},
+		{pa, "POST", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups/{name=*}/apply", map[string]string{"project": "b"}, false},
 		// A project parameter that is not a's, however it was spelled.
 		{pa, "POST", lc + "/apply", in("a/../b"), false},
 		{pa, "POST", lc + "/apply", in(""), false},

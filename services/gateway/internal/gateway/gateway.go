@@ -31,6 +31,7 @@ import (
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
@@ -39,7 +40,7 @@ import (
 
 // Conns are the gRPC connections to the services the gateway routes to.
 type Conns struct {
-	Core, Namespace, User, Quota, Rsync, CADist, ServiceMesh *grpc.ClientConn
+	Core, Namespace, User, Quota, Rsync, CADist, ServiceMesh, Traffic *grpc.ClientConn
 	// Stores are one connection per distinct program with a store: key
 	// rotation goes to each.
 	Stores []*grpc.ClientConn
@@ -52,10 +53,12 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	mux := runtime.NewServeMux(
 		// HTTPBodyMarshaler writes google.api.HttpBody answers (the
 		// kubeconfig, application/yaml) as they are; everything else is JSON.
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+		// lenientJSON reads the traffic controller's bodies in seed 004's
+		// shapes too (lenient.go).
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &lenientJSON{JSONPb: &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}}),
+		}}}),
 		runtime.WithErrorHandler(writeError),
 		runtime.WithRoutingErrorHandler(routingError),
 		runtime.WithForwardResponseOption(setStatus),
@@ -82,6 +85,9 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		"rsync":          func() error { return rsyncv1.RegisterRsyncServiceHandler(ctx, mux, conns.Rsync) },
 		"cadist":         func() error { return cadistv1.RegisterCaDistServiceHandler(ctx, mux, conns.CADist) },
 		"keys":           func() error { return keysv1.RegisterKeyServiceHandlerClient(ctx, mux, keys) },
+		"traffic":        func() error { return trafficv1.RegisterTrafficServiceHandler(ctx, mux, conns.Traffic) },
+		// Core serves a traffic intent group's apply, update, terminate and status.
+		"traffic lifecycle": func() error { return corev1.RegisterTrafficLifecycleServiceHandler(ctx, mux, conns.Core) },
 		"service mesh": func() error {
 			return servicemeshv1.RegisterServiceMeshServiceHandler(ctx, mux, conns.ServiceMesh)
 		},
