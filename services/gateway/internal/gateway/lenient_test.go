@@ -38,11 +38,11 @@ func TestLenientDecoderSeedShapes(t *testing.T) {
 func TestLenientDecoderRefusals(t *testing.T) {
 	t.Parallel()
 	for body, want := range map[string]string{
-		`{"mutualTLS": "yes"}`: `parsing field "mutualTLS"`,
+		`{"mutualTLS": "yes"}`:                                                  `parsing field "mutualTLS"`,
 		`{"connectivityResource": [{"m1": {"id": "m2"}}]}`:                      `parsing field "connectivityResource[0].id"`,
 		`{"connectivityResource": [{"m1": {"headless": "no"}}]}`:                `parsing field "connectivityResource[0].headless"`,
 		`{"connectivityResource": [{"id": "a", "clientServices": [{"x": 1}]}]}`: `unknown field "x"`,
-		`{"type:": "intracluster"}`:                                              `unknown field "type:"`,
+		`{"type:": "intracluster"}`:                                             `unknown field "type:"`,
 	} {
 		var m *trafficv1.InterclusterIntent
 		var c *trafficv1.ConnectivityIntent
