@@ -199,7 +199,6 @@ func checkObjects(t *testing.T, out []render.ClusterManifests) {
 	t.Helper()
 	for _, c := range out {
 		seen := map[string]bool{}
-		var kinds []string
 		for _, m := range c.Manifests {
 			var o struct {
 				Kind     string
@@ -220,19 +219,11 @@ func checkObjects(t *testing.T, out []render.ClusterManifests) {
 			for k, v := range o.Metadata.Labels {
 				require.LessOrEqual(t, len(v), 63, k)
 			}
-			kinds = append(kinds, o.Kind)
 			require.NotContains(t, m, "c2VjcmV0LW5vdC1pbi1tYW5pZmVzdHM=", "a DNS credential in a manifest")
 		}
 		require.True(t, seen["AuthorizationPolicy/john-deny-all"], "deny-all on %s", c.Cluster)
 		// deny-all comes after every ALLOW policy.
-		last := slices.Index(c.Manifests, func() string {
-			for _, m := range c.Manifests {
-				if strings.Contains(m, `"name":"john-deny-all"`) {
-					return m
-				}
-			}
-			return ""
-		}())
+		last := slices.IndexFunc(c.Manifests, func(m string) bool { return strings.Contains(m, `"name":"john-deny-all"`) })
 		for i, m := range c.Manifests {
 			if strings.Contains(m, `"action":"ALLOW"`) {
 				require.Less(t, i, last, "an ALLOW policy after deny-all on %s", c.Cluster)
