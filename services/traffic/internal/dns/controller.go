@@ -233,9 +233,7 @@ func (c *Controller) syncRun(ctx context.Context, it store.Item[*structpb.Struct
 	if err := json.Unmarshal(raw, &creds); err != nil {
 		return errs.Internal(fmt.Errorf("decode credentials of dns run %q: %w", it.ID, err), "store error")
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.PassTimeout)
-	records, passErr := c.pass(pctx, s, creds)
-	cancel()
+	records, passErr := c.safePass(ctx, s, creds)
 	if passErr != nil {
 		c.log.Warn("dns run pass failed", zap.String("run", it.ID), zap.String("state", s.State), zap.Error(passErr))
 	}
@@ -281,4 +279,18 @@ func (c *Controller) syncRun(ctx context.Context, it store.Item[*structpb.Struct
 		return nil
 	}
 	return err
+}
+
+// safePass runs one pass within PassTimeout. A panic in it (external-dns
+// decoding what a cluster or a DNS server sent) fails that run's pass
+// only, not the loop.
+func (c *Controller) safePass(ctx context.Context, s *stored, creds map[string]string) (records []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.PassTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			records, err = nil, fmt.Errorf("pass panicked: %v", p)
+		}
+	}()
+	return c.pass(ctx, s, creds)
 }

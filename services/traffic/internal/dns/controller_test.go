@@ -166,3 +166,34 @@ func TestRunKeepsGoing(t *testing.T) {
 		t.Fatal("Run did not stop with its context")
 	}
 }
+
+// TestReleaseNeedsTheZone: a releasing run whose zone cannot be read (here
+// the server refuses its key) is kept, with the error, rather than
+// forgotten with its records left behind.
+func TestReleaseNeedsTheZone(t *testing.T) {
+	b := bindtest.Start(t)
+	c := New(storetest.Open(t), unreachable, zapNop(), time.Minute)
+	ctx := context.Background()
+	r := validRun()
+	r.Params = bindParams(b)
+	r.Credentials = map[string]string{"rfc2136-tsig-secret": "bm90IHRoZSBrZXk="}
+	require.NoError(t, c.Set(ctx, "p/lc/g", []Run{r}))
+	require.NoError(t, c.Release(ctx, "p/lc/g"))
+	require.NoError(t, c.SyncOnce(ctx))
+	s, err := c.Status(ctx, "p/lc/g")
+	require.NoError(t, err)
+	require.Len(t, s, 1, "the run is kept")
+	require.Equal(t, "releasing", s[0].GetState())
+	require.Contains(t, s[0].GetLastError(), "zone example.com cannot be read")
+
+	// Fixed credentials (the group applied again, then released) let the
+	// release go through; the run has no cluster, so no cluster is read.
+	r.Credentials["rfc2136-tsig-secret"] = b.Secret
+	r.Clusters = nil
+	require.NoError(t, c.Set(ctx, "p/lc/g", []Run{r}))
+	require.NoError(t, c.Release(ctx, "p/lc/g"))
+	require.NoError(t, c.SyncOnce(ctx))
+	s, err = c.Status(ctx, "p/lc/g")
+	require.NoError(t, err)
+	require.Empty(t, s, "released")
+}

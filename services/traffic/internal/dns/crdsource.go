@@ -2,12 +2,12 @@ package dns
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -50,8 +50,14 @@ func (s *crdSource) Endpoints(ctx context.Context) ([]*endpoint.Endpoint, error)
 			return nil, fmt.Errorf("list DNSEndpoints on cluster %s: %w", s.cluster, err)
 		}
 		for i := range list.Items {
+			// Through JSON, as the API server sent it: the unstructured
+			// converter cannot fill Endpoint, which has unexported fields.
 			var de apiv1alpha1.DNSEndpoint
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &de); err != nil {
+			b, err := list.Items[i].MarshalJSON()
+			if err == nil {
+				err = json.Unmarshal(b, &de)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("DNSEndpoint %s/%s on cluster %s: %w", list.Items[i].GetNamespace(), list.Items[i].GetName(), s.cluster, err)
 			}
 			out = append(out, endpointsOf(&de)...)

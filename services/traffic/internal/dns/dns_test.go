@@ -151,6 +151,10 @@ func TestRoundTrip(t *testing.T) {
 		require.NotNil(t, s[0].GetLastSync())
 		require.Equal(t, []string{name + " A 192.0.2.10"}, s[0].GetRecords())
 		require.Equal(t, []string{"edge/" + c1}, s[0].GetClusters())
+		// The TXT registry's ownership record (external-dns's "a-" name).
+		txt := b.Lookup(t, "a-"+name, "TXT")
+		require.Len(t, txt, 1)
+		require.Contains(t, txt[0], "external-dns/owner="+(&stored{Group: "p/lc/g1", Intent: "dns", ID: "ms1"}).ownerID())
 	})
 
 	t.Run("two clusters", func(t *testing.T) {
@@ -185,7 +189,7 @@ func TestRoundTrip(t *testing.T) {
 		require.Equal(t, "releasing", s[0].GetState())
 		require.NoError(t, c.SyncOnce(ctx))
 		eventuallyAnswers(t, b, name, nil)
-		require.Empty(t, b.Lookup(t, name, "TXT"), "ownership records deleted too")
+		require.Empty(t, b.Lookup(t, "a-"+name, "TXT"), "ownership records deleted too")
 		s, err = c.Status(ctx, "p/lc/g1")
 		require.NoError(t, err)
 		require.Empty(t, s, "the released run's record is gone")
