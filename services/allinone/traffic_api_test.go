@@ -1,0 +1,214 @@
+package allinone_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// Seed 004's example bodies, made valid JSON: comments removed, commas
+// added, the intra-cluster example's "type:" written "type" (it then holds
+// "type" twice: the last one counts).
+const (
+	seedIntercluster = `{
+	"name": "johndoe",
+	"description": "connectivity intent for microservice replication across multiple locations and clusters",
+	"inboundservicename": "sleep01",
+	"protocol": "HTTP",
+	"externalPrefix": "httpservice01",
+	"headless": "false",
+	"mutualTLS": "true",
+	"port": "80",
+	"serviceMesh": "istio",
+	"loadbalancing": "true",
+	"serviceaccounts": [],
+	"clientServices": [
+		{"clientServiceName": "httpbin02", "headless": "false", "egressgateway": "true"},
+		{"clientServiceName": "httpbin03", "headless": "false", "egressgateway": "true"}
+	]
+}`
+	seedOutbound = `{
+	"description": "connectivity intent for microservice replication across multiple locations and clusters",
+	"connectivityResource": [
+		{"microservice01": {
+			"name": "httpbin01", "application": "bookinfo", "egressgateway": "true", "externalPrefix": "",
+			"mutualTLS": "true", "port": "80", "serviceMesh": "istio",
+			"clientServices": [
+				{"clientServiceName": "mongo.k8s.com", "protocol": "HTTP", "type": "external"},
+				{"clientServiceName": "newsfeed.news.com", "protocol": "HTTP", "type": "external"}
+			]}},
+		{"microservice02": {
+			"name": "httpbin01", "application": "bookinfo", "egressgateway": "true", "externalPrefix": "",
+			"mutualTLS": "true", "port": "80", "serviceMesh": "istio",
+			"clientServices": [
+				{"clientServiceName": "google.com", "protocol": "HTTP", "type": "external"},
+				{"clientServiceName": "review.gerrit.com", "protocol": "HTTP", "type": "external"}
+			]}}
+	]
+}`
+	seedIntracluster = `{
+	"description": "connectivity intent for microservice replication across multiple locations and clusters",
+	"connectivityResource": [
+		{"microservice01": {
+			"name": "httpbin01", "application": "bookinfo", "egressgateway": "true", "externalPrefix": "httpservice01",
+			"mutualTLS": "true", "port": "80", "serviceMesh": "istio",
+			"clientServices": [
+				{"clientServiceName": "httpbin02", "protocol": "HTTP", "headless": "false", "type": "intracluster"},
+				{"clientServiceName": "httpbin03", "protocol": "HTTP", "type": "kubernetes", "headless": "false", "type": "intracluster"}
+			]}}
+	]
+}`
+	seedDNSAWS = `{
+	"description": "dns provider intent for updating user facing microservice FQDNs to external DNS providers",
+	"dnsProvider": [{
+		"id": "microservice01",
+		"externalName": "service1.example.com",
+		"cluster-selector": "label1, label2",
+		"externalDnsParameters": {
+			"aws-zone-type": "", "aws-zone-tags": "", "aws-assume-role": "", "aws-batch-change-size": "1000",
+			"aws-batch-change-interval": "1s", "aws-evaluate-target-health": "enabled", "aws-api-retries": "3",
+			"aws-prefer-cname": "disabled"
+		},
+		"providerCredentials": {}
+	}]
+}`
+	inbound = `{"connectivityResource": [{"microservice01": {"name": "httpbin01", "port": 80, "externalPrefix": "service1", "domain": "example.com"}}]}`
+	// tsigSecret must never be answered nor logged.
+	tsigSecret = "dGhpcy1pcy1hLXRzaWctc2VjcmV0"
+	dnsRFC2136 = `{"dnsProvider": [{"id": "microservice01", "externalName": "service1.example.com", "cluster-selector": "edge",
+		"externalDnsParameters": {"rfc2136-host": "192.0.2.53", "rfc2136-port": "53", "rfc2136-zone": "example.com",
+			"rfc2136-tsig-keyname": "dcm", "rfc2136-tsig-secret-alg": "hmac-sha256"},
+		"providerCredentials": {"rfc2136-tsig-secret": "` + tsigSecret + `"}}]}`
+)
+
+// TestTrafficAPI is the traffic controller's REST API through the whole
+// program: the seed's bodies in both URL spellings, read back through the
+// other, the refusals (each naming its field, storing nothing), DNS
+// credentials never answered nor logged, and project isolation.
+func TestTrafficAPI(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	s := stacktest.StartWith(t, stacktest.Options{Logs: logs, Args: []string{"-log-level", "debug"}})
+	r := newREST(t, s)
+	for _, p := range []string{"a", "b"} {
+		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+p+`"}}`)
+		r.want(201, "POST", "/v2/projects/"+p+"/logical-clouds", `{"metadata":{"name":"lc-`+p+`"}}`)
+	}
+	const (
+		old = "/v2/project/a/rb/app/v1"  // the seed's spelling
+		new = "/v2/projects/a/rb/app/v1" // DCM's
+	)
+	field := func(code int, method, path, body string) string {
+		t.Helper()
+		f, _ := decodeMap(t, r.want(code, method, path, body))["field"].(string)
+		return f
+	}
+	// count is the length of a list answer (a JSON array).
+	count := func(path string) int {
+		t.Helper()
+		items, ok := decode(t, []byte(r.want(200, "GET", path, ""))).([]any)
+		require.True(t, ok, path)
+		return len(items)
+	}
+
+	// Groups: the logical cloud must be one of the URL's project.
+	require.Equal(t, "logical-cloud", field(400, "POST", old+"/traffic-intent-groups", `{"name":"g","logical-cloud":"nope"}`))
+	require.Contains(t, r.want(400, "POST", old+"/traffic-intent-groups", `{"name":"g","logical-cloud":"lc-b"}`), `not a logical cloud of project \"a\"`)
+	require.Equal(t, "name", field(400, "POST", old+"/traffic-intent-groups", `{"name":"g","metadata":{"name":"h"},"logical-cloud":"lc-a"}`))
+	r.want(201, "POST", old+"/traffic-intent-groups", `{"name":"g","description":"Traffic intent groups","logical-cloud":"lc-a","applied":true}`)
+	g := decodeMap(t, r.want(200, "GET", new+"/traffic-intent-sets/g", ""))
+	require.Equal(t, "g", g["metadata"].(map[string]any)["name"])
+	require.Equal(t, "Traffic intent groups", g["description"])
+	require.Equal(t, false, g["applied"], "output only")
+	require.Equal(t, 1, count(new+"/traffic-intent-groups"))
+
+	// The seed's bodies, posted in one spelling and read in the other.
+	r.want(201, "POST", old+"/traffic-intent-groups/g/intraclusterservice", seedIntracluster)
+	ic := decodeMap(t, r.want(200, "GET", new+"/intent/g/connectivity/intracluster/microservice01", ""))
+	res := ic["connectivityResource"].([]any)[0].(map[string]any)
+	require.Equal(t, "microservice01", res["id"])
+	require.Equal(t, true, res["mutualTLS"])
+	require.EqualValues(t, 80, res["port"])
+	cs := res["clientServices"].([]any)
+	require.Len(t, cs, 2)
+	require.Equal(t, "intracluster", cs[1].(map[string]any)["type"])
+
+	r.want(201, "POST", old+"/intent/g/connectivity/intercluster", seedIntercluster)
+	inter := decodeMap(t, r.want(200, "GET", new+"/traffic-intent-groups/g/interclusterservice/johndoe", ""))
+	require.Equal(t, "sleep01", inter["inboundservicename"])
+	require.Equal(t, true, inter["loadbalancing"])
+
+	r.want(201, "POST", new+"/traffic-intent-groups/g/externaloutboundaccess", seedOutbound)
+	out := decodeMap(t, r.want(200, "GET", old+"/intent/g/connectivity/external/outbound/microservice01", ""))
+	require.Len(t, out["connectivityResource"], 2)
+
+	r.want(201, "POST", new+"/intent/g/connectivity/external/inbound", inbound)
+	r.want(200, "GET", old+"/traffic-intent-sets/g/externalinboundaccess/microservice01", "")
+
+	// The seed's DNS provider is AWS's: refused by this build.
+	f := field(400, "POST", old+"/intent/g/connectivity/dnsproviders", seedDNSAWS)
+	require.True(t, strings.HasPrefix(f, "dnsProvider[0].externalDnsParameters.aws-"), f)
+	r.want(201, "POST", old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136)
+	for _, path := range []string{new + "/intent/g/connectivity/dnsproviders/microservice01", old + "/traffic-intent-groups/g/dnsproviders/microservice01",
+		new + "/intent/g/connectivity/dnsproviders"} {
+		body := r.want(200, "GET", path, "")
+		require.NotContains(t, body, tsigSecret, path)
+		require.Contains(t, body, `"credential-keys":["rfc2136-tsig-secret"]`, path)
+	}
+	// An update without credentials keeps them.
+	r.want(200, "PUT", new+"/intent/g/connectivity/dnsproviders/microservice01", strings.Replace(dnsRFC2136, `"rfc2136-tsig-secret": "`+tsigSecret+`"`, "", 1))
+	require.Contains(t, r.want(200, "GET", old+"/intent/g/connectivity/dnsproviders/microservice01", ""), `"credential-keys":["rfc2136-tsig-secret"]`)
+
+	// Refusals name the field and store nothing.
+	intra := new + "/intent/g/connectivity/intracluster"
+	for body, want := range map[string]string{
+		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":70000}]}`:                                                        "connectivityResource[0].port",
+		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"c","protocol":"SMTP"}]}]}`:      "connectivityResource[0].clientServices[0].protocol",
+		`{"name":"x","connectivityResource":[{"m": {"mutualTLS":"maybe"}}]}`:                                                   "connectivityResource[0].mutualTLS",
+		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"c","type:":"intracluster"}]}]}`: "type:",
+	} {
+		require.Equal(t, want, field(400, "POST", intra, body), body)
+	}
+	require.Equal(t, 1, count(intra))
+	outPath := old + "/traffic-intent-groups/g/externaloutboundaccess"
+	require.Equal(t, "connectivityResource[0].clientServices[0].clientServiceName",
+		field(400, "POST", outPath, `{"name":"y","connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"not_an_fqdn"}]}]}`))
+	require.Equal(t, 1, count(outPath))
+	require.Equal(t, 1, count(old+"/intent/g/connectivity/dnsproviders"))
+	r.want(404, "POST", new+"/intent/nope/connectivity/intracluster", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`)
+
+	// Updates keep the name.
+	require.Equal(t, "name", field(400, "PUT", intra+"/microservice01", `{"name":"other","connectivityResource":[{"id":"m","name":"m","port":80}]}`))
+	r.want(200, "PUT", old+"/traffic-intent-groups/g/intraclusterservice/microservice01", `{"description":"new","connectivityResource":[{"id":"m","name":"m","port":80,"protocol":"grpc"}]}`)
+	require.Contains(t, r.want(200, "GET", intra+"/microservice01", ""), `"protocol":"GRPC"`)
+
+	// Another project's admin reaches none of it, in either spelling.
+	tok := mint(t, s, `{"subject":"pb","role":"project-admin","project":"b"}`)
+	bare := s.Client(nil)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", old + "/traffic-intent-groups/g", ""},
+		{"GET", new + "/intent/g/connectivity/dnsproviders", ""},
+		{"POST", new + "/traffic-intent-groups", `{"name":"h","logical-cloud":"lc-a"}`},
+		{"DELETE", old + "/traffic-intent-sets/g", ""},
+	} {
+		code, body := do(t, bare, tok, c.method, s.URL+c.path, c.body)
+		require.Equal(t, 403, code, "%s %s: %s", c.method, c.path, body)
+	}
+	code, _ := do(t, bare, tok, "GET", s.URL+"/v2/project/b/rb/app/v1/traffic-intent-groups", "")
+	require.Equal(t, 200, code, "its own project")
+
+	// Deleting the group takes its intents along.
+	r.want(204, "DELETE", old+"/intent/g/connectivity/intercluster/johndoe", "")
+	r.want(404, "GET", new+"/traffic-intent-groups/g/interclusterservice/johndoe", "")
+	r.want(204, "DELETE", new+"/traffic-intent-groups/g", "")
+	r.want(404, "GET", old+"/traffic-intent-groups/g", "")
+	r.want(201, "POST", old+"/traffic-intent-groups", `{"metadata":{"name":"g"},"logical-cloud":"lc-a"}`)
+	require.Equal(t, 0, count(intra))
+	require.Equal(t, 0, count(old+"/traffic-intent-groups/g/dnsproviders"))
+
+	require.Contains(t, logs.String(), "CreateDnsProviderIntent", "the calls were logged")
+	require.NotContains(t, logs.String(), tsigSecret, "credentials are never logged")
+}
