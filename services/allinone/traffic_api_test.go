@@ -165,9 +165,9 @@ func TestTrafficAPI(t *testing.T) {
 	// Refusals name the field and store nothing.
 	intra := new + "/intent/g/connectivity/intracluster"
 	for body, want := range map[string]string{
-		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":70000}]}`:                                                        "connectivityResource[0].port",
+		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":70000}]}`:                                                                  "connectivityResource[0].port",
 		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"c","protocol":"SMTP"}]}]}`:      "connectivityResource[0].clientServices[0].protocol",
-		`{"name":"x","connectivityResource":[{"m": {"mutualTLS":"maybe"}}]}`:                                                   "connectivityResource[0].mutualTLS",
+		`{"name":"x","connectivityResource":[{"m": {"mutualTLS":"maybe"}}]}`:                                                                        "connectivityResource[0].mutualTLS",
 		`{"name":"x","connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"c","type:":"intracluster"}]}]}`: "type:",
 	} {
 		require.Equal(t, want, field(400, "POST", intra, body), body)
