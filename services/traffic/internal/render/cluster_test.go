@@ -102,8 +102,9 @@ func apply(ctx context.Context, hc *http.Client, server, manifest string) error 
 }
 
 // TestRenderedObjectsAdmitted: a real API server with Istio's CRDs and
-// external-dns's DNSEndpoint CRD admits every object of the whole group,
-// strictly validated, in the logical cloud's namespace. Both clusters'
+// external-dns's DNSEndpoint CRD admits every object of the whole group
+// and of the variants, strictly validated, in the logical cloud's
+// namespace. Both clusters'
 // objects go to the one API server (the second cluster's replace the
 // first's of the same name: both are admitted).
 func TestRenderedObjectsAdmitted(t *testing.T) {
@@ -128,6 +129,9 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 	})
 	out, _, err := render.Render(in)
 	require.NoError(t, err)
+	more, _, err := render.Render(variants(t))
+	require.NoError(t, err)
+	out = append(out, more...)
 	n := 0
 	for _, cm := range out {
 		for _, m := range cm.Manifests {

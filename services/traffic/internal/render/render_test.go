@@ -100,6 +100,40 @@ func wholeGroup(t *testing.T) render.Input {
 	return in
 }
 
+// variants are what the seed's examples do not show: the egress gateway
+// for plain HTTP, TLS passed through, TCP (always mutual TLS to the
+// gateway) and TLS with mutual TLS; an inter-cluster TCP target through
+// the egress gateway; headless targets; IPv6 and host name addresses.
+func variants(t *testing.T) render.Input {
+	in := input()
+	in.Clusters[0].Address = "2001:db8::10"
+	in.Clusters[1].Address = "gw-c2.example.net"
+	ext := func(name, proto string, port int32) *trafficv1.ClientService {
+		return &trafficv1.ClientService{ClientServiceName: name, Protocol: proto, Port: port}
+	}
+	in.Outbound = []*trafficv1.ConnectivityIntent{{Name: "out", ConnectivityResource: []*trafficv1.ConnectivityResource{
+		{Id: "plain", Name: "web", Port: 8080, Egressgateway: true, ClientServices: []*trafficv1.ClientService{
+			ext("a.example.com", "http", 0), ext("b.example.com", "HTTPS", 0), ext("db.example.com", "TCP", 5432),
+		}},
+		{Id: "mutual", Name: "api", Port: 8080, MutualTls: true, ClientServices: []*trafficv1.ClientService{
+			{ClientServiceName: "d.example.com", Protocol: "TLS", Egressgateway: true}, ext("e.example.com", "GRPC", 9090),
+		}},
+	}}}
+	in.Intercluster = []*trafficv1.InterclusterIntent{{
+		Name: "db", InboundServiceName: "postgres", Protocol: "TCP", Port: 5432, Headless: true,
+		Clusters: []*trafficv1.TrafficCluster{{ClusterProvider: "p1", ClusterName: "c2"}},
+		ClientServices: []*trafficv1.ClientService{
+			{ClientServiceName: "api", Egressgateway: true, Serviceaccounts: []string{"api-reader", "api-writer"}},
+			{ClientServiceName: "web", Clusters: []*trafficv1.TrafficCluster{{ClusterProvider: "p1", ClusterName: "c2"}}},
+		},
+	}}
+	in.Intracluster = []*trafficv1.ConnectivityIntent{{Name: "cache", ConnectivityResource: []*trafficv1.ConnectivityResource{
+		{Id: "redis", Name: "redis", Port: 6379, Protocol: "TCP", Headless: true, Loadbalancing: true,
+			ClusterLabels: []string{"label2"}, ClientServices: []*trafficv1.ClientService{{ClientServiceName: "api"}}},
+	}}}
+	return in
+}
+
 // lines are what a golden file holds: each cluster's manifests after a
 // "# provider/cluster" line, then the DNS runs as JSON.
 func lines(t *testing.T, out []render.ClusterManifests, runs []render.DNSRun) []string {
@@ -170,6 +204,7 @@ func TestRenderGolden(t *testing.T) {
 			return in
 		}},
 		{"group", wholeGroup},
+		{"variants", variants},
 	}
 	var all []string
 	for _, tc := range cases {
@@ -267,4 +302,46 @@ func TestOneDestinationRulePerHost(t *testing.T) {
 		require.Equal(t, "LEAST_REQUEST", policy["loadBalancer"].(map[string]any)["simple"])
 	}
 	istiotest.Validate(t, istioObjects(t, out))
+}
+
+// TestDNSRecordType: an IPv6 loadbalancer-ip is published as AAAA, and
+// the run names the publishing cluster and selects its DNSEndpoint.
+func TestDNSRecordType(t *testing.T) {
+	in := wholeGroup(t)
+	in.Clusters[0].Address = "2001:db8::10"
+	out, runs, err := render.Render(in)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	require.Equal(t, "service1.example.com", runs[0].ExternalName)
+	require.Equal(t, "rfc2136", runs[0].Provider)
+	require.Equal(t, []render.Target{in.Clusters[0]}, runs[0].Clusters)
+	found := 0
+	for _, c := range out {
+		for _, m := range c.Manifests {
+			var o struct {
+				Kind     string
+				Metadata struct{ Labels map[string]string }
+				Spec     struct {
+					Endpoints []struct {
+						DNSName    string
+						RecordType string
+						Targets    []string
+					}
+				}
+			}
+			require.NoError(t, json.Unmarshal([]byte(m), &o))
+			if o.Kind != "DNSEndpoint" {
+				continue
+			}
+			found++
+			require.Equal(t, "c1", c.Cluster)
+			for k, v := range runs[0].Selector {
+				require.Equal(t, v, o.Metadata.Labels[k], k)
+			}
+			require.Len(t, o.Spec.Endpoints, 1)
+			require.Equal(t, "AAAA", o.Spec.Endpoints[0].RecordType)
+			require.Equal(t, []string{"2001:db8::10"}, o.Spec.Endpoints[0].Targets)
+		}
+	}
+	require.Equal(t, 1, found)
 }
