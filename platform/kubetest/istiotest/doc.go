@@ -1,8 +1,10 @@
 // Package istiotest runs Istio's real parts for tests: istiod
 // (pilot-discovery, built from the tools module test/istio into bin/istio),
 // Istio's CRDs (from the pinned istio.io/api module) on a kubetest cluster,
-// and a client for istiod's CA (CreateCertificate with a ServiceAccount
-// token of audience istio-ca).
+// a client for istiod's CA (CreateCertificate with a ServiceAccount
+// token of audience istio-ca), and Istio's own config validation of
+// rendered objects (Validate: istio-validate, built from test/istio like
+// istiod).
 //
 // istiod runs as a local process against a kubetest cluster, "out of
 // cluster": it reads the cacerts Secret and the istio-<revision> mesh

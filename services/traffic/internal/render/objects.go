@@ -92,8 +92,8 @@ func (b *builder) add(c int, o *object) error {
 	return nil
 }
 
-// addAll puts a copy-free o on each of clusters (objects are read only
-// once made).
+// addAll puts o on each of clusters; the clusters share it (objects are
+// not changed once made).
 func (b *builder) addAll(clusters []int, o *object) error {
 	for _, c := range clusters {
 		if err := b.add(c, o); err != nil {

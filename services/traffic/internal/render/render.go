@@ -20,6 +20,9 @@ func Render(in Input) ([]ClusterManifests, []DNSRun, error) {
 			return nil, nil, errs.Invalid(f.field, "required")
 		}
 	}
+	if err := checkLabel("group", in.Group); err != nil {
+		return nil, nil, err
+	}
 	if err := checkLabel("namespace", in.Namespace); err != nil {
 		return nil, nil, err
 	}
