@@ -100,7 +100,7 @@ const lcTemplate = "/v2/projects/{project}/logical-clouds/{logical_cloud}"
 
 // fuzzRoutes are every REST route that takes a body (TestFuzzRoutesComplete
 // checks them against the gateway's routes).
-var fuzzRoutes = []fuzzRoute{
+var fuzzRoutes = append([]fuzzRoute{
 	{"project.create", "POST", "/v2/projects", "/v2/projects", under("/v2/projects", "metadata", "name")},
 	{"project.update", "PUT", "/v2/projects/{project}", "/v2/projects/" + fzProject, nil},
 	{"lc.create", "POST", "/v2/projects/{project}/logical-clouds", "/v2/projects/" + fzProject + "/logical-clouds",
@@ -141,12 +141,12 @@ var fuzzRoutes = []fuzzRoute{
 		"/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/ca/rotate", nil},
 	{"token.create", "POST", "/v2/auth/tokens", "/v2/auth/tokens", under("/v2/auth/tokens", "info", "id")},
 	{"admin.rewrap", "POST", "/v2/admin/keys/rewrap", "/v2/admin/keys/rewrap", nil},
-}
+}, trafficFuzzRoutes()...)
 
 // fuzzSeeds are the bodies of the README, docs/walkthrough.md, shared/API.md
 // and the seed pages (their comments taken out, and once as written), each
 // tagged with its route.
-var fuzzSeeds = []struct{ route, query, body string }{
+var fuzzSeeds = append([]struct{ route, query, body string }{
 	{"project.create", "", `{"metadata":{"name":"proj1","description":"finance department","userData1":"a","userData2":"b"}}`},
 	{"project.create", "", `{"metadata":{"name":"Bad_Name"}}`},
 	{"project.create", "", `{"metadata":{"name":"a","owner":"x"}}`},
@@ -256,7 +256,7 @@ var fuzzSeeds = []struct{ route, query, body string }{
 	{"project.create", "", "{\"metadata\":{\"name\":\"a\xff\",\"description\":\"\\ud800\"}}"},
 	{"lc.create", "", "{\"name\":\"x\",\"user\":[{\"name\":\"\xc3\x28\"}],\"resources\":{\"\xff\":1}}"},
 	{"kv.create", "", "{\"metadata\":{\"name\":\"kv\"},\"spec\":{\"kv\":[{\"\xfe\":\"\\udfff\"}]}}"},
-}
+}, trafficFuzzSeeds()...) // the traffic controller's (traffic_api_test.go)
 
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)

@@ -220,6 +220,17 @@ var authRoutes = []authRoute{
 	{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{roleA}},
 	{"POST", "/v2/admin/keys/rewrap", `{}`, []string{roleA}},
 	{"GET", "/openapi.json", "", []string{roleA, roleP, roleR, roleG}},
+	// the traffic controller's routes, in both spellings
+	{"GET", "/v2/project/a/rb/r/v1/traffic-intent-groups", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/project/a/rb/r/v1/traffic-intent-groups", `{"name":"g","logical-cloud":"l"}`, []string{roleA, roleP}},
+	{"POST", "/v2/projects/b/rb/r/v1/traffic-intent-sets", `{"name":"g","logical-cloud":"l"}`, []string{roleA}},
+	{"GET", "/v2/project/b/rb/r/v1/traffic-intent-groups/g", "", []string{roleA, roleG}},
+	{"POST", "/v2/projects/a/rb/r/v1/intent/g/connectivity/intracluster", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`, []string{roleA, roleP}},
+	{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups/g/intraclusterservice", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`, []string{roleA}},
+	{"GET", "/v2/projects/b/rb/r/v1/intent/g/connectivity/dnsproviders", "", []string{roleA, roleG}},
+	{"DELETE", "/v2/project/b/rb/r/v1/traffic-intent-sets/g/externalinboundaccess/i", "", []string{roleA}},
+	{"PUT", "/v2/projects/a/rb/r/v1/traffic-intent-groups/g", `{"logical-cloud":"l"}`, []string{roleA, roleP}},
+	{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups/g/apply", "", []string{roleA}},
 }
 
 func (r authRoute) allows(role string) bool {
@@ -285,7 +296,7 @@ func TestAuthorization(t *testing.T) {
 			}
 		}
 	}
-	for _, path := range []string{"/v2/project/b/rb/r/v1/traffic-intent-groups", "/v1/cadist/projects/b/logicalclouds", "/v2/no-such"} {
+	for _, path := range []string{"/v2/project/b/rb/r/v1/no-such", "/v1/cadist/projects/b/logicalclouds", "/v2/no-such"} {
 		for role, ws := range roles {
 			require.Equal(t, 404, first(do(t, ws[0].c, ws[0].token, "GET", s.URL+path, "")), "%s as %s", path, role)
 		}

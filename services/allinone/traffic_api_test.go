@@ -212,3 +212,82 @@ func TestTrafficAPI(t *testing.T) {
 	require.Contains(t, logs.String(), "CreateDnsProviderIntent", "the calls were logged")
 	require.NotContains(t, logs.String(), tsigSecret, "credentials are never logged")
 }
+
+// The fuzzed traffic routes hang under fzTrafficApp (fz's logical cloud
+// fz-lc names their group).
+const (
+	fzTrafficApp   = "/rb/fz-app/v1"
+	fzTrafficGroup = "fz-g"
+)
+
+// trafficKinds are the intent kinds: their key, collection under a group
+// and under the intent spelling, and a seed body.
+var trafficKinds = []struct{ key, groupSeg, intentSeg string }{
+	{"intercluster", "interclusterservice", "connectivity/intercluster"},
+	{"intracluster", "intraclusterservice", "connectivity/intracluster"},
+	{"outbound", "externaloutboundaccess", "connectivity/external/outbound"},
+	{"inbound", "externalinboundaccess", "connectivity/external/inbound"},
+	{"dns", "dnsproviders", "connectivity/dnsproviders"},
+}
+
+// trafficFuzzRoutes are the traffic controller's body routes in every
+// spelling (fuzzRoutes): groups, their intents, and core's lifecycle verbs.
+func trafficFuzzRoutes() []fuzzRoute {
+	var out []fuzzRoute
+	for _, root := range []string{"project", "projects"} {
+		tmpl := "/v2/" + root + "/{project}/rb/{composite_app}/{version}"
+		path := "/v2/" + root + "/" + fzProject + fzTrafficApp
+		for _, coll := range []string{"traffic-intent-groups", "traffic-intent-sets"} {
+			k := "traffic." + root + "." + coll
+			out = append(out,
+				fuzzRoute{k + ".create", "POST", tmpl + "/" + coll, path + "/" + coll, under(path+"/"+coll, "name")},
+				fuzzRoute{k + ".update", "PUT", tmpl + "/" + coll + "/{name}", path + "/" + coll + "/" + fzTrafficGroup, nil})
+			for _, verb := range []string{"apply", "update", "terminate"} {
+				out = append(out, fuzzRoute{k + "." + verb, "POST", tmpl + "/" + coll + "/{group}/" + verb, path + "/" + coll + "/" + fzTrafficGroup + "/" + verb, nil})
+			}
+		}
+		for _, kind := range trafficKinds {
+			for _, sp := range []struct{ name, tmpl, path string }{
+				{"groups", "/traffic-intent-groups/{group}/" + kind.groupSeg, "/traffic-intent-groups/" + fzTrafficGroup + "/" + kind.groupSeg},
+				{"sets", "/traffic-intent-sets/{group}/" + kind.groupSeg, "/traffic-intent-sets/" + fzTrafficGroup + "/" + kind.groupSeg},
+				{"intent", "/intent/{group}/" + kind.intentSeg, "/intent/" + fzTrafficGroup + "/" + kind.intentSeg},
+			} {
+				k := "traffic." + root + "." + kind.key + "." + sp.name
+				out = append(out,
+					fuzzRoute{k + ".create", "POST", tmpl + sp.tmpl, path + sp.path, under(path+sp.path, "name")},
+					fuzzRoute{k + ".update", "PUT", tmpl + sp.tmpl + "/{name}", path + sp.path + "/fz-i", nil})
+			}
+		}
+	}
+	return out
+}
+
+// trafficFuzzSeeds are seed 004's bodies (and DCM's forms) for every
+// traffic route.
+func trafficFuzzSeeds() []struct{ route, query, body string } {
+	bodies := map[string][]string{
+		"intercluster": {seedIntercluster},
+		"intracluster": {seedIntracluster, `{"name":"fz-i","connectivityResource":[{"id":"m","name":"m","port":"80","protocol":"smtp"}]}`},
+		"outbound":     {seedOutbound, `{"connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"db.example.com","protocol":"TCP"}]}]}`},
+		"inbound":      {inbound},
+		"dns":          {seedDNSAWS, dnsRFC2136, `{"dnsProvider":[{"id":"m","externalName":"a.example.com","externalDnsParameters":{"a.b":"c"},"providerCredentials":{"rfc2136-tsig-secret":""}}]}`},
+	}
+	var out []struct{ route, query, body string }
+	for _, r := range trafficFuzzRoutes() {
+		parts := strings.Split(r.key, ".")
+		var seeds []string
+		switch {
+		case strings.HasPrefix(parts[2], "traffic-intent-") && (parts[3] == "create" || parts[3] == "update"):
+			seeds = []string{`{"name":"fz-g2","description":"Traffic intent groups","logical-cloud":"` + fzLC + `"}`,
+				`{"metadata":{"name":"fz-g"},"logical-cloud":"fz-lc","applied":"true"}`}
+		case strings.HasPrefix(parts[2], "traffic-intent-"):
+			seeds = []string{``}
+		default:
+			seeds = bodies[parts[2]]
+		}
+		for _, b := range seeds {
+			out = append(out, struct{ route, query, body string }{r.key, "", b})
+		}
+	}
+	return out
+}
