@@ -269,8 +269,10 @@ func trafficFuzzSeeds() []struct{ route, query, body string } {
 		"intercluster": {seedIntercluster},
 		"intracluster": {seedIntracluster, `{"name":"fz-i","connectivityResource":[{"id":"m","name":"m","port":"80","protocol":"smtp"}]}`},
 		"outbound":     {seedOutbound, `{"connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"db.example.com","protocol":"TCP"}]}]}`},
-		"inbound":      {inbound},
-		"dns":          {seedDNSAWS, dnsRFC2136, `{"dnsProvider":[{"id":"m","externalName":"a.example.com","externalDnsParameters":{"a.b":"c"},"providerCredentials":{"rfc2136-tsig-secret":""}}]}`},
+		"inbound": {inbound, `null`, `[]`, `"x"`, `{"connectivityResource":[null,{"a":null},{"a":{"b":1},"c":2},{"m":{"id":7}}]}`,
+			`{"connectivityResource":[{"m":{"mutualTLS":["true"],"clientServices":[{"headless":{}}]}}]}`},
+		"dns": {seedDNSAWS, dnsRFC2136, `{"dnsProvider":[{"id":"m","externalName":"a.example.com","externalDnsParameters":{"a.b":"c"},"providerCredentials":{"rfc2136-tsig-secret":""}}]}`,
+			`{"dnsProvider":[{"id":"m","externalDnsParameters":null,"providerCredentials":{"x":null}},null]}`},
 	}
 	var out []struct{ route, query, body string }
 	for _, r := range trafficFuzzRoutes() {
