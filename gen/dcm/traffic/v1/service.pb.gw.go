@@ -17065,7 +17065,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateTrafficIntentGroup_1{resp.(*CreateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateTrafficIntentGroup_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17085,7 +17085,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateTrafficIntentGroup_2{resp.(*CreateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateTrafficIntentGroup_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17105,7 +17105,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateTrafficIntentGroup_3{resp.(*CreateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17145,7 +17145,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetTrafficIntentGroup_1{resp.(*GetTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetTrafficIntentGroup_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17165,7 +17165,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetTrafficIntentGroup_2{resp.(*GetTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetTrafficIntentGroup_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17185,7 +17185,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetTrafficIntentGroup_3{resp.(*GetTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListTrafficIntentGroups_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17225,7 +17225,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListTrafficIntentGroups_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListTrafficIntentGroups_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListTrafficIntentGroups_1{resp.(*ListTrafficIntentGroupsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListTrafficIntentGroups_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17245,7 +17245,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListTrafficIntentGroups_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListTrafficIntentGroups_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListTrafficIntentGroups_2{resp.(*ListTrafficIntentGroupsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListTrafficIntentGroups_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17265,7 +17265,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListTrafficIntentGroups_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListTrafficIntentGroups_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListTrafficIntentGroups_3{resp.(*ListTrafficIntentGroupsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17305,7 +17305,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateTrafficIntentGroup_1{resp.(*UpdateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateTrafficIntentGroup_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17325,7 +17325,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateTrafficIntentGroup_2{resp.(*UpdateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateTrafficIntentGroup_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17345,7 +17345,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateTrafficIntentGroup_3{resp.(*UpdateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17465,7 +17465,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_1{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17485,7 +17485,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_2{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17505,7 +17505,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_3{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17525,7 +17525,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_4{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17545,7 +17545,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_5{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17585,7 +17585,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_1{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17605,7 +17605,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_2{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17625,7 +17625,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_3{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17645,7 +17645,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_4{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17665,7 +17665,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_5{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17705,7 +17705,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_1{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17725,7 +17725,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_2{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17745,7 +17745,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_3{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17765,7 +17765,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_4{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17785,7 +17785,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_5{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17825,7 +17825,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_1{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17845,7 +17845,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_2{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17865,7 +17865,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_3{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17885,7 +17885,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_4{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -17905,7 +17905,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_5{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteInterclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18065,7 +18065,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_1{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18085,7 +18085,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_2{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18105,7 +18105,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_3{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18125,7 +18125,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_4{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18145,7 +18145,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_5{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18185,7 +18185,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_1{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18205,7 +18205,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_2{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18225,7 +18225,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_3{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18245,7 +18245,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_4{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18265,7 +18265,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_5{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18305,7 +18305,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_1{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18325,7 +18325,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_2{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18345,7 +18345,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_3{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18365,7 +18365,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_4{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18385,7 +18385,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_5{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18425,7 +18425,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_1{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18445,7 +18445,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_2{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18465,7 +18465,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_3{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18485,7 +18485,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_4{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18505,7 +18505,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_5{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteIntraclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18665,7 +18665,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_1{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18685,7 +18685,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_2{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18705,7 +18705,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_3{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18725,7 +18725,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_4{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18745,7 +18745,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_5{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18785,7 +18785,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_1{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18805,7 +18805,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_2{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18825,7 +18825,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_3{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18845,7 +18845,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_4{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18865,7 +18865,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_5{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18905,7 +18905,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_1{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18925,7 +18925,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_2{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18945,7 +18945,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_3{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18965,7 +18965,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_4{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -18985,7 +18985,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_5{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19025,7 +19025,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_1{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19045,7 +19045,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_2{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19065,7 +19065,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_3{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19085,7 +19085,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_4{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19105,7 +19105,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_5{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteExternalOutboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19265,7 +19265,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_1{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19285,7 +19285,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_2{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19305,7 +19305,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_3{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19325,7 +19325,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_4{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19345,7 +19345,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_5{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19385,7 +19385,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_1{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19405,7 +19405,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_2{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19425,7 +19425,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_3{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19445,7 +19445,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_4{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19465,7 +19465,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_5{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19505,7 +19505,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_1{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19525,7 +19525,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_2{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19545,7 +19545,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_3{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19565,7 +19565,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_4{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19585,7 +19585,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_5{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19625,7 +19625,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_1{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19645,7 +19645,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_2{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19665,7 +19665,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_3{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19685,7 +19685,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_4{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19705,7 +19705,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_5{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteExternalInboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19865,7 +19865,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_1{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19885,7 +19885,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_2{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19905,7 +19905,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_3{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19925,7 +19925,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_4{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19945,7 +19945,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_5{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -19985,7 +19985,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_1{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20005,7 +20005,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_2{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20025,7 +20025,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_3{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20045,7 +20045,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_4{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20065,7 +20065,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_5{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20105,7 +20105,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_1{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20125,7 +20125,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_2{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20145,7 +20145,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_3{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20165,7 +20165,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_4{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20185,7 +20185,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_5{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20225,7 +20225,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_1{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20245,7 +20245,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_2{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20265,7 +20265,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_3{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20285,7 +20285,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_4{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20305,7 +20305,7 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_5{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteDnsProviderIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20499,7 +20499,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateTrafficIntentGroup_1{resp.(*CreateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateTrafficIntentGroup_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20516,7 +20516,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateTrafficIntentGroup_2{resp.(*CreateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateTrafficIntentGroup_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20533,7 +20533,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateTrafficIntentGroup_3{resp.(*CreateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20567,7 +20567,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetTrafficIntentGroup_1{resp.(*GetTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetTrafficIntentGroup_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20584,7 +20584,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetTrafficIntentGroup_2{resp.(*GetTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetTrafficIntentGroup_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20601,7 +20601,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetTrafficIntentGroup_3{resp.(*GetTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListTrafficIntentGroups_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20635,7 +20635,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListTrafficIntentGroups_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListTrafficIntentGroups_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListTrafficIntentGroups_1{resp.(*ListTrafficIntentGroupsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListTrafficIntentGroups_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20652,7 +20652,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListTrafficIntentGroups_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListTrafficIntentGroups_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListTrafficIntentGroups_2{resp.(*ListTrafficIntentGroupsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListTrafficIntentGroups_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20669,7 +20669,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListTrafficIntentGroups_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListTrafficIntentGroups_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListTrafficIntentGroups_3{resp.(*ListTrafficIntentGroupsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20703,7 +20703,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateTrafficIntentGroup_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateTrafficIntentGroup_1{resp.(*UpdateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateTrafficIntentGroup_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20720,7 +20720,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateTrafficIntentGroup_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateTrafficIntentGroup_2{resp.(*UpdateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateTrafficIntentGroup_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20737,7 +20737,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateTrafficIntentGroup_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateTrafficIntentGroup_3{resp.(*UpdateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20839,7 +20839,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_1{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20856,7 +20856,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_2{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20873,7 +20873,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_3{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20890,7 +20890,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_4{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateInterclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20907,7 +20907,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateInterclusterIntent_5{resp.(*CreateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20941,7 +20941,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_1{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20958,7 +20958,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_2{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20975,7 +20975,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_3{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -20992,7 +20992,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_4{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetInterclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21009,7 +21009,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetInterclusterIntent_5{resp.(*GetInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21043,7 +21043,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_1{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21060,7 +21060,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_2{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21077,7 +21077,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_3{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21094,7 +21094,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_4{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListInterclusterIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21111,7 +21111,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListInterclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListInterclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListInterclusterIntents_5{resp.(*ListInterclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21145,7 +21145,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_1{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21162,7 +21162,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_2{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21179,7 +21179,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_3{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21196,7 +21196,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_4{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateInterclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21213,7 +21213,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateInterclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateInterclusterIntent_5{resp.(*UpdateInterclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteInterclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21349,7 +21349,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_1{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21366,7 +21366,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_2{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21383,7 +21383,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_3{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21400,7 +21400,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_4{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateIntraclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21417,7 +21417,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateIntraclusterIntent_5{resp.(*CreateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21451,7 +21451,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_1{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21468,7 +21468,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_2{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21485,7 +21485,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_3{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21502,7 +21502,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_4{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetIntraclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21519,7 +21519,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetIntraclusterIntent_5{resp.(*GetIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21553,7 +21553,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_1{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21570,7 +21570,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_2{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21587,7 +21587,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_3{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21604,7 +21604,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_4{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListIntraclusterIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21621,7 +21621,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListIntraclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListIntraclusterIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListIntraclusterIntents_5{resp.(*ListIntraclusterIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21655,7 +21655,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_1{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21672,7 +21672,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_2{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21689,7 +21689,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_3{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21706,7 +21706,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_4{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateIntraclusterIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21723,7 +21723,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateIntraclusterIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateIntraclusterIntent_5{resp.(*UpdateIntraclusterIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteIntraclusterIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21859,7 +21859,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_1{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21876,7 +21876,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_2{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21893,7 +21893,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_3{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21910,7 +21910,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_4{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalOutboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21927,7 +21927,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalOutboundIntent_5{resp.(*CreateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21961,7 +21961,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_1{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21978,7 +21978,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_2{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -21995,7 +21995,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_3{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22012,7 +22012,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_4{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalOutboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22029,7 +22029,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalOutboundIntent_5{resp.(*GetExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22063,7 +22063,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_1{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22080,7 +22080,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_2{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22097,7 +22097,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_3{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22114,7 +22114,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_4{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalOutboundIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22131,7 +22131,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalOutboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalOutboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalOutboundIntents_5{resp.(*ListExternalOutboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22165,7 +22165,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_1{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22182,7 +22182,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_2{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22199,7 +22199,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_3{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22216,7 +22216,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_4{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalOutboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22233,7 +22233,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalOutboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalOutboundIntent_5{resp.(*UpdateExternalOutboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteExternalOutboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22369,7 +22369,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_1{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22386,7 +22386,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_2{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22403,7 +22403,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_3{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22420,7 +22420,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_4{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateExternalInboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22437,7 +22437,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateExternalInboundIntent_5{resp.(*CreateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22471,7 +22471,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_1{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22488,7 +22488,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_2{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22505,7 +22505,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_3{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22522,7 +22522,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_4{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetExternalInboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22539,7 +22539,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetExternalInboundIntent_5{resp.(*GetExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22573,7 +22573,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_1{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22590,7 +22590,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_2{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22607,7 +22607,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_3{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22624,7 +22624,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_4{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListExternalInboundIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22641,7 +22641,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListExternalInboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListExternalInboundIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListExternalInboundIntents_5{resp.(*ListExternalInboundIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22675,7 +22675,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_1{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22692,7 +22692,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_2{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22709,7 +22709,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_3{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22726,7 +22726,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_4{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateExternalInboundIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22743,7 +22743,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateExternalInboundIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateExternalInboundIntent_5{resp.(*UpdateExternalInboundIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteExternalInboundIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22879,7 +22879,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_1{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22896,7 +22896,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_2{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22913,7 +22913,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_3{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22930,7 +22930,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_4{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_TrafficService_CreateDnsProviderIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22947,7 +22947,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_CreateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_CreateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_CreateDnsProviderIntent_5{resp.(*CreateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22981,7 +22981,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_1{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -22998,7 +22998,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_2{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23015,7 +23015,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_3{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23032,7 +23032,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_4{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsProviderIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23049,7 +23049,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_GetDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_GetDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsProviderIntent_5{resp.(*GetDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23083,7 +23083,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_1{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23100,7 +23100,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_2{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23117,7 +23117,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_3{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23134,7 +23134,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_4{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodGet, pattern_TrafficService_ListDnsProviderIntents_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23151,7 +23151,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_ListDnsProviderIntents_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_ListDnsProviderIntents_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_ListDnsProviderIntents_5{resp.(*ListDnsProviderIntentsResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23185,7 +23185,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_1(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_1{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23202,7 +23202,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_2(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_2{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23219,7 +23219,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_3(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_3{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23236,7 +23236,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_4(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_4{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_TrafficService_UpdateDnsProviderIntent_5, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23253,7 +23253,7 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_TrafficService_UpdateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_TrafficService_UpdateDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_UpdateDnsProviderIntent_5{resp.(*UpdateDnsProviderIntentResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteDnsProviderIntent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -23369,11 +23369,65 @@ func (m response_TrafficService_CreateTrafficIntentGroup_0) XXX_ResponseBody() i
 	return response.TrafficIntentGroup
 }
 
+type response_TrafficService_CreateTrafficIntentGroup_1 struct {
+	*CreateTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_CreateTrafficIntentGroup_1) XXX_ResponseBody() interface{} {
+	response := m.CreateTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_CreateTrafficIntentGroup_2 struct {
+	*CreateTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_CreateTrafficIntentGroup_2) XXX_ResponseBody() interface{} {
+	response := m.CreateTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_CreateTrafficIntentGroup_3 struct {
+	*CreateTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_CreateTrafficIntentGroup_3) XXX_ResponseBody() interface{} {
+	response := m.CreateTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
 type response_TrafficService_GetTrafficIntentGroup_0 struct {
 	*GetTrafficIntentGroupResponse
 }
 
 func (m response_TrafficService_GetTrafficIntentGroup_0) XXX_ResponseBody() interface{} {
+	response := m.GetTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_GetTrafficIntentGroup_1 struct {
+	*GetTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_GetTrafficIntentGroup_1) XXX_ResponseBody() interface{} {
+	response := m.GetTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_GetTrafficIntentGroup_2 struct {
+	*GetTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_GetTrafficIntentGroup_2) XXX_ResponseBody() interface{} {
+	response := m.GetTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_GetTrafficIntentGroup_3 struct {
+	*GetTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_GetTrafficIntentGroup_3) XXX_ResponseBody() interface{} {
 	response := m.GetTrafficIntentGroupResponse
 	return response.TrafficIntentGroup
 }
@@ -23387,11 +23441,65 @@ func (m response_TrafficService_ListTrafficIntentGroups_0) XXX_ResponseBody() in
 	return response.TrafficIntentGroups
 }
 
+type response_TrafficService_ListTrafficIntentGroups_1 struct {
+	*ListTrafficIntentGroupsResponse
+}
+
+func (m response_TrafficService_ListTrafficIntentGroups_1) XXX_ResponseBody() interface{} {
+	response := m.ListTrafficIntentGroupsResponse
+	return response.TrafficIntentGroups
+}
+
+type response_TrafficService_ListTrafficIntentGroups_2 struct {
+	*ListTrafficIntentGroupsResponse
+}
+
+func (m response_TrafficService_ListTrafficIntentGroups_2) XXX_ResponseBody() interface{} {
+	response := m.ListTrafficIntentGroupsResponse
+	return response.TrafficIntentGroups
+}
+
+type response_TrafficService_ListTrafficIntentGroups_3 struct {
+	*ListTrafficIntentGroupsResponse
+}
+
+func (m response_TrafficService_ListTrafficIntentGroups_3) XXX_ResponseBody() interface{} {
+	response := m.ListTrafficIntentGroupsResponse
+	return response.TrafficIntentGroups
+}
+
 type response_TrafficService_UpdateTrafficIntentGroup_0 struct {
 	*UpdateTrafficIntentGroupResponse
 }
 
 func (m response_TrafficService_UpdateTrafficIntentGroup_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_UpdateTrafficIntentGroup_1 struct {
+	*UpdateTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_UpdateTrafficIntentGroup_1) XXX_ResponseBody() interface{} {
+	response := m.UpdateTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_UpdateTrafficIntentGroup_2 struct {
+	*UpdateTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_UpdateTrafficIntentGroup_2) XXX_ResponseBody() interface{} {
+	response := m.UpdateTrafficIntentGroupResponse
+	return response.TrafficIntentGroup
+}
+
+type response_TrafficService_UpdateTrafficIntentGroup_3 struct {
+	*UpdateTrafficIntentGroupResponse
+}
+
+func (m response_TrafficService_UpdateTrafficIntentGroup_3) XXX_ResponseBody() interface{} {
 	response := m.UpdateTrafficIntentGroupResponse
 	return response.TrafficIntentGroup
 }
@@ -23405,11 +23513,101 @@ func (m response_TrafficService_CreateInterclusterIntent_0) XXX_ResponseBody() i
 	return response.InterclusterIntent
 }
 
+type response_TrafficService_CreateInterclusterIntent_1 struct {
+	*CreateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateInterclusterIntent_1) XXX_ResponseBody() interface{} {
+	response := m.CreateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_CreateInterclusterIntent_2 struct {
+	*CreateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateInterclusterIntent_2) XXX_ResponseBody() interface{} {
+	response := m.CreateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_CreateInterclusterIntent_3 struct {
+	*CreateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateInterclusterIntent_3) XXX_ResponseBody() interface{} {
+	response := m.CreateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_CreateInterclusterIntent_4 struct {
+	*CreateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateInterclusterIntent_4) XXX_ResponseBody() interface{} {
+	response := m.CreateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_CreateInterclusterIntent_5 struct {
+	*CreateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateInterclusterIntent_5) XXX_ResponseBody() interface{} {
+	response := m.CreateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
 type response_TrafficService_GetInterclusterIntent_0 struct {
 	*GetInterclusterIntentResponse
 }
 
 func (m response_TrafficService_GetInterclusterIntent_0) XXX_ResponseBody() interface{} {
+	response := m.GetInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_GetInterclusterIntent_1 struct {
+	*GetInterclusterIntentResponse
+}
+
+func (m response_TrafficService_GetInterclusterIntent_1) XXX_ResponseBody() interface{} {
+	response := m.GetInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_GetInterclusterIntent_2 struct {
+	*GetInterclusterIntentResponse
+}
+
+func (m response_TrafficService_GetInterclusterIntent_2) XXX_ResponseBody() interface{} {
+	response := m.GetInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_GetInterclusterIntent_3 struct {
+	*GetInterclusterIntentResponse
+}
+
+func (m response_TrafficService_GetInterclusterIntent_3) XXX_ResponseBody() interface{} {
+	response := m.GetInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_GetInterclusterIntent_4 struct {
+	*GetInterclusterIntentResponse
+}
+
+func (m response_TrafficService_GetInterclusterIntent_4) XXX_ResponseBody() interface{} {
+	response := m.GetInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_GetInterclusterIntent_5 struct {
+	*GetInterclusterIntentResponse
+}
+
+func (m response_TrafficService_GetInterclusterIntent_5) XXX_ResponseBody() interface{} {
 	response := m.GetInterclusterIntentResponse
 	return response.InterclusterIntent
 }
@@ -23423,11 +23621,101 @@ func (m response_TrafficService_ListInterclusterIntents_0) XXX_ResponseBody() in
 	return response.InterclusterIntents
 }
 
+type response_TrafficService_ListInterclusterIntents_1 struct {
+	*ListInterclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListInterclusterIntents_1) XXX_ResponseBody() interface{} {
+	response := m.ListInterclusterIntentsResponse
+	return response.InterclusterIntents
+}
+
+type response_TrafficService_ListInterclusterIntents_2 struct {
+	*ListInterclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListInterclusterIntents_2) XXX_ResponseBody() interface{} {
+	response := m.ListInterclusterIntentsResponse
+	return response.InterclusterIntents
+}
+
+type response_TrafficService_ListInterclusterIntents_3 struct {
+	*ListInterclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListInterclusterIntents_3) XXX_ResponseBody() interface{} {
+	response := m.ListInterclusterIntentsResponse
+	return response.InterclusterIntents
+}
+
+type response_TrafficService_ListInterclusterIntents_4 struct {
+	*ListInterclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListInterclusterIntents_4) XXX_ResponseBody() interface{} {
+	response := m.ListInterclusterIntentsResponse
+	return response.InterclusterIntents
+}
+
+type response_TrafficService_ListInterclusterIntents_5 struct {
+	*ListInterclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListInterclusterIntents_5) XXX_ResponseBody() interface{} {
+	response := m.ListInterclusterIntentsResponse
+	return response.InterclusterIntents
+}
+
 type response_TrafficService_UpdateInterclusterIntent_0 struct {
 	*UpdateInterclusterIntentResponse
 }
 
 func (m response_TrafficService_UpdateInterclusterIntent_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_UpdateInterclusterIntent_1 struct {
+	*UpdateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateInterclusterIntent_1) XXX_ResponseBody() interface{} {
+	response := m.UpdateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_UpdateInterclusterIntent_2 struct {
+	*UpdateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateInterclusterIntent_2) XXX_ResponseBody() interface{} {
+	response := m.UpdateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_UpdateInterclusterIntent_3 struct {
+	*UpdateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateInterclusterIntent_3) XXX_ResponseBody() interface{} {
+	response := m.UpdateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_UpdateInterclusterIntent_4 struct {
+	*UpdateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateInterclusterIntent_4) XXX_ResponseBody() interface{} {
+	response := m.UpdateInterclusterIntentResponse
+	return response.InterclusterIntent
+}
+
+type response_TrafficService_UpdateInterclusterIntent_5 struct {
+	*UpdateInterclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateInterclusterIntent_5) XXX_ResponseBody() interface{} {
 	response := m.UpdateInterclusterIntentResponse
 	return response.InterclusterIntent
 }
@@ -23441,11 +23729,101 @@ func (m response_TrafficService_CreateIntraclusterIntent_0) XXX_ResponseBody() i
 	return response.IntraclusterIntent
 }
 
+type response_TrafficService_CreateIntraclusterIntent_1 struct {
+	*CreateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateIntraclusterIntent_1) XXX_ResponseBody() interface{} {
+	response := m.CreateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_CreateIntraclusterIntent_2 struct {
+	*CreateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateIntraclusterIntent_2) XXX_ResponseBody() interface{} {
+	response := m.CreateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_CreateIntraclusterIntent_3 struct {
+	*CreateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateIntraclusterIntent_3) XXX_ResponseBody() interface{} {
+	response := m.CreateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_CreateIntraclusterIntent_4 struct {
+	*CreateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateIntraclusterIntent_4) XXX_ResponseBody() interface{} {
+	response := m.CreateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_CreateIntraclusterIntent_5 struct {
+	*CreateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_CreateIntraclusterIntent_5) XXX_ResponseBody() interface{} {
+	response := m.CreateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
 type response_TrafficService_GetIntraclusterIntent_0 struct {
 	*GetIntraclusterIntentResponse
 }
 
 func (m response_TrafficService_GetIntraclusterIntent_0) XXX_ResponseBody() interface{} {
+	response := m.GetIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_GetIntraclusterIntent_1 struct {
+	*GetIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_GetIntraclusterIntent_1) XXX_ResponseBody() interface{} {
+	response := m.GetIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_GetIntraclusterIntent_2 struct {
+	*GetIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_GetIntraclusterIntent_2) XXX_ResponseBody() interface{} {
+	response := m.GetIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_GetIntraclusterIntent_3 struct {
+	*GetIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_GetIntraclusterIntent_3) XXX_ResponseBody() interface{} {
+	response := m.GetIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_GetIntraclusterIntent_4 struct {
+	*GetIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_GetIntraclusterIntent_4) XXX_ResponseBody() interface{} {
+	response := m.GetIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_GetIntraclusterIntent_5 struct {
+	*GetIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_GetIntraclusterIntent_5) XXX_ResponseBody() interface{} {
 	response := m.GetIntraclusterIntentResponse
 	return response.IntraclusterIntent
 }
@@ -23459,11 +23837,101 @@ func (m response_TrafficService_ListIntraclusterIntents_0) XXX_ResponseBody() in
 	return response.IntraclusterIntents
 }
 
+type response_TrafficService_ListIntraclusterIntents_1 struct {
+	*ListIntraclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListIntraclusterIntents_1) XXX_ResponseBody() interface{} {
+	response := m.ListIntraclusterIntentsResponse
+	return response.IntraclusterIntents
+}
+
+type response_TrafficService_ListIntraclusterIntents_2 struct {
+	*ListIntraclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListIntraclusterIntents_2) XXX_ResponseBody() interface{} {
+	response := m.ListIntraclusterIntentsResponse
+	return response.IntraclusterIntents
+}
+
+type response_TrafficService_ListIntraclusterIntents_3 struct {
+	*ListIntraclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListIntraclusterIntents_3) XXX_ResponseBody() interface{} {
+	response := m.ListIntraclusterIntentsResponse
+	return response.IntraclusterIntents
+}
+
+type response_TrafficService_ListIntraclusterIntents_4 struct {
+	*ListIntraclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListIntraclusterIntents_4) XXX_ResponseBody() interface{} {
+	response := m.ListIntraclusterIntentsResponse
+	return response.IntraclusterIntents
+}
+
+type response_TrafficService_ListIntraclusterIntents_5 struct {
+	*ListIntraclusterIntentsResponse
+}
+
+func (m response_TrafficService_ListIntraclusterIntents_5) XXX_ResponseBody() interface{} {
+	response := m.ListIntraclusterIntentsResponse
+	return response.IntraclusterIntents
+}
+
 type response_TrafficService_UpdateIntraclusterIntent_0 struct {
 	*UpdateIntraclusterIntentResponse
 }
 
 func (m response_TrafficService_UpdateIntraclusterIntent_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_UpdateIntraclusterIntent_1 struct {
+	*UpdateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateIntraclusterIntent_1) XXX_ResponseBody() interface{} {
+	response := m.UpdateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_UpdateIntraclusterIntent_2 struct {
+	*UpdateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateIntraclusterIntent_2) XXX_ResponseBody() interface{} {
+	response := m.UpdateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_UpdateIntraclusterIntent_3 struct {
+	*UpdateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateIntraclusterIntent_3) XXX_ResponseBody() interface{} {
+	response := m.UpdateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_UpdateIntraclusterIntent_4 struct {
+	*UpdateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateIntraclusterIntent_4) XXX_ResponseBody() interface{} {
+	response := m.UpdateIntraclusterIntentResponse
+	return response.IntraclusterIntent
+}
+
+type response_TrafficService_UpdateIntraclusterIntent_5 struct {
+	*UpdateIntraclusterIntentResponse
+}
+
+func (m response_TrafficService_UpdateIntraclusterIntent_5) XXX_ResponseBody() interface{} {
 	response := m.UpdateIntraclusterIntentResponse
 	return response.IntraclusterIntent
 }
@@ -23477,11 +23945,101 @@ func (m response_TrafficService_CreateExternalOutboundIntent_0) XXX_ResponseBody
 	return response.ExternalOutboundIntent
 }
 
+type response_TrafficService_CreateExternalOutboundIntent_1 struct {
+	*CreateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalOutboundIntent_1) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_CreateExternalOutboundIntent_2 struct {
+	*CreateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalOutboundIntent_2) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_CreateExternalOutboundIntent_3 struct {
+	*CreateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalOutboundIntent_3) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_CreateExternalOutboundIntent_4 struct {
+	*CreateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalOutboundIntent_4) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_CreateExternalOutboundIntent_5 struct {
+	*CreateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalOutboundIntent_5) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
 type response_TrafficService_GetExternalOutboundIntent_0 struct {
 	*GetExternalOutboundIntentResponse
 }
 
 func (m response_TrafficService_GetExternalOutboundIntent_0) XXX_ResponseBody() interface{} {
+	response := m.GetExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_GetExternalOutboundIntent_1 struct {
+	*GetExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalOutboundIntent_1) XXX_ResponseBody() interface{} {
+	response := m.GetExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_GetExternalOutboundIntent_2 struct {
+	*GetExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalOutboundIntent_2) XXX_ResponseBody() interface{} {
+	response := m.GetExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_GetExternalOutboundIntent_3 struct {
+	*GetExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalOutboundIntent_3) XXX_ResponseBody() interface{} {
+	response := m.GetExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_GetExternalOutboundIntent_4 struct {
+	*GetExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalOutboundIntent_4) XXX_ResponseBody() interface{} {
+	response := m.GetExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_GetExternalOutboundIntent_5 struct {
+	*GetExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalOutboundIntent_5) XXX_ResponseBody() interface{} {
 	response := m.GetExternalOutboundIntentResponse
 	return response.ExternalOutboundIntent
 }
@@ -23495,11 +24053,101 @@ func (m response_TrafficService_ListExternalOutboundIntents_0) XXX_ResponseBody(
 	return response.ExternalOutboundIntents
 }
 
+type response_TrafficService_ListExternalOutboundIntents_1 struct {
+	*ListExternalOutboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalOutboundIntents_1) XXX_ResponseBody() interface{} {
+	response := m.ListExternalOutboundIntentsResponse
+	return response.ExternalOutboundIntents
+}
+
+type response_TrafficService_ListExternalOutboundIntents_2 struct {
+	*ListExternalOutboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalOutboundIntents_2) XXX_ResponseBody() interface{} {
+	response := m.ListExternalOutboundIntentsResponse
+	return response.ExternalOutboundIntents
+}
+
+type response_TrafficService_ListExternalOutboundIntents_3 struct {
+	*ListExternalOutboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalOutboundIntents_3) XXX_ResponseBody() interface{} {
+	response := m.ListExternalOutboundIntentsResponse
+	return response.ExternalOutboundIntents
+}
+
+type response_TrafficService_ListExternalOutboundIntents_4 struct {
+	*ListExternalOutboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalOutboundIntents_4) XXX_ResponseBody() interface{} {
+	response := m.ListExternalOutboundIntentsResponse
+	return response.ExternalOutboundIntents
+}
+
+type response_TrafficService_ListExternalOutboundIntents_5 struct {
+	*ListExternalOutboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalOutboundIntents_5) XXX_ResponseBody() interface{} {
+	response := m.ListExternalOutboundIntentsResponse
+	return response.ExternalOutboundIntents
+}
+
 type response_TrafficService_UpdateExternalOutboundIntent_0 struct {
 	*UpdateExternalOutboundIntentResponse
 }
 
 func (m response_TrafficService_UpdateExternalOutboundIntent_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_UpdateExternalOutboundIntent_1 struct {
+	*UpdateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalOutboundIntent_1) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_UpdateExternalOutboundIntent_2 struct {
+	*UpdateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalOutboundIntent_2) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_UpdateExternalOutboundIntent_3 struct {
+	*UpdateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalOutboundIntent_3) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_UpdateExternalOutboundIntent_4 struct {
+	*UpdateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalOutboundIntent_4) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalOutboundIntentResponse
+	return response.ExternalOutboundIntent
+}
+
+type response_TrafficService_UpdateExternalOutboundIntent_5 struct {
+	*UpdateExternalOutboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalOutboundIntent_5) XXX_ResponseBody() interface{} {
 	response := m.UpdateExternalOutboundIntentResponse
 	return response.ExternalOutboundIntent
 }
@@ -23513,11 +24161,101 @@ func (m response_TrafficService_CreateExternalInboundIntent_0) XXX_ResponseBody(
 	return response.ExternalInboundIntent
 }
 
+type response_TrafficService_CreateExternalInboundIntent_1 struct {
+	*CreateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalInboundIntent_1) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_CreateExternalInboundIntent_2 struct {
+	*CreateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalInboundIntent_2) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_CreateExternalInboundIntent_3 struct {
+	*CreateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalInboundIntent_3) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_CreateExternalInboundIntent_4 struct {
+	*CreateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalInboundIntent_4) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_CreateExternalInboundIntent_5 struct {
+	*CreateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_CreateExternalInboundIntent_5) XXX_ResponseBody() interface{} {
+	response := m.CreateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
 type response_TrafficService_GetExternalInboundIntent_0 struct {
 	*GetExternalInboundIntentResponse
 }
 
 func (m response_TrafficService_GetExternalInboundIntent_0) XXX_ResponseBody() interface{} {
+	response := m.GetExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_GetExternalInboundIntent_1 struct {
+	*GetExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalInboundIntent_1) XXX_ResponseBody() interface{} {
+	response := m.GetExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_GetExternalInboundIntent_2 struct {
+	*GetExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalInboundIntent_2) XXX_ResponseBody() interface{} {
+	response := m.GetExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_GetExternalInboundIntent_3 struct {
+	*GetExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalInboundIntent_3) XXX_ResponseBody() interface{} {
+	response := m.GetExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_GetExternalInboundIntent_4 struct {
+	*GetExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalInboundIntent_4) XXX_ResponseBody() interface{} {
+	response := m.GetExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_GetExternalInboundIntent_5 struct {
+	*GetExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_GetExternalInboundIntent_5) XXX_ResponseBody() interface{} {
 	response := m.GetExternalInboundIntentResponse
 	return response.ExternalInboundIntent
 }
@@ -23531,11 +24269,101 @@ func (m response_TrafficService_ListExternalInboundIntents_0) XXX_ResponseBody()
 	return response.ExternalInboundIntents
 }
 
+type response_TrafficService_ListExternalInboundIntents_1 struct {
+	*ListExternalInboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalInboundIntents_1) XXX_ResponseBody() interface{} {
+	response := m.ListExternalInboundIntentsResponse
+	return response.ExternalInboundIntents
+}
+
+type response_TrafficService_ListExternalInboundIntents_2 struct {
+	*ListExternalInboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalInboundIntents_2) XXX_ResponseBody() interface{} {
+	response := m.ListExternalInboundIntentsResponse
+	return response.ExternalInboundIntents
+}
+
+type response_TrafficService_ListExternalInboundIntents_3 struct {
+	*ListExternalInboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalInboundIntents_3) XXX_ResponseBody() interface{} {
+	response := m.ListExternalInboundIntentsResponse
+	return response.ExternalInboundIntents
+}
+
+type response_TrafficService_ListExternalInboundIntents_4 struct {
+	*ListExternalInboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalInboundIntents_4) XXX_ResponseBody() interface{} {
+	response := m.ListExternalInboundIntentsResponse
+	return response.ExternalInboundIntents
+}
+
+type response_TrafficService_ListExternalInboundIntents_5 struct {
+	*ListExternalInboundIntentsResponse
+}
+
+func (m response_TrafficService_ListExternalInboundIntents_5) XXX_ResponseBody() interface{} {
+	response := m.ListExternalInboundIntentsResponse
+	return response.ExternalInboundIntents
+}
+
 type response_TrafficService_UpdateExternalInboundIntent_0 struct {
 	*UpdateExternalInboundIntentResponse
 }
 
 func (m response_TrafficService_UpdateExternalInboundIntent_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_UpdateExternalInboundIntent_1 struct {
+	*UpdateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalInboundIntent_1) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_UpdateExternalInboundIntent_2 struct {
+	*UpdateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalInboundIntent_2) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_UpdateExternalInboundIntent_3 struct {
+	*UpdateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalInboundIntent_3) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_UpdateExternalInboundIntent_4 struct {
+	*UpdateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalInboundIntent_4) XXX_ResponseBody() interface{} {
+	response := m.UpdateExternalInboundIntentResponse
+	return response.ExternalInboundIntent
+}
+
+type response_TrafficService_UpdateExternalInboundIntent_5 struct {
+	*UpdateExternalInboundIntentResponse
+}
+
+func (m response_TrafficService_UpdateExternalInboundIntent_5) XXX_ResponseBody() interface{} {
 	response := m.UpdateExternalInboundIntentResponse
 	return response.ExternalInboundIntent
 }
@@ -23549,11 +24377,101 @@ func (m response_TrafficService_CreateDnsProviderIntent_0) XXX_ResponseBody() in
 	return response.DnsProviderIntent
 }
 
+type response_TrafficService_CreateDnsProviderIntent_1 struct {
+	*CreateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_CreateDnsProviderIntent_1) XXX_ResponseBody() interface{} {
+	response := m.CreateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_CreateDnsProviderIntent_2 struct {
+	*CreateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_CreateDnsProviderIntent_2) XXX_ResponseBody() interface{} {
+	response := m.CreateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_CreateDnsProviderIntent_3 struct {
+	*CreateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_CreateDnsProviderIntent_3) XXX_ResponseBody() interface{} {
+	response := m.CreateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_CreateDnsProviderIntent_4 struct {
+	*CreateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_CreateDnsProviderIntent_4) XXX_ResponseBody() interface{} {
+	response := m.CreateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_CreateDnsProviderIntent_5 struct {
+	*CreateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_CreateDnsProviderIntent_5) XXX_ResponseBody() interface{} {
+	response := m.CreateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
 type response_TrafficService_GetDnsProviderIntent_0 struct {
 	*GetDnsProviderIntentResponse
 }
 
 func (m response_TrafficService_GetDnsProviderIntent_0) XXX_ResponseBody() interface{} {
+	response := m.GetDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_GetDnsProviderIntent_1 struct {
+	*GetDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_GetDnsProviderIntent_1) XXX_ResponseBody() interface{} {
+	response := m.GetDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_GetDnsProviderIntent_2 struct {
+	*GetDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_GetDnsProviderIntent_2) XXX_ResponseBody() interface{} {
+	response := m.GetDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_GetDnsProviderIntent_3 struct {
+	*GetDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_GetDnsProviderIntent_3) XXX_ResponseBody() interface{} {
+	response := m.GetDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_GetDnsProviderIntent_4 struct {
+	*GetDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_GetDnsProviderIntent_4) XXX_ResponseBody() interface{} {
+	response := m.GetDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_GetDnsProviderIntent_5 struct {
+	*GetDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_GetDnsProviderIntent_5) XXX_ResponseBody() interface{} {
 	response := m.GetDnsProviderIntentResponse
 	return response.DnsProviderIntent
 }
@@ -23567,11 +24485,101 @@ func (m response_TrafficService_ListDnsProviderIntents_0) XXX_ResponseBody() int
 	return response.DnsProviderIntents
 }
 
+type response_TrafficService_ListDnsProviderIntents_1 struct {
+	*ListDnsProviderIntentsResponse
+}
+
+func (m response_TrafficService_ListDnsProviderIntents_1) XXX_ResponseBody() interface{} {
+	response := m.ListDnsProviderIntentsResponse
+	return response.DnsProviderIntents
+}
+
+type response_TrafficService_ListDnsProviderIntents_2 struct {
+	*ListDnsProviderIntentsResponse
+}
+
+func (m response_TrafficService_ListDnsProviderIntents_2) XXX_ResponseBody() interface{} {
+	response := m.ListDnsProviderIntentsResponse
+	return response.DnsProviderIntents
+}
+
+type response_TrafficService_ListDnsProviderIntents_3 struct {
+	*ListDnsProviderIntentsResponse
+}
+
+func (m response_TrafficService_ListDnsProviderIntents_3) XXX_ResponseBody() interface{} {
+	response := m.ListDnsProviderIntentsResponse
+	return response.DnsProviderIntents
+}
+
+type response_TrafficService_ListDnsProviderIntents_4 struct {
+	*ListDnsProviderIntentsResponse
+}
+
+func (m response_TrafficService_ListDnsProviderIntents_4) XXX_ResponseBody() interface{} {
+	response := m.ListDnsProviderIntentsResponse
+	return response.DnsProviderIntents
+}
+
+type response_TrafficService_ListDnsProviderIntents_5 struct {
+	*ListDnsProviderIntentsResponse
+}
+
+func (m response_TrafficService_ListDnsProviderIntents_5) XXX_ResponseBody() interface{} {
+	response := m.ListDnsProviderIntentsResponse
+	return response.DnsProviderIntents
+}
+
 type response_TrafficService_UpdateDnsProviderIntent_0 struct {
 	*UpdateDnsProviderIntentResponse
 }
 
 func (m response_TrafficService_UpdateDnsProviderIntent_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_UpdateDnsProviderIntent_1 struct {
+	*UpdateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_UpdateDnsProviderIntent_1) XXX_ResponseBody() interface{} {
+	response := m.UpdateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_UpdateDnsProviderIntent_2 struct {
+	*UpdateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_UpdateDnsProviderIntent_2) XXX_ResponseBody() interface{} {
+	response := m.UpdateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_UpdateDnsProviderIntent_3 struct {
+	*UpdateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_UpdateDnsProviderIntent_3) XXX_ResponseBody() interface{} {
+	response := m.UpdateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_UpdateDnsProviderIntent_4 struct {
+	*UpdateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_UpdateDnsProviderIntent_4) XXX_ResponseBody() interface{} {
+	response := m.UpdateDnsProviderIntentResponse
+	return response.DnsProviderIntent
+}
+
+type response_TrafficService_UpdateDnsProviderIntent_5 struct {
+	*UpdateDnsProviderIntentResponse
+}
+
+func (m response_TrafficService_UpdateDnsProviderIntent_5) XXX_ResponseBody() interface{} {
 	response := m.UpdateDnsProviderIntentResponse
 	return response.DnsProviderIntent
 }

@@ -63,7 +63,6 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		runtime.WithRoutingErrorHandler(routingError),
 		runtime.WithForwardResponseOption(setStatus),
 		runtime.WithForwardResponseOption(pageHeader),
-		runtime.WithForwardResponseRewriter(sameAnswer),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(noteRoute),
