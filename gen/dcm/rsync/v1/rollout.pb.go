@@ -347,7 +347,12 @@ type SubmitRolloutRequest struct {
 	// owner names the rollout, e.g. "lc/<project>/<logical cloud>".
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// clusters and what each must hold; a cluster at most once.
-	Clusters      []*ClusterResources `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*ClusterResources `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// host_owner, when set, is the owner whose Namespaces this rollout's
+	// namespaced objects may go in besides its own (a traffic intent group
+	// configures its logical cloud's namespace); any other owner's
+	// Namespace is refused as always.
+	HostOwner     string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -394,6 +399,13 @@ func (x *SubmitRolloutRequest) GetClusters() []*ClusterResources {
 		return x.Clusters
 	}
 	return nil
+}
+
+func (x *SubmitRolloutRequest) GetHostOwner() string {
+	if x != nil {
+		return x.HostOwner
+	}
+	return ""
 }
 
 // SubmitRolloutResponse tells the generation now desired.
@@ -448,7 +460,9 @@ type UpdateRolloutRequest struct {
 	// owner names the rollout.
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// clusters and what each must now hold; a cluster left out is emptied.
-	Clusters      []*ClusterResources `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*ClusterResources `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// host_owner: as SubmitRolloutRequest's; it replaces the rollout's.
+	HostOwner     string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +509,13 @@ func (x *UpdateRolloutRequest) GetClusters() []*ClusterResources {
 		return x.Clusters
 	}
 	return nil
+}
+
+func (x *UpdateRolloutRequest) GetHostOwner() string {
+	if x != nil {
+		return x.HostOwner
+	}
+	return ""
 }
 
 // UpdateRolloutResponse tells the generation now desired.
@@ -2281,7 +2302,10 @@ type StoredRollout struct {
 	// manifests holds only their hash ("sha256:<hex>"); the manifests
 	// themselves are the record's sealed secret "sensitive", a JSON array in
 	// this order, opened only by the engine to apply them.
-	Sealed        []int32 `protobuf:"varint,7,rep,packed,name=sealed,proto3" json:"sealed,omitempty"`
+	Sealed []int32 `protobuf:"varint,7,rep,packed,name=sealed,proto3" json:"sealed,omitempty"`
+	// host_owner is the owner whose Namespaces this rollout may use besides
+	// its own (SubmitRolloutRequest.host_owner).
+	HostOwner     string `protobuf:"bytes,8,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2363,6 +2387,13 @@ func (x *StoredRollout) GetSealed() []int32 {
 		return x.Sealed
 	}
 	return nil
+}
+
+func (x *StoredRollout) GetHostOwner() string {
+	if x != nil {
+		return x.HostOwner
+	}
+	return ""
 }
 
 // StoredTarget is one cluster of a StoredRollout.
@@ -2535,18 +2566,22 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\tresources\x18\x03 \x03(\v2\x16.dcm.rsync.v1.ResourceB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\tresources\"Q\n" +
 	"\bResource\x12'\n" +
 	"\bmanifest\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@R\bmanifest\x12\x1c\n" +
-	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xa2\x01\n" +
+	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xcb\x01\n" +
 	"\x14SubmitRolloutRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12E\n" +
-	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\"7\n" +
+	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\x12'\n" +
+	"\n" +
+	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\"7\n" +
 	"\x15SubmitRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
-	"generation\"\x7f\n" +
+	"generation\"\xa8\x01\n" +
 	"\x14UpdateRolloutRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\x12E\n" +
-	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\"7\n" +
+	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\x12'\n" +
+	"\n" +
+	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\"7\n" +
 	"\x15UpdateRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
@@ -2683,7 +2718,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xe7\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x86\x02\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2693,7 +2728,9 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\astopped\x18\x04 \x01(\bR\astopped\x12\x1c\n" +
 	"\tmanifests\x18\x05 \x03(\tR\tmanifests\x124\n" +
 	"\atargets\x18\x06 \x03(\v2\x1a.dcm.rsync.v1.StoredTargetR\atargets\x12\x16\n" +
-	"\x06sealed\x18\a \x03(\x05R\x06sealed\"b\n" +
+	"\x06sealed\x18\a \x03(\x05R\x06sealed\x12\x1d\n" +
+	"\n" +
+	"host_owner\x18\b \x01(\tR\thostOwner\"b\n" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +

@@ -335,21 +335,22 @@ func ownerName(owner string) string {
 // the other, so that a rollout submitted just before this program stopped
 // (its phase unsaved) is taken over rather than refused.
 func (s *LogicalClouds) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
-	return s.submitAs(ctx, rolloutOwner(project, lc), clusters, update)
+	return s.submitAs(ctx, rolloutOwner(project, lc), "", clusters, update)
 }
 
 // submitAs is submit for any rollout owner (a logical cloud's, a traffic
-// intent group's).
-func (s *LogicalClouds) submitAs(ctx context.Context, owner string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
+// intent group's), whose namespaced objects may go in the Namespaces of
+// host besides its own (a traffic group's logical cloud; "": none).
+func (s *LogicalClouds) submitAs(ctx context.Context, owner, host string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	if !update {
-		resp, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+		resp, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
 		if errs.Code(err) != codes.AlreadyExists {
 			return resp.GetGeneration(), err
 		}
 	}
-	resp, err := s.peers.RsyncInternal.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, Clusters: clusters})
+	resp, err := s.peers.RsyncInternal.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
 	if update && errs.Code(err) == codes.NotFound {
-		sub, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+		sub, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
 		return sub.GetGeneration(), err
 	}
 	return resp.GetGeneration(), err

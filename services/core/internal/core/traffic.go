@@ -314,7 +314,9 @@ func (t *TrafficRollouts) renderAndSubmit(ctx context.Context, g groupRef, lc st
 		}
 		clusters = append(clusters, cr)
 	}
-	return t.clouds.submitAs(ctx, g.owner(), clusters, update)
+	// The objects go in the logical cloud's namespace, which its own
+	// rollout holds: the group's rollout is its guest there.
+	return t.clouds.submitAs(ctx, g.owner(), rolloutOwner(g.project, lc), clusters, update)
 }
 
 // trafficHolds refuses (409 REFERENCED) to terminate a logical cloud that

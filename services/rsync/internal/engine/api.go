@@ -86,6 +86,13 @@ func (e *Engine) waitLoaded(ctx context.Context) error {
 // Submit stores ownerID's first desired state (or a new one after its
 // rollout was deleted) and starts applying it.
 func (e *Engine) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return e.SubmitGuest(ctx, ownerID, "", clusters)
+}
+
+// SubmitGuest is Submit for a rollout whose namespaced objects may also
+// go in the Namespaces of host (another owner): a traffic intent group's
+// in its logical cloud's namespace.
+func (e *Engine) SubmitGuest(ctx context.Context, ownerID, host string, clusters []*rsyncv1.ClusterResources) (int64, error) {
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o != nil {
 			e.mu.Lock()
@@ -95,13 +102,28 @@ func (e *Engine) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1
 				return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
 			}
 		}
-		return e.build(ctx, ownerID, clusters)
+		return e.buildGuest(ctx, ownerID, host, clusters)
 	})
+}
+
+// buildGuest is build with the rollout's host owner.
+func (e *Engine) buildGuest(ctx context.Context, ownerID, host string, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
+	rec, objs, err := e.build(ctx, ownerID, clusters)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec.HostOwner = host
+	return rec, objs, nil
 }
 
 // Update replaces ownerID's desired state: changes are applied, what was
 // dropped is deleted. It resumes a stopped rollout.
 func (e *Engine) Update(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return e.UpdateGuest(ctx, ownerID, "", clusters)
+}
+
+// UpdateGuest is Update with the rollout's host owner (see SubmitGuest).
+func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, clusters []*rsyncv1.ClusterResources) (int64, error) {
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o == nil {
 			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
@@ -109,7 +131,7 @@ func (e *Engine) Update(ctx context.Context, ownerID string, clusters []*rsyncv1
 		if o.rec.GetDeleting() {
 			return nil, nil, errs.FailedPrecondition("rollout %q is deleted: submit it anew", ownerID)
 		}
-		return e.build(ctx, ownerID, clusters)
+		return e.buildGuest(ctx, ownerID, host, clusters)
 	})
 }
 

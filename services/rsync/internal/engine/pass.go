@@ -81,6 +81,9 @@ type stepInfo struct {
 	// nsOther is another owner that rsync's record says manages the
 	// object's Namespace.
 	nsOther string
+	// host is the owner whose Namespaces the rollout may use besides its
+	// own (StoredRollout.host_owner).
+	host string
 	// labels of the manifest the record says was applied, for deleting an
 	// object applied before objects were stamped; labelsKnown is false
 	// when that manifest is no longer in the rollout.
@@ -94,7 +97,7 @@ func (e *Engine) stepInfo(t *task, r *rsyncv1.ResourceStatus) stepInfo {
 	owner := o.rec.GetOwner()
 	ck := clusterKey(t.provider, t.cluster)
 	key := keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())
-	in := stepInfo{owner: owner, owned: r.GetOwned()}
+	in := stepInfo{owner: owner, owned: r.GetOwned(), host: o.rec.GetHostOwner()}
 	if c := e.claimant(ck, key); c != "" && c != owner {
 		in.other = c
 	}
@@ -107,7 +110,7 @@ func (e *Engine) stepInfo(t *task, r *rsyncv1.ResourceStatus) stepInfo {
 					in.nsOwned = 1
 				}
 			}
-		} else if c := e.claimant(ck, nsKey); c != "" && c != owner {
+		} else if c := e.claimant(ck, nsKey); c != "" && c != owner && c != in.host {
 			in.nsOther = c
 		}
 	}

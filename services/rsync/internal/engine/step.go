@@ -122,7 +122,7 @@ func (e *Engine) checkNamespace(ctx context.Context, cl Cluster, in stepInfo, ns
 		return err
 	}
 	var verdict error
-	if o := live.GetAnnotations()[OwnerAnnotation]; o != "" && o != in.owner {
+	if o := live.GetAnnotations()[OwnerAnnotation]; o != "" && o != in.owner && (in.host == "" || o != in.host) {
 		verdict = refused("Namespace", "", ns, o)
 	}
 	namespaces[ns] = verdict

@@ -31,33 +31,38 @@ func (f *fakeRsync) GetServiceAccountToken(_ context.Context, in *rsyncv1.GetSer
 		ExpireTime: timestamppb.New(time.Now().Add(f.lifetime))}, nil
 }
 
+// reader is cluster c of provider edge, read as group g1's DNS reader.
+func reader(c string) Cluster {
+	return Cluster{Provider: "edge", Cluster: c, Namespace: "lc1-ns", ServiceAccount: "g1-dns-reader"}
+}
+
 func TestRsyncConnector(t *testing.T) {
 	f := &fakeRsync{lifetime: time.Hour}
 	connect := RsyncConnector(f)
 	ctx := context.Background()
-	rc, err := connect(ctx, "edge", "c1")
+	rc, err := connect(ctx, reader("c1"))
 	require.NoError(t, err)
 	require.Equal(t, "https://c1.invalid:6443", rc.Host)
 	require.Equal(t, "token-c1", rc.BearerToken)
 	require.Equal(t, []byte("CA of c1"), rc.CAData)
 	require.Equal(t, "api.c1", rc.ServerName)
 	require.Len(t, f.tokens, 1)
-	require.Equal(t, ReaderNamespace, f.tokens[0].GetNamespace())
-	require.Equal(t, ReaderServiceAccount, f.tokens[0].GetServiceAccount())
+	require.Equal(t, "lc1-ns", f.tokens[0].GetNamespace())
+	require.Equal(t, "g1-dns-reader", f.tokens[0].GetServiceAccount())
 	require.Equal(t, int64(3600), f.tokens[0].GetExpirationSeconds())
 
-	_, err = connect(ctx, "edge", "c1")
+	_, err = connect(ctx, reader("c1"))
 	require.NoError(t, err)
 	require.Len(t, f.tokens, 1, "a token with life left is reused")
-	_, err = connect(ctx, "edge", "c2")
+	_, err = connect(ctx, reader("c2"))
 	require.NoError(t, err)
 	require.Len(t, f.tokens, 2, "one token per cluster")
 
 	f.lifetime = 5 * time.Minute // below the renewal margin
 	g := RsyncConnector(f)
-	_, err = g(ctx, "edge", "c3")
+	_, err = g(ctx, reader("c3"))
 	require.NoError(t, err)
-	_, err = g(ctx, "edge", "c3")
+	_, err = g(ctx, reader("c3"))
 	require.NoError(t, err)
 	require.Len(t, f.tokens, 4, "a token about to expire is renewed")
 }

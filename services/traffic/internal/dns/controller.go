@@ -21,7 +21,7 @@ import (
 
 // Connector answers how to reach a cluster's API server as a reader of its
 // DNSEndpoints (in production, RsyncConnector).
-type Connector func(ctx context.Context, provider, cluster string) (*rest.Config, error)
+type Connector func(ctx context.Context, c Cluster) (*rest.Config, error)
 
 // Controller keeps every stored run's records in its DNS provider. It is
 // single-replica: two controllers on one store would run the same passes

@@ -24,15 +24,15 @@ import (
 
 func zapNop() *zap.Logger { return zap.NewNop() }
 
-func unreachable(_ context.Context, provider, cluster string) (*rest.Config, error) {
-	return nil, fmt.Errorf("cluster %s/%s is unreachable", provider, cluster)
+func unreachable(_ context.Context, c Cluster) (*rest.Config, error) {
+	return nil, fmt.Errorf("cluster %s/%s is unreachable", c.Provider, c.Cluster)
 }
 
 func validRun() Run {
 	return Run{Intent: "dns", ID: "ms1", ExternalName: "service1.example.com", Provider: "rfc2136",
 		Params:      map[string]string{"rfc2136-host": "127.0.0.1", "rfc2136-zone": "example.com", "rfc2136-tsig-keyname": "k"},
 		Credentials: map[string]string{"rfc2136-tsig-secret": "c2VjcmV0"},
-		Clusters:    []Cluster{{"edge", "c1"}}, Selector: map[string]string{"run": "ms1"}}
+		Clusters:    []Cluster{{"edge", "c1", "lc1-ns", "g1-dns-reader"}}, Selector: map[string]string{"run": "ms1"}}
 }
 
 func TestSetRefusesBadRuns(t *testing.T) {
@@ -145,7 +145,7 @@ func TestCredentialsStaySealed(t *testing.T) {
 // passes' errors.
 func TestRunKeepsGoing(t *testing.T) {
 	var passes atomic.Int32
-	connect := func(context.Context, string, string) (*rest.Config, error) {
+	connect := func(context.Context, Cluster) (*rest.Config, error) {
 		passes.Add(1)
 		return nil, errors.New("down")
 	}

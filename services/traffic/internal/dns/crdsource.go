@@ -18,7 +18,7 @@ import (
 // dnsEndpoints is external-dns's DNSEndpoint resource.
 var dnsEndpoints = schema.GroupVersionResource{Group: "externaldns.k8s.io", Version: "v1alpha1", Resource: "dnsendpoints"}
 
-// crdSource reads one cluster's DNSEndpoints (every namespace, filtered by
+// crdSource reads one cluster's DNSEndpoints (in one namespace, filtered by
 // labels) into endpoints, as external-dns's CRD source does. That source
 // (package source) is not used: it links every source external-dns has,
 // some of whose modules the module proxy does not serve. This one lists
@@ -29,14 +29,16 @@ type crdSource struct {
 	client   dynamic.Interface
 	selector labels.Selector
 	cluster  string
+	// namespace is the logical cloud's: the reader may list there only.
+	namespace string
 }
 
-func newCRDSource(rc *rest.Config, selector labels.Selector, cluster string) (*crdSource, error) {
+func newCRDSource(rc *rest.Config, selector labels.Selector, cluster, namespace string) (*crdSource, error) {
 	c, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	return &crdSource{client: c, selector: selector, cluster: cluster}, nil
+	return &crdSource{client: c, selector: selector, cluster: cluster, namespace: namespace}, nil
 }
 
 // Endpoints lists the DNSEndpoints; any error (the cluster unreachable,
@@ -45,7 +47,7 @@ func (s *crdSource) Endpoints(ctx context.Context) ([]*endpoint.Endpoint, error)
 	var out []*endpoint.Endpoint
 	opts := metav1.ListOptions{LabelSelector: s.selector.String()}
 	for {
-		list, err := s.client.Resource(dnsEndpoints).Namespace(metav1.NamespaceAll).List(ctx, opts)
+		list, err := s.client.Resource(dnsEndpoints).Namespace(s.namespace).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list DNSEndpoints on cluster %s: %w", s.cluster, err)
 		}

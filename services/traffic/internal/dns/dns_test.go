@@ -120,11 +120,11 @@ func TestRoundTrip(t *testing.T) {
 		installCRD(ctx, t, rc)
 		ensureNamespace(ctx, t, rc, "dns-app")
 	}
-	connect := func(_ context.Context, provider, cluster string) (*rest.Config, error) {
-		if rc, ok := configs[provider+"/"+cluster]; ok {
+	connect := func(_ context.Context, cl Cluster) (*rest.Config, error) {
+		if rc, ok := configs[cl.Provider+"/"+cl.Cluster]; ok {
 			return rc, nil
 		}
-		return nil, fmt.Errorf("cluster %s/%s is unreachable", provider, cluster)
+		return nil, fmt.Errorf("cluster %s/%s is unreachable", cl.Provider, cl.Cluster)
 	}
 	st := storetest.Open(t)
 	c := New(st, connect, zapNop(), time.Minute)
@@ -133,7 +133,7 @@ func TestRoundTrip(t *testing.T) {
 	name := "service1." + b.Zone
 	run := Run{Intent: "dns", ID: "ms1", ExternalName: name, Provider: "rfc2136", Params: bindParams(b),
 		Credentials: map[string]string{"rfc2136-tsig-secret": b.Secret},
-		Clusters:    []Cluster{{"edge", c1}}, Selector: sel}
+		Clusters:    []Cluster{{"edge", c1, "dns-app", "reader"}}, Selector: sel}
 
 	// Another run's DNSEndpoint on the same cluster, other labels: not ours.
 	publish(ctx, t, configs["edge/"+c1], "dns-app", "other", name, "198.51.100.1", map[string]string{"dcm.traffic/run": "other"})
@@ -159,7 +159,7 @@ func TestRoundTrip(t *testing.T) {
 
 	t.Run("two clusters", func(t *testing.T) {
 		publish(ctx, t, configs["edge/"+c2], "dns-app", "ms1", name, "192.0.2.20", sel)
-		run.Clusters = []Cluster{{"edge", c1}, {"edge", c2}}
+		run.Clusters = []Cluster{{"edge", c1, "dns-app", "reader"}, {"edge", c2, "dns-app", "reader"}}
 		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{run}))
 		require.NoError(t, c.SyncOnce(ctx))
 		eventuallyAnswers(t, b, name, []string{"192.0.2.10", "192.0.2.20"})
@@ -167,7 +167,7 @@ func TestRoundTrip(t *testing.T) {
 
 	t.Run("unreachable cluster keeps the records", func(t *testing.T) {
 		broken := run
-		broken.Clusters = []Cluster{{"edge", c1}, {"edge", "gone"}}
+		broken.Clusters = []Cluster{{"edge", c1, "dns-app", "reader"}, {"edge", "gone", "dns-app", "reader"}}
 		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{broken}))
 		require.NoError(t, c.SyncOnce(ctx))
 		s, err := c.Status(ctx, "p/lc/g1")

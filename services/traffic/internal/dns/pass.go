@@ -105,18 +105,18 @@ func (c *Controller) pass(ctx context.Context, s *stored, creds map[string]strin
 }
 
 // sources is one CRD source per cluster of the run (its DNSEndpoints in
-// every namespace carrying the run's labels). A cluster that cannot be
+// its namespace carrying the run's labels). A cluster that cannot be
 // reached fails the pass here, before the zone is planned.
 func (c *Controller) sources(ctx context.Context, s *stored) (*runSource, error) {
 	sel := labels.SelectorFromSet(fromPairs(s.Selector))
 	out := &runSource{name: s.ExternalName}
 	for _, cl := range s.Clusters {
 		name := cl.Provider + "/" + cl.Cluster
-		rc, err := c.connect(ctx, cl.Provider, cl.Cluster)
+		rc, err := c.connect(ctx, cl)
 		if err != nil {
 			return nil, fmt.Errorf("connect to cluster %s: %w", name, err)
 		}
-		src, err := newCRDSource(rc, sel, name)
+		src, err := newCRDSource(rc, sel, name, cl.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", name, err)
 		}

@@ -44,6 +44,10 @@ var (
 	knownCredentials = map[string]bool{"rfc2136-tsig-secret": true, "rfc2136-tsig-keyname": true}
 )
 
+// Parameters are the external-dns parameters a run takes (the traffic
+// service checks a DNS provider intent's against the same list).
+func Parameters() []string { return slices.Sorted(maps.Keys(knownParams)) }
+
 // pair is one map entry. Maps are stored as lists: label keys may hold
 // '.', which the store refuses in field names.
 type pair struct {
@@ -166,8 +170,8 @@ func validate(i int, r Run) error {
 		}
 	}
 	for j, c := range r.Clusters {
-		if c.Provider == "" || c.Cluster == "" {
-			return errs.Invalid(fmt.Sprintf("%sclusters[%d]", at, j), "needs a provider and a cluster")
+		if c.Provider == "" || c.Cluster == "" || c.Namespace == "" || c.ServiceAccount == "" {
+			return errs.Invalid(fmt.Sprintf("%sclusters[%d]", at, j), "needs a provider, a cluster, a namespace and a ServiceAccount")
 		}
 	}
 	_, err := parseParams(at, r.Params, r.Credentials)

@@ -6,9 +6,13 @@
 // once more with no source so that the records it owns are deleted.
 package dns
 
-// Cluster names a cluster a run reads DNSEndpoints from.
+// Cluster names a cluster a run reads DNSEndpoints from, and whom it
+// reads them as: the group's DNS reader ServiceAccount in the logical
+// cloud's namespace (applied by the group's rollout; it may get and list
+// DNSEndpoints there only).
 type Cluster struct {
-	Provider, Cluster string
+	Provider, Cluster         string
+	Namespace, ServiceAccount string
 }
 
 // Run is one DNS provider entry of an applied group.

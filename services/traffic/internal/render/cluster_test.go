@@ -33,6 +33,7 @@ var resources = map[string]string{
 	"ServiceEntry": "serviceentries", "DestinationRule": "destinationrules", "Gateway": "gateways",
 	"VirtualService": "virtualservices", "AuthorizationPolicy": "authorizationpolicies",
 	"PeerAuthentication": "peerauthentications", "DNSEndpoint": "dnsendpoints",
+	"ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
 }
 
 // externalDNSVersion is the external-dns release whose DNSEndpoint CRD the
@@ -82,7 +83,11 @@ func apply(ctx context.Context, hc *http.Client, server, manifest string) error 
 		return fmt.Errorf("kind %s has no resource in the test's table", o.Kind)
 	}
 	q := url.Values{"fieldManager": {"dcm-traffic-test"}, "force": {"true"}, "fieldValidation": {"Strict"}}
-	path := "/apis/" + o.APIVersion + "/namespaces/" + url.PathEscape(o.Metadata.Namespace) + "/" + res + "/" +
+	group := "/apis/"
+	if o.APIVersion == "v1" {
+		group = "/api/" // the core group
+	}
+	path := group + o.APIVersion + "/namespaces/" + url.PathEscape(o.Metadata.Namespace) + "/" + res + "/" +
 		url.PathEscape(o.Metadata.Name) + "?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, server+path, bytes.NewReader([]byte(manifest)))
 	if err != nil {

@@ -54,4 +54,7 @@ type DNSRun struct {
 	Clusters []Target
 	// Selector are the labels of this run's DNSEndpoint objects.
 	Selector map[string]string
+	// Namespace and ServiceAccount are whom the run reads the
+	// DNSEndpoints as, on each of Clusters (the group's DNS reader).
+	Namespace, ServiceAccount string
 }

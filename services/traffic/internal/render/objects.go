@@ -13,6 +13,7 @@ const (
 	networkingV1  = "networking.istio.io/v1"
 	securityV1    = "security.istio.io/v1"
 	externalDNSV1 = "externaldns.k8s.io/v1alpha1"
+	rbacV1        = "rbac.authorization.k8s.io/v1"
 )
 
 // Ranks order a cluster's objects for applying: where traffic may go
@@ -30,6 +31,8 @@ const (
 	rankPeerAuthentication
 	rankDenyAll
 	rankDNSEndpoint
+	// rankReader: the DNS reader's ServiceAccount, Role and RoleBinding.
+	rankReader
 )
 
 // object is one rendered object before it becomes JSON.
@@ -40,6 +43,9 @@ type object struct {
 	// extra labels besides the owner's (the DNS entry's id).
 	extra map[string]string
 	spec  map[string]any
+	// body holds the top-level fields of a kind without spec (the DNS
+	// reader's ServiceAccount and RBAC objects) instead of spec.
+	body map[string]any
 }
 
 // builder collects a group's objects per cluster. Objects several intents
@@ -151,7 +157,11 @@ func (b *builder) manifests() []ClusterManifests {
 		cm := ClusterManifests{Provider: b.in.Clusters[c].Provider, Cluster: b.in.Clusters[c].Cluster}
 		for _, o := range sorted {
 			meta := kube.Meta{Name: o.name, Namespace: b.in.Namespace, Labels: b.labels(o.owner, o.extra)}
-			cm.Manifests = append(cm.Manifests, kube.Manifest(o.apiVersion, o.kind, meta, map[string]any{"spec": o.spec}))
+			body := o.body
+			if body == nil {
+				body = map[string]any{"spec": o.spec}
+			}
+			cm.Manifests = append(cm.Manifests, kube.Manifest(o.apiVersion, o.kind, meta, body))
 		}
 		out = append(out, cm)
 	}

@@ -70,5 +70,6 @@ func Render(in Input) ([]ClusterManifests, []DNSRun, error) {
 		}
 	}
 	b.groupObjects()
+	b.dnsReaders()
 	return b.manifests(), b.runs, nil
 }

@@ -47,7 +47,6 @@ var rfc2136Params = map[string]func(string) string{
 		}
 		return "is not one of hmac-sha1, hmac-sha224, hmac-sha256, hmac-sha384, hmac-sha512"
 	},
-	"rfc2136-tsig-axfr": isBool,
 	"rfc2136-min-ttl": func(v string) string {
 		if d, err := time.ParseDuration(v); err != nil || d < 0 {
 			return "is not a duration (such as 30s)"
@@ -60,11 +59,8 @@ var rfc2136Params = map[string]func(string) string{
 		}
 		return ""
 	},
-	"rfc2136-use-tls":         isBool,
-	"rfc2136-skip-tls-verify": isBool,
-	"domain-filter":           anyText,
-	"txt-owner-id":            anyText,
-	"txt-prefix":              anyText,
+	"domain-filter": anyText,
+	"txt-owner-id":  anyText,
 	"policy": func(v string) string {
 		if slices.Contains([]string{"sync", "upsert-only", "create-only"}, v) {
 			return ""

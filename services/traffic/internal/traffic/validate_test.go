@@ -1,6 +1,8 @@
 package traffic
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/services/traffic/internal/dns"
 )
 
 // fieldOf is the field an error names ("" for none).
@@ -164,4 +167,10 @@ func TestParametersHaveNoDots(t *testing.T) {
 	for k := range rfc2136Params {
 		require.NotContains(t, k, ".")
 	}
+}
+
+// TestDNSParametersAgree: a DNS provider intent is refused at create for a
+// parameter its external-dns run would refuse at apply, and only then.
+func TestDNSParametersAgree(t *testing.T) {
+	require.Equal(t, dns.Parameters(), slices.Sorted(maps.Keys(rfc2136Params)))
 }

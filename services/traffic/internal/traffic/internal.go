@@ -1,0 +1,120 @@
+package traffic
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/traffic/internal/dns"
+	"github.com/dcm-project/dcm/services/traffic/internal/render"
+)
+
+// Internal is the internal API (TrafficInternalService) over the same
+// records: what core tells at apply, update and terminate, and the DNS
+// runs' status it reads back.
+type Internal struct {
+	trafficv1.UnimplementedTrafficInternalServiceServer
+	svc *Service
+	dns *dns.Controller
+}
+
+// Internal serves the internal API over s's records, keeping d's DNS runs
+// in step with what is applied.
+func (s *Service) Internal(d *dns.Controller) *Internal { return &Internal{svc: s, dns: d} }
+
+// Register serves the internal API on r.
+func (i *Internal) Register(r grpc.ServiceRegistrar) {
+	trafficv1.RegisterTrafficInternalServiceServer(r, i)
+}
+
+// RenderTrafficIntentGroup implements trafficv1.TrafficInternalServiceServer.
+func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.RenderTrafficIntentGroupRequest) (*trafficv1.RenderTrafficIntentGroupResponse, error) {
+	l, err := i.svc.Load(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	if lc := l.Group.GetLogicalCloud(); lc != req.GetLogicalCloud() {
+		return nil, errs.FailedPrecondition("traffic intent group %q is for logical cloud %q, not %q", req.GetGroup(), lc, req.GetLogicalCloud())
+	}
+	in := render.Input{
+		Project: req.GetProject(), CompositeApp: req.GetCompositeApp(), Version: req.GetVersion(), Group: req.GetGroup(),
+		LogicalCloud: req.GetLogicalCloud(), Namespace: req.GetNamespace(), IstioNamespace: req.GetIstioNamespace(),
+		Revision: req.GetRevision(),
+		Intercluster: l.Intercluster, Intracluster: l.Intracluster, Outbound: l.Outbound, Inbound: l.Inbound, DNS: l.DNS,
+	}
+	for _, c := range req.GetClusters() {
+		in.Clusters = append(in.Clusters, render.Target{Provider: c.GetProvider(), Cluster: c.GetCluster(),
+			Labels: c.GetLabels(), Address: c.GetLoadbalancerIp()})
+	}
+	clusters, runs, err := render.Render(in)
+	if err != nil {
+		return nil, err
+	}
+	group := groupKey(req)
+	if err := i.dns.Set(ctx, group, dnsRuns(group, l.DNS, runs)); err != nil {
+		return nil, err
+	}
+	if err := i.svc.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), true); err != nil {
+		return nil, err
+	}
+	resp := &trafficv1.RenderTrafficIntentGroupResponse{}
+	sum := sha256.New()
+	for _, c := range clusters {
+		for _, m := range c.Manifests {
+			sum.Write([]byte(m))
+		}
+		resp.Clusters = append(resp.Clusters, &trafficv1.TrafficManifests{Provider: c.Provider, Cluster: c.Cluster, Manifests: c.Manifests})
+	}
+	resp.Digest = hex.EncodeToString(sum.Sum(nil))
+	return resp, nil
+}
+
+// dnsRuns are the external-dns runs of what render published, with each
+// entry's parameters and credentials.
+func dnsRuns(group string, intents []*trafficv1.DnsProviderIntent, published []render.DNSRun) []dns.Run {
+	entries := map[string]*trafficv1.DnsProvider{}
+	for _, in := range intents {
+		for _, e := range in.GetDnsProvider() {
+			entries[store.Key(in.GetName(), e.GetId())] = e
+		}
+	}
+	out := make([]dns.Run, 0, len(published))
+	for _, p := range published {
+		e := entries[store.Key(p.Intent, p.ID)]
+		run := dns.Run{Group: group, Intent: p.Intent, ID: p.ID, ExternalName: p.ExternalName, Provider: p.Provider,
+			Params: e.GetExternalDnsParameters(), Credentials: e.GetProviderCredentials(), Selector: p.Selector}
+		for _, c := range p.Clusters {
+			run.Clusters = append(run.Clusters, dns.Cluster{Provider: c.Provider, Cluster: c.Cluster,
+				Namespace: p.Namespace, ServiceAccount: p.ServiceAccount})
+		}
+		out = append(out, run)
+	}
+	return out
+}
+
+// ReleaseTrafficIntentGroup implements trafficv1.TrafficInternalServiceServer.
+func (i *Internal) ReleaseTrafficIntentGroup(ctx context.Context, req *trafficv1.ReleaseTrafficIntentGroupRequest) (*trafficv1.ReleaseTrafficIntentGroupResponse, error) {
+	if err := i.dns.Release(ctx, groupKey(req)); err != nil {
+		return nil, err
+	}
+	err := i.svc.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), false)
+	if err != nil && errs.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	return &trafficv1.ReleaseTrafficIntentGroupResponse{}, nil
+}
+
+// GetTrafficDnsStatus implements trafficv1.TrafficInternalServiceServer.
+func (i *Internal) GetTrafficDnsStatus(ctx context.Context, req *trafficv1.GetTrafficDnsStatusRequest) (*trafficv1.GetTrafficDnsStatusResponse, error) {
+	runs, err := i.dns.Status(ctx, groupKey(req))
+	if err != nil {
+		return nil, err
+	}
+	return &trafficv1.GetTrafficDnsStatusResponse{Runs: runs}, nil
+}
