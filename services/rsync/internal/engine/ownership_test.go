@@ -162,6 +162,42 @@ func TestTwoOwnersOfOneNamespace(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "the first owner's delete removes its namespace: %v", err)
 }
 
+// TestGuestInHostNamespace: a rollout whose host is the namespace's owner
+// (a traffic intent group in its logical cloud's namespace) puts its
+// objects there and deletes them, leaving the host's; a guest of another
+// host is refused as any other owner.
+func TestGuestInHostNamespace(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	e := runEngine(t, storetest.Open(t), newKubeClusters(h))
+	ctx := context.Background()
+	const ns, host, guest, stranger = "ns-guest", "lc/tg/lc", "traffic/tg/rb/v1/g", "traffic/tg/rb/v1/other"
+	c := h.Clusters[0]
+	_, err := e.Submit(ctx, host, rollout(h, namespaceWith(ns, "host"), 0))
+	require.NoError(t, err)
+	waitFor(t, e, host, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	guestCM := []string{fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-guest", "namespace": %q}, "data": {"k": "v"}}`, ns)}
+
+	_, err = e.SubmitGuest(ctx, guest, host, rollout(h, guestCM, 0))
+	require.NoError(t, err)
+	waitFor(t, e, guest, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	cm, err := clientset(t, c).CoreV1().ConfigMaps(ns).Get(ctx, "from-guest", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, guest, cm.Annotations[engine.OwnerAnnotation])
+
+	_, err = e.SubmitGuest(ctx, stranger, "lc/tg/another", rollout(h, []string{strings.Replace(guestCM[0], "from-guest", "from-stranger", 1)}, 0))
+	require.NoError(t, err)
+	st := waitFor(t, e, stranger, "failed", settledIn(rsyncv1.State_STATE_FAILED))
+	require.Contains(t, resourceOf(st.GetClusters()[0], "ConfigMap", "from-stranger").GetLastError(), `Namespace "ns-guest" is managed by lc/tg/lc: refused`)
+	cleanup(t, e, stranger)
+
+	cleanup(t, e, guest)
+	_, err = clientset(t, c).CoreV1().ConfigMaps(ns).Get(ctx, "from-guest", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the guest's delete removes its object: %v", err)
+	_, err = clientset(t, c).CoreV1().ConfigMaps(ns).Get(ctx, "from-host", metav1.GetOptions{})
+	require.NoError(t, err, "the host's objects stay")
+	cleanup(t, e, host)
+}
+
 // TestUnmanagedNamespacesAreRefused claims namespaces DCM did not create:
 // each rollout fails, and neither its apply nor its delete touches them.
 func TestUnmanagedNamespacesAreRefused(t *testing.T) {
