@@ -352,6 +352,9 @@ func FuzzRESTBodies(f *testing.F) {
 	r.want(201, "POST", fzLCPath+"/kv-pairs", `{"metadata":{"name":"fz-kv"},"spec":{"kv":[{"a":"b"}]}}`)
 	r.want(201, "POST", fzLCPath+"/user-permissions", `{"permission-name":"fz-perm","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
 	r.want(201, "POST", fzLCPath+"/cluster-quotas", `{"metadata":{"name":"fz-q"},"spec":{"cpu":"1"}}`)
+	// The group the traffic intent routes hang under.
+	r.want(201, "POST", "/v2/project/"+fzProject+fzTrafficApp+"/traffic-intent-groups",
+		`{"name":"`+fzTrafficGroup+`","logical-cloud":"`+fzLC+`"}`)
 	c := s.Client(nil)
 	f.Cleanup(func() {
 		if p := logs.seen(); p != "" {

@@ -24,8 +24,9 @@ import (
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// istioCRDs lists the cluster's Istio CRDs (group *.istio.io) by name,
-// with their dcm.io/owner annotation.
+// istioCRDs lists the CRDs a mesh needs on the cluster (Istio's, group
+// *.istio.io, and external-dns's DNSEndpoint for the traffic controller)
+// by name, with their dcm.io/owner annotation.
 func istioCRDs(t testing.TB, c *kubetest.Cluster) map[string]string {
 	t.Helper()
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
@@ -36,7 +37,7 @@ func istioCRDs(t testing.TB, c *kubetest.Cluster) map[string]string {
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, o := range list.Items {
-		if strings.HasSuffix(o.GetName(), ".istio.io") {
+		if strings.HasSuffix(o.GetName(), ".istio.io") || o.GetName() == "dnsendpoints.externaldns.k8s.io" {
 			out[o.GetName()] = o.GetAnnotations()["dcm.io/owner"]
 		}
 	}

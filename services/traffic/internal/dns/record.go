@@ -17,6 +17,7 @@ import (
 
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/netcheck"
 	"github.com/dcm-project/dcm/platform/store"
 	"sigs.k8s.io/external-dns/plan"
 )
@@ -203,6 +204,11 @@ func parseParams(at string, p, creds map[string]string) (*providerParams, error)
 	field := func(k string) string { return at + "externalDnsParameters." + k }
 	if out.hosts = list("rfc2136-host"); len(out.hosts) == 0 {
 		return nil, errs.Invalid(field("rfc2136-host"), "is required")
+	}
+	for _, h := range out.hosts {
+		if why := netcheck.ForbiddenHost(h); why != "" {
+			return nil, errs.Invalid(field("rfc2136-host"), "%s %s: never a DNS provider", h, why)
+		}
 	}
 	if out.zones = list("rfc2136-zone"); len(out.zones) == 0 {
 		return nil, errs.Invalid(field("rfc2136-zone"), "is required")

@@ -11,6 +11,7 @@ import (
 
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/netcheck"
 )
 
 // providerRFC2136 is the one external-dns provider this build runs.
@@ -22,10 +23,14 @@ const providerRFC2136 = "rfc2136"
 // names with dots (FerretDB).
 var rfc2136Params = map[string]func(string) string{
 	"rfc2136-host": func(v string) string {
-		if _, err := netip.ParseAddr(v); err == nil || isHostname(strings.TrimSuffix(v, ".")) {
-			return ""
+		if _, err := netip.ParseAddr(v); err != nil && !isHostname(strings.TrimSuffix(v, ".")) {
+			return "is not an IP address or host name"
 		}
-		return "is not an IP address or host name"
+		// Checked before anything is stored, so no run ever dials it.
+		if why := netcheck.ForbiddenHost(v); why != "" {
+			return why + ": never a DNS provider"
+		}
+		return ""
 	},
 	"rfc2136-port": func(v string) string {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 65535 {

@@ -134,6 +134,11 @@ func TestCheckDNS(t *testing.T) {
 		{"port", "", with("rfc2136-port", "70000"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-port"},
 		{"host", "", with("rfc2136-host", "not a host"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-host"},
 		{"host ip", "", with("rfc2136-host", "192.0.2.1"), nil, "", ""},
+		// Refused before anything is stored: no run ever dials them.
+		{"metadata address", "", with("rfc2136-host", "169.254.169.254"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-host"},
+		{"metadata name", "", with("rfc2136-host", "metadata.google.internal"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-host"},
+		{"link-local v6", "", with("rfc2136-host", "fe80::1"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-host"},
+		{"numeric form", "", with("rfc2136-host", "2852039166"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-host"},
 		{"no host", "", without("rfc2136-host"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-host"},
 		{"no zone", "", without("rfc2136-zone"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-zone"},
 		{"alg", "", with("rfc2136-tsig-secret-alg", "md5"), nil, "", "x.dnsProvider[0].externalDnsParameters.rfc2136-tsig-secret-alg"},
