@@ -45,7 +45,7 @@ func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.
 	in := render.Input{
 		Project: req.GetProject(), CompositeApp: req.GetCompositeApp(), Version: req.GetVersion(), Group: req.GetGroup(),
 		LogicalCloud: req.GetLogicalCloud(), Namespace: req.GetNamespace(), IstioNamespace: req.GetIstioNamespace(),
-		Revision: req.GetRevision(),
+		Revision:     req.GetRevision(),
 		Intercluster: l.Intercluster, Intracluster: l.Intracluster, Outbound: l.Outbound, Inbound: l.Inbound, DNS: l.DNS,
 	}
 	for _, c := range req.GetClusters() {
