@@ -20,7 +20,8 @@ GENERATED  := gen services/gateway/internal/openapi docs/configuration.md docs/s
 FUZZ_TARGETS := FuzzRESTBodies:./services/allinone/ \
 	FuzzRenderNamespace:./services/namespace/internal/namespace/ \
 	FuzzRenderUsers:./services/user/internal/user/ \
-	FuzzRenderQuotas:./services/quota/internal/quota/
+	FuzzRenderQuotas:./services/quota/internal/quota/ \
+	FuzzRender:./services/traffic/internal/render/
 FUZZTIME     ?= 10m
 FUZZPARALLEL ?= 2
 # Minimize each new input with at most this many calls: the programs' own

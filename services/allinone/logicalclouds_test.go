@@ -43,7 +43,10 @@ func registerClusters(t *testing.T, s *stacktest.Stack, r *rest) {
 	t.Helper()
 	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	for name, labels := range map[string]string{"c1": `["edge","sriov"]`, "c2": `["edge"]`, "c3": `["core"]`} {
-		kc, _ := kubeconfig(t, s.CA, "https://"+name+".example.com:6443")
+		// Loopback, where nothing listens: a call that reaches for the
+		// cluster is refused here, and nothing is resolved or sent off
+		// the machine.
+		kc, _ := kubeconfig(t, s.CA, "https://127.0.0.1:1/"+name)
 		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name},
 			"spec": map[string]any{"kubeconfig": kc, "labels": json.RawMessage(labels)}})
 		require.NoError(t, err)

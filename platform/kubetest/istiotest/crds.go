@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,20 +147,6 @@ func SplitYAML(b []byte) ([][]byte, error) {
 	}
 }
 
-// resources maps the kinds the harness and its tests apply to their
-// resource names (a few; no discovery).
-var resources = map[string]string{
-	"Namespace":                "namespaces",
-	"Secret":                   "secrets",
-	"ConfigMap":                "configmaps",
-	"ServiceAccount":           "serviceaccounts",
-	"CustomResourceDefinition": "customresourcedefinitions",
-	"ClusterRole":              "clusterroles",
-	"ClusterRoleBinding":       "clusterrolebindings",
-	"Role":                     "roles",
-	"RoleBinding":              "rolebindings",
-}
-
 // Apply server-side applies one object (JSON or YAML) with the admin
 // credential, field manager istiotest, forcing conflicts, and returns its
 // name. Only the kinds in the table above are known.
@@ -173,39 +158,11 @@ func Apply(ctx context.Context, c *kubetest.Cluster, obj []byte) (string, error)
 	if len(docs) != 1 {
 		return "", fmt.Errorf("apply: %d objects, want 1", len(docs))
 	}
-	var meta struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct{ Name, Namespace string }
-	}
+	var meta struct{ Metadata struct{ Name string } }
 	if err := json.Unmarshal(docs[0], &meta); err != nil {
 		return "", err
 	}
-	res, ok := resources[meta.Kind]
-	if !ok {
-		return "", fmt.Errorf("apply: kind %s is not known to istiotest", meta.Kind)
-	}
-	path := "/apis/" + meta.APIVersion
-	if meta.APIVersion == "v1" {
-		path = "/api/v1"
-	}
-	if meta.Metadata.Namespace != "" {
-		path += "/namespaces/" + url.PathEscape(meta.Metadata.Namespace)
-	}
-	path += "/" + res + "/" + url.PathEscape(meta.Metadata.Name) + "?fieldManager=istiotest&force=true"
-	client, err := c.HTTPClient()
-	if err != nil {
-		return "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, c.Server+path, bytes.NewReader(docs[0]))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/apply-patch+yaml")
-	if err := do(client, req, nil); err != nil {
-		return "", fmt.Errorf("apply %s %s/%s to %s: %w", meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name, c.Name, err)
-	}
-	return meta.Metadata.Name, nil
+	return meta.Metadata.Name, c.Apply(ctx, docs[0], kubetest.ApplyOptions{FieldManager: "istiotest"})
 }
 
 func getJSON(ctx context.Context, client *http.Client, u string, out any) error {

@@ -1,13 +1,10 @@
 package render_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -26,57 +23,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// kinds maps what the renderer makes to resources (namespaced or not).
-var kinds = map[string]struct {
-	resource   string
-	namespaced bool
-}{
-	"Namespace": {"namespaces", false}, "Secret": {"secrets", true}, "ConfigMap": {"configmaps", true},
-	"ServiceAccount": {"serviceaccounts", true}, "Service": {"services", true},
-	"Deployment": {"deployments", true}, "HorizontalPodAutoscaler": {"horizontalpodautoscalers", true},
-	"PodDisruptionBudget": {"poddisruptionbudgets", true},
-	"Role":                {"roles", true}, "RoleBinding": {"rolebindings", true},
-	"ClusterRole": {"clusterroles", false}, "ClusterRoleBinding": {"clusterrolebindings", false},
-	"MutatingWebhookConfiguration":   {"mutatingwebhookconfigurations", false},
-	"ValidatingWebhookConfiguration": {"validatingwebhookconfigurations", false},
-	"CustomResourceDefinition":       {"customresourcedefinitions", false},
-	"Gateway":                        {"gateways", true},
-	"DNSEndpoint":                    {"dnsendpoints", true},
-}
-
-// apply server-side applies one manifest (dryRun: the API server checks
-// and admits it, nothing is stored).
-func apply(ctx context.Context, t *testing.T, hc *http.Client, server, manifest string, dryRun bool) {
+// apply server-side applies one manifest, strictly validated (dryRun:
+// the API server checks and admits it, nothing is stored).
+func apply(ctx context.Context, t *testing.T, c *kubetest.Cluster, manifest string, dryRun bool) {
 	t.Helper()
-	var o struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct{ Name, Namespace string }
-	}
-	require.NoError(t, json.Unmarshal([]byte(manifest), &o))
-	k, ok := kinds[o.Kind]
-	require.True(t, ok, "kind %s has no resource in the test's table", o.Kind)
-	require.Equal(t, k.namespaced, o.Metadata.Namespace != "", "%s %s", o.Kind, o.Metadata.Name)
-	path := "/apis/" + o.APIVersion
-	if o.APIVersion == "v1" {
-		path = "/api/v1"
-	}
-	if k.namespaced {
-		path += "/namespaces/" + url.PathEscape(o.Metadata.Namespace)
-	}
-	q := url.Values{"fieldManager": {"dcm-servicemesh-test"}, "force": {"true"}, "fieldValidation": {"Strict"}}
-	if dryRun {
-		q.Set("dryRun", "All")
-	}
-	path += "/" + k.resource + "/" + url.PathEscape(o.Metadata.Name) + "?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, server+path, bytes.NewReader([]byte(manifest)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/apply-patch+yaml")
-	resp, err := hc.Do(req)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	require.Less(t, resp.StatusCode, 300, "%s %s/%s: %s", o.Kind, o.Metadata.Namespace, o.Metadata.Name, body)
+	require.NoError(t, c.Apply(ctx, []byte(manifest), kubetest.ApplyOptions{DryRun: dryRun, Strict: true, FieldManager: "dcm-servicemesh-test"}))
 }
 
 // TestRenderedObjectsAdmitted: a real API server (with Istio's CRDs)
@@ -97,10 +48,10 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 	for _, crd := range crds {
 		// external-dns's CRD for real (Istio's are installed above), so
 		// that the record the traffic controller writes can be admitted.
-		apply(ctx, t, hc, c.Server, crd, !strings.Contains(crd, `"name":"dnsendpoints.externaldns.k8s.io"`))
+		apply(ctx, t, c, crd, !strings.Contains(crd, `"name":"dnsendpoints.externaldns.k8s.io"`))
 	}
 	waitEstablished(ctx, t, hc, c.Server, "dnsendpoints.externaldns.k8s.io")
-	apply(ctx, t, hc, c.Server, `{"apiVersion":"externaldns.k8s.io/v1alpha1","kind":"DNSEndpoint",`+
+	apply(ctx, t, c, `{"apiVersion":"externaldns.k8s.io/v1alpha1","kind":"DNSEndpoint",`+
 		`"metadata":{"name":"shop","namespace":"default"},"spec":{"endpoints":[`+
 		`{"dnsName":"shop.example.org","recordType":"A","recordTTL":300,"targets":["192.0.2.10","192.0.2.20"]}]}}`, true)
 	for _, lc := range []string{"smdry1", "smdry2"} {
@@ -108,7 +59,7 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 		out, err := render.Render(in)
 		require.NoError(t, err)
 		first := out[0].Manifests
-		apply(ctx, t, hc, c.Server, first[0].JSON, false) // the Namespace
+		apply(ctx, t, c, first[0].JSON, false) // the Namespace
 		t.Cleanup(func() {
 			req, _ := http.NewRequest(http.MethodDelete, c.Server+"/api/v1/namespaces/"+in.IstioNamespace, nil)
 			if resp, err := hc.Do(req); err == nil {
@@ -116,7 +67,7 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 			}
 		})
 		for _, m := range first[1:] {
-			apply(ctx, t, hc, c.Server, m.JSON, true)
+			apply(ctx, t, c, m.JSON, true)
 		}
 		t.Logf("%s: %d objects admitted", lc, len(first))
 	}

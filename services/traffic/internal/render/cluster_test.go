@@ -1,13 +1,9 @@
 package render_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,14 +22,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	kubetest.StopShared()
 	os.Exit(code)
-}
-
-// resources maps what the renderer makes to its resources (all namespaced).
-var resources = map[string]string{
-	"ServiceEntry": "serviceentries", "DestinationRule": "destinationrules", "Gateway": "gateways",
-	"VirtualService": "virtualservices", "AuthorizationPolicy": "authorizationpolicies",
-	"PeerAuthentication": "peerauthentications", "DNSEndpoint": "dnsendpoints",
-	"ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
 }
 
 // externalDNSVersion is the external-dns release whose DNSEndpoint CRD the
@@ -67,43 +55,10 @@ func dnsEndpointCRD(ctx context.Context, t *testing.T) []byte {
 	return b
 }
 
-// apply server-side applies one manifest, strictly validated (a field the
-// CRD's schema does not have is refused, not pruned).
-func apply(ctx context.Context, hc *http.Client, server, manifest string) error {
-	var o struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct{ Name, Namespace string }
-	}
-	if err := json.Unmarshal([]byte(manifest), &o); err != nil {
-		return err
-	}
-	res, ok := resources[o.Kind]
-	if !ok {
-		return fmt.Errorf("kind %s has no resource in the test's table", o.Kind)
-	}
-	q := url.Values{"fieldManager": {"dcm-traffic-test"}, "force": {"true"}, "fieldValidation": {"Strict"}}
-	group := "/apis/"
-	if o.APIVersion == "v1" {
-		group = "/api/" // the core group
-	}
-	path := group + o.APIVersion + "/namespaces/" + url.PathEscape(o.Metadata.Namespace) + "/" + res + "/" +
-		url.PathEscape(o.Metadata.Name) + "?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, server+path, bytes.NewReader([]byte(manifest)))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/apply-patch+yaml")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s/%s: %s: %s", o.Kind, o.Metadata.Namespace, o.Metadata.Name, resp.Status, body)
-	}
-	return nil
+// apply server-side applies one manifest, strictly validated (a field
+// the CRD's schema does not have is refused, not pruned).
+func apply(ctx context.Context, c *kubetest.Cluster, manifest string) error {
+	return c.Apply(ctx, []byte(manifest), kubetest.ApplyOptions{Strict: true, FieldManager: "dcm-traffic-test"})
 }
 
 // TestRenderedObjectsAdmitted: a real API server with Istio's CRDs and
@@ -140,16 +95,7 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 	n := 0
 	for _, cm := range out {
 		for _, m := range cm.Manifests {
-			// A CRD just made Established may not be served for a moment.
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				err = apply(ctx, hc, c.Server, m)
-				if err == nil || time.Now().After(deadline) || !strings.Contains(err.Error(), "404") {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			require.NoError(t, err, "on %s", cm.Cluster)
+			require.NoError(t, apply(ctx, c, m), "on %s", cm.Cluster)
 			n++
 		}
 	}
@@ -158,8 +104,8 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 	// admitting means the objects fit them.
 	bad := `{"apiVersion":"externaldns.k8s.io/v1alpha1","kind":"DNSEndpoint","metadata":{"name":"bad","namespace":"` + in.Namespace +
 		`"},"spec":{"endpoints":[{"dnsName":"a.example.com","recordType":"A","targets":["192.0.2.1"],"ttl":300}]}}`
-	require.ErrorContains(t, apply(ctx, hc, c.Server, bad), "ttl")
+	require.ErrorContains(t, apply(ctx, c, bad), "ttl")
 	bad = `{"apiVersion":"networking.istio.io/v1","kind":"ServiceEntry","metadata":{"name":"bad","namespace":"` + in.Namespace +
 		`"},"spec":{"hosts":["a.example.com"],"resolution":"SOMETIMES"}}`
-	require.Error(t, apply(ctx, hc, c.Server, bad))
+	require.Error(t, apply(ctx, c, bad))
 }
