@@ -225,4 +225,6 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 	r.want(204, "DELETE", group, "")
 	r.want(200, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
+	// Deleting the logical cloud takes core's record of the group with it.
+	r.want(204, "DELETE", lc, "")
 }

@@ -391,6 +391,10 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 	note("cluster references", err)
 	_, err = s.kvs.DeleteUnder(ctx, parent)
 	note("kv pairs", err)
+	// Terminated traffic groups' records (an applied group keeps the
+	// logical cloud from being terminated, so from being deleted).
+	_, err = s.traffic.DeleteUnder(ctx, parent)
+	note("traffic rollout records", err)
 	if len(failed) == 0 {
 		err := s.clouds.Delete(ctx, parent)
 		if err == nil || errs.Code(err) == codes.NotFound {
