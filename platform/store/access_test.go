@@ -3,6 +3,7 @@ package store_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -80,9 +81,10 @@ func TestEmbeddedStoreIsPrivate(t *testing.T) {
 	defer func() { _ = c.Disconnect(context.Background()) }()
 	require.NoError(t, c.Ping(context.Background(), nil))
 
-	// A second store on the same directory is refused while this one runs.
+	// A second store on the same directory is refused at once while this
+	// one runs, naming the holder.
 	_, err = store.Open(store.Config{Database: "access", DataDir: data, Keyring: storetest.Keyring(t)}, zap.NewNop())
-	require.ErrorContains(t, err, "in use")
+	require.ErrorContains(t, err, fmt.Sprintf("in use by pid %d", os.Getpid()))
 
 	// Outage and recovery keep the same socket and its mode.
 	s.Embedded().StopBackend()

@@ -25,6 +25,7 @@ type Embedded struct {
 	tmp     string // a private directory made for the sockets, removed at Close
 	log     *zap.Logger
 	ser     *Serializer
+	lock    *dirLock
 
 	mu     sync.Mutex
 	addr   string // backend socket, "" while stopped
@@ -46,27 +47,36 @@ const maxSocketPath = 103
 // StartEmbedded starts FerretDB with its SQLite files in dir (created, or
 // made 0700 if it was not) and a serializer in front of it; clients use
 // URI. Both listen on unix sockets in dir, or, if dir's path is too long
-// for a socket, in a fresh private directory removed at Close.
+// for a socket, in a fresh private directory removed at Close. dir is
+// locked until Close: a second program on it fails at once, naming the
+// holder's pid.
 func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
 	if err := privateDir(dir); err != nil {
 		return nil, fmt.Errorf("embedded store dir: %w", err)
 	}
-	e := &Embedded{dir: dir, sockets: dir, log: log}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Embedded{dir: dir, sockets: dir, log: log, lock: lock}
 	if !socketPathOK(dir) {
 		tmp, err := shortPrivateDir()
 		if err != nil {
+			lock.unlock()
 			return nil, fmt.Errorf("embedded store: %s cannot hold its unix sockets (a path of at most %d bytes, without ':'), and %w", dir, maxSocketPath-len(backendSocket)-1, err)
 		}
 		e.sockets, e.tmp = tmp, tmp
 	}
 	if err := e.StartBackend(); err != nil {
 		e.removeTmp()
+		lock.unlock()
 		return nil, err
 	}
 	ser, err := NewSerializer(filepath.Join(e.sockets, clientSocket), e.backendAddr)
 	if err != nil {
 		e.StopBackend()
 		e.removeTmp()
+		lock.unlock()
 		return nil, err
 	}
 	e.ser = ser
@@ -155,6 +165,7 @@ func (e *Embedded) Close() {
 	}
 	e.StopBackend()
 	e.removeTmp()
+	e.lock.unlock()
 }
 
 func (e *Embedded) removeTmp() {
