@@ -3,12 +3,15 @@ package allinone_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -16,7 +19,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -126,4 +131,18 @@ func TestTwoInstancesSideBySide(t *testing.T) {
 	require.Equal(t, 404, code, "separate stores")
 	code, _ = call(t, a.Admin, "GET", a.URL+"/v2/projects/only-in-a", "")
 	require.Equal(t, 200, code)
+}
+
+// TestOneProgramPerDataDir: a second program on a data directory another
+// one runs on stops at once, naming the holder's pid, so two programs
+// never drive the same clusters from one store; the first goes on.
+func TestOneProgramPerDataDir(t *testing.T) {
+	a := stacktest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := app.Start(ctx, allinone.Name, []string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
+		"-data-dir", a.DataDir, "-log-level", "error"}, true, allinone.Build, app.LogTo(io.Discard))
+	require.ErrorContains(t, err, fmt.Sprintf("in use by pid %d", os.Getpid()))
+	code, _ := call(t, a.Admin, "GET", a.URL+"/v2/projects", "")
+	require.Equal(t, 200, code, "the first program still serves")
 }
