@@ -479,7 +479,27 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 		require.True(t, apierrors.IsForbidden(err), "%v", err)
 	}
 
+	// Terminate while a cluster is down, stop it half way: it stays
+	// Terminating, and terminating again is the way out (it resumes).
+	down.StopAPIServer()
+	restarted = false
 	r.want(200, "POST", lc+"/terminate", "")
+	eventually(t, "terminate is retrying on "+down.Name, func() bool {
+		st := r.status(lc)
+		for _, c := range st.Clusters {
+			if c.Name == down.Name && c.State == "retrying" {
+				require.Equal(t, "Terminating", st.State)
+				return true
+			}
+		}
+		return false
+	})
+	r.want(200, "POST", lc+"/stop", "")
+	require.Equal(t, "Terminating", r.status(lc).State)
+	r.want(409, "DELETE", lc, "")
+	r.want(200, "POST", lc+"/terminate", "")
+	require.NoError(t, down.StartAPIServer(context.Background()))
+	restarted = true
 	r.settle(lc, "Terminated")
 	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "down", "lc-2"))
 	r.want(204, "DELETE", lc, "")

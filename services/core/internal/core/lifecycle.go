@@ -55,7 +55,10 @@ var (
 	applyFrom     = []string{StateCreated, StateTerminated}
 	updateFrom    = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
 	stopFrom      = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
-	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminateFailed}
+	// terminateFrom includes Terminating: a terminate stopped half way
+	// (or waiting on a cluster that is down) is resumed by terminating
+	// again, the documented exit from that state.
+	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
 	deleteFrom    = []string{StateCreated, StateTerminated}
 )
 

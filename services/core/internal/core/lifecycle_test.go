@@ -65,7 +65,7 @@ func TestTransitions(t *testing.T) {
 		StateInstantiating:     {"update": true, "stop": true, "terminate": true},
 		StateInstantiated:      {"update": true, "stop": true, "terminate": true},
 		StateInstantiateFailed: {"update": true, "stop": true, "terminate": true},
-		StateTerminating:       {"stop": true},
+		StateTerminating:       {"stop": true, "terminate": true},
 		StateTerminated:        {"apply": true, "delete": true},
 		StateTerminateFailed:   {"stop": true, "terminate": true},
 	}

@@ -40,7 +40,7 @@ const (
 var (
 	trafficApplyFrom     = []string{TrafficCreated, TrafficTerminated}
 	trafficUpdateFrom    = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed}
-	trafficTerminateFrom = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed, TrafficTerminateFailed}
+	trafficTerminateFrom = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed, TrafficTerminating, TrafficTerminateFailed}
 	// trafficOnCloud are the logical cloud states a group applies to: its
 	// mesh's objects may still be on their way (the resource synchronizer
 	// retries a kind whose CRD is not there yet).
