@@ -52,9 +52,9 @@ const (
 
 // The states each transition starts from.
 var (
-	applyFrom     = []string{StateCreated, StateTerminated}
-	updateFrom    = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
-	stopFrom      = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
+	applyFrom  = []string{StateCreated, StateTerminated}
+	updateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
+	stopFrom   = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
 	// terminateFrom includes Terminating: a terminate stopped half way
 	// (or waiting on a cluster that is down) is resumed by terminating
 	// again, the documented exit from that state.
