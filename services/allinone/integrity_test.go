@@ -220,13 +220,20 @@ func TestConcurrentWrites(t *testing.T) {
 	require.Equal(t, map[int]int{200: 1, 409: 5}, got)
 	r.want(200, "PUT", lc, `{"metadata":{"name":"lc-1","description":"edited while applying"}}`)
 	var st struct {
-		State string `json:"state"`
+		State      string `json:"state"`
+		Generation int64  `json:"generation,string"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, "Instantiating", st.State)
+	applied := st.Generation
 	require.Contains(t, r.want(200, "GET", lc, ""), `"phase":"applying"`)
+	// Concurrent terminates: terminate may be retried from Terminating, so
+	// all answer 200, but the rollout's deletion is asked for once.
 	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/terminate", "" })
-	require.Equal(t, map[int]int{200: 1, 409: 5}, got)
+	require.Equal(t, map[int]int{200: 6}, got)
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.Equal(t, "Terminating", st.State)
+	require.Equal(t, applied+1, st.Generation, "one deletion")
 	require.Contains(t, r.want(409, "POST", lc+"/apply", ""), "is Terminating")
 }
 
