@@ -78,6 +78,7 @@ func (b *builder) dnsIntent(it *trafficv1.DnsProviderIntent, inbound map[string]
 			if err := b.add(c, obj); err != nil {
 				return err
 			}
+			b.publishing[c] = true
 			run.Clusters = append(run.Clusters, t)
 		}
 		b.dnsHosts[id] = appendNew(b.dnsHosts[id], host)

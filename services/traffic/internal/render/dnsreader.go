@@ -29,26 +29,12 @@ func (b *builder) dnsReaders() {
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
 		"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": name, "namespace": b.in.Namespace}},
 	}}
-	done := map[int]bool{}
 	for i := range b.runs {
 		b.runs[i].Namespace, b.runs[i].ServiceAccount = b.in.Namespace, name
-		for _, t := range b.runs[i].Clusters {
-			c := b.clusterIndex(t)
-			if c < 0 || done[c] {
-				continue
-			}
-			done[c] = true
+	}
+	for c := range b.objects {
+		if b.publishing[c] {
 			b.objects[c] = append(b.objects[c], sa, role, binding)
 		}
 	}
-}
-
-// clusterIndex is the index of t in the input's clusters, or -1.
-func (b *builder) clusterIndex(t Target) int {
-	for i, c := range b.in.Clusters {
-		if c.Provider == t.Provider && c.Cluster == t.Cluster {
-			return i
-		}
-	}
-	return -1
 }

@@ -68,11 +68,14 @@ type builder struct {
 	// externalPrefix.domain.
 	dnsHosts map[string][]string
 	runs     []DNSRun
+	// publishing are the clusters (indexes) with a DNSEndpoint: each gets
+	// the group's DNS reader (dnsreader.go).
+	publishing map[int]bool
 }
 
 func newBuilder(in Input) *builder {
 	b := &builder{in: in, objects: make([][]*object, len(in.Clusters)), owners: make([]map[[2]string]owner, len(in.Clusters)),
-		dnsHosts: map[string][]string{}}
+		dnsHosts: map[string][]string{}, publishing: map[int]bool{}}
 	for i := range b.owners {
 		b.owners[i] = map[[2]string]owner{}
 	}
