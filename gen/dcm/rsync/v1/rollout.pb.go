@@ -43,6 +43,11 @@ const (
 	State_STATE_DELETED State = 5
 	// STATE_STOPPED: a cluster or rollout that was stopped before it settled.
 	State_STATE_STOPPED State = 6
+	// STATE_ORPHANED: rsync no longer works on the resource although the
+	// object may remain on its cluster: the cluster was deleted from the
+	// registry, or a deletion was forced. Never retried; it does not keep
+	// a rollout from settling.
+	State_STATE_ORPHANED State = 7
 )
 
 // Enum value maps for State.
@@ -55,6 +60,7 @@ var (
 		4: "STATE_FAILED",
 		5: "STATE_DELETED",
 		6: "STATE_STOPPED",
+		7: "STATE_ORPHANED",
 	}
 	State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
@@ -64,6 +70,7 @@ var (
 		"STATE_FAILED":      4,
 		"STATE_DELETED":     5,
 		"STATE_STOPPED":     6,
+		"STATE_ORPHANED":    7,
 	}
 )
 
@@ -352,7 +359,12 @@ type SubmitRolloutRequest struct {
 	// namespaced objects may go in besides its own (a traffic intent group
 	// configures its logical cloud's namespace); any other owner's
 	// Namespace is refused as always.
-	HostOwner     string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
+	HostOwner string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
+	// repair: what rsync does when an object it applied is changed or
+	// deleted on a cluster by someone else (drift). Absent or true: it
+	// applies the desired state again and records the repair; false: it
+	// records the drift only.
+	Repair        *bool `protobuf:"varint,4,opt,name=repair,proto3,oneof" json:"repair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -406,6 +418,13 @@ func (x *SubmitRolloutRequest) GetHostOwner() string {
 		return x.HostOwner
 	}
 	return ""
+}
+
+func (x *SubmitRolloutRequest) GetRepair() bool {
+	if x != nil && x.Repair != nil {
+		return *x.Repair
+	}
+	return false
 }
 
 // SubmitRolloutResponse tells the generation now desired.
@@ -462,7 +481,9 @@ type UpdateRolloutRequest struct {
 	// clusters and what each must now hold; a cluster left out is emptied.
 	Clusters []*ClusterResources `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	// host_owner: as SubmitRolloutRequest's; it replaces the rollout's.
-	HostOwner     string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
+	HostOwner string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
+	// repair: as SubmitRolloutRequest's; absent keeps the rollout's setting.
+	Repair        *bool `protobuf:"varint,4,opt,name=repair,proto3,oneof" json:"repair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +539,13 @@ func (x *UpdateRolloutRequest) GetHostOwner() string {
 	return ""
 }
 
+func (x *UpdateRolloutRequest) GetRepair() bool {
+	if x != nil && x.Repair != nil {
+		return *x.Repair
+	}
+	return false
+}
+
 // UpdateRolloutResponse tells the generation now desired.
 type UpdateRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -568,7 +596,11 @@ func (x *UpdateRolloutResponse) GetGeneration() int64 {
 type DeleteRolloutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// owner names the rollout.
-	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// force settles the deletion now instead of waiting for every cluster:
+	// resources not yet deleted become ORPHANED (listed in the status with
+	// what may remain on their cluster) and are not worked on again.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -608,6 +640,13 @@ func (x *DeleteRolloutRequest) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *DeleteRolloutRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 // DeleteRolloutResponse tells the generation now desired.
@@ -1071,7 +1110,10 @@ type RolloutClusterStatus struct {
 	// last_error is the latest error of any resource, if one failed or retries.
 	LastError string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// resources in apply order; dropped ones (being or already deleted) last.
-	Resources     []*ResourceStatus `protobuf:"bytes,8,rep,name=resources,proto3" json:"resources,omitempty"`
+	Resources []*ResourceStatus `protobuf:"bytes,8,rep,name=resources,proto3" json:"resources,omitempty"`
+	// drift lists the latest changes made on the cluster to objects rsync
+	// applied (newest last, at most 20), and whether each was repaired.
+	Drift         []*Drift `protobuf:"bytes,9,rep,name=drift,proto3" json:"drift,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1162,6 +1204,144 @@ func (x *RolloutClusterStatus) GetResources() []*ResourceStatus {
 	return nil
 }
 
+func (x *RolloutClusterStatus) GetDrift() []*Drift {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
+}
+
+// Drift is one change made on a cluster, by someone other than rsync, to
+// an object rsync applied.
+type Drift struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time rsync noticed it.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// api_version of the object.
+	ApiVersion string `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// kind of the object.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// namespace of the object; empty for a cluster-scoped one.
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// name of the object.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// deleted is true when the object was gone; else fields changed.
+	Deleted bool `protobuf:"varint,6,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// fields whose value differs from the desired state, as JSON paths
+	// (".spec.hard.pods").
+	Fields []string `protobuf:"bytes,7,rep,name=fields,proto3" json:"fields,omitempty"`
+	// managers are the field managers that own those fields on the cluster
+	// (who changed them), when the API server records them.
+	Managers []string `protobuf:"bytes,8,rep,name=managers,proto3" json:"managers,omitempty"`
+	// repaired is true when rsync applied the desired state again (false
+	// when the rollout only reports drift, or while the repair retries).
+	Repaired bool `protobuf:"varint,9,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	// error is why a repair failed, if it did.
+	Error         string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drift) Reset() {
+	*x = Drift{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drift) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drift) ProtoMessage() {}
+
+func (x *Drift) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drift.ProtoReflect.Descriptor instead.
+func (*Drift) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Drift) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *Drift) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *Drift) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Drift) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Drift) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Drift) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *Drift) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *Drift) GetManagers() []string {
+	if x != nil {
+		return x.Managers
+	}
+	return nil
+}
+
+func (x *Drift) GetRepaired() bool {
+	if x != nil {
+		return x.Repaired
+	}
+	return false
+}
+
+func (x *Drift) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ResourceStatus is where one resource on one cluster stands.
 type ResourceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1200,7 +1380,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1392,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1405,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{16}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1334,7 +1514,7 @@ type GetCertificateRequest struct {
 
 func (x *GetCertificateRequest) Reset() {
 	*x = GetCertificateRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1526,7 @@ func (x *GetCertificateRequest) String() string {
 func (*GetCertificateRequest) ProtoMessage() {}
 
 func (x *GetCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1539,7 @@ func (x *GetCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{17}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetCertificateRequest) GetProvider() string {
@@ -1402,7 +1582,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1594,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1607,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RenewCertificateRequest) GetOwner() string {
@@ -1469,7 +1649,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1661,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1674,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RenewCertificateResponse) GetCertificate() []byte {
@@ -1515,7 +1695,7 @@ type GetCertificateResponse struct {
 
 func (x *GetCertificateResponse) Reset() {
 	*x = GetCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1707,7 @@ func (x *GetCertificateResponse) String() string {
 func (*GetCertificateResponse) ProtoMessage() {}
 
 func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1720,7 @@ func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetCertificateResponse) GetCertificate() []byte {
@@ -1567,7 +1747,7 @@ type GetResourceQuotaStatusRequest struct {
 
 func (x *GetResourceQuotaStatusRequest) Reset() {
 	*x = GetResourceQuotaStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1759,7 @@ func (x *GetResourceQuotaStatusRequest) String() string {
 func (*GetResourceQuotaStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1772,7 @@ func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetResourceQuotaStatusRequest) GetProvider() string {
@@ -1636,7 +1816,7 @@ type GetResourceQuotaStatusResponse struct {
 
 func (x *GetResourceQuotaStatusResponse) Reset() {
 	*x = GetResourceQuotaStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1828,7 @@ func (x *GetResourceQuotaStatusResponse) String() string {
 func (*GetResourceQuotaStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1841,7 @@ func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetResourceQuotaStatusResponse) GetHard() []*ResourceQuantity {
@@ -1691,7 +1871,7 @@ type ResourceQuantity struct {
 
 func (x *ResourceQuantity) Reset() {
 	*x = ResourceQuantity{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1883,7 @@ func (x *ResourceQuantity) String() string {
 func (*ResourceQuantity) ProtoMessage() {}
 
 func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1896,7 @@ func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceQuantity.ProtoReflect.Descriptor instead.
 func (*ResourceQuantity) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResourceQuantity) GetResource() string {
@@ -1746,7 +1926,7 @@ type GetClusterConnectionRequest struct {
 
 func (x *GetClusterConnectionRequest) Reset() {
 	*x = GetClusterConnectionRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1938,7 @@ func (x *GetClusterConnectionRequest) String() string {
 func (*GetClusterConnectionRequest) ProtoMessage() {}
 
 func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1951,7 @@ func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetClusterConnectionRequest) GetProvider() string {
@@ -1804,7 +1984,7 @@ type GetClusterConnectionResponse struct {
 
 func (x *GetClusterConnectionResponse) Reset() {
 	*x = GetClusterConnectionResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1996,7 @@ func (x *GetClusterConnectionResponse) String() string {
 func (*GetClusterConnectionResponse) ProtoMessage() {}
 
 func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2009,7 @@ func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetClusterConnectionResponse) GetServer() string {
@@ -1880,7 +2060,7 @@ type GetServiceAccountTokenRequest struct {
 
 func (x *GetServiceAccountTokenRequest) Reset() {
 	*x = GetServiceAccountTokenRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2072,7 @@ func (x *GetServiceAccountTokenRequest) String() string {
 func (*GetServiceAccountTokenRequest) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2085,7 @@ func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetServiceAccountTokenRequest) GetProvider() string {
@@ -1965,7 +2145,7 @@ type GetServiceAccountTokenResponse struct {
 
 func (x *GetServiceAccountTokenResponse) Reset() {
 	*x = GetServiceAccountTokenResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2157,7 @@ func (x *GetServiceAccountTokenResponse) String() string {
 func (*GetServiceAccountTokenResponse) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2170,7 @@ func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetServiceAccountTokenResponse) GetToken() []byte {
@@ -2028,7 +2208,7 @@ type GetObjectOwnersRequest struct {
 
 func (x *GetObjectOwnersRequest) Reset() {
 	*x = GetObjectOwnersRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2220,7 @@ func (x *GetObjectOwnersRequest) String() string {
 func (*GetObjectOwnersRequest) ProtoMessage() {}
 
 func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2233,7 @@ func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersRequest.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetObjectOwnersRequest) GetOwner() string {
@@ -2111,7 +2291,7 @@ type ClusterRef struct {
 
 func (x *ClusterRef) Reset() {
 	*x = ClusterRef{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2303,7 @@ func (x *ClusterRef) String() string {
 func (*ClusterRef) ProtoMessage() {}
 
 func (x *ClusterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2316,7 @@ func (x *ClusterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRef.ProtoReflect.Descriptor instead.
 func (*ClusterRef) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ClusterRef) GetProvider() string {
@@ -2164,7 +2344,7 @@ type GetObjectOwnersResponse struct {
 
 func (x *GetObjectOwnersResponse) Reset() {
 	*x = GetObjectOwnersResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2356,7 @@ func (x *GetObjectOwnersResponse) String() string {
 func (*GetObjectOwnersResponse) ProtoMessage() {}
 
 func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2369,7 @@ func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersResponse.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetObjectOwnersResponse) GetClusters() []*ObjectOwner {
@@ -2218,7 +2398,7 @@ type ObjectOwner struct {
 
 func (x *ObjectOwner) Reset() {
 	*x = ObjectOwner{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2410,7 @@ func (x *ObjectOwner) String() string {
 func (*ObjectOwner) ProtoMessage() {}
 
 func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2423,7 @@ func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectOwner.ProtoReflect.Descriptor instead.
 func (*ObjectOwner) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ObjectOwner) GetProvider() string {
@@ -2305,14 +2485,16 @@ type StoredRollout struct {
 	Sealed []int32 `protobuf:"varint,7,rep,packed,name=sealed,proto3" json:"sealed,omitempty"`
 	// host_owner is the owner whose Namespaces this rollout may use besides
 	// its own (SubmitRolloutRequest.host_owner).
-	HostOwner     string `protobuf:"bytes,8,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HostOwner string `protobuf:"bytes,8,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
+	// report_drift_only is true when the owner asked for repair: false.
+	ReportDriftOnly bool `protobuf:"varint,9,opt,name=report_drift_only,json=reportDriftOnly,proto3" json:"report_drift_only,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StoredRollout) Reset() {
 	*x = StoredRollout{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2506,7 @@ func (x *StoredRollout) String() string {
 func (*StoredRollout) ProtoMessage() {}
 
 func (x *StoredRollout) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2519,7 @@ func (x *StoredRollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredRollout.ProtoReflect.Descriptor instead.
 func (*StoredRollout) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StoredRollout) GetOwner() string {
@@ -2396,6 +2578,13 @@ func (x *StoredRollout) GetHostOwner() string {
 	return ""
 }
 
+func (x *StoredRollout) GetReportDriftOnly() bool {
+	if x != nil {
+		return x.ReportDriftOnly
+	}
+	return false
+}
+
 // StoredTarget is one cluster of a StoredRollout.
 type StoredTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2411,7 +2600,7 @@ type StoredTarget struct {
 
 func (x *StoredTarget) Reset() {
 	*x = StoredTarget{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2612,7 @@ func (x *StoredTarget) String() string {
 func (*StoredTarget) ProtoMessage() {}
 
 func (x *StoredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2625,7 @@ func (x *StoredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredTarget.ProtoReflect.Descriptor instead.
 func (*StoredTarget) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StoredTarget) GetProvider() string {
@@ -2479,13 +2668,19 @@ type StoredClusterState struct {
 	// states stored before rsync stamped owners have none (see the engine's
 	// load: their objects are adopted).
 	OwnershipRecorded bool `protobuf:"varint,6,opt,name=ownership_recorded,json=ownershipRecorded,proto3" json:"ownership_recorded,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// drift as in RolloutClusterStatus.
+	Drift []*Drift `protobuf:"bytes,7,rep,name=drift,proto3" json:"drift,omitempty"`
+	// epoch is the epoch of the cluster's shard lease under which this state
+	// was written: a write from a replica whose epoch is lower (it lost the
+	// lease) is refused (docs/rsync.md, "Replicas").
+	Epoch         int64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredClusterState) Reset() {
 	*x = StoredClusterState{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2692,7 @@ func (x *StoredClusterState) String() string {
 func (*StoredClusterState) ProtoMessage() {}
 
 func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2705,7 @@ func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredClusterState.ProtoReflect.Descriptor instead.
 func (*StoredClusterState) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StoredClusterState) GetOwner() string {
@@ -2555,6 +2750,20 @@ func (x *StoredClusterState) GetOwnershipRecorded() bool {
 	return false
 }
 
+func (x *StoredClusterState) GetDrift() []*Drift {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
+}
+
+func (x *StoredClusterState) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 var File_dcm_rsync_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
@@ -2566,29 +2775,34 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\tresources\x18\x03 \x03(\v2\x16.dcm.rsync.v1.ResourceB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\tresources\"Q\n" +
 	"\bResource\x12'\n" +
 	"\bmanifest\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@R\bmanifest\x12\x1c\n" +
-	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xcb\x01\n" +
+	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xf3\x01\n" +
 	"\x14SubmitRolloutRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12E\n" +
 	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\x12'\n" +
 	"\n" +
-	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\"7\n" +
+	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\x12\x1b\n" +
+	"\x06repair\x18\x04 \x01(\bH\x00R\x06repair\x88\x01\x01B\t\n" +
+	"\a_repair\"7\n" +
 	"\x15SubmitRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
-	"generation\"\xa8\x01\n" +
+	"generation\"\xd0\x01\n" +
 	"\x14UpdateRolloutRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\x12E\n" +
 	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\x12'\n" +
 	"\n" +
-	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\"7\n" +
+	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\x12\x1b\n" +
+	"\x06repair\x18\x04 \x01(\bH\x00R\x06repair\x88\x01\x01B\t\n" +
+	"\a_repair\"7\n" +
 	"\x15UpdateRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
-	"generation\"8\n" +
+	"generation\"N\n" +
 	"\x14DeleteRolloutRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\"7\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"7\n" +
 	"\x15DeleteRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
@@ -2619,7 +2833,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\asettled\x18\x06 \x01(\bR\asettled\x12\x14\n" +
 	"\x05ready\x18\a \x01(\x05R\x05ready\x12\x14\n" +
 	"\x05total\x18\b \x01(\x05R\x05total\x12>\n" +
-	"\bclusters\x18\t \x03(\v2\".dcm.rsync.v1.RolloutClusterStatusR\bclusters\"\x9e\x02\n" +
+	"\bclusters\x18\t \x03(\v2\".dcm.rsync.v1.RolloutClusterStatusR\bclusters\"\xc9\x02\n" +
 	"\x14RolloutClusterStatus\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12)\n" +
@@ -2631,7 +2845,21 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x05total\x18\x06 \x01(\x05R\x05total\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12:\n" +
-	"\tresources\x18\b \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\"\xe0\x03\n" +
+	"\tresources\x18\b \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\x12)\n" +
+	"\x05drift\x18\t \x03(\v2\x13.dcm.rsync.v1.DriftR\x05drift\"\x9e\x02\n" +
+	"\x05Drift\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
+	"\vapi_version\x18\x02 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
+	"\adeleted\x18\x06 \x01(\bR\adeleted\x12\x16\n" +
+	"\x06fields\x18\a \x03(\tR\x06fields\x12\x1a\n" +
+	"\bmanagers\x18\b \x03(\tR\bmanagers\x12\x1a\n" +
+	"\brepaired\x18\t \x01(\bR\brepaired\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\"\xe0\x03\n" +
 	"\x0eResourceStatus\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -2718,7 +2946,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\x86\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xb2\x02\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2730,11 +2958,12 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\atargets\x18\x06 \x03(\v2\x1a.dcm.rsync.v1.StoredTargetR\atargets\x12\x16\n" +
 	"\x06sealed\x18\a \x03(\x05R\x06sealed\x12\x1d\n" +
 	"\n" +
-	"host_owner\x18\b \x01(\tR\thostOwner\"b\n" +
+	"host_owner\x18\b \x01(\tR\thostOwner\x12*\n" +
+	"\x11report_drift_only\x18\t \x01(\bR\x0freportDriftOnly\"b\n" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
-	"\tmanifests\x18\x03 \x03(\x05R\tmanifests\"\xeb\x01\n" +
+	"\tmanifests\x18\x03 \x03(\x05R\tmanifests\"\xac\x02\n" +
 	"\x12StoredClusterState\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -2743,7 +2972,9 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"generation\x18\x04 \x01(\x03R\n" +
 	"generation\x12:\n" +
 	"\tresources\x18\x05 \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\x12-\n" +
-	"\x12ownership_recorded\x18\x06 \x01(\bR\x11ownershipRecorded*\x90\x01\n" +
+	"\x12ownership_recorded\x18\x06 \x01(\bR\x11ownershipRecorded\x12)\n" +
+	"\x05drift\x18\a \x03(\v2\x13.dcm.rsync.v1.DriftR\x05drift\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch*\xa4\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x01\x12\x11\n" +
@@ -2751,7 +2982,8 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x0eSTATE_RETRYING\x10\x03\x12\x10\n" +
 	"\fSTATE_FAILED\x10\x04\x12\x11\n" +
 	"\rSTATE_DELETED\x10\x05\x12\x11\n" +
-	"\rSTATE_STOPPED\x10\x06*Q\n" +
+	"\rSTATE_STOPPED\x10\x06\x12\x12\n" +
+	"\x0eSTATE_ORPHANED\x10\a*Q\n" +
 	"\tOperation\x12\x19\n" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOPERATION_APPLY\x10\x01\x12\x14\n" +
@@ -2777,7 +3009,7 @@ func file_dcm_rsync_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(State)(0),                             // 0: dcm.rsync.v1.State
 	(Operation)(0),                         // 1: dcm.rsync.v1.Operation
@@ -2798,26 +3030,27 @@ var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(*WatchRolloutStatusResponse)(nil),     // 16: dcm.rsync.v1.WatchRolloutStatusResponse
 	(*RolloutStatus)(nil),                  // 17: dcm.rsync.v1.RolloutStatus
 	(*RolloutClusterStatus)(nil),           // 18: dcm.rsync.v1.RolloutClusterStatus
-	(*ResourceStatus)(nil),                 // 19: dcm.rsync.v1.ResourceStatus
-	(*GetCertificateRequest)(nil),          // 20: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 21: dcm.rsync.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 22: dcm.rsync.v1.RenewCertificateResponse
-	(*GetCertificateResponse)(nil),         // 23: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusRequest)(nil),  // 24: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetResourceQuotaStatusResponse)(nil), // 25: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*ResourceQuantity)(nil),               // 26: dcm.rsync.v1.ResourceQuantity
-	(*GetClusterConnectionRequest)(nil),    // 27: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetClusterConnectionResponse)(nil),   // 28: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenRequest)(nil),  // 29: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetServiceAccountTokenResponse)(nil), // 30: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersRequest)(nil),         // 31: dcm.rsync.v1.GetObjectOwnersRequest
-	(*ClusterRef)(nil),                     // 32: dcm.rsync.v1.ClusterRef
-	(*GetObjectOwnersResponse)(nil),        // 33: dcm.rsync.v1.GetObjectOwnersResponse
-	(*ObjectOwner)(nil),                    // 34: dcm.rsync.v1.ObjectOwner
-	(*StoredRollout)(nil),                  // 35: dcm.rsync.v1.StoredRollout
-	(*StoredTarget)(nil),                   // 36: dcm.rsync.v1.StoredTarget
-	(*StoredClusterState)(nil),             // 37: dcm.rsync.v1.StoredClusterState
-	(*timestamppb.Timestamp)(nil),          // 38: google.protobuf.Timestamp
+	(*Drift)(nil),                          // 19: dcm.rsync.v1.Drift
+	(*ResourceStatus)(nil),                 // 20: dcm.rsync.v1.ResourceStatus
+	(*GetCertificateRequest)(nil),          // 21: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 22: dcm.rsync.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 23: dcm.rsync.v1.RenewCertificateResponse
+	(*GetCertificateResponse)(nil),         // 24: dcm.rsync.v1.GetCertificateResponse
+	(*GetResourceQuotaStatusRequest)(nil),  // 25: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetResourceQuotaStatusResponse)(nil), // 26: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*ResourceQuantity)(nil),               // 27: dcm.rsync.v1.ResourceQuantity
+	(*GetClusterConnectionRequest)(nil),    // 28: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetClusterConnectionResponse)(nil),   // 29: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenRequest)(nil),  // 30: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetServiceAccountTokenResponse)(nil), // 31: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersRequest)(nil),         // 32: dcm.rsync.v1.GetObjectOwnersRequest
+	(*ClusterRef)(nil),                     // 33: dcm.rsync.v1.ClusterRef
+	(*GetObjectOwnersResponse)(nil),        // 34: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ObjectOwner)(nil),                    // 35: dcm.rsync.v1.ObjectOwner
+	(*StoredRollout)(nil),                  // 36: dcm.rsync.v1.StoredRollout
+	(*StoredTarget)(nil),                   // 37: dcm.rsync.v1.StoredTarget
+	(*StoredClusterState)(nil),             // 38: dcm.rsync.v1.StoredClusterState
+	(*timestamppb.Timestamp)(nil),          // 39: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	4,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
@@ -2828,24 +3061,27 @@ var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	0,  // 5: dcm.rsync.v1.RolloutStatus.state:type_name -> dcm.rsync.v1.State
 	18, // 6: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
 	0,  // 7: dcm.rsync.v1.RolloutClusterStatus.state:type_name -> dcm.rsync.v1.State
-	19, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	1,  // 9: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
-	0,  // 10: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
-	38, // 11: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	38, // 12: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
-	26, // 13: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
-	26, // 14: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
-	38, // 15: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
-	32, // 16: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
-	34, // 17: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
-	2,  // 18: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
-	36, // 19: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
-	19, // 20: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	19, // 9: dcm.rsync.v1.RolloutClusterStatus.drift:type_name -> dcm.rsync.v1.Drift
+	39, // 10: dcm.rsync.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	1,  // 11: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
+	0,  // 12: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
+	39, // 13: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	39, // 14: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
+	27, // 15: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
+	27, // 16: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
+	39, // 17: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	33, // 18: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
+	35, // 19: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
+	2,  // 20: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
+	37, // 21: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
+	20, // 22: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	19, // 23: dcm.rsync.v1.StoredClusterState.drift:type_name -> dcm.rsync.v1.Drift
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_rollout_proto_init() }
@@ -2853,13 +3089,15 @@ func file_dcm_rsync_v1_rollout_proto_init() {
 	if File_dcm_rsync_v1_rollout_proto != nil {
 		return
 	}
+	file_dcm_rsync_v1_rollout_proto_msgTypes[2].OneofWrappers = []any{}
+	file_dcm_rsync_v1_rollout_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_rollout_proto_rawDesc), len(file_dcm_rsync_v1_rollout_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
