@@ -242,3 +242,30 @@ func (h *Held) Release(ctx context.Context) error {
 	h.mu.Unlock()
 	return h.l.Release(ctx, cur)
 }
+
+// RenewAll extends every lease holder has, in one write, and reports how
+// many it extended: for a replica holding many (rsync's shards). Each
+// renewed lease's version grows, so that a takeover racing with it (read
+// before, written after) is refused.
+func (l *Leases) RenewAll(ctx context.Context, holder string, ttl time.Duration) (int64, error) {
+	res, err := l.coll.UpdateMany(ctx, bson.D{{Key: "holder", Value: holder}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "expires", Value: l.now().Add(ttl).UnixMilli()}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}},
+		})
+	if err != nil {
+		return 0, mapErr("renew leases", err)
+	}
+	return res.ModifiedCount, nil
+}
+
+// Supersede gives holder the lease cur (as read by List) whatever its
+// expiry, with the next epoch, if it is still as read: for a lease that
+// expired, or that an earlier run of the same replica held (a restarted
+// replica takes its work back at once instead of waiting for its old
+// leases to expire).
+func (l *Leases) Supersede(ctx context.Context, cur Lease, holder string, ttl time.Duration) (Lease, error) {
+	from := leaseDoc{ID: cur.Name, Holder: cur.Holder, Epoch: cur.Epoch, Version: cur.version}
+	next := leaseDoc{ID: cur.Name, Holder: holder, Epoch: cur.Epoch + 1, Expires: l.now().Add(ttl).UnixMilli(), Version: cur.version + 1}
+	return l.replace(ctx, from, next)
+}

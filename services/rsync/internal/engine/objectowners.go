@@ -45,7 +45,10 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 		res := &rsyncv1.ObjectOwner{Provider: c.GetProvider(), Cluster: c.GetCluster()}
 		out[i] = res
 		e.mu.Lock()
-		claimant := e.claimant(clusterKey(c.GetProvider(), c.GetCluster()), key)
+		var claimant string // rsync's record answers for the clusters this replica works on
+		if ck := clusterKey(c.GetProvider(), c.GetCluster()); e.active(shardOf(ck, e.shards.n)) != nil {
+			claimant = e.claimant(ck, key)
+		}
 		e.mu.Unlock()
 		if claimant != "" {
 			res.Owner, res.State = claimant, rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER

@@ -14,13 +14,22 @@ import (
 
 // reconcile brings every task of o to o's generation: what to apply, what
 // to delete. Called with mu held, after o.rec changed or on load.
-func (e *Engine) reconcile(o *owner) {
+func (e *Engine) reconcile(o *owner) { e.reconcileWhere(o, nil) }
+
+// reconcileWhere is reconcile for the tasks of the clusters where says
+// (nil: all). Called with mu held.
+func (e *Engine) reconcileWhere(o *owner, where func(provider, cluster string) bool) {
 	targets := map[string]*rsyncv1.StoredTarget{}
 	for _, tg := range o.rec.GetTargets() {
 		targets[clusterKey(tg.GetProvider(), tg.GetCluster())] = tg
-		e.addTask(o, tg.GetProvider(), tg.GetCluster())
+		if where == nil || where(tg.GetProvider(), tg.GetCluster()) {
+			e.addTask(o, tg.GetProvider(), tg.GetCluster())
+		}
 	}
 	for key, t := range o.tasks {
+		if where != nil && !where(t.provider, t.cluster) {
+			continue
+		}
 		var want []*object
 		if tg, ok := targets[key]; ok && !o.rec.GetDeleting() {
 			for _, i := range tg.GetManifests() {

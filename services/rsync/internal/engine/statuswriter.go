@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -31,6 +33,11 @@ type statusWriter struct {
 	writes     *atomic.Int64 // the engine's count of store writes
 	log        *zap.Logger
 	kick       chan struct{}
+	// epoch is the epoch of the shard lease a task's state is written
+	// under; false when the replica no longer holds the shard (the state
+	// is then not written: its new holder writes it). Called with tasks
+	// held.
+	epoch func(*task) (int64, bool)
 
 	mu      sync.Mutex
 	q       []*task
@@ -57,6 +64,9 @@ func (w *statusWriter) flush(t *task, force bool) {
 	if !t.dirty || w.queued[t] || (!force && time.Since(t.lastFlush) < w.checkpoint) {
 		return
 	}
+	if _, ok := w.epoch(t); !ok {
+		return
+	}
 	t.lastFlush = time.Now()
 	w.enqueue(t)
 	select {
@@ -72,26 +82,33 @@ func (w *statusWriter) enqueue(t *task) {
 }
 
 // next takes the first queued task and a snapshot of its state to write,
-// or nil if the queue is empty.
+// stamped with its shard's epoch, or nil if the queue is empty. A task
+// whose shard this replica lost is passed over.
 func (w *statusWriter) next() (t *task, snap *rsyncv1.StoredClusterState, version int64) {
 	w.tasks.Lock()
 	defer w.tasks.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.q) == 0 {
-		return nil, nil, 0
+	for len(w.q) > 0 {
+		t = w.q[0]
+		w.q = w.q[1:]
+		delete(w.queued, t)
+		epoch, ok := w.epoch(t)
+		if !ok {
+			continue
+		}
+		snap = proto.CloneOf(t.state)
+		snap.Epoch = epoch
+		version = t.stateVersion
+		t.dirty = false
+		w.writing = true
+		return t, snap, version
 	}
-	t = w.q[0]
-	w.q = w.q[1:]
-	delete(w.queued, t)
-	snap = proto.CloneOf(t.state)
-	version = t.stateVersion
-	t.dirty = false
-	w.writing = true
-	return t, snap, version
+	return nil, nil, 0
 }
 
-// written records the result of writing t's state at version.
+// written records the result of writing t's state: the version it now
+// has in the store.
 func (w *statusWriter) written(t *task, version int64, err error) {
 	w.tasks.Lock()
 	defer w.tasks.Unlock()
@@ -100,7 +117,7 @@ func (w *statusWriter) written(t *task, version int64, err error) {
 	w.writing = false
 	if err == nil {
 		storeWrites.WithLabelValues("ok").Inc()
-		t.stateVersion = version + 1
+		t.stateVersion = version
 		return
 	}
 	storeWrites.WithLabelValues("error").Inc()
@@ -128,26 +145,50 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 		}
 
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
-		var err error
-		if version == 0 {
-			err = w.states.Create(wctx, id, snap.GetOwner(), snap)
-		} else {
-			err = w.states.Update(wctx, id, version, snap)
-		}
+		version, err := w.write(wctx, snap, version)
 		cancel()
-		w.writes.Add(1)
 		w.written(t, version, err)
 		if err == nil {
 			continue
 		}
-		w.log.Warn("save rollout cluster state; will retry", zap.String("id", id), zap.Error(err))
+		w.log.Warn("save rollout cluster state; will retry", zap.String("id", store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())), zap.Error(err))
 		select {
 		case <-time.After(time.Second):
 		case <-stop:
 			return // the store is failing: what is not saved is redone after a restart
 		}
 	}
+}
+
+// write stores snap over the stored state at version (0: none yet) and
+// returns the version written. If another replica wrote the state
+// meanwhile under an older epoch (it held the shard before, and its
+// last writes were late), snap replaces it: this replica's state, loaded
+// when it took the shard, is the one in charge. A state written under a
+// newer epoch means the shard is someone else's now: Aborted.
+func (w *statusWriter) write(ctx context.Context, snap *rsyncv1.StoredClusterState, version int64) (int64, error) {
+	id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
+	var err error
+	if version == 0 {
+		err = w.states.Create(ctx, id, snap.GetOwner(), snap)
+	} else {
+		err = w.states.Update(ctx, id, version, snap)
+	}
+	w.writes.Add(1)
+	if c := errs.Code(err); c != codes.Aborted && c != codes.AlreadyExists {
+		return version + 1, err
+	}
+	cur, gerr := w.states.Get(ctx, id)
+	if gerr != nil {
+		return version, err
+	}
+	if cur.Msg.GetEpoch() > snap.GetEpoch() {
+		w.log.Warn("a replica with a newer lease wrote this cluster's state: not overwritten",
+			zap.String("id", id), zap.Int64("epoch", snap.GetEpoch()), zap.Int64("stored epoch", cur.Msg.GetEpoch()))
+		return version, err
+	}
+	w.writes.Add(1)
+	return cur.Version + 1, w.states.Update(ctx, id, cur.Version, snap)
 }
 
 // unsaved counts the states queued or being written.

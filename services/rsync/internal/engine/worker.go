@@ -14,6 +14,7 @@ type worker struct {
 	kick  chan struct{}
 	tasks []*task
 	turn  int
+	shard int // the cluster's shard: worked only while its lease is held
 }
 
 // work runs one cluster's tasks: each due task gets a pass, under the
@@ -25,17 +26,27 @@ func (e *Engine) work(w *worker) {
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
-		t, wait := e.due(w, time.Now())
+		var t *task
+		wait := time.Hour // until kicked: the shard is another replica's
+		sl := e.active(w.shard)
+		if sl != nil {
+			t, wait = e.due(w, time.Now())
+		}
+		if t != nil {
+			sl.passes.Add(1)
+		}
 		ctx := e.ctx
 		e.mu.Unlock()
 		if t != nil {
 			select {
 			case e.sem <- struct{}{}:
 			case <-ctx.Done():
+				sl.passes.Done()
 				return
 			}
-			e.pass(ctx, t)
+			e.pass(sl.ctx, t)
 			<-e.sem
+			sl.passes.Done()
 			continue
 		}
 		timer.Reset(wait)
