@@ -86,13 +86,14 @@ func (e *Engine) waitLoaded(ctx context.Context) error {
 // Submit stores ownerID's first desired state (or a new one after its
 // rollout was deleted) and starts applying it.
 func (e *Engine) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return e.SubmitGuest(ctx, ownerID, "", clusters)
+	return e.SubmitGuest(ctx, ownerID, "", nil, clusters)
 }
 
 // SubmitGuest is Submit for a rollout whose namespaced objects may also
 // go in the Namespaces of host (another owner): a traffic intent group's
-// in its logical cloud's namespace.
-func (e *Engine) SubmitGuest(ctx context.Context, ownerID, host string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+// in its logical cloud's namespace. repair false: drift on the clusters is
+// reported, not repaired (nil: repaired).
+func (e *Engine) SubmitGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o != nil {
 			e.mu.Lock()
@@ -102,28 +103,29 @@ func (e *Engine) SubmitGuest(ctx context.Context, ownerID, host string, clusters
 				return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
 			}
 		}
-		return e.buildGuest(ctx, ownerID, host, clusters)
+		return e.buildGuest(ctx, ownerID, host, repair != nil && !*repair, clusters)
 	})
 }
 
-// buildGuest is build with the rollout's host owner.
-func (e *Engine) buildGuest(ctx context.Context, ownerID, host string, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
+// buildGuest is build with the rollout's host owner and drift setting.
+func (e *Engine) buildGuest(ctx context.Context, ownerID, host string, reportDriftOnly bool, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
 	rec, objs, err := e.build(ctx, ownerID, clusters)
 	if err != nil {
 		return nil, nil, err
 	}
-	rec.HostOwner = host
+	rec.HostOwner, rec.ReportDriftOnly = host, reportDriftOnly
 	return rec, objs, nil
 }
 
 // Update replaces ownerID's desired state: changes are applied, what was
 // dropped is deleted. It resumes a stopped rollout.
 func (e *Engine) Update(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return e.UpdateGuest(ctx, ownerID, "", clusters)
+	return e.UpdateGuest(ctx, ownerID, "", nil, clusters)
 }
 
-// UpdateGuest is Update with the rollout's host owner (see SubmitGuest).
-func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+// UpdateGuest is Update with the rollout's host owner and drift setting
+// (see SubmitGuest; nil repair keeps the rollout's).
+func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o == nil {
 			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
@@ -131,7 +133,11 @@ func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, clusters
 		if o.rec.GetDeleting() {
 			return nil, nil, errs.FailedPrecondition("rollout %q is deleted: submit it anew", ownerID)
 		}
-		return e.buildGuest(ctx, ownerID, host, clusters)
+		reportOnly := o.rec.GetReportDriftOnly()
+		if repair != nil {
+			reportOnly = !*repair
+		}
+		return e.buildGuest(ctx, ownerID, host, reportOnly, clusters)
 	})
 }
 
@@ -307,6 +313,7 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 		cs := &rsyncv1.RolloutClusterStatus{
 			Provider: t.provider, Cluster: t.cluster, Generation: t.state.GetGeneration(),
 			Resources: make([]*rsyncv1.ResourceStatus, 0, len(t.state.GetResources())),
+			Drift:     driftOfStatus(t.state),
 		}
 		var rs []rsyncv1.State
 		var latest time.Time

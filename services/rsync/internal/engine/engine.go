@@ -50,6 +50,10 @@ type Config struct {
 	// DeleteWait is how long a pass waits for a deleted object (a
 	// Namespace being finalized) to be gone before it retries later.
 	DeleteWait time.Duration
+	// DriftInterval is how often every object rsync applied is compared
+	// with its manifest (drift*.go), besides the watches; negative: drift
+	// is neither watched nor compared.
+	DriftInterval time.Duration
 }
 
 func (c *Config) defaults() {
@@ -71,6 +75,9 @@ func (c *Config) defaults() {
 	}
 	if c.DeleteWait <= 0 {
 		c.DeleteWait = 10 * time.Second
+	}
+	if c.DriftInterval == 0 {
+		c.DriftInterval = 5 * time.Minute
 	}
 }
 
@@ -281,6 +288,7 @@ func (e *Engine) addTask(o *owner, provider, cluster string) *task {
 		e.workers[key] = w
 		e.running.Add(1)
 		go e.work(w)
+		e.startDrift(e.ctx, provider, cluster) // drift: watched while the engine runs (driftwatch.go)
 	}
 	w.tasks = append(w.tasks, t)
 	return t

@@ -119,7 +119,7 @@ func hasLabels(u *unstructured.Unstructured, want map[string]string) bool {
 	return true
 }
 
-// stamped is obj with the owner annotation set to owner.
+// stamped is obj with the owner annotation set to owner and ManagedLabel.
 func stamped(obj *unstructured.Unstructured, owner string) *unstructured.Unstructured {
 	out := obj.DeepCopy()
 	ann := out.GetAnnotations()
@@ -128,6 +128,12 @@ func stamped(obj *unstructured.Unstructured, owner string) *unstructured.Unstruc
 	}
 	ann[OwnerAnnotation] = owner
 	out.SetAnnotations(ann)
+	labels := out.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ManagedLabel] = "true" // what the drift watches select (driftwatch.go)
+	out.SetLabels(labels)
 	return out
 }
 

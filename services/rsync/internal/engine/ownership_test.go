@@ -177,14 +177,14 @@ func TestGuestInHostNamespace(t *testing.T) {
 	waitFor(t, e, host, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
 	guestCM := []string{fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-guest", "namespace": %q}, "data": {"k": "v"}}`, ns)}
 
-	_, err = e.SubmitGuest(ctx, guest, host, rollout(h, guestCM, 0))
+	_, err = e.SubmitGuest(ctx, guest, host, nil, rollout(h, guestCM, 0))
 	require.NoError(t, err)
 	waitFor(t, e, guest, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
 	cm, err := clientset(t, c).CoreV1().ConfigMaps(ns).Get(ctx, "from-guest", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, guest, cm.Annotations[engine.OwnerAnnotation])
 
-	_, err = e.SubmitGuest(ctx, stranger, "lc/tg/another", rollout(h, []string{strings.Replace(guestCM[0], "from-guest", "from-stranger", 1)}, 0))
+	_, err = e.SubmitGuest(ctx, stranger, "lc/tg/another", nil, rollout(h, []string{strings.Replace(guestCM[0], "from-guest", "from-stranger", 1)}, 0))
 	require.NoError(t, err)
 	st := waitFor(t, e, stranger, "failed", settledIn(rsyncv1.State_STATE_FAILED))
 	require.Contains(t, resourceOf(st.GetClusters()[0], "ConfigMap", "from-stranger").GetLastError(), `Namespace "ns-guest" is managed by lc/tg/lc: refused`)

@@ -89,6 +89,8 @@ type stepInfo struct {
 	// when that manifest is no longer in the rollout.
 	labels      map[string]string
 	labelsKnown bool
+	// repair: the apply repairs drift (driftrecord.go), forced.
+	repair bool
 }
 
 // stepInfo reads what resource r of t needs. Called with mu held.
@@ -97,7 +99,7 @@ func (e *Engine) stepInfo(t *task, r *rsyncv1.ResourceStatus) stepInfo {
 	owner := o.rec.GetOwner()
 	ck := clusterKey(t.provider, t.cluster)
 	key := keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())
-	in := stepInfo{owner: owner, owned: r.GetOwned(), host: o.rec.GetHostOwner()}
+	in := stepInfo{owner: owner, owned: r.GetOwned(), host: o.rec.GetHostOwner(), repair: e.repairing(t, r)}
 	if c := e.claimant(ck, key); c != "" && c != owner {
 		in.other = c
 	}
@@ -148,6 +150,7 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 	r.Updated = timestamppb.New(now)
 	t.dirty = true
 	defer t.owner.notify()
+	defer e.noteRepair(t, r, out.err)
 	op := "apply"
 	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
 		op = "delete"

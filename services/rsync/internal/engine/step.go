@@ -69,7 +69,8 @@ func (e *Engine) apply(ctx context.Context, cl Cluster, in stepInfo, obj *object
 			desired.SetResourceVersion(live.GetResourceVersion())
 		}
 	}
-	force := e.cfg.ForceConflicts && st != standingFree
+	// A drift repair takes back the fields another manager changed.
+	force := (e.cfg.ForceConflicts || in.repair) && st != standingFree
 	if force {
 		conditional()
 	}

@@ -8,7 +8,7 @@ import (
 
 // SubmitRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutRequest) (*rsyncv1.SubmitRolloutResponse, error) {
-	gen, err := s.engine.SubmitGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.GetClusters())
+	gen, err := s.engine.SubmitGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
@@ -17,7 +17,7 @@ func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutR
 
 // UpdateRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutRequest) (*rsyncv1.UpdateRolloutResponse, error) {
-	gen, err := s.engine.UpdateGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.GetClusters())
+	gen, err := s.engine.UpdateGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
