@@ -35,7 +35,7 @@ CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .DEFAULT_GOAL := help
 .PHONY: help grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
-	k8s-bins istio-bins clusters clusters-down bench-rsync bench-lifecycle fuzz
+	k8s-bins istio-bins clusters clusters-down bench-rsync bench-lifecycle bench-rest fuzz
 
 ## help: list the targets and what they do
 help:
@@ -80,6 +80,10 @@ bench-rsync:
 ## bench-lifecycle: apply a logical cloud on 3 real clusters until every kubeconfig works, 10 runs (p50)
 bench-lifecycle: k8s-bins
 	$(GO) test -run '^$$' -bench ApplyToUsableKubeconfigs -benchtime 10x -count 1 ./services/allinone/
+
+## bench-rest: the REST data API through the gateway (HTTPS, bearer token, embedded store): logical clouds created, read, listed, deleted at 1 and 8 clients beside a no-store ceiling; writes the table into docs/benchmarks.md
+bench-rest:
+	$(GO) run ./services/allinone/cmd/rest-bench -out docs/benchmarks.md $(BENCHFLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 10m; make fuzz FUZZTIME=30s), one after another; a finding fails (not in make test, which runs their seeds)
 fuzz:

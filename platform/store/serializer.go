@@ -1,15 +1,28 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
+// commandsTotal counts what the embedded store is asked, by command name
+// (find, insert, update, ...): the store's share of a request's cost, and
+// what `make bench-rest` reports per REST call.
+var commandsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "dcm_store_commands_total",
+	Help: "Commands the embedded store's serializer forwarded, by command name.",
+}, []string{"command"})
+
 const (
+	opQuery        = 2004
 	opMsg          = 2013
 	flagMoreToCome = 1 << 1
 	maxMessage     = 48 << 20 // MongoDB's maxMessageSizeBytes
@@ -115,6 +128,7 @@ func (s *Serializer) serve(client net.Conn) {
 		if err != nil {
 			return
 		}
+		commandsTotal.WithLabelValues(commandName(req)).Inc()
 		replies, err := s.roundTrip(backend, req)
 		if err != nil {
 			return
@@ -177,3 +191,44 @@ func expectsReply(req []byte) bool { return !isMsgWithFlag(req, flagMoreToCome) 
 
 // moreToCome marks an exhaust reply that further replies follow.
 func moreToCome(reply []byte) bool { return isMsgWithFlag(reply, flagMoreToCome) }
+
+// commandName is the name of the command in a request: the first key of
+// an OP_MSG's body section ("find", "insert", "update", ...), "query" for
+// a legacy OP_QUERY (the driver's first handshake) and "unknown" for what
+// cannot be read.
+func commandName(m []byte) string {
+	if len(m) < 16 {
+		return "unknown"
+	}
+	switch binary.LittleEndian.Uint32(m[12:16]) {
+	case opQuery:
+		return "query"
+	case opMsg:
+	default:
+		return "unknown"
+	}
+	for i := 20; i < len(m); {
+		kind := m[i]
+		i++
+		if i+4 > len(m) {
+			break
+		}
+		n := int(binary.LittleEndian.Uint32(m[i : i+4]))
+		if kind == 0 {
+			// A BSON document: length, then elements (type byte, name\x00, ...).
+			if n < 5 || i+n > len(m) {
+				break
+			}
+			doc := m[i+5 : i+n]
+			if end := bytes.IndexByte(doc, 0); end > 0 {
+				return string(doc[:end])
+			}
+			break
+		}
+		if n < 4 {
+			break
+		}
+		i += n // a document sequence (kind 1): its size counts itself
+	}
+	return "unknown"
+}

@@ -1,0 +1,135 @@
+// Command rest-bench measures the REST data API (`make bench-rest`): the
+// all-in-one program on loopback with its embedded store, reached as a user
+// reaches it (HTTPS, a bearer token the token service issued), creating,
+// reading, listing and deleting logical clouds with one user and one quota
+// each, at 1 and 8 clients. Beside each operation it measures a ceiling in
+// the same run: the same GET through the same gateway and gRPC path,
+// answered by a handler that touches no store (ceiling.go). It reports
+// requests per second, p50 and p99 latency, and the store commands each
+// request cost (counted by the embedded store's serializer), and writes
+// the table into docs/benchmarks.md ("REST data API").
+//
+// It is a program rather than a `go test -bench`: it reports several
+// operations, client counts and a ceiling as one table from one run, and
+// writes it into the docs, which testing.B's one-number-per-benchmark
+// output does not fit.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/services/allinone"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "rest-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	clouds := flag.Int("clouds", 1000, "logical clouds to create (a fifth by 1 client, the rest by 8); the list reads them all")
+	duration := flag.Duration("duration", 5*time.Second, "how long each read measurement runs")
+	out := flag.String("out", "docs/benchmarks.md", "write the table into this file's \"REST data API\" section (empty: print only)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
+	flag.Parse()
+
+	dir, err := os.MkdirTemp("", "rest-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := app.Start(ctx, allinone.Name, []string{
+		"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-data-dir", dir, "-log-level", "warn",
+	}, true, build, app.LogTo(noAudit{os.Stderr}))
+	if err != nil {
+		return fmt.Errorf("start the all-in-one program: %w", err)
+	}
+	defer func() {
+		cancel()
+		_ = p.Wait()
+	}()
+	if p.Env.Store.Embedded() == nil {
+		return fmt.Errorf("the benchmark runs on the embedded store (unset DCM_MONGO_URI)")
+	}
+	c, err := newClient(ctx, p)
+	if err != nil {
+		return err
+	}
+	background := c.idle(3 * time.Second)
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	one := *clouds / 5
+	names := make([]string, *clouds)
+	for i := range names {
+		names[i] = fmt.Sprintf("lc-%05d", i)
+	}
+	var rows []row
+	add := func(r row, err error) error {
+		if err == nil {
+			fmt.Fprintln(os.Stderr, r.String())
+			rows = append(rows, r)
+		}
+		return err
+	}
+	if err := add(c.each("create", 1, names[:one], c.create)); err != nil {
+		return err
+	}
+	if err := add(c.each("create", 8, names[one:], c.create)); err != nil {
+		return err
+	}
+	for _, n := range []int{1, 8} {
+		if err := add(c.during("ceiling (GET, no store)", n, *duration, c.get(ceilingName))); err != nil {
+			return err
+		}
+		if err := add(c.during("get", n, *duration, c.get(names[0]))); err != nil {
+			return err
+		}
+		if err := add(c.during(fmt.Sprintf("list of %d", *clouds), n, *duration, c.list(*clouds))); err != nil {
+			return err
+		}
+	}
+	if err := add(c.each("delete", 1, names[:one], c.delete)); err != nil {
+		return err
+	}
+	if err := add(c.each("delete", 8, names[one:], c.delete)); err != nil {
+		return err
+	}
+	pprof.StopCPUProfile()
+	text := table(rows, background)
+	fmt.Println(text)
+	if *out == "" {
+		return nil
+	}
+	return writeSection(*out, text)
+}
+
+// noAudit passes the program's log lines on but for the audit log's,
+// which are written whatever the level: one per create and delete.
+type noAudit struct{ w *os.File }
+
+func (n noAudit) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"logger":"dcm.audit"`)) {
+		return len(p), nil
+	}
+	return n.w.Write(p)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// row is one measurement: an operation at a number of clients.
+type row struct {
+	what     string
+	clients  int
+	requests int
+	rate     float64 // requests per second
+	p50, p99 time.Duration
+	cmds     counts // store commands during the measurement
+}
+
+func newRow(what string, clients int, lat []time.Duration, elapsed time.Duration, cmds counts) row {
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	return row{what: what, clients: clients, requests: len(lat), rate: float64(len(lat)) / elapsed.Seconds(),
+		p50: pct(0.50), p99: pct(0.99), cmds: cmds}
+}
+
+// perRequest is the store commands per request, in total and by command.
+func (r row) perRequest() (float64, string) {
+	if r.requests == 0 {
+		return 0, ""
+	}
+	n := float64(r.requests)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.cmds)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, r.cmds[k]/n))
+	}
+	return r.cmds.total() / n, strings.Join(parts, ", ")
+}
+
+func (r row) String() string {
+	per, by := r.perRequest()
+	return fmt.Sprintf("%-26s %d clients: %6d requests %8.1f/s p50 %-9v p99 %-9v store %.2f/request (%s)",
+		r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), per, by)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// table is the markdown of the rows, each as a share of the ceiling at
+// the same number of clients.
+func table(rows []row, background float64) string {
+	ceil := map[int]float64{}
+	for _, r := range rows {
+		if strings.HasPrefix(r.what, "ceiling") {
+			ceil[r.clients] = r.rate
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Command: `make bench-rest` (`go run ./services/allinone/cmd/rest-bench`), %s, %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	b.WriteString("| operation | clients | requests | req/s | p50 | p99 | of the ceiling | store commands per request |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		share := "n/a"
+		if c := ceil[r.clients]; c > 0 {
+			share = fmt.Sprintf("%.0f %%", 100*r.rate/c)
+		}
+		per, by := r.perRequest()
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %s | %.2f (%s) |\n",
+			r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), share, per, by)
+	}
+	fmt.Fprintf(&b, "\nThe program alone (background loops, no request) sent %.1f store commands per second; they are included above.\n", background)
+	return b.String()
+}
+
+// machine describes where the benchmark ran.
+func machine() string {
+	model := runtime.GOARCH
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+const (
+	sectionTitle = "## REST data API: `make bench-rest`"
+	beginMark    = "<!-- rest-bench:begin (written by make bench-rest) -->"
+	endMark      = "<!-- rest-bench:end -->"
+)
+
+// writeSection puts text between the markers of the REST data API
+// section of the file at path, adding the section at the end if the file
+// has none. What surrounds the markers is left as it is.
+func writeSection(path, text string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := string(b)
+	block := beginMark + "\n" + text + endMark
+	i, j := strings.Index(doc, beginMark), strings.Index(doc, endMark)
+	switch {
+	case i >= 0 && j > i:
+		doc = doc[:i] + block + doc[j+len(endMark):]
+	default:
+		doc = strings.TrimRight(doc, "\n") + "\n\n" + sectionTitle + "\n\n" + block + "\n"
+	}
+	return os.WriteFile(path, []byte(doc), 0o644)
+}
