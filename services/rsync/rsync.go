@@ -25,9 +25,16 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		return nil, server.Options{}, err
 	}
 	cfg := env.Config
+	replica := cfg.RsyncReplica
+	if replica == "" && st.Embedded() != nil {
+		// One program per embedded store (its directory is locked): a
+		// restart takes the shards back at once.
+		replica = "embedded"
+	}
 	s := rsync.New(st, engine.Config{
 		Concurrency: cfg.RsyncConcurrency, RetryBase: cfg.RsyncRetryBase, RetryMax: cfg.RsyncRetryMax,
 		ForceConflicts: cfg.RsyncForceConflicts,
+		Replica:        replica, Shards: cfg.RsyncShards, LeaseTTL: cfg.RsyncLeaseTTL,
 	}, env.Log.Named("engine"))
 	return []server.Service{s}, server.Options{
 		Background: []func(context.Context) error{s.Run},

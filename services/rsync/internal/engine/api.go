@@ -185,6 +185,10 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 	}
 	e.apiMu.Lock()
 	defer e.apiMu.Unlock()
+	// Another replica may have changed the rollout since this one polled.
+	if err := e.refresh(ctx, ownerID); err != nil {
+		return 0, err
+	}
 	e.mu.Lock()
 	o := e.owners[ownerID]
 	e.mu.Unlock()
@@ -231,23 +235,16 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 		o.version++
 	}
 	o.rec, o.objs = rec, objs
-	if stopping {
-		for _, t := range o.tasks {
-			if t.cancel != nil {
-				t.cancel()
-			}
-		}
-	} else {
-		e.reconcile(o)
-		e.kickAll(o)
-	}
-	o.notify()
+	e.adopted(o)
 	return rec.GetGeneration(), nil
 }
 
 // Status reports where ownerID's rollout stands.
 func (e *Engine) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutStatus, error) {
 	if err := e.waitLoaded(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.known(ctx, ownerID); err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
@@ -267,6 +264,9 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 		return err
 	}
 	for {
+		if err := e.known(ctx, ownerID); err != nil {
+			return err
+		}
 		e.mu.Lock()
 		o, ok := e.owners[ownerID]
 		if !ok {
@@ -281,10 +281,15 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 		if untilSettled && st.GetSettled() {
 			return nil
 		}
+		var poll <-chan time.Time // other replicas' clusters: their saves are read
+		if e.hasForeign(ownerID) {
+			poll = time.After(time.Second)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-poll:
 		}
 		select {
 		case <-ctx.Done():
@@ -292,6 +297,24 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// known brings ownerID's rollout up to date with the store before it is
+// reported: adopted if another replica submitted or changed it, and the
+// saved states of the clusters other replicas work on read.
+func (e *Engine) known(ctx context.Context, ownerID string) error {
+	e.mu.Lock()
+	_, ok := e.owners[ownerID]
+	e.mu.Unlock()
+	if !ok {
+		e.apiMu.Lock()
+		err := e.refresh(ctx, ownerID)
+		e.apiMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return e.refreshForeign(ctx, ownerID)
 }
 
 // status summarizes o. Called with mu held.

@@ -50,6 +50,22 @@ type Config struct {
 	// DeleteWait is how long a pass waits for a deleted object (a
 	// Namespace being finalized) to be gone before it retries later.
 	DeleteWait time.Duration
+	// Replica names this replica among rsync's (shards.go); empty: the
+	// host name and process id. A replica restarted under the same name
+	// takes its shards back at once instead of waiting for their leases
+	// to expire, so two live replicas must never share a name.
+	Replica string
+	// Shards is how many shards clusters are split into among replicas;
+	// every replica of one store must use the same number.
+	Shards int
+	// LeaseTTL is how long a shard lease lasts without renewal: a dead
+	// replica's clusters are taken over within it (plus LeaseRenew).
+	LeaseTTL time.Duration
+	// LeaseRenew is how often leases are renewed and rebalanced.
+	LeaseRenew time.Duration
+	// Poll is how often a replica reads the rollouts' versions to learn
+	// the changes other replicas stored.
+	Poll time.Duration
 	// DriftInterval is how often every object rsync applied is compared
 	// with its manifest (drift*.go), besides the watches; negative: drift
 	// is neither watched nor compared.
@@ -75,6 +91,18 @@ func (c *Config) defaults() {
 	}
 	if c.DeleteWait <= 0 {
 		c.DeleteWait = 10 * time.Second
+	}
+	if c.Shards <= 0 {
+		c.Shards = 64
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.LeaseRenew <= 0 || c.LeaseRenew > c.LeaseTTL/4 {
+		c.LeaseRenew = c.LeaseTTL / 5
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
 	}
 	if c.DriftInterval == 0 {
 		c.DriftInterval = 5 * time.Minute
@@ -108,6 +136,8 @@ type Engine struct {
 	running sync.WaitGroup
 	// saver is the store writer of cluster states (statuswriter.go).
 	saver *statusWriter
+	// shards is this replica's share of the clusters (shards.go).
+	shards *shards
 	// apiMu serializes the API calls that change desired state.
 	apiMu sync.Mutex
 }
@@ -119,6 +149,9 @@ type owner struct {
 	objs    []*object        // rec.Manifests parsed
 	tasks   map[string]*task // by cluster key
 	changed chan struct{}    // closed at each status change
+	// refreshed is when the states of its clusters that other replicas
+	// work on were last read (replicas.go).
+	refreshed time.Time
 }
 
 // task is one owner on one cluster.
@@ -148,7 +181,9 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 		workers: map[string]*worker{},
 		claims:  map[string]map[string]string{},
 	}
+	e.shards = newShards(st, cfg)
 	e.saver = newStatusWriter(e.states, &e.mu, cfg.Checkpoint, &e.writes, log)
+	e.saver.epoch = e.epochOf
 	return e
 }
 
@@ -166,10 +201,20 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.saver.run(stop)
 		close(stopped)
 	}()
+	// The leases outlive ctx until the states are saved, then are yielded.
+	lctx, endLeases := context.WithCancel(context.Background())
+	leasesDone := make(chan struct{})
+	go func() {
+		e.runLeases(lctx, ctx)
+		close(leasesDone)
+	}()
+	go e.pollLoop(ctx)
 	<-ctx.Done()
 	e.running.Wait()
 	close(stop)
 	<-stopped
+	endLeases()
+	<-leasesDone
 	return nil
 }
 
@@ -183,6 +228,14 @@ func (e *Engine) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	all, err := e.states.All(ctx)
+	if err != nil {
+		return err
+	}
+	byOwner := map[string][]store.Item[*rsyncv1.StoredClusterState]{}
+	for _, it := range all {
+		byOwner[it.Parent] = append(byOwner[it.Parent], it)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.ctx = ctx
@@ -192,37 +245,19 @@ func (e *Engine) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		states, err := e.states.Children(ctx, rec.GetOwner())
-		if err != nil {
-			return err
-		}
 		var legacy []*task
-		for _, st := range states {
+		for _, st := range byOwner[rec.GetOwner()] {
 			t := e.addTask(o, st.Msg.GetProvider(), st.Msg.GetCluster())
-			t.state, t.stateVersion = st.Msg, st.Version
-			if !t.state.GetOwnershipRecorded() {
+			if e.install(t, st.Msg, st.Version) {
 				legacy = append(legacy, t)
-				adoptLegacy(t.state)
 			}
 		}
 		e.owners[rec.GetOwner()] = o
 		e.reconcile(o)
 		for _, t := range o.tasks {
-			// Retries resume when they were due; the rest now.
-			t.next = time.Time{}
-			for _, r := range t.state.GetResources() {
-				if r.GetState() == rsyncv1.State_STATE_RETRYING && r.GetNextRetry().AsTime().After(t.next) {
-					t.next = r.GetNextRetry().AsTime()
-				}
-			}
-			t.dirty = false
+			t.resume()
 		}
-		for _, t := range legacy {
-			if !rec.GetStopped() { // a stopped rollout is stamped when it resumes
-				restamp(t.state)
-			}
-			t.next, t.dirty = time.Time{}, true
-		}
+		restampAll(legacy)
 	}
 	e.indexClaims()
 	for _, o := range e.owners {
@@ -284,7 +319,7 @@ func (e *Engine) addTask(o *owner, provider, cluster string) *task {
 	o.tasks[key] = t
 	w, ok := e.workers[key]
 	if !ok {
-		w = &worker{kick: make(chan struct{}, 1)}
+		w = &worker{kick: make(chan struct{}, 1), shard: shardOf(key, e.shards.n)}
 		e.workers[key] = w
 		e.running.Add(1)
 		go e.work(w)

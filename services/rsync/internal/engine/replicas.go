@@ -252,15 +252,19 @@ func (e *Engine) refreshForeign(ctx context.Context, ownerID string) error {
 	foreign := func(provider, cluster string) bool {
 		return e.active(shardOf(clusterKey(provider, cluster), e.shards.n)) == nil
 	}
+	var legacy []*task
 	for _, it := range items {
 		st := it.Msg
 		if !foreign(st.GetProvider(), st.GetCluster()) {
 			continue
 		}
 		t := e.addTask(o, st.GetProvider(), st.GetCluster())
-		e.install(t, st, it.Version)
+		if e.install(t, st, it.Version) {
+			legacy = append(legacy, t)
+		}
 	}
 	e.reconcileWhere(o, foreign) // the current generation's view of them
+	restampAll(legacy)           // as their holder sees them
 	o.refreshed = time.Now()
 	return nil
 }

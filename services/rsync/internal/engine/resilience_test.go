@@ -21,6 +21,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
@@ -191,21 +192,34 @@ func runChild() int {
 		name := strings.TrimSuffix(filepath.Base(path), ".kubeconfig")
 		conn.configs["edge/"+name] = kc
 		cr := &rsyncv1.ClusterResources{Provider: "edge", Cluster: name}
-		for _, m := range configMaps("tenant-restart", n) {
+		for _, m := range childManifests(n) {
 			cr.Resources = append(cr.Resources, &rsyncv1.Resource{Manifest: m})
 		}
 		clusters = append(clusters, cr)
 	}
-	e := engine.New(st, conn, testConfig, zap.NewNop())
+	cfg := testConfig
+	cfg.Replica = os.Getenv("DCM_CHILD_REPLICA")
+	e := engine.New(st, conn, cfg, zap.NewNop())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
+	if trigger := os.Getenv("DCM_CHILD_TRIGGER"); trigger != "" {
+		fmt.Println("ready")
+		for {
+			if _, err := os.Stat(trigger); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	if n > 0 {
-		if _, err := e.Submit(ctx, "lc/p/restart", clusters); err != nil {
+		if _, err := e.Submit(ctx, childOwner(), clusters); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
-	fmt.Println("ready")
+	if os.Getenv("DCM_CHILD_TRIGGER") == "" {
+		fmt.Println("ready")
+	}
 	if err := <-done; err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -214,13 +228,40 @@ func runChild() int {
 	return 0
 }
 
+// childOwner is the child's rollout: DCM_CHILD_OWNER, else lc/p/restart.
+func childOwner() string {
+	if o := os.Getenv("DCM_CHILD_OWNER"); o != "" {
+		return o
+	}
+	return "lc/p/restart"
+}
+
+// childManifests is what the child submits to each cluster: n ConfigMaps
+// in DCM_CHILD_NS (else tenant-restart), and with DCM_CHILD_CSR a
+// CertificateSigningRequest that rsync approves.
+func childManifests(n int) []string {
+	ns := os.Getenv("DCM_CHILD_NS")
+	if ns == "" {
+		ns = "tenant-restart"
+	}
+	out := configMaps(ns, n)
+	if os.Getenv("DCM_CHILD_CSR") != "" {
+		csr, _, err := kube.NewCSR(ns+"-user", ns)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, kube.CSRManifest(ns+"-user", csr, nil))
+	}
+	return out
+}
+
 // child is a running child engine.
 type child struct {
 	cmd *exec.Cmd
 	out *bufio.Scanner
 }
 
-func startChild(t *testing.T, st *store.Store, h *kubetest.Harness, submit int) *child {
+func startChild(t *testing.T, st *store.Store, h *kubetest.Harness, submit int, env ...string) *child {
 	t.Helper()
 	var paths []string
 	for _, c := range h.Clusters {
@@ -229,6 +270,7 @@ func startChild(t *testing.T, st *store.Store, h *kubetest.Harness, submit int) 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "DCM_CHILD_URI="+st.ClientURI(), "DCM_CHILD_DB="+st.Database().Name(),
 		"DCM_CHILD_KUBECONFIGS="+strings.Join(paths, ","), "DCM_CHILD_SUBMIT="+strconv.Itoa(submit))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()

@@ -142,7 +142,7 @@ func (e *Engine) leaseTick(lctx, ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	mine, members := map[int]store.Lease{}, map[string]bool{s.holder: true}
+	mine, members := map[int]store.Lease{}, map[string]bool{}
 	var free []store.Lease // expired or an earlier run's
 	taken := map[int]bool{}
 	for _, l := range list {
@@ -173,10 +173,11 @@ func (e *Engine) leaseTick(lctx, ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if !members[s.holder] || len(list) == 0 {
+	if !members[s.holder] { // first tick, or it expired while the store was away
 		if _, err := s.leases.Acquire(tctx, memberLeaseName(s.holder), s.holder, s.ttl); err != nil && !isHeld(err) {
 			e.log.Warn("acquire member lease", zap.Error(err))
 		}
+		members[s.holder] = true
 	}
 	share := (s.n + len(members) - 1) / len(members)
 	got := idle // still ours, but dropped when a renewal came late
