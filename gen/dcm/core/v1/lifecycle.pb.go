@@ -401,7 +401,12 @@ type TerminateLogicalCloudRequest struct {
 	// project is the project's name.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// force (?force=true, administrators only) ends the termination now
+	// instead of waiting for every cluster: what is not deleted yet (on a
+	// cluster that is down for good) is reported ORPHANED in the status and
+	// left there. Terminate without it first: what can be deleted is.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +453,13 @@ func (x *TerminateLogicalCloudRequest) GetLogicalCloud() string {
 		return x.LogicalCloud
 	}
 	return ""
+}
+
+func (x *TerminateLogicalCloudRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 // TerminateLogicalCloudResponse carries its status after the call.
@@ -1496,10 +1508,11 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"S\n" +
 	"\x18StopLogicalCloudResponse\x127\n" +
-	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"t\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\x8a\x01\n" +
 	"\x1cTerminateLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"X\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"X\n" +
 	"\x1dTerminateLogicalCloudResponse\x127\n" +
 	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"t\n" +
 	"\x1cGetLogicalCloudStatusRequest\x12#\n" +

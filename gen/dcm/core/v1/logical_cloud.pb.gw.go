@@ -569,6 +569,8 @@ func local_request_LogicalCloudService_StopLogicalCloud_0(ctx context.Context, m
 	return msg, metadata, err
 }
 
+var filter_LogicalCloudService_TerminateLogicalCloud_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
 func request_LogicalCloudService_TerminateLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq TerminateLogicalCloudRequest
@@ -590,6 +592,12 @@ func request_LogicalCloudService_TerminateLogicalCloud_0(ctx context.Context, ma
 	protoReq.LogicalCloud, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_TerminateLogicalCloud_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -619,6 +627,12 @@ func local_request_LogicalCloudService_TerminateLogicalCloud_0(ctx context.Conte
 	protoReq.LogicalCloud, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_LogicalCloudService_TerminateLogicalCloud_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.TerminateLogicalCloud(ctx, &protoReq)
 	return msg, metadata, err

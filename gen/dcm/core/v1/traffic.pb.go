@@ -522,7 +522,10 @@ type TerminateTrafficIntentGroupRequest struct {
 	// version is the composite application version.
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	// group is the traffic intent group's name.
-	Group         string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	Group string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// force (?force=true, administrators only): as a logical cloud's
+	// terminate's.
+	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +586,13 @@ func (x *TerminateTrafficIntentGroupRequest) GetGroup() string {
 		return x.Group
 	}
 	return ""
+}
+
+func (x *TerminateTrafficIntentGroupRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 // TerminateTrafficIntentGroupResponse carries the status after the call.
@@ -792,12 +802,13 @@ const file_dcm_core_v1_traffic_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
 	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\"j\n" +
 	")UpdateTrafficIntentGroupResourcesResponse\x12=\n" +
-	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status\"\xb5\x01\n" +
+	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status\"\xcb\x01\n" +
 	"\"TerminateTrafficIntentGroupRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
-	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\"d\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\"d\n" +
 	"#TerminateTrafficIntentGroupResponse\x12=\n" +
 	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status\"\xb5\x01\n" +
 	"\"GetTrafficIntentGroupStatusRequest\x12#\n" +

@@ -731,6 +731,8 @@ func local_request_TrafficLifecycleService_UpdateTrafficIntentGroupResources_3(c
 	return msg, metadata, err
 }
 
+var filter_TrafficLifecycleService_TerminateTrafficIntentGroup_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "composite_app": 1, "version": 2, "group": 3}, Base: []int{1, 1, 2, 3, 4, 0, 0, 0, 0}, Check: []int{0, 1, 1, 1, 1, 2, 3, 4, 5}}
+
 func request_TrafficLifecycleService_TerminateTrafficIntentGroup_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq TerminateTrafficIntentGroupRequest
@@ -768,6 +770,12 @@ func request_TrafficLifecycleService_TerminateTrafficIntentGroup_0(ctx context.C
 	protoReq.Group, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -814,9 +822,17 @@ func local_request_TrafficLifecycleService_TerminateTrafficIntentGroup_0(ctx con
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
 	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	msg, err := server.TerminateTrafficIntentGroup(ctx, &protoReq)
 	return msg, metadata, err
 }
+
+var filter_TrafficLifecycleService_TerminateTrafficIntentGroup_1 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "composite_app": 1, "version": 2, "group": 3}, Base: []int{1, 1, 2, 3, 4, 0, 0, 0, 0}, Check: []int{0, 1, 1, 1, 1, 2, 3, 4, 5}}
 
 func request_TrafficLifecycleService_TerminateTrafficIntentGroup_1(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
@@ -855,6 +871,12 @@ func request_TrafficLifecycleService_TerminateTrafficIntentGroup_1(ctx context.C
 	protoReq.Group, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -901,9 +923,17 @@ func local_request_TrafficLifecycleService_TerminateTrafficIntentGroup_1(ctx con
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
 	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	msg, err := server.TerminateTrafficIntentGroup(ctx, &protoReq)
 	return msg, metadata, err
 }
+
+var filter_TrafficLifecycleService_TerminateTrafficIntentGroup_2 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "composite_app": 1, "version": 2, "group": 3}, Base: []int{1, 1, 2, 3, 4, 0, 0, 0, 0}, Check: []int{0, 1, 1, 1, 1, 2, 3, 4, 5}}
 
 func request_TrafficLifecycleService_TerminateTrafficIntentGroup_2(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
@@ -942,6 +972,12 @@ func request_TrafficLifecycleService_TerminateTrafficIntentGroup_2(ctx context.C
 	protoReq.Group, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_2); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -988,9 +1024,17 @@ func local_request_TrafficLifecycleService_TerminateTrafficIntentGroup_2(ctx con
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
 	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_2); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	msg, err := server.TerminateTrafficIntentGroup(ctx, &protoReq)
 	return msg, metadata, err
 }
+
+var filter_TrafficLifecycleService_TerminateTrafficIntentGroup_3 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "composite_app": 1, "version": 2, "group": 3}, Base: []int{1, 1, 2, 3, 4, 0, 0, 0, 0}, Check: []int{0, 1, 1, 1, 1, 2, 3, 4, 5}}
 
 func request_TrafficLifecycleService_TerminateTrafficIntentGroup_3(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
@@ -1029,6 +1073,12 @@ func request_TrafficLifecycleService_TerminateTrafficIntentGroup_3(ctx context.C
 	protoReq.Group, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_3); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -1074,6 +1124,12 @@ func local_request_TrafficLifecycleService_TerminateTrafficIntentGroup_3(ctx con
 	protoReq.Group, err = runtime.String(val)
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TrafficLifecycleService_TerminateTrafficIntentGroup_3); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	msg, err := server.TerminateTrafficIntentGroup(ctx, &protoReq)
 	return msg, metadata, err

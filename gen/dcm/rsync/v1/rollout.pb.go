@@ -2488,8 +2488,11 @@ type StoredRollout struct {
 	HostOwner string `protobuf:"bytes,8,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
 	// report_drift_only is true when the owner asked for repair: false.
 	ReportDriftOnly bool `protobuf:"varint,9,opt,name=report_drift_only,json=reportDriftOnly,proto3" json:"report_drift_only,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// forced is true after a forced DeleteRollout: what was not deleted
+	// then is ORPHANED and never worked on again.
+	Forced        bool `protobuf:"varint,10,opt,name=forced,proto3" json:"forced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredRollout) Reset() {
@@ -2581,6 +2584,13 @@ func (x *StoredRollout) GetHostOwner() string {
 func (x *StoredRollout) GetReportDriftOnly() bool {
 	if x != nil {
 		return x.ReportDriftOnly
+	}
+	return false
+}
+
+func (x *StoredRollout) GetForced() bool {
+	if x != nil {
+		return x.Forced
 	}
 	return false
 }
@@ -2946,7 +2956,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xb2\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xca\x02\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2959,7 +2969,9 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x06sealed\x18\a \x03(\x05R\x06sealed\x12\x1d\n" +
 	"\n" +
 	"host_owner\x18\b \x01(\tR\thostOwner\x12*\n" +
-	"\x11report_drift_only\x18\t \x01(\bR\x0freportDriftOnly\"b\n" +
+	"\x11report_drift_only\x18\t \x01(\bR\x0freportDriftOnly\x12\x16\n" +
+	"\x06forced\x18\n" +
+	" \x01(\bR\x06forced\"b\n" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
