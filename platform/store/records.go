@@ -101,11 +101,14 @@ func (r *Records[M]) CreateChecked(ctx context.Context, id, parent string, msg M
 	return err
 }
 
-// Get reads one object; NotFound if missing or marked for deletion.
+// Get reads one object; NotFound if missing or marked for deletion. The
+// filter is the id alone and the mark is checked here: the embedded store
+// (FerretDB on SQLite) reads by primary key only for a filter that is
+// exactly {_id: <string>}, and scans the whole collection for any other.
 func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
 	var rec record
-	err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}, live}).Decode(&rec)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&rec)
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && rec.Deleting) {
 		return Versioned[M]{}, errs.NotFound("%s %q not found", r.kind, id)
 	}
 	if err != nil {

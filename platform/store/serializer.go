@@ -28,15 +28,20 @@ const (
 	maxMessage     = 48 << 20 // MongoDB's maxMessageSizeBytes
 )
 
-// Serializer is a MongoDB wire-protocol proxy that forwards one request (and
+// Serializer is a MongoDB wire-protocol proxy that forwards one write (and
 // its reply) at a time to a backend, whatever number of clients and
 // connections are open. It exists because the embedded FerretDB's updates are
-// not atomic under concurrency.
+// not atomic under concurrency: two conditional updates of one document
+// may both pass their condition. Reads (find, count, aggregate, getMore,
+// ...: readCommands) need no such guard: SQLite (in WAL mode, as FerretDB
+// opens it) gives each statement a consistent snapshot, so a read sees a
+// document before or after a write, never half of one. Reads therefore go
+// through at once, beside each other and beside the one write in flight.
 type Serializer struct {
 	ln      net.Listener
 	backend func() (string, error)
 
-	op sync.Mutex // held from a request's first byte to its reply's last
+	op sync.Mutex // held by a write from its request's first byte to its reply's last
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -128,8 +133,9 @@ func (s *Serializer) serve(client net.Conn) {
 		if err != nil {
 			return
 		}
-		commandsTotal.WithLabelValues(commandName(req)).Inc()
-		replies, err := s.roundTrip(backend, req)
+		name := commandName(req)
+		commandsTotal.WithLabelValues(name).Inc()
+		replies, err := s.roundTrip(backend, req, !isRead(name, req))
 		if err != nil {
 			return
 		}
@@ -141,9 +147,13 @@ func (s *Serializer) serve(client net.Conn) {
 	}
 }
 
-func (s *Serializer) roundTrip(backend net.Conn, req []byte) ([][]byte, error) {
-	s.op.Lock()
-	defer s.op.Unlock()
+// roundTrip sends req and reads its replies; a write holds the lock
+// throughout, so writes reach the backend one at a time.
+func (s *Serializer) roundTrip(backend net.Conn, req []byte, write bool) ([][]byte, error) {
+	if write {
+		s.op.Lock()
+		defer s.op.Unlock()
+	}
 	if _, err := backend.Write(req); err != nil {
 		return nil, err
 	}
@@ -231,4 +241,25 @@ func commandName(m []byte) string {
 		i += n // a document sequence (kind 1): its size counts itself
 	}
 	return "unknown"
+}
+
+// readCommands change nothing in the database: they need not wait for a
+// write. Every other command (insert, update, delete, findAndModify,
+// create, drop, createIndexes, ...) and anything unreadable is a write.
+var readCommands = map[string]bool{
+	"find": true, "count": true, "aggregate": true, "getMore": true, "distinct": true,
+	"listCollections": true, "listIndexes": true, "listDatabases": true,
+	"dbStats": true, "collStats": true, "dataSize": true, "explain": true, "killCursors": true,
+	"hello": true, "isMaster": true, "ismaster": true, "ping": true, "buildInfo": true,
+	"getParameter": true, "serverStatus": true, "connectionStatus": true, "whatsmyuri": true,
+	"hostInfo": true, "getCmdLineOpts": true, "getLog": true, "endSessions": true,
+}
+
+// isRead reports whether req, whose command is name, only reads. An
+// aggregation that writes its result ($out, $merge) is a write.
+func isRead(name string, req []byte) bool {
+	if name == "aggregate" {
+		return !bytes.Contains(req, []byte("$out")) && !bytes.Contains(req, []byte("$merge"))
+	}
+	return readCommands[name]
 }

@@ -73,7 +73,7 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 		}
 	}
 	auth := &gateway.Authenticator{AdminToken: env.AdminToken, Tokens: authv1.NewAuthServiceClient(gc.Core),
-		Failures: gateway.NewFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill)}
+		Failures: gateway.NewFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill), CacheTTL: gateway.TokenCacheTTL}
 	if !cfg.InsecureHTTP {
 		auth.TLS = env.TLS
 	}

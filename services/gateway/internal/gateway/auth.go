@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -38,7 +39,28 @@ type Authenticator struct {
 	// admin token and client certificates too, which are checked without
 	// a store read but would otherwise let a flood through the same door.
 	Failures *FailureLimiter
+	// CacheTTL is how long a verified issued token is trusted without
+	// asking the token service again (0: ask on every request); see
+	// TokenCacheTTL.
+	CacheTTL time.Duration
+
+	cacheOnce sync.Once
+	cache     *tokenCache
 }
+
+// tokens is the cache of verified tokens (nil without CacheTTL).
+func (a *Authenticator) tokens() *tokenCache {
+	a.cacheOnce.Do(func() {
+		if a.CacheTTL > 0 {
+			a.cache = newTokenCache(a.CacheTTL)
+		}
+	})
+	return a.cache
+}
+
+// Revoked drops what the cache holds of the token with public id id: a
+// revocation through this gateway takes effect at once.
+func (a *Authenticator) Revoked(id string) { a.tokens().forget(id) }
 
 // errUnauthenticated is every reason a credential is refused; the detail
 // goes to the server log only.
@@ -85,6 +107,9 @@ func (a *Authenticator) token(ctx context.Context, tok string) (pki.Identity, er
 		}
 		return pki.Identity{}, errors.Join(errUnauthenticated, errors.New("wrong admin token"))
 	}
+	if id, ok := a.tokens().get(tok); ok {
+		return id, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := a.Tokens.Authenticate(ctx, &authv1.AuthenticateRequest{Token: tok})
@@ -95,7 +120,9 @@ func (a *Authenticator) token(ctx context.Context, tok string) (pki.Identity, er
 		return pki.Identity{}, errs.Unavailable(err, "cannot check the token now, retry later")
 	}
 	t := resp.GetToken()
-	return pki.Identity{Subject: t.GetSubject(), Role: t.GetRole(), Project: t.GetProject(), Method: "token"}, nil
+	id := pki.Identity{Subject: t.GetSubject(), Role: t.GetRole(), Project: t.GetProject(), Method: "token"}
+	a.tokens().put(tok, id, t.GetExpireTime().AsTime())
+	return id, nil
 }
 
 // Route is what the router matched for a request: the route's template,
@@ -302,6 +329,9 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		default:
 			r.Header.Del("Authorization")
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditKey{}, rec)))
+			if tid := revokedTokenID(r.Method, r.URL.Path, sw.status()); tid != "" {
+				auth.Revoked(tid)
+			}
 			switch {
 			case rec.forbidden:
 				result = "forbidden"
