@@ -144,15 +144,21 @@ func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, repair *
 // Delete deletes everything of ownerID's from every cluster, in reverse
 // order. Deleting again is a no-op unless the rollout was stopped.
 func (e *Engine) Delete(ctx context.Context, ownerID string) (int64, error) {
+	return e.DeleteForced(ctx, ownerID, false)
+}
+
+// DeleteForced is Delete; with force, the deletion settles at once: what
+// is not deleted yet is ORPHANED (orphans.go) and left on its cluster.
+func (e *Engine) DeleteForced(ctx context.Context, ownerID string, force bool) (int64, error) {
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o == nil {
 			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
 		}
-		if o.rec.GetDeleting() && !o.rec.GetStopped() {
+		if o.rec.GetDeleting() && !o.rec.GetStopped() && (!force || o.rec.GetForced()) {
 			return nil, nil, nil
 		}
 		rec := proto.CloneOf(o.rec)
-		rec.Deleting, rec.Stopped = true, false
+		rec.Deleting, rec.Stopped, rec.Forced = true, false, force || o.rec.GetForced()
 		return rec, o.objs, nil
 	})
 }
@@ -343,14 +349,14 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 		for _, r := range t.state.GetResources() {
 			cs.Resources = append(cs.Resources, proto.CloneOf(r))
 			cs.Total++
-			if done(r, gen) && r.GetState() != rsyncv1.State_STATE_FAILED {
+			if done(r, gen) && r.GetState() != rsyncv1.State_STATE_FAILED && r.GetState() != rsyncv1.State_STATE_ORPHANED {
 				cs.Ready++
 			}
 			if r.GetLastError() != "" && !r.GetUpdated().AsTime().Before(latest) {
 				cs.LastError, latest = r.GetLastError(), r.GetUpdated().AsTime()
 			}
 			st := r.GetState()
-			if done(r, gen) && st != rsyncv1.State_STATE_FAILED {
+			if done(r, gen) && st != rsyncv1.State_STATE_FAILED && st != rsyncv1.State_STATE_ORPHANED {
 				st = goal
 			} else if !done(r, gen) && st != rsyncv1.State_STATE_RETRYING {
 				st = rsyncv1.State_STATE_PENDING
@@ -361,7 +367,7 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 		out.Ready += cs.Ready
 		out.Total += cs.Total
 		out.Clusters = append(out.Clusters, cs)
-		if cs.State == rsyncv1.State_STATE_DELETED && goal == rsyncv1.State_STATE_DELETED && !o.rec.GetDeleting() {
+		if (cs.State == rsyncv1.State_STATE_DELETED || cs.State == rsyncv1.State_STATE_ORPHANED) && goal == rsyncv1.State_STATE_DELETED && !o.rec.GetDeleting() {
 			states = append(states, rsyncv1.State_STATE_APPLIED) // a dropped cluster, emptied
 		} else {
 			states = append(states, cs.State)
@@ -392,6 +398,8 @@ func summarize(states []rsyncv1.State, goal rsyncv1.State, stopped bool) rsyncv1
 		return rsyncv1.State_STATE_PENDING
 	case has[rsyncv1.State_STATE_FAILED]:
 		return rsyncv1.State_STATE_FAILED
+	case has[rsyncv1.State_STATE_ORPHANED]:
+		return rsyncv1.State_STATE_ORPHANED
 	default:
 		return goal
 	}

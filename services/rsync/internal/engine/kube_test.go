@@ -55,15 +55,24 @@ func newKubeClusters(h *kubetest.Harness) *kubeClusters {
 }
 
 func (k *kubeClusters) Known(_ context.Context, provider, cluster string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if _, ok := k.configs[provider+"/"+cluster]; !ok {
 		return errs.NotFound("cluster %s/%s not found", provider, cluster)
 	}
 	return nil
 }
 
+// unregister deletes a cluster from the registry.
+func (k *kubeClusters) unregister(provider, cluster string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.configs, provider+"/"+cluster)
+}
+
 func (k *kubeClusters) Connect(ctx context.Context, provider, cluster string) (engine.Cluster, error) {
 	if err := k.Known(ctx, provider, cluster); err != nil {
-		return nil, engine.Terminal(err)
+		return nil, engine.Terminal(fmt.Errorf("%w: %w", engine.ErrUnregistered, err))
 	}
 	key := provider + "/" + cluster
 	k.mu.Lock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,6 +32,15 @@ func (e *Engine) pass(parent context.Context, t *task) {
 	}()
 
 	cl, connErr := e.connect.Connect(ctx, t.provider, t.cluster)
+	if errors.Is(connErr, ErrUnregistered) {
+		e.mu.Lock()
+		if o.rec.GetGeneration() == gen {
+			e.orphan(t, unregisteredNote(t.provider, t.cluster))
+			t.state.Generation = gen
+		}
+		e.mu.Unlock()
+		return
+	}
 	namespaces := map[string]error{} // what checkNamespace found, for this pass
 	for {
 		e.mu.Lock()

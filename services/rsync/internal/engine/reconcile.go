@@ -37,6 +37,9 @@ func (e *Engine) reconcileWhere(o *owner, where func(provider, cluster string) b
 			}
 		}
 		t.reconcile(o.rec.GetGeneration(), applyOrder(want))
+		if o.rec.GetForced() {
+			e.orphan(t, forcedNote(t.provider, t.cluster))
+		}
 	}
 }
 
@@ -80,7 +83,8 @@ func (t *task) reconcile(gen int64, want []*object) {
 		if _, dropped := old[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())]; !dropped {
 			continue
 		}
-		deleted := r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && r.GetState() == rsyncv1.State_STATE_DELETED
+		deleted := r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE && r.GetState() == rsyncv1.State_STATE_DELETED ||
+			r.GetState() == rsyncv1.State_STATE_ORPHANED // never worked on again
 		switch {
 		case r.GetGeneration() == gen:
 		case deleted && len(want) > 0:
@@ -111,6 +115,8 @@ func done(r *rsyncv1.ResourceStatus, gen int64) bool {
 		return r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE
 	case rsyncv1.State_STATE_FAILED:
 		return r.GetGeneration() == gen
+	case rsyncv1.State_STATE_ORPHANED:
+		return true
 	default:
 		return false
 	}

@@ -46,7 +46,7 @@ func (c *connector) kube(ctx context.Context, provider, cluster string) (*engine
 	id := store.Key(provider, cluster)
 	rec, err := c.s.clusters.Get(ctx, id)
 	if errs.Code(err) == codes.NotFound {
-		return nil, engine.Terminal(fmt.Errorf("cluster %s is not registered", id))
+		return nil, engine.Terminal(fmt.Errorf("cluster %s: %w", id, engine.ErrUnregistered))
 	}
 	if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutR
 
 // DeleteRollout implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutRequest) (*rsyncv1.DeleteRolloutResponse, error) {
-	gen, err := s.engine.Delete(ctx, req.GetOwner())
+	gen, err := s.engine.DeleteForced(ctx, req.GetOwner(), req.GetForce())
 	if err != nil {
 		return nil, err
 	}
