@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,21 +71,6 @@ func phaseOf(c *corev1.LogicalCloud) string {
 
 // rolloutOwner is the resource synchronizer's owner id of a logical cloud.
 func rolloutOwner(project, lc string) string { return "lc/" + project + "/" + lc }
-
-// lifecycleLocks serializes the transitions of one logical cloud within
-// this process: a transition reads the state, acts on the resource
-// synchronizer and then stores the phase, and two of them interleaving
-// could leave the phase contradicting what was submitted. The store's
-// conditional writes still refuse a second core replica's transition.
-type lifecycleLocks [64]sync.Mutex
-
-func (l *lifecycleLocks) lock(key string) func() {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	m := &l[h.Sum32()%uint32(len(l))]
-	m.Lock()
-	return m.Unlock
-}
 
 // derive is the state shown for a stored phase and the resource
 // synchronizer's status (nil when it has no rollout for the logical cloud).
@@ -185,7 +168,11 @@ func (s *LogicalClouds) versioned(ctx context.Context, project, lc string) (stor
 func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
 	act func(ctx context.Context, c *corev1.LogicalCloud, state string) (int64, error)) (*corev1.LogicalCloudStatus, error) {
 	key := store.Key(project, lc)
-	defer s.locks.lock(key)()
+	ctx, unlock, err := s.locks.lock(ctx, key, fmt.Sprintf("logical cloud %q", lc))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	cur, err := s.versioned(ctx, project, lc)
 	if err != nil {
 		return nil, err

@@ -63,10 +63,12 @@ type LogicalClouds struct {
 	// (traffic.go).
 	traffic *store.Records[*corev1.TrafficRollout]
 	peers   Peers
-	locks   lifecycleLocks
-	// meshLocks serializes the changes of one cluster's mesh record and its
-	// CRD rollout (mesh.go).
-	meshLocks lifecycleLocks
+	// lockStore, locks and meshLocks serialize the transitions of one
+	// logical cloud, and the changes of one cluster's mesh record and its
+	// CRD rollout (mesh.go), across core replicas (locks.go).
+	lockStore *lockStore
+	locks     *keyLocks
+	meshLocks *keyLocks
 	log       *zap.Logger
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
@@ -84,7 +86,17 @@ type LogicalClouds struct {
 
 // NewLogicalClouds opens the collections on st.
 func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClouds {
+	ls := newLockStore(st, log)
 	return &LogicalClouds{
+		lockStore: ls,
+		locks: newKeyLocks(ls, "lc", 0, func(name string) string {
+			return "another transition of " + name + " is in progress on another core replica"
+		}),
+		// A mesh record changes in a moment: a transition waits for
+		// another replica's change of it before refusing.
+		meshLocks: newKeyLocks(ls, "mesh", 10*time.Second, func(name string) string {
+			return "the mesh record of " + name + " is being changed by another core replica"
+		}),
 		projects: projectRecords(st),
 		clouds:   cloudRecords(st),
 		refs: store.NewRecords(st, "cluster_references", "cluster reference",
@@ -338,7 +350,11 @@ func keepsSpec(cur, in *corev1.LogicalCloudSpec) error {
 // back.
 func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.DeleteLogicalCloudRequest) (*corev1.DeleteLogicalCloudResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
-	defer s.locks.lock(store.Key(project, lc))()
+	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
 		return nil, err

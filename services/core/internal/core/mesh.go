@@ -97,7 +97,11 @@ func (s *LogicalClouds) joinMesh(ctx context.Context, project, lc string, cluste
 
 func (s *LogicalClouds) joinCluster(ctx context.Context, user string, t target, crds []string) error {
 	key := clusterKey(t.provider, t.cluster)
-	defer s.meshLocks.lock(key)()
+	ctx, unlock, err := s.meshLocks.lock(ctx, key, "cluster "+key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	added, err := s.changeMeshRecord(ctx, t, func(users []string) []string {
 		if slices.Contains(users, user) {
 			return users
@@ -170,7 +174,11 @@ func (s *LogicalClouds) leaveMesh(ctx context.Context, project, lc string, keep 
 
 func (s *LogicalClouds) leaveCluster(ctx context.Context, user string, t target) error {
 	key := clusterKey(t.provider, t.cluster)
-	defer s.meshLocks.lock(key)()
+	ctx, unlock, err := s.meshLocks.lock(ctx, key, "cluster "+key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cur, err := s.meshes.Get(ctx, key)
 	if errs.Code(err) == codes.NotFound {
 		return nil

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -69,13 +70,15 @@ func (g groupRef) owner() string { return trafficOwner(g.project, g.rb, g.versio
 type TrafficRollouts struct {
 	corev1.UnimplementedTrafficLifecycleServiceServer
 	clouds *LogicalClouds
-	locks  lifecycleLocks
+	locks  *keyLocks
 }
 
 // NewTrafficRollouts serves traffic groups' lifecycle over the logical
 // clouds' collections and peers.
 func NewTrafficRollouts(clouds *LogicalClouds) *TrafficRollouts {
-	return &TrafficRollouts{clouds: clouds}
+	return &TrafficRollouts{clouds: clouds, locks: newKeyLocks(clouds.lockStore, "traffic", 0, func(name string) string {
+		return "another transition of " + name + " is in progress on another core replica"
+	})}
 }
 
 func trafficRecords(st *store.Store) *store.Records[*corev1.TrafficRollout] {
@@ -136,7 +139,11 @@ func (t *TrafficRollouts) status(ctx context.Context, g groupRef, lc string, rec
 // from, and phase is stored with the generation act returns.
 func (t *TrafficRollouts) transition(ctx context.Context, verb string, g groupRef, from []string, phase string,
 	act func(ctx context.Context, lc string, state string) (int64, error)) (*corev1.TrafficIntentGroupStatus, error) {
-	defer t.locks.lock(g.key())()
+	ctx, unlock, err := t.locks.lock(ctx, g.key(), fmt.Sprintf("traffic intent group %q", g.group))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	grp, err := t.clouds.peers.Traffic.GetTrafficIntentGroup(ctx, &trafficv1.GetTrafficIntentGroupRequest{
 		Project: g.project, CompositeApp: g.rb, Version: g.version, Name: g.group})
 	if err != nil {
