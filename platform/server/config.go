@@ -69,7 +69,7 @@ type Config struct {
 	RsyncForceConflicts bool          `env:"DCM_RSYNC_FORCE_CONFLICTS" flag:"rsync-force-conflicts" default:"false" usage:"server-side apply takes over fields another field manager owns, instead of reporting the conflict as a failure (never another owner's object)"`
 	RsyncReplica        string        `env:"DCM_RSYNC_REPLICA" flag:"rsync-replica" usage:"this resource synchronizer replica's name among those sharing a store (empty: host name and process id); a replica restarted under the same name takes its clusters back at once, so two live replicas must never share one (a StatefulSet's pod name, or the host name in a Deployment whose pods restart in place)"`
 	RsyncShards         int           `env:"DCM_RSYNC_SHARDS" flag:"rsync-shards" default:"64" usage:"how many shards the clusters are split into among resource synchronizer replicas (the same for every replica of a store)"`
-	RsyncLeaseTTL       time.Duration `env:"DCM_RSYNC_LEASE_TTL" flag:"rsync-lease-ttl" default:"10s" usage:"how long a replica's lease on a shard of clusters lasts unrenewed: a dead replica's clusters are taken over within it; renewed every fifth of it"`
+	RsyncLeaseTTL       time.Duration `env:"DCM_RSYNC_LEASE_TTL" flag:"rsync-lease-ttl" default:"8s" usage:"how long a replica's lease on a shard of clusters lasts unrenewed: a dead replica's clusters are taken over within it; renewed every fifth of it"`
 
 	// TLS. With the three files unset, a local CA and certificates are made
 	// under DataDir/pki on first start and used from then on.

@@ -243,12 +243,13 @@ func (h *Held) Release(ctx context.Context) error {
 	return h.l.Release(ctx, cur)
 }
 
-// RenewAll extends every lease holder has, in one write, and reports how
-// many it extended: for a replica holding many (rsync's shards). Each
+// RenewAll extends every lease holder has (not those it yielded), in one
+// write, and reports how many it extended: for a replica holding many (rsync's shards). Each
 // renewed lease's version grows, so that a takeover racing with it (read
 // before, written after) is refused.
 func (l *Leases) RenewAll(ctx context.Context, holder string, ttl time.Duration) (int64, error) {
-	res, err := l.coll.UpdateMany(ctx, bson.D{{Key: "holder", Value: holder}},
+	// Not a yielded lease (expires 0): it is free for the others.
+	res, err := l.coll.UpdateMany(ctx, bson.D{{Key: "holder", Value: holder}, {Key: "expires", Value: bson.D{{Key: "$gt", Value: 0}}}},
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "expires", Value: l.now().Add(ttl).UnixMilli()}}},
 			{Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}},

@@ -96,7 +96,7 @@ func (c *Config) defaults() {
 		c.Shards = 64
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 10 * time.Second
+		c.LeaseTTL = 8 * time.Second
 	}
 	if c.LeaseRenew <= 0 || c.LeaseRenew > c.LeaseTTL/4 {
 		c.LeaseRenew = c.LeaseTTL / 5

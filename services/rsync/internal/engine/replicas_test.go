@@ -180,7 +180,7 @@ func TestKilledReplicaIsTakenOver(t *testing.T) {
 	require.NoError(t, kids[victim].cmd.Process.Signal(syscall.SIGKILL))
 	_ = kids[victim].cmd.Wait()
 	killed := time.Now()
-	applied, _ := storedApplied(t, st, owner)
+	applied, _ := settledStore(t, st, owner)
 	require.Less(t, applied, 3*per, "killed mid-rollout")
 	t.Logf("killed %s (working %d clusters) with %d of %d resources stored as applied", victim, len(works[victim]), applied, 3*per)
 
