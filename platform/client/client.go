@@ -6,6 +6,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/dcm-project/dcm/platform/pki"
 )
@@ -28,12 +31,21 @@ const MaxRecvMsgSize = 64 << 20
 
 // Dial returns a lazily connecting client for addr, over mutual TLS with
 // t, or in plaintext when t is nil (only where DCM_INSECURE_GRPC allows it).
+//
+// addr may list several replicas of a service, comma-separated
+// ("core-0:9090,core-1:9090"): calls are spread over them round robin
+// and go to the others while one is down. Each is verified under its own
+// host name.
 func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if t != nil {
 		creds = credentials.NewTLS(t.Client())
 	}
-	conn, err := grpc.NewClient(addr,
+	target, opts, err := targetOf(addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target, append(opts,
 		grpc.WithTransportCredentials(creds),
 		// A peer that was down is retried soon after it is back: calls
 		// fail fast (Unavailable) while the connection is backing off.
@@ -45,11 +57,39 @@ func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxRecvMsgSize)),
 		grpc.WithChainUnaryInterceptor(propagateUnary),
 		grpc.WithChainStreamInterceptor(propagateStream),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// peersScheme is the resolver scheme of a list of peer addresses.
+const peersScheme = "dcm-peers"
+
+// targetOf is the gRPC target of addr and the options it needs: addr
+// itself for one address; for a list, a resolver that answers the list
+// (each address keeping its host as the TLS server name) and round robin
+// over it.
+func targetOf(addr string) (string, []grpc.DialOption, error) {
+	if !strings.Contains(addr, ",") {
+		return addr, nil, nil
+	}
+	var addrs []resolver.Address
+	for a := range strings.SplitSeq(addr, ",") {
+		a = strings.TrimSpace(a)
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return "", nil, fmt.Errorf("dial %s: address %q of the list: %w", addr, a, err)
+		}
+		addrs = append(addrs, resolver.Address{Addr: a, ServerName: host})
+	}
+	r := manual.NewBuilderWithScheme(peersScheme)
+	r.InitialState(resolver.State{Addresses: addrs})
+	return peersScheme + ":///" + addrs[0].Addr, []grpc.DialOption{
+		grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+	}, nil
 }
 
 const requestID = "x-request-id"
