@@ -23,12 +23,12 @@ import (
 // DNSEndpoints (in production, RsyncConnector).
 type Connector func(ctx context.Context, c Cluster) (*rest.Config, error)
 
-// Controller keeps every stored run's records in its DNS provider. It is
-// single-replica: two controllers on one store would run the same passes
-// (harmless, as the TXT registry makes them idempotent, but wasteful) and
-// race on a run's status.
+// Controller keeps every stored run's records in its DNS provider. Each
+// traffic replica runs one; a group's runs are passed by the replica that
+// holds the group's lease (lease.go).
 type Controller struct {
 	runs    *store.Records[*structpb.Struct]
+	leases  *store.Leases
 	connect Connector
 	log     *zap.Logger
 	every   time.Duration
@@ -36,6 +36,11 @@ type Controller struct {
 	// the zone, applying the plan); a cluster that does not answer in
 	// time fails the pass.
 	PassTimeout time.Duration
+	// Holder names this replica in the groups' leases (New makes one).
+	Holder string
+	// LeaseTTL is how long a group's lease outlives a replica that died
+	// passing over it; it is renewed every third of it during a pass.
+	LeaseTTL time.Duration
 
 	// mu orders Set and Release with a pass's final write, so a run Set
 	// again while its release pass ran is not deleted under it.
@@ -47,6 +52,9 @@ type Controller struct {
 func New(st *store.Store, connect Connector, log *zap.Logger, interval time.Duration) *Controller {
 	return &Controller{
 		runs:        store.NewRecords(st, "dns_runs", "dns run", func() *structpb.Struct { return &structpb.Struct{} }),
+		leases:      store.NewLeases(st, LeaseCollection),
+		Holder:      replicaName(),
+		LeaseTTL:    30 * time.Second,
 		connect:     connect,
 		log:         log,
 		every:       interval,
@@ -202,18 +210,23 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// SyncOnce makes one pass over every run: an active run's records follow
-// its clusters' DNSEndpoints; a releasing run's records are deleted, then
-// the run. A run's failure goes to its status; SyncOnce fails only when
-// the runs cannot be read or a status cannot be written.
+// SyncOnce makes one pass over every run of the groups whose lease it
+// can hold: an active run's records follow its clusters' DNSEndpoints; a
+// releasing run's records are deleted, then the run. A run's failure goes
+// to its status; SyncOnce fails only when the runs cannot be read, a
+// lease cannot be asked for or a status cannot be written.
 func (c *Controller) SyncOnce(ctx context.Context) error {
 	all, err := c.runs.Match(ctx, nil)
 	if err != nil {
 		return err
 	}
+	order, groups, err := byGroup(all)
+	if err != nil {
+		return err
+	}
 	var firstErr error
-	for _, it := range all {
-		if err := c.syncRun(ctx, it); err != nil && firstErr == nil {
+	for _, g := range order {
+		if err := c.syncGroup(ctx, g, groups[g]); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
