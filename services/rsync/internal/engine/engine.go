@@ -160,7 +160,8 @@ type task struct {
 	provider, cluster string
 	state             *rsyncv1.StoredClusterState // observed
 	desired           map[string]*object          // by key, for apply
-	stateVersion      int64                       // 0: not stored yet
+	stateVersion      int64                       // seq of its last save (statejournal.go); 0: not saved yet
+	stateID           string                      // id of its last save
 	dirty             bool
 	lastFlush         time.Time
 	next              time.Time // due then (zero: now)
@@ -232,9 +233,11 @@ func (e *Engine) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byOwner := map[string][]store.Item[*rsyncv1.StoredClusterState]{}
-	for _, it := range all {
-		byOwner[it.Parent] = append(byOwner[it.Parent], it)
+	saved, stale := newest(all)
+	e.dropStale(ctx, stale)
+	byOwner := map[string][]savedState{}
+	for _, s := range saved {
+		byOwner[s.msg.GetOwner()] = append(byOwner[s.msg.GetOwner()], s)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -247,8 +250,8 @@ func (e *Engine) load(ctx context.Context) error {
 		}
 		var legacy []*task
 		for _, st := range byOwner[rec.GetOwner()] {
-			t := e.addTask(o, st.Msg.GetProvider(), st.Msg.GetCluster())
-			if e.install(t, st.Msg, st.Version) {
+			t := e.addTask(o, st.msg.GetProvider(), st.msg.GetCluster())
+			if e.install(t, st) {
 				legacy = append(legacy, t)
 			}
 		}

@@ -126,6 +126,8 @@ func (e *Engine) activate(ctx context.Context, got []store.Lease) {
 		e.log.Warn("take over shards: read cluster states; will retry", zap.Error(err))
 		return
 	}
+	saved, stale := newest(all)
+	e.dropStale(ctx, stale)
 	want := map[int]int64{}
 	for _, l := range got {
 		if i, ok := parseShard(l.Name, e.shards.n); ok {
@@ -140,14 +142,14 @@ func (e *Engine) activate(ctx context.Context, got []store.Lease) {
 	}
 	touched := map[*owner]bool{}
 	var legacy []*task
-	for _, it := range all {
-		st := it.Msg
+	for _, s := range saved {
+		st := s.msg
 		o := e.owners[st.GetOwner()]
 		if o == nil || !mine(st.GetProvider(), st.GetCluster()) {
 			continue
 		}
 		t := e.addTask(o, st.GetProvider(), st.GetCluster())
-		if e.install(t, st, it.Version) {
+		if e.install(t, s) {
 			legacy = append(legacy, t)
 		}
 		touched[o] = true
@@ -181,8 +183,9 @@ func (e *Engine) activate(ctx context.Context, got []store.Lease) {
 // install sets t's state as loaded from the store. A state stored before
 // rsync stamped owners gets its owned flags (adoptLegacy), and install
 // reports it. Called with mu held.
-func (e *Engine) install(t *task, st *rsyncv1.StoredClusterState, version int64) bool {
-	t.state, t.stateVersion = st, version
+func (e *Engine) install(t *task, saved savedState) bool {
+	st := saved.msg
+	t.state, t.stateVersion, t.stateID = st, saved.seq, saved.id
 	if st.GetOwnershipRecorded() {
 		return false
 	}
@@ -247,19 +250,20 @@ func (e *Engine) refreshForeign(ctx context.Context, ownerID string) error {
 	if err != nil {
 		return err
 	}
+	saved, _ := newest(items)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	foreign := func(provider, cluster string) bool {
 		return e.active(shardOf(clusterKey(provider, cluster), e.shards.n)) == nil
 	}
 	var legacy []*task
-	for _, it := range items {
-		st := it.Msg
+	for _, s := range saved {
+		st := s.msg
 		if !foreign(st.GetProvider(), st.GetCluster()) {
 			continue
 		}
 		t := e.addTask(o, st.GetProvider(), st.GetCluster())
-		if e.install(t, st, it.Version) {
+		if e.install(t, s) {
 			legacy = append(legacy, t)
 		}
 	}

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
-	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -84,7 +82,7 @@ func (w *statusWriter) enqueue(t *task) {
 // next takes the first queued task and a snapshot of its state to write,
 // stamped with its shard's epoch, or nil if the queue is empty. A task
 // whose shard this replica lost is passed over.
-func (w *statusWriter) next() (t *task, snap *rsyncv1.StoredClusterState, version int64) {
+func (w *statusWriter) next() (t *task, snap *rsyncv1.StoredClusterState, version int64, prev string) {
 	w.tasks.Lock()
 	defer w.tasks.Unlock()
 	w.mu.Lock()
@@ -99,17 +97,17 @@ func (w *statusWriter) next() (t *task, snap *rsyncv1.StoredClusterState, versio
 		}
 		snap = proto.CloneOf(t.state)
 		snap.Epoch = epoch
-		version = t.stateVersion
+		version, prev = t.stateVersion, t.stateID
 		t.dirty = false
 		w.writing = true
-		return t, snap, version
+		return t, snap, version, prev
 	}
-	return nil, nil, 0
+	return nil, nil, 0, ""
 }
 
-// written records the result of writing t's state: the version it now
-// has in the store.
-func (w *statusWriter) written(t *task, version int64, err error) {
+// written records the result of writing t's state: the seq and id of its
+// save in the store.
+func (w *statusWriter) written(t *task, version int64, id string, err error) {
 	w.tasks.Lock()
 	defer w.tasks.Unlock()
 	w.mu.Lock()
@@ -117,7 +115,7 @@ func (w *statusWriter) written(t *task, version int64, err error) {
 	w.writing = false
 	if err == nil {
 		storeWrites.WithLabelValues("ok").Inc()
-		t.stateVersion = version
+		t.stateVersion, t.stateID = version, id
 		return
 	}
 	storeWrites.WithLabelValues("error").Inc()
@@ -131,7 +129,7 @@ func (w *statusWriter) written(t *task, version int64, err error) {
 // left and returns, for a graceful stop.
 func (w *statusWriter) run(stop <-chan struct{}) {
 	for {
-		t, snap, version := w.next()
+		t, snap, version, prev := w.next()
 		if t == nil {
 			select {
 			case <-w.kick:
@@ -145,9 +143,9 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 		}
 
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		version, err := w.write(wctx, snap, version)
+		version, id, err := w.write(wctx, snap, version, prev)
 		cancel()
-		w.written(t, version, err)
+		w.written(t, version, id, err)
 		if err == nil {
 			continue
 		}
@@ -158,37 +156,6 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 			return // the store is failing: what is not saved is redone after a restart
 		}
 	}
-}
-
-// write stores snap over the stored state at version (0: none yet) and
-// returns the version written. If another replica wrote the state
-// meanwhile under an older epoch (it held the shard before, and its
-// last writes were late), snap replaces it: this replica's state, loaded
-// when it took the shard, is the one in charge. A state written under a
-// newer epoch means the shard is someone else's now: Aborted.
-func (w *statusWriter) write(ctx context.Context, snap *rsyncv1.StoredClusterState, version int64) (int64, error) {
-	id := store.Key(snap.GetOwner(), snap.GetProvider(), snap.GetCluster())
-	var err error
-	if version == 0 {
-		err = w.states.Create(ctx, id, snap.GetOwner(), snap)
-	} else {
-		err = w.states.Update(ctx, id, version, snap)
-	}
-	w.writes.Add(1)
-	if c := errs.Code(err); c != codes.Aborted && c != codes.AlreadyExists {
-		return version + 1, err
-	}
-	cur, gerr := w.states.Get(ctx, id)
-	if gerr != nil {
-		return version, err
-	}
-	if cur.Msg.GetEpoch() > snap.GetEpoch() {
-		w.log.Warn("a replica with a newer lease wrote this cluster's state: not overwritten",
-			zap.String("id", id), zap.Int64("epoch", snap.GetEpoch()), zap.Int64("stored epoch", cur.Msg.GetEpoch()))
-		return version, err
-	}
-	w.writes.Add(1)
-	return cur.Version + 1, w.states.Update(ctx, id, cur.Version, snap)
 }
 
 // unsaved counts the states queued or being written.
