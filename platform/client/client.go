@@ -32,10 +32,11 @@ const MaxRecvMsgSize = 64 << 20
 // Dial returns a lazily connecting client for addr, over mutual TLS with
 // t, or in plaintext when t is nil (only where DCM_INSECURE_GRPC allows it).
 //
-// addr may list several replicas of a service, comma-separated
-// ("core-0:9090,core-1:9090"): calls are spread over them round robin
-// and go to the others while one is down. Each is verified under its own
-// host name.
+// Calls are spread round robin over every address addr resolves to (a
+// Kubernetes headless Service's name resolves to each ready replica), and
+// go to the others while one is down. addr may also list replicas,
+// comma-separated ("core-0:9090,core-1:9090"), each verified under its
+// own host name.
 func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if t != nil {
@@ -47,6 +48,7 @@ func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 	}
 	conn, err := grpc.NewClient(target, append(opts,
 		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		// A peer that was down is retried soon after it is back: calls
 		// fail fast (Unavailable) while the connection is backing off.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -69,8 +71,7 @@ const peersScheme = "dcm-peers"
 
 // targetOf is the gRPC target of addr and the options it needs: addr
 // itself for one address; for a list, a resolver that answers the list
-// (each address keeping its host as the TLS server name) and round robin
-// over it.
+// (each address keeping its host as the TLS server name).
 func targetOf(addr string) (string, []grpc.DialOption, error) {
 	if !strings.Contains(addr, ",") {
 		return addr, nil, nil
@@ -86,10 +87,7 @@ func targetOf(addr string) (string, []grpc.DialOption, error) {
 	}
 	r := manual.NewBuilderWithScheme(peersScheme)
 	r.InitialState(resolver.State{Addresses: addrs})
-	return peersScheme + ":///" + addrs[0].Addr, []grpc.DialOption{
-		grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
-	}, nil
+	return peersScheme + ":///" + addrs[0].Addr, []grpc.DialOption{grpc.WithResolvers(r)}, nil
 }
 
 const requestID = "x-request-id"

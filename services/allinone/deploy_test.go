@@ -16,7 +16,9 @@ import (
 // every program's certificate names it (the allow-lists' identity), the
 // gateway serves HTTPS with a certificate of server use only, each program
 // with a store gets its own keys and database user as files, and the
-// manifests parse as Kubernetes objects.
+// manifests parse as Kubernetes objects. Every Deployment runs two or more
+// replicas and has a PodDisruptionBudget selecting its pods that keeps one
+// of them up.
 func TestDeployManifests(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join("..", "..", "deploy")
@@ -40,6 +42,13 @@ func TestDeployManifests(t *testing.T) {
 	programSecret := map[string]string{} // program -> its tls secret
 	httpsSecret := map[string]string{}   // program -> its https secret
 	config := map[string]string{}
+	type selector struct {
+		MatchLabels map[string]string `json:"matchLabels"`
+	}
+	replicas := map[string]int{}                // Deployment -> replicas
+	podLabels := map[string]map[string]string{} // Deployment -> its pods' labels
+	budgets := map[string]selector{}            // PodDisruptionBudget -> its selector
+	keeps := map[string]bool{}                  // PodDisruptionBudget -> keeps a pod up
 	for _, f := range kust.Resources {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, err, f)
@@ -51,7 +60,14 @@ func TestDeployManifests(t *testing.T) {
 				Spec     struct {
 					SecretName string `json:"secretName"`
 					cert
-					Template struct {
+					Replicas       *int     `json:"replicas"`
+					Selector       selector `json:"selector"`
+					MinAvailable   any      `json:"minAvailable"`
+					MaxUnavailable any      `json:"maxUnavailable"`
+					Template       struct {
+						Metadata struct {
+							Labels map[string]string `json:"labels"`
+						} `json:"metadata"`
 						Spec struct {
 							Containers []struct {
 								Command []string `json:"command"`
@@ -77,6 +93,9 @@ func TestDeployManifests(t *testing.T) {
 			require.NotEmpty(t, obj.Kind, f)
 			switch obj.Kind {
 			case "Deployment":
+				require.NotNil(t, obj.Spec.Replicas, "%s sets its replicas", obj.Metadata.Name)
+				replicas[obj.Metadata.Name] = *obj.Spec.Replicas
+				podLabels[obj.Metadata.Name] = obj.Spec.Template.Metadata.Labels
 				for _, c := range obj.Spec.Template.Spec.Containers {
 					name := filepath.Base(c.Command[0])
 					commands[name] = true
@@ -110,6 +129,10 @@ func TestDeployManifests(t *testing.T) {
 				certs[obj.Spec.SecretName] = obj.Spec.cert
 			case "ConfigMap":
 				config = obj.Data
+			case "PodDisruptionBudget":
+				budgets[obj.Metadata.Name] = obj.Spec.Selector
+				keeps[obj.Metadata.Name] = (obj.Spec.MinAvailable != nil && obj.Spec.MinAvailable != float64(0) && obj.Spec.MinAvailable != "0%") ||
+					(obj.Spec.MaxUnavailable != nil && obj.Spec.MaxUnavailable != float64(0) && obj.Spec.MaxUnavailable != "0%")
 			}
 		}
 	}
@@ -133,4 +156,29 @@ func TestDeployManifests(t *testing.T) {
 	for _, k := range []string{"DCM_TLS_CA_FILE", "DCM_TLS_CERT_FILE", "DCM_TLS_KEY_FILE", "DCM_KEK_FILE", "DCM_MONGO_URI_FILE"} {
 		require.True(t, strings.HasPrefix(config[k], "/etc/dcm/"), k)
 	}
+
+	// Replicas, and a disruption budget selecting each Deployment's pods
+	// (and no other's) that keeps one of them up: core and the stateless
+	// services 2, rsync 3 (docs/lifecycle.md and docs/rsync.md, "Replicas").
+	require.Len(t, replicas, 9, "the eight services and the gateway")
+	for deployment, n := range replicas {
+		require.GreaterOrEqual(t, n, 2, "%s runs replicas", deployment)
+		var selecting []string
+		for pdb, sel := range budgets {
+			if len(sel.MatchLabels) == 0 {
+				continue
+			}
+			matches := true
+			for k, v := range sel.MatchLabels {
+				matches = matches && podLabels[deployment][k] == v
+			}
+			if matches {
+				selecting = append(selecting, pdb)
+				require.True(t, keeps[pdb], "%s keeps a pod of %s up (minAvailable or maxUnavailable above 0)", pdb, deployment)
+			}
+		}
+		require.Len(t, selecting, 1, "one PodDisruptionBudget selects %s's pods", deployment)
+	}
+	require.Equal(t, 3, replicas["dcm-rsync"])
+	require.Len(t, budgets, len(replicas), "a budget per Deployment, none for nothing")
 }
