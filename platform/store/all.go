@@ -5,6 +5,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/dcm-project/dcm/platform/errs"
 )
 
 // All reads every object of the collection, those marked for deletion too:
@@ -33,4 +35,21 @@ func (r *Records[M]) Versions(ctx context.Context) (map[string]int64, error) {
 		out[d.ID] = d.Version
 	}
 	return out, nil
+}
+
+// DeleteVersion removes the object if it is still at version; Aborted if
+// it changed, NotFound if it is gone: a purge that must not remove what a
+// concurrent writer just stored.
+func (r *Records[M]) DeleteVersion(ctx context.Context, id string, version int64) error {
+	res, err := r.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}})
+	if err != nil {
+		return mapErr("delete "+r.kind, err)
+	}
+	if res.DeletedCount == 1 {
+		return nil
+	}
+	if _, err := r.Get(ctx, id); err != nil {
+		return err
+	}
+	return errs.Aborted("%s %q was changed by another request; read it again and retry", r.kind, id)
 }

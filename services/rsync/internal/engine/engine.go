@@ -66,6 +66,9 @@ type Config struct {
 	// Poll is how often a replica reads the rollouts' versions to learn
 	// the changes other replicas stored.
 	Poll time.Duration
+	// PurgeAfter is how long a deleted rollout stays in the store after
+	// its deletion settled with every resource deleted (purge.go).
+	PurgeAfter time.Duration
 	// DriftInterval is how often every object rsync applied is compared
 	// with its manifest (drift*.go), besides the watches; negative: drift
 	// is neither watched nor compared.
@@ -103,6 +106,9 @@ func (c *Config) defaults() {
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second
+	}
+	if c.PurgeAfter <= 0 {
+		c.PurgeAfter = time.Minute
 	}
 	if c.DriftInterval == 0 {
 		c.DriftInterval = 5 * time.Minute
@@ -152,6 +158,8 @@ type owner struct {
 	// refreshed is when the states of its clusters that other replicas
 	// work on were last read (replicas.go).
 	refreshed time.Time
+	// deletedAt is when the sweep first saw its deletion settled (purge.go).
+	deletedAt time.Time
 }
 
 // task is one owner on one cluster.

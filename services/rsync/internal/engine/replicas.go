@@ -25,7 +25,8 @@ import (
 func (e *Engine) pollLoop(ctx context.Context) {
 	tick := time.NewTicker(e.cfg.Poll)
 	defer tick.Stop()
-	for {
+	every := max(1, int(min(e.cfg.PurgeAfter/6, 10*time.Second)/e.cfg.Poll))
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -33,6 +34,9 @@ func (e *Engine) pollLoop(ctx context.Context) {
 		}
 		if err := e.poll(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("poll rollouts", zap.Error(err))
+		}
+		if n%every == 0 {
+			e.sweep(ctx)
 		}
 	}
 }
@@ -47,8 +51,13 @@ func (e *Engine) poll(ctx context.Context) error {
 	var stale []string
 	e.mu.Lock()
 	for id, v := range vers {
-		if o := e.owners[id]; o == nil || o.version < v {
+		if o := e.owners[id]; o == nil || o.version != v {
 			stale = append(stale, id)
+		}
+	}
+	for id, o := range e.owners {
+		if _, ok := vers[id]; !ok && o.version > 0 {
+			stale = append(stale, id) // purged by another replica (refresh drops it)
 		}
 	}
 	e.mu.Unlock()
@@ -68,6 +77,11 @@ func (e *Engine) poll(ctx context.Context) error {
 func (e *Engine) refresh(ctx context.Context, ownerID string) error {
 	it, err := e.rollouts.Get(ctx, ownerID)
 	if errs.Code(err) == codes.NotFound {
+		e.mu.Lock()
+		if o := e.owners[ownerID]; o != nil {
+			e.drop(o) // purged
+		}
+		e.mu.Unlock()
 		return nil
 	}
 	if err != nil {
@@ -75,7 +89,12 @@ func (e *Engine) refresh(ctx context.Context, ownerID string) error {
 	}
 	e.mu.Lock()
 	o := e.owners[ownerID]
-	fresh := o == nil || o.version < it.Version
+	if o != nil && it.Version < o.version {
+		// Purged and submitted anew (versions start again at 1).
+		e.drop(o)
+		o = nil
+	}
+	fresh := o == nil || o.version != it.Version
 	e.mu.Unlock()
 	if !fresh {
 		return nil

@@ -12,10 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
@@ -248,4 +250,58 @@ func TestKilledReplicaIsTakenOver(t *testing.T) {
 		}
 	}
 	cleanup(t, runEngine(t, st, newKubeClusters(h)), owner)
+}
+
+// TestDeletedRolloutsArePurged deletes a rollout through one of two
+// replicas: once its deletion has settled for PurgeAfter, its record and
+// cluster states leave the store, both replicas answer NotFound, and the
+// owner can submit it anew.
+func TestDeletedRolloutsArePurged(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	st := storetest.Open(t)
+	cfg := testConfig
+	cfg.PurgeAfter, cfg.Poll = 300*time.Millisecond, 100*time.Millisecond
+	a := runReplica(t, st, newKubeClusters(h), "a", cfg)
+	b := runReplica(t, st, newKubeClusters(h), "b", cfg)
+	waitSplit(t, store.NewLeases(st, "rsync_leases"), "a", "b")
+	ctx := context.Background()
+	const owner, ns = "lc/p/purged", "tenant-purged"
+	_, err := a.Submit(ctx, owner, rollout(h, configMaps(ns, 2), 0, 1, 2))
+	require.NoError(t, err)
+	waitFor(t, b, owner, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+	_, err = b.Delete(ctx, owner)
+	require.NoError(t, err)
+	waitFor(t, a, owner, "deleted", settledIn(rsyncv1.State_STATE_DELETED))
+
+	rollouts := store.NewRecords(st, "rollouts", "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} })
+	states := store.NewRecords(st, "rollout_clusters", "state", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := rollouts.Get(ctx, owner)
+		left, lerr := states.Children(ctx, owner)
+		require.NoError(t, lerr)
+		if errs.Code(err) == codes.NotFound && len(left) == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "not purged: %v, %d states", err, len(left))
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, e := range []*engine.Engine{a, b} {
+		require.Eventually(t, func() bool {
+			_, err := e.Status(ctx, owner)
+			return errs.Code(err) == codes.NotFound
+		}, 10*time.Second, 50*time.Millisecond, "both replicas forget it")
+	}
+
+	gen, err := b.Submit(ctx, owner, rollout(h, configMaps(ns, 1), 0))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), gen, "submitted anew")
+	waitFor(t, a, owner, "applied anew", settledIn(rsyncv1.State_STATE_APPLIED))
+	_, err = a.Delete(ctx, owner)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := b.Status(ctx, owner)
+		return errs.Code(err) == codes.NotFound
+	}, 30*time.Second, 50*time.Millisecond, "deleted and purged again")
+	require.Zero(t, countConfigMaps(t, h.Clusters[0], ns))
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,33 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 		case <-stop:
 			return // the store is failing: what is not saved is redone after a restart
 		}
+	}
+}
+
+// pending says whether a state of o is queued or being written. Called
+// with tasks held.
+func (w *statusWriter) pending(o *owner) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.writing {
+		return true
+	}
+	for t := range w.queued {
+		if t.owner == o {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops t from the queue (its owner was purged). Called with tasks
+// held.
+func (w *statusWriter) forget(t *task) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queued[t] {
+		delete(w.queued, t)
+		w.q = slices.DeleteFunc(w.q, func(x *task) bool { return x == t })
 	}
 }
 
