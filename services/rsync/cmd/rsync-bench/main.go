@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/secrets"
@@ -40,11 +42,17 @@ func run() error {
 	clusters := flag.Int("clusters", 1000, "simulated clusters")
 	latency := flag.Duration("latency", 50*time.Millisecond, "simulated round trip per API call")
 	failures := flag.Float64("failure-rate", 0.01, "share of simulated API calls that fail (retryably)")
-	concurrency := flag.String("concurrency", "32,256", "engine concurrency settings to run, comma-separated")
+	concurrency := flag.String("concurrency", "256", "engine concurrency settings to run, comma-separated (256 is the default)")
+	replicas := flag.Int("replicas", 1, "rsync replicas sharing the store: this process and replicas-1 child processes")
+	kill := flag.Bool("kill", false, "with -replicas > 1: kill one child replica (SIGKILL) once half the objects are applied")
+	child := flag.String("child", "", "internal: run as the replica of this name on DCM_BENCH_URI")
 	real := flag.Int("real", 3, "real clusters to run on afterwards (0: none)")
 	runs := flag.Int("runs", 5, "runs on the real clusters (the median is reported)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
+	if *child != "" {
+		return runChild(*child, *clusters, *latency, *failures)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -72,7 +80,12 @@ func run() error {
 			sims[fmt.Sprintf("sim/c%04d", i)] = &engine.Simulated{Latency: *latency, FailureRate: *failures}
 		}
 		fmt.Printf("\nsimulated: %d clusters, %s latency per call, %.1f%% of calls fail, concurrency %d\n", *clusters, *latency, 100**failures, n)
-		if err := bench(sims, keys(sims), set, engine.Config{Concurrency: n}, 1); err != nil {
+		topo := topology{replicas: *replicas, kill: *kill, args: []string{"-clusters", strconv.Itoa(*clusters),
+			"-latency", latency.String(), "-failure-rate", strconv.FormatFloat(*failures, 'f', -1, 64)}}
+		if *replicas > 1 {
+			fmt.Printf("  replicas: %d (one killed at 50 %%: %v)\n", *replicas, *kill)
+		}
+		if err := bench(sims, keys(sims), set, engine.Config{Concurrency: n}, 1, topo); err != nil {
 			return err
 		}
 		calls := int64(0)
@@ -98,13 +111,14 @@ func keys(m engine.SimulatedClusters) []string {
 
 // bench applies set to every cluster runs times (deleting in between) and
 // prints the figures.
-func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine.Config, runs int) error {
+func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine.Config, runs int, topo topology) error {
 	dir, err := os.MkdirTemp("", "rsync-bench-")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	kr, err := secrets.ParseKeyring(secrets.NewKeyLine("bench"))
+	keyLine := secrets.NewKeyLine("bench")
+	kr, err := secrets.ParseKeyring(keyLine)
 	if err != nil {
 		return err
 	}
@@ -113,7 +127,13 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 		return err
 	}
 	defer st.Close(context.Background())
+	cfg.Replica = "bench-0"
 	e := engine.New(st, conn, cfg, zap.NewNop())
+	children, err := topo.start(st.ClientURI(), keyLine)
+	if err != nil {
+		return err
+	}
+	defer children.stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
@@ -140,8 +160,16 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 		owner := "bench/lc-" + strconv.Itoa(run)
 		w0 := e.StoreWrites()
 		start := time.Now()
+		if err := children.waitSplit(ctx, st); err != nil {
+			return err
+		}
 		if _, err := e.Submit(ctx, owner, targets); err != nil {
 			return err
+		}
+		if topo.kill {
+			if err := children.killAtHalf(ctx, e, owner, start); err != nil {
+				return err
+			}
 		}
 		if err := waitSettled(ctx, e, owner, rsyncv1.State_STATE_APPLIED); err != nil {
 			return err
@@ -186,6 +214,9 @@ func median(ds []time.Duration) time.Duration {
 func waitSettled(ctx context.Context, e *engine.Engine, owner string, want rsyncv1.State) error {
 	for {
 		st, err := e.Status(ctx, owner)
+		if errs.Code(err) == codes.NotFound && want == rsyncv1.State_STATE_DELETED {
+			return nil // deleted and already purged
+		}
 		if err != nil {
 			return err
 		}
@@ -246,7 +277,7 @@ func benchReal(n, runs int, set []string) error {
 		clusterKeys = append(clusterKeys, "real/"+c.Name)
 	}
 	fmt.Printf("\nreal: %d clusters (kube-apiserver + kube-controller-manager on this machine), %d runs\n", n, runs)
-	return bench(conn, clusterKeys, set, engine.Config{}, runs)
+	return bench(conn, clusterKeys, set, engine.Config{}, runs, topology{replicas: 1})
 }
 
 // lcSet is what a logical cloud puts on each cluster: 8 objects.

@@ -77,7 +77,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Concurrency <= 0 {
-		c.Concurrency = 32
+		c.Concurrency = 256
 	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = time.Second
@@ -334,7 +334,9 @@ func (e *Engine) addTask(o *owner, provider, cluster string) *task {
 		e.workers[key] = w
 		e.running.Add(1)
 		go e.work(w)
-		e.startDrift(e.ctx, provider, cluster) // drift: watched while the engine runs (driftwatch.go)
+		if sl := e.active(w.shard); sl != nil {
+			e.startDrift(sl.ctx, provider, cluster) // drift: watched while the shard is held (driftwatch.go)
+		}
 	}
 	w.tasks = append(w.tasks, t)
 	return t

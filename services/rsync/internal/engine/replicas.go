@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -190,6 +191,8 @@ func (e *Engine) activate(ctx context.Context, got []store.Lease) {
 	e.indexClaims()
 	for key, w := range e.workers {
 		if _, ok := want[w.shard]; ok {
+			provider, cluster, _ := strings.Cut(key, "/")
+			e.startDrift(e.shards.held[w.shard].ctx, provider, cluster)
 			select {
 			case e.workers[key].kick <- struct{}{}:
 			default:

@@ -88,7 +88,9 @@ func (w *statusWriter) write(ctx context.Context, snap *rsyncv1.StoredClusterSta
 		w.writes.Add(1)
 		if err == nil {
 			if prev != "" {
-				if derr := w.states.Delete(ctx, prev); derr != nil && errs.Code(derr) != codes.NotFound {
+				derr := w.states.Delete(ctx, prev)
+				w.writes.Add(1)
+				if derr != nil && errs.Code(derr) != codes.NotFound {
 					w.log.Debug("delete the previous save of a cluster state; the next load does", zap.String("id", prev), zap.Error(derr))
 				}
 			}
