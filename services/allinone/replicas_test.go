@@ -1,0 +1,327 @@
+package allinone_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/cadist"
+	"github.com/dcm-project/dcm/services/core"
+	"github.com/dcm-project/dcm/services/gateway"
+	"github.com/dcm-project/dcm/services/namespace"
+	"github.com/dcm-project/dcm/services/quota"
+	"github.com/dcm-project/dcm/services/rsync"
+	"github.com/dcm-project/dcm/services/servicemesh"
+	"github.com/dcm-project/dcm/services/traffic"
+	"github.com/dcm-project/dcm/services/user"
+)
+
+// coreLocks is the collection of core's transition locks, and lockName the
+// lease of a logical cloud's (services/core/internal/core/locks.go).
+const coreLocks = "core_locks"
+
+func lockName(project, lc string) string { return "lc/" + store.Key(project, lc) }
+
+// replicated is the suite as separate programs, some of them several
+// times, on one shared store: two core replicas, two namespace and two
+// user replicas, one of each other service. Three gateways front them:
+// one reaching core through replica 0 only, one through replica 1 only,
+// and one through every replica of each service (address lists).
+type replicated struct {
+	addrs  map[string][]string // gRPC addresses by program name
+	gw     [3]*rest            // core 0, core 1, every replica
+	store  *store.Store        // the shared store, as the first program opened it
+	stops  map[string][]func() // a replica's stop, by program name
+	client *http.Client
+	ca     *pki.CA
+}
+
+func startReplicated(t *testing.T) *replicated {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the suite as separate programs, some replicated: not in -short (make test-unit)")
+	}
+	data := t.TempDir()
+	s := &replicated{addrs: map[string][]string{}, stops: map[string][]func(){}}
+	programs := []struct {
+		name  string
+		build app.Build
+		n     int
+	}{
+		{rsync.Name, rsync.Build, 1}, // first: it runs the embedded store
+		{core.Name, core.Build, 2}, {namespace.Name, namespace.Build, 2}, {user.Name, user.Build, 2}, {quota.Name, quota.Build, 1},
+		{servicemesh.Name, servicemesh.Build, 1}, {cadist.Name, cadist.Build, 1}, {traffic.Name, traffic.Build, 1},
+	}
+	for _, p := range programs {
+		for range p.n {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			s.addrs[p.name] = append(s.addrs[p.name], ln.Addr().String())
+			require.NoError(t, ln.Close())
+		}
+	}
+	peers := func(coreAddr string) []string {
+		return []string{"-core-addr", coreAddr, "-namespace-addr", strings.Join(s.addrs[namespace.Name], ","),
+			"-user-addr", strings.Join(s.addrs[user.Name], ","), "-quota-addr", s.addrs[quota.Name][0],
+			"-servicemesh-addr", s.addrs[servicemesh.Name][0], "-cadist-addr", s.addrs[cadist.Name][0],
+			"-traffic-addr", s.addrs[traffic.Name][0], "-rsync-addr", s.addrs[rsync.Name][0]}
+	}
+	every := peers(strings.Join(s.addrs[core.Name], ","))
+	logs := &syncBuffer{}
+	var all []func()
+	t.Cleanup(func() {
+		for _, stop := range slices.Backward(all) {
+			stop()
+		}
+		if t.Failed() {
+			t.Logf("the programs' logs:\n%s", logs.String())
+		}
+	})
+	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
+		t.Helper()
+		args = append([]string{"-data-dir", data, "-log-level", "warn", "-http-addr", ""}, args...)
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := app.Start(ctx, name, args, needStore, build, app.LogTo(logs))
+		if err != nil {
+			cancel()
+			t.Fatalf("start %s: %v", name, err)
+		}
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				if err := p.Wait(); err != nil {
+					t.Errorf("%s stopped with %v", name, err)
+				}
+			})
+		}
+		all = append(all, stop)
+		s.stops[name] = append(s.stops[name], stop)
+		return p
+	}
+	var storeArgs []string
+	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {
+		storeArgs = []string{"-mongo-database", fmt.Sprintf("dcmreplicas_%d", time.Now().UnixNano()),
+			"-mongo-uri-file", writeSecret(t, uri)}
+	}
+	first := start(rsync.Name, rsync.Build, true, slices.Concat(every, []string{"-grpc-addr", s.addrs[rsync.Name][0]}, storeArgs)...)
+	s.store = first.Env.Store
+	if storeArgs == nil {
+		storeArgs = []string{"-mongo-uri-file", writeSecret(t, first.Env.Store.ClientURI())}
+	}
+	for _, p := range programs[1:] {
+		for _, addr := range s.addrs[p.name] {
+			start(p.name, p.build, true, slices.Concat(every, []string{"-grpc-addr", addr}, storeArgs)...)
+		}
+	}
+
+	dir := filepath.Join(data, "pki")
+	var err error
+	s.ca, err = pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
+	require.NoError(t, err)
+	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
+	require.NoError(t, err)
+	for i, coreAddr := range []string{s.addrs[core.Name][0], s.addrs[core.Name][1], strings.Join(s.addrs[core.Name], ",")} {
+		gw := start(gateway.Name, gateway.Build, false, slices.Concat(peers(coreAddr), []string{"-grpc-addr", "", "-http-addr", "127.0.0.1:0"})...)
+		if s.client == nil {
+			s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+				MinVersion: tls.VersionTLS12, RootCAs: gw.Env.TLS.Pool(), Certificates: []tls.Certificate{admin}}}}
+		}
+		s.gw[i] = &rest{t: t, c: s.client, base: "https://" + gw.Server.HTTPAddr()}
+	}
+	return s
+}
+
+// cloudOnUnreachableCluster makes project p1's logical cloud name on cluster
+// edge/c1, where nothing listens: its apply and terminate are accepted and
+// their rollouts retry, which is all a lifecycle transition needs.
+func (s *replicated) cloudOnUnreachableCluster(t *testing.T, name string) string {
+	t.Helper()
+	r := s.gw[2]
+	if code, _ := call(t, s.client, "GET", r.base+"/v2/projects/p1", ""); code == 404 {
+		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+		r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+		kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/c1")
+		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc}})
+		require.NoError(t, err)
+		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	}
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"ns-%s"}}`, name, name))
+	lc := "/v2/projects/p1/logical-clouds/" + name
+	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	return lc
+}
+
+// state reads a logical cloud's state and its rollout's generation.
+func (s *replicated) state(t *testing.T, lc string) (string, int64) {
+	t.Helper()
+	var st struct {
+		State      string `json:"state"`
+		Generation int64  `json:"generation,string"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.gw[2].want(200, "GET", lc+"/status", "")), &st))
+	return st.State, st.Generation
+}
+
+// answer is one REST answer: its code and, for an error, its reason.
+type answer struct {
+	code   int
+	reason string
+}
+
+func (a answer) String() string { return fmt.Sprintf("%d %s", a.code, a.reason) }
+
+// race sends method path through gateways 0 and 1 (core replicas 0 and
+// 1) at once.
+func (s *replicated) race(t *testing.T, method, path string) []answer {
+	t.Helper()
+	out := make([]answer, 2)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Go(func() {
+			code, b := call(t, s.client, method, s.gw[i].base+path, "")
+			out[i].code = code
+			if code != 200 {
+				var e struct {
+					Reason string `json:"reason"`
+				}
+				if json.Unmarshal(b, &e) == nil {
+					out[i].reason = e.Reason
+				}
+				if code != 409 {
+					t.Errorf("%s %s through core %d: %d %s", method, path, i, code, b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b answer) int { return a.code - b.code })
+	return out
+}
+
+// TestCoreReplicasRaceOnOneLogicalCloud: two core programs on one store,
+// each behind its own gateway, are sent the same lifecycle call at the
+// same moment, round after round: an apply is one transition (one 200,
+// one 409, and the rollout submitted once); a terminate asks for the
+// rollout's deletion once. The 409 is CONCURRENT_UPDATE when the calls
+// overlapped (the other replica held the logical cloud's lock), or
+// WRONG_STATE when one ran after the other.
+func TestCoreReplicasRaceOnOneLogicalCloud(t *testing.T) {
+	t.Parallel()
+	s := startReplicated(t)
+	seen := map[string]int{}
+	for round := range 8 {
+		lc := s.cloudOnUnreachableCluster(t, fmt.Sprintf("race-%d", round))
+
+		got := s.race(t, "POST", lc+"/apply")
+		require.Equal(t, 200, got[0].code, "round %d apply: %v", round, got)
+		require.Equal(t, 409, got[1].code, "round %d apply: %v", round, got)
+		require.Contains(t, []string{"CONCURRENT_UPDATE", "WRONG_STATE"}, got[1].reason, "round %d apply: %v", round, got)
+		seen["apply "+got[1].reason]++
+		state, gen := s.state(t, lc)
+		require.Equal(t, "Instantiating", state, "round %d", round)
+		require.Equal(t, int64(1), gen, "round %d: the rollout was submitted once", round)
+
+		got = s.race(t, "POST", lc+"/terminate")
+		require.Equal(t, 200, got[0].code, "round %d terminate: %v", round, got)
+		// Terminate may be retried from Terminating: one that ran after
+		// the other answers 200 too, and asks for nothing more.
+		if got[1].code == 409 {
+			require.Equal(t, "CONCURRENT_UPDATE", got[1].reason, "round %d terminate: %v", round, got)
+		}
+		seen["terminate "+got[1].String()]++
+		state, gen = s.state(t, lc)
+		require.Equal(t, "Terminating", state, "round %d", round)
+		require.Equal(t, int64(2), gen, "round %d: the rollout's deletion was asked for once", round)
+	}
+	t.Logf("the second call of each race (409 reason, or 200): %v", seen)
+	leases, err := store.NewLeases(s.store, coreLocks).List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, leases, "every transition released its lock")
+}
+
+// TestCoreReplicaDiedHoldingTheLock: a core replica that died during a
+// transition leaves its lock in the store; until it expires, both live
+// replicas refuse the logical cloud's transitions with 409
+// CONCURRENT_UPDATE, and then one of them proceeds. (The dead replica is
+// played by a lease written as it would have, with a short time to live.)
+func TestCoreReplicaDiedHoldingTheLock(t *testing.T) {
+	t.Parallel()
+	s := startReplicated(t)
+	lc := s.cloudOnUnreachableCluster(t, "orphan-lock")
+	ctx := context.Background()
+	leases := store.NewLeases(s.store, coreLocks)
+	dead, err := leases.Acquire(ctx, lockName("p1", "orphan-lock"), "core@gone/1/1", 8*time.Second)
+	require.NoError(t, err)
+
+	for i := range 2 {
+		code, b := call(t, s.client, "POST", s.gw[i].base+lc+"/apply", "")
+		if time.Now().After(dead.Expires) {
+			t.Skip("the dead replica's lease expired before the calls were made: the machine is too slow for this check")
+		}
+		require.Equal(t, 409, code, "through core %d: %s", i, b)
+		require.Contains(t, string(b), "CONCURRENT_UPDATE")
+		require.Contains(t, string(b), `another transition of logical cloud \"orphan-lock\" is in progress`)
+	}
+	state, _ := s.state(t, lc)
+	require.Equal(t, "Created", state, "nothing was done")
+
+	// Once the lease expired, the next apply proceeds.
+	require.Eventually(t, func() bool {
+		code, _ := call(t, s.client, "POST", s.gw[1].base+lc+"/apply", "")
+		return code == 200
+	}, 30*time.Second, 200*time.Millisecond)
+	state, _ = s.state(t, lc)
+	require.Equal(t, "Instantiating", state)
+	all, err := leases.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, all, "the lock was taken over, then released")
+}
+
+// TestStatelessReplicasBehindTheGateway: with two replicas each of core,
+// the namespace and the user service, and every address listed to the
+// gateway and to core, stopping one replica of each leaves every call
+// succeeding: the gateway's and core's clients go to the other.
+func TestStatelessReplicasBehindTheGateway(t *testing.T) {
+	t.Parallel()
+	s := startReplicated(t)
+	r := s.gw[2]
+	lc := s.cloudOnUnreachableCluster(t, "lc-a")
+	calls := func(round int) {
+		t.Helper()
+		// gateway -> user -> core (the parent check), user's reads.
+		r.want(201, "POST", lc+"/user-permissions", fmt.Sprintf(`{"permission-name":"perm-%d","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`, round))
+		r.want(200, "GET", lc+"/users", "")
+		// gateway -> namespace -> core (parent check and references).
+		r.want(200, "GET", lc+"/namespaces", "")
+		// gateway -> core -> namespace, user (a logical cloud's parts).
+		name := fmt.Sprintf("lc-b%d", round)
+		r.want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"ns-%s","user":{"user-name":"u","type":"certificate"}}}`, name, name))
+		r.want(200, "GET", "/v2/projects/p1/logical-clouds/"+name+"/user/u", "")
+		r.want(204, "DELETE", "/v2/projects/p1/logical-clouds/"+name, "")
+	}
+	for round := range 4 {
+		calls(round)
+	}
+	for _, name := range []string{namespace.Name, user.Name, core.Name} {
+		s.stops[name][0]()
+	}
+	for round := 4; round < 12; round++ {
+		calls(round)
+	}
+}
