@@ -52,11 +52,15 @@ func (e *Engine) repairing(t *task, r *rsyncv1.ResourceStatus) bool {
 // cluster's worker woken. The same drift noticed again before anything
 // else changed is not recorded twice. Called with mu held.
 func (e *Engine) noteDrift(t *task, r *rsyncv1.ResourceStatus, d *rsyncv1.Drift) {
-	prev := lastDrift(t, r)
-	if prev != nil && !prev.GetRepaired() && prev.GetDeleted() == d.GetDeleted() && slices.Equal(prev.GetFields(), d.GetFields()) {
-		return // already reported
+	if !appliedAndOwned(r) {
+		return // a repair is under way, or the resource is being worked on
 	}
+	prev := lastDrift(t, r)
 	repair := !t.owner.rec.GetReportDriftOnly()
+	if prev != nil && !prev.GetRepaired() && prev.GetDeleted() == d.GetDeleted() && slices.Equal(prev.GetFields(), d.GetFields()) &&
+		(!repair || prev.GetError() == errReappears) {
+		return // already reported (a drift reported before repair was asked for is repaired now)
+	}
 	result := "reported"
 	if repair && prev != nil && prev.GetRepaired() && !d.GetDeleted() && len(d.GetManagers()) == 0 &&
 		slices.Equal(prev.GetFields(), d.GetFields()) {

@@ -52,15 +52,17 @@ func (e *Engine) watchDrift(ctx context.Context, provider, cluster string) {
 			stop()
 		}
 	}()
+	// What a watch reported while a pass ran on the object's task: looked
+	// at again (read afresh) once the pass is over.
+	pendingKeys := map[string]bool{}
+	pendingKinds := map[schema.GroupVersionKind]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-full.C:
 			if cl, err := e.connect.Connect(ctx, provider, cluster); err == nil {
-				for _, it := range e.driftItems(ck, "") {
-					e.checkDrift(ctx, cl, it, nil)
-				}
+				e.checkSome(ctx, cl, ck, "", nil, nil) // objects busy now: at the next compare
 			}
 			full.Reset(e.cfg.DriftInterval)
 		case <-kinds.C:
@@ -71,20 +73,55 @@ func (e *Engine) watchDrift(ctx context.Context, provider, cluster string) {
 			if w, ok := cl.(kindWatcher); ok {
 				e.syncWatches(ctx, w, ck, watches, events)
 			}
+			for key := range pendingKeys {
+				pendingKeys[key] = e.checkSome(ctx, cl, ck, key, nil, nil)
+				if !pendingKeys[key] {
+					delete(pendingKeys, key)
+				}
+			}
+			for gvk := range pendingKinds {
+				if !e.checkSome(ctx, cl, ck, "", &gvk, nil) {
+					delete(pendingKinds, gvk)
+				}
+			}
 		case ev := <-events:
 			cl, err := e.connect.Connect(ctx, provider, cluster)
 			if err != nil {
 				continue
 			}
-			for _, it := range e.driftItems(ck, ev.key) {
-				seen := ev.obj
-				if ev.deleted {
-					seen = nil // look again: gone, or only out of the watch's selector
+			switch {
+			case ev.resync:
+				if e.checkSome(ctx, cl, ck, "", &ev.gvk, nil) {
+					pendingKinds[ev.gvk] = true
 				}
-				e.checkDrift(ctx, cl, it, seen)
+			case ev.deleted: // look again: gone, or only out of the watch's selector
+				if e.checkSome(ctx, cl, ck, ev.key, nil, nil) {
+					pendingKeys[ev.key] = true
+				}
+			default:
+				if e.checkSome(ctx, cl, ck, ev.key, nil, ev.obj) {
+					pendingKeys[ev.key] = true
+				}
 			}
 		}
 	}
+}
+
+// checkSome compares the objects on cluster ck that may drift (key's
+// only, if not empty; of kind gvk only, if not nil) as checkDrift does
+// with seen. True if some could not be compared now, a pass being under
+// way on their task.
+func (e *Engine) checkSome(ctx context.Context, cl Cluster, ck, key string, gvk *schema.GroupVersionKind, seen *unstructured.Unstructured) bool {
+	items, busy := e.driftItems(ck, key)
+	for _, it := range items {
+		if gvk != nil && it.gvk != *gvk {
+			continue
+		}
+		if !e.checkDrift(ctx, cl, it, seen) {
+			busy = true
+		}
+	}
+	return busy
 }
 
 // driftItem is one applied object that may drift, as read under mu.
@@ -100,16 +137,19 @@ type driftItem struct {
 
 // driftItems lists the objects on cluster ck that may drift (only key's,
 // if key is not empty): applied and owned by a rollout that is neither
-// stopped nor deleting, on a task no pass is running on. A CSR is left
-// out: the cluster deletes it once issued, and it is not to be approved
-// again.
-func (e *Engine) driftItems(ck, key string) []driftItem {
+// stopped nor deleting, on a task no pass is running on (busy: some task
+// was left out for that). A CSR is left out: the cluster deletes it once
+// issued, and it is not to be approved again.
+func (e *Engine) driftItems(ck, key string) (out []driftItem, busy bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []driftItem
 	for _, o := range e.owners {
 		t := o.tasks[ck]
-		if t == nil || t.cancel != nil || o.rec.GetStopped() || o.rec.GetDeleting() {
+		if t == nil || o.rec.GetStopped() || o.rec.GetDeleting() {
+			continue
+		}
+		if t.cancel != nil {
+			busy = true
 			continue
 		}
 		for _, r := range t.state.GetResources() {
@@ -127,7 +167,7 @@ func (e *Engine) driftItems(ck, key string) []driftItem {
 			})
 		}
 	}
-	return out
+	return out, busy
 }
 
 func appliedAndOwned(r *rsyncv1.ResourceStatus) bool {
@@ -158,11 +198,13 @@ func (e *Engine) still(it driftItem) *rsyncv1.ResourceStatus {
 // the drift it finds. seen, if not nil, is the object as a watch reported
 // it: if it shows no drift, the cluster is not asked; if it does, the
 // object is read again (the event may be older than rsync's last apply).
-func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen *unstructured.Unstructured) {
+// False if its resource changed meanwhile (a pass started): what was
+// read is not recorded.
+func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen *unstructured.Unstructured) bool {
 	mine := FieldManager(it.t.owner.rec.GetOwner())
 	if seen != nil {
 		if fields, _ := driftOf(it.want, seen, mine); len(fields) == 0 {
-			return
+			return true
 		}
 	}
 	live, err := cl.Get(ctx, it.gvk, it.ns, it.name)
@@ -171,7 +213,7 @@ func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen 
 		if ctx.Err() == nil {
 			e.log.Debug("drift: read the object; next time", zap.String("object", it.key), zap.Error(err))
 		}
-		return
+		return true
 	}
 	d := &rsyncv1.Drift{
 		Time: timestamppb.Now(), ApiVersion: it.want.GetAPIVersion(), Kind: it.gvk.Kind,
@@ -179,25 +221,32 @@ func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen 
 	}
 	if !gone {
 		if live.GetDeletionTimestamp() != nil {
-			return // being deleted: noticed once it is gone
+			return true // being deleted: noticed once it is gone
 		}
 		d.Fields, d.Managers = driftOf(it.want, live, mine)
 		if len(d.Fields) == 0 {
-			return
+			return true
 		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if r := e.still(it); r != nil {
+	r := e.still(it)
+	if r != nil {
 		e.noteDrift(it.t, r, d)
 	}
+	return r != nil
 }
 
-// driftEvent is a watch's report of a change to an object rsync applied.
+// driftEvent is a watch's report of a change to an object rsync applied,
+// or (resync) that a watch of gvk started afresh: what was deleted before
+// it started is not in its first list, so every object of the kind is
+// read once.
 type driftEvent struct {
 	key     string
 	obj     *unstructured.Unstructured
 	deleted bool
+	resync  bool
+	gvk     schema.GroupVersionKind
 }
 
 // kindWatcher is a cluster client that can watch the objects of a kind
@@ -210,7 +259,8 @@ type kindWatcher interface {
 // those of kinds no longer applied there.
 func (e *Engine) syncWatches(ctx context.Context, w kindWatcher, ck string, watches map[schema.GroupVersionKind]context.CancelFunc, events chan<- driftEvent) {
 	want := map[schema.GroupVersionKind]bool{}
-	for _, it := range e.driftItems(ck, "") {
+	items, _ := e.driftItems(ck, "")
+	for _, it := range items {
 		want[it.gvk] = true
 	}
 	for gvk, stop := range watches {
@@ -248,6 +298,14 @@ func (e *Engine) watchKind(ctx context.Context, w kindWatcher, gvk schema.GroupV
 			continue
 		}
 		delay = time.Second
+		if rv == "" {
+			select {
+			case events <- driftEvent{resync: true, gvk: gvk}:
+			case <-ctx.Done():
+				wi.Stop()
+				return
+			}
+		}
 		rv = e.forward(ctx, wi, rv, events)
 		wi.Stop()
 	}
