@@ -25,6 +25,7 @@ import (
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -87,7 +88,9 @@ func derive(phase string, rs *rsyncv1.RolloutStatus) string {
 		switch {
 		case !rs.GetSettled() || rs.GetState() == rsyncv1.State_STATE_STOPPED:
 			return StateTerminating
-		case rs.GetState() == rsyncv1.State_STATE_DELETED:
+		case rs.GetState() == rsyncv1.State_STATE_DELETED, rs.GetState() == rsyncv1.State_STATE_ORPHANED:
+			// Orphaned: a forced terminate, or a cluster deleted from the
+			// registry; the status lists what may remain.
 			return StateTerminated
 		}
 		return StateTerminateFailed
@@ -364,6 +367,9 @@ func (s *LogicalClouds) StopLogicalCloud(ctx context.Context, req *corev1.StopLo
 func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.TerminateLogicalCloudRequest) (*corev1.TerminateLogicalCloudResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	owner := rolloutOwner(project, lc)
+	if err := mayForce(ctx, req.GetForce()); err != nil {
+		return nil, err
+	}
 	st, err := s.transition(ctx, "terminate", project, lc, terminateFrom, phaseTerminating,
 		func(ctx context.Context, _ *corev1.LogicalCloud, state string) (int64, error) {
 			if err := s.trafficHolds(ctx, project, lc); err != nil {
@@ -382,7 +388,7 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 					return 0, err
 				}
 			}
-			gen, err := s.deleteRollout(ctx, owner, state)
+			gen, err := s.deleteRollout(ctx, owner, state, req.GetForce())
 			if err != nil || !mesh {
 				return gen, err
 			}
@@ -398,9 +404,20 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 	return &corev1.TerminateLogicalCloudResponse{Status: st}, nil
 }
 
+// mayForce refuses a forced terminate to anyone but an administrator (or
+// a service acting on its own): it leaves objects on clusters.
+func mayForce(ctx context.Context, force bool) error {
+	if force && !server.MayGrant(ctx) {
+		return errs.Forbidden("force", "only an administrator may force a termination: it leaves on unreachable clusters what could not be deleted")
+	}
+	return nil
+}
+
 // deleteRollout deletes the logical cloud's rollout (terminate): from
 // TerminateFailed it is stopped first, so that its failures are retried.
-func (s *LogicalClouds) deleteRollout(ctx context.Context, owner, state string) (int64, error) {
+// force settles the deletion at once: what is not deleted yet is reported
+// orphaned and left on its cluster.
+func (s *LogicalClouds) deleteRollout(ctx context.Context, owner, state string, force bool) (int64, error) {
 	if state == StateTerminateFailed {
 		// A settled deletion is not redone; stopping it first makes the
 		// resource synchronizer start a new pass over what failed.
@@ -408,7 +425,7 @@ func (s *LogicalClouds) deleteRollout(ctx context.Context, owner, state string) 
 			return 0, err
 		}
 	}
-	resp, err := s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
+	resp, err := s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner, Force: force})
 	if errs.Code(err) == codes.NotFound {
 		return 0, nil // nothing was ever submitted
 	}

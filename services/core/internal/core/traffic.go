@@ -220,6 +220,9 @@ func (t *TrafficRollouts) UpdateTrafficIntentGroupResources(ctx context.Context,
 // TerminateTrafficIntentGroup implements corev1.TrafficLifecycleServiceServer.
 func (t *TrafficRollouts) TerminateTrafficIntentGroup(ctx context.Context, req *corev1.TerminateTrafficIntentGroupRequest) (*corev1.TerminateTrafficIntentGroupResponse, error) {
 	g := groupRef{req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup()}
+	if err := mayForce(ctx, req.GetForce()); err != nil {
+		return nil, err
+	}
 	st, err := t.transition(ctx, "terminate", g, trafficTerminateFrom, phaseTerminating, func(ctx context.Context, _, state string) (int64, error) {
 		// The DNS runs are released first: they delete their records
 		// whatever the clusters still hold.
@@ -227,7 +230,7 @@ func (t *TrafficRollouts) TerminateTrafficIntentGroup(ctx context.Context, req *
 			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group}); err != nil {
 			return 0, err
 		}
-		return t.clouds.deleteRollout(ctx, g.owner(), trafficToCloudState(state))
+		return t.clouds.deleteRollout(ctx, g.owner(), trafficToCloudState(state), req.GetForce())
 	})
 	if err != nil {
 		return nil, err

@@ -133,12 +133,16 @@ func (e *Engine) leaseTick(lctx, ctx context.Context) {
 	tctx, cancel := context.WithTimeout(lctx, s.every)
 	defer cancel()
 	if _, err := s.leases.RenewAll(tctx, s.holder, s.ttl); err != nil {
-		e.log.Warn("renew shard leases", zap.Error(err))
+		if lctx.Err() == nil {
+			e.log.Warn("renew shard leases", zap.Error(err))
+		}
 		return
 	}
 	list, err := s.leases.List(tctx)
 	if err != nil {
-		e.log.Warn("list shard leases", zap.Error(err))
+		if lctx.Err() == nil {
+			e.log.Warn("list shard leases", zap.Error(err))
+		}
 		return
 	}
 	now := time.Now()
