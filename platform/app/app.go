@@ -35,11 +35,17 @@ type Env struct {
 	TLS *pki.TLS
 	// AdminToken is the bootstrap admin bearer token ("" if none is configured).
 	AdminToken string
+	// inProcess carries calls to this program's own services (inprocess.go).
+	inProcess *server.InProcess
 }
 
 // Dial connects to another DCM service at addr (empty: this program's own
-// gRPC endpoint), over mutual TLS unless DCM_INSECURE_GRPC is set.
+// gRPC endpoint), over mutual TLS unless DCM_INSECURE_GRPC is set. A
+// service this program serves itself is reached in-process (inprocess.go).
 func (e *Env) Dial(addr string) (*grpc.ClientConn, error) {
+	if c, ok, err := e.dialInProcess(addr); ok {
+		return c, err
+	}
 	t := e.TLS
 	if e.Config.InsecureGRPC {
 		t = nil
@@ -141,7 +147,7 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cfg, Log: log, TLS: tlsMat, AdminToken: adminToken}
+	env := &Env{Config: cfg, Log: log, TLS: tlsMat, AdminToken: adminToken, inProcess: newInProcess(cfg, tlsMat, log)}
 	if needStore {
 		keyring, err := loadKeyring(&cfg, log)
 		if err != nil {
@@ -171,6 +177,11 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 		grpcLn = nil
 	}
 	opts.GRPCListener = grpcLn
+	if grpcLn != nil {
+		opts.InProcess = env.inProcess
+	} else if env.inProcess != nil {
+		env.inProcess.Close()
+	}
 	if env.Store != nil {
 		opts.OnStop = append(opts.OnStop, env.Store.Close)
 	}

@@ -60,6 +60,9 @@ type Options struct {
 	// raises it: a rollout's request repeats each cluster's manifests
 	// (docs/rsync.md, "Message sizes").
 	MaxRecvMsgSize int
+	// InProcess, when set (with TLS), also serves the gRPC services to
+	// this program's own calls over in-memory connections (InProcess).
+	InProcess *InProcess
 }
 
 // Server is a running program's listeners and servers.
@@ -125,6 +128,9 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 		creds := insecure.NewCredentials()
 		if !cfg.InsecureGRPC {
 			creds = credentials.NewTLS(opts.TLS.GRPCServer())
+			if opts.InProcess != nil {
+				creds = opts.InProcess.creds(creds)
+			}
 		}
 		grpcOpts := []grpc.ServerOption{
 			grpc.Creds(creds),
@@ -260,6 +266,9 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return nil
 		})
+		if s.opts.InProcess != nil && !s.cfg.InsecureGRPC {
+			g.Go(func() error { return serveInProcess(s.grpc, s.opts.InProcess) })
+		}
 	}
 	if s.http != nil {
 		g.Go(func() error {

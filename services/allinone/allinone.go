@@ -1,7 +1,10 @@
 // Package allinone composes every DCM service and the REST gateway into one
 // program (the embedded default): one store, one gRPC endpoint serving every
 // service, one HTTP endpoint for REST, /metrics and /healthz. Services still
-// reach each other only through their gRPC clients, over that endpoint.
+// reach each other only through their gRPC clients and that server's
+// interceptors, over in-process connections (platform/server.InProcess:
+// no socket, no TLS, the program's own certificate identity); other
+// programs reach it over mutual TLS.
 package allinone
 
 import (

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -153,7 +154,7 @@ func (c *client) measure(what string, n int, step func(context.Context) (bool, e
 		first error
 		wg    sync.WaitGroup
 	)
-	before := commands()
+	before, cpu := commands(), cpuTime()
 	start := time.Now()
 	for range n {
 		wg.Add(1)
@@ -180,11 +181,24 @@ func (c *client) measure(what string, n int, step func(context.Context) (bool, e
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu
 	if first != nil {
 		return row{}, fmt.Errorf("%s, %d clients: %w", what, n, first)
 	}
-	return newRow(what, n, lat, elapsed, before.delta(commands())), nil
+	r := newRow(what, n, lat, elapsed, before.delta(commands()))
+	r.cpu = cpu
+	return r, nil
+}
+
+// cpuTime is the CPU time this process (the program and the clients:
+// the whole path) has used so far. Per request it is the cost that the
+// machine's other load does not change much, unlike requests per second.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // idle is the store commands per second the program sends by itself

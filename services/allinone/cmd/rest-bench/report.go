@@ -18,7 +18,8 @@ type row struct {
 	requests int
 	rate     float64 // requests per second
 	p50, p99 time.Duration
-	cmds     counts // store commands during the measurement
+	cmds     counts        // store commands during the measurement
+	cpu      time.Duration // CPU time of the whole process meanwhile
 }
 
 func newRow(what string, clients int, lat []time.Duration, elapsed time.Duration, cmds counts) row {
@@ -48,8 +49,16 @@ func (r row) perRequest() (float64, string) {
 
 func (r row) String() string {
 	per, by := r.perRequest()
-	return fmt.Sprintf("%-26s %d clients: %6d requests %8.1f/s p50 %-9v p99 %-9v store %.2f/request (%s)",
-		r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), per, by)
+	return fmt.Sprintf("%-26s %d clients: %6d requests %8.1f/s p50 %-9v p99 %-9v CPU %s/request store %.2f/request (%s)",
+		r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), r.cpuPerRequest(), per, by)
+}
+
+// cpuPerRequest is the process's CPU time per request, in ms.
+func (r row) cpuPerRequest() string {
+	if r.requests == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f ms", float64(r.cpu.Microseconds())/1000/float64(r.requests))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
@@ -66,18 +75,20 @@ func table(rows []row, background float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Command: `make bench-rest` (`go run ./services/allinone/cmd/rest-bench`), %s, %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
-	b.WriteString("| operation | clients | requests | req/s | p50 | p99 | of the ceiling | store commands per request |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| operation | clients | requests | req/s | p50 | p99 | of the ceiling | CPU per request | store commands per request |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		share := "n/a"
 		if c := ceil[r.clients]; c > 0 {
 			share = fmt.Sprintf("%.0f %%", 100*r.rate/c)
 		}
 		per, by := r.perRequest()
-		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %s | %.2f (%s) |\n",
-			r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), share, per, by)
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %s | %s | %.2f (%s) |\n",
+			r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), share, r.cpuPerRequest(), per, by)
 	}
-	fmt.Fprintf(&b, "\nThe program alone (background loops, no request) sent %.1f store commands per second; they are included above.\n", background)
+	fmt.Fprintf(&b, "\nThe program alone (background loops, no request) sent %.1f store commands per second; they are included above. "+
+		"CPU per request is the whole process's (program and clients) CPU time during the measurement divided by its requests: "+
+		"unlike requests per second, other load on the machine hardly changes it.\n", background)
 	return b.String()
 }
 
