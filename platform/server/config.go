@@ -96,14 +96,14 @@ type Config struct {
 
 	// Where each service's gRPC API is reached; empty means DCM_GRPC_ADDR
 	// (the all-in-one program serves them all on one endpoint).
-	CoreAddr        string `env:"DCM_CORE_ADDR" flag:"core-addr" usage:"where the core service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	NamespaceAddr   string `env:"DCM_NAMESPACE_ADDR" flag:"namespace-addr" usage:"where the namespace service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	UserAddr        string `env:"DCM_USER_ADDR" flag:"user-addr" usage:"where the user service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	QuotaAddr       string `env:"DCM_QUOTA_ADDR" flag:"quota-addr" usage:"where the quota service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	ServiceMeshAddr string `env:"DCM_SERVICEMESH_ADDR" flag:"servicemesh-addr" usage:"where the service-mesh service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	CADistAddr      string `env:"DCM_CADIST_ADDR" flag:"cadist-addr" usage:"where the CA-distribution service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	TrafficAddr     string `env:"DCM_TRAFFIC_ADDR" flag:"traffic-addr" usage:"where the traffic-controller service's gRPC API is (empty: DCM_GRPC_ADDR)"`
-	RsyncAddr       string `env:"DCM_RSYNC_ADDR" flag:"rsync-addr" usage:"where the resource-synchronizer service's gRPC API is (empty: DCM_GRPC_ADDR)"`
+	CoreAddr        string `env:"DCM_CORE_ADDR" flag:"core-addr" usage:"where the core service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	NamespaceAddr   string `env:"DCM_NAMESPACE_ADDR" flag:"namespace-addr" usage:"where the namespace service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	UserAddr        string `env:"DCM_USER_ADDR" flag:"user-addr" usage:"where the user service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	QuotaAddr       string `env:"DCM_QUOTA_ADDR" flag:"quota-addr" usage:"where the quota service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	ServiceMeshAddr string `env:"DCM_SERVICEMESH_ADDR" flag:"servicemesh-addr" usage:"where the service-mesh service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	CADistAddr      string `env:"DCM_CADIST_ADDR" flag:"cadist-addr" usage:"where the CA-distribution service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	TrafficAddr     string `env:"DCM_TRAFFIC_ADDR" flag:"traffic-addr" usage:"where the traffic-controller service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	RsyncAddr       string `env:"DCM_RSYNC_ADDR" flag:"rsync-addr" usage:"where the resource-synchronizer service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
 }
 
 // Peer returns addr, or the local gRPC address when addr is empty. A
