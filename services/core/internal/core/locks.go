@@ -53,44 +53,24 @@ const lockRelease = 5 * time.Second
 // the replica's name in them.
 type lockStore struct {
 	leases *store.Leases
-	mu     sync.Mutex
 	holder string
-	ttl    time.Duration
-	log    *zap.Logger
+	// ttl is DefaultLockTTL but in tests.
+	ttl time.Duration
+	log *zap.Logger
 }
 
 func newLockStore(st *store.Store, log *zap.Logger) *lockStore {
 	return &lockStore{leases: store.NewLeases(st, LockCollection), holder: replicaName(), ttl: DefaultLockTTL, log: log}
 }
 
-// replicaName names this core replica in the locks it holds: two core
-// services built in one process (tests run several programs in one) are
-// two holders, so a random part is added to store.ReplicaID's.
+// replicaName names this core replica in the locks it holds, once per
+// Build (NewLogicalClouds): two core services built in one process (tests
+// run several programs in one) are two holders, so a random part is added
+// to store.ReplicaID's.
 func replicaName() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return store.ReplicaID("core") + "/" + hex.EncodeToString(b[:])
-}
-
-func (s *lockStore) settings() (string, time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.holder, s.ttl
-}
-
-// SetLocks names this core replica in the transition locks it takes
-// (empty: a name made at construction, unique to this process and
-// service) and sets their time to live (0: DefaultLockTTL).
-func (s *LogicalClouds) SetLocks(holder string, ttl time.Duration) {
-	s.lockStore.mu.Lock()
-	defer s.lockStore.mu.Unlock()
-	if holder != "" {
-		s.lockStore.holder = holder
-	}
-	s.lockStore.ttl = DefaultLockTTL
-	if ttl > 0 {
-		s.lockStore.ttl = ttl
-	}
 }
 
 // keyLocks are the locks of one kind of thing (logical clouds, traffic
@@ -155,7 +135,7 @@ func (k *keyLocks) lock(ctx context.Context, key, name string) (context.Context,
 // lease takes key's lease, waiting up to k.wait while another replica
 // holds it.
 func (k *keyLocks) lease(ctx context.Context, key, name string) (*store.Held, error) {
-	holder, ttl := k.store.settings()
+	holder, ttl := k.store.holder, k.store.ttl
 	deadline := time.Now().Add(k.wait)
 	for {
 		held, err := k.store.leases.Hold(ctx, k.kind+"/"+key, holder, ttl)
