@@ -195,7 +195,10 @@ func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageReque
 		}
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}})
 	}
-	items, err := r.findOpts(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(size)+1))
+	// The whole page in the first batch: one command, not a find and a
+	// getMore per further batch (the server's first batch is 101).
+	items, err := r.findOpts(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).
+		SetLimit(int64(size)+1).SetBatchSize(size+1))
 	if err != nil {
 		return nil, "", err
 	}
