@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,9 +25,36 @@ const project = "bench"
 
 // client sends the benchmark's requests with a bearer token over HTTPS.
 type client struct {
-	http  *http.Client
-	base  string
-	token string
+	http    *http.Client
+	base    string
+	token   string
+	profile *profiler
+}
+
+// profiler writes a CPU profile to file: of every measurement, or, with
+// only ("get/8": an operation and, optionally, its number of clients), of
+// the first that matches.
+type profiler struct {
+	file         *os.File
+	only         string
+	active, done bool
+}
+
+func (p *profiler) start(what string, clients int) {
+	if p.file == nil || p.done || p.active {
+		return
+	}
+	if p.only != "" && !strings.HasPrefix(fmt.Sprintf("%s/%d", what, clients), p.only) {
+		return
+	}
+	p.active = pprof.StartCPUProfile(p.file) == nil
+}
+
+func (p *profiler) stop() {
+	if p.active && p.only != "" {
+		pprof.StopCPUProfile()
+		p.active, p.done = false, true
+	}
 }
 
 // newClient creates the project (with the bootstrap admin token) and
@@ -36,7 +65,8 @@ func newClient(ctx context.Context, p *app.Program) (*client, error) {
 		TLSClientConfig:     &tls.Config{RootCAs: p.Env.TLS.Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64,
 	}
-	c := &client{http: &http.Client{Transport: tr, Timeout: time.Minute}, base: "https://" + p.Server.HTTPAddr(), token: p.Env.AdminToken}
+	c := &client{http: &http.Client{Transport: tr, Timeout: time.Minute}, base: "https://" + p.Server.HTTPAddr(), token: p.Env.AdminToken,
+		profile: &profiler{}}
 	if err := c.do(ctx, "POST", "/v2/projects", `{"metadata":{"name":"`+project+`"}}`, http.StatusCreated, nil); err != nil {
 		return nil, fmt.Errorf("create the project: %w", err)
 	}
@@ -154,6 +184,8 @@ func (c *client) measure(what string, n int, step func(context.Context) (bool, e
 		first error
 		wg    sync.WaitGroup
 	)
+	c.profile.start(what, n)
+	defer c.profile.stop()
 	before, cpu := commands(), cpuTime()
 	start := time.Now()
 	for range n {
@@ -201,12 +233,17 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// idle is the store commands per second the program sends by itself
-// (its background loops), measured while no request is made.
-func (c *client) idle(d time.Duration) float64 {
-	before := commands()
+// idleLoad is what the program does by itself (its background loops),
+// measured while no request is made.
+type idleLoad struct {
+	commands float64 // store commands per second
+	cpu      float64 // CPU seconds per second (1 = one core busy)
+}
+
+func (c *client) idle(d time.Duration) idleLoad {
+	before, cpu := commands(), cpuTime()
 	time.Sleep(d)
-	return float64(before.delta(commands()).total()) / d.Seconds()
+	return idleLoad{commands: before.delta(commands()).total() / d.Seconds(), cpu: (cpuTime() - cpu).Seconds() / d.Seconds()}
 }
 
 // counts are store commands by name.

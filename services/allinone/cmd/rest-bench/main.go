@@ -40,6 +40,7 @@ func run() error {
 	duration := flag.Duration("duration", 5*time.Second, "how long each read measurement runs")
 	out := flag.String("out", "docs/benchmarks.md", "write the table into this file's \"REST data API\" section (empty: print only)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
+	profileOnly := flag.String("profile-only", "", "profile only the first measurement of this operation and clients, e.g. get/8 (create, ceiling, get, list, delete; empty: all)")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "rest-bench-")
@@ -73,9 +74,8 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+		defer func() { _ = f.Close() }()
+		c.profile.file, c.profile.only = f, *profileOnly
 		defer pprof.StopCPUProfile()
 	}
 	one := *clouds / 5
@@ -97,6 +97,7 @@ func run() error {
 	if err := add(c.each("create", 8, names[one:], c.create)); err != nil {
 		return err
 	}
+	loaded := c.idle(3 * time.Second)
 	for _, n := range []int{1, 8} {
 		if err := add(c.during("ceiling (GET, no store)", n, *duration, c.get(ceilingName))); err != nil {
 			return err
@@ -115,7 +116,7 @@ func run() error {
 		return err
 	}
 	pprof.StopCPUProfile()
-	text := table(rows, background)
+	text := table(rows, background, loaded, *clouds)
 	fmt.Println(text)
 	if *out == "" {
 		return nil

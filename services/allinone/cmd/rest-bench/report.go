@@ -65,7 +65,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 
 // table is the markdown of the rows, each as a share of the ceiling at
 // the same number of clients.
-func table(rows []row, background float64) string {
+func table(rows []row, background, loaded idleLoad, clouds int) string {
 	ceil := map[int]float64{}
 	for _, r := range rows {
 		if strings.HasPrefix(r.what, "ceiling") {
@@ -86,9 +86,11 @@ func table(rows []row, background float64) string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %s | %s | %s | %s | %.2f (%s) |\n",
 			r.what, r.clients, r.requests, r.rate, ms(r.p50), ms(r.p99), share, r.cpuPerRequest(), per, by)
 	}
-	fmt.Fprintf(&b, "\nThe program alone (background loops, no request) sent %.1f store commands per second; they are included above. "+
+	fmt.Fprintf(&b, "\nThe program alone (its background loops, no request) sent %.1f store commands per second and used %.0f %% of a core "+
+		"with an empty store, %.1f commands per second and %.0f %% of a core with %d logical clouds; that is included above. "+
 		"CPU per request is the whole process's (program and clients) CPU time during the measurement divided by its requests: "+
-		"unlike requests per second, other load on the machine hardly changes it.\n", background)
+		"unlike requests per second, other load on the machine hardly changes it.\n",
+		background.commands, 100*background.cpu, loaded.commands, 100*loaded.cpu, clouds)
 	return b.String()
 }
 
