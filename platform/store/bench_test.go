@@ -39,7 +39,7 @@ func BenchmarkUpdateByID(b *testing.B) {
 
 // BenchmarkGetByID reads one record by id in a collection of n records.
 func BenchmarkGetByID(b *testing.B) {
-	for _, n := range []int{10, 1000} {
+	for _, n := range []int{10, 1000, 10000} {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			st := storetest.Open(b)
 			recs := store.NewRecords(st, "bench", "record", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
@@ -68,4 +68,33 @@ func clusterState() *rsyncv1.StoredClusterState {
 			Name: "a-fairly-long-name", ManifestHash: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})
 	}
 	return msg
+}
+
+// BenchmarkSaveAsInsert saves one record as rsync saves a cluster state
+// (a new record inserted, the previous one deleted by id) in a collection
+// of n records: the key lookups that replace BenchmarkUpdateByID's scan.
+func BenchmarkSaveAsInsert(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			st := storetest.Open(b)
+			recs := store.NewRecords(st, "bench", "record", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
+			ctx := context.Background()
+			msg := clusterState()
+			for i := range n {
+				msg.Cluster = fmt.Sprint(i)
+				if err := recs.Create(ctx, fmt.Sprintf("%d#1", i), "o", msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if err := recs.Create(ctx, fmt.Sprintf("7#%d", i+2), "o", msg); err != nil {
+					b.Fatal(err)
+				}
+				if err := recs.Delete(ctx, fmt.Sprintf("7#%d", i+1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -142,6 +142,7 @@ func (e *Embedded) StartBackend() error {
 		return fmt.Errorf("embedded store socket: %w", err)
 	}
 	e.addr, e.cancel, e.done = sock, cancel, done
+	go e.indexLoop(ctx)
 	return nil
 }
 
