@@ -138,7 +138,7 @@ func TestObjectOwnersOnRealClusters(t *testing.T) {
 
 // TestDeleteClusterLeavesTenantObjects removes a cluster from the registry
 // while a rollout has objects on it: nothing on the cluster changes, then
-// or when the rollout is deleted.
+// or when the rollout is deleted, which settles with them orphaned.
 func TestDeleteClusterLeavesTenantObjects(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	c := serveWithEngine(t)
@@ -175,8 +175,8 @@ func TestDeleteClusterLeavesTenantObjects(t *testing.T) {
 	_, err = c.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner})
 	require.NoError(t, err)
 	last, _ = settle(t, c, owner)
-	require.Equal(t, rsyncv1.State_STATE_FAILED, last.GetState(), "the cluster is no longer registered")
-	require.Contains(t, last.GetClusters()[0].GetLastError(), "is not registered")
+	require.Equal(t, rsyncv1.State_STATE_ORPHANED, last.GetState(), "the cluster is no longer registered: what is there is orphaned")
+	require.Contains(t, last.GetClusters()[0].GetLastError(), "deleted from the registry")
 	require.Equal(t, before, snapshot(), "nor does deleting the rollout of an unregistered cluster")
 	_, err = c.GetObjectOwners(ctx, &rsyncv1.GetObjectOwnersRequest{Owner: owner, ApiVersion: "v1", Kind: "Namespace", Name: ns,
 		Clusters: []*rsyncv1.ClusterRef{{Provider: "edge", Cluster: kc.Name}}})
