@@ -27,6 +27,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rsyncChildEnv) != "" {
+		os.Exit(runRsyncChild())
+	}
 	code := m.Run()
 	kubetest.StopShared()
 	os.Exit(code)
