@@ -63,7 +63,7 @@ type Config struct {
 	PodSecurity        string `env:"DCM_POD_SECURITY" flag:"pod-security" default:"baseline" usage:"Pod Security Admission level a new logical cloud gets when its body sets none: baseline or restricted (privileged only per logical cloud, by an admin); stored with it as spec.pod-security. Read by core, and by the namespace service for logical clouds made before the setting"`
 
 	// The resource synchronizer's engine.
-	RsyncConcurrency    int           `env:"DCM_RSYNC_CONCURRENCY" flag:"rsync-concurrency" default:"256" usage:"how many clusters the resource synchronizer works on at once"`
+	RsyncConcurrency    int           `env:"DCM_RSYNC_CONCURRENCY" flag:"rsync-concurrency" default:"512" usage:"how many clusters the resource synchronizer works on at once"`
 	RsyncRetryBase      time.Duration `env:"DCM_RSYNC_RETRY_BASE" flag:"rsync-retry-base" default:"1s" usage:"first retry delay of a failed apply or delete; it doubles per attempt, drawn from the upper half of each delay (jitter)"`
 	RsyncRetryMax       time.Duration `env:"DCM_RSYNC_RETRY_MAX" flag:"rsync-retry-max" default:"5m" usage:"cap on the retry delay"`
 	RsyncForceConflicts bool          `env:"DCM_RSYNC_FORCE_CONFLICTS" flag:"rsync-force-conflicts" default:"false" usage:"server-side apply takes over fields another field manager owns, instead of reporting the conflict as a failure (never another owner's object)"`

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/dcm-project/dcm/platform/errs"
@@ -52,4 +53,47 @@ func (r *Records[M]) DeleteVersion(ctx context.Context, id string, version int64
 		return err
 	}
 	return errs.Aborted("%s %q was changed by another request; read it again and retry", r.kind, id)
+}
+
+// Stamps is a collection of small {_id, version} documents: the version
+// of each record of another collection as its writer last stored it, for
+// replicas that poll for changes without reading the records themselves
+// (a rollout record with 10,000 clusters is large, and the embedded store
+// decodes every document a query reads, projection or not).
+type Stamps struct{ coll *mongo.Collection }
+
+// NewStamps opens the collection name for stamps.
+func NewStamps(s *Store, name string) *Stamps { return &Stamps{coll: s.db.Collection(name)} }
+
+// Set stores id's version.
+func (s *Stamps) Set(ctx context.Context, id string, version int64) error {
+	_, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "version", Value: version}}}}, options.UpdateOne().SetUpsert(true))
+	return mapErr("stamp", err)
+}
+
+// Delete removes id's stamp.
+func (s *Stamps) Delete(ctx context.Context, id string) error {
+	_, err := s.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	return mapErr("delete stamp", err)
+}
+
+// All reads every stamp.
+func (s *Stamps) All(ctx context.Context) (map[string]int64, error) {
+	cur, err := s.coll.Find(ctx, bson.D{})
+	if err != nil {
+		return nil, mapErr("list stamps", err)
+	}
+	var docs []struct {
+		ID      string `bson:"_id"`
+		Version int64  `bson:"version"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, mapErr("list stamps", err)
+	}
+	out := make(map[string]int64, len(docs))
+	for _, d := range docs {
+		out[d.ID] = d.Version
+	}
+	return out, nil
 }

@@ -42,7 +42,7 @@ func run() error {
 	clusters := flag.Int("clusters", 1000, "simulated clusters")
 	latency := flag.Duration("latency", 50*time.Millisecond, "simulated round trip per API call")
 	failures := flag.Float64("failure-rate", 0.01, "share of simulated API calls that fail (retryably)")
-	concurrency := flag.String("concurrency", "256", "engine concurrency settings to run, comma-separated (256 is the default)")
+	concurrency := flag.String("concurrency", "512", "engine concurrency settings to run, comma-separated (512 is the default)")
 	replicas := flag.Int("replicas", 1, "rsync replicas sharing the store: this process and replicas-1 child processes")
 	kill := flag.Bool("kill", false, "with -replicas > 1: kill one child replica (SIGKILL) once half the objects are applied")
 	child := flag.String("child", "", "internal: run as the replica of this name on DCM_BENCH_URI")

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
@@ -232,6 +234,14 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 	if err != nil {
 		return 0, err
 	}
+	version := int64(1)
+	if o != nil {
+		version = o.version + 1
+	}
+	if err := e.stamps.Set(ctx, ownerID, version); err != nil {
+		// The record is stored: the others see it at their next full poll.
+		e.log.Warn("stamp the rollout's version for the other replicas", zap.String("owner", ownerID), zap.Error(err))
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if o == nil {
@@ -347,7 +357,7 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 		var rs []rsyncv1.State
 		var latest time.Time
 		for _, r := range t.state.GetResources() {
-			cs.Resources = append(cs.Resources, proto.CloneOf(r))
+			cs.Resources = append(cs.Resources, copyResource(r))
 			cs.Total++
 			if done(r, gen) && r.GetState() != rsyncv1.State_STATE_FAILED && r.GetState() != rsyncv1.State_STATE_ORPHANED {
 				cs.Ready++
@@ -380,6 +390,26 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 	out.State = summarize(states, goal, o.rec.GetStopped())
 	out.Settled = out.GetState() != rsyncv1.State_STATE_PENDING && out.GetState() != rsyncv1.State_STATE_RETRYING
 	return out
+}
+
+// copyResource copies r for a status that leaves the lock: by hand, as
+// status copies every resource of every cluster (80,000 of them for a
+// rollout on 10,000 clusters) while workers wait for the lock, and
+// proto.Clone's reflection took most of that time. A test checks that
+// it copies every field (TestCopyResourceCopiesEveryField).
+func copyResource(r *rsyncv1.ResourceStatus) *rsyncv1.ResourceStatus {
+	c := &rsyncv1.ResourceStatus{
+		ApiVersion: r.GetApiVersion(), Kind: r.GetKind(), Namespace: r.GetNamespace(), Name: r.GetName(),
+		Operation: r.GetOperation(), State: r.GetState(), Attempts: r.GetAttempts(), LastError: r.GetLastError(),
+		ManifestHash: r.GetManifestHash(), Generation: r.GetGeneration(), Owned: r.GetOwned(),
+	}
+	if t := r.GetNextRetry(); t != nil {
+		c.NextRetry = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}
+	}
+	if t := r.GetUpdated(); t != nil {
+		c.Updated = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}
+	}
+	return c
 }
 
 // summarize folds states into one: retrying if any retries, pending (or

@@ -77,7 +77,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Concurrency <= 0 {
-		c.Concurrency = 256
+		c.Concurrency = 512
 	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = time.Second
@@ -144,6 +144,9 @@ type Engine struct {
 	saver *statusWriter
 	// shards is this replica's share of the clusters (shards.go).
 	shards *shards
+	// stamps hold each rollout record's version, for the other replicas'
+	// polls (replicas.go).
+	stamps *store.Stamps
 	// apiMu serializes the API calls that change desired state.
 	apiMu sync.Mutex
 }
@@ -191,6 +194,7 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 		claims:  map[string]map[string]string{},
 	}
 	e.shards = newShards(st, cfg)
+	e.stamps = store.NewStamps(st, "rollout_stamps")
 	e.saver = newStatusWriter(e.states, &e.mu, cfg.Checkpoint, &e.writes, log)
 	e.saver.epoch = e.epochOf
 	return e

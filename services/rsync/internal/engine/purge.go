@@ -80,6 +80,9 @@ func (e *Engine) purge(ctx context.Context, id string, version int64) {
 		e.log.Debug("purge rollout: not now", zap.String("owner", id), zap.Error(err))
 		return
 	}
+	if err := e.stamps.Delete(ctx, id); err != nil {
+		e.log.Debug("purge rollout: its stamp stays", zap.String("owner", id), zap.Error(err))
+	}
 	if _, err := e.states.DeleteUnder(ctx, id); err != nil {
 		e.log.Warn("purge rollout: its cluster states stay until the next start", zap.String("owner", id), zap.Error(err))
 	}

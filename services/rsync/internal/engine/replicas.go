@@ -33,7 +33,7 @@ func (e *Engine) pollLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := e.poll(ctx); err != nil && ctx.Err() == nil {
+		if err := e.poll(ctx, n%30 == 0); err != nil && ctx.Err() == nil {
 			e.log.Warn("poll rollouts", zap.Error(err))
 		}
 		if n%every == 0 {
@@ -42,10 +42,18 @@ func (e *Engine) pollLoop(ctx context.Context) {
 	}
 }
 
-// poll adopts every rollout whose stored version is newer than the one
-// in memory.
-func (e *Engine) poll(ctx context.Context) error {
-	vers, err := e.rollouts.Versions(ctx)
+// poll adopts every rollout whose stamped version differs from the one in
+// memory. With full, it reads the records' own versions instead (a
+// safety net for a stamp that was not written) and drops the rollouts
+// another replica purged.
+func (e *Engine) poll(ctx context.Context, full bool) error {
+	var vers map[string]int64
+	var err error
+	if full {
+		vers, err = e.rollouts.Versions(ctx)
+	} else {
+		vers, err = e.stamps.All(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -56,9 +64,11 @@ func (e *Engine) poll(ctx context.Context) error {
 			stale = append(stale, id)
 		}
 	}
-	for id, o := range e.owners {
-		if _, ok := vers[id]; !ok && o.version > 0 {
-			stale = append(stale, id) // purged by another replica (refresh drops it)
+	if full {
+		for id, o := range e.owners {
+			if _, ok := vers[id]; !ok && o.version > 0 {
+				stale = append(stale, id) // purged by another replica (refresh drops it)
+			}
 		}
 	}
 	e.mu.Unlock()
@@ -137,7 +147,7 @@ func (e *Engine) adopted(o *owner) {
 // previous holder's last save: work done after it is redone, which
 // server-side apply makes harmless) and resumes like a restart does.
 func (e *Engine) activate(ctx context.Context, got []store.Lease) {
-	if err := e.poll(ctx); err != nil {
+	if err := e.poll(ctx, true); err != nil {
 		e.log.Warn("take over shards: poll rollouts; will retry", zap.Error(err))
 		return
 	}
