@@ -839,7 +839,8 @@ type ClusterStatus struct {
 	ClusterProvider string `protobuf:"bytes,1,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
 	// cluster_name is the cluster's name.
 	ClusterName string `protobuf:"bytes,2,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
-	// state is pending, applied, retrying, failed, deleted or stopped.
+	// state is pending, applied, retrying, failed, deleted, stopped or
+	// orphaned (DCM no longer works on it; its objects may remain there).
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// ready counts the resources that reached their goal; total all.
 	Ready int32 `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
@@ -848,7 +849,11 @@ type ClusterStatus struct {
 	// last_error is the most recent error on the cluster.
 	LastError string `protobuf:"bytes,6,opt,name=last_error,json=last-error,proto3" json:"last_error,omitempty"`
 	// resources are the resources on the cluster, in apply order.
-	Resources     []*ResourceStatus `protobuf:"bytes,7,rep,name=resources,proto3" json:"resources,omitempty"`
+	Resources []*ResourceStatus `protobuf:"bytes,7,rep,name=resources,proto3" json:"resources,omitempty"`
+	// drift lists the latest changes made on the cluster, by someone other
+	// than DCM, to the objects DCM applied there (newest last, at most 20),
+	// and whether each was repaired (the desired state applied again).
+	Drift         []*Drift `protobuf:"bytes,8,rep,name=drift,proto3" json:"drift,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -932,6 +937,140 @@ func (x *ClusterStatus) GetResources() []*ResourceStatus {
 	return nil
 }
 
+func (x *ClusterStatus) GetDrift() []*Drift {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
+}
+
+// Drift is one change made on a cluster to an object DCM applied.
+type Drift struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time DCM noticed it.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// api_version of the object.
+	ApiVersion string `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// kind of the object.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// namespace of the object ("" for cluster-scoped objects).
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// name of the object.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// deleted is true when the object was gone; else fields changed.
+	Deleted bool `protobuf:"varint,6,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// fields whose value differed from the desired state (JSON paths).
+	Fields []string `protobuf:"bytes,7,rep,name=fields,proto3" json:"fields,omitempty"`
+	// managers are the field managers that owned those fields (who changed them).
+	Managers []string `protobuf:"bytes,8,rep,name=managers,proto3" json:"managers,omitempty"`
+	// repaired is true once DCM applied the desired state again.
+	Repaired bool `protobuf:"varint,9,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	// error is why a repair failed, if it did.
+	Error         string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drift) Reset() {
+	*x = Drift{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drift) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drift) ProtoMessage() {}
+
+func (x *Drift) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drift.ProtoReflect.Descriptor instead.
+func (*Drift) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Drift) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *Drift) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *Drift) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Drift) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Drift) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Drift) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *Drift) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *Drift) GetManagers() []string {
+	if x != nil {
+		return x.Managers
+	}
+	return nil
+}
+
+func (x *Drift) GetRepaired() bool {
+	if x != nil {
+		return x.Repaired
+	}
+	return false
+}
+
+func (x *Drift) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ResourceStatus is one resource on one cluster.
 type ResourceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -959,7 +1098,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1110,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1123,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1070,7 +1209,7 @@ type GetKubeconfigRequest struct {
 
 func (x *GetKubeconfigRequest) Reset() {
 	*x = GetKubeconfigRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1221,7 @@ func (x *GetKubeconfigRequest) String() string {
 func (*GetKubeconfigRequest) ProtoMessage() {}
 
 func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1234,7 @@ func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*GetKubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetKubeconfigRequest) GetProject() string {
@@ -1146,7 +1285,7 @@ type GetQuotaUsageRequest struct {
 
 func (x *GetQuotaUsageRequest) Reset() {
 	*x = GetQuotaUsageRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1297,7 @@ func (x *GetQuotaUsageRequest) String() string {
 func (*GetQuotaUsageRequest) ProtoMessage() {}
 
 func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1310,7 @@ func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetQuotaUsageRequest) GetProject() string {
@@ -1199,7 +1338,7 @@ type GetQuotaUsageResponse struct {
 
 func (x *GetQuotaUsageResponse) Reset() {
 	*x = GetQuotaUsageResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1350,7 @@ func (x *GetQuotaUsageResponse) String() string {
 func (*GetQuotaUsageResponse) ProtoMessage() {}
 
 func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1363,7 @@ func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetQuotaUsageResponse) GetUsage() *QuotaUsage {
@@ -1248,7 +1387,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1399,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1412,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QuotaUsage) GetClusters() []*ClusterQuotaUsage {
@@ -1307,7 +1446,7 @@ type ClusterQuotaUsage struct {
 
 func (x *ClusterQuotaUsage) Reset() {
 	*x = ClusterQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1458,7 @@ func (x *ClusterQuotaUsage) String() string {
 func (*ClusterQuotaUsage) ProtoMessage() {}
 
 func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1471,7 @@ func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterQuotaUsage.ProtoReflect.Descriptor instead.
 func (*ClusterQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterQuotaUsage) GetClusterProvider() string {
@@ -1378,7 +1517,7 @@ type NamedQuotaUsage struct {
 
 func (x *NamedQuotaUsage) Reset() {
 	*x = NamedQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1529,7 @@ func (x *NamedQuotaUsage) String() string {
 func (*NamedQuotaUsage) ProtoMessage() {}
 
 func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1542,7 @@ func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedQuotaUsage.ProtoReflect.Descriptor instead.
 func (*NamedQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NamedQuotaUsage) GetName() string {
@@ -1441,7 +1580,7 @@ type QuotaAmounts struct {
 
 func (x *QuotaAmounts) Reset() {
 	*x = QuotaAmounts{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1592,7 @@ func (x *QuotaAmounts) String() string {
 func (*QuotaAmounts) ProtoMessage() {}
 
 func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1605,7 @@ func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaAmounts.ProtoReflect.Descriptor instead.
 func (*QuotaAmounts) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QuotaAmounts) GetHard() map[string]string {
@@ -1536,7 +1675,7 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"generation\x18\a \x01(\x03R\n" +
 	"generation\x12 \n" +
 	"\vlast_errors\x18\b \x03(\tR\vlast-errors\x126\n" +
-	"\bclusters\x18\t \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\"\xfc\x01\n" +
+	"\bclusters\x18\t \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\"\xa6\x02\n" +
 	"\rClusterStatus\x12*\n" +
 	"\x10cluster_provider\x18\x01 \x01(\tR\x10cluster-provider\x12\"\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\fcluster-name\x12\x14\n" +
@@ -1546,7 +1685,21 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\n" +
 	"last-error\x129\n" +
-	"\tresources\x18\a \x03(\v2\x1b.dcm.core.v1.ResourceStatusR\tresources\"\xa3\x02\n" +
+	"\tresources\x18\a \x03(\v2\x1b.dcm.core.v1.ResourceStatusR\tresources\x12(\n" +
+	"\x05drift\x18\b \x03(\v2\x12.dcm.core.v1.DriftR\x05drift\"\x9e\x02\n" +
+	"\x05Drift\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
+	"\vapi_version\x18\x02 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
+	"\adeleted\x18\x06 \x01(\bR\adeleted\x12\x16\n" +
+	"\x06fields\x18\a \x03(\tR\x06fields\x12\x1a\n" +
+	"\bmanagers\x18\b \x03(\tR\bmanagers\x12\x1a\n" +
+	"\brepaired\x18\t \x01(\bR\brepaired\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\"\xa3\x02\n" +
 	"\x0eResourceStatus\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -1614,7 +1767,7 @@ func file_dcm_core_v1_lifecycle_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_lifecycle_proto_rawDescData
 }
 
-var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*Lifecycle)(nil),                           // 0: dcm.core.v1.Lifecycle
 	(*ApplyLogicalCloudRequest)(nil),            // 1: dcm.core.v1.ApplyLogicalCloudRequest
@@ -1631,22 +1784,23 @@ var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*WatchLogicalCloudStatusResponse)(nil),     // 12: dcm.core.v1.WatchLogicalCloudStatusResponse
 	(*LogicalCloudStatus)(nil),                  // 13: dcm.core.v1.LogicalCloudStatus
 	(*ClusterStatus)(nil),                       // 14: dcm.core.v1.ClusterStatus
-	(*ResourceStatus)(nil),                      // 15: dcm.core.v1.ResourceStatus
-	(*GetKubeconfigRequest)(nil),                // 16: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 17: dcm.core.v1.GetQuotaUsageRequest
-	(*GetQuotaUsageResponse)(nil),               // 18: dcm.core.v1.GetQuotaUsageResponse
-	(*QuotaUsage)(nil),                          // 19: dcm.core.v1.QuotaUsage
-	(*ClusterQuotaUsage)(nil),                   // 20: dcm.core.v1.ClusterQuotaUsage
-	(*NamedQuotaUsage)(nil),                     // 21: dcm.core.v1.NamedQuotaUsage
-	(*QuotaAmounts)(nil),                        // 22: dcm.core.v1.QuotaAmounts
-	nil,                                         // 23: dcm.core.v1.NamedQuotaUsage.HardEntry
-	nil,                                         // 24: dcm.core.v1.NamedQuotaUsage.UsedEntry
-	nil,                                         // 25: dcm.core.v1.QuotaAmounts.HardEntry
-	nil,                                         // 26: dcm.core.v1.QuotaAmounts.UsedEntry
-	(*timestamppb.Timestamp)(nil),               // 27: google.protobuf.Timestamp
+	(*Drift)(nil),                               // 15: dcm.core.v1.Drift
+	(*ResourceStatus)(nil),                      // 16: dcm.core.v1.ResourceStatus
+	(*GetKubeconfigRequest)(nil),                // 17: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 18: dcm.core.v1.GetQuotaUsageRequest
+	(*GetQuotaUsageResponse)(nil),               // 19: dcm.core.v1.GetQuotaUsageResponse
+	(*QuotaUsage)(nil),                          // 20: dcm.core.v1.QuotaUsage
+	(*ClusterQuotaUsage)(nil),                   // 21: dcm.core.v1.ClusterQuotaUsage
+	(*NamedQuotaUsage)(nil),                     // 22: dcm.core.v1.NamedQuotaUsage
+	(*QuotaAmounts)(nil),                        // 23: dcm.core.v1.QuotaAmounts
+	nil,                                         // 24: dcm.core.v1.NamedQuotaUsage.HardEntry
+	nil,                                         // 25: dcm.core.v1.NamedQuotaUsage.UsedEntry
+	nil,                                         // 26: dcm.core.v1.QuotaAmounts.HardEntry
+	nil,                                         // 27: dcm.core.v1.QuotaAmounts.UsedEntry
+	(*timestamppb.Timestamp)(nil),               // 28: google.protobuf.Timestamp
 }
 var file_dcm_core_v1_lifecycle_proto_depIdxs = []int32{
-	27, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
+	28, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
 	13, // 1: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
 	13, // 2: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
 	13, // 3: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
@@ -1654,21 +1808,23 @@ var file_dcm_core_v1_lifecycle_proto_depIdxs = []int32{
 	13, // 5: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
 	13, // 6: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
 	14, // 7: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
-	15, // 8: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
-	27, // 9: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	19, // 10: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
-	20, // 11: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
-	22, // 12: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
-	21, // 13: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
-	23, // 14: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
-	24, // 15: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
-	25, // 16: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
-	26, // 17: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	16, // 8: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
+	15, // 9: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
+	28, // 10: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	28, // 11: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	20, // 12: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
+	21, // 13: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
+	23, // 14: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
+	22, // 15: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
+	24, // 16: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
+	25, // 17: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
+	26, // 18: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
+	27, // 19: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_lifecycle_proto_init() }
@@ -1682,7 +1838,7 @@ func file_dcm_core_v1_lifecycle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_lifecycle_proto_rawDesc), len(file_dcm_core_v1_lifecycle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -141,6 +141,12 @@ func statusView(project, lc, phase string, rs *rsyncv1.RolloutStatus) *corev1.Lo
 				State:     stateName(r.GetState()), Attempts: r.GetAttempts(), NextRetry: r.GetNextRetry(), LastError: r.GetLastError(),
 			})
 		}
+		for _, d := range c.GetDrift() {
+			cs.Drift = append(cs.Drift, &corev1.Drift{
+				Time: d.GetTime(), ApiVersion: d.GetApiVersion(), Kind: d.GetKind(), Namespace: d.GetNamespace(), Name: d.GetName(),
+				Deleted: d.GetDeleted(), Fields: d.GetFields(), Managers: d.GetManagers(), Repaired: d.GetRepaired(), Error: d.GetError(),
+			})
+		}
 		out.Clusters = append(out.Clusters, cs)
 	}
 	return out
