@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -123,15 +122,7 @@ var testConfig = engine.Config{
 // runEngine starts an engine on st until the test ends.
 func runEngine(t *testing.T, st *store.Store, conn engine.Connector) *engine.Engine {
 	t.Helper()
-	e := engine.New(st, conn, testConfig, zap.NewNop())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	return e
+	return runReplica(t, st, conn, "", testConfig)
 }
 
 // clientset is an admin client of a harness cluster.
