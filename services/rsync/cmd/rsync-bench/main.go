@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -49,6 +50,7 @@ func run() error {
 	real := flag.Int("real", 3, "real clusters to run on afterwards (0: none)")
 	runs := flag.Int("runs", 5, "runs on the real clusters (the median is reported)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	flag.StringVar(&memprofile, "memprofile", "", "write a heap profile to this file once the first rollout converged")
 	flag.Parse()
 	if *child != "" {
 		return runChild(*child, *clusters, *latency, *failures)
@@ -175,6 +177,11 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 			return err
 		}
 		applyTimes = append(applyTimes, time.Since(start))
+		if run == 0 && memprofile != "" {
+			if err := writeHeap(memprofile); err != nil {
+				return err
+			}
+		}
 		for e.Unsaved() > 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -203,6 +210,23 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 	fmt.Printf("  deleted everything, status saved: %s (median)\n", del.Round(time.Millisecond))
 	fmt.Printf("  peak RSS of this process (engine, embedded store, stand-ins): %s\n", peakRSS())
 	return nil
+}
+
+// memprofile is the -memprofile flag.
+var memprofile string
+
+// writeHeap writes a heap profile (after a collection) to path.
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func median(ds []time.Duration) time.Duration {

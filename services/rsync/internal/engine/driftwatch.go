@@ -45,7 +45,7 @@ func (e *Engine) watchDrift(ctx context.Context, provider, cluster string) {
 	defer full.Stop()
 	kinds := time.NewTicker(driftKindsEvery)
 	defer kinds.Stop()
-	events := make(chan driftEvent, 64)
+	events := make(chan driftEvent, 8) // small: one per cluster, 10,000 of them at scale
 	watches := map[schema.GroupVersionKind]context.CancelFunc{}
 	defer func() {
 		for _, stop := range watches {
