@@ -204,7 +204,7 @@ func fieldSets(u *unstructured.Unstructured) []fieldSet {
 			continue
 		}
 		var set map[string]any
-		if json.Unmarshal(mf.FieldsV1.Raw, &set) != nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &set) != nil {
 			continue
 		}
 		out = append(out, fieldSet{manager: mf.Manager, set: set})

@@ -28,7 +28,7 @@ func withFields(u *unstructured.Unstructured, entries ...metav1.ManagedFieldsEnt
 
 func fieldsEntry(manager, fieldsV1 string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fieldsV1)}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fieldsV1)}
 }
 
 const (
