@@ -307,7 +307,22 @@ func storedApplied(t *testing.T, st *store.Store, owner string) (applied, total 
 	states := store.NewRecords(st, "rollout_clusters", "state", func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
 	items, err := states.Children(context.Background(), owner)
 	require.NoError(t, err)
+	// A cluster's newest save counts: a writer killed between inserting a
+	// save and deleting the previous one leaves both (docs/rsync.md,
+	// "Persistence").
+	newest := map[string]store.Item[*rsyncv1.StoredClusterState]{}
+	seqOf := func(id string) int {
+		_, s, _ := strings.Cut(id, "#")
+		n, _ := strconv.Atoi(s)
+		return n
+	}
 	for _, it := range items {
+		key, _, _ := strings.Cut(it.ID, "#")
+		if cur, ok := newest[key]; !ok || seqOf(cur.ID) < seqOf(it.ID) {
+			newest[key] = it
+		}
+	}
+	for _, it := range newest {
 		for _, r := range it.Msg.GetResources() {
 			total++
 			if r.GetState() == rsyncv1.State_STATE_APPLIED {
