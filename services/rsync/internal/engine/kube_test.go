@@ -139,7 +139,13 @@ func clientset(t *testing.T, c *kubetest.Cluster) kubernetes.Interface {
 // after a minute with the last status.
 func waitFor(t *testing.T, e *engine.Engine, owner string, what string, ok func(*rsyncv1.RolloutStatus) bool) *rsyncv1.RolloutStatus {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	return waitForWithin(t, e, owner, what, time.Minute, ok)
+}
+
+// waitForWithin is waitFor with another deadline than a minute.
+func waitForWithin(t *testing.T, e *engine.Engine, owner string, what string, within time.Duration, ok func(*rsyncv1.RolloutStatus) bool) *rsyncv1.RolloutStatus {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		st, err := e.Status(context.Background(), owner)
 		require.NoError(t, err)
@@ -147,7 +153,7 @@ func waitFor(t *testing.T, e *engine.Engine, owner string, what string, ok func(
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("rollout %s: not %s after a minute; last status:\n%s", owner, what, describeStatus(st))
+			t.Fatalf("rollout %s: not %s after %v; last status:\n%s", owner, what, within, describeStatus(st))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

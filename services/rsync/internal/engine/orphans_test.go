@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/kubetest"
@@ -90,7 +91,11 @@ func TestUnregisteredClusterOrphans(t *testing.T) {
 	waitFor(t, e, owner, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
 
 	down.StopAPIServer()
-	defer func() { require.NoError(t, down.StartAPIServer(context.Background())) }()
+	defer func() {
+		require.NoError(t, down.StartAPIServer(context.Background()))
+		// What was orphaned there stays; the shared clusters are cleaned for the next test.
+		_ = clientset(t, down).CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	}()
 	_, err = e.Update(ctx, owner, rollout(h, configMaps(ns, 2), 0))
 	require.NoError(t, err)
 	waitFor(t, e, owner, "waiting for the dropped cluster", func(st *rsyncv1.RolloutStatus) bool {

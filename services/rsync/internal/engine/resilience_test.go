@@ -128,7 +128,11 @@ func TestClusterDownMidApplyConverges(t *testing.T) {
 	restarted = true
 	waitFor(t, e, "lc/p/down", "applied after cluster-2 came back", settledIn(rsyncv1.State_STATE_APPLIED))
 	require.Equal(t, 150, countConfigMaps(t, down, ns))
-	cleanup(t, e, "lc/p/down")
+	// The namespace controller of a cluster whose API server restarted may
+	// back off (up to a minute) before it finalizes the Namespace.
+	_, err = e.Delete(context.Background(), "lc/p/down")
+	require.NoError(t, err)
+	waitForWithin(t, e, "lc/p/down", "deleted", 3*time.Minute, settledIn(rsyncv1.State_STATE_DELETED))
 }
 
 func retrying(c *rsyncv1.RolloutClusterStatus) *rsyncv1.ResourceStatus {
