@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -96,4 +97,19 @@ func (s *Stamps) All(ctx context.Context) (map[string]int64, error) {
 		out[d.ID] = d.Version
 	}
 	return out, nil
+}
+
+// Get reads id's stamp; false if it has none.
+func (s *Stamps) Get(ctx context.Context, id string) (int64, bool, error) {
+	var doc struct {
+		Version int64 `bson:"version"`
+	}
+	err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, mapErr("read stamp", err)
+	}
+	return doc.Version, true, nil
 }

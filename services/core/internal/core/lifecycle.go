@@ -94,6 +94,8 @@ func derive(phase string, rs *rsyncv1.RolloutStatus) string {
 			return StateTerminated
 		}
 		return StateTerminateFailed
+	case phase == phaseTerminating:
+		return StateTerminating // the deletion was asked for; this status predates it
 	case !rs.GetSettled() || rs.GetState() == rsyncv1.State_STATE_STOPPED:
 		return StateInstantiating
 	case rs.GetState() == rsyncv1.State_STATE_APPLIED:

@@ -319,8 +319,16 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 // reported: adopted if another replica submitted or changed it, and the
 // saved states of the clusters other replicas work on read.
 func (e *Engine) known(ctx context.Context, ownerID string) error {
+	// Read your writes across replicas: a change another replica just
+	// stored is adopted now, not at the next poll (its stamp is written
+	// before that replica answers the change).
+	stamp, stamped, err := e.stamps.Get(ctx, ownerID)
+	if err != nil {
+		return err
+	}
 	e.mu.Lock()
-	_, ok := e.owners[ownerID]
+	o, ok := e.owners[ownerID]
+	ok = ok && (!stamped || o.version == stamp)
 	e.mu.Unlock()
 	if !ok {
 		e.apiMu.Lock()

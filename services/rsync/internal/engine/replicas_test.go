@@ -102,6 +102,9 @@ func TestReplicasServeTheAPI(t *testing.T) {
 
 	_, err = b.Update(ctx, owner, rollout(h, configMaps(ns, 7), 0, 1, 2))
 	require.NoError(t, err)
+	now, err := a.Status(ctx, owner)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), now.GetGeneration(), "the other replica reads the update at once, not at its next poll")
 	got := waitFor(t, a, owner, "updated through the other replica", func(st *rsyncv1.RolloutStatus) bool {
 		return st.GetGeneration() == 2 && settledIn(rsyncv1.State_STATE_APPLIED)(st)
 	})
