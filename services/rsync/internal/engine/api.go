@@ -322,9 +322,11 @@ func (e *Engine) known(ctx context.Context, ownerID string) error {
 	// Read your writes across replicas: a change another replica just
 	// stored is adopted now, not at the next poll (its stamp is written
 	// before that replica answers the change).
+	// With the store away, what this replica knows is answered.
 	stamp, stamped, err := e.stamps.Get(ctx, ownerID)
 	if err != nil {
-		return err
+		e.log.Debug("read the rollout's stamp; answering from memory", zap.String("owner", ownerID), zap.Error(err))
+		stamped = false
 	}
 	e.mu.Lock()
 	o, ok := e.owners[ownerID]
@@ -338,7 +340,11 @@ func (e *Engine) known(ctx context.Context, ownerID string) error {
 			return err
 		}
 	}
-	return e.refreshForeign(ctx, ownerID)
+	if err := e.refreshForeign(ctx, ownerID); err != nil {
+		// Other replicas' clusters are shown as last read.
+		e.log.Debug("read other replicas' cluster states; answering from memory", zap.String("owner", ownerID), zap.Error(err))
+	}
+	return nil
 }
 
 // status summarizes o. Called with mu held.
