@@ -101,7 +101,7 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Document)
 	}))
-	root.Handle("/", watchParam(limits, noBodyOn204(mux)))
+	root.Handle("/", watchParam(limits, multipartClusters(noBodyOn204(mux))))
 	return secure(auth, auditLog, root), nil
 }
 
