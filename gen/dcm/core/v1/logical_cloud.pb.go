@@ -121,7 +121,13 @@ type LogicalCloudSpec struct {
 	// ca_root names the CA root (/v2/cadist/roots) that signs the service
 	// mesh's intermediates; empty: the project's default root, else the
 	// installation's.
-	CaRoot        string `protobuf:"bytes,7,opt,name=ca_root,json=ca-root,proto3" json:"ca_root,omitempty"`
+	CaRoot string `protobuf:"bytes,7,opt,name=ca_root,json=ca-root,proto3" json:"ca_root,omitempty"`
+	// labels are put on the logical cloud's namespace on every cluster
+	// (EMCO's spec.labels). REST takes a JSON object ({"geo": "eu"}) or a
+	// list of {"key", "value"}; the project's answers are the list, EMCO's
+	// the object. Keys in the kubernetes.io, k8s.io, dcm.io and istio.io
+	// domains (and istio-injection) are the system's and refused.
+	Labels        []*v1.Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -203,6 +209,13 @@ func (x *LogicalCloudSpec) GetCaRoot() string {
 		return x.CaRoot
 	}
 	return ""
+}
+
+func (x *LogicalCloudSpec) GetLabels() []*v1.Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // ServiceMesh is a logical cloud's spec.service-mesh.
@@ -465,7 +478,9 @@ type CreateLogicalCloudResponse struct {
 	// user repeats user_name, as seed 002 documents.
 	User string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
 	// message says what was created.
-	Message       string `protobuf:"bytes,6,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	// logical_cloud as stored (EMCO's dialect answers it alone).
+	LogicalCloud  *LogicalCloud `protobuf:"bytes,7,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -540,6 +555,13 @@ func (x *CreateLogicalCloudResponse) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *CreateLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return nil
 }
 
 // CreateMeshLogicalCloudRequest is the REST body of POST
@@ -1206,8 +1228,11 @@ type ClusterReference struct {
 	// loadbalancer_ip is the address of the logical cloud's Istio load
 	// balancer on that cluster ("" until known).
 	LoadbalancerIp string `protobuf:"bytes,3,opt,name=loadbalancer_ip,json=loadbalancer-ip,proto3" json:"loadbalancer_ip,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// metadata names the reference (default: the cluster's name) and
+	// describes it, as EMCO's cluster references are.
+	Metadata      *v1.Metadata `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterReference) Reset() {
@@ -1261,6 +1286,13 @@ func (x *ClusterReference) GetLoadbalancerIp() string {
 	return ""
 }
 
+func (x *ClusterReference) GetMetadata() *v1.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // CreateClusterReferenceRequest is the REST body of POST
 // .../cluster-references (cluster-provider in the body) or
 // .../cluster-providers/{provider}/cluster-references (in the path).
@@ -1276,8 +1308,13 @@ type CreateClusterReferenceRequest struct {
 	ClusterName string `protobuf:"bytes,4,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
 	// loadbalancer_ip is an IPv4 or IPv6 address, or empty.
 	LoadbalancerIp string `protobuf:"bytes,5,opt,name=loadbalancer_ip,json=loadbalancer-ip,proto3" json:"loadbalancer_ip,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// metadata names and describes the reference; without it the
+	// reference is named after the cluster. A name is unique among the
+	// logical cloud's references, and may not be another reference's
+	// cluster name (a reference is found by either).
+	Metadata      *v1.Metadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateClusterReferenceRequest) Reset() {
@@ -1345,6 +1382,13 @@ func (x *CreateClusterReferenceRequest) GetLoadbalancerIp() string {
 	return ""
 }
 
+func (x *CreateClusterReferenceRequest) GetMetadata() *v1.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // CreateClusterReferenceResponse carries the stored reference.
 type CreateClusterReferenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1398,10 +1442,14 @@ type GetClusterReferenceRequest struct {
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	// cluster_provider is the cluster's provider.
+	// cluster_provider is the cluster's provider (with cluster_name, or
+	// name alone).
 	ClusterProvider string `protobuf:"bytes,3,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
 	// cluster_name is the cluster's name.
-	ClusterName   string `protobuf:"bytes,4,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
+	ClusterName string `protobuf:"bytes,4,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
+	// name is the reference's own name (metadata.name), from the path
+	// .../cluster-references/{name}: give it, or the provider and cluster.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1460,6 +1508,13 @@ func (x *GetClusterReferenceRequest) GetClusterProvider() string {
 func (x *GetClusterReferenceRequest) GetClusterName() string {
 	if x != nil {
 		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *GetClusterReferenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
@@ -1658,14 +1713,21 @@ type UpdateClusterReferenceRequest struct {
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	// cluster_provider is the cluster's provider, from the path.
+	// cluster_provider is the cluster's provider, from the path (or, with
+	// name, from the body: it must be the reference's own).
 	ClusterProvider string `protobuf:"bytes,3,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
 	// cluster_name is the cluster's name, from the path.
 	ClusterName string `protobuf:"bytes,4,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
 	// loadbalancer_ip replaces the stored one: an IP address or empty.
 	LoadbalancerIp string `protobuf:"bytes,5,opt,name=loadbalancer_ip,json=loadbalancer-ip,proto3" json:"loadbalancer_ip,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// name is the reference's own name (metadata.name), from the path
+	// .../cluster-references/{name}: give it, or the provider and cluster.
+	Name string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	// metadata, when given, replaces the description and user data; its
+	// name must be the reference's.
+	Metadata      *v1.Metadata `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateClusterReferenceRequest) Reset() {
@@ -1733,6 +1795,20 @@ func (x *UpdateClusterReferenceRequest) GetLoadbalancerIp() string {
 	return ""
 }
 
+func (x *UpdateClusterReferenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateClusterReferenceRequest) GetMetadata() *v1.Metadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // UpdateClusterReferenceResponse carries the updated reference.
 type UpdateClusterReferenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1786,10 +1862,14 @@ type DeleteClusterReferenceRequest struct {
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// logical_cloud is the logical cloud's name.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	// cluster_provider is the cluster's provider.
+	// cluster_provider is the cluster's provider (with cluster_name, or
+	// name alone).
 	ClusterProvider string `protobuf:"bytes,3,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
 	// cluster_name is the cluster's name.
-	ClusterName   string `protobuf:"bytes,4,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
+	ClusterName string `protobuf:"bytes,4,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
+	// name is the reference's own name (metadata.name), from the path
+	// .../cluster-references/{name}: give it, or the provider and cluster.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1848,6 +1928,13 @@ func (x *DeleteClusterReferenceRequest) GetClusterProvider() string {
 func (x *DeleteClusterReferenceRequest) GetClusterName() string {
 	if x != nil {
 		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *DeleteClusterReferenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
@@ -2751,7 +2838,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xaa\x03\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xe1\x03\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -2762,7 +2849,8 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"restrictedR\n" +
 	"privilegedR\fpod-security\x12<\n" +
 	"\fservice_mesh\x18\x06 \x01(\v2\x18.dcm.core.v1.ServiceMeshR\fservice-mesh\x12!\n" +
-	"\aca_root\x18\a \x01(\tB\a\xbaH\x04r\x02\x18?R\aca-root\"r\n" +
+	"\aca_root\x18\a \x01(\tB\a\xbaH\x04r\x02\x18?R\aca-root\x125\n" +
+	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\"r\n" +
 	"\vServiceMesh\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12I\n" +
 	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\"\xe6\x01\n" +
@@ -2779,14 +2867,15 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12&\n" +
 	"\x0ecluster_labels\x18\x06 \x01(\tR\x0ecluster-labels\x125\n" +
 	"\tresources\x18\a \x01(\v2\x17.google.protobuf.StructR\tresources\x12*\n" +
-	"\x04user\x18\b \x01(\v2\x16.google.protobuf.ValueR\x04user\"\xca\x01\n" +
+	"\x04user\x18\b \x01(\v2\x16.google.protobuf.ValueR\x04user\"\x8b\x02\n" +
 	"\x1aCreateLogicalCloudResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x12logical_cloud_name\x18\x02 \x01(\tR\x12logical-cloud-name\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1c\n" +
 	"\tuser_name\x18\x04 \x01(\tR\tuser-name\x12\x12\n" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\aMessage\"\xd2\x03\n" +
+	"\amessage\x18\x06 \x01(\tR\aMessage\x12?\n" +
+	"\rlogical_cloud\x18\a \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\"\xd2\x03\n" +
 	"\x1dCreateMeshLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -2831,25 +2920,28 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x19DeleteLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x1c\n" +
-	"\x1aDeleteLogicalCloudResponse\"\x8c\x01\n" +
+	"\x1aDeleteLogicalCloudResponse\"\xc0\x01\n" +
 	"\x10ClusterReference\x12*\n" +
 	"\x10cluster_provider\x18\x01 \x01(\tR\x10cluster-provider\x12\"\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\fcluster-name\x12(\n" +
-	"\x0floadbalancer_ip\x18\x03 \x01(\tR\x0floadbalancer-ip\"\x91\x02\n" +
+	"\x0floadbalancer_ip\x18\x03 \x01(\tR\x0floadbalancer-ip\x122\n" +
+	"\bmetadata\x18\x04 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\"\xc5\x02\n" +
 	"\x1dCreateClusterReferenceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x125\n" +
 	"\x10cluster_provider\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
 	"\fcluster_name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\x124\n" +
 	"\x0floadbalancer_ip\x18\x05 \x01(\tB\n" +
-	"\xbaH\a\xd8\x01\x01r\x02p\x01R\x0floadbalancer-ip\"m\n" +
+	"\xbaH\a\xd8\x01\x01r\x02p\x01R\x0floadbalancer-ip\x122\n" +
+	"\bmetadata\x18\x06 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\"m\n" +
 	"\x1eCreateClusterReferenceResponse\x12K\n" +
-	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\xd8\x01\n" +
+	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\x80\x02\n" +
 	"\x1aGetClusterReferenceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x125\n" +
-	"\x10cluster_provider\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
-	"\fcluster_name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\"j\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x128\n" +
+	"\x10cluster_provider\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x10cluster-provider\x120\n" +
+	"\fcluster_name\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\fcluster-name\x12 \n" +
+	"\x04name\x18\x05 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\"j\n" +
 	"\x1bGetClusterReferenceResponse\x12K\n" +
 	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\xff\x01\n" +
 	"\x1cListClusterReferencesRequest\x12#\n" +
@@ -2862,21 +2954,24 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"page-token\"\x98\x01\n" +
 	"\x1dListClusterReferencesResponse\x12M\n" +
 	"\x12cluster_references\x18\x01 \x03(\v2\x1d.dcm.core.v1.ClusterReferenceR\x12cluster-references\x12(\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x91\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xed\x02\n" +
 	"\x1dUpdateClusterReferenceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x125\n" +
-	"\x10cluster_provider\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
-	"\fcluster_name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\x124\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x128\n" +
+	"\x10cluster_provider\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x10cluster-provider\x120\n" +
+	"\fcluster_name\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\fcluster-name\x124\n" +
 	"\x0floadbalancer_ip\x18\x05 \x01(\tB\n" +
-	"\xbaH\a\xd8\x01\x01r\x02p\x01R\x0floadbalancer-ip\"m\n" +
+	"\xbaH\a\xd8\x01\x01r\x02p\x01R\x0floadbalancer-ip\x12 \n" +
+	"\x04name\x18\x06 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x122\n" +
+	"\bmetadata\x18\a \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\"m\n" +
 	"\x1eUpdateClusterReferenceResponse\x12K\n" +
-	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\xdb\x01\n" +
+	"\x11cluster_reference\x18\x01 \x01(\v2\x1d.dcm.core.v1.ClusterReferenceR\x11cluster-reference\"\x83\x02\n" +
 	"\x1dDeleteClusterReferenceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x125\n" +
-	"\x10cluster_provider\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
-	"\fcluster_name\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\" \n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x128\n" +
+	"\x10cluster_provider\x18\x03 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x10cluster-provider\x120\n" +
+	"\fcluster_name\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\fcluster-name\x12 \n" +
+	"\x04name\x18\x05 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\" \n" +
 	"\x1eDeleteClusterReferenceResponse\"q\n" +
 	"\x06KvPair\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12+\n" +
@@ -2927,7 +3022,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xb3(\n" +
+	"\x14DeleteKvPairResponse2\xd6*\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xb1\x01\n" +
 	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xda\x01\n" +
@@ -2948,13 +3043,13 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x17WatchLogicalCloudStatus\x12+.dcm.core.v1.WatchLogicalCloudStatusRequest\x1a,.dcm.core.v1.WatchLogicalCloudStatusResponse\"R\x82\xd3\xe4\x93\x02Lb\x06status\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/status/watch0\x01\x12\xc3\x02\n" +
 	"\rGetKubeconfig\x12!.dcm.core.v1.GetKubeconfigRequest\x1a\x14.google.api.HttpBody\"\xf8\x01\x82\xd3\xe4\x93\x02\xf1\x01Z\x8a\x01\x12\x87\x01/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}/kubeconfig\x12b/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{cluster_name}/kubeconfig\x12\xa8\x01\n" +
 	"\rGetQuotaUsage\x12!.dcm.core.v1.GetQuotaUsageRequest\x1a\".dcm.core.v1.GetQuotaUsageResponse\"P\x82\xd3\xe4\x93\x02Jb\x05usage\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/quota-usage\x12\xe3\x02\n" +
-	"\x16CreateClusterReference\x12*.dcm.core.v1.CreateClusterReferenceRequest\x1a+.dcm.core.v1.CreateClusterReferenceResponse\"\xef\x01\x82\xd3\xe4\x93\x02\xe8\x01:\x01*Z\x85\x01:\x01*b\x11cluster_reference\"m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-referencesb\x11cluster_reference\"H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x83\x02\n" +
-	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\x98\x01\x82\xd3\xe4\x93\x02\x91\x01b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xcd\x02\n" +
+	"\x16CreateClusterReference\x12*.dcm.core.v1.CreateClusterReferenceRequest\x1a+.dcm.core.v1.CreateClusterReferenceResponse\"\xef\x01\x82\xd3\xe4\x93\x02\xe8\x01:\x01*Z\x85\x01:\x01*b\x11cluster_reference\"m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-referencesb\x11cluster_reference\"H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\xe9\x02\n" +
+	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\xfe\x01\x82\xd3\xe4\x93\x02\xf7\x01Zdb\x11cluster_reference\x12O/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xcd\x02\n" +
 	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xdc\x01\xc2\xf3\x18\x16\n" +
 	"\agateway\n" +
-	"\tnamespace\x10\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\x8f\x02\n" +
-	"\x16UpdateClusterReference\x12*.dcm.core.v1.UpdateClusterReferenceRequest\x1a+.dcm.core.v1.UpdateClusterReferenceResponse\"\x9b\x01\x82\xd3\xe4\x93\x02\x94\x01:\x01*b\x11cluster_reference\x1a|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xf8\x01\n" +
-	"\x16DeleteClusterReference\x12*.dcm.core.v1.DeleteClusterReferenceRequest\x1a+.dcm.core.v1.DeleteClusterReferenceResponse\"\x84\x01\x82\xd3\xe4\x93\x02~*|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xad\x01\n" +
+	"\tnamespace\x10\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\xf8\x02\n" +
+	"\x16UpdateClusterReference\x12*.dcm.core.v1.UpdateClusterReferenceRequest\x1a+.dcm.core.v1.UpdateClusterReferenceResponse\"\x84\x02\x82\xd3\xe4\x93\x02\xfd\x01:\x01*Zg:\x01*b\x11cluster_reference\x1aO/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}b\x11cluster_reference\x1a|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xcc\x02\n" +
+	"\x16DeleteClusterReference\x12*.dcm.core.v1.DeleteClusterReferenceRequest\x1a+.dcm.core.v1.DeleteClusterReferenceResponse\"\xd8\x01\x82\xd3\xe4\x93\x02\xd1\x01ZQ*O/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}*|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xad\x01\n" +
 	"\fCreateKvPair\x12 .dcm.core.v1.CreateKvPairRequest\x1a!.dcm.core.v1.CreateKvPairResponse\"X\x82\xd3\xe4\x93\x02R:\akv_pairb\akv_pair\">/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xa2\x01\n" +
 	"\tGetKvPair\x12\x1d.dcm.core.v1.GetKvPairRequest\x1a\x1e.dcm.core.v1.GetKvPairResponse\"V\x82\xd3\xe4\x93\x02Pb\akv_pair\x12E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xa2\x01\n" +
 	"\vListKvPairs\x12\x1f.dcm.core.v1.ListKvPairsRequest\x1a .dcm.core.v1.ListKvPairsResponse\"P\x82\xd3\xe4\x93\x02Jb\bkv_pairs\x12>/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xb4\x01\n" +
@@ -3020,25 +3115,26 @@ var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*DeleteKvPairResponse)(nil),                // 41: dcm.core.v1.DeleteKvPairResponse
 	(*v1.Metadata)(nil),                         // 42: dcm.types.v1.Metadata
 	(*Lifecycle)(nil),                           // 43: dcm.core.v1.Lifecycle
-	(*v11.UserPermission)(nil),                  // 44: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                     // 45: google.protobuf.Struct
-	(*structpb.Value)(nil),                      // 46: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 47: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 48: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 49: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 50: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 51: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 52: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 53: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 54: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 55: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 56: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 57: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 58: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 59: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 60: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 61: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 62: dcm.core.v1.GetQuotaUsageResponse
+	(*v1.Label)(nil),                            // 44: dcm.types.v1.Label
+	(*v11.UserPermission)(nil),                  // 45: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 46: google.protobuf.Struct
+	(*structpb.Value)(nil),                      // 47: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 48: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 49: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 50: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 51: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 52: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 53: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 54: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 55: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 56: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 57: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 58: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 59: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 60: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 61: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 62: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 63: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	42, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
@@ -3046,87 +3142,92 @@ var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	43, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
 	3,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
 	2,  // 4: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
-	44, // 5: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	42, // 6: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 7: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	45, // 8: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	46, // 9: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	45, // 10: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	46, // 11: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	0,  // 12: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 13: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 14: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	42, // 15: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 16: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	0,  // 17: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	16, // 18: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	16, // 19: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	16, // 20: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	16, // 21: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	42, // 22: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	28, // 23: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	45, // 24: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	42, // 25: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	31, // 26: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	27, // 27: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 28: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 29: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 30: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	27, // 31: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 32: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	4,  // 33: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	6,  // 34: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
-	8,  // 35: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	10, // 36: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	12, // 37: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	14, // 38: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	47, // 39: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	48, // 40: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	49, // 41: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	50, // 42: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	51, // 43: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	52, // 44: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	53, // 45: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	54, // 46: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
-	17, // 47: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	19, // 48: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	21, // 49: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	23, // 50: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	25, // 51: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	32, // 52: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	34, // 53: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	36, // 54: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	38, // 55: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	40, // 56: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	5,  // 57: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	7,  // 58: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
-	9,  // 59: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	11, // 60: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	13, // 61: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	15, // 62: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	55, // 63: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	56, // 64: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	57, // 65: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	58, // 66: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	59, // 67: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	60, // 68: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	61, // 69: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	62, // 70: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	18, // 71: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	20, // 72: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	22, // 73: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	24, // 74: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	26, // 75: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	33, // 76: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	35, // 77: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	37, // 78: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	39, // 79: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	41, // 80: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	57, // [57:81] is the sub-list for method output_type
-	33, // [33:57] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	44, // 5: dcm.core.v1.LogicalCloudSpec.labels:type_name -> dcm.types.v1.Label
+	45, // 6: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	42, // 7: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 8: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	46, // 9: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	47, // 10: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	0,  // 11: dcm.core.v1.CreateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	46, // 12: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	47, // 13: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	0,  // 14: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	0,  // 15: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	0,  // 16: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
+	42, // 17: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	1,  // 18: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	0,  // 19: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	42, // 20: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
+	42, // 21: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	16, // 22: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	16, // 23: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	16, // 24: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	42, // 25: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	16, // 26: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	42, // 27: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	28, // 28: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	46, // 29: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	42, // 30: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	31, // 31: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	27, // 32: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 33: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 34: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 35: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	27, // 36: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 37: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	4,  // 38: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	6,  // 39: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
+	8,  // 40: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	10, // 41: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	12, // 42: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	14, // 43: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	48, // 44: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	49, // 45: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	50, // 46: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	51, // 47: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	52, // 48: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	53, // 49: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	54, // 50: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	55, // 51: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	17, // 52: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	19, // 53: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	21, // 54: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	23, // 55: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	25, // 56: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	32, // 57: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	34, // 58: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	36, // 59: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	38, // 60: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	40, // 61: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	5,  // 62: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	7,  // 63: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
+	9,  // 64: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	11, // 65: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	13, // 66: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	15, // 67: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	56, // 68: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	57, // 69: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	58, // 70: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	59, // 71: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	60, // 72: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	61, // 73: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	62, // 74: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	63, // 75: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	18, // 76: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	20, // 77: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	22, // 78: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	24, // 79: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	26, // 80: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	33, // 81: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	35, // 82: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	37, // 83: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	39, // 84: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	41, // 85: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	62, // [62:86] is the sub-list for method output_type
+	38, // [38:62] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }

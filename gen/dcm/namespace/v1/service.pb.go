@@ -9,7 +9,7 @@ package namespacev1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -515,6 +515,9 @@ type RenderNamespaceRequest struct {
 	// mesh is enabled (the service mesh service's answer): the Namespace is
 	// labelled istio.io/rev=<istio_revision> for sidecar injection.
 	IstioRevision string `protobuf:"bytes,6,opt,name=istio_revision,json=istio-revision,proto3" json:"istio_revision,omitempty"`
+	// labels are the logical cloud's own namespace labels (spec.labels, as
+	// core checked them: none is in a domain the derived labels use).
+	Labels        []*v1.Label `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +594,13 @@ func (x *RenderNamespaceRequest) GetIstioRevision() string {
 	return ""
 }
 
+func (x *RenderNamespaceRequest) GetLabels() []*v1.Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // RenderNamespaceResponse is the Namespace object.
 type RenderNamespaceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -641,7 +651,7 @@ var File_dcm_namespace_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xa6\x01\n" +
+	"\x1edcm/namespace/v1/service.proto\x12\x10dcm.namespace.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"\xa6\x01\n" +
 	"\tNamespace\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12?\n" +
 	"\x06labels\x18\x02 \x03(\v2'.dcm.namespace.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
@@ -670,14 +680,15 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xf7\x01\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xa4\x02\n" +
 	"\x16RenderNamespaceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05level\x18\x04 \x01(\tR\x05level\x12\"\n" +
 	"\fpod_security\x18\x05 \x01(\tR\fpod-security\x12/\n" +
-	"\x0eistio_revision\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x18?R\x0eistio-revision\"7\n" +
+	"\x0eistio_revision\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x18?R\x0eistio-revision\x12+\n" +
+	"\x06labels\x18\a \x03(\v2\x13.dcm.types.v1.LabelR\x06labels\"7\n" +
 	"\x17RenderNamespaceResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\x89\x03\n" +
 	"\x10NamespaceService\x12\xad\x01\n" +
@@ -711,21 +722,23 @@ var file_dcm_namespace_v1_service_proto_goTypes = []any{
 	(*RenderNamespaceRequest)(nil),    // 9: dcm.namespace.v1.RenderNamespaceRequest
 	(*RenderNamespaceResponse)(nil),   // 10: dcm.namespace.v1.RenderNamespaceResponse
 	nil,                               // 11: dcm.namespace.v1.Namespace.LabelsEntry
+	(*v1.Label)(nil),                  // 12: dcm.types.v1.Label
 }
 var file_dcm_namespace_v1_service_proto_depIdxs = []int32{
 	11, // 0: dcm.namespace.v1.Namespace.labels:type_name -> dcm.namespace.v1.Namespace.LabelsEntry
 	0,  // 1: dcm.namespace.v1.CreateNamespaceRequest.namespace:type_name -> dcm.namespace.v1.Namespace
 	0,  // 2: dcm.namespace.v1.CreateNamespaceResponse.namespace:type_name -> dcm.namespace.v1.Namespace
 	0,  // 3: dcm.namespace.v1.ListNamespacesResponse.namespaces:type_name -> dcm.namespace.v1.Namespace
-	3,  // 4: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
-	5,  // 5: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
-	4,  // 6: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
-	6,  // 7: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
-	6,  // [6:8] is the sub-list for method output_type
-	4,  // [4:6] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	12, // 4: dcm.namespace.v1.RenderNamespaceRequest.labels:type_name -> dcm.types.v1.Label
+	3,  // 5: dcm.namespace.v1.NamespaceService.ListNamespaces:input_type -> dcm.namespace.v1.ListNamespacesRequest
+	5,  // 6: dcm.namespace.v1.NamespaceService.DeleteNamespaces:input_type -> dcm.namespace.v1.DeleteNamespacesRequest
+	4,  // 7: dcm.namespace.v1.NamespaceService.ListNamespaces:output_type -> dcm.namespace.v1.ListNamespacesResponse
+	6,  // 8: dcm.namespace.v1.NamespaceService.DeleteNamespaces:output_type -> dcm.namespace.v1.DeleteNamespacesResponse
+	7,  // [7:9] is the sub-list for method output_type
+	5,  // [5:7] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_namespace_v1_service_proto_init() }

@@ -95,6 +95,63 @@ func (x *Metadata) GetUserData2() string {
 	return ""
 }
 
+// Label is one Kubernetes label: stored as a pair, not as a map key, since
+// label keys hold dots and slashes (the store refuses dotted field names).
+type Label struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is a Kubernetes label key: an optional DNS-subdomain prefix and "/",
+	// then a name of at most 63 characters.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// value is a Kubernetes label value: at most 63 characters.
+	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Label) Reset() {
+	*x = Label{}
+	mi := &file_dcm_types_v1_metadata_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Label) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Label) ProtoMessage() {}
+
+func (x *Label) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_types_v1_metadata_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Label.ProtoReflect.Descriptor instead.
+func (*Label) Descriptor() ([]byte, []int) {
+	return file_dcm_types_v1_metadata_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Label) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Label) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 var File_dcm_types_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_dcm_types_v1_metadata_proto_rawDesc = "" +
@@ -106,7 +163,11 @@ const file_dcm_types_v1_metadata_proto_rawDesc = "" +
 	"\n" +
 	"user_data1\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\tuserData1\x12'\n" +
 	"\n" +
-	"user_data2\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\tuserData2B5Z3github.com/dcm-project/dcm/gen/dcm/types/v1;typesv1b\x06proto3"
+	"user_data2\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\tuserData2\"D\n" +
+	"\x05Label\x12\x1c\n" +
+	"\x03key\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xbd\x02R\x03key\x12\x1d\n" +
+	"\x05value\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\x05valueB5Z3github.com/dcm-project/dcm/gen/dcm/types/v1;typesv1b\x06proto3"
 
 var (
 	file_dcm_types_v1_metadata_proto_rawDescOnce sync.Once
@@ -120,9 +181,10 @@ func file_dcm_types_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_dcm_types_v1_metadata_proto_rawDescData
 }
 
-var file_dcm_types_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_dcm_types_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_dcm_types_v1_metadata_proto_goTypes = []any{
 	(*Metadata)(nil), // 0: dcm.types.v1.Metadata
+	(*Label)(nil),    // 1: dcm.types.v1.Label
 }
 var file_dcm_types_v1_metadata_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -144,7 +206,7 @@ func file_dcm_types_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_types_v1_metadata_proto_rawDesc), len(file_dcm_types_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,7 +9,7 @@ package userv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -115,7 +115,11 @@ type UserPermission struct {
 	// resources are resource names ("pods", "pods/log", "*").
 	Resources []string `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
 	// verbs are Kubernetes API verbs ("get", "list", "*"...).
-	Verbs         []string `protobuf:"bytes,5,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	Verbs []string `protobuf:"bytes,5,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	// metadata describes the permission as EMCO's permissions are
+	// (description, userData1, userData2); its name must be
+	// permission_name.
+	Metadata      *v1.Metadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +185,13 @@ func (x *UserPermission) GetResources() []string {
 func (x *UserPermission) GetVerbs() []string {
 	if x != nil {
 		return x.Verbs
+	}
+	return nil
+}
+
+func (x *UserPermission) GetMetadata() *v1.Metadata {
+	if x != nil {
+		return x.Metadata
 	}
 	return nil
 }
@@ -1771,18 +1782,19 @@ var File_dcm_user_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"x\n" +
+	"\x19dcm/user/v1/service.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"x\n" +
 	"\x04User\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12/\n" +
 	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\x12 \n" +
-	"\vcertificate\x18\x03 \x01(\tR\vcertificate\"\xe3\x01\n" +
+	"\vcertificate\x18\x03 \x01(\tR\vcertificate\"\x97\x02\n" +
 	"\x0eUserPermission\x123\n" +
 	"\x0fpermission_name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x0fpermission-name\x12I\n" +
 	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12\x1d\n" +
 	"\n" +
 	"api_groups\x18\x03 \x03(\tR\tapiGroups\x12\x1c\n" +
 	"\tresources\x18\x04 \x03(\tR\tresources\x12\x14\n" +
-	"\x05verbs\x18\x05 \x03(\tR\x05verbs\"\x98\x01\n" +
+	"\x05verbs\x18\x05 \x03(\tR\x05verbs\x122\n" +
+	"\bmetadata\x18\x06 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\"\x98\x01\n" +
 	"\x11CreateUserRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12-\n" +
@@ -1935,43 +1947,45 @@ var file_dcm_user_v1_service_proto_goTypes = []any{
 	(*RenderedUser)(nil),                 // 26: dcm.user.v1.RenderedUser
 	(*GetUserCredentialsRequest)(nil),    // 27: dcm.user.v1.GetUserCredentialsRequest
 	(*GetUserCredentialsResponse)(nil),   // 28: dcm.user.v1.GetUserCredentialsResponse
+	(*v1.Metadata)(nil),                  // 29: dcm.types.v1.Metadata
 }
 var file_dcm_user_v1_service_proto_depIdxs = []int32{
-	0,  // 0: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
-	0,  // 1: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
-	0,  // 2: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
-	0,  // 3: dcm.user.v1.ListUsersResponse.users:type_name -> dcm.user.v1.User
-	1,  // 4: dcm.user.v1.CreateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 5: dcm.user.v1.CreateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 6: dcm.user.v1.GetUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 7: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
-	1,  // 8: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 9: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	26, // 10: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
-	26, // 11: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
-	4,  // 12: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
-	6,  // 13: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
-	8,  // 14: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
-	10, // 15: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
-	12, // 16: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
-	14, // 17: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
-	16, // 18: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
-	18, // 19: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
-	20, // 20: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
-	5,  // 21: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
-	7,  // 22: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
-	9,  // 23: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
-	11, // 24: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
-	13, // 25: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
-	15, // 26: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
-	17, // 27: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
-	19, // 28: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
-	21, // 29: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
-	21, // [21:30] is the sub-list for method output_type
-	12, // [12:21] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	29, // 0: dcm.user.v1.UserPermission.metadata:type_name -> dcm.types.v1.Metadata
+	0,  // 1: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
+	0,  // 2: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
+	0,  // 3: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
+	0,  // 4: dcm.user.v1.ListUsersResponse.users:type_name -> dcm.user.v1.User
+	1,  // 5: dcm.user.v1.CreateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 6: dcm.user.v1.CreateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 7: dcm.user.v1.GetUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 8: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
+	1,  // 9: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 10: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	26, // 11: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
+	26, // 12: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
+	4,  // 13: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
+	6,  // 14: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
+	8,  // 15: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
+	10, // 16: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
+	12, // 17: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
+	14, // 18: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
+	16, // 19: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
+	18, // 20: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
+	20, // 21: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
+	5,  // 22: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
+	7,  // 23: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
+	9,  // 24: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
+	11, // 25: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
+	13, // 26: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
+	15, // 27: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
+	17, // 28: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
+	19, // 29: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
+	21, // 30: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
+	22, // [22:31] is the sub-list for method output_type
+	13, // [13:22] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_dcm_user_v1_service_proto_init() }
