@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dcm-project/dcm/platform/errs"
 )
@@ -191,6 +192,54 @@ func CheckMax(field string, hard, maximum []Amount, mayGrant bool) error {
 		q, m := resource.MustParse(a.Quantity), resource.MustParse(maximum[i].Quantity)
 		if q.Cmp(m) > 0 {
 			return errs.Forbidden(join(field, a.Resource), "%s exceeds this installation's maximum %s (DCM_MAX_QUOTA); only an admin may set more", a.Quantity, maximum[i].Quantity)
+		}
+	}
+	return nil
+}
+
+// systemLabelDomains are the label key domains the system's own labels
+// use (and their subdomains): a tenant's namespace label there could
+// switch off Pod Security Admission, take another tenant's identity
+// (dcm.io/logical-cloud) or move the namespace into a mesh.
+var systemLabelDomains = []string{"kubernetes.io", "k8s.io", "dcm.io", "istio.io"}
+
+// systemLabelKeys are unprefixed keys with a system meaning.
+var systemLabelKeys = []string{"istio-injection"}
+
+// MaxLabels is the most labels a logical cloud puts on its namespace.
+const MaxLabels = 64
+
+// CheckLabels checks a logical cloud's own namespace labels (key, value
+// pairs in order) at field ("spec.labels"): Kubernetes label syntax, each
+// key once, and none of the system's keys.
+func CheckLabels(field string, keys, values []string) error {
+	if len(keys) > MaxLabels {
+		return errs.Invalid(field, "at most %d labels, got %d", MaxLabels, len(keys))
+	}
+	seen := map[string]bool{}
+	for i, k := range keys {
+		f := field + "." + k
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return errs.Invalid(f, "%q is not a label key: %s", k, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(values[i]); len(msgs) > 0 {
+			return errs.Invalid(f, "%q is not a label value: %s", values[i], strings.Join(msgs, "; "))
+		}
+		if seen[k] {
+			return errs.Invalid(f, "is given twice")
+		}
+		seen[k] = true
+		if slices.Contains(systemLabelKeys, k) {
+			return errs.Invalid(f, "is the system's label; a logical cloud may not set it")
+		}
+		prefix, _, found := strings.Cut(k, "/")
+		if !found {
+			continue
+		}
+		for _, d := range systemLabelDomains {
+			if prefix == d || strings.HasSuffix(prefix, "."+d) {
+				return errs.Invalid(f, "keys in the %s domain are the system's; a logical cloud may not set them", d)
+			}
 		}
 	}
 	return nil

@@ -51,7 +51,17 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 	if c.GetSpec().GetLevel() == levelAdmin {
 		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it uses the clusters' own admin access, which is not handed out", lc)
 	}
-	t, err := s.findTarget(ctx, project, lc, c, req.GetClusterProvider(), req.GetClusterName())
+	provider, cluster := req.GetClusterProvider(), req.GetClusterName()
+	if provider == "" {
+		// .../cluster-references/{x}/kubeconfig: x is a reference's own
+		// name, else a cluster's.
+		if r, err := s.refByName(ctx, project, lc, cluster); err == nil {
+			provider, cluster = r.GetClusterProvider(), r.GetClusterName()
+		} else if errs.Code(err) != codes.NotFound {
+			return nil, err
+		}
+	}
+	t, err := s.findTarget(ctx, project, lc, c, provider, cluster)
 	if err != nil {
 		return nil, err
 	}

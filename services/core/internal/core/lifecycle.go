@@ -588,7 +588,8 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 			return nil, err
 		}
 		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc,
-			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity(), IstioRevision: out.mesh.revision})
+			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity(), IstioRevision: out.mesh.revision,
+			Labels: spec.GetLabels()})
 		if err != nil {
 			return nil, err
 		}

@@ -150,6 +150,7 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	resp := &corev1.CreateLogicalCloudResponse{
 		Name: name, LogicalCloudName: name, Namespace: p.lc.GetSpec().GetNamespace(),
 		UserName: p.lc.GetSpec().GetUser().GetUserName(), User: p.lc.GetSpec().GetUser().GetUserName(),
+		LogicalCloud: p.lc,
 	}
 	resp.Message = createdMessage(p)
 	return resp, nil
@@ -296,6 +297,17 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 				return err
 			}
 			c.Spec.PodSecurity = ps
+		}
+		if in := req.GetSpec(); in != nil {
+			// Labels are replaced whenever a spec is given (a GET's body sent
+			// back keeps them); they take effect on the next .../update.
+			if c.GetSpec().GetLevel() == levelAdmin && len(in.GetLabels()) > 0 {
+				return errs.Invalid("spec.labels", "an admin logical cloud has no namespace to label")
+			}
+			if err := checkLabels(in.GetLabels()); err != nil {
+				return err
+			}
+			c.Spec.Labels = in.GetLabels()
 		}
 		c.Metadata = req.GetMetadata()
 		return nil

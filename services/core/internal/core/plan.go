@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
@@ -100,11 +101,20 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		if spec.GetNamespace() != "" {
 			return nil, errs.Invalid("spec.namespace", "an admin logical cloud uses the clusters' admin access: it has no namespace")
 		}
-		if u != nil {
+		if u != nil && !proto.Equal(u, &corev1.LogicalCloudUser{}) {
+			// An empty user object (EMCO sends {"userName": "", "type": ""})
+			// is no user.
 			return nil, errs.Invalid("spec.user", "an admin logical cloud uses the clusters' admin access: it has no user")
+		}
+		if len(spec.GetLabels()) > 0 {
+			return nil, errs.Invalid("spec.labels", "an admin logical cloud has no namespace to label")
 		}
 		return &plan{project: project, lc: lc}, nil
 	}
+	if err := checkLabels(spec.GetLabels()); err != nil {
+		return nil, err
+	}
+	lc.Spec.Labels = spec.GetLabels()
 	lc.Spec.Namespace = cmp.Or(spec.GetNamespace(), name)
 	if err := kube.CheckNamespace(cmp.Or(nsField(spec), "metadata.name"), lc.Spec.Namespace, name, g.Reserved); err != nil {
 		return nil, err
@@ -207,9 +217,18 @@ func addPermission(p *plan, field string, perm *userv1.UserPermission, g grants)
 	}
 	p.perms = append(p.perms, &userv1.UserPermission{
 		PermissionName: perm.GetPermissionName(), Namespace: ns,
-		ApiGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(),
+		ApiGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(), Metadata: perm.GetMetadata(),
 	})
 	return nil
+}
+
+// checkLabels checks spec.labels (kube.CheckLabels).
+func checkLabels(labels []*typesv1.Label) error {
+	keys, values := make([]string, len(labels)), make([]string, len(labels))
+	for i, l := range labels {
+		keys[i], values[i] = l.GetKey(), l.GetValue()
+	}
+	return kube.CheckLabels("spec.labels", keys, values)
 }
 
 func parseLevel(level string) (string, error) {

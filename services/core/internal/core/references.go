@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +10,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -39,6 +42,16 @@ func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, re
 		if err != nil {
 			return err
 		}
+		if err := s.nameTaken(ctx, project, lc, ref); err != nil {
+			// The hold is this reference's (the same cluster in this
+			// logical cloud is one record, refused before this check).
+			_, rerr := s.peers.RsyncInternal.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
+				Owner: owner, Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName()})
+			if rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
 		if _, err := s.cloud(ctx, project, lc); err != nil {
 			_, rerr := s.peers.RsyncInternal.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
 				Owner: owner, Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName()})
@@ -51,30 +64,115 @@ func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, re
 	})
 }
 
-// CreateClusterReference implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.CreateClusterReferenceRequest) (*corev1.CreateClusterReferenceResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+// refName is a cluster reference's own name: its metadata's, else (a
+// reference stored before references had names) its cluster's.
+func refName(r *corev1.ClusterReference) string {
+	return cmp.Or(r.GetMetadata().GetName(), r.GetClusterName())
+}
+
+// named fills in the metadata name of a reference stored without one.
+func named(r *corev1.ClusterReference) *corev1.ClusterReference {
+	if r.GetMetadata().GetName() == "" {
+		md, _ := proto.Clone(r.GetMetadata()).(*typesv1.Metadata)
+		if md == nil {
+			md = &typesv1.Metadata{}
+		}
+		md.Name = r.GetClusterName()
+		r.Metadata = md
+	}
+	return r
+}
+
+// refByName finds the logical cloud's reference named name.
+func (s *LogicalClouds) refByName(ctx context.Context, project, lc, name string) (*corev1.ClusterReference, error) {
+	refs, err := s.refs.List(ctx, store.Key(project, lc))
+	if err != nil {
 		return nil, err
 	}
-	ref := &corev1.ClusterReference{
-		ClusterProvider: req.GetClusterProvider(), ClusterName: req.GetClusterName(), LoadbalancerIp: req.GetLoadbalancerIp(),
+	for _, r := range refs {
+		if refName(r) == name {
+			return named(r), nil
+		}
 	}
-	if err := s.addReference(ctx, req.GetProject(), req.GetLogicalCloud(), ref); err != nil {
+	return nil, errs.NotFound("logical cloud %q has no cluster reference named %q", lc, name)
+}
+
+// refKey resolves a request that names a reference either by its own name
+// or by provider and cluster to the reference's provider and cluster. With
+// both, they must agree (a body's spec sent back to .../{name}).
+func (s *LogicalClouds) refKey(ctx context.Context, project, lc, name, provider, cluster string) (string, string, error) {
+	if name == "" {
+		if provider == "" {
+			return "", "", errs.Invalid("cluster-provider", "is required (or name the reference)")
+		}
+		if cluster == "" {
+			return "", "", errs.Invalid("cluster-name", "is required (or name the reference)")
+		}
+		return provider, cluster, nil
+	}
+	r, err := s.refByName(ctx, project, lc, name)
+	if err != nil {
+		return "", "", err
+	}
+	if provider != "" && provider != r.GetClusterProvider() {
+		return "", "", errs.Invalid("cluster-provider", "reference %q is of provider %q: a reference's cluster cannot change (delete it and add another)", name, r.GetClusterProvider())
+	}
+	if cluster != "" && cluster != r.GetClusterName() {
+		return "", "", errs.Invalid("cluster-name", "reference %q is of cluster %q: a reference's cluster cannot change (delete it and add another)", name, r.GetClusterName())
+	}
+	return r.GetClusterProvider(), r.GetClusterName(), nil
+}
+
+// CreateClusterReference implements corev1.LogicalCloudServiceServer. The
+// reference is named by its metadata, else after its cluster; a name is
+// unique in the logical cloud: checked after the record is written, so of
+// two concurrent creates with one name neither can miss the other (both
+// may be refused; neither is kept twice).
+func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.CreateClusterReferenceRequest) (*corev1.CreateClusterReferenceResponse, error) {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if _, err := s.cloud(ctx, project, lc); err != nil {
+		return nil, err
+	}
+	ref := named(&corev1.ClusterReference{
+		ClusterProvider: req.GetClusterProvider(), ClusterName: req.GetClusterName(), LoadbalancerIp: req.GetLoadbalancerIp(),
+		Metadata: req.GetMetadata(),
+	})
+	if err := s.addReference(ctx, project, lc, ref); err != nil {
 		return nil, err
 	}
 	return &corev1.CreateClusterReferenceResponse{ClusterReference: ref}, nil
 }
 
+// nameTaken refuses ref when another reference of the logical cloud has its name.
+func (s *LogicalClouds) nameTaken(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
+	refs, err := s.refs.List(ctx, store.Key(project, lc))
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		if refName(r) == refName(ref) && (r.GetClusterProvider() != ref.GetClusterProvider() || r.GetClusterName() != ref.GetClusterName()) {
+			return errs.AlreadyExists("logical cloud %q already has a cluster reference named %q (cluster %s/%s): give this one another metadata.name",
+				lc, refName(ref), r.GetClusterProvider(), r.GetClusterName())
+		}
+	}
+	return nil
+}
+
 // GetClusterReference implements corev1.LogicalCloudServiceServer.
 func (s *LogicalClouds) GetClusterReference(ctx context.Context, req *corev1.GetClusterReferenceRequest) (*corev1.GetClusterReferenceResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
-	r, err := s.refs.Get(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName()))
+	provider, cluster, err := s.refKey(ctx, project, lc, req.GetName(), req.GetClusterProvider(), req.GetClusterName())
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.GetClusterReferenceResponse{ClusterReference: r.Msg}, nil
+	r, err := s.refs.Get(ctx, store.Key(project, lc, provider, cluster))
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetClusterReferenceResponse{ClusterReference: named(r.Msg)}, nil
 }
 
 // ListClusterReferences implements corev1.LogicalCloudServiceServer.
@@ -90,43 +188,64 @@ func (s *LogicalClouds) ListClusterReferences(ctx context.Context, req *corev1.L
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range refs {
+		named(r)
+	}
 	return &corev1.ListClusterReferencesResponse{ClusterReferences: refs, NextPageToken: next}, nil
 }
 
-// UpdateClusterReference implements corev1.LogicalCloudServiceServer.
+// UpdateClusterReference implements corev1.LogicalCloudServiceServer: the
+// load-balancer IP is replaced, and the description and user data when
+// metadata is given.
 func (s *LogicalClouds) UpdateClusterReference(ctx context.Context, req *corev1.UpdateClusterReferenceRequest) (*corev1.UpdateClusterReferenceResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
-	r, err := s.refs.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName()),
+	provider, cluster, err := s.refKey(ctx, project, lc, req.GetName(), req.GetClusterProvider(), req.GetClusterName())
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.refs.Modify(ctx, store.Key(project, lc, provider, cluster),
 		func(r *corev1.ClusterReference) error {
+			if md := req.GetMetadata(); md != nil {
+				if md.GetName() != refName(r) {
+					return errs.Invalid("metadata.name", "must be the reference's name (%q), got %q: a reference cannot be renamed", refName(r), md.GetName())
+				}
+				r.Metadata = md
+			}
 			r.LoadbalancerIp = req.GetLoadbalancerIp()
 			return nil
 		})
 	if err != nil {
 		return nil, err
 	}
-	return &corev1.UpdateClusterReferenceResponse{ClusterReference: r}, nil
+	return &corev1.UpdateClusterReferenceResponse{ClusterReference: named(r)}, nil
 }
 
 // DeleteClusterReference implements corev1.LogicalCloudServiceServer.
 func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.DeleteClusterReferenceRequest) (*corev1.DeleteClusterReferenceResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if _, err := s.cloud(ctx, project, lc); err != nil {
+		return nil, err
+	}
+	provider, cluster, err := s.refKey(ctx, project, lc, req.GetName(), req.GetClusterProvider(), req.GetClusterName())
+	if err != nil {
 		return nil, err
 	}
 	// Release the hold first: a reference of the same cluster added once
 	// this one is gone holds it again after this release. Should rsync be
 	// down, nothing changes and the answer is its error (retry). Should the
 	// delete then fail, the cluster is held again.
-	owner := rolloutOwner(req.GetProject(), req.GetLogicalCloud())
+	owner := rolloutOwner(project, lc)
 	if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
-		Owner: owner, Provider: req.GetClusterProvider(), Cluster: req.GetClusterName()}); err != nil {
+		Owner: owner, Provider: provider, Cluster: cluster}); err != nil {
 		return nil, err
 	}
-	if err := s.refs.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetClusterProvider(), req.GetClusterName())); err != nil {
+	if err := s.refs.Delete(ctx, store.Key(project, lc, provider, cluster)); err != nil {
 		if errs.Code(err) != codes.NotFound {
 			_, herr := s.peers.RsyncInternal.HoldCluster(context.WithoutCancel(ctx), &rsyncv1.HoldClusterRequest{
-				Owner: owner, Provider: req.GetClusterProvider(), Cluster: req.GetClusterName()})
+				Owner: owner, Provider: provider, Cluster: cluster})
 			if herr != nil {
 				return nil, errors.Join(err, herr)
 			}

@@ -20,6 +20,7 @@ import (
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
@@ -187,7 +188,7 @@ func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNa
 	if removed(ns.Msg) || req.GetNamespace() == "" {
 		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
 	}
-	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity(), req.GetIstioRevision())}}, nil
+	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity(), req.GetIstioRevision(), req.GetLabels())}}, nil
 }
 
 // IstioRevisionLabel selects the Istio control plane (revision) whose
@@ -208,15 +209,27 @@ func checkRender(req *namespacev1.RenderNamespaceRequest) error {
 			return errs.Invalid("istio-revision", "%q is not a label value: %s", rev, strings.Join(msgs, "; "))
 		}
 	}
+	keys, values := make([]string, len(req.GetLabels())), make([]string, len(req.GetLabels()))
+	for i, l := range req.GetLabels() {
+		keys[i], values[i] = l.GetKey(), l.GetValue()
+	}
+	if err := kube.CheckLabels("labels", keys, values); err != nil {
+		return err
+	}
 	return kube.CheckPodSecurity("pod-security", req.GetLevel(), req.GetPodSecurity(), true)
 }
 
 // manifest is the Namespace object named name of logical cloud lc, at Pod
 // Security Admission level podSecurity (empty: the installation's), labelled
 // istio.io/rev=<istioRevision> when the logical cloud's service mesh is
-// enabled (its control plane's sidecar injector selects exactly that label).
-func (s *Service) manifest(project, lc, name, podSecurity, istioRevision string) string {
+// enabled (its control plane's sidecar injector selects exactly that label),
+// and with the logical cloud's own labels (checkRender refused any in the
+// system's domains, so none replaces a derived one).
+func (s *Service) manifest(project, lc, name, podSecurity, istioRevision string, own []*typesv1.Label) string {
 	labels := kube.Labels(project, lc)
+	for _, l := range own {
+		labels[l.GetKey()] = l.GetValue()
+	}
 	level := cmp.Or(podSecurity, s.podSecurity)
 	for _, mode := range []string{"enforce", "warn", "audit"} {
 		labels[kube.PodSecurityLabelPrefix+mode] = level

@@ -169,8 +169,11 @@ func (s *Service) DeleteUsers(ctx context.Context, req *userv1.DeleteUsersReques
 
 // checkPermission checks a permission against the logical cloud's level
 // and what the caller may grant (kube.CheckGrant), and resolves its
-// namespace.
+// namespace; a metadata name must be the permission's.
 func checkPermission(ctx context.Context, c *corev1.LogicalCloud, p *userv1.UserPermission) error {
+	if md := p.GetMetadata(); md != nil && md.GetName() != p.GetPermissionName() {
+		return errs.Invalid("user_permission.metadata.name", "must equal permission-name (%q), got %q", p.GetPermissionName(), md.GetName())
+	}
 	ns, err := kube.CheckGrant("user_permission", c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), kube.Grant{
 		Namespace: p.GetNamespace(), APIGroups: p.GetApiGroups(), Resources: p.GetResources(), Verbs: p.GetVerbs(),
 	}, server.MayGrant(ctx))
@@ -238,6 +241,7 @@ func (s *Service) UpdateUserPermission(ctx context.Context, req *userv1.UpdateUs
 	}
 	_, err = s.perms.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()), func(cur *userv1.UserPermission) error {
 		cur.Namespace, cur.ApiGroups, cur.Resources, cur.Verbs = p.GetNamespace(), p.GetApiGroups(), p.GetResources(), p.GetVerbs()
+		cur.Metadata = p.GetMetadata()
 		return nil
 	})
 	if err != nil {
