@@ -26,6 +26,9 @@ type Config struct {
 	HTTPIdleTimeout  time.Duration `env:"DCM_HTTP_IDLE_TIMEOUT" flag:"http-idle-timeout" default:"120s" usage:"time an idle keep-alive HTTP connection is kept open"`
 	WatchMax         time.Duration `env:"DCM_WATCH_MAX" flag:"watch-max" default:"30m" usage:"longest a status watch (GET .../status?watch=true) runs before its stream ends cleanly; the client watches again to go on. Read by core and the gateway"`
 	MaxWatches       int           `env:"DCM_MAX_WATCHES" flag:"max-watches" default:"16" usage:"status watches one credential (identity: subject, role, project, certificate or token) may have open at once; past it, 429 (0: no maximum). Read by the gateway"`
+	// GatewayDialect is how the gateway answers a request that does not
+	// say (docs/emco.md "Dialects").
+	GatewayDialect string `env:"DCM_GATEWAY_DIALECT" flag:"gateway-dialect" default:"dcm" usage:"the REST dialect the gateway answers in when a request names none (header Dcm-Dialect) and its body used no EMCO spelling: dcm (the project's JSON keys) or emco (EMCO's DCM API shapes, for EMCO's clients). Read by the gateway"`
 	// Failed REST authentications per client address, refused before any
 	// store read (docs/security.md "Limits").
 	AuthFailureBurst  int           `env:"DCM_AUTH_FAILURE_BURST" flag:"auth-failure-burst" default:"10" usage:"failed REST authentications one client address (IP; IPv6: its /64) may have at once before it is refused with 429 and Retry-After, whatever it presents, without a store read (0: no limit). Read by the gateway"`

@@ -26,7 +26,7 @@ func TestDriftShownAndRepaired(t *testing.T) {
 	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}}}`)
 	c := h.Clusters[0]
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	r.settle(lc, "Instantiated")
 
 	ctx := context.Background()
@@ -60,7 +60,7 @@ func TestDriftShownAndRepaired(t *testing.T) {
 		}
 		return false
 	})
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 	r.want(204, "DELETE", lc, "")
 }

@@ -34,7 +34,7 @@ func TestForcedTerminate(t *testing.T) {
 	for _, c := range []*kubetest.Cluster{up, down} {
 		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
 	}
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	r.settle(lc, "Instantiated")
 
 	down.StopAPIServer()
@@ -44,7 +44,7 @@ func TestForcedTerminate(t *testing.T) {
 			_ = down.StartAPIServer(context.Background())
 		}
 	}()
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	eventually(t, "terminate is done on "+up.Name+" and retrying on "+down.Name, func() bool {
 		st := r.status(lc)
 		states := map[string]string{}
@@ -59,7 +59,7 @@ func TestForcedTerminate(t *testing.T) {
 	require.Contains(t, pa.want(403, "POST", lc+"/terminate?force=true", ""), "force")
 	require.Equal(t, "Terminating", r.status(lc).State, "refused: nothing changed")
 
-	r.want(200, "POST", lc+"/terminate?force=true", "")
+	r.want(202, "POST", lc+"/terminate?force=true", "")
 	st := r.settle(lc, "Terminated")
 	orphans := 0
 	for _, c := range st.Clusters {
@@ -86,9 +86,9 @@ func TestForcedTerminate(t *testing.T) {
 
 	// Applied again, the logical cloud takes its objects back; terminated
 	// normally, everything goes; then it can be deleted.
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	r.settle(lc, "Instantiated")
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 	eventually(t, "the namespace is gone from "+down.Name, func() bool {
 		_, err := adminOf(t, down).CoreV1().Namespaces().Get(context.Background(), "forced-ns", metav1.GetOptions{})

@@ -217,7 +217,7 @@ func TestConcurrentWrites(t *testing.T) {
 	registerClusters(t, s, r)
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
 	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/apply", "" })
-	require.Equal(t, map[int]int{200: 1, 409: 5}, got)
+	require.Equal(t, map[int]int{202: 1, 409: 5}, got)
 	r.want(200, "PUT", lc, `{"metadata":{"name":"lc-1","description":"edited while applying"}}`)
 	var st struct {
 		State      string `json:"state"`
@@ -228,9 +228,9 @@ func TestConcurrentWrites(t *testing.T) {
 	applied := st.Generation
 	require.Contains(t, r.want(200, "GET", lc, ""), `"phase":"applying"`)
 	// Concurrent terminates: terminate may be retried from Terminating, so
-	// all answer 200, but the rollout's deletion is asked for once.
+	// all answer 202, but the rollout's deletion is asked for once.
 	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/terminate", "" })
-	require.Equal(t, map[int]int{200: 6}, got)
+	require.Equal(t, map[int]int{202: 6}, got)
 	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, "Terminating", st.State)
 	require.Equal(t, applied+1, st.Generation, "one deletion")

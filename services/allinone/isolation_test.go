@@ -149,7 +149,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 	a := e.tenantLC("ta", "lc", "iso-a", "bob", "cluster-1")
 	b := e.tenantLC("tb", "lc", "iso-b", "bob", "cluster-1")
 	for _, lc := range []string{a, b} {
-		e.admin.want(200, "POST", lc+"/apply", "")
+		e.admin.want(202, "POST", lc+"/apply", "")
 	}
 	for _, lc := range []string{a, b} {
 		e.admin.settle(lc, "Instantiated")
@@ -196,7 +196,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		require.False(t, canI(t, csA, "delete", "namespaces", nsA))
 		// An empty quota body still bounds the namespace with the default's limits.
 		e.admin.want(201, "POST", a+"/cluster-quotas", `{"metadata":{"name":"empty"},"spec":{}}`)
-		e.admin.want(200, "POST", a+"/update", "")
+		e.admin.want(202, "POST", a+"/update", "")
 		e.admin.settle(a, "Instantiated")
 		eventually(t, "the empty quota is on the cluster", func() bool {
 			q, err := c1.CoreV1().ResourceQuotas(nsA).Get(ctx, "empty", metav1.GetOptions{})
@@ -237,7 +237,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		e.admin.want(201, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"tok"},"spec":{"namespace":"iso-tok",
 		  "user":{"user-name":"robot","type":"token","user-permissions":[{"permission-name":"cm","apiGroups":[""],"resources":["configmaps"],"verbs":["list"]}]}}}`)
 		e.admin.want(201, "POST", tok+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)
-		e.admin.want(200, "POST", tok+"/apply", "")
+		e.admin.want(202, "POST", tok+"/apply", "")
 		e.admin.settle(tok, "Instantiated")
 		kc := e.admin.kubeconfig(tok + "/cluster-references/cluster-3/kubeconfig")
 		cfg, err := clientcmd.Load(kc)
@@ -256,7 +256,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		for _, sec := range secrets.Items {
 			require.NotEqual(t, corev1.SecretTypeServiceAccountToken, sec.Type, "no legacy token Secret: %s", sec.Name)
 		}
-		e.admin.want(200, "POST", tok+"/terminate", "")
+		e.admin.want(202, "POST", tok+"/terminate", "")
 		e.admin.settle(tok, "Terminated")
 	})
 
@@ -265,7 +265,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 	t.Run("a third tenant cannot take a held namespace", func(t *testing.T) {
 		c := e.tenantLC("tc", "lc", "iso-a", "bob", "cluster-2")
 		// Free on cluster-2: applied there.
-		e.admin.want(200, "POST", c+"/apply", "")
+		e.admin.want(202, "POST", c+"/apply", "")
 		e.admin.settle(c, "Instantiated")
 		// cluster-1 holds iso-a for ta: the update is refused, naming the owner.
 		e.admin.want(201, "POST", c+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
@@ -273,7 +273,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		require.Contains(t, msg, `namespace \"iso-a\" on cluster edge/cluster-1 belongs to logical cloud \"lc\" of project \"ta\"`)
 		require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, msg)["reason"])
 		require.Equal(t, before, snapshot(t, c1, nsA))
-		e.admin.want(200, "POST", c+"/terminate", "")
+		e.admin.want(202, "POST", c+"/terminate", "")
 		e.admin.settle(c, "Terminated")
 		require.Equal(t, before, snapshot(t, c1, nsA), "ta's namespace is untouched by tc's terminate")
 		// Applying again, with cluster-1 referenced from the start: 409 as well.
@@ -317,7 +317,7 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		x := e.tenantLC("team", "x-prod", "iso-x", "u", "cluster-1")
 		y := e.tenantLC("team-x", "prod", "iso-y", "u", "cluster-1")
 		for _, lc := range []string{x, y} {
-			e.admin.want(200, "POST", lc+"/apply", "")
+			e.admin.want(202, "POST", lc+"/apply", "")
 			e.admin.settle(lc, "Instantiated")
 		}
 		kX := e.admin.kubeconfig(x + "/cluster-references/cluster-1/kubeconfig")
@@ -332,25 +332,25 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		require.NoError(t, use(csX, "iso-x"))
 		require.NoError(t, use(csY, "iso-y"))
 		// x-prod terminates: team-x/prod's CSR, bindings and kubeconfig stay.
-		e.admin.want(200, "POST", x+"/terminate", "")
+		e.admin.want(202, "POST", x+"/terminate", "")
 		e.admin.settle(x, "Terminated")
 		require.NoError(t, use(csY, "iso-y"))
 		e.admin.kubeconfig(y + "/cluster-references/cluster-1/kubeconfig")
 		require.NotEmpty(t, leftOn(t, e.h.Clusters[0], "team-x", "prod"))
 		// And the other way round, after x-prod is applied again.
-		e.admin.want(200, "POST", x+"/apply", "")
+		e.admin.want(202, "POST", x+"/apply", "")
 		e.admin.settle(x, "Instantiated")
-		e.admin.want(200, "POST", y+"/terminate", "")
+		e.admin.want(202, "POST", y+"/terminate", "")
 		e.admin.settle(y, "Terminated")
 		kX = e.admin.kubeconfig(x + "/cluster-references/cluster-1/kubeconfig")
 		csX, _ = clientFor(t, kX)
 		require.NoError(t, use(csX, "iso-x"))
-		e.admin.want(200, "POST", x+"/terminate", "")
+		e.admin.want(202, "POST", x+"/terminate", "")
 		e.admin.settle(x, "Terminated")
 	})
 
 	t.Run("tb's terminate leaves ta alone", func(t *testing.T) {
-		e.admin.want(200, "POST", b+"/terminate", "")
+		e.admin.want(202, "POST", b+"/terminate", "")
 		e.admin.settle(b, "Terminated")
 		require.Empty(t, leftOn(t, e.h.Clusters[0], "tb", "lc"))
 		require.Equal(t, before, snapshot(t, c1, nsA))
@@ -514,7 +514,7 @@ func TestKubeconfigRenewsCertificate(t *testing.T) {
 	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"renew"}}`)
 	e := &tenants{t: t, s: s, admin: r, h: h}
 	lc := e.tenantLC("renew", "lc", "renew-ns", "eve", "cluster-2")
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	r.settle(lc, "Instantiated")
 	ctx := context.Background()
 	c2 := adminOf(t, h.Clusters[1])
@@ -541,7 +541,7 @@ func TestKubeconfigRenewsCertificate(t *testing.T) {
 	for _, c := range list.Items {
 		require.Empty(t, c.Annotations["dcm.io/renews"], "renewal request %s was deleted", c.Name)
 	}
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 }
 

@@ -181,7 +181,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			r.want(201, "POST", base+p.lc+"/cluster-references",
 				fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 10*(k+2)+i+1))
 		}
-		r.want(200, "POST", base+p.lc+"/apply", "")
+		r.want(202, "POST", base+p.lc+"/apply", "")
 	}
 	for _, p := range planes {
 		st := r.settle(base+p.lc, "Instantiated")
@@ -306,7 +306,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		rootReady("corp-mesh-2")
 		r.want(200, "POST", base+"ia/ca/rotate", `{"root":"corp-mesh-2"}`)
 		start := time.Now()
-		r.want(200, "POST", base+"ia/update", "")
+		r.want(202, "POST", base+"ia/update", "")
 		st := r.settle(base+"ia", "Instantiated")
 		require.Equal(t, st.Total, st.Ready, "%+v", st)
 		b := r.bundle("pi", "ia", shared.Name)
@@ -358,10 +358,10 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	require.NotEmpty(t, istioCRDs(t, shared))
 	require.NotEmpty(t, istioCRDs(t, second))
 	terminating := time.Now()
-	r.want(200, "POST", base+"ib/terminate", "")
+	r.want(202, "POST", base+"ib/terminate", "")
 	r.settle(base+"ib", "Terminated")
 	require.NotEmpty(t, istioCRDs(t, shared), "the CRDs stay while ia uses the cluster")
-	r.want(200, "POST", base+"ia/terminate", "")
+	r.want(202, "POST", base+"ia/terminate", "")
 	r.settle(base+"ia", "Terminated")
 	for _, c := range []*kubetest.Cluster{shared, second} {
 		cs, _ := clientFor(t, c.Kubeconfig)

@@ -32,7 +32,7 @@ func BenchmarkApplyToUsableKubeconfigs(b *testing.B) {
 		}
 		b.StartTimer()
 		start := time.Now()
-		r.want(200, "POST", lc+"/apply", "")
+		r.want(202, "POST", lc+"/apply", "")
 		for _, c := range h.Clusters {
 			for {
 				code, kc := call(b, r.c, "GET", r.base+lc+"/cluster-references/"+c.Name+"/kubeconfig", "")
@@ -47,7 +47,7 @@ func BenchmarkApplyToUsableKubeconfigs(b *testing.B) {
 		}
 		took = append(took, time.Since(start))
 		b.StopTimer()
-		r.want(200, "POST", lc+"/terminate", "")
+		r.want(202, "POST", lc+"/terminate", "")
 		r.settle(lc, "Terminated")
 		r.want(204, "DELETE", lc, "")
 		b.StartTimer()

@@ -253,7 +253,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-1"},"spec":{"configmaps":3,"requests.cpu":"2"}}`)
 
 	var applied lcStatus
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "POST", lc+"/apply", "")), &applied))
+	require.NoError(t, json.Unmarshal([]byte(r.want(202, "POST", lc+"/apply", "")), &applied))
 	require.Contains(t, []string{"Instantiating", "Instantiated"}, applied.State)
 	again := r.want(409, "POST", lc+"/instantiate", "")
 	require.Contains(t, again, `is Instantiat`)
@@ -365,7 +365,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/cluster-2", "")
 	r.want(200, "PUT", lc+"/user-permissions/permission-2",
 		`{"permission-name":"permission-2","apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","create","delete"]}`)
-	r.want(200, "POST", lc+"/update", "")
+	r.want(202, "POST", lc+"/update", "")
 	st = r.settle(lc, "Instantiated")
 	eventually(t, "cluster-2 is emptied", func() bool { return count(t, h, "life", "lc-1")["cluster-2"] == 0 })
 	require.Equal(t, map[string]int{"cluster-1": 7, "cluster-2": 0, "cluster-3": 7}, count(t, h, "life", "lc-1"))
@@ -377,9 +377,9 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	require.Equal(t, []string{"cluster-1/quota-1", "cluster-3/quota-1"}, quotaNames(), "the emptied cluster-2 has no quota applied")
 
 	// Stop, then terminate: everything goes, from every cluster.
-	r.want(200, "POST", lc+"/stop", "")
+	r.want(202, "POST", lc+"/stop", "")
 	var term lcStatus
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "POST", lc+"/terminate", "")), &term))
+	require.NoError(t, json.Unmarshal([]byte(r.want(202, "POST", lc+"/terminate", "")), &term))
 	require.Contains(t, []string{"Terminating", "Terminated"}, term.State)
 	r.settle(lc, "Terminated")
 	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "life", "lc-1"))
@@ -415,7 +415,7 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 			_ = down.StartAPIServer(context.Background())
 		}
 	}()
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	eventually(t, down.Name+" is retrying", func() bool {
 		st := r.status(lc)
 		for _, c := range st.Clusters {
@@ -486,7 +486,7 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	// Terminating, and terminating again is the way out (it resumes).
 	down.StopAPIServer()
 	restarted = false
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	eventually(t, "terminate is retrying on "+down.Name, func() bool {
 		st := r.status(lc)
 		for _, c := range st.Clusters {
@@ -497,10 +497,10 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 		}
 		return false
 	})
-	r.want(200, "POST", lc+"/stop", "")
+	r.want(202, "POST", lc+"/stop", "")
 	require.Equal(t, "Terminating", r.status(lc).State)
 	r.want(409, "DELETE", lc, "")
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
 	r.settle(lc, "Terminated")
@@ -516,13 +516,13 @@ func TestAdminLogicalCloudLifecycle(t *testing.T) {
 	lc := "/v2/projects/adm/logical-clouds/ops"
 	r.want(201, "POST", "/v2/projects/adm/logical-clouds", `{"metadata":{"name":"ops"},"spec":{"level":"admin"}}`)
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	st := r.settle(lc, "Instantiated")
 	require.Zero(t, st.Total)
 	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "adm", "ops"))
 	require.Contains(t, r.want(409, "GET", lc+"/cluster-references/cluster-1/kubeconfig", ""), "admin")
 	r.want(409, "GET", lc+"/quota-usage", "")
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 	r.want(204, "DELETE", lc, "")
 }

@@ -125,7 +125,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	}
 	for range names {
 		got := <-codes
-		require.Contains(t, got, " 200 ", got)
+		require.Contains(t, got, " 202 ", got)
 	}
 	intermediates := map[string]string{}
 	for _, lc := range names {
@@ -204,7 +204,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	}
 
 	// Terminate one: its control plane and cacerts go, the CRDs stay.
-	r.want(200, "POST", base+"ma/terminate", "")
+	r.want(202, "POST", base+"ma/terminate", "")
 	r.settle(base+"ma", "Terminated")
 	_, err := cs.CoreV1().Secrets("ma-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "ma's cacerts: %v", err)
@@ -218,7 +218,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	// mb's mesh off (PUT, then update): its control plane and the CRDs go
 	// (it was their last user), its namespace loses the revision label.
 	r.want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":false}}}`)
-	r.want(200, "POST", base+"mb/update", "")
+	r.want(202, "POST", base+"mb/update", "")
 	r.settle(base+"mb", "Instantiated")
 	eventually(t, "the Istio CRDs are deleted with their last user's mesh", func() bool { return len(istioCRDs(t, cl)) == 0 })
 	eventually(t, "mb's istio namespace is deleted", func() bool {
@@ -244,7 +244,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	require.Equal(t, crds, istioCRDs(t, cl))
 
 	// Terminate the other: the CRDs go too.
-	r.want(200, "POST", base+"mb/terminate", "")
+	r.want(202, "POST", base+"mb/terminate", "")
 	r.settle(base+"mb", "Terminated")
 	eventually(t, "the Istio CRDs are deleted", func() bool { return len(istioCRDs(t, cl)) == 0 })
 

@@ -196,7 +196,7 @@ func (s *replicated) race(t *testing.T, method, path string) []answer {
 		wg.Go(func() {
 			code, b := call(t, s.client, method, s.gw[i].base+path, "")
 			out[i].code = code
-			if code != 200 {
+			if code != 202 {
 				var e struct {
 					Reason string `json:"reason"`
 				}
@@ -216,7 +216,7 @@ func (s *replicated) race(t *testing.T, method, path string) []answer {
 
 // TestCoreReplicasRaceOnOneLogicalCloud: two core programs on one store,
 // each behind its own gateway, are sent the same lifecycle call at the
-// same moment, round after round: an apply is one transition (one 200,
+// same moment, round after round: an apply is one transition (one 202,
 // one 409, and the rollout submitted once); a terminate asks for the
 // rollout's deletion once. The 409 is CONCURRENT_UPDATE when the calls
 // overlapped (the other replica held the logical cloud's lock), or
@@ -229,7 +229,7 @@ func TestCoreReplicasRaceOnOneLogicalCloud(t *testing.T) {
 		lc := s.cloudOnUnreachableCluster(t, fmt.Sprintf("race-%d", round))
 
 		got := s.race(t, "POST", lc+"/apply")
-		require.Equal(t, 200, got[0].code, "round %d apply: %v", round, got)
+		require.Equal(t, 202, got[0].code, "round %d apply: %v", round, got)
 		require.Equal(t, 409, got[1].code, "round %d apply: %v", round, got)
 		require.Contains(t, []string{"CONCURRENT_UPDATE", "WRONG_STATE"}, got[1].reason, "round %d apply: %v", round, got)
 		seen["apply "+got[1].reason]++
@@ -238,9 +238,9 @@ func TestCoreReplicasRaceOnOneLogicalCloud(t *testing.T) {
 		require.Equal(t, int64(1), gen, "round %d: the rollout was submitted once", round)
 
 		got = s.race(t, "POST", lc+"/terminate")
-		require.Equal(t, 200, got[0].code, "round %d terminate: %v", round, got)
+		require.Equal(t, 202, got[0].code, "round %d terminate: %v", round, got)
 		// Terminate may be retried from Terminating: one that ran after
-		// the other answers 200 too, and asks for nothing more.
+		// the other answers 202 too, and asks for nothing more.
 		if got[1].code == 409 {
 			require.Equal(t, "CONCURRENT_UPDATE", got[1].reason, "round %d terminate: %v", round, got)
 		}
@@ -249,7 +249,7 @@ func TestCoreReplicasRaceOnOneLogicalCloud(t *testing.T) {
 		require.Equal(t, "Terminating", state, "round %d", round)
 		require.Equal(t, int64(2), gen, "round %d: the rollout's deletion was asked for once", round)
 	}
-	t.Logf("the second call of each race (409 reason, or 200): %v", seen)
+	t.Logf("the second call of each race (409 reason, or 202): %v", seen)
 	leases, err := store.NewLeases(s.store, coreLocks).List(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, leases, "every transition released its lock")
@@ -284,7 +284,7 @@ func TestCoreReplicaDiedHoldingTheLock(t *testing.T) {
 	// Once the lease expired, the next apply proceeds.
 	require.Eventually(t, func() bool {
 		code, _ := call(t, s.client, "POST", s.gw[1].base+lc+"/apply", "")
-		return code == 200
+		return code == 202
 	}, 30*time.Second, 200*time.Millisecond)
 	state, _ = s.state(t, lc)
 	require.Equal(t, "Instantiating", state)

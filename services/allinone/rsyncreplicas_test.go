@@ -201,7 +201,7 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 	for _, c := range h.Clusters {
 		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
 	}
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	require.NoError(t, kids[victim].Process.Kill())
 	_ = kids[victim].Wait()
 	killed := time.Now()
@@ -213,7 +213,7 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 		_, err := adminOf(t, c).CoreV1().Namespaces().Get(context.Background(), "scale-ns", metav1.GetOptions{})
 		require.NoError(t, err, c.Name)
 	}
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 	r.want(204, "DELETE", lc, "")
 }

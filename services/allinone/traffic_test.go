@@ -159,7 +159,7 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 		r.want(201, "POST", lc+"/cluster-references",
 			fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 11+i))
 	}
-	r.want(200, "POST", lc+"/apply", "")
+	r.want(202, "POST", lc+"/apply", "")
 	r.settle(lc, "Instantiated")
 
 	base := "/v2/project/pt/rb/bookinfo/v1/"
@@ -169,7 +169,7 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 		body = strings.NewReplacer("CLUSTER1", c1.Name, "CLUSTER2", c2.Name).Replace(body)
 		r.want(201, "POST", base+path, body)
 	}
-	r.want(200, "POST", group+"/apply", "")
+	r.want(202, "POST", group+"/apply", "")
 	st := r.settleTraffic(group, "Applied")
 	require.Len(t, st.Clusters, 2)
 
@@ -205,7 +205,7 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 
 	// Remove the intra-cluster intent, update: its objects go, the rest stay.
 	r.want(204, "DELETE", base+"traffic-intent-groups/bookinfo/intraclusterservice/reviews", "")
-	r.want(200, "POST", group+"/update", "")
+	r.want(202, "POST", group+"/update", "")
 	r.settleTraffic(group, "Applied")
 	for _, c := range []*kubetest.Cluster{c1, c2} {
 		objs := trafficOn(t, c, "bookinfo")
@@ -215,7 +215,7 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 	}
 
 	// Terminate: nothing left on the clusters, nothing in the zone.
-	r.want(200, "POST", group+"/terminate", "")
+	r.want(202, "POST", group+"/terminate", "")
 	r.settleTraffic(group, "Terminated")
 	require.Empty(t, trafficOn(t, c1, "bookinfo"))
 	require.Empty(t, trafficOn(t, c2, "bookinfo"))
@@ -223,7 +223,7 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 		return len(dns.Lookup(t, "bookinfo.example.com", "A")) == 0
 	})
 	r.want(204, "DELETE", group, "")
-	r.want(200, "POST", lc+"/terminate", "")
+	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 	// Deleting the logical cloud takes core's record of the group with it.
 	r.want(204, "DELETE", lc, "")

@@ -47,7 +47,7 @@ func TestWatchBounds(t *testing.T) {
 		lc := "/v2/projects/watch/logical-clouds/lc-w"
 		r.want(201, "POST", "/v2/projects/watch/logical-clouds", `{"metadata":{"name":"lc-w"},"spec":{"namespace":"watch-ns"}}`)
 		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
-		r.want(200, "POST", lc+"/apply", "")
+		r.want(202, "POST", lc+"/apply", "")
 		return s, r, lc
 	}
 

@@ -78,7 +78,8 @@ func Build(ctx context.Context, env *app.Env) (_ []server.Service, _ server.Opti
 		auth.TLS = env.TLS
 	}
 	h, err := gateway.New(ctx, gc, auth, env.Log.Named(logging.AuditName),
-		gateway.Limits{WatchMax: cfg.WatchMax, WriteTimeout: cfg.HTTPWriteTimeout, MaxWatches: cfg.MaxWatches})
+		gateway.Limits{WatchMax: cfg.WatchMax, WriteTimeout: cfg.HTTPWriteTimeout, MaxWatches: cfg.MaxWatches,
+			Dialect: cfg.GatewayDialect})
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("gateway: %w", err)
 	}

@@ -63,6 +63,8 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		runtime.WithRoutingErrorHandler(routingError),
 		runtime.WithForwardResponseOption(setStatus),
 		runtime.WithForwardResponseOption(pageHeader),
+		// Answers to EMCO's dialect in EMCO's shapes (emco.go).
+		runtime.WithForwardResponseRewriter(inEMCO),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(noteRoute),
@@ -101,7 +103,13 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Document)
 	}))
-	root.Handle("/", watchParam(limits, multipartClusters(noBodyOn204(mux))))
+	if limits.Dialect == "" {
+		limits.Dialect = DialectDCM
+	}
+	if err := CheckDialect(limits.Dialect); err != nil {
+		return nil, err
+	}
+	root.Handle("/", watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux)))))
 	return secure(auth, auditLog, root), nil
 }
 
@@ -155,6 +163,13 @@ func writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 					st = errs.ToStatus(errs.Invalid(rel, "%s", msg))
 				}
 				break
+			}
+		}
+	}
+	if sp := dialectOf(ctx); sp.dialect == DialectEMCO && sp.kind != "" {
+		if f := errs.FieldOf(st); f != "" {
+			if to := emcoField(sp.kind, f); to != f {
+				st = errs.ToStatus(errs.Invalid(to, "%s", strings.TrimPrefix(st.Message(), f+": ")))
 			}
 		}
 	}
@@ -224,8 +239,14 @@ func routingError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	errs.WriteHTTPStatus(w, code, status.New(c, "no route for "+r.Method+" "+r.URL.Path))
 }
 
-// setStatus answers 201 to Create* calls and 204 to Delete* calls, as the
-// API documents; every other call answers 200.
+// asyncVerbs start work that goes on after the answer: apply
+// (instantiate), update, stop and terminate.
+var asyncVerbs = regexp.MustCompile(`^(Apply|Stop|Terminate)[A-Za-z]+$|^Update[A-Za-z]+Resources$`)
+
+// setStatus answers 201 to Create* calls, 204 to Delete* calls and 202
+// Accepted to the asynchronous verbs (their body is the status as the call
+// left it: read .../status for the rest), as the API documents; every
+// other call answers 200.
 func setStatus(ctx context.Context, w http.ResponseWriter, _ proto.Message) error {
 	method, ok := runtime.RPCMethod(ctx)
 	if !ok {
@@ -233,6 +254,8 @@ func setStatus(ctx context.Context, w http.ResponseWriter, _ proto.Message) erro
 	}
 	name := method[strings.LastIndex(method, "/")+1:]
 	switch {
+	case asyncVerbs.MatchString(name):
+		w.WriteHeader(http.StatusAccepted)
 	case strings.HasPrefix(name, "Create"):
 		w.WriteHeader(http.StatusCreated)
 	case strings.HasPrefix(name, "Delete"):

@@ -22,6 +22,9 @@ type Limits struct {
 	// MaxWatches is how many status watches one credential may have open
 	// at once (DCM_MAX_WATCHES); 0 is no maximum.
 	MaxWatches int
+	// Dialect is the REST dialect of answers to requests that name none
+	// (DCM_GATEWAY_DIALECT; docs/emco.md).
+	Dialect string
 }
 
 // isWatch reports whether r is a status watch, in either spelling.
