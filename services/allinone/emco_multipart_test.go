@@ -11,9 +11,11 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -23,7 +25,7 @@ type formPart struct{ name, content string }
 // postForm sends parts as multipart/form-data, the metadata part as
 // EMCO's tests send it (a form field) and the file part as emcoctl does
 // (a file named "filename"); it returns the status and the body.
-func postForm(t *testing.T, s *stacktest.Stack, path string, parts ...formPart) (int, string) {
+func postForm(t *testing.T, c *http.Client, url string, parts ...formPart) (int, string) {
 	t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
@@ -41,10 +43,10 @@ func postForm(t *testing.T, s *stacktest.Stack, path string, parts ...formPart) 
 		require.NoError(t, err)
 	}
 	require.NoError(t, mw.Close())
-	req, err := http.NewRequest("POST", s.URL+path, &b)
+	req, err := http.NewRequest("POST", url, &b)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := s.Admin.Do(req)
+	resp, err := c.Do(req)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
@@ -73,7 +75,7 @@ func TestMultipartClusterRegistration(t *testing.T) {
 
 	t.Run("registered", func(t *testing.T) {
 		r := newREST(t, s)
-		code, body := postForm(t, s, clusters,
+		code, body := postForm(t, s.Admin, s.URL+clusters,
 			formPart{"metadata", `{"metadata":{"name":"mp-1","description":"registered by form","userData1":"a","userData2":"b"},"spec":{"labels":["edge","sriov"]}}`},
 			formPart{"file", kc})
 		require.Equal(t, 201, code, body)
@@ -85,7 +87,7 @@ func TestMultipartClusterRegistration(t *testing.T) {
 		require.Contains(t, r.want(200, "GET", clusters+"?label=sriov", ""), `"mp-1"`)
 
 		// As emcoctl sends it: metadata only, the file part first.
-		code, body = postForm(t, s, clusters, formPart{"file", kc}, formPart{"metadata", `{"metadata":{"name":"mp-2"}}`})
+		code, body = postForm(t, s.Admin, s.URL+clusters, formPart{"file", kc}, formPart{"metadata", `{"metadata":{"name":"mp-2"}}`})
 		require.Equal(t, 201, code, body)
 		var got struct {
 			Spec struct {
@@ -101,7 +103,7 @@ func TestMultipartClusterRegistration(t *testing.T) {
 		require.Empty(t, got.Spec.Kubeconfig)
 		require.Equal(t, fingerprint, got.Status.Fingerprint)
 
-		code, body = postForm(t, s, clusters, formPart{"metadata", `{"metadata":{"name":"mp-2"}}`}, formPart{"file", kc})
+		code, body = postForm(t, s.Admin, s.URL+clusters, formPart{"metadata", `{"metadata":{"name":"mp-2"}}`}, formPart{"file", kc})
 		require.Equal(t, 409, code, body)
 	})
 
@@ -139,7 +141,7 @@ func TestMultipartClusterRegistration(t *testing.T) {
 			parts: []formPart{{"metadata", `{"metadata":{"name":"mp-3"}}`}, {"file", kc}, {"labels", "edge"}}, field: "labels", msg: "unknown part"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := postForm(t, s, clusters, tc.parts...)
+			code, body := postForm(t, s.Admin, s.URL+clusters, tc.parts...)
 			require.Equal(t, 400, code, body)
 			var e struct {
 				Field   string `json:"field"`
@@ -160,6 +162,18 @@ func TestMultipartClusterRegistration(t *testing.T) {
 			require.ElementsMatch(t, []string{"mp-1", "mp-2"}, names, "nothing more is stored")
 		})
 	}
+
+	// A tenant gets the route's 403, not the form's 400, and nothing is stored.
+	pa := s.Issue(t, pki.Identity{Subject: "pa-mp", Role: pki.RoleProjectAdmin, Project: "p1"}, time.Now().Add(time.Hour))
+	tenant := s.Client(&pa)
+	for _, parts := range [][]formPart{
+		{{"metadata", `{"metadata":{"name":"mp-9"}}`}, {"file", kc}},
+		{{"metadata", `not JSON`}},
+	} {
+		code, body := postForm(t, tenant, s.URL+clusters, parts...)
+		require.Equal(t, 403, code, body)
+	}
+	r.want(404, "GET", clusters+"/mp-9", "")
 
 	// The kubeconfig's credentials are in no answer and no log line.
 	list := r.want(200, "GET", clusters, "")

@@ -46,13 +46,23 @@ const (
 // The kubeconfig is a secret: it is neither logged nor quoted in an error.
 func multipartClusters(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || !isClustersPath(r.URL.Path) {
+		provider, ok := clustersPath(r.URL.Path)
+		if r.Method != http.MethodPost || !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
 		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "multipart/form-data" {
 			next.ServeHTTP(w, r)
+			return
+		}
+		// The router authorizes on the route it matched; a form is read
+		// only for a caller the route would serve, so a tenant gets the
+		// 403 it gets for the JSON body, and no parsing.
+		a := auditOf(r.Context())
+		if !Authorize(a.id, r.Method, routeOf(clustersRoute, map[string]string{"provider": provider})) {
+			a.route = clustersRoute
+			forbid(w, a)
 			return
 		}
 		body, err := clusterFromForm(r.Body, params["boundary"])
@@ -79,14 +89,18 @@ func multipartClusters(next http.Handler) http.Handler {
 	})
 }
 
-// isClustersPath is /v2/cluster-providers/{p}/clusters, one segment p.
-func isClustersPath(path string) bool {
+// clustersRoute is CreateCluster's route (proto/dcm/rsync/v1/service.proto).
+const clustersRoute = "/v2/cluster-providers/{provider}/clusters"
+
+// clustersPath reads /v2/cluster-providers/{provider}/clusters, one
+// segment provider, and returns the provider.
+func clustersPath(path string) (string, bool) {
 	p, ok := strings.CutPrefix(path, "/v2/cluster-providers/")
 	if !ok {
-		return false
+		return "", false
 	}
 	p, ok = strings.CutSuffix(p, "/clusters")
-	return ok && p != "" && !strings.Contains(p, "/")
+	return p, ok && p != "" && !strings.Contains(p, "/")
 }
 
 // clusterFromForm reads the form and returns the JSON body of

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"mime/multipart"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/pki"
 )
 
 const testKubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: \"a<b>&c\"\n"
@@ -75,10 +77,18 @@ func recordingNext(t *testing.T, got *handedOn, answer func(http.ResponseWriter)
 	})
 }
 
+// serveMultipart serves req as an admin's (secure puts the caller in
+// the request's audit record).
 func serveMultipart(t *testing.T, req *http.Request, answer func(http.ResponseWriter)) (*httptest.ResponseRecorder, handedOn) {
+	t.Helper()
+	return serveMultipartAs(t, pki.Identity{Subject: "adm", Role: pki.RoleAdmin}, req, answer)
+}
+
+func serveMultipartAs(t *testing.T, id pki.Identity, req *http.Request, answer func(http.ResponseWriter)) (*httptest.ResponseRecorder, handedOn) {
 	t.Helper()
 	var got handedOn
 	rec := httptest.NewRecorder()
+	req = req.WithContext(context.WithValue(req.Context(), auditKey{}, &audit{id: id}))
 	multipartClusters(recordingNext(t, &got, answer)).ServeHTTP(rec, req)
 	return rec, got
 }
@@ -305,6 +315,37 @@ func TestMultipartClustersNamesFile(t *testing.T) {
 			require.Equal(t, tc.code, e.Code)
 			require.Equal(t, tc.wantField, e.Field)
 			require.Equal(t, tc.wantMessage, e.Message)
+		})
+	}
+}
+
+// TestMultipartClustersAuthorizes: only a caller the route serves has its
+// form read; others get the route's 403, however bad the form, and no
+// request goes on.
+func TestMultipartClustersAuthorizes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		id   pki.Identity
+		form bool
+	}{
+		{name: "project admin, good form", id: pki.Identity{Subject: "pa", Role: pki.RoleProjectAdmin, Project: "p1"}, form: true},
+		{name: "project admin, bad form", id: pki.Identity{Subject: "pa", Role: pki.RoleProjectAdmin, Project: "p1"}},
+		{name: "reader", id: pki.Identity{Subject: "r", Role: pki.RoleReader}, form: true},
+		{name: "nobody", id: pki.Identity{}, form: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			parts := []part{{name: "metadata", content: `{"metadata":{"name":"c1"}}`}, {name: "file", filename: "kc", content: testKubeconfig}}
+			if !tc.form {
+				parts = parts[:1]
+			}
+			body, ct := form(t, parts...)
+			req := httptest.NewRequest("POST", "/v2/cluster-providers/edge/clusters", body)
+			req.Header.Set("Content-Type", ct)
+			rec, got := serveMultipartAs(t, tc.id, req, nil)
+			require.False(t, got.called)
+			require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
 		})
 	}
 }
