@@ -120,6 +120,9 @@ var fuzzRoutes = append([]fuzzRoute{
 		under(fzLCPath+"/cluster-providers/"+fzProvider+"/cluster-references", "cluster-name")},
 	{"clusterref.update", "PUT", lcTemplate + "/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}",
 		fzLCPath + "/cluster-providers/" + fzProvider + "/cluster-references/" + fzCluster, nil},
+	// EMCO's spelling: the reference by its own name (the cluster's, by default).
+	{"clusterref.update-by-name", "PUT", lcTemplate + "/cluster-references/{name}",
+		fzLCPath + "/cluster-references/" + fzCluster, nil},
 	{"kv.create", "POST", lcTemplate + "/kv-pairs", fzLCPath + "/kv-pairs", under(fzLCPath+"/kv-pairs", "metadata", "name")},
 	{"kv.update", "PUT", lcTemplate + "/kv-pairs/{name}", fzLCPath + "/kv-pairs/fz-kv", nil},
 	{"permission.create", "POST", lcTemplate + "/user-permissions", fzLCPath + "/user-permissions",
@@ -209,6 +212,7 @@ var fuzzSeeds = append([]struct{ route, query, body string }{
 	{"clusterref.create", "", `{"cluster-provider":"edge-provider","cluster-name":"cluster-1","loadbalancer-ip":"0.0.0.0"}`},
 	{"clusterref.create-under-provider", "", `{"cluster-name":"fz-cl2"}`},
 	{"clusterref.update", "", `{"loadbalancer-ip":"10.10.0.2"}`},
+	{"clusterref.update-by-name", "", `{"metadata":{"name":"` + fzCluster + `","description":"d"},"spec":{"clusterProvider":"` + fzProvider + `","cluster":"` + fzCluster + `","loadBalancerIP":"10.10.0.3"}}`},
 	{"clusterref.update", "", `{"loadbalancer-ip" : "0.0.0.0"}`},
 	{"kv.create", "", `{"metadata":{"name":"kv-1","userData1":"x"},"spec":{"kv":[{"db.host":"10.0.0.9"},{"mode":"edge"}]}}`},
 	{"kv.update", "", `{"metadata":{"name":"fz-kv"},"spec":{"kv":[{"mode":"core"}]}}`},

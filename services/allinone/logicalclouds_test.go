@@ -81,12 +81,12 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
 
-	r.is(201, "POST", "/v2/projects/p1/logical-clouds", lc1, `{"name":"lc-1","logical-cloud-name":"lc-1","namespace":"ns-1","user-name":"user-1",
-		"user":"user-1","Message":"logical cloud and associated user successfully created"}`)
-	r.want(409, "POST", "/v2/projects/p1/logical-clouds", lc1)
 	stored := `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
-		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
+		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
+	r.is(201, "POST", "/v2/projects/p1/logical-clouds", lc1, `{"name":"lc-1","logical-cloud-name":"lc-1","namespace":"ns-1","user-name":"user-1",
+		"user":"user-1","Message":"logical cloud and associated user successfully created","logical-cloud":`+stored+`}`)
+	r.want(409, "POST", "/v2/projects/p1/logical-clouds", lc1)
 	r.is(200, "GET", lc, "", stored)
 	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", "["+stored+"]")
 
@@ -95,23 +95,23 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user/user-1", "", `{"name":"user-1","type":"certificate","certificate":""}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[
-		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]},
-		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"]}]`)
+		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
+		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}]`)
 
 	// Cluster references, both spellings.
 	r.is(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`,
-		`{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`)
+		`{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0","metadata":{"name":"c1","description":"","userData1":"","userData2":""}}`)
 	r.is(201, "POST", lc+"/cluster-providers/edge/cluster-references", `{"cluster-name":"c2"}`,
-		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":""}`)
+		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"","metadata":{"name":"c2","description":"","userData1":"","userData2":""}}`)
 	r.want(409, "POST", lc+"/cluster-providers/edge/cluster-references", `{"cluster-name":"c2"}`)
 	r.is(200, "PUT", lc+"/cluster-providers/edge/cluster-references/c2", `{"loadbalancer-ip":"10.0.0.2"}`,
-		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}`)
-	refs := `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"},
-		{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2"}],"next-page-token":""}`
+		`{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2","metadata":{"name":"c2","description":"","userData1":"","userData2":""}}`)
+	refs := `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0","metadata":{"name":"c1","description":"","userData1":"","userData2":""}},
+		{"cluster-provider":"edge","cluster-name":"c2","loadbalancer-ip":"10.0.0.2","metadata":{"name":"c2","description":"","userData1":"","userData2":""}}],"next-page-token":""}`
 	r.is(200, "GET", lc+"/cluster-references", "", refs)
 	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references", "", refs)
 	r.is(200, "GET", lc+"/cluster-providers/other/cluster-references", "", `{"cluster-references":[],"next-page-token":""}`)
-	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references/c1", "", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`)
+	r.is(200, "GET", lc+"/cluster-providers/edge/cluster-references/c1", "", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0","metadata":{"name":"c1","description":"","userData1":"","userData2":""}}`)
 	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1","edge/c2"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
 	body := r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
 	require.Contains(t, body, "p1/lc-1", "the refusal names the logical cloud")
@@ -139,10 +139,10 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	// Permissions.
 	perm := `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`
 	r.is(201, "POST", lc+"/user-permissions", perm,
-		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`)
+		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"],"metadata":null}`)
 	r.is(200, "PUT", lc+"/user-permissions/permission-3", `{"permission-name":"permission-3","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`,
-		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`)
-	r.is(200, "GET", lc+"/user-permissions/permission-3", "", `{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`)
+		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}`)
+	r.is(200, "GET", lc+"/user-permissions/permission-3", "", `{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}`)
 	r.want(204, "DELETE", lc+"/user-permissions/permission-3", "")
 	r.want(404, "GET", lc+"/user-permissions/permission-3", "")
 
@@ -200,17 +200,18 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	            "quota": {"cpu": "100", "memory": "500Gi", "pods": "100", "dummy/dummyResource": 20}},
 	           {"name": "user-2", "type": "certificate",
 	            "permissions": {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}}]}`
+	flatStored := `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
+		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
+		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
-		"user-name":"user-1","user":"user-1","Message":"logical cloud and associated user successfully created"}`)
+		"user-name":"user-1","user":"user-1","Message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
 	lc := "/v2/projects/p1/logical-clouds/logical-cloud-1"
-	r.is(200, "GET", lc, "", `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
-		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"pod-security":"baseline","service-mesh":null,"ca-root":""},
-		"lifecycle":{"phase":"created","generation":"0","changed":null}}`)
-	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":""}],"next-page-token":""}`)
+	r.is(200, "GET", lc, "", flatStored)
+	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"","metadata":{"name":"c1","description":"","userData1":"","userData2":""}}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[
-		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]},
-		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"]}]`)
+		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}]`)
 	r.is(200, "GET", lc+"/cluster-quotas", "", `[
 		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}},
 		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}}]`)
@@ -239,11 +240,12 @@ func TestLogicalCloudLevels(t *testing.T) {
 	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	base := "/v2/projects/p1/logical-clouds"
 
+	adminStored := `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
+		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"ca-root":""},
+		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
 	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
-		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","Message":"logical cloud created"}`)
-	r.is(200, "GET", base+"/admin-lc", "", `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
-		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"pod-security":"","service-mesh":null,"ca-root":""},
-		"lifecycle":{"phase":"created","generation":"0","changed":null}}`)
+		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","Message":"logical cloud created","logical-cloud":`+adminStored+`}`)
+	r.is(200, "GET", base+"/admin-lc", "", adminStored)
 	r.is(200, "GET", base+"/admin-lc/namespaces", "", `{"clusters":[],"namespaces":[]}`)
 	r.is(200, "GET", base+"/admin-lc/users", "", `{"users":[],"next-page-token":""}`)
 	r.is(200, "GET", base+"/admin-lc/cluster-quotas", "", `[]`)
@@ -253,14 +255,14 @@ func TestLogicalCloudLevels(t *testing.T) {
 
 	r.want(201, "POST", base, `{"metadata":{"name":"priv"},"spec":{"level":"privileged","user":{"user-permissions":[
 		{"permission-name":"nodes","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]}}}`)
-	r.is(200, "GET", base+"/priv/user-permissions", "", `[{"permission-name":"nodes","namespace":"","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]`)
+	r.is(200, "GET", base+"/priv/user-permissions", "", `[{"permission-name":"nodes","namespace":"","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"],"metadata":null}]`)
 	r.want(201, "POST", base+"/priv/user-permissions", `{"permission-name":"sys","namespace":"kube-system","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
 
 	r.want(201, "POST", base, `{"metadata":{"name":"std"}}`)
 	require.Contains(t, r.want(400, "POST", base+"/std/user-permissions", `{"permission-name":"sys","namespace":"kube-system","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`),
 		`"field":"namespace"`)
 	r.is(201, "POST", base+"/std/user-permissions", `{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`,
-		`{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
+		`{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"],"metadata":null}`)
 }
 
 // csrPEM makes a PEM certificate signing request for user of logical
