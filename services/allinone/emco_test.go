@@ -65,6 +65,10 @@ const emcoAdminNamespace = `""`
 
 const emcoAdminNamespaceWhy = "an admin logical cloud has no namespace in DCM; EMCO shows \"default\" once instantiated"
 
+// DCM keeps a quota's values as canonical Kubernetes quantities (the
+// ResourceQuota's own spelling); EMCO answers the text it was sent.
+const emcoQuantityWhy = "quota values are stored as canonical Kubernetes quantities: 1000 is 1k (the same quantity)"
+
 // The refused permission (deviation of test_postUserPermissions).
 const emcoPermissionWhy = "user permissions on an admin logical cloud are refused (409): it uses the clusters' admin access, " +
 	"so they could never take effect; EMCO stores them (201)"
@@ -101,12 +105,15 @@ var emcoCases = []emcoCase{
 	{name: "test_getUserPermissionsByNameNeg404NoProject", method: "GET", path: "projects/nosuchproj1/logical-clouds/default/user-permissions/lc1-permission", status: 404},
 	{name: "test_getUserPermissionsByNameNeg404NoLogicalCloud", method: "GET", path: "projects/proj1/logical-clouds/nosuchdefault/user-permissions/lc1-permission", status: 404},
 	{name: "test_getUserPermissionsByNameNeg404NoUserPermission", method: "GET", path: "projects/proj1/logical-clouds/default/user-permissions/nosuchlc1-permission", status: 404},
-	{name: "test_postClusterQuotas", method: "POST", path: "projects/proj1/logical-clouds/lc1/cluster-quotas", body: true, status: 201, response: true},
+	{name: "test_postClusterQuotas", method: "POST", path: "projects/proj1/logical-clouds/lc1/cluster-quotas", body: true, status: 201, response: true,
+		differs: []emcoDiffers{{path: "spec/configmaps", ours: `"1k"`, reason: emcoQuantityWhy}}},
 	{name: "test_postClusterQuotasNeg400", method: "POST", path: "projects/proj1/logical-clouds/lc1/cluster-quotas", body: true, status: 400},
-	{name: "test_getClusterQuotas", method: "GET", path: "projects/proj1/logical-clouds/lc1/cluster-quotas", status: 200, response: true},
+	{name: "test_getClusterQuotas", method: "GET", path: "projects/proj1/logical-clouds/lc1/cluster-quotas", status: 200, response: true,
+		differs: []emcoDiffers{{path: "0/spec/configmaps", ours: `"1k"`, reason: emcoQuantityWhy}}},
 	{name: "test_getClusterQuotasNeg404NoProject", method: "GET", path: "projects/nosuchproject/logical-clouds/lc1/cluster-quotas", status: 404},
 	{name: "test_getClusterQuotasNeg404NoLogicalCloud", method: "GET", path: "projects/project/logical-clouds/nosuchlc1/cluster-quotas", status: 404},
-	{name: "test_getClustersQuotasByName", method: "GET", path: "projects/proj1/logical-clouds/lc1/cluster-quotas/quota-1", status: 200, response: true},
+	{name: "test_getClustersQuotasByName", method: "GET", path: "projects/proj1/logical-clouds/lc1/cluster-quotas/quota-1", status: 200, response: true,
+		differs: []emcoDiffers{{path: "spec/configmaps", ours: `"1k"`, reason: emcoQuantityWhy}}},
 	{name: "test_getClusterQuotasByNameNeg404NoProject", method: "GET", path: "projects/nosuchproj1/logical-clouds/lc1/cluster-quotas/quota-1", status: 404},
 	{name: "test_getClusterQuotasByNameNeg404NoLogicalCloud", method: "GET", path: "projects/proj1/logical-clouds/nosuchlc1/cluster-quotas/quota-1", status: 404},
 	{name: "test_getClusterQuotasByNameNeg404NoClusterQuotas", method: "GET", path: "projects/proj1/logical-clouds/lc1/cluster-quotas/nosuchquota-1", status: 404},
