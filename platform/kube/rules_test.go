@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,4 +106,33 @@ func TestMergeHardAndMax(t *testing.T) {
 	require.Equal(t, codes.PermissionDenied, errs.Code(err))
 	require.Equal(t, "spec.cpu", errs.FieldOf(errs.ToStatus(err)))
 	require.NoError(t, kube.CheckMax("spec", base, maximum, true))
+}
+
+// TestCheckLabels: a logical cloud's namespace labels are Kubernetes
+// labels, each key once, and never one of the system's: Pod Security,
+// the project's own identity labels, Istio's injection switches.
+func TestCheckLabels(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, kube.CheckLabels("spec.labels", []string{"geo", "example.com/team", "perf"}, []string{"eu", "a-b_c.d", ""}))
+	for _, c := range []struct{ key, value, field string }{
+		{"pod-security.kubernetes.io/enforce", "privileged", "spec.labels.pod-security.kubernetes.io/enforce"},
+		{"kubernetes.io/metadata.name", "x", "spec.labels.kubernetes.io/metadata.name"},
+		{"node-role.k8s.io/x", "x", "spec.labels.node-role.k8s.io/x"},
+		{"dcm.io/logical-cloud", "other-tenant", "spec.labels.dcm.io/logical-cloud"},
+		{"istio.io/rev", "other", "spec.labels.istio.io/rev"},
+		{"istio-injection", "enabled", "spec.labels.istio-injection"},
+		{"bad key!", "x", "spec.labels.bad key!"},
+		{"geo", "not a value", "spec.labels.geo"},
+	} {
+		err := kube.CheckLabels("spec.labels", []string{c.key}, []string{c.value})
+		require.Equal(t, codes.InvalidArgument, errs.Code(err), c.key)
+		require.Equal(t, c.field, errs.FieldOf(errs.ToStatus(err)), c.key)
+	}
+	require.Error(t, kube.CheckLabels("spec.labels", []string{"a", "a"}, []string{"1", "2"}), "a key given twice")
+	require.NoError(t, kube.CheckLabels("spec.labels", []string{"notkubernetes.io/x"}, []string{"y"}), "only the domain and its subdomains")
+	many := make([]string, kube.MaxLabels+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("k%d", i)
+	}
+	require.Error(t, kube.CheckLabels("spec.labels", many, make([]string, len(many))))
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/coretest"
 	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/platform/kube"
@@ -83,6 +84,17 @@ func TestRenderNamespace(t *testing.T) {
 		Namespace: "ns-3", Level: kube.LevelStandard, IstioRevision: "bad revision"})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), "istio-revision")
+
+	labelled, err := c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: "ns-1",
+		Level: kube.LevelStandard, Labels: []*typesv1.Label{{Key: "geo", Value: "eu"}, {Key: "example.com/team", Value: "a"}}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"apiVersion": "v1", "kind": "Namespace",
+ "metadata": {"name": "ns-1", "labels": {"dcm.io/project": "p", "dcm.io/logical-cloud": "lc", "geo": "eu", "example.com/team": "a",
+  "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "baseline",
+  "pod-security.kubernetes.io/audit": "baseline"}}}`, labelled.GetManifests()[0], "the logical cloud's own labels beside the derived ones")
+	_, err = c.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: "ns-1",
+		Level: kube.LevelStandard, Labels: []*typesv1.Label{{Key: "pod-security.kubernetes.io/enforce", Value: "privileged"}}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "a system label is refused here too, whoever asks")
 
 	_, err = render("adm")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
