@@ -107,6 +107,9 @@ func TestDialectChoice(t *testing.T) {
 	require.Contains(t, answer, `"field":"Dcm-Dialect"`)
 	seen, _, _, _ := through(t, DialectDCM, "POST", path, "", `[1, 2`)
 	require.Equal(t, `[1, 2`, seen, "what is no JSON object goes on as it was, for the decoder to refuse")
+	twice := `{"permission-name":"a","permission-name":"b"}`
+	seen, _, _, _ = through(t, DialectDCM, "POST", "/v2/projects/p/logical-clouds/lc/user-permissions", "", twice)
+	require.Equal(t, twice, seen, "a body with nothing to rewrite goes on byte for byte (the decoder refuses the key given twice)")
 }
 
 func TestDialectRefusals(t *testing.T) {
