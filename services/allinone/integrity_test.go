@@ -227,10 +227,10 @@ func TestConcurrentWrites(t *testing.T) {
 	require.Equal(t, "Instantiating", st.State)
 	applied := st.Generation
 	require.Contains(t, r.want(200, "GET", lc, ""), `"phase":"applying"`)
-	// Concurrent terminates: terminate may be retried from Terminating, so
-	// all answer 202, but the rollout's deletion is asked for once.
+	// Concurrent terminates: one wins; the others find it already being
+	// terminated (409), and the rollout's deletion is asked for once.
 	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/terminate", "" })
-	require.Equal(t, map[int]int{202: 6}, got)
+	require.Equal(t, map[int]int{202: 1, 409: 5}, got)
 	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, "Terminating", st.State)
 	require.Equal(t, applied+1, st.Generation, "one deletion")

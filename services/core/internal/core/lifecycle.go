@@ -54,9 +54,10 @@ var (
 	applyFrom  = []string{StateCreated, StateTerminated}
 	updateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
 	stopFrom   = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
-	// terminateFrom includes Terminating: a terminate stopped half way
-	// (or waiting on a cluster that is down) is resumed by terminating
-	// again, the documented exit from that state.
+	// terminateFrom includes Terminating: a terminate stopped half way is
+	// resumed by terminating again, and one waiting on a cluster that is
+	// down is forced (?force=true): the documented exits from that state.
+	// A terminate under way is not asked for twice (409).
 	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
 	deleteFrom    = []string{StateCreated, StateTerminated}
 )
@@ -177,7 +178,7 @@ func (s *LogicalClouds) versioned(ctx context.Context, project, lc string) (stor
 // both, for stop). A forbidden transition is FailedPrecondition (409) naming the
 // current state.
 func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
-	act func(ctx context.Context, c *corev1.LogicalCloud, state string) (int64, error)) (*corev1.LogicalCloudStatus, error) {
+	act func(ctx context.Context, c *corev1.LogicalCloud, st *corev1.LogicalCloudStatus) (int64, error)) (*corev1.LogicalCloudStatus, error) {
 	key := store.Key(project, lc)
 	ctx, unlock, err := s.locks.lock(ctx, key, fmt.Sprintf("logical cloud %q", lc))
 	if err != nil {
@@ -195,7 +196,7 @@ func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string
 	if !slices.Contains(from, st.GetState()) {
 		return nil, errs.Because(errs.ReasonWrongState, "logical cloud %q is %s: %s needs it to be %s", lc, st.GetState(), verb, strings.Join(from, " or "))
 	}
-	gen, err := act(ctx, cur.Msg, st.GetState())
+	gen, err := act(ctx, cur.Msg, st)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (s *LogicalClouds) UpdateLogicalCloudResources(ctx context.Context, req *co
 // logical cloud and hands it to the resource synchronizer.
 func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc string, from []string, update bool) (*corev1.LogicalCloudStatus, error) {
 	return s.transition(ctx, verb, project, lc, from, phaseApplying,
-		func(ctx context.Context, c *corev1.LogicalCloud, _ string) (int64, error) {
+		func(ctx context.Context, c *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
 			r, err := s.render(ctx, project, lc, c)
 			if err != nil {
 				return 0, err
@@ -361,7 +362,7 @@ func (s *LogicalClouds) submitAs(ctx context.Context, owner, host string, cluste
 func (s *LogicalClouds) StopLogicalCloud(ctx context.Context, req *corev1.StopLogicalCloudRequest) (*corev1.StopLogicalCloudResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	st, err := s.transition(ctx, "stop", project, lc, stopFrom, "",
-		func(ctx context.Context, _ *corev1.LogicalCloud, _ string) (int64, error) {
+		func(ctx context.Context, _ *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
 			_, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: rolloutOwner(project, lc)})
 			return 0, err
 		})
@@ -379,7 +380,14 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 		return nil, err
 	}
 	st, err := s.transition(ctx, "terminate", project, lc, terminateFrom, phaseTerminating,
-		func(ctx context.Context, _ *corev1.LogicalCloud, state string) (int64, error) {
+		func(ctx context.Context, _ *corev1.LogicalCloud, st *corev1.LogicalCloudStatus) (int64, error) {
+			state := st.GetState()
+			if state == StateTerminating && !st.GetStopped() && !req.GetForce() {
+				// Asking again would change nothing: the terminate is under
+				// way. (EMCO answers so too.)
+				return 0, errs.Because(errs.ReasonWrongState, "logical cloud %q is already being terminated: wait for Terminated (GET .../status), "+
+					"or stop it and terminate again to resume, or terminate?force=true (an administrator) to leave what cannot be deleted", lc)
+			}
 			if err := s.trafficHolds(ctx, project, lc); err != nil {
 				return 0, err
 			}
