@@ -118,10 +118,9 @@ var emcoCases = []emcoCase{
 	{name: "test_getClusterQuotasByNameNeg404NoLogicalCloud", method: "GET", path: "projects/proj1/logical-clouds/nosuchlc1/cluster-quotas/quota-1", status: 404},
 	{name: "test_getClusterQuotasByNameNeg404NoClusterQuotas", method: "GET", path: "projects/proj1/logical-clouds/lc1/cluster-quotas/nosuchquota-1", status: 404},
 	// Terminate, then at once terminate again; EMCO's suite does not wait
-	// between the two either. DCM resumes a terminate while Terminating
-	// (core's terminateFrom), so the second is a 409 because the first
-	// has finished: an admin logical cloud puts nothing on its clusters,
-	// and its 202 answers Terminated.
+	// between the two either. The second is a 409 whether the first is
+	// still running ("already being terminated") or has finished (an
+	// admin logical cloud puts nothing on its clusters: Terminated).
 	{name: "test_terminateLogicalClouds", method: "POST", path: "projects/proj1/logical-clouds/default/terminate", status: 202},
 	{name: "test_terminateLogicalCloudsNeg409", method: "POST", path: "projects/proj1/logical-clouds/default/terminate", status: 409},
 	{name: "test_getLogicalCloudsAfterTerminate", method: "GET", path: "projects/proj1/logical-clouds", status: 200, response: true,
