@@ -49,6 +49,7 @@ run: build
 ## build: every program into bin/ (dcm = all-in-one; one per service; gateway)
 build:
 	$(GO) build -o $(BIN)/ $(PKGS)/cmd/...
+	$(GO) build -o $(BIN)/dcmctl ./cmd/dcmctl
 
 ## test: everything CI runs: generated code up to date, lint, breaking check, all tests
 test: check-generated lint breaking test-all

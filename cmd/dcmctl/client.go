@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// client calls the gateway.
+type client struct {
+	server string
+	token  string
+	http   *http.Client
+	// stream has no overall timeout, for status watches.
+	stream *http.Client
+}
+
+// apiError is the gateway's error body.
+type apiError struct {
+	Code    int    `json:"code"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
+	Reason  string `json:"reason"`
+	// NotFound-ish checks read the HTTP status.
+	HTTP int `json:"-"`
+}
+
+func (e *apiError) Error() string {
+	s := e.Message
+	if e.Status != "" {
+		s = e.Status + ": " + s
+	}
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return fmt.Sprintf("%s [HTTP %d]", s, e.HTTP)
+}
+
+// isStatus reports whether err is the server's answer with HTTP status code.
+func isStatus(err error, code int) bool {
+	e, ok := err.(*apiError)
+	return ok && e.HTTP == code
+}
+
+func newClient(ctx *Context) (*client, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ctx.CA != "" {
+		pem, err := os.ReadFile(ctx.CA)
+		if err != nil {
+			return nil, fmt.Errorf("ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca: no certificate in %s", ctx.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	if ctx.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(ctx.Cert, ctx.Key)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	return &client{server: strings.TrimRight(ctx.Server, "/"), token: ctx.Token,
+		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
+		stream: &http.Client{Transport: tr}}, nil
+}
+
+func (g *globals) client() (*client, error) {
+	ctx, err := g.current()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(ctx)
+}
+
+// request builds a request to path (under the server) with a JSON body
+// (nil: none; []byte: sent as is).
+func (c *client) request(method, path string, body any, header http.Header) (*http.Request, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(js)
+	}
+	req, err := http.NewRequest(method, c.server+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// do sends a request and returns the answer's body; a status >= 400 is an
+// *apiError with the server's message.
+func (c *client) do(method, path string, body any, header http.Header) ([]byte, error) {
+	req, err := c.request(method, path, body, header)
+	if err != nil {
+		return nil, err
+	}
+	return c.send(req)
+}
+
+func (c *client) send(req *http.Request) ([]byte, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	if resp.StatusCode >= 400 {
+		return nil, errorOf(resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+// errorOf reads the gateway's error body (or, failing that, the text).
+func errorOf(code int, b []byte) *apiError {
+	e := &apiError{}
+	if json.Unmarshal(b, e) != nil || e.Message == "" {
+		e = &apiError{Message: strings.TrimSpace(string(b))}
+		if e.Message == "" {
+			e.Message = http.StatusText(code)
+		}
+	}
+	e.HTTP = code
+	return e
+}
+
+// getJSON reads path into a decoded JSON value.
+func (c *client) getJSON(path string, header http.Header) (any, error) {
+	b, err := c.do("GET", path, nil, header)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("GET %s: not JSON: %w", path, err)
+	}
+	return v, nil
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// say prints to a command's output; a failed write to a terminal or pipe
+// has no one left to tell.
+func say(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// lcStatus is a logical cloud's status as the gateway answers it.
+type lcStatus struct {
+	Project      string   `json:"project"`
+	LogicalCloud string   `json:"logical-cloud"`
+	State        string   `json:"state"`
+	Stopped      bool     `json:"stopped"`
+	Ready        int      `json:"ready"`
+	Total        int      `json:"total"`
+	LastErrors   []string `json:"last-errors"`
+	Clusters     []struct {
+		Provider  string `json:"cluster-provider"`
+		Name      string `json:"cluster-name"`
+		State     string `json:"state"`
+		Ready     int    `json:"ready"`
+		Total     int    `json:"total"`
+		LastError string `json:"last-error"`
+	} `json:"clusters"`
+}
+
+func (s *lcStatus) summary() string {
+	stopped := ""
+	if s.Stopped {
+		stopped = " (stopped)"
+	}
+	return fmt.Sprintf("%s/%s: %s%s %d/%d", s.Project, s.LogicalCloud, s.State, stopped, s.Ready, s.Total)
+}
+
+func lcPath(project, lc string) (string, error) {
+	if project == "" {
+		return "", fmt.Errorf("give the project with -p")
+	}
+	return "/v2/projects/" + url.PathEscape(project) + "/logical-clouds/" + url.PathEscape(lc), nil
+}
+
+func logicalCloudCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "logical-cloud",
+		Aliases: []string{"lc"},
+		Short:   "a logical cloud's lifecycle: apply, update, stop, terminate, status",
+	}
+	for _, verb := range []string{"apply", "update", "stop", "terminate"} {
+		cmd.AddCommand(lcVerbCmd(g, verb))
+	}
+	cmd.AddCommand(lcStatusCmd(g))
+	return cmd
+}
+
+func lcVerbCmd(g *globals, verb string) *cobra.Command {
+	var project, output string
+	var force bool
+	cmd := &cobra.Command{
+		Use:     verb + " LOGICAL-CLOUD -p PROJECT",
+		Short:   "POST .../" + verb + " (202: the work goes on; follow it with status --watch)",
+		Example: fmt.Sprintf("  dcmctl logical-cloud %s lc-1 -p proj1\n  dcmctl logical-cloud status lc-1 -p proj1 --watch", verb),
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lc, err := lcPath(project, args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			path := lc + "/" + verb
+			if force {
+				path += "?force=true"
+			}
+			b, err := c.do("POST", path, nil, nil)
+			if err != nil {
+				return err
+			}
+			if output != "" {
+				var v any
+				if err := json.Unmarshal(b, &v); err != nil {
+					return err
+				}
+				return printValue(cmd.OutOrStdout(), output, v)
+			}
+			var st lcStatus
+			if err := json.Unmarshal(b, &st); err != nil {
+				return fmt.Errorf("%s: %w", verb, err)
+			}
+			say(cmd.OutOrStdout(), "%s\n", st.summary())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&project, "project", "p", "", "project")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: the whole status")
+	if verb == "terminate" {
+		cmd.Flags().BoolVar(&force, "force", false, "end the terminate for clusters that are gone")
+	}
+	return cmd
+}
+
+func lcStatusCmd(g *globals) *cobra.Command {
+	var project, output string
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "status LOGICAL-CLOUD -p PROJECT [--watch]",
+		Short: "a logical cloud's rollout per cluster; --watch follows it until it settles",
+		Long: `status shows the logical cloud's state and, per cluster, ready/total
+resources, the cluster's state and its last error. With --watch it follows the
+rollout (GET .../status?watch=true) until it settles: on a terminal the view is
+redrawn in place, with a bar per cluster; otherwise each change is printed as
+plain lines. The exit code of --watch says how it ended: 0 Instantiated or
+Terminated, 1 a failed state (InstantiateFailed, TerminateFailed) or a watch
+that ended unsettled.`,
+		Example: `  dcmctl logical-cloud status lc-1 -p proj1
+  dcmctl logical-cloud status lc-1 -p proj1 --watch && echo ready
+  dcmctl logical-cloud status lc-1 -p proj1 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lc, err := lcPath(project, args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !watch {
+				v, err := c.getJSON(lc+"/status", nil)
+				if err != nil {
+					return err
+				}
+				if output != "" {
+					return printValue(out, output, v)
+				}
+				b, _ := json.Marshal(v)
+				var st lcStatus
+				if err := json.Unmarshal(b, &st); err != nil {
+					return err
+				}
+				say(out, "%s", render(&st, false))
+				return nil
+			}
+			tty := false
+			if f, ok := out.(*os.File); ok {
+				tty = term.IsTerminal(int(f.Fd()))
+			}
+			return watchStatus(c, lc, out, tty)
+		},
+	}
+	cmd.Flags().StringVarP(&project, "project", "p", "", "project")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it settles")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json (without --watch)")
+	return cmd
+}
+
+// bar is a progress bar of width cells for ready of total.
+func bar(ready, total, width int) string {
+	n := 0
+	if total > 0 {
+		n = ready * width / total
+	}
+	if n > width {
+		n = width
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
+}
+
+// render is the view of a status: a summary line, then a line per cluster
+// (with a bar on a terminal) and its last error.
+func render(s *lcStatus, tty bool) string {
+	var b strings.Builder
+	b.WriteString(s.summary() + "\n")
+	width := 0
+	for _, c := range s.Clusters {
+		width = max(width, len(c.Provider)+1+len(c.Name))
+	}
+	for _, c := range s.Clusters {
+		name := c.Provider + "/" + c.Name
+		if tty {
+			say(&b, "  %-*s %s %d/%d %s\n", width, name, bar(c.Ready, c.Total, 20), c.Ready, c.Total, c.State)
+		} else {
+			say(&b, "  %s %d/%d %s\n", name, c.Ready, c.Total, c.State)
+		}
+		if c.LastError != "" {
+			say(&b, "    last error: %s\n", oneLine(c.LastError))
+		}
+	}
+	return b.String()
+}
+
+// watchStatus follows GET .../status?watch=true to its end.
+func watchStatus(c *client, lc string, out interface{ Write([]byte) (int, error) }, tty bool) error {
+	req, err := c.request("GET", lc+"/status?watch=true", nil, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.stream.Do(req)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode >= 400 {
+		b := make([]byte, 64<<10)
+		n, _ := resp.Body.Read(b)
+		return errorOf(resp.StatusCode, b[:n])
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var last lcStatus
+	drawn, prev := 0, ""
+	for sc.Scan() {
+		var line struct {
+			Result *lcStatus `json:"result"`
+			Error  *apiError `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		if line.Error != nil {
+			line.Error.HTTP = line.Error.Code
+			return line.Error
+		}
+		if line.Result == nil {
+			continue
+		}
+		last = *line.Result
+		view := render(&last, tty)
+		switch {
+		case tty:
+			if drawn > 0 {
+				say(out, "\x1b[%dA\x1b[J", drawn) // up over the last view, clear to the end
+			}
+			say(out, "%s", view)
+			drawn = strings.Count(view, "\n")
+		case view != prev:
+			say(out, "%s", view)
+		}
+		prev = view
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	switch last.State {
+	case "Instantiated", "Terminated":
+		return nil
+	case "":
+		return fmt.Errorf("watch ended without a status")
+	}
+	if strings.HasSuffix(last.State, "Failed") {
+		say(out, "%s failed\n", last.LogicalCloud)
+	} else {
+		say(out, "%s did not settle: %s\n", last.LogicalCloud, last.State)
+	}
+	return exitError{1}
+}
+
+func kubeconfigCmd(g *globals) *cobra.Command {
+	var project, output, user string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig LOGICAL-CLOUD CLUSTER -p PROJECT [-o FILE]",
+		Short: "the logical cloud's user's kubeconfig for one cluster (a file is written 0600)",
+		Example: `  dcmctl kubeconfig lc-1 cluster-1 -p proj1 -o lc-1-cluster-1.yaml
+  kubectl --kubeconfig lc-1-cluster-1.yaml get configmaps`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lc, err := lcPath(project, args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			path := lc + "/cluster-references/" + url.PathEscape(args[1]) + "/kubeconfig"
+			if user != "" {
+				path += "?user=" + url.QueryEscape(user)
+			}
+			b, err := c.do("GET", path, nil, nil)
+			if err != nil {
+				return err
+			}
+			if output == "" || output == "-" {
+				_, err := cmd.OutOrStdout().Write(b)
+				return err
+			}
+			if err := writeSecretFile(output, b); err != nil {
+				return err
+			}
+			say(cmd.OutOrStdout(), "kubeconfig written to %s\n", output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&project, "project", "p", "", "project")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (mode 0600; default stdout)")
+	cmd.Flags().StringVar(&user, "user", "", "another user of a seed 002 logical cloud")
+	return cmd
+}
+
+func tokenCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "bearer tokens (admin only): create, list, revoke"}
+	var req struct {
+		Subject string `json:"subject"`
+		Role    string `json:"role"`
+		Project string `json:"project,omitempty"`
+		TTL     string `json:"ttl,omitempty"`
+	}
+	var output string
+	create := &cobra.Command{
+		Use:   "create --subject NAME --role ROLE [--project P] [--ttl 24h]",
+		Short: "mint a token (printed this once)",
+		Example: `  dcmctl token create --subject alice --role project-admin --project proj1 --ttl 24h
+  dcmctl login --context alice --server https://127.0.0.1:8080 --ca .dcm/pki/ca.crt --token "$(dcmctl token create --subject alice --role reader)"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.do("POST", "/v2/auth/tokens", req, nil)
+			if err != nil {
+				return err
+			}
+			var v map[string]any
+			if err := json.Unmarshal(b, &v); err != nil {
+				return err
+			}
+			if output != "" {
+				return printValue(cmd.OutOrStdout(), output, v)
+			}
+			say(cmd.OutOrStdout(), "%s\n", v["token"])
+			return nil
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&req.Subject, "subject", "", "who the token is for")
+	f.StringVar(&req.Role, "role", "", "admin, project-admin or reader")
+	f.StringVar(&req.Project, "project", "", "project (project-admin, reader)")
+	f.StringVar(&req.TTL, "ttl", "", "lifetime, e.g. 24h (default 30 days)")
+	f.StringVarP(&output, "output", "o", "", "yaml or json: the token and its info")
+	var listOut string
+	list := &cobra.Command{
+		Use:     "list",
+		Short:   "list tokens (never their secrets)",
+		Example: "  dcmctl token list\n  dcmctl token list -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.getJSON("/v2/auth/tokens?page-size=1000", nil)
+			if err != nil {
+				return err
+			}
+			if listOut != "table" {
+				return printValue(cmd.OutOrStdout(), listOut, v)
+			}
+			items, _ := v.([]any)
+			return printTable(cmd.OutOrStdout(), &kind{NameKeys: []string{"id"}, Columns: [][2]string{
+				{"SUBJECT", "subject"}, {"ROLE", "role"}, {"PROJECT", "project"}, {"EXPIRES", "expireTime"}}}, items)
+		},
+	}
+	list.Flags().StringVarP(&listOut, "output", "o", "table", "table, yaml or json")
+	revoke := &cobra.Command{
+		Use:     "revoke ID",
+		Short:   "revoke a token",
+		Example: "  dcmctl token revoke 44af644c2632183e",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.do("DELETE", "/v2/auth/tokens/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			say(cmd.OutOrStdout(), "token %s revoked\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
