@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -22,6 +23,7 @@ import (
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/platform/telemetry"
 )
 
 // Env is what a program's build functions get. Config.GRPCAddr is the
@@ -115,8 +117,20 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 		return nil, err
 	}
 	log.Info("config", zap.String("config", config.Dump(&cfg)))
+	shutdownTracing, err := telemetry.Setup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	// Flushes the spans still batched: after the server stopped (below), or now if the start fails.
+	stopTracing := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("flush traces", zap.Error(err))
+		}
+	}
 
-	var cleanup []func()
+	cleanup := []func(){stopTracing}
 	defer func() {
 		if err != nil {
 			for _, f := range cleanup {
@@ -192,6 +206,7 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	p := &Program{Env: env, Server: srv, done: make(chan error, 1)}
 	go func() {
 		err := srv.Run(ctx)
+		stopTracing()
 		_ = log.Sync()
 		p.done <- err
 	}()

@@ -113,7 +113,8 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(3 * time.Second).
 		SetConnectTimeout(3 * time.Second).
-		SetAppName("dcm")
+		SetAppName("dcm").
+		SetMonitor(commandMonitor)
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		s.Close(context.Background())

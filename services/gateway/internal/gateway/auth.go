@@ -297,6 +297,7 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		start := time.Now()
 		rec := &audit{}
 		sw := &statusWriter{ResponseWriter: w}
+		defer func() { observeREST(r, rec.route, sw.status(), start) }()
 		reqID := r.Header.Get(server.RequestIDHeader)
 		if reqID == "" || len(reqID) > 64 {
 			reqID = newRequestID()
@@ -350,7 +351,7 @@ func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.H
 		if limited != nil {
 			summary = zap.Int("refused", limited.count) // 429s to this address since its last such line
 		}
-		auditLog.Info("rest call", reason, summary,
+		auditLog.Info("rest call", reason, summary, traceField(r.Context()),
 			zap.String("subject", id.Subject), zap.String("role", id.Role), zap.String("scope", id.Project), zap.String("auth", id.Method),
 			zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("raw_path", r.URL.EscapedPath()),
 			zap.String("route", rec.route), zap.String("rpc", rec.rpc), zap.Bool("credential", rec.credential),

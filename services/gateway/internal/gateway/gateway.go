@@ -35,6 +35,7 @@ import (
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/telemetry"
 	"github.com/dcm-project/dcm/services/gateway/internal/openapi"
 )
 
@@ -110,7 +111,8 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		return nil, err
 	}
 	root.Handle("/", watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux)))))
-	return secure(auth, auditLog, root), nil
+	// The REST call starts the trace its gRPC calls carry on (platform/telemetry).
+	return telemetry.HTTPHandler(secure(auth, auditLog, root)), nil
 }
 
 // noteRoute records the matched route and RPC for the audit log, and

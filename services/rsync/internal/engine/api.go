@@ -251,6 +251,9 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 		o.version++
 	}
 	o.rec, o.objs = rec, objs
+	if !stopping {
+		o.trace = newPassTrace(ctx, rec.GetGeneration()) // its passes join ctx's trace (trace.go)
+	}
 	e.adopted(o)
 	return rec.GetGeneration(), nil
 }

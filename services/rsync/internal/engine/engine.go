@@ -163,6 +163,8 @@ type owner struct {
 	refreshed time.Time
 	// deletedAt is when the sweep first saw its deletion settled (purge.go).
 	deletedAt time.Time
+	// trace is the change this replica received for rec's generation (trace.go).
+	trace passTrace
 }
 
 // task is one owner on one cluster.

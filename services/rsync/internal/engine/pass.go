@@ -23,6 +23,7 @@ func (e *Engine) pass(parent context.Context, t *task) {
 	t.lastFlush = time.Now()
 	o := t.owner
 	gen := o.rec.GetGeneration()
+	ctx, endSpan := e.tracePass(ctx, t, gen) // one span per pass (trace.go)
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -30,6 +31,7 @@ func (e *Engine) pass(parent context.Context, t *task) {
 		e.mu.Unlock()
 		e.flush(t, true)
 	}()
+	defer endSpan()
 
 	cl, connErr := e.connect.Connect(ctx, t.provider, t.cluster)
 	if errors.Is(connErr, ErrUnregistered) {
@@ -197,6 +199,6 @@ func (e *Engine) logCause(t *task, r *rsyncv1.ResourceStatus, op string, err err
 	if r.GetLastError() == Cause(err) {
 		lvl = zap.DebugLevel
 	}
-	e.log.Log(lvl, "step failed", zap.String("owner", t.owner.rec.GetOwner()), zap.String("cluster", t.provider+"/"+t.cluster),
+	e.log.Log(lvl, "step failed", traceField(t), zap.String("owner", t.owner.rec.GetOwner()), zap.String("cluster", t.provider+"/"+t.cluster),
 		zap.String("operation", op), zap.String("object", objectName(r.GetKind(), r.GetNamespace(), r.GetName())), zap.Error(err))
 }
