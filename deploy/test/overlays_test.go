@@ -196,6 +196,7 @@ type certificate struct {
 			Organizations []string `json:"organizations"`
 		} `json:"subject"`
 		Usages    []string `json:"usages"`
+		DNSNames  []string `json:"dnsNames"`
 		IssuerRef struct {
 			Name string `json:"name"`
 		} `json:"issuerRef"`
@@ -234,11 +235,11 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 			var policies []networkingv1.NetworkPolicy
 			certs := map[string]certificate{} // by Secret
 			config := map[string]string{}
-			namespaces := 0
+			var namespaces []string
 			for _, o := range objs {
 				switch o.Kind {
 				case "Namespace":
-					namespaces++
+					namespaces = append(namespaces, o.Name)
 				case "Deployment":
 					var d appsv1.Deployment
 					decode(t, o, &d)
@@ -273,7 +274,8 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 					t.Errorf("%s %s: a kind this test does not check", o.Kind, o.Name)
 				}
 			}
-			require.Equal(t, 1, namespaces)
+			require.Len(t, namespaces, 1)
+			ns := namespaces[0]
 			for k := range config {
 				require.True(t, all[k], "dcm-config sets %s, which no program reads (server.Config)", k)
 				require.False(t, secret[k], "%s is a secret: give it as a file", k)
@@ -398,6 +400,8 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				require.Equal(t, prog, cert.Spec.CommonName, "%s's certificate names it (the allow-lists' identity)", name)
 				require.Equal(t, []string{"service"}, cert.Spec.Subject.Organizations, name)
 				require.Subset(t, cert.Spec.Usages, []string{"server auth", "client auth"}, name)
+				require.Contains(t, cert.Spec.DNSNames, name+"."+ns+".svc", "%s's certificate names its Service", name)
+				require.Contains(t, cert.Spec.DNSNames, name, "%s's certificate names its Service as its peers dial it", name)
 				if prog != "gateway" {
 					require.Equal(t, "/etc/dcm/tls", filepath.Dir(env["DCM_TLS_CERT_FILE"]))
 				}
@@ -428,6 +432,7 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 					require.NotEmpty(t, c.Spec.Usages)
 					require.NotContains(t, c.Spec.Usages, "client auth", "whoever holds the HTTPS key holds no DCM identity")
 					require.Empty(t, c.Spec.Subject.Organizations)
+					require.Contains(t, c.Spec.DNSNames, name+"."+ns+".svc", "the HTTPS certificate names the gateway's Service")
 					require.NotEmpty(t, env["DCM_ADMIN_TOKEN_FILE"])
 				}
 
@@ -440,8 +445,11 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				serves := len(allowed[prog]) > 0
 				if serves {
 					require.Equal(t, grpcPort, ports["grpc"], "%s: grpc is DCM_GRPC_ADDR's port", name)
-					require.Equal(t, "dcm-"+prog+":"+strings.TrimPrefix(get(config, "DCM_GRPC_ADDR"), "0.0.0.0:"),
-						config["DCM_"+strings.ToUpper(prog)+"_ADDR"], "the programs find %s at its Service", prog)
+					addr := config["DCM_"+strings.ToUpper(prog)+"_ADDR"]
+					host, _, err := net.SplitHostPort(addr)
+					require.NoError(t, err, "the programs find %s at DCM_%s_ADDR", prog, strings.ToUpper(prog))
+					require.Equal(t, name, host, "the programs find %s at its Service", prog)
+					require.Equal(t, grpcPort, port(t, addr), "the programs dial %s's gRPC port", prog)
 				} else {
 					require.NotContains(t, ports, "grpc", "%s serves no gRPC", name)
 				}
