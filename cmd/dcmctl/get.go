@@ -126,6 +126,9 @@ func printValue(w io.Writer, output string, v any) error {
 func printTable(w io.Writer, k *kind, items []any) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	head := []string{"NAME"}
+	if k.NameKeys[0] == "id" {
+		head[0] = "ID"
+	}
 	for _, c := range k.Columns {
 		head = append(head, c[0])
 	}
