@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -126,19 +127,59 @@ func (c *client) do(method, path string, body any, header http.Header) ([]byte, 
 }
 
 func (c *client) send(req *http.Request) ([]byte, error) {
+	b, _, err := c.sendHeader(req)
+	return b, err
+}
+
+// sendHeader is send that also returns the answer's header.
+func (c *client) sendHeader(req *http.Request) ([]byte, http.Header, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 	}
 	if resp.StatusCode >= 400 {
-		return nil, errorOf(resp.StatusCode, b)
+		return nil, nil, errorOf(resp.StatusCode, b)
 	}
-	return b, nil
+	return b, resp.Header, nil
+}
+
+// list reads every page of a collection (page-size 1000, following the
+// Next-Page-Token header); wrapper is the key of the array in a wrapped
+// answer ("" for a bare array).
+func (c *client) list(path, wrapper string) ([]any, error) {
+	items := []any{}
+	token := ""
+	for {
+		q := url.Values{"page-size": {"1000"}}
+		if token != "" {
+			q.Set("page-token", token)
+		}
+		req, err := c.request("GET", path+"?"+q.Encode(), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		b, h, err := c.sendHeader(req)
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("GET %s: not JSON: %w", path, err)
+		}
+		if wrapper != "" {
+			v = lookup(v, wrapper)
+		}
+		page, _ := v.([]any)
+		items = append(items, page...)
+		if token = h.Get("Next-Page-Token"); token == "" {
+			return items, nil
+		}
+	}
 }
 
 // errorOf reads the gateway's error body (or, failing that, the text).

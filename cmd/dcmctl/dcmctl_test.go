@@ -187,3 +187,35 @@ func TestErrorOf(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestHelpAndCompletion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"apply", "--help"}, {"logical-cloud", "status", "--help"}, {"token", "create", "--help"}} {
+		var out strings.Builder
+		root := newRoot()
+		root.SetArgs(args)
+		root.SetOut(&out)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if !strings.Contains(out.String(), "Examples:\n  dcmctl ") {
+			t.Errorf("%v has no examples:\n%s", args, out.String())
+		}
+	}
+	for _, shell := range []string{"bash", "zsh"} {
+		var out strings.Builder
+		root := newRoot()
+		root.SetArgs([]string{"completion", shell})
+		root.SetOut(&out)
+		if err := root.Execute(); err != nil || !strings.Contains(out.String(), "dcmctl") {
+			t.Errorf("completion %s: %v\n%.200s", shell, err, out.String())
+		}
+	}
+	// Kinds complete from the table.
+	root := newRoot()
+	var out strings.Builder
+	root.SetArgs([]string{"__complete", "get", ""})
+	root.SetOut(&out)
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "logical-clouds\n") {
+		t.Errorf("kind completion: %v\n%s", err, out.String())
+	}
+}

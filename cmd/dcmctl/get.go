@@ -79,16 +79,8 @@ func getCmd(g *globals) *cobra.Command {
 				}
 				items = []any{v}
 			} else {
-				v, err := c.getJSON(coll+"?page-size=1000", nil)
-				if err != nil {
+				if items, err = c.list(coll, k.Wrapper); err != nil {
 					return err
-				}
-				if k.Wrapper != "" {
-					v = lookup(v, k.Wrapper)
-				}
-				items, _ = v.([]any)
-				if items == nil {
-					items = []any{}
 				}
 				if output != "table" {
 					return printValue(cmd.OutOrStdout(), output, items)

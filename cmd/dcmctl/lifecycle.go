@@ -358,14 +358,13 @@ func tokenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := c.getJSON("/v2/auth/tokens?page-size=1000", nil)
+			items, err := c.list("/v2/auth/tokens", "")
 			if err != nil {
 				return err
 			}
 			if listOut != "table" {
-				return printValue(cmd.OutOrStdout(), listOut, v)
+				return printValue(cmd.OutOrStdout(), listOut, items)
 			}
-			items, _ := v.([]any)
 			return printTable(cmd.OutOrStdout(), &kind{NameKeys: []string{"id"}, Columns: [][2]string{
 				{"SUBJECT", "subject"}, {"ROLE", "role"}, {"PROJECT", "project"}, {"EXPIRES", "expireTime"}}}, items)
 		},

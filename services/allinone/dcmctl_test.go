@@ -265,6 +265,24 @@ func TestDcmctl(t *testing.T) {
 		require.Contains(t, errOut, `Cluster needs "provider"`)
 	})
 
+	t.Run("traffic and seed 002", func(t *testing.T) {
+		d := *d
+		d.t = t
+		f := filepath.Join(dir, "files", "traffic.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(dcmctlTraffic), 0o600))
+		require.Equal(t, []string{"LogicalCloud/ctl-lc2 created", "TrafficIntentGroup/g created", "IntraClusterIntent/m1 created"},
+			lines(d.ok("apply", "-f", f)))
+		require.Equal(t, []string{"LogicalCloud/ctl-lc2 unchanged", "TrafficIntentGroup/g unchanged", "IntraClusterIntent/m1 unchanged"},
+			lines(d.ok("apply", "-f", f)))
+		require.Equal(t, []string{"NAME   LOGICAL-CLOUD   DESCRIPTION", "g      ctl-lc          bookinfo traffic"},
+			lines(d.ok("get", "tig", "-p", "ctl", "--composite-app", "bookinfo", "--app-version", "v1")))
+		var lc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(d.ok("get", "lc", "ctl-lc2", "-p", "ctl", "-o", "json")), &lc))
+		require.Equal(t, []any{"edge"}, lc["spec"].(map[string]any)["cluster-labels"], "seed 002's selector")
+		require.Equal(t, []string{"IntraClusterIntent/m1 deleted", "TrafficIntentGroup/g deleted", "LogicalCloud/ctl-lc2 deleted"},
+			lines(d.ok("delete", "-f", f)))
+	})
+
 	t.Run("lifecycle, watched", func(t *testing.T) {
 		d := *d
 		d.t = t
@@ -374,6 +392,32 @@ func TestDcmctl(t *testing.T) {
 		require.Equal(t, 7, strings.Count(out, " deleted\n"), out)
 	})
 }
+
+// dcmctlTraffic is a seed 002 logical cloud and a traffic intent group
+// with an intent on the seed's logical cloud.
+const dcmctlTraffic = `kind: IntraClusterIntent
+project: ctl
+compositeApp: bookinfo
+version: v1
+group: g
+name: m1
+description: productpage calls reviews
+connectivityResource:
+- {id: m1, name: reviews, port: "9080", protocol: HTTP, mutualTLS: "true"}
+---
+kind: TrafficIntentGroup
+project: ctl
+compositeApp: bookinfo
+version: v1
+name: g
+description: bookinfo traffic
+logical-cloud: ctl-lc
+---
+kind: LogicalCloud
+project: ctl
+name: ctl-lc2
+cluster-labels: edge
+`
 
 // emcoctlFile is an emcoctl resource file in EMCO's shapes (as in EMCO's
 // examples/dcm-advanced), its cluster's kubeconfig a file beside it.
