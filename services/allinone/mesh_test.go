@@ -237,7 +237,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 		if got == 409 && strings.Contains(string(body), "STILL_DELETING") {
 			return false
 		}
-		require.Equal(t, 200, got, "%s", body)
+		require.Equal(t, 202, got, "%s", body)
 		return true
 	})
 	r.settle(base+"mb", "Instantiated")
