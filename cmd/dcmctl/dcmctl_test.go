@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -217,5 +219,62 @@ func TestHelpAndCompletion(t *testing.T) {
 	root.SetOut(&out)
 	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "logical-clouds\n") {
 		t.Errorf("kind completion: %v\n%s", err, out.String())
+	}
+}
+
+// TestWatchOutcome reads watch streams as the gateway writes them (one
+// {"result": status} per line) and checks the exit code and the redraws.
+func TestWatchOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		states []string
+		tty    bool
+		code   int // 0: nil error
+		want   []string
+	}{
+		{"instantiated", []string{"Instantiating", "Instantiated"}, false, 0,
+			[]string{"p/lc: Instantiating 0/1\n", "p/lc: Instantiated 0/1\n"}},
+		{"failed", []string{"Instantiating", "InstantiateFailed"}, false, 1, []string{"lc failed\n"}},
+		{"unsettled", []string{"Terminating"}, false, 1, []string{"lc did not settle: Terminating\n"}},
+		{"terminal redraws", []string{"Terminating", "Terminated"}, true, 0,
+			[]string{"\x1b[2A\x1b[Jp/lc: Terminated 0/1\n  e/c [--------------------] 0/1 deleted\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v2/projects/p/logical-clouds/lc/status" || r.URL.Query().Get("watch") != "true" {
+					http.NotFound(w, r)
+					return
+				}
+				for _, s := range tc.states {
+					cs := "pending"
+					if strings.HasPrefix(s, "Term") {
+						cs = "deleted"
+					}
+					say(w, `{"result":{"project":"p","logical-cloud":"lc","state":%q,"ready":0,"total":1,`+
+						`"clusters":[{"cluster-provider":"e","cluster-name":"c","state":%q,"ready":0,"total":1}]}}`+"\n", s, cs)
+				}
+			}))
+			defer srv.Close()
+			c, err := newClient(&Context{Server: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			err = watchStatus(c, "/v2/projects/p/logical-clouds/lc", &out, tc.tty)
+			code := 0
+			if ee, ok := err.(exitError); ok {
+				code = ee.code
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", code, tc.code, out.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output has no %q:\n%q", w, out.String())
+				}
+			}
+		})
 	}
 }
