@@ -34,7 +34,7 @@ N          ?= 3
 CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .DEFAULT_GOAL := help
-.PHONY: help grpcurl run build test test-unit test-all generate check-generated lint breaking clean \
+.PHONY: help grpcurl run check-ports build test test-unit test-all generate check-generated lint breaking clean \
 	k8s-bins istio-bins clusters clusters-down bench-rsync bench-lifecycle bench-rest fuzz
 
 ## help: list the targets and what they do
@@ -43,8 +43,17 @@ help:
 	@awk -F': ' '/^## [a-z0-9-]+: / { printf "  %-16s %s\n", substr($$1, 4), substr($$0, length($$1) + 3) }' $(MAKEFILE_LIST)
 
 ## run: build and start the whole suite on the embedded store (REST :8080, gRPC :9090, data ./.dcm)
-run: build
+run: check-ports build
 	$(BIN)/dcm
+
+## check-ports: before make run builds anything, say which setting to change if its ports are taken
+check-ports:
+	@for s in "DCM_HTTP_ADDR=$${DCM_HTTP_ADDR:-127.0.0.1:8080}" "DCM_GRPC_ADDR=$${DCM_GRPC_ADDR:-127.0.0.1:9090}"; do \
+		name=$${s%%=*}; addr=$${s#*=}; host=$${addr%:*}; port=$${addr##*:}; \
+		if [ -n "$$port" ] && (exec 3<>"/dev/tcp/$${host:-127.0.0.1}/$$port") 2>/dev/null; then \
+			echo "make run: $$addr is taken (another program listens there): set $$name to a free address, e.g. $$name=$${host:-127.0.0.1}:$$((port + 1)) make run"; exit 1; \
+		fi; \
+	done
 
 ## build: every program into bin/ (dcm = all-in-one; one per service; gateway)
 build:
