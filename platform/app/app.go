@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -55,12 +56,38 @@ func (e *Env) Dial(addr string) (*grpc.ClientConn, error) {
 	return client.Dial(e.Config.Peer(addr), t)
 }
 
+// Version is the program's module version and VCS revision as the Go
+// toolchain recorded them at build time ("(devel)" for a local build).
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v
+}
+
 // Build turns an Env into the services a program serves and the options it
 // runs with. A program without services has no gRPC listener.
 type Build func(ctx context.Context, env *Env) ([]server.Service, server.Options, error)
 
-// Main runs a program named name and exits.
+// Main runs a program named name and exits. "<name> version" prints the
+// build's version and exits.
 func Main(name string, needStore bool, build Build) {
+	if len(os.Args) == 2 && os.Args[1] == "version" {
+		fmt.Println(name, Version())
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, name, needStore, build)
 	stop()

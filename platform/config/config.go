@@ -46,10 +46,27 @@ func Load(cfg any, name string, args []string) error {
 			}
 		}
 		if fl := f.Tag.Get("flag"); fl != "" {
-			fs.Func(fl, f.Tag.Get("usage")+" (env "+f.Tag.Get("env")+")", func(s string) error { return set(fv, s) })
+			fs.Func(fl, f.Tag.Get("usage")+" ("+defaultOf(f)+"env "+f.Tag.Get("env")+")", func(s string) error { return set(fv, s) })
 		}
 	}
-	return fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		// A word the program does not take would otherwise be ignored and
+		// the program started: "dcm version" must not serve.
+		return fmt.Errorf("unexpected argument %q: %s takes flags only (-h lists them)", fs.Arg(0), name)
+	}
+	return nil
+}
+
+// defaultOf is a field's default for its usage line ("default 8s; "),
+// or nothing when it has none.
+func defaultOf(f reflect.StructField) string {
+	if d := f.Tag.Get("default"); d != "" {
+		return "default " + d + "; "
+	}
+	return ""
 }
 
 func set(fv reflect.Value, raw string) error {

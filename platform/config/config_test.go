@@ -1,6 +1,9 @@
 package config
 
 import (
+	"flag"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -52,4 +55,32 @@ func TestSecretsAreNotFlags(t *testing.T) {
 	err := Load(&bad, "x", nil)
 	require.ErrorContains(t, err, "Key: a secret setting cannot be a flag")
 	require.ErrorContains(t, err, "DCM_TEST_KEY")
+}
+
+// TestLoadRefusesArguments: a word the program does not take is an error,
+// not ignored (the program would otherwise start: "dcm version" must not
+// serve), and -h shows each flag's default and environment variable.
+func TestLoadRefusesArguments(t *testing.T) {
+	var c sample
+	err := Load(&c, "x", []string{"-workers", "2", "serve"})
+	require.ErrorContains(t, err, `unexpected argument "serve"`)
+
+	require.Contains(t, usage(t, &c), "(default 4; env DCM_TEST_WORKERS)")
+	require.NotContains(t, usage(t, &c), "DCM_TEST_URI", "a secret is no flag")
+}
+
+// usage is what -h prints for cfg (the flag set writes it to stderr).
+func usage(t *testing.T, cfg any) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stderr := os.Stderr
+	os.Stderr = w
+	err = Load(cfg, "x", []string{"-h"})
+	os.Stderr = stderr
+	require.NoError(t, w.Close())
+	require.ErrorIs(t, err, flag.ErrHelp)
+	b, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return string(b)
 }
