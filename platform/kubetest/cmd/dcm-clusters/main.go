@@ -37,10 +37,25 @@ func run(args []string) error {
 	}
 	dir := fs.String("dir", filepath.Join(dataDir, "clusters"), "where kubeconfigs, certificates, logs and etcd data go")
 	n := fs.Int("n", 3, "number of clusters")
+	const usage = "usage: dcm-clusters build | build-istio | up [-n N] [-dir DIR] | down [-dir DIR]"
 	if len(args) == 0 {
-		return errors.New("usage: dcm-clusters build | build-istio | up [-n N] [-dir DIR] | down [-dir DIR]")
+		return errors.New(usage)
 	}
 	verb := args[0]
+	switch verb {
+	case "-h", "-help", "--help", "help":
+		fmt.Println(usage + `
+
+  build        build kube-apiserver and kube-controller-manager (test/k8s) into bin/k8s
+  build-istio  build istiod (test/istio) into bin/istio
+  up           start N local clusters (etcd, kube-apiserver, kube-controller-manager) in DIR
+  down         stop the clusters up started, and return once their processes are gone
+
+flags:`)
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return nil
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -132,6 +147,11 @@ func run(args []string) error {
 		for _, pid := range pids {
 			if alive(pid) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		for killed := time.Now(); slices.ContainsFunc(pids, alive); time.Sleep(50 * time.Millisecond) {
+			if time.Since(killed) > 10*time.Second {
+				return fmt.Errorf("processes of %s are still there 10 s after SIGKILL", pidFile)
 			}
 		}
 		fmt.Printf("stopped %d processes\n", len(pids))
