@@ -139,7 +139,7 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	if err := config.Load(&cfg, name, args); err != nil {
 		return nil, err
 	}
-	log, err := logging.NewTo(name, cfg.LogLevel, o.logTo)
+	log, err := logging.NewFormatted(name, cfg.LogLevel, cfg.LogFormat, o.logTo)
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,9 @@ func localPKI(dir, name string, cfg *server.Config, log *zap.Logger) (pki.Files,
 			"an admin client certificate (%[1]s/admin.crt, admin.key) and an admin token (%[1]s/admin.token)", dir)
 		fmt.Fprintln(os.Stderr, msg)
 		log.Info(msg)
+	} else {
+		// A restart says it too: whoever started it may not have the first run's output.
+		log.Info(fmt.Sprintf("local PKI in %[1]s: CA %[1]s/ca.crt, admin client certificate %[1]s/admin.crt (admin.key), admin token %[1]s/admin.token", dir))
 	}
 	if err := pki.IssueProgram(dir, name, hosts); err != nil {
 		return pki.Files{}, fmt.Errorf("local PKI: certificate of %s: %w", name, err)

@@ -22,6 +22,12 @@ func New(service, level string) (*zap.Logger, error) {
 
 // NewTo is New writing to w.
 func NewTo(service, level string, w io.Writer) (*zap.Logger, error) {
+	return NewFormatted(service, level, "json", w)
+}
+
+// NewFormatted is NewTo in format "json" (the default) or "console"
+// (aligned text for people; the same fields).
+func NewFormatted(service, level, format string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
@@ -29,8 +35,18 @@ func NewTo(service, level string, w io.Writer) (*zap.Logger, error) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "time"
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	switch format {
+	case "", "json":
+		encoder = zapcore.NewJSONEncoder(enc)
+	case "console":
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		encoder = zapcore.NewConsoleEncoder(enc)
+	default:
+		return nil, fmt.Errorf("log format %q: json or console (DCM_LOG_FORMAT)", format)
+	}
 	// No stack traces: the recovery interceptor logs a panic's stack itself.
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)
+	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)
 	return zap.New(auditCore{core, lvl}, zap.AddCaller()).Named(service), nil
 }
 

@@ -17,6 +17,7 @@ type Config struct {
 	MongoURIFile  string        `env:"DCM_MONGO_URI_FILE" flag:"mongo-uri-file" usage:"file holding the MongoDB URI (e.g. a mounted Kubernetes Secret; surrounding white space is trimmed), instead of DCM_MONGO_URI"`
 	MongoDatabase string        `env:"DCM_MONGO_DATABASE" flag:"mongo-database" default:"dcm" usage:"database name"`
 	LogLevel      string        `env:"DCM_LOG_LEVEL" flag:"log-level" default:"info" usage:"debug, info, warn or error"`
+	LogFormat     string        `env:"DCM_LOG_FORMAT" flag:"log-format" default:"json" usage:"json (one object per line, for collectors) or console (aligned text, for people reading a terminal)"`
 	ShutdownGrace time.Duration `env:"DCM_SHUTDOWN_GRACE" flag:"shutdown-grace" default:"10s" usage:"time in-flight requests get to finish on SIGTERM"`
 
 	// Bounds on what one HTTP client may hold (docs/security.md "Limits").
