@@ -90,3 +90,13 @@ func From(ctx context.Context) *zap.Logger {
 	}
 	return zap.NewNop()
 }
+
+// FromOr returns the request-scoped logger in ctx (its lines carry the
+// request and trace ids), or fallback outside a request (a background
+// loop), so that a warning is never lost to a no-op logger.
+func FromOr(ctx context.Context, fallback *zap.Logger) *zap.Logger {
+	if l, ok := ctx.Value(ctxKey{}).(*zap.Logger); ok {
+		return l
+	}
+	return fallback
+}

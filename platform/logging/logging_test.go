@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -34,4 +35,20 @@ func TestFormats(t *testing.T) {
 
 	_, err = NewFormatted("svc", "info", "yaml", &con)
 	require.ErrorContains(t, err, "DCM_LOG_FORMAT")
+}
+
+// TestFromOr: the request's logger when ctx carries one, the fallback
+// (never a no-op) otherwise.
+func TestFromOr(t *testing.T) {
+	t.Parallel()
+	var req, bg strings.Builder
+	reqLog, err := NewFormatted("svc", "info", "json", &req)
+	require.NoError(t, err)
+	bgLog, err := NewFormatted("svc", "info", "json", &bg)
+	require.NoError(t, err)
+	FromOr(With(context.Background(), reqLog), bgLog).Warn("in a request")
+	FromOr(context.Background(), bgLog).Warn("in a loop")
+	require.Contains(t, req.String(), "in a request")
+	require.NotContains(t, bg.String(), "in a request")
+	require.Contains(t, bg.String(), "in a loop")
 }

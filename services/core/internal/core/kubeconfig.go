@@ -18,6 +18,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/logging"
 )
 
 // The states in which a logical cloud's objects may be on its clusters.
@@ -129,7 +130,7 @@ func (s *LogicalClouds) certificate(ctx context.Context, project, lc string, t t
 	fresh, err := s.peers.RsyncInternal.RenewCertificate(ctx, &rsyncv1.RenewCertificateRequest{
 		Owner: rolloutOwner(project, lc), Provider: t.provider, Cluster: t.cluster, Name: csrName})
 	if err != nil {
-		s.log.Warn("certificate renewal failed; the kubeconfig carries the current one",
+		logging.FromOr(ctx, s.log).Warn("certificate renewal failed; the kubeconfig carries the current one",
 			zap.String("logical_cloud", project+"/"+lc), zap.String("cluster", t.provider+"/"+t.cluster), zap.Error(err))
 		return cert, nil
 	}

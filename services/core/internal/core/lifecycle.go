@@ -25,6 +25,7 @@ import (
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/logging"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -275,13 +276,13 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 			ctx = context.WithoutCancel(ctx)
 			was, err := s.leaveMesh(ctx, project, lc, keep)
 			if err != nil {
-				s.log.Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+				logging.FromOr(ctx, s.log).Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 			}
 			if was && !r.mesh.enabled {
 				// Its mesh is off: the control planes leave with this update,
 				// and their intermediates are revoked as at terminate.
 				if _, err := s.peers.MeshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
-					s.log.Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+					logging.FromOr(ctx, s.log).Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 				}
 			}
 			return gen, nil
@@ -410,7 +411,7 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 			}
 			if _, err := s.leaveMesh(context.WithoutCancel(ctx), project, lc, nil); err != nil {
 				// Retried by the delete cascade (or a later apply and terminate).
-				s.log.Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+				logging.FromOr(ctx, s.log).Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 			}
 			return gen, nil
 		})

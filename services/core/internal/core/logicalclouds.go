@@ -23,6 +23,7 @@ import (
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/logging"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -239,7 +240,7 @@ func (s *LogicalClouds) createParts(ctx context.Context, project string, p *plan
 func (s *LogicalClouds) abandon(ctx context.Context, project, lc string) {
 	ctx = context.WithoutCancel(ctx)
 	if _, err := s.clouds.MarkDeleting(ctx, store.Key(project, lc)); err != nil {
-		s.log.Warn("abandon logical cloud", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+		logging.FromOr(ctx, s.log).Warn("abandon logical cloud", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 		return
 	}
 	s.finishDelete(ctx, project, lc)

@@ -12,6 +12,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/logging"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -118,7 +119,7 @@ func (s *LogicalClouds) joinCluster(ctx context.Context, user string, t target, 
 			if _, uerr := s.changeMeshRecord(context.WithoutCancel(ctx), t, func(users []string) []string {
 				return slices.DeleteFunc(users, func(u string) bool { return u == user })
 			}); uerr != nil {
-				s.log.Warn("mesh cluster: undo join", zap.String("cluster", key), zap.String("logical_cloud", user), zap.Error(uerr))
+				logging.FromOr(ctx, s.log).Warn("mesh cluster: undo join", zap.String("cluster", key), zap.String("logical_cloud", user), zap.Error(uerr))
 			}
 		}
 		return err
