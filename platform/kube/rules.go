@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 )
 
@@ -209,21 +210,22 @@ var systemLabelKeys = []string{"istio-injection"}
 // MaxLabels is the most labels a logical cloud puts on its namespace.
 const MaxLabels = 64
 
-// CheckLabels checks a logical cloud's own namespace labels (key, value
-// pairs in order) at field ("spec.labels"): Kubernetes label syntax, each
-// key once, and none of the system's keys.
-func CheckLabels(field string, keys, values []string) error {
-	if len(keys) > MaxLabels {
-		return errs.Invalid(field, "at most %d labels, got %d", MaxLabels, len(keys))
+// CheckLabels checks a logical cloud's own namespace labels at field
+// ("spec.labels"): Kubernetes label syntax, each key once, and none of the
+// system's keys.
+func CheckLabels(field string, labels []*typesv1.Label) error {
+	if len(labels) > MaxLabels {
+		return errs.Invalid(field, "at most %d labels, got %d", MaxLabels, len(labels))
 	}
 	seen := map[string]bool{}
-	for i, k := range keys {
+	for _, l := range labels {
+		k, v := l.GetKey(), l.GetValue()
 		f := field + "." + k
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
 			return errs.Invalid(f, "%q is not a label key: %s", k, strings.Join(msgs, "; "))
 		}
-		if msgs := validation.IsValidLabelValue(values[i]); len(msgs) > 0 {
-			return errs.Invalid(f, "%q is not a label value: %s", values[i], strings.Join(msgs, "; "))
+		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+			return errs.Invalid(f, "%q is not a label value: %s", v, strings.Join(msgs, "; "))
 		}
 		if seen[k] {
 			return errs.Invalid(f, "is given twice")

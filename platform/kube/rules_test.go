@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
 )
@@ -113,7 +114,7 @@ func TestMergeHardAndMax(t *testing.T) {
 // the project's own identity labels, Istio's injection switches.
 func TestCheckLabels(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, kube.CheckLabels("spec.labels", []string{"geo", "example.com/team", "perf"}, []string{"eu", "a-b_c.d", ""}))
+	require.NoError(t, kube.CheckLabels("spec.labels", labels("geo", "eu", "example.com/team", "a-b_c.d", "perf", "")))
 	for _, c := range []struct{ key, value, field string }{
 		{"pod-security.kubernetes.io/enforce", "privileged", "spec.labels.pod-security.kubernetes.io/enforce"},
 		{"kubernetes.io/metadata.name", "x", "spec.labels.kubernetes.io/metadata.name"},
@@ -124,15 +125,24 @@ func TestCheckLabels(t *testing.T) {
 		{"bad key!", "x", "spec.labels.bad key!"},
 		{"geo", "not a value", "spec.labels.geo"},
 	} {
-		err := kube.CheckLabels("spec.labels", []string{c.key}, []string{c.value})
+		err := kube.CheckLabels("spec.labels", labels(c.key, c.value))
 		require.Equal(t, codes.InvalidArgument, errs.Code(err), c.key)
 		require.Equal(t, c.field, errs.FieldOf(errs.ToStatus(err)), c.key)
 	}
-	require.Error(t, kube.CheckLabels("spec.labels", []string{"a", "a"}, []string{"1", "2"}), "a key given twice")
-	require.NoError(t, kube.CheckLabels("spec.labels", []string{"notkubernetes.io/x"}, []string{"y"}), "only the domain and its subdomains")
-	many := make([]string, kube.MaxLabels+1)
-	for i := range many {
-		many[i] = fmt.Sprintf("k%d", i)
+	require.Error(t, kube.CheckLabels("spec.labels", labels("a", "1", "a", "2")), "a key given twice")
+	require.NoError(t, kube.CheckLabels("spec.labels", labels("notkubernetes.io/x", "y")), "only the domain and its subdomains")
+	var many []string
+	for i := range kube.MaxLabels + 1 {
+		many = append(many, fmt.Sprintf("k%d", i), "")
 	}
-	require.Error(t, kube.CheckLabels("spec.labels", many, make([]string, len(many))))
+	require.Error(t, kube.CheckLabels("spec.labels", labels(many...)))
+}
+
+// labels are key, value, key, value... as labels.
+func labels(kv ...string) []*typesv1.Label {
+	var out []*typesv1.Label
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, &typesv1.Label{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
 }

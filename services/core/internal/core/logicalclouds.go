@@ -305,7 +305,7 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 			if c.GetSpec().GetLevel() == levelAdmin && len(in.GetLabels()) > 0 {
 				return errs.Invalid("spec.labels", "an admin logical cloud has no namespace to label")
 			}
-			if err := checkLabels(in.GetLabels()); err != nil {
+			if err := kube.CheckLabels("spec.labels", in.GetLabels()); err != nil {
 				return err
 			}
 			c.Spec.Labels = in.GetLabels()

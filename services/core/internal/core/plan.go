@@ -111,7 +111,7 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		}
 		return &plan{project: project, lc: lc}, nil
 	}
-	if err := checkLabels(spec.GetLabels()); err != nil {
+	if err := kube.CheckLabels("spec.labels", spec.GetLabels()); err != nil {
 		return nil, err
 	}
 	lc.Spec.Labels = spec.GetLabels()
@@ -220,15 +220,6 @@ func addPermission(p *plan, field string, perm *userv1.UserPermission, g grants)
 		ApiGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(), Metadata: perm.GetMetadata(),
 	})
 	return nil
-}
-
-// checkLabels checks spec.labels (kube.CheckLabels).
-func checkLabels(labels []*typesv1.Label) error {
-	keys, values := make([]string, len(labels)), make([]string, len(labels))
-	for i, l := range labels {
-		keys[i], values[i] = l.GetKey(), l.GetValue()
-	}
-	return kube.CheckLabels("spec.labels", keys, values)
 }
 
 func parseLevel(level string) (string, error) {

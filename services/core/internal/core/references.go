@@ -164,7 +164,15 @@ func (s *LogicalClouds) GetClusterReference(ctx context.Context, req *corev1.Get
 	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
-	provider, cluster, err := s.refKey(ctx, project, lc, req.GetName(), req.GetClusterProvider(), req.GetClusterName())
+	if req.GetName() != "" {
+		// Found by its name among the logical cloud's references: no second read.
+		r, err := s.refByName(ctx, project, lc, req.GetName())
+		if err != nil {
+			return nil, err
+		}
+		return &corev1.GetClusterReferenceResponse{ClusterReference: r}, nil
+	}
+	provider, cluster, err := s.refKey(ctx, project, lc, "", req.GetClusterProvider(), req.GetClusterName())
 	if err != nil {
 		return nil, err
 	}

@@ -209,11 +209,7 @@ func checkRender(req *namespacev1.RenderNamespaceRequest) error {
 			return errs.Invalid("istio-revision", "%q is not a label value: %s", rev, strings.Join(msgs, "; "))
 		}
 	}
-	keys, values := make([]string, len(req.GetLabels())), make([]string, len(req.GetLabels()))
-	for i, l := range req.GetLabels() {
-		keys[i], values[i] = l.GetKey(), l.GetValue()
-	}
-	if err := kube.CheckLabels("labels", keys, values); err != nil {
+	if err := kube.CheckLabels("labels", req.GetLabels()); err != nil {
 		return err
 	}
 	return kube.CheckPodSecurity("pod-security", req.GetLevel(), req.GetPodSecurity(), true)
