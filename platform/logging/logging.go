@@ -26,7 +26,9 @@ func NewTo(service, level string, w io.Writer) (*zap.Logger, error) {
 }
 
 // NewFormatted is NewTo in format "json" (the default) or "console"
-// (aligned text for people; the same fields).
+// (aligned text for people; the same fields). It is how a program builds
+// its logger, so it also routes klog (client-go's logs) through the logger
+// it returns (RouteKlog): no plain text beside the program's lines.
 func NewFormatted(service, level, format string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
@@ -46,8 +48,11 @@ func NewFormatted(service, level, format string, w io.Writer) (*zap.Logger, erro
 		return nil, fmt.Errorf("log format %q: json or console (DCM_LOG_FORMAT)", format)
 	}
 	// No stack traces: the recovery interceptor logs a panic's stack itself.
-	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)
-	return zap.New(auditCore{core, lvl}, zap.AddCaller()).Named(service), nil
+	// The inner core lets debug through when asked for it; auditCore decides.
+	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), min(lvl, zapcore.InfoLevel))
+	log := zap.New(auditCore{core, lvl}, zap.AddCaller()).Named(service)
+	RouteKlog(log)
+	return log, nil
 }
 
 // AuditName is the name of the audit logger (under the service's name):

@@ -52,3 +52,38 @@ func TestFromOr(t *testing.T) {
 	require.NotContains(t, bg.String(), "in a request")
 	require.Contains(t, bg.String(), "in a loop")
 }
+
+// TestLevels: a level lets through its own lines and those above it,
+// debug included when asked for; an audit logger's info lines are
+// written whatever the level.
+func TestLevels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		level string
+		want  []string
+	}{
+		{"debug", []string{"d", "i", "w", "e", "a"}},
+		{"info", []string{"i", "w", "e", "a"}},
+		{"warn", []string{"w", "e", "a"}},
+		{"error", []string{"e", "a"}},
+	} {
+		t.Run(tc.level, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			l, err := NewFormatted("svc", tc.level, "json", &b)
+			require.NoError(t, err)
+			l.Debug("d")
+			l.Info("i")
+			l.Warn("w")
+			l.Error("e")
+			l.Named(AuditName).Info("a")
+			var got []string
+			for _, s := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+				var line map[string]any
+				require.NoError(t, json.Unmarshal([]byte(s), &line))
+				got = append(got, line["msg"].(string))
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
