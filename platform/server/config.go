@@ -12,6 +12,7 @@ import (
 type Config struct {
 	GRPCAddr      string        `env:"DCM_GRPC_ADDR" flag:"grpc-addr" default:"127.0.0.1:9090" usage:"gRPC listen address of the program's services, mutual TLS (empty: no gRPC listener)"`
 	HTTPAddr      string        `env:"DCM_HTTP_ADDR" flag:"http-addr" default:"127.0.0.1:8080" usage:"listen address of REST (the gateway; HTTPS unless DCM_INSECURE_HTTP), /metrics and /healthz"`
+	MetricsAddr   string        `env:"DCM_METRICS_ADDR" flag:"metrics-addr" usage:"listen address of a plain-HTTP listener serving GET /metrics alone, without a credential, for a Prometheus server to scrape (empty: none, the default: make run and the tests run programs side by side, where a fixed port collides; deploy/ sets 0.0.0.0:9102, open to the monitoring namespace only). The series name clusters and routes: let only scrapers reach it. DCM_HTTP_ADDR's /metrics stays, authenticated"`
 	DataDir       string        `env:"DCM_DATA_DIR" flag:"data-dir" default:".dcm" usage:"directory of the embedded store (<dir>/store/), the local PKI (<dir>/pki/) and keyring (<dir>/kek)"`
 	MongoURI      string        `env:"DCM_MONGO_URI" secret:"true" usage:"MongoDB URI with its credentials, e.g. mongodb://dcm-core:<password>@h1,h2,h3/?replicaSet=rs0&tls=true (empty, with DCM_MONGO_URI_FILE empty: the embedded store); environment only, never a flag"`
 	MongoURIFile  string        `env:"DCM_MONGO_URI_FILE" flag:"mongo-uri-file" usage:"file holding the MongoDB URI (e.g. a mounted Kubernetes Secret; surrounding white space is trimmed), instead of DCM_MONGO_URI"`

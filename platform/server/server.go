@@ -1,6 +1,7 @@
 // Package server is the one bootstrap every DCM program runs: a gRPC server
 // with the shared interceptor chain, health and reflection, an HTTP listener
-// for /metrics, /healthz and (for the gateway) REST, background loops, and a
+// for /metrics, /healthz and (for the gateway) REST, an optional plain-HTTP
+// listener for Prometheus scrapes (/metrics alone), background loops, and a
 // graceful shutdown that reports NOT_SERVING before it stops. It must not
 // know about any service.
 package server
@@ -75,6 +76,9 @@ type Server struct {
 	http   *http.Server
 	grpcLn net.Listener
 	httpLn net.Listener
+	// metrics serves /metrics alone, unauthenticated, on Config.MetricsAddr.
+	metrics   *http.Server
+	metricsLn net.Listener
 }
 
 // CheckInsecure refuses the plaintext switches on an address other hosts can
@@ -187,7 +191,36 @@ func New(cfg Config, log *zap.Logger, opts Options, services ...Service) (*Serve
 			ErrorLog:          zap.NewStdLog(log.Named("http")),
 		}
 	}
+	if cfg.MetricsAddr != "" {
+		if err := s.listenMetrics(); err != nil {
+			s.closeListeners()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// listenMetrics opens the scrape listener: plain HTTP (a Prometheus server
+// needs no DCM credential), GET /metrics and nothing else (no REST, no
+// data; every other path is 404), with the main listener's timeouts.
+func (s *Server) listenMetrics() error {
+	ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("DCM_METRICS_ADDR: listen %s: %w", s.cfg.MetricsAddr, err)
+	}
+	s.metricsLn = ln
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.Handler())
+	s.metrics = &http.Server{
+		// No body is ever read here: nothing to limit.
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout(s.cfg.HTTPReadTimeout),
+		ReadTimeout:       s.cfg.HTTPReadTimeout,
+		WriteTimeout:      s.cfg.HTTPWriteTimeout,
+		IdleTimeout:       s.cfg.HTTPIdleTimeout,
+		ErrorLog:          zap.NewStdLog(s.log.Named("metrics")),
+	}
+	return nil
 }
 
 // RetryLater is an HTTPAuth refusal of a client that must wait before it
@@ -233,7 +266,7 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 }
 
 func (s *Server) closeListeners() {
-	for _, ln := range []net.Listener{s.grpcLn, s.httpLn} {
+	for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.metricsLn} {
 		if ln != nil {
 			_ = ln.Close()
 		}
@@ -245,6 +278,10 @@ func (s *Server) GRPCAddr() string { return addrOf(s.grpcLn) }
 
 // HTTPAddr is the bound HTTP address ("" when disabled).
 func (s *Server) HTTPAddr() string { return addrOf(s.httpLn) }
+
+// MetricsAddr is the bound address of the scrape listener ("" when
+// disabled).
+func (s *Server) MetricsAddr() string { return addrOf(s.metricsLn) }
 
 func addrOf(ln net.Listener) string {
 	if ln == nil {
@@ -278,6 +315,14 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if s.metrics != nil {
+		g.Go(func() error {
+			if err := s.metrics.Serve(s.metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
 	for _, loop := range s.opts.Background {
 		g.Go(func() error { return loop(gctx) })
 	}
@@ -286,7 +331,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.shutdown()
 		return nil
 	})
-	s.log.Info("serving", zap.String("grpc", s.GRPCAddr()), zap.String("http", s.HTTPAddr()))
+	s.log.Info("serving", zap.String("grpc", s.GRPCAddr()), zap.String("http", s.HTTPAddr()), zap.String("metrics", s.MetricsAddr()))
 	err := g.Wait()
 	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
 	defer cancel()
@@ -308,6 +353,9 @@ func (s *Server) shutdown() {
 	}
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
+	}
+	if s.metrics != nil {
+		_ = s.metrics.Shutdown(ctx)
 	}
 	if s.grpc != nil {
 		done := make(chan struct{})
