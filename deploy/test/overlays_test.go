@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,6 +178,10 @@ func port(t *testing.T, addr string) int32 {
 	return int32(n)
 }
 
+// monitoring is the label of the namespace whose pods (Prometheus) may
+// reach each program's metrics port, as docs/deploy.md documents it.
+var monitoring = map[string]string{"dcm.io/monitoring": "true"}
+
 func matches(sel map[string]string, labels map[string]string) bool {
 	for k, v := range sel {
 		if labels[k] != v {
@@ -207,11 +212,13 @@ type certificate struct {
 // programs: a Deployment, Service, ServiceAccount, PodDisruptionBudget and
 // NetworkPolicy per program of services/*/cmd; every environment variable
 // a setting of server.Config, no secret inline; the ports those of
-// DCM_GRPC_ADDR and DCM_HTTP_ADDR; probes on /healthz over HTTPS; every
+// DCM_GRPC_ADDR, DCM_HTTP_ADDR and DCM_METRICS_ADDR (with Prometheus'
+// scrape annotations naming the last); probes on /healthz over HTTPS; every
 // file a setting names inside a mounted volume; the pods locked down
 // (non-root, read-only root, no privilege escalation, no capabilities,
 // RuntimeDefault seccomp; writes only to emptyDirs); gRPC open only to
-// the callers the contracts name; each certificate naming its program;
+// the callers the contracts name, the metrics port only to the monitoring
+// namespace docs/deploy.md names; each certificate naming its program;
 // every Secret not issued by cert-manager listed in docs/deploy.md.
 func TestOverlaysMatchTheCode(t *testing.T) {
 	t.Parallel()
@@ -223,6 +230,9 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 	healthz, err := os.ReadFile(filepath.Join(repo, "platform", "server", "server.go"))
 	require.NoError(t, err)
 	require.Contains(t, string(healthz), `"GET /healthz"`, "the programs serve /healthz")
+	for k, v := range monitoring {
+		require.True(t, strings.Contains(string(doc), "`"+k+"="+v+"`"), "docs/deploy.md names the monitoring namespace's label %s=%s", k, v)
+	}
 
 	for overlay, replicas := range overlays {
 		t.Run(overlay, func(t *testing.T) {
@@ -442,6 +452,22 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 					ports[p.Name] = p.ContainerPort
 				}
 				require.Equal(t, httpPort, ports["https"], "%s: https is DCM_HTTP_ADDR's port", name)
+				// The scrape listener: set, on every interface, the port
+				// named metrics, and the annotations a Prometheus
+				// kubernetes_sd (role pod) configuration reads.
+				metricsAddr := get(env, "DCM_METRICS_ADDR")
+				require.NotEmpty(t, metricsAddr, "%s: DCM_METRICS_ADDR (Prometheus scrapes the metrics listener)", name)
+				metricsHost, _, err := net.SplitHostPort(metricsAddr)
+				require.NoError(t, err, name)
+				require.Equal(t, "0.0.0.0", metricsHost, "%s: the metrics listener is reachable from other pods", name)
+				metricsPort := port(t, metricsAddr)
+				require.Equal(t, metricsPort, ports["metrics"], "%s: metrics is DCM_METRICS_ADDR's port", name)
+				require.Equal(t, map[string]string{
+					"prometheus.io/scrape": "true",
+					"prometheus.io/port":   strconv.Itoa(int(metricsPort)),
+					"prometheus.io/path":   "/metrics",
+					"prometheus.io/scheme": "http",
+				}, pod.Annotations, "%s: Prometheus' scrape annotations on its pods", name)
 				serves := len(allowed[prog]) > 0
 				if serves {
 					require.Equal(t, grpcPort, ports["grpc"], "%s: grpc is DCM_GRPC_ADDR's port", name)
@@ -467,12 +493,15 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				require.True(t, ok, "a Service for %s", name)
 				require.Equal(t, pod.Labels["app.kubernetes.io/name"], svc.Spec.Selector["app.kubernetes.io/name"])
 				require.True(t, matches(svc.Spec.Selector, pod.Labels), "Service %s selects its pods", name)
+				svcMetrics := false
 				for _, sp := range svc.Spec.Ports {
 					require.Contains(t, ports, sp.TargetPort.String(), "Service %s port %s targets a port of the program", name, sp.Name)
 					if sp.Name == "grpc" {
 						require.Equal(t, grpcPort, sp.Port, "the programs dial %s at DCM_%s_ADDR", name, strings.ToUpper(prog))
 					}
+					svcMetrics = svcMetrics || (sp.Name == "metrics" && sp.TargetPort.String() == "metrics")
 				}
+				require.True(t, svcMetrics, "Service %s has the metrics port (endpoint discovery, a ServiceMonitor)", name)
 
 				// One budget selects its pods (and no other's), and lets a
 				// drain go on (one replica down at a time).
@@ -498,13 +527,25 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				require.Len(t, own, 1, "one NetworkPolicy selects %s's pods", name)
 				require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, own[0].Spec.PolicyTypes)
 				grpcFrom := map[string]bool{}
-				httpsOpen := false
+				httpsOpen, metricsOpen := false, false
 				for _, rule := range own[0].Spec.Ingress {
 					require.NotEmpty(t, rule.Ports, "%s: every rule names its port", own[0].Name)
 					for _, p := range rule.Ports {
 						require.NotNil(t, p.Port)
 						require.Contains(t, ports, p.Port.String(), "%s opens a port of the program", own[0].Name)
 						switch p.Port.String() {
+						case "metrics":
+							// The monitoring namespace, and only to this port.
+							require.Len(t, rule.Ports, 1, "%s: the metrics rule opens the metrics port alone", own[0].Name)
+							require.NotEmpty(t, rule.From, "%s: the metrics port is never open to all", own[0].Name)
+							for _, from := range rule.From {
+								require.Nil(t, from.IPBlock, own[0].Name)
+								require.Nil(t, from.PodSelector, "%s: any pod of the monitoring namespace", own[0].Name)
+								require.NotNil(t, from.NamespaceSelector, own[0].Name)
+								require.Empty(t, from.NamespaceSelector.MatchExpressions, own[0].Name)
+								require.Equal(t, monitoring, from.NamespaceSelector.MatchLabels, "%s: the documented monitoring namespace", own[0].Name)
+							}
+							metricsOpen = true
 						case "grpc":
 							require.NotEmpty(t, rule.From, "%s: gRPC is never open to all", own[0].Name)
 							for _, from := range rule.From {
@@ -527,6 +568,7 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				}
 				require.Equal(t, want, grpcFrom, "%s: gRPC from exactly the callers of docs/security.md's table", name)
 				require.True(t, httpsOpen, "%s: HTTPS (/healthz, /metrics, REST) open", name)
+				require.True(t, metricsOpen, "%s: the metrics port open to the monitoring namespace", name)
 			}
 			require.Len(t, budgets, len(progs), "a budget per program, none for nothing")
 			require.Len(t, policies, len(progs)+1, "a NetworkPolicy per program and the default deny")
