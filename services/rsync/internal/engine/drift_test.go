@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -109,7 +111,8 @@ func TestRenderPath(t *testing.T) {
 // rollout records it and leaves the resource applied; a change with no
 // other manager that comes back after its repair is not repaired again.
 func TestNoteDrift(t *testing.T) {
-	e := &Engine{workers: map[string]*worker{"edge/c1": {kick: make(chan struct{}, 1)}}, log: zap.NewNop()}
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := &Engine{workers: map[string]*worker{"edge/c1": {kick: make(chan struct{}, 1)}}, log: zap.New(core)}
 	newTask := func(reportOnly bool) (*task, *rsyncv1.ResourceStatus) {
 		o := &owner{rec: &rsyncv1.StoredRollout{Owner: "lc/p/a", ReportDriftOnly: reportOnly}, changed: make(chan struct{})}
 		r := &rsyncv1.ResourceStatus{ApiVersion: "v1", Kind: "ResourceQuota", Namespace: "ns", Name: "q",
@@ -127,9 +130,14 @@ func TestNoteDrift(t *testing.T) {
 	require.True(t, e.repairing(tk, r))
 	e.noteDrift(tk, r, drift([]string{".spec.hard.configmaps"}, "kubectl-edit"))
 	require.Len(t, tk.state.GetDrift(), 1, "the same drift is recorded once")
+	require.Empty(t, logs.FilterMessage("drift: repaired").All())
 	e.noteRepair(tk, r, nil)
 	require.True(t, tk.state.GetDrift()[0].GetRepaired())
 	require.False(t, e.repairing(tk, r))
+	repaired := logs.FilterMessage("drift: repaired").All()
+	require.Len(t, repaired, 1, "a repair is logged at info")
+	require.Equal(t, map[string]any{"owner": "lc/p/a", "cluster": "edge/c1", "object": "ResourceQuota ns/q (v1)",
+		"deleted": false, "fields": []any{".spec.hard.configmaps"}}, repaired[0].ContextMap())
 
 	// The same fields, no other manager, right after the repair: the
 	// cluster does not keep them; not repaired again.

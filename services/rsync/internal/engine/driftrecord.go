@@ -105,6 +105,10 @@ func (e *Engine) noteRepair(t *task, r *rsyncv1.ResourceStatus, err error) {
 	case err == nil:
 		d.Repaired, d.Error = true, ""
 		driftTotal.WithLabelValues(d.GetKind(), "repaired").Inc()
+		e.log.Info("drift: repaired", traceField(t), zap.String("owner", t.owner.rec.GetOwner()),
+			zap.String("cluster", clusterKey(t.provider, t.cluster)),
+			zap.String("object", describe(d.GetApiVersion(), d.GetKind(), d.GetNamespace(), d.GetName())),
+			zap.Bool("deleted", d.GetDeleted()), zap.Strings("fields", d.GetFields()))
 	case Retryable(err):
 		d.Error = Cause(err)
 	default:

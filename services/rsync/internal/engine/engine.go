@@ -211,6 +211,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.load(ctx); err != nil {
 		return fmt.Errorf("rsync engine: load: %w", err)
 	}
+	defer e.gauges()() // gauges.go
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		e.saver.run(stop)

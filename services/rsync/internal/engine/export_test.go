@@ -1,4 +1,14 @@
 package engine
 
+import "github.com/prometheus/client_golang/prometheus"
+
 // ShardOf is shardOf, for tests that find which replica works a cluster.
 func ShardOf(provider, cluster string, n int) int { return shardOf(clusterKey(provider, cluster), n) }
+
+// Gauges are this engine's own dcm_rsync_unsettled_rollouts and
+// dcm_rsync_clusters_in_retry (the process's add up every running
+// engine's, and tests run several at once).
+func (e *Engine) Gauges() (unsettled, inRetry prometheus.Collector) {
+	return prometheus.NewGaugeFunc(unsettledOpts, func() float64 { return float64(e.backlog().unsettled) }),
+		prometheus.NewGaugeFunc(inRetryOpts, func() float64 { return float64(e.backlog().inRetry) })
+}

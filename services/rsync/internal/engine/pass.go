@@ -170,6 +170,11 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 	switch err := out.err; {
 	case err == nil:
 		operations.WithLabelValues(op, "ok").Inc()
+		if r.GetState() == rsyncv1.State_STATE_RETRYING {
+			e.log.Info("step succeeded after retries", traceField(t), zap.String("owner", t.owner.rec.GetOwner()),
+				zap.String("cluster", clusterKey(t.provider, t.cluster)), zap.String("operation", op),
+				zap.String("object", objectName(r.GetKind(), r.GetNamespace(), r.GetName())), zap.Int32("attempts", r.GetAttempts()+1))
+		}
 		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_APPLIED, 0, nil, out.note
 		if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
 			r.State = rsyncv1.State_STATE_DELETED
@@ -177,28 +182,43 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 		return false
 	case Retryable(err):
 		operations.WithLabelValues(op, "retry").Inc()
-		e.logCause(t, r, op, err)
-		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, r.GetAttempts()+1, Cause(err)
-		t.next = now.Add(e.backoff(int(r.GetAttempts())))
+		attempt, delay := r.GetAttempts()+1, e.backoff(int(r.GetAttempts()+1))
+		e.logFailure(t, r, op, err, attempt, delay)
+		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, attempt, Cause(err)
+		t.next = now.Add(delay)
 		r.NextRetry = timestamppb.New(t.next)
 		return true
 	default:
 		operations.WithLabelValues(op, "failed").Inc()
-		e.logCause(t, r, op, err)
+		e.logFailure(t, r, op, err, r.GetAttempts()+1, 0)
 		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, Cause(err)
 		r.Generation = gen
 		return false
 	}
 }
 
-// logCause logs a step's full error, which tenants see only as its Cause:
-// at info when the cause is new for the resource, at debug when a retry
-// fails again the same way.
-func (e *Engine) logCause(t *task, r *rsyncv1.ResourceStatus, op string, err error) {
+// logFailure logs a failed step's full error (tenants see only its Cause)
+// with its owner, cluster and object. A terminal failure (delay 0: not
+// retried until the rollout changes) is logged at info. A retry is logged
+// at info when its cause is new for the resource, and again at attempts
+// 2, 4, 8, 16, ... as a reminder that it still fails; the other repeats
+// are at debug. A cluster down for an hour thus writes about five info
+// lines per resource it waits on, not one per backoff.
+func (e *Engine) logFailure(t *task, r *rsyncv1.ResourceStatus, op string, err error, attempt int32, delay time.Duration) {
 	lvl := zap.InfoLevel
-	if r.GetLastError() == Cause(err) {
+	retry := delay > 0
+	if retry && r.GetLastError() == Cause(err) && attempt&(attempt-1) != 0 {
 		lvl = zap.DebugLevel
 	}
-	e.log.Log(lvl, "step failed", traceField(t), zap.String("owner", t.owner.rec.GetOwner()), zap.String("cluster", t.provider+"/"+t.cluster),
-		zap.String("operation", op), zap.String("object", objectName(r.GetKind(), r.GetNamespace(), r.GetName())), zap.Error(err))
+	ce := e.log.Check(lvl, "step failed")
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{traceField(t), zap.String("owner", t.owner.rec.GetOwner()), zap.String("cluster", clusterKey(t.provider, t.cluster)),
+		zap.String("operation", op), zap.String("object", objectName(r.GetKind(), r.GetNamespace(), r.GetName())),
+		zap.Int32("attempt", attempt), zap.Bool("retry", retry)}
+	if retry {
+		fields = append(fields, zap.Duration("retry_in", delay))
+	}
+	ce.Write(append(fields, zap.Error(err))...)
 }

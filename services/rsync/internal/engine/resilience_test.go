@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -123,10 +124,15 @@ func TestClusterDownMidApplyConverges(t *testing.T) {
 	require.True(t, r.GetNextRetry().AsTime().After(r.GetUpdated().AsTime()), "a next retry is scheduled")
 	require.Equal(t, rsyncv1.State_STATE_RETRYING, st.GetState())
 	require.False(t, st.GetSettled())
+	unsettled, inRetry := e.Gauges()
+	require.EqualValues(t, 1, testutil.ToFloat64(unsettled), "dcm_rsync_unsettled_rollouts")
+	require.EqualValues(t, 1, testutil.ToFloat64(inRetry), "dcm_rsync_clusters_in_retry")
 
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
 	waitFor(t, e, "lc/p/down", "applied after cluster-2 came back", settledIn(rsyncv1.State_STATE_APPLIED))
+	waitGauge(t, "dcm_rsync_unsettled_rollouts", unsettled, 0)
+	waitGauge(t, "dcm_rsync_clusters_in_retry", inRetry, 0)
 	require.Equal(t, 150, countConfigMaps(t, down, ns))
 	// The namespace controller of a cluster whose API server restarted may
 	// back off (up to a minute) before it finalizes the Namespace.
