@@ -91,10 +91,10 @@ func (c *chain) callerAllowed(ctx context.Context, method string) (context.Conte
 	}
 	id, _ := peerIdentity(ctx)
 	refuse := func(why string) (context.Context, error) {
-		c.log.Named(logging.AuditName).Warn("grpc call refused", zap.String("subject", id.Subject), zap.String("role", id.Role),
+		c.log.Named(logging.AuditName).Warn("grpc call refused", append([]zap.Field{zap.String("subject", id.Subject), zap.String("role", id.Role),
 			zap.String("scope", id.Project), zap.String("auth", "certificate"), zap.String("grpc.method", method),
 			zap.String("grpc.code", codes.PermissionDenied.String()), zap.Bool("ok", false), zap.String("remote", remoteOf(ctx)),
-			zap.String("reason", why))
+			zap.String("reason", why)}, requestIDs(ctx, requestID(ctx))...)...)
 		return ctx, status.Error(codes.PermissionDenied, why)
 	}
 	if id.Role == pki.RoleService {
@@ -245,27 +245,46 @@ func (c *chain) validateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServ
 	return h(srv, validatingStream{ss, c})
 }
 
-// requestLogger returns the request-scoped logger: method, request id (from
-// the caller or made here) and, when traced, the trace id.
-func (c *chain) requestLogger(ctx context.Context, method string) (context.Context, *zap.Logger) {
-	id := ""
+type requestIDKey struct{}
+
+// requestID is the call's request id: the one requestLogger gave ctx, else
+// the caller's (the gateway forwards its X-Request-Id, a program its
+// caller's), else a new one.
+func requestID(ctx context.Context) string {
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		return id
+	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(RequestIDHeader); len(v) > 0 {
-			id = v[0]
+		if v := md.Get(RequestIDHeader); len(v) > 0 && v[0] != "" {
+			return v[0]
 		}
 	}
-	if id == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	}
-	caller, peerID := Caller(ctx), Peer(ctx)
-	fields := []zap.Field{zap.String("grpc.method", method), zap.String("request_id", id),
-		zap.String("caller", caller.Subject), zap.String("caller.role", caller.Role), zap.String("caller.scope", caller.Project),
-		zap.String("peer", peerID.Subject), zap.String("peer.role", peerID.Role)}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// requestIDs are the fields that tie a line to its call: request_id and,
+// when traced (the otelgrpc handler started the call's span), trace_id.
+func requestIDs(ctx context.Context, id string) []zap.Field {
+	fields := []zap.Field{zap.String("request_id", id)}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
 	}
+	return fields
+}
+
+// requestLogger returns the request-scoped logger: method, request id (from
+// the caller or made here) and, when traced, the trace id. The returned
+// context carries both, for the audit line.
+func (c *chain) requestLogger(ctx context.Context, method string) (context.Context, *zap.Logger) {
+	id := requestID(ctx)
+	ctx = context.WithValue(ctx, requestIDKey{}, id)
+	caller, peerID := Caller(ctx), Peer(ctx)
+	fields := append([]zap.Field{zap.String("grpc.method", method)}, requestIDs(ctx, id)...)
+	fields = append(fields,
+		zap.String("caller", caller.Subject), zap.String("caller.role", caller.Role), zap.String("caller.scope", caller.Project),
+		zap.String("peer", peerID.Subject), zap.String("peer.role", peerID.Role))
 	l := c.log.With(fields...)
 	return logging.With(ctx, l), l
 }
@@ -289,18 +308,20 @@ func finish(l *zap.Logger, start time.Time, err error) error {
 // audit writes the audit line of a call made directly over gRPC, by an
 // operator's certificate rather than by a DCM program (whose calls act for
 // a REST caller the gateway audited, or for the program itself): who
-// (the certificate's CN and role), what, and the outcome. Refused calls
-// are audited by callerAllowed's log line and here.
+// (the certificate's CN and role), what, and the outcome, with the
+// request's request_id and trace_id like its request lines. Refused calls
+// are audited by callerAllowed's log line (its own ids: it comes before
+// the request logger) and here.
 func (c *chain) audit(ctx context.Context, method string, start time.Time, err error) {
 	p := Peer(ctx)
 	if p.Role == pki.RoleService {
 		return
 	}
 	st := errs.ToStatus(err)
-	c.log.Named(logging.AuditName).Info("grpc call",
+	c.log.Named(logging.AuditName).Info("grpc call", append([]zap.Field{
 		zap.String("subject", p.Subject), zap.String("role", p.Role), zap.String("scope", p.Project), zap.String("auth", "certificate"),
 		zap.String("grpc.method", method), zap.String("grpc.code", st.Code().String()), zap.Bool("ok", st.Code() == codes.OK),
-		zap.String("remote", remoteOf(ctx)), zap.Duration("duration", time.Since(start)))
+		zap.String("remote", remoteOf(ctx)), zap.Duration("duration", time.Since(start))}, requestIDs(ctx, requestID(ctx))...)...)
 }
 
 func remoteOf(ctx context.Context) string {
