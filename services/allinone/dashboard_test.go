@@ -2,14 +2,20 @@ package allinone_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
 // dashboardFile is the Grafana dashboard deploy/ ships.
@@ -104,7 +110,9 @@ func TestPromMetrics(t *testing.T) {
 // TestDashboardQueriesExistInMetrics checks that every metric the Grafana
 // dashboard queries is in the program's /metrics after a logical cloud was
 // applied on a real cluster and terminated (what makes the rollout and
-// store series appear), so the dashboard cannot drift from the code.
+// store series appear), so the dashboard cannot drift from the code. It
+// scrapes as Prometheus does: plain HTTP on the metrics listener
+// (DCM_METRICS_ADDR), without any credential.
 func TestDashboardQueriesExistInMetrics(t *testing.T) {
 	t.Parallel()
 	want := map[string]bool{}
@@ -116,7 +124,12 @@ func TestDashboardQueriesExistInMetrics(t *testing.T) {
 		}
 	}
 
-	r, h := onHarness(t, "dash")
+	h := kubetest.ForTests(t, 3)
+	stack := stacktest.StartWith(t, stacktest.Options{Args: []string{"-metrics-addr", "127.0.0.1:0"}})
+	require.NotEmpty(t, stack.Server.MetricsAddr(), "the metrics listener is on")
+	r := newREST(t, stack)
+	registerHarness(t, r, h)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"dash"}}`)
 	lc := "/v2/projects/dash/logical-clouds/lc-dash"
 	r.want(201, "POST", "/v2/projects/dash/logical-clouds", `{"metadata":{"name":"lc-dash"},"spec":{"namespace":"dash-ns"}}`)
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+h.Clusters[0].Name+`"}`)
@@ -126,8 +139,11 @@ func TestDashboardQueriesExistInMetrics(t *testing.T) {
 	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
 
+	// No client certificate, no token, no TLS.
+	code, scraped := call(t, &http.Client{Timeout: 30 * time.Second}, "GET", "http://"+stack.Server.MetricsAddr()+"/metrics", "")
+	require.Equal(t, http.StatusOK, code, "%s", scraped)
 	series := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(r.want(200, "GET", "/metrics", "")))
+	sc := bufio.NewScanner(bytes.NewReader(scraped))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
 		line := sc.Text()
