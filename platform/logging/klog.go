@@ -97,20 +97,33 @@ func (s *klogSink) Info(level int, msg string, kv ...any) {
 		return
 	}
 	if l := s.logger(); l != nil {
+		l, fields := named(l, kvFields(kv))
 		if ce := l.Check(zapLevel(level), msg); ce != nil {
-			ce.Write(kvFields(kv)...)
+			ce.Write(fields...)
 		}
 	}
 }
 
 func (s *klogSink) Error(err error, msg string, kv ...any) {
 	if l := s.logger(); l != nil {
-		fields := kvFields(kv)
+		l, fields := named(l, kvFields(kv))
 		if err != nil {
 			fields = append(fields, zap.Error(err))
 		}
 		l.Error(msg, fields...)
 	}
+}
+
+// named takes klog's "logger" value (klog's own logr names a logger so,
+// e.g. UnhandledError) into l's name, where a second "logger" key in
+// the line would clash with zap's.
+func named(l *zap.Logger, fields []zap.Field) (*zap.Logger, []zap.Field) {
+	for i, f := range fields {
+		if f.Key == "logger" && f.Type == zapcore.StringType {
+			return l.Named(f.String), append(fields[:i:i], fields[i+1:]...)
+		}
+	}
+	return l, fields
 }
 
 func (s *klogSink) WithValues(kv ...any) logr.LogSink {
@@ -134,14 +147,21 @@ func (s *klogSink) WithCallDepth(depth int) logr.LogSink {
 	return &c
 }
 
+// reserved are the keys of every line (NewFormatted's encoder).
+var reserved = map[string]bool{"level": true, "time": true, "msg": true, "caller": true, "stacktrace": true}
+
 // kvFields turns logr's alternating keys and values into zap fields; a
-// key that is not a string is printed, a value missing is said so.
+// key that is not a string is printed, a value missing is said so, a key
+// of the line itself is prefixed with "klog.".
 func kvFields(kv []any) []zap.Field {
 	fields := make([]zap.Field, 0, (len(kv)+1)/2)
 	for i := 0; i < len(kv); i += 2 {
 		key, ok := kv[i].(string)
 		if !ok {
 			key = fmt.Sprint(kv[i])
+		}
+		if reserved[key] {
+			key = "klog." + key // not to clash with the line's own keys
 		}
 		if i+1 == len(kv) {
 			fields = append(fields, zap.String(key, "(MISSING)"))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 )
 
@@ -29,16 +30,25 @@ func TestKlogThroughZap(t *testing.T) {
 	klog.Warning("a deprecated API")
 	klog.ErrorS(errors.New("connection refused"), "list failed", "cluster", "edge/c1")
 	klog.Errorf("failed %d times", 2)
+	utilruntime.HandleError(errors.New("watch ended")) // through klog's own logr, which names it
+	klog.InfoS("keys of the line", "msg", "a value", "level", 3)
 	klog.V(1).Info("chatty at 1")
 	klog.V(4).Info("chatty at 4")
 	klog.Flush()
 
 	lines := jsonLines(t, out.String())
-	require.Len(t, lines, 5, "V(1) and above are left out at info: %s", out.String())
-	for _, l := range lines {
+	require.Len(t, lines, 7, "V(1) and above are left out at info: %s", out.String())
+	for _, l := range lines[:5] {
 		require.Equal(t, "svc."+KlogName, l["logger"])
 		require.Contains(t, l["caller"], "logging/klog_test.go", "the caller is the klog call")
 	}
+	require.Equal(t, "svc.klog.UnhandledError", lines[5]["logger"])
+	require.Equal(t, "error", lines[5]["level"])
+	require.Equal(t, "watch ended", lines[5]["error"])
+	require.Equal(t, "keys of the line", lines[6]["msg"])
+	require.Equal(t, "a value", lines[6]["klog.msg"])
+	require.EqualValues(t, 3, lines[6]["klog.level"])
+	require.Equal(t, "info", lines[6]["level"])
 	require.Equal(t, "watch started", lines[0]["msg"])
 	require.Equal(t, "info", lines[0]["level"])
 	require.Equal(t, "reflector", lines[1]["msg"])
@@ -111,6 +121,9 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 	for sc.Scan() {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), "not one JSON object: %q", sc.Text())
+		for _, k := range []string{"logger", "msg", "level"} {
+			require.Equal(t, 1, strings.Count(sc.Text(), `"`+k+`":`), "one %s key: %s", k, sc.Text())
+		}
 		lines = append(lines, m)
 	}
 	return lines
