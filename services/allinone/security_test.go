@@ -150,11 +150,13 @@ func TestUnauthenticated(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return first(do(t, bare, expiring, "GET", s.URL+"/v2/projects/p", "")) == 401
 	}, 20*time.Second, 100*time.Millisecond, "an expired token is refused")
-	// Every route but /healthz.
-	for _, path := range []string{"/v2/projects", "/v2/cluster-providers", "/v2/cadist/roots", "/v2/auth/tokens", "/openapi.json", "/metrics", "/no/such/route"} {
+	// Every route but /healthz and the API document and its page (TestOpenAPIWithoutCredential).
+	for _, path := range []string{"/v2/projects", "/v2/cluster-providers", "/v2/cadist/roots", "/v2/auth/tokens", "/metrics", "/no/such/route"} {
 		require.Equal(t, 401, first(do(t, bare, "", "GET", s.URL+path, "")), path)
 	}
-	require.Equal(t, 200, first(do(t, bare, "", "GET", s.URL+"/healthz", "")))
+	for _, path := range []string{"/healthz", "/openapi.json", "/docs"} {
+		require.Equal(t, 200, first(do(t, bare, "", "GET", s.URL+path, "")), path)
+	}
 	require.Equal(t, 200, first(do(t, bare, s.AdminToken, "GET", s.URL+"/v2/projects", "")), "the bootstrap admin token")
 }
 
@@ -219,7 +221,7 @@ var authRoutes = []authRoute{
 	{"GET", "/v2/auth/tokens", "", []string{roleA}},
 	{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{roleA}},
 	{"POST", "/v2/admin/keys/rewrap", `{}`, []string{roleA}},
-	{"GET", "/openapi.json", "", []string{roleA, roleP, roleR, roleG}},
+	{"GET", "/openapi.json", "", []string{roleA, roleP, roleR, roleG, roleS}}, // served to anyone
 	// the traffic controller's routes, in both spellings
 	{"GET", "/v2/project/a/rb/r/v1/traffic-intent-groups", "", []string{roleA, roleP, roleR, roleG}},
 	{"POST", "/v2/project/a/rb/r/v1/traffic-intent-groups", `{"name":"g","logical-cloud":"l"}`, []string{roleA, roleP}},

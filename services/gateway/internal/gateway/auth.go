@@ -188,8 +188,8 @@ func (r Route) project() (project string, scoped, isList bool) {
 // Authorize reports whether id may send method to the matched route:
 //   - admin: everything;
 //   - project-admin: every method under its project's URLs, and GET on the
-//     URLs outside any project (the cluster registry, CA roots, the API
-//     document) so it can pick clusters;
+//     URLs outside any project (the cluster registry, CA roots) so it can
+//     pick clusters;
 //   - reader: GET only, under its project's URLs (or every project's, when
 //     global) and outside any project.
 //
@@ -260,21 +260,6 @@ func authorized(next runtime.HandlerFunc) runtime.HandlerFunc {
 			return
 		}
 		next(w, r, params)
-	}
-}
-
-// authorizedPlain guards a route served outside the router (the API
-// document), matched by its plain path.
-func authorizedPlain(template string, next http.HandlerFunc) http.HandlerFunc {
-	rt := routeOf(template, nil)
-	return func(w http.ResponseWriter, r *http.Request) {
-		a := auditOf(r.Context())
-		a.route = template
-		if !Authorize(a.id, r.Method, rt) {
-			forbid(w, a)
-			return
-		}
-		next(w, r)
 	}
 }
 

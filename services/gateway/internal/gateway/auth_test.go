@@ -70,7 +70,6 @@ func TestAuthorizeTable(t *testing.T) {
 		{global, "GET", "/v2/auth/tokens", nil, false},
 		{pa, "POST", "/v2/admin/keys/rewrap", nil, false},
 		{svc, "GET", "/v2/cluster-providers", nil, false},
-		{pki.Identity{}, "GET", "/openapi.json", nil, false},
 		{pa, "GET", "/v2/project/{project=*}/rb/{rb=*}", map[string]string{"project": "a"}, true},
 		{pa, "POST", "/v1/cadist/projects/{project=*}/x", map[string]string{"project": "b"}, false},
 		{pa, "GET", "/v1/cadist/projects/{project=*}/logicalclouds/{logical_cloud=*}/clusters/{cluster=*}", in("a"), true},

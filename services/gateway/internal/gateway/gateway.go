@@ -33,6 +33,7 @@ import (
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/telemetry"
@@ -99,11 +100,11 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 			return nil, fmt.Errorf("register %s routes: %w", name, err)
 		}
 	}
+	doc, err := openapi.Build(successStatus, app.Version())
+	if err != nil {
+		return nil, fmt.Errorf("OpenAPI document: %w", err)
+	}
 	root := http.NewServeMux()
-	root.HandleFunc("GET /openapi.json", authorizedPlain("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openapi.Document)
-	}))
 	if limits.Dialect == "" {
 		limits.Dialect = DialectDCM
 	}
@@ -111,8 +112,20 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		return nil, err
 	}
 	root.Handle("/", watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux)))))
+	// The API document and its page hold no data: they are served before
+	// authentication, to anyone (no credential is looked at, so none fails
+	// and the failed-authentication limiter never counts them).
+	public := http.NewServeMux()
+	public.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-cache")
+		_, _ = w.Write(doc)
+	})
+	public.Handle("GET "+openapi.DocsPath, openapi.Docs)
+	public.Handle("GET "+openapi.DocsPath+"/{file}", openapi.Docs)
 	// The REST call starts the trace its gRPC calls carry on (platform/telemetry).
-	return telemetry.HTTPHandler(secure(auth, auditLog, root)), nil
+	public.Handle("/", telemetry.HTTPHandler(secure(auth, auditLog, root)))
+	return public, nil
 }
 
 // noteRoute records the matched route and RPC for the audit log, and
@@ -245,23 +258,33 @@ func routingError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 // (instantiate), update, stop and terminate.
 var asyncVerbs = regexp.MustCompile(`^(Apply|Stop|Terminate)[A-Za-z]+$|^Update[A-Za-z]+Resources$`)
 
-// setStatus answers 201 to Create* calls, 204 to Delete* calls and 202
-// Accepted to the asynchronous verbs (their body is the status as the call
-// left it: read .../status for the rest), as the API documents; every
-// other call answers 200.
+// successStatus is the status a successful call of rpc (a method name, or
+// a full /package.Service/Method) answers: 201 for Create* calls, 204 for
+// Delete* calls and 202 Accepted for the asynchronous verbs (their body is
+// the status as the call left it: read .../status for the rest); every
+// other call answers 200. setStatus writes it, and the OpenAPI document
+// declares it (openapi.Build), so the two cannot differ.
+func successStatus(rpc string) int {
+	name := rpc[strings.LastIndex(rpc, "/")+1:]
+	switch {
+	case asyncVerbs.MatchString(name):
+		return http.StatusAccepted
+	case strings.HasPrefix(name, "Create"):
+		return http.StatusCreated
+	case strings.HasPrefix(name, "Delete"):
+		return http.StatusNoContent
+	}
+	return http.StatusOK
+}
+
+// setStatus writes the call's successStatus, as the API documents.
 func setStatus(ctx context.Context, w http.ResponseWriter, _ proto.Message) error {
 	method, ok := runtime.RPCMethod(ctx)
 	if !ok {
 		return nil
 	}
-	name := method[strings.LastIndex(method, "/")+1:]
-	switch {
-	case asyncVerbs.MatchString(name):
-		w.WriteHeader(http.StatusAccepted)
-	case strings.HasPrefix(name, "Create"):
-		w.WriteHeader(http.StatusCreated)
-	case strings.HasPrefix(name, "Delete"):
-		w.WriteHeader(http.StatusNoContent)
+	if code := successStatus(method); code != http.StatusOK {
+		w.WriteHeader(code)
 	}
 	return nil
 }
