@@ -277,7 +277,19 @@ func TestOpenAPIAgainstServer(t *testing.T) {
 			admin[id] = sent{verb, p, op, code, b}
 		}
 	}
-	lines := auditLines(t, logs.String())
+	// The audit lines of every refused call (each call leaves its line
+	// before its answer ends; polled all the same, the log being the
+	// program's).
+	var lines map[string]map[string]any
+	require.Eventually(t, func() bool {
+		lines = auditLines(t, logs.String())
+		for id := range refused {
+			if _, ok := lines[id]; !ok {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "every refused call is audited")
 	for id, c := range refused {
 		a, ok := lines[id]
 		require.True(t, ok, "no audit line for %s %s", c.verb, c.path)
