@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
@@ -126,4 +127,43 @@ func TestWatchBounds(t *testing.T) {
 		_ = resp.Body.Close()
 		eventually(t, "the server-side watch ended", func() bool { return openWatches(t, s) == "0" })
 	})
+}
+
+// TestWatchErrors: a status watch refused before its stream began
+// answers, in both spellings, exactly as GET .../status of the same
+// logical cloud does: errs' status and body (a missing logical cloud 404
+// naming it, a bad name 400 naming the field), not grpc-gateway's stream
+// shape ({"error": {"code": 5, ...}}) and mapping.
+func TestWatchErrors(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t)
+	r := newREST(t, s)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"we"}}`)
+	for _, tc := range []struct {
+		name, lc string
+		code     int
+		status   string
+		field    string
+		names    string // what the message names
+	}{
+		{"missing", "lc-none", 404, "NotFound", "", "lc-none"},
+		{"bad parameter", "Not_A_Label", 400, "InvalidArgument", "logical-cloud", "DNS-1123 label"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := "/v2/projects/we/logical-clouds/" + tc.lc + "/status"
+			code, plain := call(t, s.Admin, "GET", s.URL+base, "")
+			require.Equal(t, tc.code, code, "GET %s: %s", base, plain)
+			for _, watch := range []string{base + "?watch=true", base + "/watch"} {
+				code, b := call(t, s.Admin, "GET", s.URL+watch, "")
+				require.Equal(t, tc.code, code, "GET %s: %s", watch, b)
+				require.JSONEq(t, string(plain), string(b), "GET %s answers as GET %s", watch, base)
+				var body errs.Body
+				require.NoError(t, json.Unmarshal(b, &body), "%s", b)
+				require.Equal(t, tc.code, body.Code)
+				require.Equal(t, tc.status, body.Status)
+				require.Equal(t, tc.field, body.Field)
+				require.Contains(t, body.Message, tc.names)
+			}
+		})
+	}
 }

@@ -25,10 +25,6 @@ const PageTokenHeader = "Next-Page-Token"
 // ErrorDefinition is the name of the error body's schema in definitions.
 const ErrorDefinition = "Error"
 
-// StreamErrorDefinition is the name of the schema of the errors a
-// streaming call's service returns (grpc-gateway writes them).
-const StreamErrorDefinition = "StreamError"
-
 const description = `The REST API of DCM, the distributed cloud manager: projects, cluster providers and
 clusters, logical clouds and what they hold, their lifecycle and status, the traffic controller's
 intents, the CA distribution and the service mesh.
@@ -78,29 +74,14 @@ func Build(status func(rpc string) int, version string) ([]byte, error) {
 	if defs == nil {
 		return nil, fmt.Errorf("the generated document has no definitions")
 	}
-	for _, d := range []string{ErrorDefinition, StreamErrorDefinition} {
-		if _, ok := defs[d]; ok {
-			return nil, fmt.Errorf("the generated document already defines %q", d)
-		}
+	if _, ok := defs[ErrorDefinition]; ok {
+		return nil, fmt.Errorf("the generated document already defines %q", ErrorDefinition)
 	}
 	schema, err := errorSchema()
 	if err != nil {
 		return nil, err
 	}
 	defs[ErrorDefinition] = schema
-	defs[StreamErrorDefinition] = map[string]any{
-		"type":        "object",
-		"description": "An error of a streaming call, as grpc-gateway writes it (a google.rpc.Status).",
-		"properties": map[string]any{"error": map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"code":    map[string]any{"type": "integer", "format": "int32", "description": "The gRPC status code number (5: NotFound)."},
-				"message": map[string]any{"type": "string"},
-				"details": map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
-			},
-		}},
-		"required": []any{"error"},
-	}
 	doc["responses"] = errorResponses()
 	paths, _ := doc["paths"].(map[string]any)
 	if len(paths) == 0 {
@@ -161,15 +142,11 @@ func operation(op map[string]any, verb, path string, status func(string) int) er
 		}}
 	}
 	resps[strconv.Itoa(code)] = ok
-	stream := streaming(ok)
 	for _, c := range errorCodes(op, verb, path) {
-		if stream && streamErrors[c] {
-			resps[c] = map[string]any{"$ref": "#/responses/" + streamResponse(c)}
-			continue
-		}
 		resps[c] = map[string]any{"$ref": "#/responses/" + c}
 	}
-	if stream {
+	if streaming(ok) {
+		streamLines(ok)
 		op["description"] = strings.TrimSpace(fmt.Sprint(op["description"]) + "\n\n" + streamNote)
 	}
 	resps["default"] = map[string]any{"$ref": "#/responses/default"}
@@ -184,18 +161,30 @@ func streaming(ok map[string]any) bool {
 	return strings.HasPrefix(title, "Stream result of")
 }
 
-// streamErrors are the statuses a streaming call's errors from the
-// service come with: grpc-gateway writes those itself, in its stream shape
-// (StreamErrorDefinition) and with its own mapping of gRPC codes (a
-// FailedPrecondition is 400 there); the gateway's refusals before the
-// call (401, 403, 429) keep the Error body.
-var streamErrors = map[string]bool{"400": true, "404": true, "503": true}
+// streamNote says how a streaming call's errors come: before the stream
+// began, as every call's (the gateway's watchWriter); after, in it.
+const streamNote = "Errors before the stream began come as every call's, with the status and `Error` body listed. " +
+	"Once the 200 stream began, an error ends it with a last line `{\"error\": {\"code\": <gRPC code number>, " +
+	"\"message\", \"details\"}}` (grpc-gateway's stream shape: a google.rpc.Status)."
 
-const streamNote = "Errors the service returns (400, 404, 503) come in grpc-gateway's stream shape " +
-	"(`StreamError`: `{\"error\": {\"code\": <gRPC code number>, \"message\", \"details\"}}`), " +
-	"not the `Error` body; the gateway's own refusals (401, 403, 429) are `Error`s."
-
-func streamResponse(code string) string { return "stream-" + code }
+// streamLines adds, to a streaming 200's line schema ({"result": ...}),
+// the error line that may end the stream.
+func streamLines(ok map[string]any) {
+	schema, _ := ok["schema"].(map[string]any)
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		return
+	}
+	props["error"] = map[string]any{
+		"type":        "object",
+		"description": "The error that ended the stream after it began (a google.rpc.Status); the stream's last line.",
+		"properties": map[string]any{
+			"code":    map[string]any{"type": "integer", "format": "int32", "description": "The gRPC status code number (5: NotFound)."},
+			"message": map[string]any{"type": "string"},
+			"details": map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+		},
+	}
+}
 
 // paged reports whether op is a collection GET that takes a page-token.
 func paged(op map[string]any) bool {
@@ -249,14 +238,7 @@ func errorResponses() map[string]any {
 	limited := r("Too Many Requests (status `ResourceExhausted`): the client's address failed to authenticate too often " +
 		"(DCM_AUTH_FAILURE_BURST), or a limit was reached (open watches).")
 	limited["headers"] = map[string]any{"Retry-After": map[string]any{"type": "integer", "description": "Seconds to wait before trying again."}}
-	stream := func(desc string) map[string]any {
-		return map[string]any{"description": desc + " (a streaming call: grpc-gateway's stream error shape)",
-			"schema": map[string]any{"$ref": "#/definitions/" + StreamErrorDefinition}}
-	}
 	return map[string]any{
-		streamResponse("400"): stream("Bad Request: an invalid argument, or a state that forbids the call"),
-		streamResponse("404"): stream("Not Found: the record, or one it is under, does not exist"),
-		streamResponse("503"): stream("Service Unavailable: retry later"),
 		"400": r("Bad Request (status `InvalidArgument`): `field` names what is wrong, as the request spelled it " +
 			"(a body key such as `metadata.name`, a query parameter, `path` or `body`)."),
 		"401": unauth,
