@@ -6,8 +6,12 @@ BIN        := $(CURDIR)/bin
 BUF        := $(BIN)/buf
 GOLANGCI   := $(BIN)/golangci-lint
 GRPCURL    := $(BIN)/grpcurl
-# Every package of every workspace module (go.work).
-PKGS       := github.com/dcm-project/dcm/...
+# Every package of every workspace module (go.work). The targets name
+# packages by import path, not ./dir, so that they build the workspace GOWORK
+# names from any directory (the README's walkthrough test runs them so).
+MODULE     := github.com/dcm-project/dcm
+PKGS       := $(MODULE)/...
+CLUSTERS   := $(GO) run $(MODULE)/platform/kubetest/cmd/dcm-clusters
 # What `make generate` writes; CI fails if regenerating changes it.
 # The last is external-dns's DNSEndpoint CRD, copied from its module: the
 # service mesh installs it with Istio's CRDs (the traffic controller's DNS
@@ -58,7 +62,7 @@ check-ports:
 ## build: every program into bin/ (dcm = all-in-one; one per service; gateway)
 build:
 	$(GO) build -o $(BIN)/ $(PKGS)/cmd/...
-	$(GO) build -o $(BIN)/dcmctl ./cmd/dcmctl
+	$(GO) build -o $(BIN)/dcmctl $(MODULE)/cmd/dcmctl
 
 ## test: everything CI runs: generated code up to date, lint, breaking check, all tests
 test: check-generated lint breaking test-all
@@ -67,21 +71,21 @@ test: check-generated lint breaking test-all
 test-all: k8s-bins istio-bins
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
-## k8s-bins: build kube-apiserver and kube-controller-manager (test/k8s) into bin/k8s
+## k8s-bins: build kube-apiserver, kube-controller-manager and kubectl (test/k8s) into bin/k8s
 k8s-bins:
-	$(GO) run ./platform/kubetest/cmd/dcm-clusters build
+	$(CLUSTERS) build
 
 ## istio-bins: build istiod (pilot-discovery, test/istio) into bin/istio; skipped while newer than test/istio/go.sum
 istio-bins:
-	$(GO) run ./platform/kubetest/cmd/dcm-clusters build-istio
+	$(CLUSTERS) build-istio
 
 ## clusters: start N local Kubernetes clusters (etcd + kube-apiserver + kube-controller-manager)
 clusters:
-	$(GO) run ./platform/kubetest/cmd/dcm-clusters up -n $(N) -dir $(CLUSTERS_DIR)
+	$(CLUSTERS) up -n $(N) -dir $(CLUSTERS_DIR)
 
 ## clusters-down: stop the clusters `make clusters` started
 clusters-down:
-	$(GO) run ./platform/kubetest/cmd/dcm-clusters down -dir $(CLUSTERS_DIR)
+	$(CLUSTERS) down -dir $(CLUSTERS_DIR)
 
 ## bench-rsync: the rsync engine benchmark (1,000 simulated clusters, then 3 real ones)
 bench-rsync:

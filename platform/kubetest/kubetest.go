@@ -480,9 +480,13 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 	}
 }
 
-// RepoRoot is the directory holding go.work, found upwards from the
-// working directory.
+// RepoRoot is the directory holding go.work: the one the GOWORK
+// environment variable names, as the go command uses it, or else the first
+// found upwards from the working directory.
 func RepoRoot() (string, error) {
+	if w := os.Getenv("GOWORK"); w != "" && w != "off" && filepath.IsAbs(w) {
+		return filepath.Dir(w), nil
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -501,8 +505,8 @@ func RepoRoot() (string, error) {
 
 var kubernetesVersion = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$`)
 
-// Build builds kube-apiserver and kube-controller-manager from test/k8s
-// into root/bin/k8s and returns that directory. go build leaves binaries
+// Build builds kube-apiserver, kube-controller-manager and kubectl from
+// test/k8s into root/bin/k8s and returns that directory. go build leaves binaries
 // that are up to date untouched, so a warm call costs a few seconds.
 func Build(ctx context.Context, root string) (string, error) {
 	bin := filepath.Join(root, "bin", "k8s")
@@ -519,7 +523,7 @@ func Build(ctx context.Context, root string) (string, error) {
 	v := "k8s.io/component-base/version"
 	ldflags := fmt.Sprintf("-X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s", v, m[1], m[2], m[3])
 	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags="+ldflags, "-o", bin+"/",
-		"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager")
+		"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var out bytes.Buffer

@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package k8s pins the Kubernetes server binaries the test clusters run.
+// Package k8s pins the Kubernetes server binaries the test clusters run,
+// and kubectl, which the README's walkthrough uses on them.
 // It is a tools module, outside the product's go.mod and go.work: build
 // with `GOWORK=off go build k8s.io/kubernetes/cmd/kube-apiserver`.
 package k8s
@@ -8,4 +9,5 @@ package k8s
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

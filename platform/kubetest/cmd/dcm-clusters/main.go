@@ -46,7 +46,7 @@ func run(args []string) error {
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage + `
 
-  build        build kube-apiserver and kube-controller-manager (test/k8s) into bin/k8s
+  build        build kube-apiserver, kube-controller-manager and kubectl (test/k8s) into bin/k8s
   build-istio  build istiod (test/istio) into bin/istio
   up           start N local clusters (etcd, kube-apiserver, kube-controller-manager) in DIR
   down         stop the clusters up started, and return once their processes are gone
@@ -70,7 +70,7 @@ flags:`)
 		if err != nil {
 			return err
 		}
-		fmt.Println("kube-apiserver and kube-controller-manager are in", bin)
+		fmt.Println("kube-apiserver, kube-controller-manager and kubectl are in", bin)
 		return nil
 	case "build-istio":
 		root, err := kubetest.RepoRoot()
@@ -93,7 +93,7 @@ flags:`)
 		if err != nil {
 			return err
 		}
-		fmt.Println("building kube-apiserver and kube-controller-manager (test/k8s) ...")
+		fmt.Println("building kube-apiserver, kube-controller-manager and kubectl (test/k8s) ...")
 		bin, err := kubetest.Build(ctx, root)
 		if err != nil {
 			return err
