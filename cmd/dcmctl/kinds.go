@@ -36,7 +36,7 @@ var kinds = []*kind{
 	{Name: "LogicalCloud", Aliases: []string{"logical-clouds", "logical-cloud", "logicalcloud", "lc"},
 		Parents: []string{"project"}, Path: "/v2/projects/{project}/logical-clouds",
 		NameKeys: []string{"metadata.name", "name"},
-		Columns:  [][2]string{{"NAMESPACE", "spec.namespace"}, {"LEVEL", "spec.level"}, {"USER", "spec.user.user-name"}}},
+		Columns:  [][2]string{{"NAMESPACE", "spec.namespace"}, {"LEVEL", "spec.level"}, {"USER", "spec.user.user-name"}, {"STATE", "lifecycle.state"}}},
 	{Name: "ClusterReference", Aliases: []string{"cluster-references", "cluster-reference", "clusterreference", "refs"},
 		Parents: []string{"project", "logicalCloud"}, Path: "/v2/projects/{project}/logical-clouds/{logicalCloud}/cluster-references",
 		NameKeys: []string{"metadata.name", "cluster-name"}, Wrapper: "cluster-references",

@@ -61,7 +61,7 @@ func TestControlPlaneBody(t *testing.T) {
 	got := decodeMap(t, r.want(201, "POST", lcs+"/control-plane", seed))
 	require.Equal(t, "logical-cloud-1", got["name"])
 	require.Equal(t, "user-2", got["user"])
-	require.Equal(t, "logical cloud and associated user successfully created", got["Message"])
+	require.Equal(t, "logical cloud and associated user successfully created", got["message"])
 	lc := decodeMap(t, r.want(200, "GET", lcs+"/logical-cloud-1", ""))
 	spec := lc["spec"].(map[string]any)
 	require.Equal(t, map[string]any{"enabled": true, "namespace": "logical-cloud-1-istio-system"}, spec["service-mesh"])
@@ -79,7 +79,7 @@ func TestControlPlaneBody(t *testing.T) {
 	// An existing logical cloud without a mesh: turned on, conditionally.
 	r.want(201, "POST", lcs, `{"name": "lc-2"}`)
 	got = decodeMap(t, r.want(201, "POST", lcs+"/control-plane", `{"name": "lc-2", "namespace": "lc-2-mesh", "ca-cert": "", "ca-key": "", "root-cert": "", "cert-chain": ""}`))
-	require.Equal(t, "service mesh enabled on the logical cloud", got["Message"])
+	require.Equal(t, "service mesh enabled on the logical cloud", got["message"])
 	spec = decodeMap(t, r.want(200, "GET", lcs+"/lc-2", ""))["spec"].(map[string]any)
 	require.Equal(t, map[string]any{"enabled": true, "namespace": "lc-2-mesh"}, spec["service-mesh"])
 	require.Equal(t, "lc-2", spec["user"].(map[string]any)["user-name"], "its user kept")

@@ -251,8 +251,8 @@ func TestDcmctl(t *testing.T) {
 			"cluster-2   ctl-edge   cluster-2   10.10.0.2",
 		}, lines(d.ok("get", "cluster-references", "-p", "ctl", "-l", "ctl-lc")))
 		require.Equal(t, []string{
-			"NAME     NAMESPACE   LEVEL      USER",
-			"ctl-lc   ctl-ns      standard   ctl-user",
+			"NAME     NAMESPACE   LEVEL      USER       STATE",
+			"ctl-lc   ctl-ns      standard   ctl-user   Created",
 		}, lines(d.ok("get", "lc", "-p", "ctl")))
 		out := d.ok("get", "cluster-quota", "quota-1", "-p", "ctl", "-l", "ctl-lc", "-o", "yaml")
 		require.Contains(t, out, "requests.cpu: \"2\"")

@@ -83,9 +83,9 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 
 	stored := `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
 		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
-		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
+		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", lc1, `{"name":"lc-1","logical-cloud-name":"lc-1","namespace":"ns-1","user-name":"user-1",
-		"user":"user-1","Message":"logical cloud and associated user successfully created","logical-cloud":`+stored+`}`)
+		"user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+stored+`}`)
 	r.want(409, "POST", "/v2/projects/p1/logical-clouds", lc1)
 	r.is(200, "GET", lc, "", stored)
 	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", "["+stored+"]")
@@ -202,9 +202,9 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	            "permissions": {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}}]}`
 	flatStored := `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
 		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
-		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
+		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
-		"user-name":"user-1","user":"user-1","Message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
+		"user-name":"user-1","user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
 	lc := "/v2/projects/p1/logical-clouds/logical-cloud-1"
 	r.is(200, "GET", lc, "", flatStored)
 	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"","metadata":{"name":"c1","description":"","userData1":"","userData2":""}}],"next-page-token":""}`)
@@ -242,9 +242,9 @@ func TestLogicalCloudLevels(t *testing.T) {
 
 	adminStored := `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
 		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"ca-root":""},
-		"lifecycle":{"phase":"created","generation":"0","changed":null}}`
+		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
 	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
-		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","Message":"logical cloud created","logical-cloud":`+adminStored+`}`)
+		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","message":"logical cloud created","logical-cloud":`+adminStored+`}`)
 	r.is(200, "GET", base+"/admin-lc", "", adminStored)
 	r.is(200, "GET", base+"/admin-lc/namespaces", "", `{"clusters":[],"namespaces":[]}`)
 	r.is(200, "GET", base+"/admin-lc/users", "", `{"users":[],"next-page-token":""}`)

@@ -209,7 +209,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 		`(?m)^ClusterQuota/quota-1 created$`,
 		`(?m)^Project/proj1 unchanged$`,
 		`(?m)^ClusterQuota/quota-1 unchanged$`,
-		`(?m)^lc-1\s+ns-1\s`,
+		`(?m)^lc-1\s+ns-1\s+standard\s+user-1\s+Created$`,
 		`(?m)^proj1/lc-1: Instantiated (\d+)/\d+\n  local/cluster-1 \d+/\d+ applied\n  local/cluster-2 \d+/\d+ applied$`,
 		`(?m)^kubeconfig written to \.dcm/lc-1-cluster-1\.kubeconfig$`,
 		`(?m)^configmap/hello created$`,

@@ -30,13 +30,22 @@ const (
 // synchronizer's status when read.
 type Lifecycle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// phase is "" (created), "applying" or "terminating".
+	// phase is the state the last transition asked for, in the words of the
+	// states: Created, Instantiated (apply, update) or Terminated (terminate).
+	// Records stored before it spoke the states' words hold created, applying
+	// or terminating; they are answered in the new words.
 	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
 	// generation is the resource synchronizer's generation of the last
 	// apply, update or terminate.
 	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	// changed is when phase last changed.
-	Changed       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	// state is where the logical cloud stands now, the word its status
+	// (GET .../status) answers: Created, Instantiating, Instantiated,
+	// InstantiateFailed, Terminating, Terminated or TerminateFailed. Output
+	// only, derived when read; empty when the resource synchronizer could not
+	// be asked.
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,6 +99,13 @@ func (x *Lifecycle) GetChanged() *timestamppb.Timestamp {
 		return x.Changed
 	}
 	return nil
+}
+
+func (x *Lifecycle) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
 }
 
 // ApplyLogicalCloudRequest names a logical cloud (POST .../apply (or .../instantiate)).
@@ -1626,13 +1642,14 @@ var File_dcm_core_v1_lifecycle_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/core/v1/lifecycle.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"w\n" +
+	"\x1bdcm/core/v1/lifecycle.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x01\n" +
 	"\tLifecycle\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x124\n" +
-	"\achanged\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\achanged\"p\n" +
+	"\achanged\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\achanged\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"p\n" +
 	"\x18ApplyLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"T\n" +

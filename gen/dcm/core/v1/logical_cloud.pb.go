@@ -464,7 +464,8 @@ func (x *CreateLogicalCloudRequest) GetUser() *structpb.Value {
 }
 
 // CreateLogicalCloudResponse is the documented 201 body (seed 000's keys,
-// and seed 002's user and Message).
+// and seed 002's user and message; seed 002 spells it "Message", DCM's JSON
+// keys are lower case throughout).
 type CreateLogicalCloudResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name of the logical cloud.
@@ -478,7 +479,7 @@ type CreateLogicalCloudResponse struct {
 	// user repeats user_name, as seed 002 documents.
 	User string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
 	// message says what was created.
-	Message string `protobuf:"bytes,6,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	// logical_cloud as stored (EMCO's dialect answers it alone).
 	LogicalCloud  *LogicalCloud `protobuf:"bytes,7,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -716,7 +717,7 @@ type CreateMeshLogicalCloudResponse struct {
 	// logical_cloud as stored, spec.service-mesh enabled.
 	LogicalCloud *LogicalCloud `protobuf:"bytes,1,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// message says what was done, as seed 002 documents.
-	Message string `protobuf:"bytes,2,opt,name=message,json=Message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// name is the logical cloud's, as seed 002's answer has it.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// user is the (first) user's name, as seed 002's answer has it.
@@ -2874,7 +2875,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1c\n" +
 	"\tuser_name\x18\x04 \x01(\tR\tuser-name\x12\x12\n" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\aMessage\x12?\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12?\n" +
 	"\rlogical_cloud\x18\a \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\"\xd2\x03\n" +
 	"\x1dCreateMeshLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x12\n" +
@@ -2893,7 +2894,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x04user\x18\v \x01(\v2\x16.google.protobuf.ValueR\x04user\"\xa3\x01\n" +
 	"\x1eCreateMeshLogicalCloudResponse\x12?\n" +
 	"\rlogical_cloud\x18\x01 \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\aMessage\x12\x12\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\"n\n" +
 	"\x16GetLogicalCloudRequest\x12#\n" +

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
@@ -59,7 +60,7 @@ func (s *LogicalClouds) createMeshCloud(ctx context.Context, req *corev1.CreateM
 	if err := s.create(ctx, req.GetProject(), p, first); err != nil {
 		return nil, err
 	}
-	return meshAnswer(p.lc, createdMessage(p)), nil
+	return s.meshAnswer(ctx, req.GetProject(), proto.CloneOf(p.lc), createdMessage(p)), nil
 }
 
 // planMeshCloud plans a new logical cloud from the control-plane body: the
@@ -113,12 +114,13 @@ func (s *LogicalClouds) enableMesh(ctx context.Context, req *corev1.CreateMeshLo
 	if err != nil {
 		return nil, err
 	}
-	return meshAnswer(c, "service mesh enabled on the logical cloud"), nil
+	return s.meshAnswer(ctx, req.GetProject(), c, "service mesh enabled on the logical cloud"), nil
 }
 
-// meshAnswer is the 201 body: the logical cloud, and seed 002's name, user
-// and Message.
-func meshAnswer(c *corev1.LogicalCloud, msg string) *corev1.CreateMeshLogicalCloudResponse {
+// meshAnswer is the 201 body: the logical cloud as shown, and seed 002's
+// name, user and message.
+func (s *LogicalClouds) meshAnswer(ctx context.Context, project string, c *corev1.LogicalCloud, msg string) *corev1.CreateMeshLogicalCloudResponse {
+	s.shown(ctx, project, c)
 	return &corev1.CreateMeshLogicalCloudResponse{LogicalCloud: c, Message: msg,
 		Name: c.GetMetadata().GetName(), User: c.GetSpec().GetUser().GetUserName()}
 }

@@ -22,8 +22,8 @@ import (
 // costs one store query instead, whatever the number of logical clouds.
 var (
 	cloudsDesc = prometheus.NewDesc("dcm_logical_clouds",
-		"Logical clouds by the lifecycle phase stored with them, the last transition asked for: created (state Created), "+
-			"applying (Instantiating, Instantiated or InstantiateFailed), terminating (Terminating, Terminated or TerminateFailed); "+
+		"Logical clouds by the lifecycle phase stored with them, the state the last transition asked for: Created (state Created), "+
+			"Instantiated (Instantiating, Instantiated or InstantiateFailed), Terminated (Terminating, Terminated or TerminateFailed); "+
 			"read from the store at scrape time, the same on every core replica.",
 		[]string{"phase"}, nil)
 	cloudsErrorDesc = prometheus.NewDesc("dcm_logical_clouds_scrape_error",

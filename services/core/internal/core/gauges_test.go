@@ -56,7 +56,7 @@ func TestLogicalCloudsGauge(t *testing.T) {
 
 	byPhase, scrapeErr := gather(t, c)
 	require.Zero(t, scrapeErr)
-	require.Equal(t, map[string]float64{"created": 0, "applying": 0, "terminating": 0}, byPhase, "every phase, none yet")
+	require.Equal(t, map[string]float64{"Created": 0, "Instantiated": 0, "Terminated": 0}, byPhase, "every phase, none yet")
 
 	put := func(name, phase string) {
 		lc := &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: name}}
@@ -69,7 +69,7 @@ func TestLogicalCloudsGauge(t *testing.T) {
 	put("new", phaseCreated)
 	put("a1", phaseApplying)
 	put("a2", phaseApplying)
-	put("a3", phaseApplying)
+	put("a3", "applying") // stored before the phase spoke the states' words
 	put("t1", phaseTerminating)
 	put("gone", phaseApplying)
 	_, err := recs.MarkDeleting(ctx, store.Key("p1", "gone"))
@@ -77,7 +77,7 @@ func TestLogicalCloudsGauge(t *testing.T) {
 
 	byPhase, scrapeErr = gather(t, c)
 	require.Zero(t, scrapeErr)
-	require.Equal(t, map[string]float64{"created": 2, "applying": 3, "terminating": 1}, byPhase)
+	require.Equal(t, map[string]float64{"Created": 2, "Instantiated": 3, "Terminated": 1}, byPhase)
 
 	_, err = recs.Modify(ctx, store.Key("p1", "a1"), func(lc *corev1.LogicalCloud) error {
 		lc.Lifecycle.Phase = phaseTerminating
@@ -85,7 +85,7 @@ func TestLogicalCloudsGauge(t *testing.T) {
 	})
 	require.NoError(t, err)
 	byPhase, _ = gather(t, c)
-	require.Equal(t, map[string]float64{"created": 2, "applying": 2, "terminating": 2}, byPhase, "read at scrape time")
+	require.Equal(t, map[string]float64{"Created": 2, "Instantiated": 2, "Terminated": 2}, byPhase, "read at scrape time")
 
 	stop()
 	byPhase, scrapeErr = gather(t, c)
@@ -113,7 +113,7 @@ func TestLogicalCloudsGaugeErrors(t *testing.T) {
 	c.add(ok)
 	byPhase, scrapeErr := gather(t, c)
 	require.Zero(t, scrapeErr)
-	require.Equal(t, map[string]float64{"created": 0, "applying": 8, "terminating": 0}, byPhase, "two cores in one process: the sum")
+	require.Equal(t, map[string]float64{"Created": 0, "Instantiated": 8, "Terminated": 0}, byPhase, "two cores in one process: the sum")
 
 	stopFailing := c.add(failing)
 	byPhase, scrapeErr = gather(t, c)

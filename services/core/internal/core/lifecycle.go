@@ -30,14 +30,28 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
-// Lifecycle phases, as stored: the last transition asked for. What the
-// clusters hold is the resource synchronizer's to say; the state shown is
-// derived from both (see derive).
+// Lifecycle phases, as stored: the last transition asked for, named by the
+// state it asks for (the words of the states shown). What the clusters hold
+// is the resource synchronizer's to say; the state shown is derived from
+// both (see derive).
 const (
-	phaseCreated     = "created"
-	phaseApplying    = "applying"
-	phaseTerminating = "terminating"
+	phaseCreated     = StateCreated
+	phaseApplying    = StateInstantiated
+	phaseTerminating = StateTerminated
 )
+
+// legacyPhases are the phases of records stored before the phase spoke the
+// states' words, and the empty phase of records older than the lifecycle
+// (never applied).
+var legacyPhases = map[string]string{"": phaseCreated, "created": phaseCreated, "applying": phaseApplying, "terminating": phaseTerminating}
+
+// phaseWord is a stored phase in the states' words.
+func phaseWord(p string) string {
+	if w, ok := legacyPhases[p]; ok {
+		return w
+	}
+	return p
+}
 
 // The states a logical cloud is shown in.
 const (
@@ -63,13 +77,9 @@ var (
 	deleteFrom    = []string{StateCreated, StateTerminated}
 )
 
-// phaseOf is a logical cloud's stored phase (records older than the
-// lifecycle have none: they were never applied).
+// phaseOf is a logical cloud's stored phase, in the states' words.
 func phaseOf(c *corev1.LogicalCloud) string {
-	if p := c.GetLifecycle().GetPhase(); p != "" {
-		return p
-	}
-	return phaseCreated
+	return phaseWord(c.GetLifecycle().GetPhase())
 }
 
 // rolloutOwner is the resource synchronizer's owner id of a logical cloud.

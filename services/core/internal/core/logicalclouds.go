@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
@@ -151,13 +153,14 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	resp := &corev1.CreateLogicalCloudResponse{
 		Name: name, LogicalCloudName: name, Namespace: p.lc.GetSpec().GetNamespace(),
 		UserName: p.lc.GetSpec().GetUser().GetUserName(), User: p.lc.GetSpec().GetUser().GetUserName(),
-		LogicalCloud: p.lc,
+		LogicalCloud: proto.CloneOf(p.lc),
 	}
+	resp.LogicalCloud.Lifecycle.State = StateCreated
 	resp.Message = createdMessage(p)
 	return resp, nil
 }
 
-// createdMessage is the 201 body's Message for plan p (seed 002's words).
+// createdMessage is the 201 body's message for plan p (seed 002's words).
 func createdMessage(p *plan) string {
 	if p.lc.GetSpec().GetUser().GetUserName() != "" {
 		return "logical cloud and associated user successfully created"
@@ -252,7 +255,37 @@ func (s *LogicalClouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogi
 	if err != nil {
 		return nil, err
 	}
+	s.shown(ctx, req.GetProject(), c)
 	return &corev1.GetLogicalCloudResponse{LogicalCloud: c}, nil
+}
+
+// shownParallel bounds the resource synchronizer calls of one list page.
+const shownParallel = 8
+
+// shown completes what answers show of logical clouds cs of project (the
+// caller's copies, never stored): the phase in the states' words and the
+// state now, the word their status answers (derive). A state the resource
+// synchronizer cannot tell now is left empty rather than failing the read.
+func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1.LogicalCloud) {
+	var g errgroup.Group
+	g.SetLimit(shownParallel)
+	for _, c := range cs {
+		if c.Lifecycle == nil {
+			c.Lifecycle = &corev1.Lifecycle{}
+		}
+		c.Lifecycle.Phase = phaseOf(c)
+		g.Go(func() error {
+			st, err := s.status(ctx, project, c.GetMetadata().GetName(), c)
+			if err != nil {
+				logging.FromOr(ctx, s.log).Info("logical cloud shown without its state: the resource synchronizer did not answer",
+					zap.String("project", project), zap.String("logical_cloud", c.GetMetadata().GetName()), zap.Error(err))
+				return nil
+			}
+			c.Lifecycle.State = st.GetState()
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
 
 // ListLogicalClouds implements corev1.LogicalCloudServiceServer.
@@ -264,6 +297,7 @@ func (s *LogicalClouds) ListLogicalClouds(ctx context.Context, req *corev1.ListL
 	if err != nil {
 		return nil, err
 	}
+	s.shown(ctx, req.GetProject(), cs...)
 	return &corev1.ListLogicalCloudsResponse{LogicalClouds: cs, NextPageToken: next}, nil
 }
 
@@ -316,6 +350,7 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 	if err != nil {
 		return nil, err
 	}
+	s.shown(ctx, req.GetProject(), c)
 	return &corev1.UpdateLogicalCloudResponse{LogicalCloud: c}, nil
 }
 

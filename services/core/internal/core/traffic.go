@@ -104,7 +104,7 @@ func (t *TrafficRollouts) record(ctx context.Context, g groupRef) (store.Version
 func (t *TrafficRollouts) status(ctx context.Context, g groupRef, lc string, rec *corev1.TrafficRollout) (*corev1.TrafficIntentGroupStatus, error) {
 	phase := phaseCreated
 	if rec != nil {
-		phase, lc = rec.GetLifecycle().GetPhase(), rec.GetLogicalCloud()
+		phase, lc = phaseWord(rec.GetLifecycle().GetPhase()), rec.GetLogicalCloud()
 	}
 	var rs *rsyncv1.RolloutStatus
 	if phase != phaseCreated {
@@ -337,7 +337,7 @@ func (s *LogicalClouds) trafficHolds(ctx context.Context, project, lc string) er
 		return err
 	}
 	for _, r := range recs {
-		if r.GetLifecycle().GetPhase() == phaseApplying {
+		if phaseWord(r.GetLifecycle().GetPhase()) == phaseApplying {
 			return errs.Because(errs.ReasonReferenced, "traffic intent group %q (rb %q, version %q) is applied to logical cloud %q: terminate it first",
 				r.GetGroup(), r.GetCompositeApp(), r.GetVersion(), lc)
 		}
