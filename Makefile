@@ -52,7 +52,7 @@ run: check-ports build
 
 ## check-ports: before make run builds anything, say which setting to change if its ports are taken
 check-ports:
-	@for s in "DCM_HTTP_ADDR=$${DCM_HTTP_ADDR:-127.0.0.1:8080}" "DCM_GRPC_ADDR=$${DCM_GRPC_ADDR:-127.0.0.1:9090}"; do \
+	@for s in "DCM_HTTP_ADDR=$${DCM_HTTP_ADDR:-127.0.0.1:8080}" "DCM_GRPC_ADDR=$${DCM_GRPC_ADDR:-127.0.0.1:9090}" "DCM_METRICS_ADDR=$${DCM_METRICS_ADDR:-}"; do \
 		name=$${s%%=*}; addr=$${s#*=}; host=$${addr%:*}; port=$${addr##*:}; \
 		if [ -n "$$port" ] && (exec 3<>"/dev/tcp/$${host:-127.0.0.1}/$$port") 2>/dev/null; then \
 			echo "make run: $$addr is taken (another program listens there): set $$name to a free address, e.g. $$name=$${host:-127.0.0.1}:$$((port + 1)) make run"; exit 1; \
