@@ -71,6 +71,6 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	clouds.WatchMax = cfg.WatchMax
 	return []server.Service{core.NewProjects(st), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval)},
-		OnStop:     []func(context.Context){closeAll, core.CountLogicalClouds(st)}, // dcm_logical_clouds until the program stops
+		OnStop:     []func(context.Context){closeAll, core.CountLogicalClouds(st, peers.RsyncInternal)}, // dcm_logical_clouds until the program stops
 	}, nil
 }

@@ -320,7 +320,7 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"StoredHold\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster2\xa4\f\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster2\x95\r\n" +
 	"\x14RsyncInternalService\x12[\n" +
 	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12X\n" +
 	"\rSubmitRollout\x12\".dcm.rsync.v1.SubmitRolloutRequest\x1a#.dcm.rsync.v1.SubmitRolloutResponse\x12X\n" +
@@ -328,6 +328,8 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"\rDeleteRollout\x12\".dcm.rsync.v1.DeleteRolloutRequest\x1a#.dcm.rsync.v1.DeleteRolloutResponse\x12R\n" +
 	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12o\n" +
 	"\x10GetRolloutStatus\x12%.dcm.rsync.v1.GetRolloutStatusRequest\x1a&.dcm.rsync.v1.GetRolloutStatusResponse\"\f\xc2\xf3\x18\b\n" +
+	"\x04core\x10\x01\x12o\n" +
+	"\x10GetRolloutStates\x12%.dcm.rsync.v1.GetRolloutStatesRequest\x1a&.dcm.rsync.v1.GetRolloutStatesResponse\"\f\xc2\xf3\x18\b\n" +
 	"\x04core\x10\x01\x12w\n" +
 	"\x12WatchRolloutStatus\x12'.dcm.rsync.v1.WatchRolloutStatusRequest\x1a(.dcm.rsync.v1.WatchRolloutStatusResponse\"\f\xc2\xf3\x18\b\n" +
 	"\x04core\x10\x010\x01\x12[\n" +
@@ -371,26 +373,28 @@ var file_dcm_rsync_v1_internal_proto_goTypes = []any{
 	(*DeleteRolloutRequest)(nil),           // 8: dcm.rsync.v1.DeleteRolloutRequest
 	(*StopRolloutRequest)(nil),             // 9: dcm.rsync.v1.StopRolloutRequest
 	(*GetRolloutStatusRequest)(nil),        // 10: dcm.rsync.v1.GetRolloutStatusRequest
-	(*WatchRolloutStatusRequest)(nil),      // 11: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*GetCertificateRequest)(nil),          // 12: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 13: dcm.rsync.v1.RenewCertificateRequest
-	(*GetResourceQuotaStatusRequest)(nil),  // 14: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetClusterConnectionRequest)(nil),    // 15: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetServiceAccountTokenRequest)(nil),  // 16: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetObjectOwnersRequest)(nil),         // 17: dcm.rsync.v1.GetObjectOwnersRequest
-	(*SelectClustersResponse)(nil),         // 18: dcm.rsync.v1.SelectClustersResponse
-	(*SubmitRolloutResponse)(nil),          // 19: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 20: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 21: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 22: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 23: dcm.rsync.v1.GetRolloutStatusResponse
-	(*WatchRolloutStatusResponse)(nil),     // 24: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 25: dcm.rsync.v1.GetCertificateResponse
-	(*RenewCertificateResponse)(nil),       // 26: dcm.rsync.v1.RenewCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 27: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 28: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenResponse)(nil), // 29: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersResponse)(nil),        // 30: dcm.rsync.v1.GetObjectOwnersResponse
+	(*GetRolloutStatesRequest)(nil),        // 11: dcm.rsync.v1.GetRolloutStatesRequest
+	(*WatchRolloutStatusRequest)(nil),      // 12: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*GetCertificateRequest)(nil),          // 13: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 14: dcm.rsync.v1.RenewCertificateRequest
+	(*GetResourceQuotaStatusRequest)(nil),  // 15: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetClusterConnectionRequest)(nil),    // 16: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetServiceAccountTokenRequest)(nil),  // 17: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetObjectOwnersRequest)(nil),         // 18: dcm.rsync.v1.GetObjectOwnersRequest
+	(*SelectClustersResponse)(nil),         // 19: dcm.rsync.v1.SelectClustersResponse
+	(*SubmitRolloutResponse)(nil),          // 20: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutResponse)(nil),          // 21: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutResponse)(nil),          // 22: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutResponse)(nil),            // 23: dcm.rsync.v1.StopRolloutResponse
+	(*GetRolloutStatusResponse)(nil),       // 24: dcm.rsync.v1.GetRolloutStatusResponse
+	(*GetRolloutStatesResponse)(nil),       // 25: dcm.rsync.v1.GetRolloutStatesResponse
+	(*WatchRolloutStatusResponse)(nil),     // 26: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*GetCertificateResponse)(nil),         // 27: dcm.rsync.v1.GetCertificateResponse
+	(*RenewCertificateResponse)(nil),       // 28: dcm.rsync.v1.RenewCertificateResponse
+	(*GetResourceQuotaStatusResponse)(nil), // 29: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*GetClusterConnectionResponse)(nil),   // 30: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenResponse)(nil), // 31: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersResponse)(nil),        // 32: dcm.rsync.v1.GetObjectOwnersResponse
 }
 var file_dcm_rsync_v1_internal_proto_depIdxs = []int32{
 	5,  // 0: dcm.rsync.v1.RsyncInternalService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
@@ -399,32 +403,34 @@ var file_dcm_rsync_v1_internal_proto_depIdxs = []int32{
 	8,  // 3: dcm.rsync.v1.RsyncInternalService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
 	9,  // 4: dcm.rsync.v1.RsyncInternalService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
 	10, // 5: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
-	11, // 6: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
-	12, // 7: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
-	13, // 8: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
-	14, // 9: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
-	15, // 10: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	16, // 11: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
-	17, // 12: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
-	0,  // 13: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
-	2,  // 14: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
-	18, // 15: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	19, // 16: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	20, // 17: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	21, // 18: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	22, // 19: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	23, // 20: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	24, // 21: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	25, // 22: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	26, // 23: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
-	27, // 24: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	28, // 25: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	29, // 26: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
-	30, // 27: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
-	1,  // 28: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
-	3,  // 29: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
-	15, // [15:30] is the sub-list for method output_type
-	0,  // [0:15] is the sub-list for method input_type
+	11, // 6: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
+	12, // 7: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
+	13, // 8: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
+	14, // 9: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
+	15, // 10: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
+	16, // 11: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
+	17, // 12: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
+	18, // 13: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
+	0,  // 14: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
+	2,  // 15: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
+	19, // 16: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	20, // 17: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
+	21, // 18: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
+	22, // 19: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
+	23, // 20: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
+	24, // 21: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
+	25, // 22: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
+	26, // 23: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
+	27, // 24: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
+	28, // 25: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
+	29, // 26: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
+	30, // 27: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
+	31, // 28: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
+	32, // 29: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
+	1,  // 30: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
+	3,  // 31: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
+	16, // [16:32] is the sub-list for method output_type
+	0,  // [0:16] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

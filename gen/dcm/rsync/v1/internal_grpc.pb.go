@@ -25,6 +25,7 @@ const (
 	RsyncInternalService_DeleteRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/DeleteRollout"
 	RsyncInternalService_StopRollout_FullMethodName            = "/dcm.rsync.v1.RsyncInternalService/StopRollout"
 	RsyncInternalService_GetRolloutStatus_FullMethodName       = "/dcm.rsync.v1.RsyncInternalService/GetRolloutStatus"
+	RsyncInternalService_GetRolloutStates_FullMethodName       = "/dcm.rsync.v1.RsyncInternalService/GetRolloutStates"
 	RsyncInternalService_WatchRolloutStatus_FullMethodName     = "/dcm.rsync.v1.RsyncInternalService/WatchRolloutStatus"
 	RsyncInternalService_GetCertificate_FullMethodName         = "/dcm.rsync.v1.RsyncInternalService/GetCertificate"
 	RsyncInternalService_RenewCertificate_FullMethodName       = "/dcm.rsync.v1.RsyncInternalService/RenewCertificate"
@@ -69,6 +70,10 @@ type RsyncInternalServiceClient interface {
 	// GetRolloutStatus reports where an owner's rollout stands, per cluster
 	// and per resource.
 	GetRolloutStatus(ctx context.Context, in *GetRolloutStatusRequest, opts ...grpc.CallOption) (*GetRolloutStatusResponse, error)
+	// GetRolloutStates reports where many rollouts stand, as
+	// GetRolloutStatus does but without their clusters: one call for a list
+	// page of logical clouds or a scrape of the gauges.
+	GetRolloutStates(ctx context.Context, in *GetRolloutStatesRequest, opts ...grpc.CallOption) (*GetRolloutStatesResponse, error)
 	// WatchRolloutStatus sends the status now and again at each change.
 	WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error)
 	// GetCertificate reads the certificate a cluster's signer issued for a
@@ -172,6 +177,16 @@ func (c *rsyncInternalServiceClient) GetRolloutStatus(ctx context.Context, in *G
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetRolloutStatusResponse)
 	err := c.cc.Invoke(ctx, RsyncInternalService_GetRolloutStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncInternalServiceClient) GetRolloutStates(ctx context.Context, in *GetRolloutStatesRequest, opts ...grpc.CallOption) (*GetRolloutStatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRolloutStatesResponse)
+	err := c.cc.Invoke(ctx, RsyncInternalService_GetRolloutStates_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,6 +325,10 @@ type RsyncInternalServiceServer interface {
 	// GetRolloutStatus reports where an owner's rollout stands, per cluster
 	// and per resource.
 	GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error)
+	// GetRolloutStates reports where many rollouts stand, as
+	// GetRolloutStatus does but without their clusters: one call for a list
+	// page of logical clouds or a scrape of the gauges.
+	GetRolloutStates(context.Context, *GetRolloutStatesRequest) (*GetRolloutStatesResponse, error)
 	// WatchRolloutStatus sends the status now and again at each change.
 	WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error
 	// GetCertificate reads the certificate a cluster's signer issued for a
@@ -376,6 +395,9 @@ func (UnimplementedRsyncInternalServiceServer) StopRollout(context.Context, *Sto
 }
 func (UnimplementedRsyncInternalServiceServer) GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRolloutStatus not implemented")
+}
+func (UnimplementedRsyncInternalServiceServer) GetRolloutStates(context.Context, *GetRolloutStatesRequest) (*GetRolloutStatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRolloutStates not implemented")
 }
 func (UnimplementedRsyncInternalServiceServer) WatchRolloutStatus(*WatchRolloutStatusRequest, grpc.ServerStreamingServer[WatchRolloutStatusResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchRolloutStatus not implemented")
@@ -529,6 +551,24 @@ func _RsyncInternalService_GetRolloutStatus_Handler(srv interface{}, ctx context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RsyncInternalServiceServer).GetRolloutStatus(ctx, req.(*GetRolloutStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncInternalService_GetRolloutStates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutStatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncInternalServiceServer).GetRolloutStates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncInternalService_GetRolloutStates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncInternalServiceServer).GetRolloutStates(ctx, req.(*GetRolloutStatesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -718,6 +758,10 @@ var RsyncInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRolloutStatus",
 			Handler:    _RsyncInternalService_GetRolloutStatus_Handler,
+		},
+		{
+			MethodName: "GetRolloutStates",
+			Handler:    _RsyncInternalService_GetRolloutStates_Handler,
 		},
 		{
 			MethodName: "GetCertificate",

@@ -870,6 +870,99 @@ func (x *GetRolloutStatusResponse) GetStatus() *RolloutStatus {
 	return nil
 }
 
+// GetRolloutStatesRequest names rollouts.
+type GetRolloutStatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owners name the rollouts, at most 1,000.
+	Owners        []string `protobuf:"bytes,1,rep,name=owners,proto3" json:"owners,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutStatesRequest) Reset() {
+	*x = GetRolloutStatesRequest{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutStatesRequest) ProtoMessage() {}
+
+func (x *GetRolloutStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutStatesRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutStatesRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetRolloutStatesRequest) GetOwners() []string {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+// GetRolloutStatesResponse carries each rollout's status without its
+// clusters, in the order asked; an owner with no rollout is left out.
+type GetRolloutStatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// statuses of the rollouts, clusters left out.
+	Statuses      []*RolloutStatus `protobuf:"bytes,1,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutStatesResponse) Reset() {
+	*x = GetRolloutStatesResponse{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutStatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutStatesResponse) ProtoMessage() {}
+
+func (x *GetRolloutStatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutStatesResponse.ProtoReflect.Descriptor instead.
+func (*GetRolloutStatesResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetRolloutStatesResponse) GetStatuses() []*RolloutStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
 // WatchRolloutStatusRequest names the rollout.
 type WatchRolloutStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -883,7 +976,7 @@ type WatchRolloutStatusRequest struct {
 
 func (x *WatchRolloutStatusRequest) Reset() {
 	*x = WatchRolloutStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +988,7 @@ func (x *WatchRolloutStatusRequest) String() string {
 func (*WatchRolloutStatusRequest) ProtoMessage() {}
 
 func (x *WatchRolloutStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1001,7 @@ func (x *WatchRolloutStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRolloutStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchRolloutStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{12}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchRolloutStatusRequest) GetOwner() string {
@@ -936,7 +1029,7 @@ type WatchRolloutStatusResponse struct {
 
 func (x *WatchRolloutStatusResponse) Reset() {
 	*x = WatchRolloutStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1041,7 @@ func (x *WatchRolloutStatusResponse) String() string {
 func (*WatchRolloutStatusResponse) ProtoMessage() {}
 
 func (x *WatchRolloutStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1054,7 @@ func (x *WatchRolloutStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRolloutStatusResponse.ProtoReflect.Descriptor instead.
 func (*WatchRolloutStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{13}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchRolloutStatusResponse) GetStatus() *RolloutStatus {
@@ -1001,7 +1094,7 @@ type RolloutStatus struct {
 
 func (x *RolloutStatus) Reset() {
 	*x = RolloutStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1106,7 @@ func (x *RolloutStatus) String() string {
 func (*RolloutStatus) ProtoMessage() {}
 
 func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1119,7 @@ func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
 func (*RolloutStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{14}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RolloutStatus) GetOwner() string {
@@ -1120,7 +1213,7 @@ type RolloutClusterStatus struct {
 
 func (x *RolloutClusterStatus) Reset() {
 	*x = RolloutClusterStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1225,7 @@ func (x *RolloutClusterStatus) String() string {
 func (*RolloutClusterStatus) ProtoMessage() {}
 
 func (x *RolloutClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1238,7 @@ func (x *RolloutClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutClusterStatus.ProtoReflect.Descriptor instead.
 func (*RolloutClusterStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{15}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RolloutClusterStatus) GetProvider() string {
@@ -1244,7 +1337,7 @@ type Drift struct {
 
 func (x *Drift) Reset() {
 	*x = Drift{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1349,7 @@ func (x *Drift) String() string {
 func (*Drift) ProtoMessage() {}
 
 func (x *Drift) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1362,7 @@ func (x *Drift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drift.ProtoReflect.Descriptor instead.
 func (*Drift) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{16}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Drift) GetTime() *timestamppb.Timestamp {
@@ -1380,7 +1473,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1485,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1498,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{17}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1514,7 +1607,7 @@ type GetCertificateRequest struct {
 
 func (x *GetCertificateRequest) Reset() {
 	*x = GetCertificateRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1619,7 @@ func (x *GetCertificateRequest) String() string {
 func (*GetCertificateRequest) ProtoMessage() {}
 
 func (x *GetCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1632,7 @@ func (x *GetCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetCertificateRequest) GetProvider() string {
@@ -1582,7 +1675,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1687,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1700,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenewCertificateRequest) GetOwner() string {
@@ -1649,7 +1742,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1754,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1767,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenewCertificateResponse) GetCertificate() []byte {
@@ -1695,7 +1788,7 @@ type GetCertificateResponse struct {
 
 func (x *GetCertificateResponse) Reset() {
 	*x = GetCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1800,7 @@ func (x *GetCertificateResponse) String() string {
 func (*GetCertificateResponse) ProtoMessage() {}
 
 func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1813,7 @@ func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetCertificateResponse) GetCertificate() []byte {
@@ -1747,7 +1840,7 @@ type GetResourceQuotaStatusRequest struct {
 
 func (x *GetResourceQuotaStatusRequest) Reset() {
 	*x = GetResourceQuotaStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1852,7 @@ func (x *GetResourceQuotaStatusRequest) String() string {
 func (*GetResourceQuotaStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1865,7 @@ func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetResourceQuotaStatusRequest) GetProvider() string {
@@ -1816,7 +1909,7 @@ type GetResourceQuotaStatusResponse struct {
 
 func (x *GetResourceQuotaStatusResponse) Reset() {
 	*x = GetResourceQuotaStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1921,7 @@ func (x *GetResourceQuotaStatusResponse) String() string {
 func (*GetResourceQuotaStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1934,7 @@ func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetResourceQuotaStatusResponse) GetHard() []*ResourceQuantity {
@@ -1871,7 +1964,7 @@ type ResourceQuantity struct {
 
 func (x *ResourceQuantity) Reset() {
 	*x = ResourceQuantity{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1976,7 @@ func (x *ResourceQuantity) String() string {
 func (*ResourceQuantity) ProtoMessage() {}
 
 func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1989,7 @@ func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceQuantity.ProtoReflect.Descriptor instead.
 func (*ResourceQuantity) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResourceQuantity) GetResource() string {
@@ -1926,7 +2019,7 @@ type GetClusterConnectionRequest struct {
 
 func (x *GetClusterConnectionRequest) Reset() {
 	*x = GetClusterConnectionRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2031,7 @@ func (x *GetClusterConnectionRequest) String() string {
 func (*GetClusterConnectionRequest) ProtoMessage() {}
 
 func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2044,7 @@ func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetClusterConnectionRequest) GetProvider() string {
@@ -1984,7 +2077,7 @@ type GetClusterConnectionResponse struct {
 
 func (x *GetClusterConnectionResponse) Reset() {
 	*x = GetClusterConnectionResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2089,7 @@ func (x *GetClusterConnectionResponse) String() string {
 func (*GetClusterConnectionResponse) ProtoMessage() {}
 
 func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2102,7 @@ func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetClusterConnectionResponse) GetServer() string {
@@ -2060,7 +2153,7 @@ type GetServiceAccountTokenRequest struct {
 
 func (x *GetServiceAccountTokenRequest) Reset() {
 	*x = GetServiceAccountTokenRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2165,7 @@ func (x *GetServiceAccountTokenRequest) String() string {
 func (*GetServiceAccountTokenRequest) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2178,7 @@ func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetServiceAccountTokenRequest) GetProvider() string {
@@ -2145,7 +2238,7 @@ type GetServiceAccountTokenResponse struct {
 
 func (x *GetServiceAccountTokenResponse) Reset() {
 	*x = GetServiceAccountTokenResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2250,7 @@ func (x *GetServiceAccountTokenResponse) String() string {
 func (*GetServiceAccountTokenResponse) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2263,7 @@ func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetServiceAccountTokenResponse) GetToken() []byte {
@@ -2208,7 +2301,7 @@ type GetObjectOwnersRequest struct {
 
 func (x *GetObjectOwnersRequest) Reset() {
 	*x = GetObjectOwnersRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2313,7 @@ func (x *GetObjectOwnersRequest) String() string {
 func (*GetObjectOwnersRequest) ProtoMessage() {}
 
 func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2326,7 @@ func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersRequest.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetObjectOwnersRequest) GetOwner() string {
@@ -2291,7 +2384,7 @@ type ClusterRef struct {
 
 func (x *ClusterRef) Reset() {
 	*x = ClusterRef{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2396,7 @@ func (x *ClusterRef) String() string {
 func (*ClusterRef) ProtoMessage() {}
 
 func (x *ClusterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2409,7 @@ func (x *ClusterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRef.ProtoReflect.Descriptor instead.
 func (*ClusterRef) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClusterRef) GetProvider() string {
@@ -2344,7 +2437,7 @@ type GetObjectOwnersResponse struct {
 
 func (x *GetObjectOwnersResponse) Reset() {
 	*x = GetObjectOwnersResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2449,7 @@ func (x *GetObjectOwnersResponse) String() string {
 func (*GetObjectOwnersResponse) ProtoMessage() {}
 
 func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2462,7 @@ func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersResponse.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetObjectOwnersResponse) GetClusters() []*ObjectOwner {
@@ -2398,7 +2491,7 @@ type ObjectOwner struct {
 
 func (x *ObjectOwner) Reset() {
 	*x = ObjectOwner{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2503,7 @@ func (x *ObjectOwner) String() string {
 func (*ObjectOwner) ProtoMessage() {}
 
 func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2516,7 @@ func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectOwner.ProtoReflect.Descriptor instead.
 func (*ObjectOwner) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ObjectOwner) GetProvider() string {
@@ -2497,7 +2590,7 @@ type StoredRollout struct {
 
 func (x *StoredRollout) Reset() {
 	*x = StoredRollout{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2602,7 @@ func (x *StoredRollout) String() string {
 func (*StoredRollout) ProtoMessage() {}
 
 func (x *StoredRollout) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2615,7 @@ func (x *StoredRollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredRollout.ProtoReflect.Descriptor instead.
 func (*StoredRollout) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StoredRollout) GetOwner() string {
@@ -2610,7 +2703,7 @@ type StoredTarget struct {
 
 func (x *StoredTarget) Reset() {
 	*x = StoredTarget{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2715,7 @@ func (x *StoredTarget) String() string {
 func (*StoredTarget) ProtoMessage() {}
 
 func (x *StoredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2728,7 @@ func (x *StoredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredTarget.ProtoReflect.Descriptor instead.
 func (*StoredTarget) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StoredTarget) GetProvider() string {
@@ -2690,7 +2783,7 @@ type StoredClusterState struct {
 
 func (x *StoredClusterState) Reset() {
 	*x = StoredClusterState{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2795,7 @@ func (x *StoredClusterState) String() string {
 func (*StoredClusterState) ProtoMessage() {}
 
 func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2808,7 @@ func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredClusterState.ProtoReflect.Descriptor instead.
 func (*StoredClusterState) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{35}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StoredClusterState) GetOwner() string {
@@ -2825,7 +2918,11 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\"O\n" +
 	"\x18GetRolloutStatusResponse\x123\n" +
-	"\x06status\x18\x01 \x01(\v2\x1b.dcm.rsync.v1.RolloutStatusR\x06status\"b\n" +
+	"\x06status\x18\x01 \x01(\v2\x1b.dcm.rsync.v1.RolloutStatusR\x06status\"E\n" +
+	"\x17GetRolloutStatesRequest\x12*\n" +
+	"\x06owners\x18\x01 \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\xe8\a\"\ar\x05\x10\x01\x18\xfd\x01R\x06owners\"S\n" +
+	"\x18GetRolloutStatesResponse\x127\n" +
+	"\bstatuses\x18\x01 \x03(\v2\x1b.dcm.rsync.v1.RolloutStatusR\bstatuses\"b\n" +
 	"\x19WatchRolloutStatusRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\x12#\n" +
@@ -3021,7 +3118,7 @@ func file_dcm_rsync_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(State)(0),                             // 0: dcm.rsync.v1.State
 	(Operation)(0),                         // 1: dcm.rsync.v1.Operation
@@ -3038,62 +3135,65 @@ var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(*StopRolloutResponse)(nil),            // 12: dcm.rsync.v1.StopRolloutResponse
 	(*GetRolloutStatusRequest)(nil),        // 13: dcm.rsync.v1.GetRolloutStatusRequest
 	(*GetRolloutStatusResponse)(nil),       // 14: dcm.rsync.v1.GetRolloutStatusResponse
-	(*WatchRolloutStatusRequest)(nil),      // 15: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*WatchRolloutStatusResponse)(nil),     // 16: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*RolloutStatus)(nil),                  // 17: dcm.rsync.v1.RolloutStatus
-	(*RolloutClusterStatus)(nil),           // 18: dcm.rsync.v1.RolloutClusterStatus
-	(*Drift)(nil),                          // 19: dcm.rsync.v1.Drift
-	(*ResourceStatus)(nil),                 // 20: dcm.rsync.v1.ResourceStatus
-	(*GetCertificateRequest)(nil),          // 21: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 22: dcm.rsync.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 23: dcm.rsync.v1.RenewCertificateResponse
-	(*GetCertificateResponse)(nil),         // 24: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusRequest)(nil),  // 25: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetResourceQuotaStatusResponse)(nil), // 26: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*ResourceQuantity)(nil),               // 27: dcm.rsync.v1.ResourceQuantity
-	(*GetClusterConnectionRequest)(nil),    // 28: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetClusterConnectionResponse)(nil),   // 29: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenRequest)(nil),  // 30: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetServiceAccountTokenResponse)(nil), // 31: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersRequest)(nil),         // 32: dcm.rsync.v1.GetObjectOwnersRequest
-	(*ClusterRef)(nil),                     // 33: dcm.rsync.v1.ClusterRef
-	(*GetObjectOwnersResponse)(nil),        // 34: dcm.rsync.v1.GetObjectOwnersResponse
-	(*ObjectOwner)(nil),                    // 35: dcm.rsync.v1.ObjectOwner
-	(*StoredRollout)(nil),                  // 36: dcm.rsync.v1.StoredRollout
-	(*StoredTarget)(nil),                   // 37: dcm.rsync.v1.StoredTarget
-	(*StoredClusterState)(nil),             // 38: dcm.rsync.v1.StoredClusterState
-	(*timestamppb.Timestamp)(nil),          // 39: google.protobuf.Timestamp
+	(*GetRolloutStatesRequest)(nil),        // 15: dcm.rsync.v1.GetRolloutStatesRequest
+	(*GetRolloutStatesResponse)(nil),       // 16: dcm.rsync.v1.GetRolloutStatesResponse
+	(*WatchRolloutStatusRequest)(nil),      // 17: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*WatchRolloutStatusResponse)(nil),     // 18: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*RolloutStatus)(nil),                  // 19: dcm.rsync.v1.RolloutStatus
+	(*RolloutClusterStatus)(nil),           // 20: dcm.rsync.v1.RolloutClusterStatus
+	(*Drift)(nil),                          // 21: dcm.rsync.v1.Drift
+	(*ResourceStatus)(nil),                 // 22: dcm.rsync.v1.ResourceStatus
+	(*GetCertificateRequest)(nil),          // 23: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 24: dcm.rsync.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 25: dcm.rsync.v1.RenewCertificateResponse
+	(*GetCertificateResponse)(nil),         // 26: dcm.rsync.v1.GetCertificateResponse
+	(*GetResourceQuotaStatusRequest)(nil),  // 27: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetResourceQuotaStatusResponse)(nil), // 28: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*ResourceQuantity)(nil),               // 29: dcm.rsync.v1.ResourceQuantity
+	(*GetClusterConnectionRequest)(nil),    // 30: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetClusterConnectionResponse)(nil),   // 31: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenRequest)(nil),  // 32: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetServiceAccountTokenResponse)(nil), // 33: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersRequest)(nil),         // 34: dcm.rsync.v1.GetObjectOwnersRequest
+	(*ClusterRef)(nil),                     // 35: dcm.rsync.v1.ClusterRef
+	(*GetObjectOwnersResponse)(nil),        // 36: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ObjectOwner)(nil),                    // 37: dcm.rsync.v1.ObjectOwner
+	(*StoredRollout)(nil),                  // 38: dcm.rsync.v1.StoredRollout
+	(*StoredTarget)(nil),                   // 39: dcm.rsync.v1.StoredTarget
+	(*StoredClusterState)(nil),             // 40: dcm.rsync.v1.StoredClusterState
+	(*timestamppb.Timestamp)(nil),          // 41: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	4,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
 	3,  // 1: dcm.rsync.v1.SubmitRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
 	3,  // 2: dcm.rsync.v1.UpdateRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
-	17, // 3: dcm.rsync.v1.GetRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
-	17, // 4: dcm.rsync.v1.WatchRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
-	0,  // 5: dcm.rsync.v1.RolloutStatus.state:type_name -> dcm.rsync.v1.State
-	18, // 6: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
-	0,  // 7: dcm.rsync.v1.RolloutClusterStatus.state:type_name -> dcm.rsync.v1.State
-	20, // 8: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	19, // 9: dcm.rsync.v1.RolloutClusterStatus.drift:type_name -> dcm.rsync.v1.Drift
-	39, // 10: dcm.rsync.v1.Drift.time:type_name -> google.protobuf.Timestamp
-	1,  // 11: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
-	0,  // 12: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
-	39, // 13: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	39, // 14: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
-	27, // 15: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
-	27, // 16: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
-	39, // 17: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
-	33, // 18: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
-	35, // 19: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
-	2,  // 20: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
-	37, // 21: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
-	20, // 22: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	19, // 23: dcm.rsync.v1.StoredClusterState.drift:type_name -> dcm.rsync.v1.Drift
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	19, // 3: dcm.rsync.v1.GetRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
+	19, // 4: dcm.rsync.v1.GetRolloutStatesResponse.statuses:type_name -> dcm.rsync.v1.RolloutStatus
+	19, // 5: dcm.rsync.v1.WatchRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
+	0,  // 6: dcm.rsync.v1.RolloutStatus.state:type_name -> dcm.rsync.v1.State
+	20, // 7: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
+	0,  // 8: dcm.rsync.v1.RolloutClusterStatus.state:type_name -> dcm.rsync.v1.State
+	22, // 9: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	21, // 10: dcm.rsync.v1.RolloutClusterStatus.drift:type_name -> dcm.rsync.v1.Drift
+	41, // 11: dcm.rsync.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	1,  // 12: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
+	0,  // 13: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
+	41, // 14: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	41, // 15: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
+	29, // 16: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
+	29, // 17: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
+	41, // 18: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 19: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
+	37, // 20: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
+	2,  // 21: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
+	39, // 22: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
+	22, // 23: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	21, // 24: dcm.rsync.v1.StoredClusterState.drift:type_name -> dcm.rsync.v1.Drift
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_rollout_proto_init() }
@@ -3109,7 +3209,7 @@ func file_dcm_rsync_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_rollout_proto_rawDesc), len(file_dcm_rsync_v1_rollout_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

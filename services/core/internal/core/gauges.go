@@ -9,26 +9,25 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
-// The gauges core exports, read from the store when Prometheus scrapes
+// The gauges core exports, read when Prometheus scrapes
 // (docs/observability.md, "Metrics").
 //
-// dcm_logical_clouds counts by the stored phase, not by the state GET
-// .../status shows: the state also needs the resource synchronizer's
-// status of each logical cloud's rollout, one GetRolloutStatus call per
-// logical cloud (derive), and rsync has no call that lists them; a scrape
-// costs one store query instead, whatever the number of logical clouds.
+// dcm_logical_clouds counts by the state each logical cloud's status shows
+// (derive): one store query for the records, and one GetRolloutStates call
+// to the resource synchronizer per 1,000 logical clouds that were applied.
 var (
 	cloudsDesc = prometheus.NewDesc("dcm_logical_clouds",
-		"Logical clouds by the lifecycle phase stored with them, the state the last transition asked for: Created (state Created), "+
-			"Instantiated (Instantiating, Instantiated or InstantiateFailed), Terminated (Terminating, Terminated or TerminateFailed); "+
-			"read from the store at scrape time, the same on every core replica.",
-		[]string{"phase"}, nil)
+		"Logical clouds by state, the word their status answers (Created, Instantiating, Instantiated, InstantiateFailed, "+
+			"Terminating, Terminated, TerminateFailed): the stored lifecycle and the resource synchronizer's status read at "+
+			"scrape time, the same on every core replica.",
+		[]string{"state"}, nil)
 	cloudsErrorDesc = prometheus.NewDesc("dcm_logical_clouds_scrape_error",
-		"1 when this scrape could not count the logical clouds (store error, or no answer within the time limit): "+
-			"dcm_logical_clouds is then left out; 0 otherwise.",
+		"1 when this scrape could not count the logical clouds (store or resource synchronizer error, or no answer within "+
+			"the time limit): dcm_logical_clouds is then left out; 0 otherwise.",
 		nil, nil)
 )
 
@@ -36,11 +35,12 @@ var (
 // default scrape timeout (10 s).
 const cloudsScrapeTimeout = 5 * time.Second
 
-// phases are the stored phases, each reported even when no logical cloud
-// is in it.
-var phases = []string{phaseCreated, phaseApplying, phaseTerminating}
+// states are the states shown, each reported even when no logical cloud is
+// in it.
+var states = []string{StateCreated, StateInstantiating, StateInstantiated, StateInstantiateFailed,
+	StateTerminating, StateTerminated, StateTerminateFailed}
 
-// countFunc counts the logical clouds of one store by phase.
+// countFunc counts the logical clouds of one core by state.
 type countFunc func(ctx context.Context) (map[string]int, error)
 
 // cloudCounter is the collector of dcm_logical_clouds. A process runs core
@@ -103,8 +103,8 @@ func (c *cloudCounter) Collect(ch chan<- prometheus.Metric) {
 		}()
 	}
 	total := map[string]int{}
-	for _, p := range phases {
-		total[p] = 0
+	for _, st := range states {
+		total[st] = 0
 	}
 	failed := false
 	for range sources {
@@ -133,24 +133,54 @@ func (c *cloudCounter) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// countByPhase reads every logical cloud record of st (one query) and
-// counts the live ones by stored phase; those marked for deletion are on
-// their way out and not counted.
-func countByPhase(st *store.Store) countFunc {
+// countByState reads every logical cloud record of st (one query) and
+// their rollouts' states (GetRolloutStates, 1,000 at a time), and counts
+// the live ones by state; those marked for deletion are on their way out
+// and not counted.
+func countByState(st *store.Store, rsync rsyncv1.RsyncInternalServiceClient) countFunc {
 	clouds := cloudRecords(st)
 	return func(ctx context.Context) (map[string]int, error) {
 		all, err := clouds.All(ctx)
 		if err != nil {
 			return nil, err
 		}
+		var owners []string
+		for _, it := range all {
+			if !it.Deleting && phaseOf(it.Msg) != phaseCreated {
+				owners = append(owners, rolloutOwner(it.Parent, it.Msg.GetMetadata().GetName()))
+			}
+		}
+		rollouts, err := rolloutStates(ctx, rsync, owners)
+		if err != nil {
+			return nil, err
+		}
 		n := map[string]int{}
 		for _, it := range all {
 			if !it.Deleting {
-				n[phaseOf(it.Msg)]++
+				n[derive(phaseOf(it.Msg), rollouts[rolloutOwner(it.Parent, it.Msg.GetMetadata().GetName())])]++
 			}
 		}
 		return n, nil
 	}
+}
+
+// rolloutStatesBatch is the most owners one GetRolloutStates call names.
+const rolloutStatesBatch = 1000
+
+// rolloutStates is the status (without clusters) of each owner's rollout
+// that the resource synchronizer has, by owner.
+func rolloutStates(ctx context.Context, rsync rsyncv1.RsyncInternalServiceClient, owners []string) (map[string]*rsyncv1.RolloutStatus, error) {
+	out := make(map[string]*rsyncv1.RolloutStatus, len(owners))
+	for batch := range slices.Chunk(owners, rolloutStatesBatch) {
+		resp, err := rsync.GetRolloutStates(ctx, &rsyncv1.GetRolloutStatesRequest{Owners: batch})
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range resp.GetStatuses() {
+			out[st.GetOwner()] = st
+		}
+	}
+	return out, nil
 }
 
 var (
@@ -159,10 +189,10 @@ var (
 )
 
 // CountLogicalClouds has the process's /metrics (Prometheus' default
-// registry) report dcm_logical_clouds from st at each scrape; the function
-// returned stops it (an OnStop of the program).
-func CountLogicalClouds(st *store.Store) func(context.Context) {
+// registry) report dcm_logical_clouds from st and rsync at each scrape; the
+// function returned stops it (an OnStop of the program).
+func CountLogicalClouds(st *store.Store, rsync rsyncv1.RsyncInternalServiceClient) func(context.Context) {
 	registerClouds.Do(func() { prometheus.MustRegister(clouds) })
-	remove := clouds.add(countByPhase(st))
+	remove := clouds.add(countByState(st, rsync))
 	return func(context.Context) { remove() }
 }

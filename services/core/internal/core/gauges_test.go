@@ -3,20 +3,25 @@ package core
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 )
 
 // gather collects c through a registry of its own, as a scrape does, and
-// returns dcm_logical_clouds by phase and dcm_logical_clouds_scrape_error
+// returns dcm_logical_clouds by state and dcm_logical_clouds_scrape_error
 // (-1 when absent).
 func gather(t *testing.T, c prometheus.Collector) (map[string]float64, float64) {
 	t.Helper()
@@ -30,7 +35,7 @@ func gather(t *testing.T, c prometheus.Collector) (map[string]float64, float64) 
 			switch mf.GetName() {
 			case "dcm_logical_clouds":
 				require.Len(t, m.GetLabel(), 1)
-				require.Equal(t, "phase", m.GetLabel()[0].GetName())
+				require.Equal(t, "state", m.GetLabel()[0].GetName())
 				byPhase[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
 			case "dcm_logical_clouds_scrape_error":
 				scrapeErr = m.GetGauge().GetValue()
@@ -42,54 +47,102 @@ func gather(t *testing.T, c prometheus.Collector) (map[string]float64, float64) 
 	return byPhase, scrapeErr
 }
 
+// rolloutsAnswer is the resource synchronizer's side of the gauge: it
+// answers GetRolloutStates from a table of statuses and records the calls.
+// The gauge's logic (which owners it asks for, derive) is what is tested;
+// the call itself is tested against the real engine in services/rsync.
+type rolloutsAnswer struct {
+	rsyncv1.RsyncInternalServiceClient
+	statuses map[string]*rsyncv1.RolloutStatus
+	calls    [][]string
+	err      error
+}
+
+func (r *rolloutsAnswer) GetRolloutStates(_ context.Context, req *rsyncv1.GetRolloutStatesRequest, _ ...grpc.CallOption) (*rsyncv1.GetRolloutStatesResponse, error) {
+	r.calls = append(r.calls, req.GetOwners())
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := &rsyncv1.GetRolloutStatesResponse{}
+	for _, o := range req.GetOwners() {
+		if st, ok := r.statuses[o]; ok {
+			out.Statuses = append(out.Statuses, st)
+		}
+	}
+	return out, nil
+}
+
 // TestLogicalCloudsGauge: dcm_logical_clouds counts the logical clouds of
-// the store by stored phase at each scrape (records without a lifecycle
-// are created; those marked for deletion are left out), every phase
+// the store by the state their status shows, at each scrape: the stored
+// phase (records without a lifecycle are created, old phase words count as
+// the new; those marked for deletion are left out) and the rollouts'
+// states, asked for in one call for the applied ones only; every state
 // reported, zero included; it follows the store between scrapes.
 func TestLogicalCloudsGauge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.Open(t)
 	recs := cloudRecords(st)
+	rollouts := &rolloutsAnswer{statuses: map[string]*rsyncv1.RolloutStatus{}}
 	c := newCloudCounter(5 * time.Second)
-	stop := c.add(countByPhase(st))
+	stop := c.add(countByState(st, rollouts))
 
-	byPhase, scrapeErr := gather(t, c)
+	zero := map[string]float64{"Created": 0, "Instantiating": 0, "Instantiated": 0, "InstantiateFailed": 0,
+		"Terminating": 0, "Terminated": 0, "TerminateFailed": 0}
+	byState, scrapeErr := gather(t, c)
 	require.Zero(t, scrapeErr)
-	require.Equal(t, map[string]float64{"Created": 0, "Instantiated": 0, "Terminated": 0}, byPhase, "every phase, none yet")
+	require.Equal(t, zero, byState, "every state, none yet")
+	require.Empty(t, rollouts.calls, "nothing applied: the resource synchronizer is not asked")
 
-	put := func(name, phase string) {
+	put := func(name, phase string, rs *rsyncv1.RolloutStatus) {
 		lc := &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: name}}
 		if phase != "" {
 			lc.Lifecycle = &corev1.Lifecycle{Phase: phase}
 		}
 		require.NoError(t, recs.Create(ctx, store.Key("p1", name), "p1", lc))
+		if rs != nil {
+			rs.Owner = rolloutOwner("p1", name)
+			rollouts.statuses[rs.Owner] = rs
+		}
 	}
-	put("old", "") // made before the lifecycle: created
-	put("new", phaseCreated)
-	put("a1", phaseApplying)
-	put("a2", phaseApplying)
-	put("a3", "applying") // stored before the phase spoke the states' words
-	put("t1", phaseTerminating)
-	put("gone", phaseApplying)
+	applied := func() *rsyncv1.RolloutStatus {
+		return &rsyncv1.RolloutStatus{State: rsyncv1.State_STATE_APPLIED, Settled: true}
+	}
+	put("old", "", nil) // made before the lifecycle: Created
+	put("new", phaseCreated, nil)
+	put("a1", phaseApplying, applied())
+	put("a2", "applying", &rsyncv1.RolloutStatus{State: rsyncv1.State_STATE_RETRYING}) // an old phase word
+	put("a3", phaseApplying, nil)                                                      // rsync lost it
+	put("t1", phaseTerminating, &rsyncv1.RolloutStatus{Deleting: true, State: rsyncv1.State_STATE_PENDING})
+	put("t2", phaseTerminating, &rsyncv1.RolloutStatus{Deleting: true, State: rsyncv1.State_STATE_FAILED, Settled: true})
+	put("t3", phaseTerminating, nil) // deleted everywhere, rollout gone
+	put("gone", phaseApplying, applied())
 	_, err := recs.MarkDeleting(ctx, store.Key("p1", "gone"))
 	require.NoError(t, err)
 
-	byPhase, scrapeErr = gather(t, c)
+	byState, scrapeErr = gather(t, c)
 	require.Zero(t, scrapeErr)
-	require.Equal(t, map[string]float64{"Created": 2, "Instantiated": 3, "Terminated": 1}, byPhase)
+	want := maps.Clone(zero)
+	maps.Copy(want, map[string]float64{"Created": 2, "Instantiated": 1, "Instantiating": 1, "InstantiateFailed": 1,
+		"Terminating": 1, "TerminateFailed": 1, "Terminated": 1})
+	require.Equal(t, want, byState)
+	require.Len(t, rollouts.calls, 1, "one call per scrape")
+	require.ElementsMatch(t, []string{"lc/p1/a1", "lc/p1/a2", "lc/p1/a3", "lc/p1/t1", "lc/p1/t2", "lc/p1/t3"}, rollouts.calls[0],
+		"the applied live logical clouds only")
 
-	_, err = recs.Modify(ctx, store.Key("p1", "a1"), func(lc *corev1.LogicalCloud) error {
-		lc.Lifecycle.Phase = phaseTerminating
-		return nil
-	})
-	require.NoError(t, err)
-	byPhase, _ = gather(t, c)
-	require.Equal(t, map[string]float64{"Created": 2, "Instantiated": 2, "Terminated": 2}, byPhase, "read at scrape time")
+	rollouts.statuses["lc/p1/a2"] = &rsyncv1.RolloutStatus{Owner: "lc/p1/a2", State: rsyncv1.State_STATE_APPLIED, Settled: true}
+	byState, _ = gather(t, c)
+	require.Equal(t, 2.0, byState["Instantiated"], "read at scrape time")
+	require.Equal(t, 0.0, byState["Instantiating"])
+
+	rollouts.err = status.Error(codes.Unavailable, "rsync down")
+	byState, scrapeErr = gather(t, c)
+	require.Equal(t, 1.0, scrapeErr, "the resource synchronizer's error is the scrape's")
+	require.Empty(t, byState)
 
 	stop()
-	byPhase, scrapeErr = gather(t, c)
-	require.Empty(t, byPhase, "core stopped: nothing reported")
+	byState, scrapeErr = gather(t, c)
+	require.Empty(t, byState, "core stopped: nothing reported")
 	require.Equal(t, -1.0, scrapeErr)
 }
 
@@ -99,13 +152,13 @@ func TestLogicalCloudsGauge(t *testing.T) {
 // the scrape returns instead of waiting for it.
 func TestLogicalCloudsGaugeErrors(t *testing.T) {
 	t.Parallel()
-	ok := func(context.Context) (map[string]int, error) { return map[string]int{phaseApplying: 4}, nil }
+	ok := func(context.Context) (map[string]int, error) { return map[string]int{StateInstantiated: 4}, nil }
 	failing := func(context.Context) (map[string]int, error) { return nil, errors.New("store down") }
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	hanging := func(context.Context) (map[string]int, error) {
 		<-release // ignores its context, as a stuck call would
-		return map[string]int{phaseApplying: 1}, nil
+		return map[string]int{StateInstantiated: 1}, nil
 	}
 
 	c := newCloudCounter(5 * time.Second)
@@ -113,7 +166,8 @@ func TestLogicalCloudsGaugeErrors(t *testing.T) {
 	c.add(ok)
 	byPhase, scrapeErr := gather(t, c)
 	require.Zero(t, scrapeErr)
-	require.Equal(t, map[string]float64{"Created": 0, "Instantiated": 8, "Terminated": 0}, byPhase, "two cores in one process: the sum")
+	require.Equal(t, map[string]float64{"Created": 0, "Instantiating": 0, "Instantiated": 8, "InstantiateFailed": 0,
+		"Terminating": 0, "Terminated": 0, "TerminateFailed": 0}, byPhase, "two cores in one process: the sum")
 
 	stopFailing := c.add(failing)
 	byPhase, scrapeErr = gather(t, c)
@@ -133,7 +187,7 @@ func TestLogicalCloudsGaugeOnAClosedStore(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	c := newCloudCounter(5 * time.Second)
-	c.add(countByPhase(st))
+	c.add(countByState(st, &rolloutsAnswer{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st.Close(ctx)

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -273,6 +275,43 @@ func (e *Engine) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutSt
 		return nil, errs.NotFound("rollout %q not found", ownerID)
 	}
 	return e.status(o), nil
+}
+
+// statesParallel bounds the owners States reads at once.
+const statesParallel = 8
+
+// States reports where each of owners' rollouts stands, as Status does but
+// without the clusters: one call for many owners (a list page of logical
+// clouds, a scrape of the gauges). An owner with no rollout is left out.
+func (e *Engine) States(ctx context.Context, owners []string) ([]*rsyncv1.RolloutStatus, error) {
+	if err := e.waitLoaded(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]*rsyncv1.RolloutStatus, len(owners))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(statesParallel)
+	for i, id := range owners {
+		g.Go(func() error {
+			if err := e.known(gctx, id); err != nil {
+				if errs.Code(err) == codes.NotFound {
+					return nil
+				}
+				return err
+			}
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if o, ok := e.owners[id]; ok {
+				st := e.status(o)
+				st.Clusters = nil
+				out[i] = st
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(out, func(st *rsyncv1.RolloutStatus) bool { return st == nil }), nil
 }
 
 // Watch sends ownerID's status now and after each change (at most every

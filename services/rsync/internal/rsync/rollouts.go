@@ -50,6 +50,15 @@ func (s *Service) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutS
 	return &rsyncv1.GetRolloutStatusResponse{Status: st}, nil
 }
 
+// GetRolloutStates implements rsyncv1.RsyncInternalServiceServer.
+func (s *Service) GetRolloutStates(ctx context.Context, req *rsyncv1.GetRolloutStatesRequest) (*rsyncv1.GetRolloutStatesResponse, error) {
+	sts, err := s.engine.States(ctx, req.GetOwners())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetRolloutStatesResponse{Statuses: sts}, nil
+}
+
 // WatchRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
 func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncInternalService_WatchRolloutStatusServer) error {
 	return s.engine.Watch(stream.Context(), req.GetOwner(), req.GetUntilSettled(), func(st *rsyncv1.RolloutStatus) error {

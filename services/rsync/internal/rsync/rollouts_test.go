@@ -152,6 +152,16 @@ func TestRolloutAPIOnRealClusters(t *testing.T) {
 	require.True(t, last.GetSettled())
 	require.EqualValues(t, 12, last.GetReady())
 	t.Logf("%d status updates until applied", updates)
+	// Many at once: the same summary, without the clusters; an owner with
+	// no rollout is left out.
+	states, err := c.GetRolloutStates(ctx, &rsyncv1.GetRolloutStatesRequest{Owners: []string{"lc/p/none", "lc/p/api"}})
+	require.NoError(t, err)
+	require.Len(t, states.GetStatuses(), 1)
+	want := proto.CloneOf(last)
+	want.Clusters = nil
+	require.True(t, proto.Equal(want, states.GetStatuses()[0]), "%v\n%v", want, states.GetStatuses()[0])
+	_, err = c.GetRolloutStates(ctx, &rsyncv1.GetRolloutStatesRequest{Owners: make([]string, 1001)})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "at most 1,000")
 
 	for _, kc := range h.Clusters {
 		cert, err := c.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: "edge", Cluster: kc.Name, Name: ns + "-user"})
@@ -191,6 +201,11 @@ func TestRolloutAPIOnRealClusters(t *testing.T) {
 	require.NoError(t, err)
 	last, _ = settle(t, c, "lc/p/api")
 	require.Equal(t, rsyncv1.State_STATE_DELETED, last.GetState())
+	states, err = c.GetRolloutStates(ctx, &rsyncv1.GetRolloutStatesRequest{Owners: []string{"lc/p/api"}})
+	require.NoError(t, err)
+	require.Len(t, states.GetStatuses(), 1)
+	require.Equal(t, rsyncv1.State_STATE_DELETED, states.GetStatuses()[0].GetState())
+	require.True(t, states.GetStatuses()[0].GetDeleting())
 }
 
 // settle watches owner's rollout until it settles and returns its last
