@@ -81,9 +81,17 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
 
-	stored := `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
-		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
+	// The permissions it was created with are the user service's records
+	// (.../user-permissions); its answers show them where it was told them.
+	perms := `[
+		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
+		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}]`
+	showing := func(perms string) string {
+		return `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
+		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
+	}
+	stored := showing(perms)
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", lc1, `{"name":"lc-1","logical-cloud-name":"lc-1","namespace":"ns-1","user-name":"user-1",
 		"user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+stored+`}`)
 	r.want(409, "POST", "/v2/projects/p1/logical-clouds", lc1)
@@ -94,9 +102,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
 	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user/user-1", "", `{"name":"user-1","type":"certificate","certificate":""}`)
-	r.is(200, "GET", lc+"/user-permissions", "", `[
-		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
-		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}]`)
+	r.is(200, "GET", lc+"/user-permissions", "", perms)
 
 	// Cluster references, both spellings.
 	r.is(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"0.0.0.0"}`,
@@ -143,8 +149,44 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.is(200, "PUT", lc+"/user-permissions/permission-3", `{"permission-name":"permission-3","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`,
 		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}`)
 	r.is(200, "GET", lc+"/user-permissions/permission-3", "", `{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}`)
+	// The logical cloud shows its permissions now, ordered by name.
+	perms3 := strings.TrimSuffix(perms, "]") +
+		`,{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}]`
+	r.is(200, "GET", lc, "", showing(perms3))
+	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", "["+showing(perms3)+"]")
+	// A GET's body sent back is accepted and changes nothing, in any
+	// order and with a namespace left to its default; other permissions
+	// are refused: they change at .../user-permissions.
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc, "")), &got))
+	delete(got, "lifecycle") // the state is not a PUT's to say
+	back, err := json.Marshal(got)
+	require.NoError(t, err)
+	r.is(200, "PUT", lc, string(back), showing(perms3))
+	reordered := `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
+		"spec":{"user":{"user-permissions":[
+		{"permission-name":"permission-3","apiGroups":[""],"resources":["pods"],"verbs":["list"]},
+		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"]},
+		{"permission-name":"permission-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"]}]}}}`
+	r.is(200, "PUT", lc, reordered, showing(perms3))
+	for name, changed := range map[string]string{
+		"a verb":            strings.Replace(reordered, `"verbs":["list"]`, `"verbs":["get"]`, 1),
+		"a permission less": strings.Replace(reordered, `{"permission-name":"permission-3","apiGroups":[""],"resources":["pods"],"verbs":["list"]},`, "", 1),
+		"a permission more": strings.Replace(reordered, `{"permission-name":"permission-3"`, `{"permission-name":"permission-4","apiGroups":[""],"resources":["pods"],"verbs":["get"]},{"permission-name":"permission-3"`, 1),
+		"another name":      strings.Replace(reordered, `"permission-3"`, `"permission-4"`, 1),
+		"its API groups":    strings.Replace(reordered, `"apiGroups":[""],"resources":["pods"]`, `"apiGroups":["apps"],"resources":["pods"]`, 1),
+		"its resources":     strings.Replace(reordered, `"resources":["pods"]`, `"resources":["pods","pods/log"]`, 1),
+		"another namespace": strings.Replace(reordered, `"namespace":"ns-1"`, `"namespace":"ns-2"`, 1),
+	} {
+		require.NotEqual(t, reordered, changed, name)
+		body := r.want(400, "PUT", lc, changed)
+		require.Contains(t, body, `"field":"spec.user.user-permissions"`, name)
+		require.Contains(t, body, ".../user-permissions", name)
+	}
+	r.is(200, "GET", lc, "", showing(perms3))
 	r.want(204, "DELETE", lc+"/user-permissions/permission-3", "")
 	r.want(404, "GET", lc+"/user-permissions/permission-3", "")
+	r.is(200, "GET", lc, "", stored)
 
 	// Key-value pairs; keys may hold dots.
 	kv := `{"metadata":{"name":"kv1","description":"settings","userData1":"u1","userData2":"u2"},"spec":{"kv":[{"db.host":"10.0.0.9"},{"mode":"edge"}]}}`
@@ -200,8 +242,12 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	            "quota": {"cpu": "100", "memory": "500Gi", "pods": "100", "dummy/dummyResource": 20}},
 	           {"name": "user-2", "type": "certificate",
 	            "permissions": {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}}]}`
+	// The logical cloud's permissions are every user's (each is bound to
+	// every user): its answers show them all.
 	flatStored := `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
-		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
+		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[
+		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
 		"user-name":"user-1","user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)

@@ -7,10 +7,13 @@
 package userv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
+	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -21,44 +24,170 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ListLogicalCloudPermissionsRequest names the logical cloud.
+type ListLogicalCloudPermissionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLogicalCloudPermissionsRequest) Reset() {
+	*x = ListLogicalCloudPermissionsRequest{}
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLogicalCloudPermissionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLogicalCloudPermissionsRequest) ProtoMessage() {}
+
+func (x *ListLogicalCloudPermissionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLogicalCloudPermissionsRequest.ProtoReflect.Descriptor instead.
+func (*ListLogicalCloudPermissionsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListLogicalCloudPermissionsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListLogicalCloudPermissionsRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// ListLogicalCloudPermissionsResponse carries the permissions.
+type ListLogicalCloudPermissionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_permissions ordered by name.
+	UserPermissions []*UserPermission `protobuf:"bytes,1,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListLogicalCloudPermissionsResponse) Reset() {
+	*x = ListLogicalCloudPermissionsResponse{}
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLogicalCloudPermissionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLogicalCloudPermissionsResponse) ProtoMessage() {}
+
+func (x *ListLogicalCloudPermissionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLogicalCloudPermissionsResponse.ProtoReflect.Descriptor instead.
+func (*ListLogicalCloudPermissionsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListLogicalCloudPermissionsResponse) GetUserPermissions() []*UserPermission {
+	if x != nil {
+		return x.UserPermissions
+	}
+	return nil
+}
+
 var File_dcm_user_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/user/v1/internal.proto\x12\vdcm.user.v1\x1a\x1adcm/access/v1/access.proto\x1a\x19dcm/user/v1/service.proto2\x8d\x03\n" +
+	"\x1adcm/user/v1/internal.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\"z\n" +
+	"\"ListLogicalCloudPermissionsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"n\n" +
+	"#ListLogicalCloudPermissionsResponse\x12G\n" +
+	"\x10user_permissions\x18\x01 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions2\x90\x04\n" +
 	"\x13UserInternalService\x12M\n" +
 	"\n" +
 	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12P\n" +
 	"\vRenderUsers\x12\x1f.dcm.user.v1.RenderUsersRequest\x1a .dcm.user.v1.RenderUsersResponse\x12e\n" +
 	"\x12GetUserCredentials\x12&.dcm.user.v1.GetUserCredentialsRequest\x1a'.dcm.user.v1.GetUserCredentialsResponse\x12b\n" +
-	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponse\x1a\n" +
+	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponse\x12\x80\x01\n" +
+	"\x1bListLogicalCloudPermissions\x12/.dcm.user.v1.ListLogicalCloudPermissionsRequest\x1a0.dcm.user.v1.ListLogicalCloudPermissionsResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
+var (
+	file_dcm_user_v1_internal_proto_rawDescOnce sync.Once
+	file_dcm_user_v1_internal_proto_rawDescData []byte
+)
+
+func file_dcm_user_v1_internal_proto_rawDescGZIP() []byte {
+	file_dcm_user_v1_internal_proto_rawDescOnce.Do(func() {
+		file_dcm_user_v1_internal_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dcm_user_v1_internal_proto_rawDesc), len(file_dcm_user_v1_internal_proto_rawDesc)))
+	})
+	return file_dcm_user_v1_internal_proto_rawDescData
+}
+
+var file_dcm_user_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_dcm_user_v1_internal_proto_goTypes = []any{
-	(*CreateUserRequest)(nil),          // 0: dcm.user.v1.CreateUserRequest
-	(*RenderUsersRequest)(nil),         // 1: dcm.user.v1.RenderUsersRequest
-	(*GetUserCredentialsRequest)(nil),  // 2: dcm.user.v1.GetUserCredentialsRequest
-	(*PurgeLogicalCloudRequest)(nil),   // 3: dcm.user.v1.PurgeLogicalCloudRequest
-	(*CreateUserResponse)(nil),         // 4: dcm.user.v1.CreateUserResponse
-	(*RenderUsersResponse)(nil),        // 5: dcm.user.v1.RenderUsersResponse
-	(*GetUserCredentialsResponse)(nil), // 6: dcm.user.v1.GetUserCredentialsResponse
-	(*PurgeLogicalCloudResponse)(nil),  // 7: dcm.user.v1.PurgeLogicalCloudResponse
+	(*ListLogicalCloudPermissionsRequest)(nil),  // 0: dcm.user.v1.ListLogicalCloudPermissionsRequest
+	(*ListLogicalCloudPermissionsResponse)(nil), // 1: dcm.user.v1.ListLogicalCloudPermissionsResponse
+	(*UserPermission)(nil),                      // 2: dcm.user.v1.UserPermission
+	(*CreateUserRequest)(nil),                   // 3: dcm.user.v1.CreateUserRequest
+	(*RenderUsersRequest)(nil),                  // 4: dcm.user.v1.RenderUsersRequest
+	(*GetUserCredentialsRequest)(nil),           // 5: dcm.user.v1.GetUserCredentialsRequest
+	(*PurgeLogicalCloudRequest)(nil),            // 6: dcm.user.v1.PurgeLogicalCloudRequest
+	(*CreateUserResponse)(nil),                  // 7: dcm.user.v1.CreateUserResponse
+	(*RenderUsersResponse)(nil),                 // 8: dcm.user.v1.RenderUsersResponse
+	(*GetUserCredentialsResponse)(nil),          // 9: dcm.user.v1.GetUserCredentialsResponse
+	(*PurgeLogicalCloudResponse)(nil),           // 10: dcm.user.v1.PurgeLogicalCloudResponse
 }
 var file_dcm_user_v1_internal_proto_depIdxs = []int32{
-	0, // 0: dcm.user.v1.UserInternalService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
-	1, // 1: dcm.user.v1.UserInternalService.RenderUsers:input_type -> dcm.user.v1.RenderUsersRequest
-	2, // 2: dcm.user.v1.UserInternalService.GetUserCredentials:input_type -> dcm.user.v1.GetUserCredentialsRequest
-	3, // 3: dcm.user.v1.UserInternalService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
-	4, // 4: dcm.user.v1.UserInternalService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
-	5, // 5: dcm.user.v1.UserInternalService.RenderUsers:output_type -> dcm.user.v1.RenderUsersResponse
-	6, // 6: dcm.user.v1.UserInternalService.GetUserCredentials:output_type -> dcm.user.v1.GetUserCredentialsResponse
-	7, // 7: dcm.user.v1.UserInternalService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
-	4, // [4:8] is the sub-list for method output_type
-	0, // [0:4] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2,  // 0: dcm.user.v1.ListLogicalCloudPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
+	3,  // 1: dcm.user.v1.UserInternalService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
+	4,  // 2: dcm.user.v1.UserInternalService.RenderUsers:input_type -> dcm.user.v1.RenderUsersRequest
+	5,  // 3: dcm.user.v1.UserInternalService.GetUserCredentials:input_type -> dcm.user.v1.GetUserCredentialsRequest
+	6,  // 4: dcm.user.v1.UserInternalService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
+	0,  // 5: dcm.user.v1.UserInternalService.ListLogicalCloudPermissions:input_type -> dcm.user.v1.ListLogicalCloudPermissionsRequest
+	7,  // 6: dcm.user.v1.UserInternalService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
+	8,  // 7: dcm.user.v1.UserInternalService.RenderUsers:output_type -> dcm.user.v1.RenderUsersResponse
+	9,  // 8: dcm.user.v1.UserInternalService.GetUserCredentials:output_type -> dcm.user.v1.GetUserCredentialsResponse
+	10, // 9: dcm.user.v1.UserInternalService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
+	1,  // 10: dcm.user.v1.UserInternalService.ListLogicalCloudPermissions:output_type -> dcm.user.v1.ListLogicalCloudPermissionsResponse
+	6,  // [6:11] is the sub-list for method output_type
+	1,  // [1:6] is the sub-list for method input_type
+	1,  // [1:1] is the sub-list for extension type_name
+	1,  // [1:1] is the sub-list for extension extendee
+	0,  // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_dcm_user_v1_internal_proto_init() }
@@ -73,12 +202,13 @@ func file_dcm_user_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_user_v1_internal_proto_rawDesc), len(file_dcm_user_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   0,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_dcm_user_v1_internal_proto_goTypes,
 		DependencyIndexes: file_dcm_user_v1_internal_proto_depIdxs,
+		MessageInfos:      file_dcm_user_v1_internal_proto_msgTypes,
 	}.Build()
 	File_dcm_user_v1_internal_proto = out.File
 	file_dcm_user_v1_internal_proto_goTypes = nil

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	UserInternalService_CreateUser_FullMethodName         = "/dcm.user.v1.UserInternalService/CreateUser"
-	UserInternalService_RenderUsers_FullMethodName        = "/dcm.user.v1.UserInternalService/RenderUsers"
-	UserInternalService_GetUserCredentials_FullMethodName = "/dcm.user.v1.UserInternalService/GetUserCredentials"
-	UserInternalService_PurgeLogicalCloud_FullMethodName  = "/dcm.user.v1.UserInternalService/PurgeLogicalCloud"
+	UserInternalService_CreateUser_FullMethodName                  = "/dcm.user.v1.UserInternalService/CreateUser"
+	UserInternalService_RenderUsers_FullMethodName                 = "/dcm.user.v1.UserInternalService/RenderUsers"
+	UserInternalService_GetUserCredentials_FullMethodName          = "/dcm.user.v1.UserInternalService/GetUserCredentials"
+	UserInternalService_PurgeLogicalCloud_FullMethodName           = "/dcm.user.v1.UserInternalService/PurgeLogicalCloud"
+	UserInternalService_ListLogicalCloudPermissions_FullMethodName = "/dcm.user.v1.UserInternalService/ListLogicalCloudPermissions"
 )
 
 // UserInternalServiceClient is the client API for UserInternalService service.
@@ -55,6 +56,13 @@ type UserInternalServiceClient interface {
 	// PurgeLogicalCloud removes every user and permission of a logical cloud
 	// that core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
+	// ListLogicalCloudPermissions reads every permission of a logical cloud,
+	// ordered by name, from the user service's own records: what core shows
+	// at a logical cloud's spec.user.user-permissions. Unlike the public
+	// ListUserPermissions it does not ask core whether the logical cloud
+	// exists (core is the caller); a logical cloud without permissions, or
+	// unknown, has none.
+	ListLogicalCloudPermissions(ctx context.Context, in *ListLogicalCloudPermissionsRequest, opts ...grpc.CallOption) (*ListLogicalCloudPermissionsResponse, error)
 }
 
 type userInternalServiceClient struct {
@@ -105,6 +113,16 @@ func (c *userInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in *P
 	return out, nil
 }
 
+func (c *userInternalServiceClient) ListLogicalCloudPermissions(ctx context.Context, in *ListLogicalCloudPermissionsRequest, opts ...grpc.CallOption) (*ListLogicalCloudPermissionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLogicalCloudPermissionsResponse)
+	err := c.cc.Invoke(ctx, UserInternalService_ListLogicalCloudPermissions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UserInternalServiceServer is the server API for UserInternalService service.
 // All implementations must embed UnimplementedUserInternalServiceServer
 // for forward compatibility.
@@ -135,6 +153,13 @@ type UserInternalServiceServer interface {
 	// PurgeLogicalCloud removes every user and permission of a logical cloud
 	// that core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
+	// ListLogicalCloudPermissions reads every permission of a logical cloud,
+	// ordered by name, from the user service's own records: what core shows
+	// at a logical cloud's spec.user.user-permissions. Unlike the public
+	// ListUserPermissions it does not ask core whether the logical cloud
+	// exists (core is the caller); a logical cloud without permissions, or
+	// unknown, has none.
+	ListLogicalCloudPermissions(context.Context, *ListLogicalCloudPermissionsRequest) (*ListLogicalCloudPermissionsResponse, error)
 	mustEmbedUnimplementedUserInternalServiceServer()
 }
 
@@ -156,6 +181,9 @@ func (UnimplementedUserInternalServiceServer) GetUserCredentials(context.Context
 }
 func (UnimplementedUserInternalServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
+}
+func (UnimplementedUserInternalServiceServer) ListLogicalCloudPermissions(context.Context, *ListLogicalCloudPermissionsRequest) (*ListLogicalCloudPermissionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLogicalCloudPermissions not implemented")
 }
 func (UnimplementedUserInternalServiceServer) mustEmbedUnimplementedUserInternalServiceServer() {}
 func (UnimplementedUserInternalServiceServer) testEmbeddedByValue()                             {}
@@ -250,6 +278,24 @@ func _UserInternalService_PurgeLogicalCloud_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UserInternalService_ListLogicalCloudPermissions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLogicalCloudPermissionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserInternalServiceServer).ListLogicalCloudPermissions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserInternalService_ListLogicalCloudPermissions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserInternalServiceServer).ListLogicalCloudPermissions(ctx, req.(*ListLogicalCloudPermissionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UserInternalService_ServiceDesc is the grpc.ServiceDesc for UserInternalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,6 +318,10 @@ var UserInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeLogicalCloud",
 			Handler:    _UserInternalService_PurgeLogicalCloud_Handler,
+		},
+		{
+			MethodName: "ListLogicalCloudPermissions",
+			Handler:    _UserInternalService_ListLogicalCloudPermissions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -156,6 +156,10 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 		LogicalCloud: proto.CloneOf(p.lc),
 	}
 	resp.LogicalCloud.Lifecycle.State = StateCreated
+	if hasUserPermissions(resp.LogicalCloud) {
+		// What createParts made in the user service, as stored there.
+		resp.LogicalCloud.Spec.User.UserPermissions = byName(slices.Clone(p.perms))
+	}
 	resp.Message = createdMessage(p)
 	return resp, nil
 }
@@ -264,8 +268,10 @@ const shownParallel = 8
 
 // shown completes what answers show of logical clouds cs of project (the
 // caller's copies, never stored): the phase in the states' words and the
-// state now, the word their status answers (derive). A state the resource
-// synchronizer cannot tell now is left empty rather than failing the read.
+// state now, the word their status answers (derive), and the user's
+// permissions now, the user service's records (permissions.go). A state
+// the resource synchronizer cannot tell now, or permissions the user
+// service cannot, are left empty rather than failing the read.
 func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1.LogicalCloud) {
 	var g errgroup.Group
 	g.SetLimit(shownParallel)
@@ -284,6 +290,18 @@ func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1
 			c.Lifecycle.State = st.GetState()
 			return nil
 		})
+		if hasUserPermissions(c) {
+			g.Go(func() error {
+				ps, err := s.permissions(ctx, project, c.GetMetadata().GetName())
+				if err != nil {
+					logging.FromOr(ctx, s.log).Info("logical cloud shown without its permissions: the user service did not answer",
+						zap.String("project", project), zap.String("logical_cloud", c.GetMetadata().GetName()), zap.Error(err))
+					return nil
+				}
+				c.Spec.User.UserPermissions = ps
+				return nil
+			})
+		}
 	}
 	_ = g.Wait()
 }
@@ -308,11 +326,23 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 	if n := req.GetMetadata().GetName(); n != req.GetLogicalCloud() {
 		return nil, errs.Invalid("metadata.name", "must equal the logical cloud in the path (%q), got %q", req.GetLogicalCloud(), n)
 	}
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	cur, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
+	if err != nil {
 		return nil, err
 	}
+	var perms []*userv1.UserPermission
+	if in := req.GetSpec().GetUser().GetUserPermissions(); len(in) > 0 {
+		// A GET's body sent back holds the permissions it showed: they must
+		// be the ones the logical cloud has now.
+		if !hasUserPermissions(cur) {
+			return nil, errs.Invalid("spec.user.user-permissions", "the logical cloud has no user to grant permissions to")
+		}
+		if perms, err = s.permissions(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+			return nil, err
+		}
+	}
 	c, err := s.clouds.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), func(c *corev1.LogicalCloud) error {
-		if err := keepsSpec(c.GetSpec(), req.GetSpec()); err != nil {
+		if err := keepsSpec(c.GetSpec(), req.GetSpec(), perms); err != nil {
 			return err
 		}
 		if in := req.GetSpec(); in.GetServiceMesh() != nil || in.GetCaRoot() != "" {
@@ -354,8 +384,9 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 	return &corev1.UpdateLogicalCloudResponse{LogicalCloud: c}, nil
 }
 
-// keepsSpec refuses a spec that would change what is fixed at creation.
-func keepsSpec(cur, in *corev1.LogicalCloudSpec) error {
+// keepsSpec refuses a spec that would change what is fixed at creation;
+// perms are the logical cloud's permissions now (read when in has some).
+func keepsSpec(cur, in *corev1.LogicalCloudSpec, perms []*userv1.UserPermission) error {
 	if in == nil {
 		return nil
 	}
@@ -379,7 +410,9 @@ func keepsSpec(cur, in *corev1.LogicalCloudSpec) error {
 		return errs.Invalid("spec.user.type", "is %q and cannot be changed", cur.GetUser().GetType())
 	}
 	if len(u.GetUserPermissions()) > 0 {
-		return errs.Invalid("spec.user.user-permissions", "change permissions at .../user-permissions")
+		if err := keepsPermissions(cur, perms, u.GetUserPermissions()); err != nil {
+			return err
+		}
 	}
 	if u.GetCertificate() != "" {
 		return errs.Invalid("spec.user.certificate", "cannot be changed")

@@ -444,3 +444,15 @@ func (s *Service) PurgeLogicalCloud(ctx context.Context, req *userv1.PurgeLogica
 	}
 	return &userv1.PurgeLogicalCloudResponse{Removed: n + m}, nil
 }
+
+// ListLogicalCloudPermissions implements userv1.UserInternalServiceServer:
+// the permissions ListUserPermissions reads, all of them and ordered by
+// name, without asking core whether the logical cloud exists (core asks,
+// to show them in its answers).
+func (s *Service) ListLogicalCloudPermissions(ctx context.Context, req *userv1.ListLogicalCloudPermissionsRequest) (*userv1.ListLogicalCloudPermissionsResponse, error) {
+	ps, err := s.perms.List(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	if err != nil {
+		return nil, err
+	}
+	return &userv1.ListLogicalCloudPermissionsResponse{UserPermissions: ps}, nil
+}

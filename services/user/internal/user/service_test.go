@@ -268,3 +268,36 @@ func TestPurgeNeverCallsCore(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, users.GetUsers())
 }
+
+// TestListLogicalCloudPermissionsNeverCallsCore: core reads a logical
+// cloud's permissions to show them in its answers (GetLogicalCloud): the
+// user service answers from its own records, ordered by name, without
+// asking core back (which would recurse), and those of another logical
+// cloud are not among them.
+func TestListLogicalCloudPermissionsNeverCallsCore(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns")
+	core.Add("p", "lc2", kube.LevelStandard, "ns2")
+	for _, n := range []string{"zz", "aa", "mm"} {
+		_, err := c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc",
+			UserPermission: &userv1.UserPermission{PermissionName: n, ApiGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}})
+		require.NoError(t, err)
+	}
+	_, err := c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc2",
+		UserPermission: &userv1.UserPermission{PermissionName: "other", ApiGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list"}}})
+	require.NoError(t, err)
+	core.Forbid(t)
+	resp, err := c.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	var names []string
+	for _, p := range resp.GetUserPermissions() {
+		names = append(names, p.GetPermissionName())
+		require.Equal(t, []string{"configmaps"}, p.GetResources())
+	}
+	require.Equal(t, []string{"aa", "mm", "zz"}, names)
+	none, err := c.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: "p", LogicalCloud: "missing"})
+	require.NoError(t, err)
+	require.Empty(t, none.GetUserPermissions())
+}

@@ -1,0 +1,86 @@
+package core
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
+)
+
+// A logical cloud's permissions are the user service's records (what
+// .../user-permissions lists); the logical cloud's own record keeps none,
+// even those it was created with. Its answers show them at
+// spec.user.user-permissions, read through the user service's internal
+// API: the public ListUserPermissions asks core whether the logical cloud
+// exists, which from within GetLogicalCloud would never end.
+
+// hasUserPermissions says whether the answers about logical cloud c show
+// permissions: an admin logical cloud has no user to grant them to.
+func hasUserPermissions(c *corev1.LogicalCloud) bool {
+	return c.GetSpec().GetUser() != nil && c.GetSpec().GetLevel() != levelAdmin
+}
+
+// permissions reads the permissions of logical cloud lc of project,
+// ordered by name.
+func (s *LogicalClouds) permissions(ctx context.Context, project, lc string) ([]*userv1.UserPermission, error) {
+	resp, err := s.peers.UsersInternal.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: project, LogicalCloud: lc})
+	if err != nil {
+		return nil, err
+	}
+	return byName(resp.GetUserPermissions()), nil
+}
+
+// byName orders permissions ps by name, in place, and answers them.
+func byName(ps []*userv1.UserPermission) []*userv1.UserPermission {
+	slices.SortFunc(ps, func(a, b *userv1.UserPermission) int {
+		return strings.Compare(a.GetPermissionName(), b.GetPermissionName())
+	})
+	return ps
+}
+
+// keepsPermissions refuses spec.user.user-permissions in a PUT of logical
+// cloud cur unless they are the permissions it has now (cur's, as read
+// from the user service): a GET's body can be sent back, but permissions
+// change at .../user-permissions. The order does not matter; a namespace
+// left empty is the one the permission would get (kube.PermissionNamespace).
+func keepsPermissions(cur *corev1.LogicalCloudSpec, now, in []*userv1.UserPermission) error {
+	if !samePermissions(cur, now, in) {
+		return errs.Invalid("spec.user.user-permissions", "are not the logical cloud's permissions: change permissions at .../user-permissions")
+	}
+	return nil
+}
+
+func samePermissions(cur *corev1.LogicalCloudSpec, now, in []*userv1.UserPermission) bool {
+	if len(now) != len(in) {
+		return false
+	}
+	left := make(map[string]*userv1.UserPermission, len(now))
+	for _, p := range now {
+		left[p.GetPermissionName()] = p
+	}
+	for _, p := range in {
+		have, ok := left[p.GetPermissionName()]
+		if !ok {
+			return false
+		}
+		delete(left, p.GetPermissionName())
+		if p.GetNamespace() == "" {
+			ns, err := kube.PermissionNamespace("", cur.GetLevel(), cur.GetNamespace(), "")
+			if err != nil {
+				return false
+			}
+			p = proto.CloneOf(p)
+			p.Namespace = ns
+		}
+		if !proto.Equal(p, have) {
+			return false
+		}
+	}
+	return true
+}
