@@ -1,11 +1,7 @@
 package allinone_test
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
-	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,15 +11,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
-	"github.com/dcm-project/dcm/services/cadist"
-	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
-	"github.com/dcm-project/dcm/services/namespace"
-	"github.com/dcm-project/dcm/services/quota"
-	"github.com/dcm-project/dcm/services/rsync"
-	"github.com/dcm-project/dcm/services/servicemesh"
-	"github.com/dcm-project/dcm/services/traffic"
-	"github.com/dcm-project/dcm/services/user"
 )
 
 // TestDevOverlayTopology runs the programs as deploy/overlays/dev does
@@ -42,64 +30,24 @@ func TestDevOverlayTopology(t *testing.T) {
 	hosts := pki.DefaultHosts()
 	_, err := pki.Bootstrap(dir, hosts)
 	require.NoError(t, err)
-	programs := []struct {
-		name  string
-		build app.Build
-	}{
-		{rsync.Name, rsync.Build}, {core.Name, core.Build}, {namespace.Name, namespace.Build}, {user.Name, user.Build},
-		{quota.Name, quota.Build}, {servicemesh.Name, servicemesh.Build}, {cadist.Name, cadist.Build}, {traffic.Name, traffic.Build},
-	}
-	addrs := map[string]string{}
-	for _, p := range programs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addrs[p.name] = ln.Addr().String()
-		require.NoError(t, ln.Close())
-	}
-	peers := []string{"-core-addr", addrs[core.Name], "-namespace-addr", addrs[namespace.Name],
-		"-user-addr", addrs[user.Name], "-quota-addr", addrs[quota.Name], "-servicemesh-addr", addrs[servicemesh.Name],
-		"-cadist-addr", addrs[cadist.Name], "-traffic-addr", addrs[traffic.Name], "-rsync-addr", addrs[rsync.Name]}
-	logs := &syncBuffer{}
-	var stops []func()
-	t.Cleanup(func() {
-		for _, stop := range slices.Backward(stops) {
-			stop()
-		}
-		if t.Failed() {
-			t.Logf("the programs' logs:\n%s", logs.String())
-		}
-	})
+	addrs := loopbackAddrs(t, nil)
+	ps := newProgramSet(t)
 	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
 		t.Helper()
 		require.NoError(t, pki.IssueProgram(dir, name, hosts))
 		f := pki.ProgramFiles(dir, name)
-		args = append(append([]string{"-data-dir", t.TempDir(), "-log-level", "warn", "-http-addr", "",
-			"-tls-ca-file", f.CA, "-tls-cert-file", f.Cert, "-tls-key-file", f.Key}, peers...), args...)
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := app.Start(ctx, name, args, needStore, build, app.LogTo(logs))
-		if err != nil {
-			cancel()
-			t.Fatalf("start %s: %v", name, err)
-		}
-		stops = append(stops, func() {
-			cancel()
-			if err := p.Wait(); err != nil {
-				t.Errorf("%s stopped with %v", name, err)
-			}
-		})
+		p, _ := ps.start(name, build, needStore, slices.Concat([]string{"-data-dir", t.TempDir(),
+			"-tls-ca-file", f.CA, "-tls-cert-file", f.Cert, "-tls-key-file", f.Key}, peerFlags(addrs), args)...)
 		return p
 	}
-	for _, p := range programs {
-		prog := start(p.name, p.build, true, "-grpc-addr", addrs[p.name])
+	for _, p := range servicePrograms {
+		prog := start(p.name, p.build, true, "-grpc-addr", addrs[p.name][0])
 		require.Empty(t, prog.Env.Config.MongoURIFile, "%s: its own embedded store", p.name)
 	}
 	f := pki.ProgramFiles(dir, gateway.Name)
 	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0",
 		"-http-tls-cert-file", f.HTTPCert, "-http-tls-key-file", f.HTTPKey)
-	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
-	require.NoError(t, err)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		MinVersion: tls.VersionTLS12, RootCAs: gw.Env.TLS.Pool(), Certificates: []tls.Certificate{admin}}}}
+	client := adminClient(t, dir, gw.Env.TLS.Pool())
 	r := &rest{t: t, c: client, base: "https://" + gw.Server.HTTPAddr()}
 
 	// Clusters (rsync), a project (core), a logical cloud with its

@@ -2,15 +2,13 @@ package allinone_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,59 +56,19 @@ func startReplicated(t *testing.T) *replicated {
 	}
 	data := t.TempDir()
 	s := &replicated{addrs: map[string][]string{}, stops: map[string][]func(){}}
-	programs := []struct {
-		name  string
-		build app.Build
-		n     int
-	}{
-		{rsync.Name, rsync.Build, 1}, // first: it runs the embedded store
-		{core.Name, core.Build, 2}, {namespace.Name, namespace.Build, 2}, {user.Name, user.Build, 2}, {quota.Name, quota.Build, 1},
-		{servicemesh.Name, servicemesh.Build, 1}, {cadist.Name, cadist.Build, 1}, {traffic.Name, traffic.Build, 1},
+	s.addrs = loopbackAddrs(t, map[string]int{rsync.Name: 1, core.Name: 2, namespace.Name: 2, user.Name: 2, quota.Name: 1,
+		servicemesh.Name: 1, cadist.Name: 1, traffic.Name: 1})
+	// peers names every replica of each service, and core's of coreAddrs.
+	peers := func(coreAddrs ...string) []string {
+		addrs := maps.Clone(s.addrs)
+		addrs[core.Name] = coreAddrs
+		return peerFlags(addrs)
 	}
-	for _, p := range programs {
-		for range p.n {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			s.addrs[p.name] = append(s.addrs[p.name], ln.Addr().String())
-			require.NoError(t, ln.Close())
-		}
-	}
-	peers := func(coreAddr string) []string {
-		return []string{"-core-addr", coreAddr, "-namespace-addr", strings.Join(s.addrs[namespace.Name], ","),
-			"-user-addr", strings.Join(s.addrs[user.Name], ","), "-quota-addr", s.addrs[quota.Name][0],
-			"-servicemesh-addr", s.addrs[servicemesh.Name][0], "-cadist-addr", s.addrs[cadist.Name][0],
-			"-traffic-addr", s.addrs[traffic.Name][0], "-rsync-addr", s.addrs[rsync.Name][0]}
-	}
-	every := peers(strings.Join(s.addrs[core.Name], ","))
-	logs := &syncBuffer{}
-	var all []func()
-	t.Cleanup(func() {
-		for _, stop := range slices.Backward(all) {
-			stop()
-		}
-		if t.Failed() {
-			t.Logf("the programs' logs:\n%s", logs.String())
-		}
-	})
+	every := peers(s.addrs[core.Name]...)
+	ps := newProgramSet(t)
 	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
 		t.Helper()
-		args = append([]string{"-data-dir", data, "-log-level", "warn", "-http-addr", ""}, args...)
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := app.Start(ctx, name, args, needStore, build, app.LogTo(logs))
-		if err != nil {
-			cancel()
-			t.Fatalf("start %s: %v", name, err)
-		}
-		var once sync.Once
-		stop := func() {
-			once.Do(func() {
-				cancel()
-				if err := p.Wait(); err != nil {
-					t.Errorf("%s stopped with %v", name, err)
-				}
-			})
-		}
-		all = append(all, stop)
+		p, stop := ps.start(name, build, needStore, slices.Concat([]string{"-data-dir", data}, args)...)
 		s.stops[name] = append(s.stops[name], stop)
 		return p
 	}
@@ -119,14 +77,15 @@ func startReplicated(t *testing.T) *replicated {
 		storeArgs = []string{"-mongo-database", fmt.Sprintf("dcmreplicas_%d", time.Now().UnixNano()),
 			"-mongo-uri-file", writeSecret(t, uri)}
 	}
-	first := start(rsync.Name, rsync.Build, true, slices.Concat(every, []string{"-grpc-addr", s.addrs[rsync.Name][0]}, storeArgs)...)
-	s.store = first.Env.Store
-	if storeArgs == nil {
-		storeArgs = []string{"-mongo-uri-file", writeSecret(t, first.Env.Store.ClientURI())}
-	}
-	for _, p := range programs[1:] {
+	for i, p := range servicePrograms { // rsync first: it runs the embedded store
 		for _, addr := range s.addrs[p.name] {
-			start(p.name, p.build, true, slices.Concat(every, []string{"-grpc-addr", addr}, storeArgs)...)
+			prog := start(p.name, p.build, true, slices.Concat(every, []string{"-grpc-addr", addr}, storeArgs)...)
+			if i == 0 {
+				s.store = prog.Env.Store
+				if storeArgs == nil {
+					storeArgs = []string{"-mongo-uri-file", writeSecret(t, prog.Env.Store.ClientURI())}
+				}
+			}
 		}
 	}
 
@@ -134,13 +93,10 @@ func startReplicated(t *testing.T) *replicated {
 	var err error
 	s.ca, err = pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
 	require.NoError(t, err)
-	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
-	require.NoError(t, err)
-	for i, coreAddr := range []string{s.addrs[core.Name][0], s.addrs[core.Name][1], strings.Join(s.addrs[core.Name], ",")} {
-		gw := start(gateway.Name, gateway.Build, false, slices.Concat(peers(coreAddr), []string{"-grpc-addr", "", "-http-addr", "127.0.0.1:0"})...)
+	for i, coreAddrs := range [][]string{s.addrs[core.Name][:1], s.addrs[core.Name][1:2], s.addrs[core.Name]} {
+		gw := start(gateway.Name, gateway.Build, false, slices.Concat(peers(coreAddrs...), []string{"-grpc-addr", "", "-http-addr", "127.0.0.1:0"})...)
 		if s.client == nil {
-			s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-				MinVersion: tls.VersionTLS12, RootCAs: gw.Env.TLS.Pool(), Certificates: []tls.Certificate{admin}}}}
+			s.client = adminClient(t, dir, gw.Env.TLS.Pool())
 		}
 		s.gw[i] = &rest{t: t, c: s.client, base: "https://" + gw.Server.HTTPAddr()}
 	}

@@ -3,12 +3,9 @@ package allinone_test
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,7 +21,6 @@ import (
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/kubetest"
-	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/cadist"
 	"github.com/dcm-project/dcm/services/core"
@@ -80,44 +76,14 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 	}
 	h := kubetest.ForTests(t, 3)
 	data := t.TempDir()
-	addrs := map[string][]string{}
-	counts := map[string]int{rsync.Name: 3, core.Name: 2, namespace.Name: 1, user.Name: 1, quota.Name: 1,
-		servicemesh.Name: 1, cadist.Name: 1, traffic.Name: 1}
-	for name, n := range counts {
-		for range n {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			addrs[name] = append(addrs[name], ln.Addr().String())
-			require.NoError(t, ln.Close())
-		}
-	}
-	list := func(name string) string { return strings.Join(addrs[name], ",") }
-	peers := []string{"-core-addr", list(core.Name), "-namespace-addr", list(namespace.Name), "-user-addr", list(user.Name),
-		"-quota-addr", list(quota.Name), "-servicemesh-addr", list(servicemesh.Name), "-cadist-addr", list(cadist.Name),
-		"-traffic-addr", list(traffic.Name), "-rsync-addr", list(rsync.Name)}
-	logs := &syncBuffer{}
-	var stops []func()
-	t.Cleanup(func() {
-		for _, stop := range slices.Backward(stops) {
-			stop()
-		}
-		if t.Failed() {
-			t.Logf("the programs' logs:\n%s", logs.String())
-		}
-	})
+	addrs := loopbackAddrs(t, map[string]int{rsync.Name: 3, core.Name: 2, namespace.Name: 1, user.Name: 1, quota.Name: 1,
+		servicemesh.Name: 1, cadist.Name: 1, traffic.Name: 1})
+	peers := peerFlags(addrs)
+	ps := newProgramSet(t)
+	ps.stopErrorsExpected = true // an rsync replica is killed under them
 	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
 		t.Helper()
-		args = slices.Concat([]string{"-data-dir", data, "-log-level", "warn", "-http-addr", ""}, peers, args)
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := app.Start(ctx, name, args, needStore, build, app.LogTo(logs))
-		if err != nil {
-			cancel()
-			t.Fatalf("start %s: %v", name, err)
-		}
-		stops = append(stops, func() {
-			cancel()
-			_ = p.Wait()
-		})
+		p, _ := ps.start(name, build, needStore, slices.Concat([]string{"-data-dir", data}, peers, args)...)
 		return p
 	}
 	first := start(namespace.Name, namespace.Build, true, "-grpc-addr", addrs[namespace.Name][0])
@@ -132,12 +98,12 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 		require.NoError(t, err)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), rsyncChildEnv+"=1", rsyncChildArgs+"="+string(args))
-		cmd.Stderr = logs
+		cmd.Stderr = ps.logs
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		stops = append(stops, func() {
+		ps.add(func() {
 			if cmd.ProcessState == nil {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 				_ = cmd.Wait()
@@ -158,11 +124,7 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 		}
 	}
 	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0")
-	dir := filepath.Join(data, "pki")
-	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
-	require.NoError(t, err)
-	r := &rest{t: t, base: "https://" + gw.Server.HTTPAddr(), c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: gw.Env.TLS.Pool(), Certificates: []tls.Certificate{admin}}}}}
+	r := &rest{t: t, base: "https://" + gw.Server.HTTPAddr(), c: adminClient(t, filepath.Join(data, "pki"), gw.Env.TLS.Pool())}
 
 	// The replicas split the shards; the victim works the most clusters.
 	leases := store.NewLeases(st, "rsync_leases")

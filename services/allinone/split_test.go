@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,17 +18,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
-	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/pki"
-	"github.com/dcm-project/dcm/services/cadist"
 	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
-	"github.com/dcm-project/dcm/services/namespace"
 	"github.com/dcm-project/dcm/services/quota"
 	"github.com/dcm-project/dcm/services/rsync"
-	"github.com/dcm-project/dcm/services/servicemesh"
-	"github.com/dcm-project/dcm/services/traffic"
 	"github.com/dcm-project/dcm/services/user"
 )
 
@@ -53,73 +47,31 @@ func startSplit(t *testing.T) *split {
 		t.Skip("starts the whole suite as separate programs: not in -short (make test-unit)")
 	}
 	s := &split{data: t.TempDir(), addrs: map[string]string{}}
-	programs := []struct {
-		name  string
-		build app.Build
-	}{
-		{rsync.Name, rsync.Build}, // first: it runs the embedded store
-		{core.Name, core.Build}, {namespace.Name, namespace.Build}, {user.Name, user.Build}, {quota.Name, quota.Build},
-		{servicemesh.Name, servicemesh.Build}, {cadist.Name, cadist.Build}, {traffic.Name, traffic.Build},
+	addrs := loopbackAddrs(t, nil)
+	for name, a := range addrs {
+		s.addrs[name] = a[0]
 	}
-	for _, p := range programs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		s.addrs[p.name] = ln.Addr().String()
-		require.NoError(t, ln.Close())
-	}
-	peers := []string{"-core-addr", s.addrs[core.Name], "-namespace-addr", s.addrs[namespace.Name],
-		"-user-addr", s.addrs[user.Name], "-quota-addr", s.addrs[quota.Name], "-servicemesh-addr", s.addrs[servicemesh.Name],
-		"-cadist-addr", s.addrs[cadist.Name], "-traffic-addr", s.addrs[traffic.Name], "-rsync-addr", s.addrs[rsync.Name]}
-	logs := &syncBuffer{}
-	var stops []func()
-	t.Cleanup(func() {
-		for _, stop := range slices.Backward(stops) {
-			stop()
-		}
-		if t.Failed() {
-			t.Logf("the programs' logs:\n%s", logs.String())
-		}
-	})
-	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
-		t.Helper()
-		args = append(append([]string{"-data-dir", s.data, "-log-level", "warn", "-http-addr", ""}, peers...), args...)
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := app.Start(ctx, name, args, needStore, build, app.LogTo(logs))
-		if err != nil {
-			cancel()
-			t.Fatalf("start %s: %v", name, err)
-		}
-		stops = append(stops, func() {
-			cancel()
-			if err := p.Wait(); err != nil {
-				t.Errorf("%s stopped with %v", name, err)
-			}
-		})
-		return p
-	}
+	ps := newProgramSet(t)
+	common := slices.Concat([]string{"-data-dir", s.data}, peerFlags(addrs))
 	var storeArgs []string
 	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {
 		storeArgs = []string{"-mongo-database", fmt.Sprintf("dcmsplit_%d", time.Now().UnixNano())}
 		storeArgs = append(storeArgs, "-mongo-uri-file", writeSecret(t, uri))
 	}
-	first := start(programs[0].name, programs[0].build, true, append([]string{"-grpc-addr", s.addrs[programs[0].name]}, storeArgs...)...)
-	if storeArgs == nil {
-		storeArgs = []string{"-mongo-uri-file", writeSecret(t, first.Env.Store.ClientURI())}
+	for i, p := range servicePrograms { // rsync first: it runs the embedded store
+		prog, _ := ps.start(p.name, p.build, true, slices.Concat(common, []string{"-grpc-addr", s.addrs[p.name]}, storeArgs)...)
+		if i == 0 && storeArgs == nil {
+			storeArgs = []string{"-mongo-uri-file", writeSecret(t, prog.Env.Store.ClientURI())}
+		}
 	}
-	for _, p := range programs[1:] {
-		start(p.name, p.build, true, append([]string{"-grpc-addr", s.addrs[p.name]}, storeArgs...)...)
-	}
-	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0")
+	gw, _ := ps.start(gateway.Name, gateway.Build, false, slices.Concat(common, []string{"-grpc-addr", "", "-http-addr", "127.0.0.1:0"})...)
 	s.gwURL = "https://" + gw.Server.HTTPAddr()
 
 	dir := filepath.Join(s.data, "pki")
 	var err error
 	s.ca, err = pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
 	require.NoError(t, err)
-	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCertFile), filepath.Join(dir, pki.AdminKeyFile))
-	require.NoError(t, err)
-	s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		MinVersion: tls.VersionTLS12, RootCAs: gw.Env.TLS.Pool(), Certificates: []tls.Certificate{admin}}}}
+	s.client = adminClient(t, dir, gw.Env.TLS.Pool())
 	return s
 }
 
