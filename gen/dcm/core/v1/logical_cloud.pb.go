@@ -104,8 +104,8 @@ type LogicalCloudSpec struct {
 	// "admin" (also "0"): the clusters' admin access, no user or namespace;
 	// "privileged": like standard, and permissions may be cluster-wide.
 	Level string `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
-	// user is the logical cloud's user and permissions (input only: read
-	// the permissions at .../user-permissions).
+	// user is the logical cloud's user and permissions (the permissions are
+	// kept at .../user-permissions; answers show them as they are now).
 	User *LogicalCloudUser `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
 	// cluster_labels are the labels the clusters were selected by, when the
 	// logical cloud was created from seed 002's body.
@@ -281,7 +281,9 @@ type LogicalCloudUser struct {
 	UserName string `protobuf:"bytes,1,opt,name=user_name,json=user-name,proto3" json:"user_name,omitempty"`
 	// type is how the user authenticates: "certificate" (the default).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// user_permissions are created with the logical cloud (input only).
+	// user_permissions are created with the logical cloud in the user
+	// service (.../user-permissions); answers show the logical cloud's
+	// permissions now, ordered by name; a PUT may send back the same ones.
 	UserPermissions []*v11.UserPermission `protobuf:"bytes,3,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
 	// certificate is an optional PEM certificate signing request for the
 	// user, whose common name is the user name (input only; without it the
@@ -1018,7 +1020,10 @@ type UpdateLogicalCloudRequest struct {
 	// metadata replaces the stored one; its name must equal logical_cloud.
 	Metadata *v1.Metadata `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec, when given, must keep the namespace, level and user name.
-	Spec          *LogicalCloudSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	Spec *LogicalCloudSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	// lifecycle is ignored: it is output only, accepted so that a GET's
+	// body can be sent back as it is.
+	Lifecycle     *Lifecycle `protobuf:"bytes,5,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1077,6 +1082,13 @@ func (x *UpdateLogicalCloudRequest) GetMetadata() *v1.Metadata {
 func (x *UpdateLogicalCloudRequest) GetSpec() *LogicalCloudSpec {
 	if x != nil {
 		return x.Spec
+	}
+	return nil
+}
+
+func (x *UpdateLogicalCloudRequest) GetLifecycle() *Lifecycle {
+	if x != nil {
+		return x.Lifecycle
 	}
 	return nil
 }
@@ -2910,12 +2922,13 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"page-token\"\x88\x01\n" +
 	"\x19ListLogicalCloudsResponse\x12A\n" +
 	"\x0elogical_clouds\x18\x01 \x03(\v2\x19.dcm.core.v1.LogicalCloudR\x0elogical-clouds\x12(\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\xe0\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x96\x02\n" +
 	"\x19UpdateLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12:\n" +
 	"\bmetadata\x18\x03 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
-	"\x04spec\x18\x04 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\"]\n" +
+	"\x04spec\x18\x04 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
+	"\tlifecycle\x18\x05 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"]\n" +
 	"\x1aUpdateLogicalCloudResponse\x12?\n" +
 	"\rlogical_cloud\x18\x01 \x01(\v2\x19.dcm.core.v1.LogicalCloudR\rlogical-cloud\"q\n" +
 	"\x19DeleteLogicalCloudRequest\x12#\n" +
@@ -3157,78 +3170,79 @@ var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	0,  // 16: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
 	42, // 17: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	1,  // 18: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	0,  // 19: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	42, // 20: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
-	42, // 21: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
-	16, // 22: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	16, // 23: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	16, // 24: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	42, // 25: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
-	16, // 26: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	42, // 27: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	28, // 28: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	46, // 29: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	42, // 30: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	31, // 31: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	27, // 32: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 33: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 34: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 35: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	27, // 36: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 37: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	4,  // 38: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	6,  // 39: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
-	8,  // 40: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	10, // 41: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	12, // 42: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	14, // 43: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	48, // 44: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	49, // 45: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	50, // 46: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	51, // 47: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	52, // 48: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	53, // 49: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	54, // 50: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	55, // 51: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
-	17, // 52: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	19, // 53: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	21, // 54: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	23, // 55: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	25, // 56: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	32, // 57: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	34, // 58: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	36, // 59: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	38, // 60: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	40, // 61: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	5,  // 62: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	7,  // 63: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
-	9,  // 64: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	11, // 65: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	13, // 66: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	15, // 67: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	56, // 68: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	57, // 69: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	58, // 70: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	59, // 71: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	60, // 72: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	61, // 73: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	62, // 74: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	63, // 75: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	18, // 76: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	20, // 77: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	22, // 78: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	24, // 79: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	26, // 80: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	33, // 81: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	35, // 82: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	37, // 83: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	39, // 84: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	41, // 85: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	62, // [62:86] is the sub-list for method output_type
-	38, // [38:62] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	43, // 19: dcm.core.v1.UpdateLogicalCloudRequest.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	0,  // 20: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	42, // 21: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
+	42, // 22: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	16, // 23: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	16, // 24: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	16, // 25: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	42, // 26: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	16, // 27: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	42, // 28: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	28, // 29: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	46, // 30: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	42, // 31: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	31, // 32: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	27, // 33: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 34: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 35: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 36: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	27, // 37: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	27, // 38: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	4,  // 39: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	6,  // 40: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
+	8,  // 41: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	10, // 42: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	12, // 43: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	14, // 44: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	48, // 45: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	49, // 46: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	50, // 47: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	51, // 48: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	52, // 49: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	53, // 50: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	54, // 51: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	55, // 52: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	17, // 53: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	19, // 54: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	21, // 55: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	23, // 56: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	25, // 57: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	32, // 58: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	34, // 59: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	36, // 60: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	38, // 61: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	40, // 62: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	5,  // 63: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	7,  // 64: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
+	9,  // 65: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	11, // 66: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	13, // 67: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	15, // 68: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	56, // 69: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	57, // 70: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	58, // 71: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	59, // 72: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	60, // 73: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	61, // 74: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	62, // 75: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	63, // 76: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	18, // 77: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	20, // 78: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	22, // 79: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	24, // 80: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	26, // 81: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	33, // 82: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	35, // 83: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	37, // 84: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	39, // 85: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	41, // 86: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	63, // [63:87] is the sub-list for method output_type
+	39, // [39:63] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }

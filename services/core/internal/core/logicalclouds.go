@@ -263,7 +263,7 @@ func (s *LogicalClouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogi
 	return &corev1.GetLogicalCloudResponse{LogicalCloud: c}, nil
 }
 
-// shownParallel bounds the resource synchronizer calls of one list page.
+// shownParallel bounds the calls one list page makes at once.
 const shownParallel = 8
 
 // shown completes what answers show of logical clouds cs of project (the
@@ -273,23 +273,32 @@ const shownParallel = 8
 // the resource synchronizer cannot tell now, or permissions the user
 // service cannot, are left empty rather than failing the read.
 func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1.LogicalCloud) {
-	var g errgroup.Group
-	g.SetLimit(shownParallel)
+	var owners []string
 	for _, c := range cs {
 		if c.Lifecycle == nil {
 			c.Lifecycle = &corev1.Lifecycle{}
 		}
 		c.Lifecycle.Phase = phaseOf(c)
-		g.Go(func() error {
-			st, err := s.status(ctx, project, c.GetMetadata().GetName(), c)
-			if err != nil {
-				logging.FromOr(ctx, s.log).Info("logical cloud shown without its state: the resource synchronizer did not answer",
-					zap.String("project", project), zap.String("logical_cloud", c.GetMetadata().GetName()), zap.Error(err))
-				return nil
-			}
-			c.Lifecycle.State = st.GetState()
+		if c.Lifecycle.Phase != phaseCreated {
+			owners = append(owners, rolloutOwner(project, c.GetMetadata().GetName()))
+		}
+	}
+	var g errgroup.Group
+	g.SetLimit(shownParallel)
+	g.Go(func() error {
+		// One call for the page's rollouts (derive).
+		rollouts, err := rolloutStates(ctx, s.peers.RsyncInternal, owners)
+		if err != nil {
+			logging.FromOr(ctx, s.log).Info("logical clouds shown without their state: the resource synchronizer did not answer",
+				zap.String("project", project), zap.Int("logical_clouds", len(cs)), zap.Error(err))
 			return nil
-		})
+		}
+		for _, c := range cs {
+			c.Lifecycle.State = derive(c.Lifecycle.Phase, rollouts[rolloutOwner(project, c.GetMetadata().GetName())])
+		}
+		return nil
+	})
+	for _, c := range cs {
 		if hasUserPermissions(c) {
 			g.Go(func() error {
 				ps, err := s.permissions(ctx, project, c.GetMetadata().GetName())
