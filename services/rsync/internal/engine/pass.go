@@ -182,7 +182,9 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 		return false
 	case Retryable(err):
 		operations.WithLabelValues(op, "retry").Inc()
-		attempt, delay := r.GetAttempts()+1, e.backoff(int(r.GetAttempts()+1))
+		// The delay is the backoff of the attempts before this one, as
+		// always (base, base, 2 base, 4 base, ...).
+		attempt, delay := r.GetAttempts()+1, e.backoff(int(r.GetAttempts()))
 		e.logFailure(t, r, op, err, attempt, delay)
 		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, attempt, Cause(err)
 		t.next = now.Add(delay)
