@@ -2583,7 +2583,12 @@ type StoredRollout struct {
 	ReportDriftOnly bool `protobuf:"varint,9,opt,name=report_drift_only,json=reportDriftOnly,proto3" json:"report_drift_only,omitempty"`
 	// forced is true after a forced DeleteRollout: what was not deleted
 	// then is ORPHANED and never worked on again.
-	Forced        bool `protobuf:"varint,10,opt,name=forced,proto3" json:"forced,omitempty"`
+	Forced bool `protobuf:"varint,10,opt,name=forced,proto3" json:"forced,omitempty"`
+	// trace_parent is the W3C traceparent of the request that made this
+	// generation (empty when it was not traced): the passes of a replica
+	// that did not receive it (after a restart, or a shard taken over)
+	// join its trace all the same.
+	TraceParent   string `protobuf:"bytes,11,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2686,6 +2691,13 @@ func (x *StoredRollout) GetForced() bool {
 		return x.Forced
 	}
 	return false
+}
+
+func (x *StoredRollout) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 // StoredTarget is one cluster of a StoredRollout.
@@ -3053,7 +3065,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xca\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xed\x02\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -3068,7 +3080,8 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"host_owner\x18\b \x01(\tR\thostOwner\x12*\n" +
 	"\x11report_drift_only\x18\t \x01(\bR\x0freportDriftOnly\x12\x16\n" +
 	"\x06forced\x18\n" +
-	" \x01(\bR\x06forced\"b\n" +
+	" \x01(\bR\x06forced\x12!\n" +
+	"\ftrace_parent\x18\v \x01(\tR\vtraceParent\"b\n" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +

@@ -212,6 +212,9 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 		return o.rec.GetGeneration(), nil
 	}
 	stopping := rec.GetStopped()
+	if !stopping {
+		rec.TraceParent = traceParent(ctx) // a stop keeps its generation's
+	}
 	var sealed []store.Secret
 	if len(rec.GetSealed()) > 0 || (o != nil && len(o.rec.GetSealed()) > 0) {
 		// Replaced at every change, so a manifest no longer sensitive (or

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -33,9 +34,9 @@ var (
 // passTrace is the change that made an owner's current generation, as
 // this replica received it: the passes at that generation are children of
 // the request's span, so one trace runs from the REST call to each
-// cluster. It is kept in memory only (the stored rollout has no field for
-// it): a replica that loaded the rollout from the store (after a restart,
-// or another replica's change) starts each pass as a trace of its own.
+// cluster. A replica that loaded the rollout from the store (after a
+// restart, or another replica's change) has none: its passes join the
+// span stored with the generation (StoredRollout.trace_parent) instead.
 type passTrace struct {
 	sc  trace.SpanContext
 	gen int64
@@ -74,9 +75,8 @@ func (e *Engine) tracePass(ctx context.Context, t *task, gen int64) (context.Con
 		attribute.String("dcm.cluster_provider", t.provider), attribute.String("dcm.cluster", t.cluster),
 		attribute.String("dcm.operation", op), attribute.Int64("dcm.generation", gen))
 	opts := []trace.SpanStartOption{trace.WithAttributes(attrs...)}
-	tr := o.trace
-	if tr.gen == gen && tr.sc.IsValid() {
-		ctx = trace.ContextWithSpanContext(ctx, tr.sc)
+	if sc := spanContextOf(o, gen); sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
 	} else {
 		opts = append(opts, trace.WithNewRoot())
 	}
@@ -128,10 +128,31 @@ func passResult(t *task, gen int64) (result, lastError string) {
 }
 
 // traceField is the trace_id of a log line about t's pass, when the
-// change it works on was traced on this replica. Called with mu held.
+// change it works on was traced. Called with mu held.
 func traceField(t *task) zap.Field {
-	if tr := t.owner.trace; tr.gen == t.owner.rec.GetGeneration() && tr.sc.HasTraceID() {
-		return zap.String("trace_id", tr.sc.TraceID().String())
+	if sc := spanContextOf(t.owner, t.owner.rec.GetGeneration()); sc.HasTraceID() {
+		return zap.String("trace_id", sc.TraceID().String())
 	}
 	return zap.Skip()
+}
+
+// spanContextOf is the span the passes of o at generation gen join: the
+// change's as this replica received it, else the one stored with the
+// generation. Called with mu held.
+func spanContextOf(o *owner, gen int64) trace.SpanContext {
+	if tr := o.trace; tr.gen == gen && tr.sc.IsValid() {
+		return tr.sc
+	}
+	if o.rec.GetGeneration() != gen || o.rec.GetTraceParent() == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": o.rec.GetTraceParent()})
+	return trace.SpanContextFromContext(ctx)
+}
+
+// traceParent is the W3C traceparent of ctx's span ("" when untraced).
+func traceParent(ctx context.Context) string {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier["traceparent"]
 }
