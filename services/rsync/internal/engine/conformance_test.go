@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -298,4 +300,48 @@ func (c recorded) Delete(ctx context.Context, gvk schema.GroupVersionKind, names
 		c.r.add(c.key, "delete "+gvk.Kind+"/"+name)
 	}
 	return err
+}
+
+// TestObjectBeingDeletedIsWaitedFor: an object that stays after its
+// delete (a finalizer, as a Namespace has while its controller empties
+// it) is deleted once: the retries after each wait ran out wait for it
+// again rather than deleting it again; it goes when the finalizer does.
+func TestObjectBeingDeletedIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	h := kubetest.ForTests(t, 3)
+	rec := &recorder{Connector: newKubeClusters(h)}
+	cfg := testConfig
+	cfg.DeleteWait = 200 * time.Millisecond
+	e := runReplica(t, storetest.Open(t), rec, "", cfg)
+	ctx := context.Background()
+	const ns, owner = "held-delete", "lc/p/held"
+	cm := fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "held", "namespace": %q, "finalizers": ["dcm.test/hold"]}}`, ns)
+	nsObj := fmt.Sprintf(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": %q}}`, ns)
+	c := h.Clusters[0]
+	_, err := e.Submit(ctx, owner, []*rsyncv1.ClusterResources{{Provider: "edge", Cluster: c.Name,
+		Resources: []*rsyncv1.Resource{{Manifest: nsObj}, {Manifest: cm}}}})
+	require.NoError(t, err)
+	waitFor(t, e, owner, "applied", settledIn(rsyncv1.State_STATE_APPLIED))
+
+	_, err = e.Delete(ctx, owner)
+	require.NoError(t, err)
+	waitFor(t, e, owner, "the ConfigMap's delete retried 3 times", func(st *rsyncv1.RolloutStatus) bool {
+		for _, cl := range st.GetClusters() {
+			for _, r := range cl.GetResources() {
+				if r.GetKind() == "ConfigMap" && r.GetState() == rsyncv1.State_STATE_RETRYING && r.GetAttempts() >= 3 {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	require.Equal(t, []string{"delete ConfigMap/held"}, rec.ops("edge/"+c.Name, "delete"), "deleted once, then waited for")
+
+	_, err = clientset(t, c).CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.JSONPatchType,
+		[]byte(`[{"op": "remove", "path": "/metadata/finalizers"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitFor(t, e, owner, "deleted", settledIn(rsyncv1.State_STATE_DELETED))
+	require.Equal(t, "delete ConfigMap/held", rec.ops("edge/"+c.Name, "delete")[0])
+	require.Len(t, slices.DeleteFunc(rec.ops("edge/"+c.Name, "delete"), func(op string) bool { return op != "delete ConfigMap/held" }), 1,
+		"the ConfigMap was deleted once")
 }

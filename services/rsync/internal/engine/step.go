@@ -197,8 +197,13 @@ func (e *Engine) remove(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1
 		return outcome{note: note}
 	}
 	uid := live.GetUID()
-	if err := cl.Delete(ctx, gvk, ns, name, uid); err != nil {
-		return outcome{err: err, owned: true}
+	// An object already being deleted (a Namespace its controller is
+	// emptying, one with finalizers: a retry after the last wait ran out)
+	// is waited for, not deleted again.
+	if live.GetDeletionTimestamp() == nil {
+		if err := cl.Delete(ctx, gvk, ns, name, uid); err != nil {
+			return outcome{err: err, owned: true}
+		}
 	}
 	err = waitFor(ctx, e.cfg.DeleteWait, func() (bool, error) {
 		cur, err := cl.Get(ctx, gvk, ns, name)
