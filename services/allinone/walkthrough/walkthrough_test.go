@@ -106,6 +106,9 @@ func freeAddr(t *testing.T) string {
 // this checkout (so make builds it from any directory, with the warm build
 // cache) and no dcmctl config file.
 func TestREADMEWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts local clusters and make run: not in -short (make test-unit)")
+	}
 	root, err := kubetest.RepoRoot()
 	require.NoError(t, err)
 	md, err := os.ReadFile(filepath.Join(root, "README.md"))
