@@ -101,7 +101,7 @@ func (e *Engine) SubmitGuest(ctx context.Context, ownerID, host string, repair *
 	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o != nil {
 			e.mu.Lock()
-			gone := o.rec.GetDeleting() && e.status(o).GetSettled()
+			gone := o.rec.GetDeleting() && e.summary(o).GetSettled()
 			e.mu.Unlock()
 			if !gone {
 				return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
@@ -304,9 +304,7 @@ func (e *Engine) States(ctx context.Context, owners []string) ([]*rsyncv1.Rollou
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			if o, ok := e.owners[id]; ok {
-				st := e.status(o)
-				st.Clusters = nil
-				out[i] = st
+				out[i] = e.summary(o)
 			}
 			return nil
 		})
@@ -392,8 +390,16 @@ func (e *Engine) known(ctx context.Context, ownerID string) error {
 	return nil
 }
 
-// status summarizes o. Called with mu held.
-func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
+// status summarizes o, per cluster and resource. Called with mu held.
+func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus { return e.statusOf(o, true) }
+
+// summary is o's status without its clusters (state, settled, counts):
+// nothing of the resources is copied. Called with mu held.
+func (e *Engine) summary(o *owner) *rsyncv1.RolloutStatus { return e.statusOf(o, false) }
+
+// statusOf summarizes o, with its clusters and their resources when
+// clusters is set. Called with mu held.
+func (e *Engine) statusOf(o *owner, clusters bool) *rsyncv1.RolloutStatus {
 	gen := o.rec.GetGeneration()
 	out := &rsyncv1.RolloutStatus{
 		Owner: o.rec.GetOwner(), Generation: gen, Deleting: o.rec.GetDeleting(), Stopped: o.rec.GetStopped(),
@@ -408,15 +414,16 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 		if o.rec.GetDeleting() || !targeted[clusterKey(t.provider, t.cluster)] {
 			goal = rsyncv1.State_STATE_DELETED
 		}
-		cs := &rsyncv1.RolloutClusterStatus{
-			Provider: t.provider, Cluster: t.cluster, Generation: t.state.GetGeneration(),
-			Resources: make([]*rsyncv1.ResourceStatus, 0, len(t.state.GetResources())),
-			Drift:     driftOfStatus(t.state),
+		cs := &rsyncv1.RolloutClusterStatus{Provider: t.provider, Cluster: t.cluster, Generation: t.state.GetGeneration()}
+		if clusters {
+			cs.Resources, cs.Drift = make([]*rsyncv1.ResourceStatus, 0, len(t.state.GetResources())), driftOfStatus(t.state)
 		}
 		var rs []rsyncv1.State
 		var latest time.Time
 		for _, r := range t.state.GetResources() {
-			cs.Resources = append(cs.Resources, copyResource(r))
+			if clusters {
+				cs.Resources = append(cs.Resources, copyResource(r))
+			}
 			cs.Total++
 			if done(r, gen) && r.GetState() != rsyncv1.State_STATE_FAILED && r.GetState() != rsyncv1.State_STATE_ORPHANED {
 				cs.Ready++
@@ -435,7 +442,9 @@ func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus {
 		cs.State = summarize(rs, goal, o.rec.GetStopped())
 		out.Ready += cs.Ready
 		out.Total += cs.Total
-		out.Clusters = append(out.Clusters, cs)
+		if clusters {
+			out.Clusters = append(out.Clusters, cs)
+		}
 		if (cs.State == rsyncv1.State_STATE_DELETED || cs.State == rsyncv1.State_STATE_ORPHANED) && goal == rsyncv1.State_STATE_DELETED && !o.rec.GetDeleting() {
 			states = append(states, rsyncv1.State_STATE_APPLIED) // a dropped cluster, emptied
 		} else {

@@ -50,7 +50,7 @@ func (e *Engine) sweep(ctx context.Context) {
 		o := e.owners[id]
 		due := false
 		if o != nil {
-			st := e.status(o)
+			st := e.summary(o)
 			switch {
 			case !st.GetSettled() || st.GetState() != rsyncv1.State_STATE_DELETED || e.saver.pending(o):
 				o.deletedAt = time.Time{}
