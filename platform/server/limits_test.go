@@ -29,8 +29,9 @@ func (z *zeros) Read(p []byte) (int, error) {
 }
 
 // TestBodyLimit: bodies above DCM_MAX_BODY_BYTES are refused with 413 in
-// the error format, declared or chunked, before the handler sees them;
-// bodies up to it reach the handler whole. (The whole program's test,
+// the error format: declared, before the handler runs; chunked, when the
+// handler reads past the limit (server.TooLarge); bodies up to it reach
+// the handler whole. (The whole program's test,
 // with the memory bound, is services/allinone TestBodyCap.)
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()
@@ -38,6 +39,9 @@ func TestBodyLimit(t *testing.T) {
 	cfg := server.Config{HTTPAddr: "127.0.0.1:0", InsecureHTTP: true, ShutdownGrace: time.Second, MaxBodyBytes: limit}
 	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{HTTPHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
+		if server.TooLarge(w, err) {
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), 500)
 			return
@@ -83,6 +87,63 @@ func TestBodyLimit(t *testing.T) {
 			} else {
 				require.Equal(t, tc.body, string(b))
 			}
+		})
+	}
+}
+
+// blocked is a body that gives its first bytes and then never ends (until
+// the test does).
+type blocked struct {
+	first []byte
+	stop  <-chan struct{}
+}
+
+func (b *blocked) Read(p []byte) (int, error) {
+	if len(b.first) > 0 {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		return n, nil
+	}
+	<-b.stop
+	return 0, io.EOF
+}
+
+// TestBodyNotReadBeforeHandler: the server reads no body before its
+// handler does. A handler that refuses the request without reading it (as
+// the gateway refuses a client without a credential) answers a chunked
+// body far above the cap with its own answer, not 413, and a body that
+// never ends gets that answer too: nothing waits for the body. (Before,
+// the server read a chunked body up to the cap first: 413 for the first,
+// no answer at all for the second.)
+func TestBodyNotReadBeforeHandler(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	cfg := server.Config{HTTPAddr: "127.0.0.1:0", InsecureHTTP: true, ShutdownGrace: time.Second, MaxBodyBytes: limit}
+	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{HTTPHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+	})})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	for name, body := range map[string]func(stop <-chan struct{}) io.Reader{
+		"chunked, 100 MB":     func(<-chan struct{}) io.Reader { return &zeros{left: 100 << 20} },
+		"chunked, never ends": func(stop <-chan struct{}) io.Reader { return &blocked{first: []byte(`{"metadata":`), stop: stop} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The deadline only ends the test if no answer ever comes.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "POST", "http://"+srv.HTTPAddr()+"/x", io.NopCloser(body(ctx.Done())))
+			require.NoError(t, err)
+			req.ContentLength = -1
+			resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+			require.NoError(t, err, "no answer while the body was still being sent")
+			defer func() { _ = resp.Body.Close() }()
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+			require.True(t, resp.Close, "the connection is closed, not drained")
 		})
 	}
 }

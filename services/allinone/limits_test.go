@@ -1,6 +1,7 @@
 package allinone_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,8 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,4 +141,113 @@ func TestSlowClientDisconnected(t *testing.T) {
 		require.True(t, bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")), "%s", buf[:n])
 		closedWithin(t, c, 5*time.Second)
 	})
+}
+
+// endless is a body that gives its first bytes and then never ends (until
+// stop).
+type endless struct {
+	first []byte
+	stop  <-chan struct{}
+}
+
+func (b *endless) Read(p []byte) (int, error) {
+	if len(b.first) > 0 {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		return n, nil
+	}
+	<-b.stop
+	return 0, io.EOF
+}
+
+// TestUnauthenticatedBodyNotRead: a client without a credential gets its
+// 401 while its body is still being sent: the program authenticates before
+// it reads a body. (Before, the HTTP server read a chunked body up to
+// DCM_MAX_BODY_BYTES before anyone was authenticated: no answer came to a
+// body that never ends.)
+func TestUnauthenticatedBodyNotRead(t *testing.T) {
+	s := stacktest.Start(t)
+	// The deadline only ends the test if no answer ever comes.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := &endless{first: []byte(`{"metadata":{"name":"p"},`), stop: ctx.Done()}
+	req, err := http.NewRequestWithContext(ctx, "POST", s.URL+"/v2/projects", io.NopCloser(body))
+	require.NoError(t, err)
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.Client(nil).Do(req)
+	require.NoError(t, err, "no answer while the body was still being sent")
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s", b)
+}
+
+// TestBodyFloodMemory measures (it does not judge) the program's memory
+// while conns clients without a credential each send a large chunked body:
+// set DCM_MEASURE_BODY_FLOOD=1 to run it. It logs the process's peak RSS
+// (VmHWM; the test and the program share the process, the clients' part is
+// small: one shared 64 KiB buffer) before and during the flood, and the
+// answers the clients got.
+func TestBodyFloodMemory(t *testing.T) {
+	if os.Getenv("DCM_MEASURE_BODY_FLOOD") == "" {
+		t.Skip("a measurement: DCM_MEASURE_BODY_FLOOD=1 runs it")
+	}
+	const conns, perConn = 150, 8 << 20
+	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-auth-failure-burst", "1000"}})
+	addr := strings.TrimPrefix(s.URL, "https://")
+	tlsCfg := s.Client(nil).Transport.(*http.Transport).TLSClientConfig.Clone()
+	tlsCfg.ServerName, _, _ = net.SplitHostPort(addr)
+	tlsCfg.NextProtos = []string{"http/1.1"}
+
+	runtime.GC()
+	debug.FreeOSMemory()
+	require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)) // resets VmHWM
+	idle := procStatus(t, "VmHWM")
+
+	chunk := []byte(fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat(" ", 64<<10)))
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, tlsCfg)
+			if err != nil {
+				mu.Lock()
+				answers["dial: "+err.Error()]++
+				mu.Unlock()
+				return
+			}
+			defer func() { _ = c.Close() }()
+			_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+			_, err = c.Write([]byte("POST /v2/projects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"))
+			for sent := 0; err == nil && sent < perConn; sent += 64 << 10 {
+				_, err = c.Write(chunk)
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			mu.Lock()
+			answers[strings.TrimSpace(line)]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	peak := procStatus(t, "VmHWM")
+	t.Logf("%d connections, up to %d MiB each, no credential: peak RSS %d MiB before, %d MiB during; answers %v",
+		conns, perConn>>20, idle>>10, peak>>10, answers)
+}
+
+// procStatus is a /proc/self/status field in KiB.
+func procStatus(t *testing.T, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
 }

@@ -13,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/server"
 )
 
 // EMCO's DCM API is a dialect of the REST API (docs/emco.md): its request
@@ -67,28 +69,32 @@ var dialectRoutes = []struct {
 type dialectKey struct{}
 
 // spoken is the dialect a request is answered in and the kind of body it
-// sent, if one of dialectRoutes'.
+// sent, if one of dialectRoutes'. chosen is a Dcm-Dialect header's choice,
+// which the body's spellings do not override.
 type spoken struct {
 	dialect, kind string
+	chosen        bool
 }
 
 func dialectOf(ctx context.Context) spoken {
-	s, _ := ctx.Value(dialectKey{}).(spoken)
-	return s
+	if s, _ := ctx.Value(dialectKey{}).(*spoken); s != nil {
+		return *s
+	}
+	return spoken{}
 }
 
-// dialects chooses each request's dialect (the Dcm-Dialect header; else
-// EMCO when the body used EMCO's spellings; else def), rewrites an EMCO
-// body into the project's shape, and says the dialect in the answer's
-// Dcm-Dialect header.
+// dialects chooses each request's dialect from the Dcm-Dialect header,
+// else def, notes which of dialectRoutes' bodies it sends, and says the
+// dialect in the answer's Dcm-Dialect header. It reads no body: readBody,
+// after the route's authorization, rewrites an EMCO body into the
+// project's shape (and answers EMCO when the body used its spellings).
 func dialects(def string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sp := spoken{dialect: def}
-		chosen := false
+		sp := &spoken{dialect: def}
 		if h := r.Header.Get(DialectHeader); h != "" {
 			switch d := strings.ToLower(strings.TrimSpace(h)); d {
 			case DialectDCM, DialectEMCO:
-				sp.dialect, chosen = d, true
+				sp.dialect, sp.chosen = d, true
 			default:
 				errs.WriteHTTP(w, errs.ToStatus(errs.Invalid(DialectHeader, "%q is not a dialect: dcm or emco", h)))
 				return
@@ -100,19 +106,53 @@ func dialects(def string, next http.Handler) http.Handler {
 				break
 			}
 		}
-		if sp.kind != "" && isJSON(r) {
-			emco, err := rewriteBody(r, sp.kind)
+		w.Header().Set(DialectHeader, sp.dialect)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dialectKey{}, sp)))
+	})
+}
+
+// readBody is the router's middleware after authorized: the first to read
+// a request's body, once the caller is authenticated (secure) and the
+// route it matched allows it (authorized); nothing of a body is read for
+// anyone else. It reads the body whole (platform/server bounds it by
+// DCM_MAX_BODY_BYTES: past it, 413), so a decoder that stops after the
+// first JSON value never serves a request with more behind it, and
+// rewrites an EMCO body into the project's shape (dialects).
+func readBody(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next(w, r, params)
+			return
+		}
+		raw, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if server.TooLarge(w, err) {
+			return
+		}
+		if err != nil {
+			errs.WriteHTTP(w, errs.ToStatus(errs.Invalid("body", "reading the request body failed: %v", err)))
+			return
+		}
+		putBody(r, raw)
+		if sp, _ := r.Context().Value(dialectKey{}).(*spoken); sp != nil && sp.kind != "" && isJSON(r) {
+			emco, err := rewriteBody(r, raw, sp.kind)
 			if err != nil {
 				errs.WriteHTTP(w, errs.ToStatus(err))
 				return
 			}
-			if emco && !chosen {
+			if emco && !sp.chosen {
 				sp.dialect = DialectEMCO
+				w.Header().Set(DialectHeader, sp.dialect)
 			}
 		}
-		w.Header().Set(DialectHeader, sp.dialect)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dialectKey{}, sp)))
-	})
+		next(w, r, params)
+	}
+}
+
+// putBody makes b r's body.
+func putBody(r *http.Request, b []byte) {
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
 }
 
 // isJSON reports whether r carries a body that is (or claims no type and
@@ -129,20 +169,11 @@ func isJSON(r *http.Request) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// rewriteBody reads r's body (bounded by DCM_MAX_BODY_BYTES before this)
-// and, if it is a JSON object, puts it back in the project's shape. It
-// reports whether the body used EMCO's spellings. A body that is not a
-// JSON object is put back as it was, for the decoder to refuse.
-func rewriteBody(r *http.Request, kind string) (bool, error) {
-	raw, err := io.ReadAll(r.Body)
-	_ = r.Body.Close()
-	if err != nil {
-		return false, errs.Invalid("body", "reading the request body failed: %v", err)
-	}
-	put := func(b []byte) {
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	}
+// rewriteBody puts raw, r's body, back in the project's shape if it is a
+// JSON object. It reports whether the body used EMCO's spellings. A body
+// that is not a JSON object stays as it was, for the decoder to refuse.
+func rewriteBody(r *http.Request, raw []byte, kind string) (bool, error) {
+	put := func(b []byte) { putBody(r, b) }
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var body map[string]any

@@ -17,18 +17,20 @@ import (
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 )
 
-// through sends a request through dialects(def) and answers what the next
+// through sends a request through dialects(def) and readBody (as the
+// router runs it once the route matched) and answers what the next
 // handler saw: the body, the dialect chosen and the body kind; or, when
-// dialects refused it, the error answer.
+// they refused it, the error answer.
 func through(t *testing.T, def, method, path, header, body string) (seen string, sp spoken, code int, answer string) {
 	t.Helper()
-	h := dialects(def, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	routed := readBody(func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
 		b, err := io.ReadAll(r.Body)
 		require.NoError(t, err)
 		require.Equal(t, int64(len(b)), r.ContentLength)
 		seen, sp = string(b), dialectOf(r.Context())
 		w.WriteHeader(299)
-	}))
+	})
+	h := dialects(def, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { routed(w, r, nil) }))
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if header != "" {
@@ -163,7 +165,7 @@ func (b bodyOf) XXX_ResponseBody() any { return b.body }
 // untouched in the project's dialect.
 func TestAnswersInEMCOShapes(t *testing.T) {
 	t.Parallel()
-	emco := context.WithValue(context.Background(), dialectKey{}, spoken{dialect: DialectEMCO})
+	emco := context.WithValue(context.Background(), dialectKey{}, &spoken{dialect: DialectEMCO})
 	lc := &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: "lc1", Description: "d", UserData1: "a"},
 		Spec: &corev1.LogicalCloudSpec{Namespace: "ns1", Level: "standard", PodSecurity: "baseline",
 			Labels: []*typesv1.Label{{Key: "geo", Value: "eu"}},

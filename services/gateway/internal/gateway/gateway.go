@@ -70,7 +70,9 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(noteRoute),
-		runtime.WithMiddlewares(authorized),
+		// authorized before readBody: no body is read for a caller the
+		// route refuses.
+		runtime.WithMiddlewares(authorized, readBody),
 		// One method per request: no POST standing in for a GET.
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithDisableHTTPMethodOverride(),
