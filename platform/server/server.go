@@ -231,9 +231,10 @@ type RetryLater interface {
 	RetryAfter() time.Duration
 }
 
-// authenticated serves h to callers that Options.HTTPAuth accepts, or,
-// without it, to callers with a client certificate from the CA bundle.
-// Plain HTTP without HTTPAuth (development, loopback only) is open.
+// authenticated serves h to admins that Options.HTTPAuth accepts, or,
+// without it, to admins with a client certificate from the CA bundle
+// (401 without a credential, 403 for another role). Plain HTTP without
+// HTTPAuth (development, loopback only) is open.
 func (s *Server) authenticated(h http.Handler) http.Handler {
 	auth := s.opts.HTTPAuth
 	if auth == nil && s.opts.TLS != nil && !s.cfg.InsecureHTTP {
@@ -248,7 +249,7 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, err := auth(r)
+		id, err := auth(r)
 		var limited RetryLater
 		if errors.As(err, &limited) {
 			// The gateway's limiter audits these, once per address per minute.
@@ -259,6 +260,12 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 		if err != nil {
 			s.log.Info("unauthenticated request", zap.String("path", r.URL.Path), zap.Error(err))
 			errs.WriteHTTPStatus(w, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
+			return
+		}
+		if id.Role != pki.RoleAdmin {
+			// The series name clusters, projects' routes and methods:
+			// an operator's view, not a tenant's.
+			errs.WriteHTTPStatus(w, http.StatusForbidden, status.New(codes.PermissionDenied, "your role does not allow this request: /metrics is for admins"))
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -50,7 +50,7 @@ func issue(t *testing.T, ca *pki.CA, caFile string, id pki.Identity, notAfter ti
 
 // TestMutualTLS: gRPC takes DCM services and admins with a certificate of
 // the CA and nobody else; HTTPS serves /healthz to anyone and /metrics to
-// holders of a valid client certificate only.
+// holders of a valid admin client certificate only.
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	dir, tlsMat := servertest.PKI(t)
@@ -98,7 +98,7 @@ func TestMutualTLS(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get("/metrics", &expiredCert))
 	require.Equal(t, http.StatusUnauthorized, get("/metrics", &strangerCert))
 	require.Equal(t, http.StatusOK, get("/metrics", &adminCert))
-	require.Equal(t, http.StatusOK, get("/metrics", &readerCert))
+	require.Equal(t, http.StatusForbidden, get("/metrics", &readerCert), "/metrics is for admins")
 }
 
 // TestPlaintextIsOptIn: no TLS means no server, unless configured; plain

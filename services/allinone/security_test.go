@@ -222,6 +222,8 @@ var authRoutes = []authRoute{
 	{"POST", "/v2/auth/tokens", `{"subject":"x","role":"reader"}`, []string{roleA}},
 	{"POST", "/v2/admin/keys/rewrap", `{}`, []string{roleA}},
 	{"GET", "/openapi.json", "", []string{roleA, roleP, roleR, roleG, roleS}}, // served to anyone
+	// the process's metrics name clusters, routes and methods: admins only
+	{"GET", "/metrics", "", []string{roleA}},
 	// the traffic controller's routes, in both spellings
 	{"GET", "/v2/project/a/rb/r/v1/traffic-intent-groups", "", []string{roleA, roleP, roleR, roleG}},
 	{"POST", "/v2/project/a/rb/r/v1/traffic-intent-groups", `{"name":"g","logical-cloud":"l"}`, []string{roleA, roleP}},
@@ -301,6 +303,41 @@ func TestAuthorization(t *testing.T) {
 	for _, path := range []string{"/v2/project/b/rb/r/v1/no-such", "/v1/cadist/projects/b/logicalclouds", "/v2/no-such"} {
 		for role, ws := range roles {
 			require.Equal(t, 404, first(do(t, ws[0].c, ws[0].token, "GET", s.URL+path, "")), "%s as %s", path, role)
+		}
+	}
+}
+
+// TestClusterConnectionForAdminsOnly: a registered cluster's status (its
+// API server's URL and its kubeconfig's fingerprint) is in the answers an
+// admin reads, and in no answer a project-admin or a reader (of a project
+// or global) gets, read one by one or listed. (Before, every role read
+// both.)
+func TestClusterConnectionForAdminsOnly(t *testing.T) {
+	t.Parallel()
+	s, roles := authStack(t, nil)
+	const apiServer = "https://192.0.2.10:6443"
+	kc, _ := kubeconfig(t, s.CA, apiServer)
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"e"}}`)))
+	code, b := call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/e/clusters", jsonOf(t, map[string]any{
+		"metadata": map[string]any{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}}))
+	require.Equal(t, 201, code, "%s", b)
+	for role, ws := range roles {
+		if role == roleS {
+			continue // no REST role
+		}
+		for _, w := range ws {
+			for _, path := range []string{"/v2/cluster-providers/e/clusters/c1", "/v2/cluster-providers/e/clusters", "/v2/cluster-providers/e/clusters?label=edge"} {
+				code, body := do(t, w.c, w.token, "GET", s.URL+path, "")
+				require.Equal(t, 200, code, "%s as %s (%s): %s", path, role, w.name, body)
+				require.Contains(t, string(body), `"c1"`, "%s as %s (%s)", path, role, w.name)
+				if role == roleA {
+					require.Contains(t, string(body), apiServer, "%s as %s (%s)", path, role, w.name)
+					require.Contains(t, string(body), `"kubeconfig-fingerprint":"sha256:`, "%s as %s (%s)", path, role, w.name)
+					continue
+				}
+				require.NotContains(t, string(body), "192.0.2.10", "%s as %s (%s): %s", path, role, w.name, body)
+				require.NotContains(t, string(body), "sha256:", "%s as %s (%s): %s", path, role, w.name, body)
+			}
 		}
 	}
 }

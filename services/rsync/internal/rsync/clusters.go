@@ -9,10 +9,13 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/client-go/tools/clientcmd"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -47,7 +50,7 @@ func (s *Service) GetCluster(ctx context.Context, req *rsyncv1.GetClusterRequest
 	if err != nil {
 		return nil, err
 	}
-	return &rsyncv1.GetClusterResponse{Cluster: c.Msg}, nil
+	return &rsyncv1.GetClusterResponse{Cluster: shown(ctx, c.Msg)}, nil
 }
 
 // ListClusters implements rsyncv1.RsyncServiceServer.
@@ -62,6 +65,9 @@ func (s *Service) ListClusters(ctx context.Context, req *rsyncv1.ListClustersReq
 	cs, next, err := s.clusters.ListPage(ctx, req.GetProvider(), page)
 	if err != nil {
 		return nil, err
+	}
+	for i, c := range cs {
+		cs[i] = shown(ctx, c)
 	}
 	return &rsyncv1.ListClustersResponse{Clusters: cs, NextPageToken: next}, nil
 }
@@ -156,6 +162,21 @@ func (s *Service) SelectClusters(ctx context.Context, req *rsyncv1.SelectCluster
 		}
 	}
 	return out, nil
+}
+
+// shown is c as the caller may read it. Its status (the API server's URL
+// and the kubeconfig's fingerprint) says where a cluster's API server is
+// and when its admin credential changed: an operator's view, shown to
+// admins and to DCM's services acting on their own. A tenant
+// (project-admin, reader) picks clusters by name and labels and gets no
+// status; the gateway forwards who the REST caller is (server.Caller).
+func shown(ctx context.Context, c *rsyncv1.Cluster) *rsyncv1.Cluster {
+	if r := server.Caller(ctx).Role; r == pki.RoleAdmin || r == pki.RoleService || c.GetStatus() == nil {
+		return c
+	}
+	out, _ := proto.Clone(c).(*rsyncv1.Cluster)
+	out.Status = nil
+	return out
 }
 
 // clusterRecord is the stored (and answered) form of c: its kubeconfig
