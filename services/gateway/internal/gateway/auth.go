@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,6 +23,7 @@ import (
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/telemetry"
 )
 
 // Authenticator finds out who sent a REST request: a bearer token (the
@@ -277,73 +279,105 @@ var encodedSlash = regexp.MustCompile(`(?i)%2f`)
 // writes an audit line for every mutating call, every credential read and
 // every refused or failed one, with the path as sent. Authorization
 // happens after routing (authorized).
+//
+// The REST call's trace span (platform/telemetry) starts after
+// authentication: a client that is not authenticated (or is refused for
+// too many failures) does not choose the trace id its audit line and the
+// server's spans carry: its traceparent, tracestate and baggage headers
+// are dropped and the gateway starts a trace of its own. An authenticated
+// caller's traceparent is honoured: the REST span is a child of its span,
+// and its trace id is the audit line's trace_id (docs/observability.md).
 func secure(auth *Authenticator, auditLog *zap.Logger, next http.Handler) http.Handler {
+	traced := telemetry.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Context().Value(authnKey{}).(authn)
+		serveAuthenticated(auth, auditLog, next, c, w, r)
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &audit{}
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() { observeREST(r, rec.route, sw.status(), start) }()
-		reqID := r.Header.Get(server.RequestIDHeader)
-		if reqID == "" || len(reqID) > 64 {
-			reqID = newRequestID()
-			r.Header.Set(server.RequestIDHeader, reqID)
-		}
-		sw.Header().Set(server.RequestIDHeader, reqID)
 		id, err := auth.Authenticate(r)
-		rec.id = id
-		result := "ok"
-		var limited *refusal
-		switch {
-		case errors.As(err, &limited):
-			sw.Header().Set("Retry-After", strconv.Itoa(retrySeconds(limited.retryAfter)))
-			errs.WriteHTTPStatus(sw, http.StatusTooManyRequests, status.New(codes.ResourceExhausted,
-				limited.Error()+" (DCM_AUTH_FAILURE_BURST)"))
-			if !limited.summarize {
-				return // one audit line per address per minute sums these up
-			}
-			result = "rate-limited"
-		case errors.Is(err, errUnauthenticated):
-			sw.Header().Set("WWW-Authenticate", `Bearer realm="dcm"`)
-			errs.WriteHTTPStatus(sw, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
-			result = "unauthenticated"
-		case err != nil:
-			errs.WriteHTTP(sw, errs.ToStatus(err))
-			result = "error"
-		case encodedSlash.MatchString(r.URL.EscapedPath()):
-			errs.WriteHTTP(sw, errs.ToStatus(errs.Invalid("path", "a path segment may not contain an encoded '/' (%%2F)")))
-			result = "refused"
-		default:
-			r.Header.Del("Authorization")
-			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditKey{}, rec)))
-			if tid := revokedTokenID(r.Method, r.URL.Path, sw.status()); tid != "" {
-				auth.Revoked(tid)
-			}
-			switch {
-			case rec.forbidden:
-				result = "forbidden"
-			case sw.code >= 400:
-				result = "error"
+		if err != nil {
+			for _, h := range otel.GetTextMapPropagator().Fields() {
+				r.Header.Del(h)
 			}
 		}
-		refused := result == "unauthenticated" || result == "forbidden" || result == "refused" || result == "rate-limited"
-		if !refused && sw.status() < 400 && !rec.credential && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			return
-		}
-		reason, summary := zap.Skip(), zap.Skip()
-		if refused && err != nil {
-			reason = zap.NamedError("reason", err) // why a credential was refused: for operators only
-		}
-		if limited != nil {
-			summary = zap.Int("refused", limited.count) // 429s to this address since its last such line
-		}
-		auditLog.Info("rest call", reason, summary, traceField(r.Context()),
-			zap.String("subject", id.Subject), zap.String("role", id.Role), zap.String("scope", id.Project), zap.String("auth", id.Method),
-			zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("raw_path", r.URL.EscapedPath()),
-			zap.String("route", rec.route), zap.String("rpc", rec.rpc), zap.Bool("credential", rec.credential),
-			zap.Int("status", sw.status()), zap.String("result", result),
-			zap.String("request_id", reqID), zap.String("remote", r.RemoteAddr),
-			zap.Duration("duration", time.Since(start)))
+		traced.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authnKey{}, authn{id: id, err: err, start: start})))
 	})
+}
+
+// authn is what secure's authentication found, for the traced rest of the call.
+type authn struct {
+	id    pki.Identity
+	err   error
+	start time.Time
+}
+
+type authnKey struct{}
+
+// serveAuthenticated is the rest of secure, inside the call's span.
+func serveAuthenticated(auth *Authenticator, auditLog *zap.Logger, next http.Handler, c authn, w http.ResponseWriter, r *http.Request) {
+	start, id, err := c.start, c.id, c.err
+	rec := &audit{}
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() { observeREST(r, rec.route, sw.status(), start) }()
+	reqID := r.Header.Get(server.RequestIDHeader)
+	if reqID == "" || len(reqID) > 64 {
+		reqID = newRequestID()
+		r.Header.Set(server.RequestIDHeader, reqID)
+	}
+	sw.Header().Set(server.RequestIDHeader, reqID)
+	rec.id = id
+	result := "ok"
+	var limited *refusal
+	switch {
+	case errors.As(err, &limited):
+		sw.Header().Set("Retry-After", strconv.Itoa(retrySeconds(limited.retryAfter)))
+		errs.WriteHTTPStatus(sw, http.StatusTooManyRequests, status.New(codes.ResourceExhausted,
+			limited.Error()+" (DCM_AUTH_FAILURE_BURST)"))
+		if !limited.summarize {
+			return // one audit line per address per minute sums these up
+		}
+		result = "rate-limited"
+	case errors.Is(err, errUnauthenticated):
+		sw.Header().Set("WWW-Authenticate", `Bearer realm="dcm"`)
+		errs.WriteHTTPStatus(sw, http.StatusUnauthorized, status.New(codes.Unauthenticated, "authentication required"))
+		result = "unauthenticated"
+	case err != nil:
+		errs.WriteHTTP(sw, errs.ToStatus(err))
+		result = "error"
+	case encodedSlash.MatchString(r.URL.EscapedPath()):
+		errs.WriteHTTP(sw, errs.ToStatus(errs.Invalid("path", "a path segment may not contain an encoded '/' (%%2F)")))
+		result = "refused"
+	default:
+		r.Header.Del("Authorization")
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditKey{}, rec)))
+		if tid := revokedTokenID(r.Method, r.URL.Path, sw.status()); tid != "" {
+			auth.Revoked(tid)
+		}
+		switch {
+		case rec.forbidden:
+			result = "forbidden"
+		case sw.code >= 400:
+			result = "error"
+		}
+	}
+	refused := result == "unauthenticated" || result == "forbidden" || result == "refused" || result == "rate-limited"
+	if !refused && sw.status() < 400 && !rec.credential && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return
+	}
+	reason, summary := zap.Skip(), zap.Skip()
+	if refused && err != nil {
+		reason = zap.NamedError("reason", err) // why a credential was refused: for operators only
+	}
+	if limited != nil {
+		summary = zap.Int("refused", limited.count) // 429s to this address since its last such line
+	}
+	auditLog.Info("rest call", reason, summary, traceField(r.Context()),
+		zap.String("subject", id.Subject), zap.String("role", id.Role), zap.String("scope", id.Project), zap.String("auth", id.Method),
+		zap.String("http.method", r.Method), zap.String("object", r.URL.Path), zap.String("raw_path", r.URL.EscapedPath()),
+		zap.String("route", rec.route), zap.String("rpc", rec.rpc), zap.Bool("credential", rec.credential),
+		zap.Int("status", sw.status()), zap.String("result", result),
+		zap.String("request_id", reqID), zap.String("remote", r.RemoteAddr),
+		zap.Duration("duration", time.Since(start)))
 }
 
 func newRequestID() string {

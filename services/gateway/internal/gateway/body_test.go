@@ -64,7 +64,7 @@ func (b *countedBody) Read(p []byte) (int, error) {
 
 // testGateway is the gateway's REST handler with services that cannot be
 // reached (a call that gets that far fails with 503) and three tokens.
-func testGateway(t *testing.T) http.Handler {
+func testGateway(t *testing.T, auditLog *zap.Logger) http.Handler {
 	t.Helper()
 	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func testGateway(t *testing.T) http.Handler {
 		"pa-a":     {Subject: "p", Role: pki.RoleProjectAdmin, Project: "a"},
 	}}}
 	h, err := New(context.Background(), Conns{Core: conn, Namespace: conn, User: conn, Quota: conn, Rsync: conn,
-		CADist: conn, ServiceMesh: conn, Traffic: conn, Stores: []*grpc.ClientConn{conn}}, auth, zap.NewNop(), Limits{})
+		CADist: conn, ServiceMesh: conn, Traffic: conn, Stores: []*grpc.ClientConn{conn}}, auth, auditLog, Limits{})
 	require.NoError(t, err)
 	return h
 }
@@ -91,7 +91,7 @@ func testGateway(t *testing.T) http.Handler {
 // before anyone was authenticated (TestBodyNotReadBeforeHandler there).
 func TestNoBodyReadBeforeAuthorization(t *testing.T) {
 	t.Parallel()
-	h := testGateway(t)
+	h := testGateway(t, zap.NewNop())
 	const size = 8 << 20
 	emco := `{"metadata":{"name":"lc1"},"spec":{"user":{"userName":"u"}}}`
 	for _, c := range []struct {

@@ -36,7 +36,6 @@ import (
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/server"
-	"github.com/dcm-project/dcm/platform/telemetry"
 	"github.com/dcm-project/dcm/services/gateway/internal/openapi"
 )
 
@@ -125,8 +124,9 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	})
 	public.Handle("GET "+openapi.DocsPath, openapi.Docs)
 	public.Handle("GET "+openapi.DocsPath+"/{file}", openapi.Docs)
-	// The REST call starts the trace its gRPC calls carry on (platform/telemetry).
-	public.Handle("/", telemetry.HTTPHandler(secure(auth, auditLog, root)))
+	// The REST call starts the trace its gRPC calls carry on
+	// (platform/telemetry), once the caller is authenticated (secure).
+	public.Handle("/", secure(auth, auditLog, root))
 	return public, nil
 }
 
