@@ -40,6 +40,8 @@ type Env struct {
 	AdminToken string
 	// inProcess carries calls to this program's own services (inprocess.go).
 	inProcess *server.InProcess
+	// name is the program's name (its certificate's common name).
+	name string
 }
 
 // Dial connects to another DCM service at addr (empty: this program's own
@@ -49,11 +51,12 @@ func (e *Env) Dial(addr string) (*grpc.ClientConn, error) {
 	if c, ok, err := e.dialInProcess(addr); ok {
 		return c, err
 	}
-	t := e.TLS
 	if e.Config.InsecureGRPC {
-		t = nil
+		// No certificate names this program: its calls do (the server's
+		// allow-list checks that name).
+		return client.DialInsecure(e.Config.Peer(addr), e.name)
 	}
-	return client.Dial(e.Config.Peer(addr), t)
+	return client.Dial(e.Config.Peer(addr), e.TLS)
 }
 
 // Version is the program's module version and VCS revision as the Go
@@ -188,7 +191,7 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cfg, Log: log, TLS: tlsMat, AdminToken: adminToken, inProcess: newInProcess(cfg, tlsMat, log)}
+	env := &Env{Config: cfg, Log: log, TLS: tlsMat, AdminToken: adminToken, inProcess: newInProcess(cfg, tlsMat, log), name: name}
 	if needStore {
 		keyring, err := loadKeyring(&cfg, log)
 		if err != nil {

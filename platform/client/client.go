@@ -38,15 +38,41 @@ const MaxRecvMsgSize = 64 << 20
 // comma-separated ("core-0:9090,core-1:9090"), each verified under its
 // own host name.
 func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
-	creds := insecure.NewCredentials()
-	if t != nil {
-		creds = credentials.NewTLS(t.Client())
+	if t == nil {
+		return DialInsecure(addr, "")
 	}
+	return dial(addr, credentials.NewTLS(t.Client()))
+}
+
+// DialInsecure returns a plaintext client for addr (only where
+// DCM_INSECURE_GRPC allows it) whose calls name the dialing program
+// (pki.InsecureProgramKey) for the server's allow-list: program is the
+// name a certificate would carry ("core", "gateway", pki.AllInOne). An
+// empty program names none: the server then serves it only what it serves
+// every peer (health, reflection).
+func DialInsecure(addr, program string) (*grpc.ClientConn, error) {
+	var opts []grpc.DialOption
+	if program != "" {
+		name := func(ctx context.Context) context.Context {
+			return metadata.AppendToOutgoingContext(ctx, pki.InsecureProgramKey, program)
+		}
+		opts = append(opts,
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+				return invoker(name(ctx), method, req, reply, cc, o...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(name(ctx), desc, cc, method, o...)
+			}))
+	}
+	return dial(addr, insecure.NewCredentials(), opts...)
+}
+
+func dial(addr string, creds credentials.TransportCredentials, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	target, opts, err := targetOf(addr)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(target, append(opts,
+	opts = append(opts,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		// A peer that was down is retried soon after it is back: calls
@@ -59,7 +85,8 @@ func Dial(addr string, t *pki.TLS) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxRecvMsgSize)),
 		grpc.WithChainUnaryInterceptor(propagateUnary),
 		grpc.WithChainStreamInterceptor(propagateStream),
-	)...)
+	)
+	conn, err := grpc.NewClient(target, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

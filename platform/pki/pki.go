@@ -46,6 +46,13 @@ const (
 // the services which REST caller a call acts for (platform/server.Caller).
 const CallerPrefix = "dcm-caller-"
 
+// InsecureProgramKey is the gRPC metadata key with which a program names
+// itself on plaintext gRPC (DCM_INSECURE_GRPC), where no certificate does:
+// the server checks the method's allow-list against that name
+// (platform/server). It is a claim, not a proof: any process that reaches
+// the loopback address can make it.
+const InsecureProgramKey = "dcm-insecure-program"
+
 // Identity is an authenticated caller.
 type Identity struct {
 	Subject string

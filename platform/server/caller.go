@@ -42,8 +42,9 @@ func Peer(ctx context.Context) pki.Identity {
 // Caller is who a request acts for: the REST caller the gateway
 // authenticated (forwarded by a service), or else the peer's own
 // certificate identity (an admin with grpcurl, or a service acting on its
-// own). Without TLS (DCM_INSECURE_GRPC, development only) a peer that
-// forwards no caller is a service.
+// own). Without TLS (DCM_INSECURE_GRPC, development only) the peer is the
+// program its call names (pki.InsecureProgramKey), once the allow-list let
+// that name call the method.
 func Caller(ctx context.Context) pki.Identity {
 	if id, ok := ctx.Value(callerKey{}).(pki.Identity); ok {
 		return id
@@ -87,22 +88,30 @@ func peerChain(ctx context.Context) []*x509.Certificate {
 	return ti.State.VerifiedChains[0]
 }
 
-// withCaller resolves Caller for a call from peer: a service's forwarded
-// caller wins; anyone else is who its certificate says.
-func withCaller(ctx context.Context, peerID pki.Identity, tls bool) context.Context {
+// withCaller resolves Caller for a call from peer (who its certificate
+// says, or on plaintext gRPC the program it names: insecurePeer): a
+// service's forwarded caller wins; anyone else is the peer itself.
+func withCaller(ctx context.Context, peerID pki.Identity) context.Context {
 	id := peerID
-	if !tls {
-		id = pki.Identity{Subject: "insecure", Role: pki.RoleService}
-	}
 	if id.Role == pki.RoleService {
 		if fwd, ok := forwarded(ctx); ok {
 			id = fwd
 		}
 	}
-	if !tls {
-		peerID = pki.Identity{Subject: "insecure", Role: pki.RoleService}
-	}
 	return context.WithValue(context.WithValue(ctx, callerKey{}, id), peerKey{}, peerID)
+}
+
+// insecurePeer is who a plaintext call's peer says it is: the DCM program
+// its metadata names (pki.InsecureProgramKey, the last value), with the
+// role service; without a name, a service named "", which no allow-list
+// names.
+func insecurePeer(ctx context.Context) pki.Identity {
+	md, _ := metadata.FromIncomingContext(ctx)
+	name := ""
+	if v := md.Get(pki.InsecureProgramKey); len(v) > 0 {
+		name = strings.TrimSpace(v[len(v)-1])
+	}
+	return pki.Identity{Subject: name, Role: pki.RoleService}
 }
 
 // forwarded reads the caller metadata; the last value of each key counts,

@@ -81,7 +81,7 @@ type Config struct {
 	TLSCAFile    string `env:"DCM_TLS_CA_FILE" flag:"tls-ca-file" usage:"PEM CA bundle client and peer certificates must chain to (empty, with the next two: the local PKI under <data dir>/pki/, made on first start)"`
 	TLSCertFile  string `env:"DCM_TLS_CERT_FILE" flag:"tls-cert-file" usage:"PEM certificate the program serves gRPC and dials with (server and client use; organization service; common name the program's name, e.g. core, or dcm for the all-in-one program)"`
 	TLSKeyFile   string `env:"DCM_TLS_KEY_FILE" flag:"tls-key-file" usage:"PEM private key of DCM_TLS_CERT_FILE"`
-	InsecureGRPC bool   `env:"DCM_INSECURE_GRPC" flag:"insecure-grpc" default:"false" usage:"serve and dial gRPC in plaintext, without mutual TLS or authorization; development only, refused unless DCM_GRPC_ADDR is a loopback address"`
+	InsecureGRPC bool   `env:"DCM_INSECURE_GRPC" flag:"insecure-grpc" default:"false" usage:"serve and dial gRPC in plaintext, without mutual TLS; the allow-lists are checked against the program a call names (metadata dcm-insecure-program), a claim no certificate proves; development only, refused unless DCM_GRPC_ADDR is a loopback address"`
 	InsecureHTTP bool   `env:"DCM_INSECURE_HTTP" flag:"insecure-http" default:"false" usage:"serve plain HTTP instead of HTTPS; development only, refused unless DCM_HTTP_ADDR is a loopback address; bearer tokens are still required"`
 	// AdminTokenFile holds the bootstrap admin bearer token the gateway accepts.
 	AdminTokenFile string `env:"DCM_ADMIN_TOKEN_FILE" flag:"admin-token-file" usage:"file holding the bootstrap admin bearer token the gateway accepts (empty: <data dir>/pki/admin.token with the local PKI)"`

@@ -85,17 +85,37 @@ func IsInternal(fullMethod string) bool {
 // bypass that scoping. The TLS handshake already checked the chain
 // against the CA bundle; the role service is believed only from a
 // certificate of the service CA. The returned context carries the Caller.
+//
+// Without TLS (DCM_INSECURE_GRPC) no certificate says who the peer is, and
+// the same allow-list applies to the program the call names
+// (pki.InsecureProgramKey, set by platform/client.DialInsecure): a peer
+// is the DCM program it claims to be, with that program's rights and no
+// more; one that names none is the least-privileged peer, served health
+// and reflection only. Admins are never claimed. The claim is not a proof
+// (any local process can make it): DCM_INSECURE_GRPC stays development
+// only, on loopback.
 func (c *chain) callerAllowed(ctx context.Context, method string) (context.Context, error) {
-	if !c.authorize {
-		return withCaller(ctx, pki.Identity{}, false), nil
+	id, auth := pki.Identity{}, "certificate"
+	if c.authorize {
+		id, _ = peerIdentity(ctx)
+	} else {
+		id, auth = insecurePeer(ctx), "insecure-claim"
 	}
-	id, _ := peerIdentity(ctx)
 	refuse := func(why string) (context.Context, error) {
 		c.log.Named(logging.AuditName).Warn("grpc call refused", append([]zap.Field{zap.String("subject", id.Subject), zap.String("role", id.Role),
-			zap.String("scope", id.Project), zap.String("auth", "certificate"), zap.String("grpc.method", method),
+			zap.String("scope", id.Project), zap.String("auth", auth), zap.String("grpc.method", method),
 			zap.String("grpc.code", codes.PermissionDenied.String()), zap.Bool("ok", false), zap.String("remote", remoteOf(ctx)),
 			zap.String("reason", why)}, requestIDs(ctx, requestID(ctx))...)...)
 		return ctx, status.Error(codes.PermissionDenied, why)
+	}
+	if !c.authorize {
+		if !MayCall(id, method) {
+			if id.Subject == "" {
+				return refuse(fmt.Sprintf("plaintext gRPC (DCM_INSECURE_GRPC): the call names no DCM program (metadata %s), and only health and reflection are served to any peer", pki.InsecureProgramKey))
+			}
+			return refuse(fmt.Sprintf("this method is not served to the DCM program %q (docs/security.md, who may call what)", id.Subject))
+		}
+		return withCaller(ctx, id), nil
 	}
 	if id.Role == pki.RoleService {
 		if c.tls == nil {
@@ -116,7 +136,7 @@ func (c *chain) callerAllowed(ctx context.Context, method string) (context.Conte
 			return refuse(fmt.Sprintf("this method is not served to the DCM program %q (docs/security.md, who may call what)", id.Subject))
 		}
 	}
-	return withCaller(ctx, id, true), nil
+	return withCaller(ctx, id), nil
 }
 
 func (c *chain) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

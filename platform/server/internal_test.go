@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -185,4 +186,63 @@ func TestDirectCallsAudited(t *testing.T) {
 		FilterField(zap.String("grpc.method", "/dcm.test.v1.EchoInternalService/Call"))
 	require.Equal(t, 1, refused.Len(), "%v", audit.All())
 	require.Equal(t, 2, audit.Len(), "the program's own call is not audited here: %v", audit.All())
+}
+
+// TestInsecureGRPCKeepsAllowLists: with DCM_INSECURE_GRPC (plaintext, no
+// certificate) every call is still checked against the method's
+// allow-list, for the program the call names (pki.InsecureProgramKey,
+// set by client.DialInsecure): a call that names none is served health
+// and reflection only; a named program reaches what its name may call and
+// nothing else; no name reaches a method that declares no callers.
+// (Before, plaintext gRPC served every method to every local process.)
+func TestInsecureGRPCKeepsAllowLists(t *testing.T) {
+	t.Parallel()
+	cfg := server.Config{GRPCAddr: "127.0.0.1:0", InsecureGRPC: true, ShutdownGrace: time.Second}
+	srv, err := server.New(cfg, zaptest.NewLogger(t), server.Options{},
+		echo{"dcm.test.v1.EchoService"}, echo{"dcm.test.v1.EchoInternalService"}, echo{"dcm.test.v1.EchoUndeclaredService"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	call := func(program, method string) codes.Code {
+		conn, err := client.DialInsecure(srv.GRPCAddr(), program)
+		require.NoError(t, err)
+		defer func() { _ = conn.Close() }()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return status.Code(conn.Invoke(ctx, method, &structpb.Struct{}, &emptypb.Empty{}))
+	}
+	const public, internal, undeclared = "/dcm.test.v1.EchoService/Call", "/dcm.test.v1.EchoInternalService/Call", "/dcm.test.v1.EchoUndeclaredService/Call"
+	for _, c := range []struct {
+		program, method string
+		want            codes.Code
+	}{
+		{"", "/grpc.health.v1.Health/Check", codes.OK},
+		{"", public, codes.PermissionDenied},
+		{"", internal, codes.PermissionDenied},
+		{"gateway", public, codes.OK},
+		{"gateway", internal, codes.PermissionDenied},
+		{"core", internal, codes.OK},
+		{"core", public, codes.PermissionDenied},
+		{"admin", public, codes.PermissionDenied}, // an admin is never claimed
+		{pki.AllInOne, public, codes.OK},
+		{pki.AllInOne, internal, codes.OK},
+		{pki.AllInOne, undeclared, codes.PermissionDenied},
+		{"core", undeclared, codes.PermissionDenied},
+	} {
+		method := c.method
+		var got codes.Code
+		if method == "/grpc.health.v1.Health/Check" {
+			conn, err := client.DialInsecure(srv.GRPCAddr(), c.program)
+			require.NoError(t, err)
+			_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			_ = conn.Close()
+			got = status.Code(err)
+		} else {
+			got = call(c.program, method)
+		}
+		require.Equal(t, c.want, got, "%q calling %s", c.program, method)
+	}
 }

@@ -82,13 +82,14 @@ type Server struct {
 }
 
 // CheckInsecure refuses the plaintext switches on an address other hosts can
-// reach: DCM_INSECURE_GRPC turns authorization off, and DCM_INSECURE_HTTP
+// reach: DCM_INSECURE_GRPC has no certificates (the allow-lists trust the
+// program a call names), and DCM_INSECURE_HTTP
 // sends bearer tokens in clear. Programs call it before they listen.
 func CheckInsecure(cfg Config) error { return checkInsecure(cfg, cfg.GRPCAddr) }
 
 func checkInsecure(cfg Config, grpcAddr string) error {
 	if cfg.InsecureGRPC && grpcAddr != "" && !IsLoopback(grpcAddr) {
-		return fmt.Errorf("DCM_INSECURE_GRPC serves gRPC without TLS or authorization on a loopback address only, not on %s", grpcAddr)
+		return fmt.Errorf("DCM_INSECURE_GRPC serves gRPC without TLS, on a loopback address only, not on %s", grpcAddr)
 	}
 	if cfg.InsecureHTTP && cfg.HTTPAddr != "" && !IsLoopback(cfg.HTTPAddr) {
 		return fmt.Errorf("DCM_INSECURE_HTTP serves plain HTTP on a loopback address only, not on %s", cfg.HTTPAddr)

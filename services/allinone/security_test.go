@@ -20,8 +20,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/secrets"
 	"github.com/dcm-project/dcm/platform/store"
@@ -537,6 +541,25 @@ func TestInsecureHTTP(t *testing.T) {
 	require.Equal(t, 401, first(do(t, http.DefaultClient, "", "GET", s.URL+"/v2/projects", "")))
 	require.Equal(t, 200, first(do(t, http.DefaultClient, s.AdminToken, "GET", s.URL+"/v2/projects", "")))
 	require.Equal(t, 200, first(do(t, http.DefaultClient, "", "GET", s.URL+"/healthz", "")))
+}
+
+// TestInsecureGRPCProgram: the whole program runs on plaintext gRPC
+// (DCM_INSECURE_GRPC) with the allow-lists on: its services call each
+// other as the program they name (pki.AllInOne), a project is made and
+// read through the gateway, and a plaintext call that names no program
+// gets only health.
+func TestInsecureGRPCProgram(t *testing.T) {
+	t.Parallel()
+	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-insecure-grpc=true"}})
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"plain"}}`)))
+	require.Equal(t, 200, first(call(t, s.Admin, "GET", s.URL+"/v2/projects/plain", "")))
+	conn, err := client.Dial(s.GRPC, nil)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = corev1.NewCoreServiceClient(conn).GetProject(ctx, &corev1.GetProjectRequest{Project: "plain"})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 }
 
 // kubeconfig returns an admin kubeconfig with inline credentials issued
