@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,7 +52,25 @@ func isStatus(err error, code int) bool {
 	return ok && e.HTTP == code
 }
 
+// checkServer refuses a server URL that is not http(s)://host, and
+// http:// when a credential would go with it: a bearer token in clear
+// text is anyone's on the path (the gateway's DCM_INSECURE_HTTP, loopback
+// only, is for curl in development).
+func checkServer(ctx *Context) error {
+	u, err := url.Parse(ctx.Server)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("server: %q is not a URL https://host:port", ctx.Server)
+	}
+	if u.Scheme == "http" && (ctx.Token != "" || ctx.Cert != "") {
+		return fmt.Errorf("server: %s is http://: dcmctl sends a credential only over https://", ctx.Server)
+	}
+	return nil
+}
+
 func newClient(ctx *Context) (*client, error) {
+	if err := checkServer(ctx); err != nil {
+		return nil, err
+	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ctx.CA != "" {
 		pem, err := os.ReadFile(ctx.CA)
@@ -72,15 +91,36 @@ func newClient(ctx *Context) (*client, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	tr := &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	// A redirect never takes the token off https.
+	redirect := func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != "https" && ctx.Token != "" {
+			return fmt.Errorf("redirected to %s: dcmctl sends a credential only over https://", req.URL.Redacted())
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 	return &client{server: strings.TrimRight(ctx.Server, "/"), token: ctx.Token,
-		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second},
-		stream: &http.Client{Transport: tr}}, nil
+		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second, CheckRedirect: redirect},
+		stream: &http.Client{Transport: tr, CheckRedirect: redirect}}, nil
 }
+
+// tokenEnv names the environment variable that holds a bearer token: it
+// keeps the token out of the command line (ps, shell history).
+const tokenEnv = "DCMCTL_TOKEN"
 
 func (g *globals) client() (*client, error) {
 	ctx, err := g.current()
 	if err != nil {
 		return nil, err
+	}
+	if tok := strings.TrimSpace(os.Getenv(tokenEnv)); tok != "" {
+		// The token in the environment is the credential: the context
+		// gives the server and the CA.
+		c := *ctx
+		c.Token, c.Cert, c.Key = tok, "", ""
+		ctx = &c
 	}
 	return newClient(ctx)
 }

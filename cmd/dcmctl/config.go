@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -134,21 +135,56 @@ func (g *globals) current() (*Context, error) {
 	return ctx, nil
 }
 
+// readToken reads a bearer token from a file, or from stdin for "-": the
+// first line, trimmed.
+func readToken(file string, stdin io.Reader) (string, error) {
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 64<<10))
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok, _, _ := strings.Cut(string(b), "\n")
+	if tok = strings.TrimSpace(tok); tok == "" {
+		return "", fmt.Errorf("--token-file: no token in %s", file)
+	}
+	return tok, nil
+}
+
 func loginCmd(g *globals) *cobra.Command {
 	var ctx Context
-	var name string
+	var name, tokenFile string
 	cmd := &cobra.Command{
-		Use:   "login --server URL --ca FILE (--token TOKEN | --cert FILE --key FILE)",
+		Use:   "login --server URL --ca FILE (--token-file FILE|- | $DCMCTL_TOKEN | --cert FILE --key FILE)",
 		Short: "write a context to the config file (mode 0600) and make it current",
 		Example: `  dcmctl login --server https://127.0.0.1:8080 --ca .dcm/pki/ca.crt --cert .dcm/pki/admin.crt --key .dcm/pki/admin.key
-  dcmctl login --context prod --server https://dcm.example:8080 --ca ca.crt --token "$(cat token)"`,
+  dcmctl login --context prod --server https://dcm.example:8080 --ca ca.crt --token-file token
+  dcmctl token create --subject alice --role reader | dcmctl login --context alice --server https://127.0.0.1:8080 --ca .dcm/pki/ca.crt --token-file -
+  DCMCTL_TOKEN="$(cat token)" dcmctl login --context prod --server https://dcm.example:8080 --ca ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ctx.Server == "" {
 				return errors.New("login: --server is required")
 			}
+			if tokenFile != "" {
+				if ctx.Token != "" {
+					return errors.New("login: give --token-file or --token, not both")
+				}
+				tok, err := readToken(tokenFile, cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("login: %w", err)
+				}
+				ctx.Token = tok
+			}
+			if ctx.Token == "" && ctx.Cert == "" && ctx.Key == "" {
+				ctx.Token = strings.TrimSpace(os.Getenv(tokenEnv))
+			}
 			if (ctx.Token == "") == (ctx.Cert == "" && ctx.Key == "") {
-				return errors.New("login: give either --token or --cert and --key")
+				return errors.New("login: give either a token (--token-file, $DCMCTL_TOKEN) or --cert and --key")
 			}
 			if (ctx.Cert == "") != (ctx.Key == "") {
 				return errors.New("login: --cert and --key go together")
@@ -203,7 +239,8 @@ func loginCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&ctx.Server, "server", "", "the gateway's URL (https://host:port)")
 	f.StringVar(&ctx.CA, "ca", "", "CA certificate file that signed the gateway's certificate (default: the system's)")
-	f.StringVar(&ctx.Token, "token", "", "bearer token (dcmctl token create, or .dcm/pki/admin.token)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the bearer token (dcmctl token create, or .dcm/pki/admin.token); - reads it from stdin")
+	f.StringVar(&ctx.Token, "token", "", "bearer token; other users of the host see it in ps: prefer --token-file or $DCMCTL_TOKEN")
 	f.StringVar(&ctx.Cert, "cert", "", "client certificate file")
 	f.StringVar(&ctx.Key, "key", "", "client key file")
 	f.StringVar(&name, "name", "", "context name (default --context, else \"default\")")

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/pem"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -276,5 +279,157 @@ func TestWatchOutcome(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocumentFilesStayUnderTheirDirectory: a Cluster's kubeconfigFile
+// (and an emcoctl document's file) is read only from under the document's
+// directory: an absolute path, a path with "..", or a symbolic link that
+// points out of it is refused, so applying a document from elsewhere
+// cannot send the operator's own files (~/.kube/config, keys) to the
+// server. (Before, each was read and sent.)
+func TestDocumentFilesStayUnderTheirDirectory(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "docs")
+	secret := filepath.Join(top, "secret.kubeconfig")
+	for p, b := range map[string]string{secret: "operator's own", filepath.Join(dir, "kc", "c1.kubeconfig"): "cluster 1"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "out.kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "kc", "c1.kubeconfig"), filepath.Join(dir, "in.kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	read := func(doc string) (*document, error) {
+		f := filepath.Join(dir, "f.yaml")
+		if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		docs, err := readDocuments([]string{f}, nil)
+		if err != nil {
+			return nil, err
+		}
+		return docs[0], nil
+	}
+	cluster := "kind: Cluster\nprovider: e\nmetadata: {name: c1}\nkubeconfigFile: %s\n"
+	emco := "version: emco/v2\nresourceContext: {anchor: cluster-providers/e/clusters}\nmetadata: {name: c1}\nfile: %s\n"
+	for _, form := range []string{cluster, emco} {
+		for _, ok := range []string{"kc/c1.kubeconfig", "in.kubeconfig", "./kc/../kc/c1.kubeconfig"} {
+			d, err := read(fmt.Sprintf(form, ok))
+			if err != nil || d.kubeconfig != "cluster 1" {
+				t.Errorf("%s: %v, %+v", ok, err, d)
+			}
+		}
+		for _, bad := range []string{secret, "../secret.kubeconfig", "kc/../../secret.kubeconfig", "out.kubeconfig"} {
+			d, err := read(fmt.Sprintf(form, bad))
+			if err == nil || !strings.Contains(err.Error(), "document's directory") {
+				t.Errorf("%s: read %+v, error %v; want a refusal naming the document's directory", bad, d, err)
+			}
+		}
+	}
+}
+
+// TestCredentialsOnlyOverHTTPS: dcmctl sends no credential to an http://
+// server: a context with a token pointing at http:// fails before a
+// request, and the server never sees the token. A context without a
+// credential may still use http://. (Before, the token went in clear.)
+func TestCredentialsOnlyOverHTTPS(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"projects":[]}`))
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	c := &Config{CurrentContext: "plain", Contexts: map[string]*Context{
+		"plain": {Server: srv.URL, Token: "dcm_0123456789abcdef_secret"}, "anonymous": {Server: srv.URL}}}
+	if err := c.save(path); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"--config", path, "get", "projects"}); code == 0 {
+		t.Error("dcmctl used an http:// server with a token")
+	}
+	t.Setenv(tokenEnv, "dcm_0123456789abcdef_fromenv")
+	if code := run([]string{"--config", path, "--context", "anonymous", "get", "projects"}); code == 0 {
+		t.Error("dcmctl sent $DCMCTL_TOKEN to an http:// server")
+	}
+	for _, h := range seen {
+		if h != "" {
+			t.Errorf("the http:// server saw %q", h)
+		}
+	}
+	t.Setenv(tokenEnv, "")
+	if code := run([]string{"--config", path, "--context", "anonymous", "get", "projects"}); code != 0 {
+		t.Error("no credential: http:// is allowed")
+	}
+	if _, err := newClient(&Context{Server: "ftp://x"}); err == nil {
+		t.Error("ftp:// accepted")
+	}
+	_, err := newClient(&Context{Server: srv.URL, Cert: "c", Key: "k"})
+	if err == nil || !strings.Contains(err.Error(), "https://") {
+		t.Errorf("a client certificate over http://: %v", err)
+	}
+}
+
+// TestTokenFromFileStdinOrEnvironment: login takes the token from a file,
+// from stdin (--token-file -) or from $DCMCTL_TOKEN, so it never has to
+// be on the command line (ps, shell history); every other command sends
+// $DCMCTL_TOKEN instead of the context's credential when it is set.
+func TestTokenFromFileStdinOrEnvironment(t *testing.T) {
+	var seen []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"projects":[]}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("dcm_file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "config.yaml")
+	login := func(stdin string, args ...string) {
+		t.Helper()
+		root := newRoot()
+		root.SetIn(strings.NewReader(stdin))
+		root.SetOut(io.Discard)
+		root.SetArgs(append([]string{"--config", config, "login", "--server", srv.URL, "--ca", ca}, args...))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("login %v: %v", args, err)
+		}
+	}
+	stored := func(name string) string {
+		t.Helper()
+		c, err := loadConfig(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Contexts[name].Token
+	}
+	login("", "--name", "file", "--token-file", tokenFile)
+	login("dcm_stdin\n", "--name", "stdin", "--token-file", "-")
+	t.Setenv(tokenEnv, "dcm_env")
+	login("", "--name", "env")
+	for name, want := range map[string]string{"file": "dcm_file", "stdin": "dcm_stdin", "env": "dcm_env"} {
+		if got := stored(name); got != want {
+			t.Errorf("context %s: token %q, want %q", name, got, want)
+		}
+	}
+	seen = nil
+	if code := run([]string{"--config", config, "--context", "file", "get", "projects"}); code != 0 {
+		t.Fatal("get failed")
+	}
+	if len(seen) == 0 || seen[0] != "Bearer dcm_env" {
+		t.Errorf("$DCMCTL_TOKEN not sent: %q", seen)
 	}
 }

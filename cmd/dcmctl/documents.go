@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -140,7 +141,7 @@ func parseDocument(raw []byte, dir, source string) (*document, error) {
 	}
 	if k.Name == "Cluster" {
 		if f, ok := m["kubeconfigFile"].(string); ok {
-			kc, err := os.ReadFile(relTo(dir, f))
+			kc, err := readUnder(dir, f)
 			if err != nil {
 				return nil, fmt.Errorf("%s: kubeconfigFile: %w", source, err)
 			}
@@ -184,7 +185,7 @@ func parseEMCO(m map[string]any, dir, source string) (*document, error) {
 			d.body[key] = v
 		case "file":
 			f, _ := v.(string)
-			kc, err := os.ReadFile(relTo(dir, strings.TrimSpace(f)))
+			kc, err := readUnder(dir, strings.TrimSpace(f))
 			if err != nil {
 				return nil, fmt.Errorf("%s: file: %w", source, err)
 			}
@@ -197,12 +198,35 @@ func parseEMCO(m map[string]any, dir, source string) (*document, error) {
 	return d, nil
 }
 
-// relTo resolves a path relative to the YAML file's directory.
-func relTo(dir, p string) string {
-	if filepath.IsAbs(p) {
-		return p
+// readUnder reads p, a file a document names (kubeconfigFile, an emcoctl
+// document's file), relative to dir, the document's directory (the
+// working directory for a document read from stdin), and refuses a path
+// that leaves dir: an absolute one, one with "..", or one whose symbolic
+// links, resolved, lead out of dir. A document applied from elsewhere must
+// not make dcmctl send one of the operator's files (~/.kube/config, a key)
+// to the server.
+func readUnder(dir, p string) ([]byte, error) {
+	if dir == "" {
+		dir = "."
 	}
-	return filepath.Join(dir, p)
+	if p == "" {
+		return nil, errors.New("is empty: a file under the document's directory")
+	}
+	if !filepath.IsLocal(p) {
+		return nil, fmt.Errorf("%q is not under the document's directory %s: give a relative path without ..", p, dir)
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, p))
+	if err != nil {
+		return nil, err
+	}
+	if rel, err := filepath.Rel(realDir, real); err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%q leads out of the document's directory %s through a symbolic link", p, dir)
+	}
+	return os.ReadFile(real)
 }
 
 func keys(m map[string]any) []string {

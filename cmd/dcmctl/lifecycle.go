@@ -319,7 +319,7 @@ func tokenCmd(g *globals) *cobra.Command {
 		Use:   "create --subject NAME --role ROLE [--project P] [--ttl 24h]",
 		Short: "mint a token (printed this once)",
 		Example: `  dcmctl token create --subject alice --role project-admin --project proj1 --ttl 24h
-  dcmctl login --context alice --server https://127.0.0.1:8080 --ca .dcm/pki/ca.crt --token "$(dcmctl token create --subject alice --role reader)"`,
+  dcmctl token create --subject alice --role reader | dcmctl login --context alice --server https://127.0.0.1:8080 --ca .dcm/pki/ca.crt --token-file -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()

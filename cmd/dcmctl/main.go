@@ -52,8 +52,10 @@ Credentials come from the config file (--config, $DCMCTL_CONFIG, or
 ~/.config/dcm/config.yaml; "dcmctl login" writes it), the context in it
 (--context, else its current-context), or, with no config file, the local
 "make run" install: $DCM_DATA_DIR/pki (default .dcm/pki) and
-https://$DCM_HTTP_ADDR (default 127.0.0.1:8080) with the admin certificate.`,
-		Example: `  dcmctl login --server https://dcm.example:8080 --ca ca.crt --token "$TOKEN"
+https://$DCM_HTTP_ADDR (default 127.0.0.1:8080) with the admin certificate.
+$DCMCTL_TOKEN, when set, is the bearer token sent instead of the
+context's credential. A credential is sent over https:// only.`,
+		Example: `  dcmctl login --server https://dcm.example:8080 --ca ca.crt --token-file token
   dcmctl apply -f seed.yaml
   dcmctl get logical-clouds -p proj1
   dcmctl logical-cloud apply lc-1 -p proj1
