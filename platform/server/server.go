@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/logging"
 	"github.com/dcm-project/dcm/platform/pki"
 )
 
@@ -265,8 +266,19 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 		}
 		if id.Role != pki.RoleAdmin {
 			// The series name clusters, projects' routes and methods:
-			// an operator's view, not a tenant's.
+			// an operator's view, not a tenant's. Refused like a REST
+			// route, and audited like one (the gateway's "rest call").
+			reqID := r.Header.Get(RequestIDHeader)
+			if reqID == "" || len(reqID) > 64 {
+				reqID = requestID(r.Context())
+			}
+			w.Header().Set(RequestIDHeader, reqID)
 			errs.WriteHTTPStatus(w, http.StatusForbidden, status.New(codes.PermissionDenied, "your role does not allow this request: /metrics is for admins"))
+			s.log.Named(logging.AuditName).Info("rest call", zap.String("subject", id.Subject), zap.String("role", id.Role),
+				zap.String("scope", id.Project), zap.String("auth", id.Method), zap.String("http.method", r.Method),
+				zap.String("object", r.URL.Path), zap.String("raw_path", r.URL.EscapedPath()), zap.String("route", "/metrics"),
+				zap.Int("status", http.StatusForbidden), zap.String("result", "forbidden"),
+				zap.String("request_id", reqID), zap.String("remote", r.RemoteAddr))
 			return
 		}
 		h.ServeHTTP(w, r)
