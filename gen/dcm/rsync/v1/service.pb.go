@@ -560,7 +560,8 @@ type Cluster struct {
 	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec is what the operator gives.
 	Spec *ClusterSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
-	// status is what the registry derives; ignored on input.
+	// status is what the registry derives; ignored on input. Answered to
+	// admins only: project-admins and readers get none.
 	Status        *ClusterStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -51,7 +51,7 @@ type RsyncServiceClient interface {
 	// validated, sealed at rest and never returned.
 	CreateCluster(ctx context.Context, in *CreateClusterRequest, opts ...grpc.CallOption) (*CreateClusterResponse, error)
 	// GetCluster reads one cluster (its server URL and kubeconfig
-	// fingerprint, never the kubeconfig).
+	// fingerprint for admins only, never the kubeconfig).
 	GetCluster(ctx context.Context, in *GetClusterRequest, opts ...grpc.CallOption) (*GetClusterResponse, error)
 	// ListClusters reads a provider's clusters, ordered by name, optionally
 	// only those with a label.
@@ -192,7 +192,7 @@ type RsyncServiceServer interface {
 	// validated, sealed at rest and never returned.
 	CreateCluster(context.Context, *CreateClusterRequest) (*CreateClusterResponse, error)
 	// GetCluster reads one cluster (its server URL and kubeconfig
-	// fingerprint, never the kubeconfig).
+	// fingerprint for admins only, never the kubeconfig).
 	GetCluster(context.Context, *GetClusterRequest) (*GetClusterResponse, error)
 	// ListClusters reads a provider's clusters, ordered by name, optionally
 	// only those with a label.
