@@ -213,7 +213,7 @@ func readUnder(dir, p string) ([]byte, error) {
 		return nil, errors.New("is empty: a file under the document's directory")
 	}
 	if !filepath.IsLocal(p) {
-		return nil, fmt.Errorf("%q is not under the document's directory %s: give a relative path without ..", p, dir)
+		return nil, fmt.Errorf("%q is not under the document's directory %s (absolute, or with ..): give a path relative to it", p, dir)
 	}
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
