@@ -153,7 +153,9 @@ func (k *Kube) Apply(ctx context.Context, obj *unstructured.Unstructured, manage
 	if err != nil {
 		return nil, err
 	}
-	return ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: force})
+	// Strict: an unknown or duplicate field is refused by the API server
+	// rather than dropped, so no manifest is applied other than as written.
+	return ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: force, FieldValidation: "Strict"})
 }
 
 // Create creates obj (it must not exist) as manager.
@@ -162,7 +164,7 @@ func (k *Kube) Create(ctx context.Context, obj *unstructured.Unstructured, manag
 	if err != nil {
 		return nil, err
 	}
-	return ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: manager})
+	return ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: manager, FieldValidation: "Strict"})
 }
 
 // Get implements Cluster.

@@ -13,6 +13,7 @@ import (
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
 )
@@ -72,6 +73,11 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 		return nil, err
 	}
 	for i, t := range req.GetClusters() {
+		if ip := t.GetLoadbalancerIp(); ip != "" {
+			if _, err := kube.CheckIP(ip); err != nil {
+				return nil, errs.Invalid("loadbalancer-ip", "cluster reference %s/%s: %v", t.GetProvider(), t.GetCluster(), err)
+			}
+		}
 		in0.Clusters = append(in0.Clusters, render.Cluster{
 			Provider: t.GetProvider(), Cluster: t.GetCluster(), LoadBalancerIP: t.GetLoadbalancerIp(), CA: cas[i].ca,
 		})
