@@ -84,13 +84,12 @@ func meshSpec(t testing.TB, r *rest, lc string) (out struct {
 func meshRevision(t testing.TB, r *rest, project, lc string) string {
 	t.Helper()
 	var doc struct {
-		ServiceMesh struct {
-			Revision string `json:"revision"`
-		} `json:"service-mesh"`
+		Revision string `json:"revision"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", "/v2/projects/"+project+"/logical-clouds/"+lc+"/service-mesh", "")), &doc))
-	require.NotEmpty(t, doc.ServiceMesh.Revision)
-	return doc.ServiceMesh.Revision
+	body := r.want(200, "GET", "/v2/projects/"+project+"/logical-clouds/"+lc+"/service-mesh", "")
+	require.NoError(t, json.Unmarshal([]byte(body), &doc))
+	require.NotEmpty(t, doc.Revision, body)
+	return doc.Revision
 }
 
 // meshBody is a seed 000 logical cloud with its own service mesh.
