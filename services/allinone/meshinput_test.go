@@ -17,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
+	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/store"
 )
 
 // zoneAttack is issue 29's loadbalancer-ip: protovalidate's string.ip
@@ -259,5 +261,25 @@ func TestMeshTenantsOnOneCluster(t *testing.T) {
 	require.Empty(t, leftOn(t, cl, "tc", "same"), "nothing of tc's applied")
 	_, err = cs.CoreV1().Namespaces().Get(ctx, "tc-mesh", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "tc's istio namespace: %v", err)
+	require.Len(t, dcmWebhooks(t, cs), 4, "no webhook of tc's")
+
+	// A mesh recorded before revisions were derived keeps its revision (the
+	// logical cloud's name). Should its revision be another tenant's, the
+	// claim is that tenant's: 409 before anything is applied, and the
+	// message does not name the other project. (The document is written as
+	// an older program wrote it, with ta's revision.)
+	meshStore, err := e.s.Env.Store.For("servicemesh")
+	require.NoError(t, err)
+	docs := store.NewRecords(meshStore, "service_meshes", "service mesh", func() *servicemeshv1.ServiceMesh { return &servicemeshv1.ServiceMesh{} })
+	d := mesh("tc", "legacy", "tc-legacy-mesh")
+	require.NoError(t, docs.Create(ctx, store.Key("tc", "legacy"), "tc",
+		&servicemeshv1.ServiceMesh{Project: "tc", LogicalCloud: "legacy", Revision: revA, IstioNamespace: "tc-legacy-mesh"}))
+	held = e.projectAdmin("tc").want(409, "POST", d+"/apply", "")
+	require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, held)["reason"], held)
+	require.Contains(t, held, "dcm.mesh.revision."+revA)
+	require.Contains(t, held, "another project")
+	require.NotContains(t, held, `\"ta\"`)
+	require.Equal(t, "Created", r.status(d).State)
+	require.Empty(t, leftOn(t, cl, "tc", "legacy"), "nothing of tc's applied")
 	require.Len(t, dcmWebhooks(t, cs), 4, "no webhook of tc's")
 }
