@@ -161,6 +161,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 
 	type plane struct {
 		lc, ns, istioNS string
+		rev             string
 		clusters        []*kubetest.Cluster
 		user            *kubernetes.Clientset
 		istiod          *istiotest.Istiod
@@ -187,6 +188,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		st := r.settle(base+p.lc, "Instantiated")
 		require.Equal(t, st.Total, st.Ready, "%s: every object applied: %+v", p.lc, st)
 		p.bundle = r.bundle("pi", p.lc, shared.Name)
+		p.rev = meshRevision(t, r, "pi", p.lc)
 		require.Equal(t, "corp-mesh", p.bundle.Root)
 		require.Equal(t, p.lc+".pi.dcm.local", p.bundle.TrustDomain)
 		p.user, _ = clientFor(t, r.kubeconfig(base+p.lc+"/cluster-references/"+shared.Name+"/kubeconfig"))
@@ -204,11 +206,11 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		// the Deployment's env), plus what the kubelet would give a Pod
 		// (POD_NAMESPACE, POD_NAME, a token of its ServiceAccount; the
 		// harness's listen addresses and ROOT_CA_DIR; see docs/mesh.md).
-		env, clusterID := deploymentEnv(t, admin, p.istioNS, p.lc)
+		env, clusterID := deploymentEnv(t, admin, p.istioNS, p.rev)
 		t.Logf("%s: the Deployment's literal env: %s", p.lc, strings.Join(env, " "))
 		p.istiod = istiotest.StartIstiod(ctx, t, shared, istiotest.IstiodOptions{
-			Revision: p.lc, Namespace: p.istioNS, ClusterID: clusterID, Env: env,
-			Kubeconfig: serviceAccountKubeconfig(ctx, t, shared, p.istioNS, "istiod-"+p.lc)})
+			Revision: p.rev, Namespace: p.istioNS, ClusterID: clusterID, Env: env,
+			Kubeconfig: serviceAccountKubeconfig(ctx, t, shared, p.istioNS, "istiod-"+p.rev)})
 		t.Logf("istiod %s: ready %s after exec", p.lc, p.istiod.Started.Round(10*time.Millisecond))
 	}
 
@@ -220,7 +222,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		token, err := istiotest.ServiceAccountToken(ctx, c, p.ns, "app", "istio-ca")
 		require.NoError(t, err)
 		chainPEM, err := istiotest.RequestCertificate(ctx, d.SecureGRPCAddr, roots,
-			"istiod-"+p.lc+"."+p.istioNS+".svc", token, workloadCSR(t))
+			"istiod-"+p.rev+"."+p.istioNS+".svc", token, workloadCSR(t))
 		require.NoError(t, err, "%s on %s: CreateCertificate", p.lc, c.Name)
 		return pemCerts(t, []byte(strings.Join(chainPEM, "")))
 	}
@@ -247,7 +249,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			require.Equal(t, p.bundle.TrustDomain, mesh.TrustDomain, "istiod read DCM's istio-%s ConfigMap", p.lc)
 			// Not istio-system: two control planes on a cluster share no root namespace.
 			require.Equal(t, p.istioNS, mesh.RootNamespace)
-			require.Equal(t, "istiod-"+p.lc+"."+p.istioNS+".svc:15012", mesh.DefaultConfig.DiscoveryAddress)
+			require.Equal(t, "istiod-"+p.rev+"."+p.istioNS+".svc:15012", mesh.DefaultConfig.DiscoveryAddress)
 			require.Len(t, mesh.DiscoverySelectors, 1)
 			require.Equal(t, map[string]string{"dcm.io/project": "pi", "dcm.io/logical-cloud": p.lc},
 				mesh.DiscoverySelectors[0].MatchLabels)
@@ -281,11 +283,11 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		admin2, _ := clientFor(t, second.Kubeconfig)
-		env, clusterID := deploymentEnv(t, admin2, ia.istioNS, "ia")
+		env, clusterID := deploymentEnv(t, admin2, ia.istioNS, ia.rev)
 		require.Equal(t, "edge-"+second.Name, clusterID)
 		d := istiotest.StartIstiod(ctx, t, second, istiotest.IstiodOptions{
-			Revision: "ia", Namespace: ia.istioNS, ClusterID: clusterID, Env: env,
-			Kubeconfig: serviceAccountKubeconfig(ctx, t, second, ia.istioNS, "istiod-ia")})
+			Revision: ia.rev, Namespace: ia.istioNS, ClusterID: clusterID, Env: env,
+			Kubeconfig: serviceAccountKubeconfig(ctx, t, second, ia.istioNS, "istiod-"+ia.rev)})
 		t.Logf("istiod ia on %s: ready %s after exec", second.Name, d.Started.Round(10*time.Millisecond))
 		b := r.bundle("pi", "ia", second.Name)
 		chain := issueOn(second, d, ia, pool(t, b.RootCert))

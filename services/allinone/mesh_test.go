@@ -79,6 +79,19 @@ func meshSpec(t testing.TB, r *rest, lc string) (out struct {
 	return out
 }
 
+// meshRevision is a logical cloud's Istio revision, as its service mesh
+// document (GET .../service-mesh) tells it.
+func meshRevision(t testing.TB, r *rest, project, lc string) string {
+	t.Helper()
+	var doc struct {
+		Revision string `json:"revision"`
+	}
+	body := r.want(200, "GET", "/v2/projects/"+project+"/logical-clouds/"+lc+"/service-mesh", "")
+	require.NoError(t, json.Unmarshal([]byte(body), &doc))
+	require.NotEmpty(t, doc.Revision, body)
+	return doc.Revision
+}
+
 // meshBody is a seed 000 logical cloud with its own service mesh.
 func meshBody(name string) string {
 	return fmt.Sprintf(`{"metadata": {"name": %q}, "spec": {"namespace": "%s-ns", "service-mesh": {"enabled": true}}}`, name, name)
@@ -145,7 +158,9 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 
 		ns, err := cs.CoreV1().Namespaces().Get(ctx, lc+"-ns", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, lc, ns.Labels["istio.io/rev"], "sidecar injection by the logical cloud's revision")
+		rev := meshRevision(t, r, "pm", lc)
+		require.Regexp(t, "^"+lc+"-[0-9a-f]{8}$", rev, "the logical cloud's name and a hash of project and name")
+		require.Equal(t, rev, ns.Labels["istio.io/rev"], "sidecar injection by the logical cloud's revision")
 		sec, err := cs.CoreV1().Secrets(lc+"-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
 		require.NoError(t, err)
 		for _, k := range []string{"ca-cert.pem", "ca-key.pem", "root-cert.pem", "cert-chain.pem"} {

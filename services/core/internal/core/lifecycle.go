@@ -143,22 +143,22 @@ func statusView(project, lc, phase string, rs *rsyncv1.RolloutStatus) *corev1.Lo
 	for _, c := range rs.GetClusters() {
 		cs := &corev1.ClusterStatus{
 			ClusterProvider: c.GetProvider(), ClusterName: c.GetCluster(), State: stateName(c.GetState()),
-			Ready: c.GetReady(), Total: c.GetTotal(), LastError: c.GetLastError(),
+			Ready: c.GetReady(), Total: c.GetTotal(), LastError: hidden(project, c.GetLastError()),
 		}
-		if c.GetLastError() != "" {
-			out.LastErrors = append(out.LastErrors, c.GetProvider()+"/"+c.GetCluster()+": "+c.GetLastError())
+		if cs.GetLastError() != "" {
+			out.LastErrors = append(out.LastErrors, c.GetProvider()+"/"+c.GetCluster()+": "+cs.GetLastError())
 		}
 		for _, r := range c.GetResources() {
 			cs.Resources = append(cs.Resources, &corev1.ResourceStatus{
 				ApiVersion: r.GetApiVersion(), Kind: r.GetKind(), Namespace: r.GetNamespace(), Name: r.GetName(),
 				Operation: strings.ToLower(strings.TrimPrefix(r.GetOperation().String(), "OPERATION_")),
-				State:     stateName(r.GetState()), Attempts: r.GetAttempts(), NextRetry: r.GetNextRetry(), LastError: r.GetLastError(),
+				State:     stateName(r.GetState()), Attempts: r.GetAttempts(), NextRetry: r.GetNextRetry(), LastError: hidden(project, r.GetLastError()),
 			})
 		}
 		for _, d := range c.GetDrift() {
 			cs.Drift = append(cs.Drift, &corev1.Drift{
 				Time: d.GetTime(), ApiVersion: d.GetApiVersion(), Kind: d.GetKind(), Namespace: d.GetNamespace(), Name: d.GetName(),
-				Deleted: d.GetDeleted(), Fields: d.GetFields(), Managers: d.GetManagers(), Repaired: d.GetRepaired(), Error: d.GetError(),
+				Deleted: d.GetDeleted(), Fields: d.GetFields(), Managers: hiddenManagers(project, d.GetManagers()), Repaired: d.GetRepaired(), Error: hidden(project, d.GetError()),
 			})
 		}
 		out.Clusters = append(out.Clusters, cs)
@@ -270,6 +270,11 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 				}
 			}
 			if r.mesh.enabled {
+				if err := s.meshObjectsFree(ctx, project, lc, r.mesh); err != nil {
+					return 0, err
+				}
+			}
+			if r.mesh.enabled {
 				// The CRDs first: the control plane's custom resources would
 				// otherwise wait for them (rsync retries a missing kind).
 				if err := s.joinMesh(ctx, project, lc, r.targets, r.mesh.crds); err != nil {
@@ -323,8 +328,9 @@ func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc, ns strin
 		where := o.GetProvider() + "/" + o.GetCluster()
 		switch o.GetState() {
 		case rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER:
+			s.logHolder(project, lc, "namespace "+ns+" on "+where, o.GetOwner())
 			return errs.Because(errs.ReasonOwnedByOther, "namespace %q on cluster %s belongs to %s: two logical clouds never share a namespace; choose another namespace",
-				ns, where, ownerName(o.GetOwner()))
+				ns, where, ownerFor(project, o.GetOwner()))
 		case rsyncv1.Ownership_OWNERSHIP_UNMANAGED:
 			return errs.Because(errs.ReasonNotManaged, "namespace %q already exists on cluster %s and was not made by DCM: a logical cloud never takes over a namespace; choose another",
 				ns, where)

@@ -17,6 +17,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -130,6 +131,9 @@ func (s *LogicalClouds) refKey(ctx context.Context, project, lc, name, provider,
 // may be refused; neither is kept twice).
 func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.CreateClusterReferenceRequest) (*corev1.CreateClusterReferenceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if err := checkLoadBalancerIP(req.GetLoadbalancerIp()); err != nil {
+		return nil, err
+	}
 	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
@@ -141,6 +145,21 @@ func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.
 		return nil, err
 	}
 	return &corev1.CreateClusterReferenceResponse{ClusterReference: ref}, nil
+}
+
+// checkLoadBalancerIP refuses a loadbalancer-ip that is not a plain IP
+// address: protovalidate's string.ip accepts an IPv6 zone, whose text is
+// free (quotes and newlines included), and the address is written into the
+// mesh's and the traffic controller's manifests. Empty is allowed (not
+// known yet).
+func checkLoadBalancerIP(ip string) error {
+	if ip == "" {
+		return nil
+	}
+	if _, err := kube.CheckIP(ip); err != nil {
+		return errs.Invalid("loadbalancer-ip", "%v", err)
+	}
+	return nil
 }
 
 // nameTaken refuses ref when another reference of the logical cloud has its name.
@@ -207,6 +226,9 @@ func (s *LogicalClouds) ListClusterReferences(ctx context.Context, req *corev1.L
 // metadata is given.
 func (s *LogicalClouds) UpdateClusterReference(ctx context.Context, req *corev1.UpdateClusterReferenceRequest) (*corev1.UpdateClusterReferenceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
+	if err := checkLoadBalancerIP(req.GetLoadbalancerIp()); err != nil {
+		return nil, err
+	}
 	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
 	}

@@ -81,6 +81,11 @@ func Retryable(err error) bool {
 		return true // transport: refused, reset, timed out, TLS
 	}
 	switch {
+	case strings.Contains(status.Status().Message, "failed to create typed patch object"):
+		// A server-side apply the API server cannot type (an unknown
+		// field, a value of the wrong type): a 500 that the same manifest
+		// gets every time.
+		return false
 	case apierrors.IsConflict(err):
 		// Not a field conflict (above): the object changed under a
 		// resourceVersion or UID precondition; look at it again.
@@ -153,7 +158,16 @@ func (k *Kube) Apply(ctx context.Context, obj *unstructured.Unstructured, manage
 	if err != nil {
 		return nil, err
 	}
-	return ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: force})
+	// Server-side apply as the dynamic client's Apply sends it, with
+	// fieldValidation=Strict (ApplyOptions cannot carry it): an unknown or
+	// duplicate field is refused by the API server rather than dropped, so
+	// no manifest is applied other than as written.
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data,
+		metav1.PatchOptions{FieldManager: manager, Force: &force, FieldValidation: "Strict"})
 }
 
 // Create creates obj (it must not exist) as manager.
@@ -162,7 +176,7 @@ func (k *Kube) Create(ctx context.Context, obj *unstructured.Unstructured, manag
 	if err != nil {
 		return nil, err
 	}
-	return ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: manager})
+	return ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: manager, FieldValidation: "Strict"})
 }
 
 // Get implements Cluster.

@@ -103,6 +103,9 @@ func Render(in Input) ([]ClusterManifests, error) {
 	if in.IstioNamespace == "" || in.TrustDomain == "" || in.Hub == "" || in.Tag == "" {
 		return nil, errors.New("istio namespace, trust domain, hub and tag are required")
 	}
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
 	networks := meshNetworks(in.Clusters)
 	out := make([]ClusterManifests, 0, len(in.Clusters))
 	for _, c := range in.Clusters {
@@ -197,16 +200,22 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 		{discoveryChart, "istiod-" + in.Revision, istiodValues(in, id, networks)},
 	}, gatewayReleases(in, c, id)...)
 	for _, chart := range releases {
+		if err := checkValues(chart.dir, chart.vals); err != nil {
+			return nil, err
+		}
 		docs, err := renderChart(chart.dir, chart.name, in.IstioNamespace, chart.vals)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range docs {
-			o, err := parseObject(d)
+			o, err := parseChartDoc(d)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", chart.dir, err)
 			}
-			if err := checkChartObject(o); err != nil {
+			if err := scopeWebhooks(o, labels); err != nil {
+				return nil, err
+			}
+			if err := checkChartObject(in, c, chart, o); err != nil {
 				return nil, err
 			}
 			o.addLabels(labels)
@@ -215,26 +224,6 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 	}
 	sortObjects(objs)
 	return objs, nil
-}
-
-// checkChartObject refuses what DCM must never apply from a chart: the
-// cluster-wide default validator, and webhooks carrying a caBundle (istiod
-// patches its own; applying one would fight it).
-func checkChartObject(o object) error {
-	if o.name() == "istiod-default-validator" {
-		return errors.New("the chart rendered istiod-default-validator")
-	}
-	switch o.str("kind") {
-	case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-		hooks, _ := o["webhooks"].([]any)
-		for _, h := range hooks {
-			cc, _ := h.(map[string]any)["clientConfig"].(map[string]any)
-			if _, ok := cc["caBundle"]; ok {
-				return fmt.Errorf("%s %s sets a caBundle", o.str("kind"), o.name())
-			}
-		}
-	}
-	return nil
 }
 
 func istiodValues(in Input, id string, networks map[string]any) map[string]any {

@@ -13,6 +13,7 @@ import (
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
 )
@@ -63,8 +64,12 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 	if err != nil {
 		return nil, errs.Internal(err, "read Istio's CRDs")
 	}
+	rev, err := in.revision(ctx, project, lc)
+	if err != nil {
+		return nil, err
+	}
 	in0 := render.Input{
-		Project: project, LogicalCloud: lc, IstioNamespace: ns, Revision: lc,
+		Project: project, LogicalCloud: lc, IstioNamespace: ns, Revision: rev,
 		TrustDomain: s.trustDomain(project, lc), Hub: s.opts.Hub, Tag: s.opts.Tag,
 	}
 	cas, err := in.cas(ctx, req, cp, in0.TrustDomain)
@@ -72,6 +77,11 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 		return nil, err
 	}
 	for i, t := range req.GetClusters() {
+		if ip := t.GetLoadbalancerIp(); ip != "" {
+			if _, err := kube.CheckIP(ip); err != nil {
+				return nil, errs.Invalid("loadbalancer-ip", "cluster reference %s/%s: %v", t.GetProvider(), t.GetCluster(), err)
+			}
+		}
 		in0.Clusters = append(in0.Clusters, render.Cluster{
 			Provider: t.GetProvider(), Cluster: t.GetCluster(), LoadBalancerIP: t.GetLoadbalancerIp(), CA: cas[i].ca,
 		})
@@ -81,10 +91,10 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 		return nil, errs.Internal(err, "render the control planes")
 	}
 	doc := &servicemeshv1.ServiceMesh{
-		Project: project, LogicalCloud: lc, Revision: lc, IstioNamespace: ns,
+		Project: project, LogicalCloud: lc, Revision: rev, IstioNamespace: ns,
 		TrustDomain: in0.TrustDomain, MeshId: render.MeshID(project, lc), CustomCa: cp.GetCustomCa(),
 	}
-	resp := &servicemeshv1.RenderControlPlanesResponse{Enabled: true, Revision: lc, IstioNamespace: ns, Crds: crdList}
+	resp := &servicemeshv1.RenderControlPlanesResponse{Enabled: true, Revision: rev, IstioNamespace: ns, Crds: crdList}
 	all := sha256.New()
 	for i, c := range out {
 		cm := &servicemeshv1.ClusterManifests{Provider: c.Provider, Cluster: c.Cluster}
@@ -118,6 +128,23 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 		return nil, err
 	}
 	return resp, nil
+}
+
+// revision is the logical cloud's Istio revision: the one its live
+// document records (a mesh made before revisions were derived keeps its
+// logical cloud's name: changing it would replace its istiod and leave its
+// running sidecars without one), else render.Revision, unique per project
+// and logical cloud.
+func (in *Internal) revision(ctx context.Context, project, lc string) (string, error) {
+	doc, err := in.s.meshes.Get(ctx, store.Key(project, lc))
+	switch {
+	case errs.Code(err) == codes.NotFound:
+	case err != nil:
+		return "", err
+	case !doc.Msg.GetReleased() && doc.Msg.GetRevision() != "":
+		return doc.Msg.GetRevision(), nil
+	}
+	return render.Revision(project, lc), nil
 }
 
 // clusterCA is a cluster's CA with what the document shows of it.

@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
 	"github.com/dcm-project/dcm/services/servicemesh/internal/servicemesh"
 )
 
@@ -89,7 +90,8 @@ func TestRenderMeshWithCadistIntermediates(t *testing.T) {
 	resp, err := c.in.RenderControlPlanes(ctx, req)
 	require.NoError(t, err)
 	require.True(t, resp.GetEnabled())
-	require.Equal(t, "lc1", resp.GetRevision())
+	require.Equal(t, render.Revision("p1", "lc1"), resp.GetRevision())
+	require.Regexp(t, `^lc1-[0-9a-f]{8}$`, resp.GetRevision(), "the name and a hash of project and logical cloud")
 	require.Equal(t, "lc1-istio-system", resp.GetIstioNamespace())
 	require.Len(t, resp.GetCrds(), 16, "Istio's 15 and external-dns's DNSEndpoint")
 	require.True(t, slices.ContainsFunc(resp.GetCrds(), func(c string) bool {
@@ -125,7 +127,7 @@ func TestRenderMeshWithCadistIntermediates(t *testing.T) {
 	doc, err := c.pub.GetServiceMesh(ctx, &servicemeshv1.GetServiceMeshRequest{Project: "p1", LogicalCloud: "lc1"})
 	require.NoError(t, err)
 	sm := doc.GetServiceMesh()
-	require.Equal(t, "lc1", sm.GetRevision())
+	require.Equal(t, render.Revision("p1", "lc1"), sm.GetRevision())
 	require.Equal(t, "lc1-istio-system", sm.GetIstioNamespace())
 	require.Equal(t, "lc1.p1.dcm.local", sm.GetTrustDomain())
 	require.Len(t, sm.GetDigest(), 64)

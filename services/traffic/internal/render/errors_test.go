@@ -50,6 +50,16 @@ func TestRenderRefuses(t *testing.T) {
 			in.Intercluster = in.Intercluster[:1] // no east-west need for c1's address
 			in.Clusters[0].Address = "gw.example.com"
 		}, codes.FailedPrecondition, "", "p1/c1"},
+		{"address with an IPv6 zone", func(in *render.Input) {
+			// The issue 29 attack: string.ip accepts a zone of any text.
+			in.Clusters[0].Address = "fe80::1%x\n  externalIPs: [203.0.113.7]"
+		}, codes.InvalidArgument, "loadbalancer-ip", "p1/c1"},
+		{"address with a plain zone", func(in *render.Input) {
+			in.Clusters[1].Address = "fe80::1%eth0"
+		}, codes.InvalidArgument, "loadbalancer-ip", "zone"},
+		{"address neither IP nor name", func(in *render.Input) {
+			in.Clusters[1].Address = "10.0.0.1\"\nbad: x"
+		}, codes.InvalidArgument, "loadbalancer-ip", "p1/c2"},
 		{"protocol", func(in *render.Input) {
 			in.Outbound[0].ConnectivityResource[1].ClientServices[0].Protocol = "SMTP"
 		}, codes.InvalidArgument, "externaloutboundaccess/microservice01: connectivityResource[1].clientServices[0].protocol", "SMTP"},

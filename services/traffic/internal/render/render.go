@@ -1,6 +1,9 @@
 package render
 
 import (
+	"net/netip"
+	"strings"
+
 	"github.com/dcm-project/dcm/platform/errs"
 )
 
@@ -28,6 +31,11 @@ func Render(in Input) ([]ClusterManifests, []DNSRun, error) {
 	}
 	if err := checkLabel("istio_namespace", in.IstioNamespace); err != nil {
 		return nil, nil, err
+	}
+	for _, t := range in.Clusters {
+		if err := checkAddress(t); err != nil {
+			return nil, nil, err
+		}
 	}
 	b := newBuilder(in)
 	// External inbound resources first: DNS provider entries refer to
@@ -72,4 +80,23 @@ func Render(in Input) ([]ClusterManifests, []DNSRun, error) {
 	b.groupObjects()
 	b.dnsReaders()
 	return b.manifests(), b.runs, nil
+}
+
+// checkAddress refuses a cluster address that is neither a plain IP
+// address (netip, no IPv6 zone: a zone's text is free) nor a DNS name:
+// the address is written into ServiceEntries and DNSEndpoints as is.
+func checkAddress(t Target) error {
+	if t.Address == "" {
+		return nil
+	}
+	if a, err := netip.ParseAddr(t.Address); err == nil {
+		if a.Zone() != "" {
+			return errs.Invalid("loadbalancer-ip", "cluster %s/%s: %q carries an IPv6 zone: give the address without %%zone", t.Provider, t.Cluster, t.Address)
+		}
+		return nil
+	}
+	if strings.Contains(t.Address, "%") || checkHost("loadbalancer-ip", t.Address) != nil {
+		return errs.Invalid("loadbalancer-ip", "cluster %s/%s: %q is neither an IP address nor a DNS name", t.Provider, t.Cluster, t.Address)
+	}
+	return nil
 }
