@@ -184,6 +184,24 @@ func checkPermission(ctx context.Context, c *corev1.LogicalCloud, p *userv1.User
 	return nil
 }
 
+// checkGrantees requires every user permission p names to be a user of
+// the logical cloud (400 naming the entry): a permission is granted to
+// users that exist, not kept for a name someone may take later. A user
+// deleted afterwards simply holds nothing (render binds only users that
+// exist).
+func (s *Service) checkGrantees(ctx context.Context, project, lc string, p *userv1.UserPermission) error {
+	for i, name := range p.GetUsers() {
+		_, err := s.users.Get(ctx, store.Key(project, lc, name))
+		if errs.Code(err) == codes.NotFound {
+			return errs.Invalid(fmt.Sprintf("user_permission.users[%d]", i), "logical cloud %q has no user %q", lc, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CreateUserPermission implements userv1.UserServiceServer.
 func (s *Service) CreateUserPermission(ctx context.Context, req *userv1.CreateUserPermissionRequest) (*userv1.CreateUserPermissionResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
@@ -193,6 +211,9 @@ func (s *Service) CreateUserPermission(ctx context.Context, req *userv1.CreateUs
 	}
 	p := req.GetUserPermission()
 	if err := checkPermission(ctx, c, p); err != nil {
+		return nil, err
+	}
+	if err := s.checkGrantees(ctx, project, lc, p); err != nil {
 		return nil, err
 	}
 	parent := store.Key(project, lc)
@@ -239,9 +260,19 @@ func (s *Service) UpdateUserPermission(ctx context.Context, req *userv1.UpdateUs
 	if err := checkPermission(ctx, c, p); err != nil {
 		return nil, err
 	}
+	if err := s.checkGrantees(ctx, req.GetProject(), req.GetLogicalCloud(), p); err != nil {
+		return nil, err
+	}
 	_, err = s.perms.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()), func(cur *userv1.UserPermission) error {
 		cur.Namespace, cur.ApiGroups, cur.Resources, cur.Verbs = p.GetNamespace(), p.GetApiGroups(), p.GetResources(), p.GetVerbs()
 		cur.Metadata = p.GetMetadata()
+		// A body without users keeps those the permission has: a client
+		// that does not know the field (EMCO's dialect, an old one) never
+		// widens one user's permission to every user.
+		if len(p.GetUsers()) > 0 {
+			cur.Users = p.GetUsers()
+		}
+		p.Users = cur.GetUsers()
 		return nil
 	})
 	if err != nil {
