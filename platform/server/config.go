@@ -52,6 +52,7 @@ type Config struct {
 
 	// The CA distribution service's intermediates (docs/mesh.md).
 	CAIntermediateLifetime time.Duration `env:"DCM_CA_INTERMEDIATE_LIFETIME" flag:"ca-intermediate-lifetime" default:"8760h" usage:"lifetime of a logical cloud's per-cluster intermediate CA (never beyond its root's expiry). Read by the CA distribution service"`
+	CARevokedRetention     time.Duration `env:"DCM_CA_REVOKED_RETENTION" flag:"ca-revoked-retention" default:"720h" usage:"how long the record of a revoked intermediate CA (rotated away, a cluster left, a terminated mesh) is kept after its revocation; then it is deleted, but for the newest of each cluster (its generation number is never reused). Read by the CA distribution service"`
 	CAOverlap              time.Duration `env:"DCM_CA_OVERLAP" flag:"ca-overlap" default:"24h" usage:"time after a logical cloud's root changed (rotation, or a new spec.ca-root) during which its bundles trust the old root too; after it, the next issue or bundle read drops the old root. Read by the CA distribution service"`
 
 	// The service mesh service's control planes (docs/mesh.md).

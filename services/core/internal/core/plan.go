@@ -152,11 +152,10 @@ const meshNamespaceField = "spec.service-mesh.namespace"
 // The Istio namespace is the logical cloud's own, never its workload
 // namespace, nor one the cluster or the installation keeps; with a name
 // longer than 49 characters the default "<name>-istio-system" is too long
-// for a namespace and the body must name one. Any caller who may write the
-// logical cloud may name a root: roots are the installation's, made by
-// admins, and naming one gives no identity outside the logical cloud's own
-// trust domain (the intermediates are name-constrained to it). Errors
-// about the Istio namespace name field, as the body names it.
+// for a namespace and the body must name one. The root named must be one
+// the project may use (its own or a shared one): CA distribution decides,
+// at create and update (LogicalClouds.checkCARoot) and when it signs.
+// Errors about the Istio namespace name field, as the body names it.
 func planMesh(spec *corev1.LogicalCloudSpec, name, level, ns string, reserved []string, field string) (*corev1.ServiceMesh, string, error) {
 	sm, root := spec.GetServiceMesh(), spec.GetCaRoot()
 	if level == levelAdmin {
