@@ -26,6 +26,9 @@ func TestLogicalCloudNamesOnlyItsProjectsRoot(t *testing.T) {
 	admin.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"common"},"shared":true}`)
 	cert := s.Issue(t, pki.Identity{Subject: "pa-p1", Role: pki.RoleProjectAdmin, Project: "p1"}, time.Now().Add(time.Hour))
 	pa := &rest{t: t, c: s.Client(&cert), base: s.URL}
+	// The shared mark is an admin's: a project admin creates no root.
+	pa.want(403, "POST", "/v2/cadist/roots", `{"metadata":{"name":"mine"},"shared":true}`)
+	admin.want(404, "GET", "/v2/cadist/roots/mine", "")
 	lcs := "/v2/projects/p1/logical-clouds"
 	mesh := func(name, root string) string {
 		return `{"metadata":{"name":"` + name + `"},"spec":{"service-mesh":{"enabled":true},"ca-root":"` + root + `"}}`
