@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
@@ -39,7 +40,10 @@ type Service struct {
 	userv1.UnimplementedUserInternalServiceServer
 	users *store.Records[*userv1.User]
 	perms *store.Records[*userv1.UserPermission]
-	core  corev1.LogicalCloudServiceClient
+	// migrations marks the one-time changes of stored records done
+	// (AssignOwners).
+	migrations *store.Records[*typesv1.Metadata]
+	core       corev1.LogicalCloudServiceClient
 	// certLifetime is what the rendered CSRs ask for (spec.expirationSeconds).
 	certLifetime time.Duration
 }
@@ -51,6 +55,7 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, certLifetime ti
 	return &Service{
 		users:        store.NewRecords(st, "users", "user", func() *userv1.User { return &userv1.User{} }),
 		perms:        store.NewRecords(st, "user_permissions", "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
+		migrations:   store.NewRecords(st, "user_migrations", "migration", func() *typesv1.Metadata { return &typesv1.Metadata{} }),
 		core:         core,
 		certLifetime: certLifetime,
 	}
