@@ -96,17 +96,27 @@ var reservedNamespaces = []string{"default"}
 
 // CheckNamespace refuses a namespace a logical cloud may not take: kube-*,
 // default, *-system (but <lc>-istio-system, the namespace DCM makes for a
-// logical cloud's service mesh), and the installation's reserved list.
+// logical cloud's service mesh), and the installation's reserved list
+// (DCM_RESERVED_NAMESPACES: names, or prefixes ending in "*").
 func CheckNamespace(field, ns, lc string, reserved []string) error {
 	switch {
 	case strings.HasPrefix(ns, "kube-"), slices.Contains(reservedNamespaces, ns):
 		return errs.Invalid(field, "namespace %q belongs to the cluster; choose another", ns)
 	case strings.HasSuffix(ns, "-system") && ns != lc+"-istio-system":
 		return errs.Invalid(field, "namespace %q: names ending in -system are kept for system components; choose another", ns)
-	case slices.Contains(reserved, ns):
-		return errs.Invalid(field, "namespace %q is reserved by this installation (DCM_RESERVED_NAMESPACES); choose another", ns)
+	case slices.ContainsFunc(reserved, func(r string) bool { return reservedBy(r, ns) }):
+		return errs.Invalid(field, "namespace %q is reserved by this installation for a cluster add-on (DCM_RESERVED_NAMESPACES); choose another", ns)
 	}
 	return nil
+}
+
+// reservedBy says whether entry r of the reserved list takes ns: r itself,
+// or every name r starts when it ends in "*".
+func reservedBy(r, ns string) bool {
+	if prefix, ok := strings.CutSuffix(r, "*"); ok {
+		return strings.HasPrefix(ns, prefix)
+	}
+	return r == ns
 }
 
 // ParseList reads a comma-separated list, blanks dropped.

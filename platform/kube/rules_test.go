@@ -73,8 +73,9 @@ func TestCheckNamespace(t *testing.T) {
 	for ns, ok := range map[string]bool{
 		"team-a": true, "lc-istio-system": true, "monitoring": false, "kube-system": false, "kube-public": false,
 		"kube-node-lease": false, "default": false, "cert-manager-system": false, "other-istio-system": false, "istio-system": false,
+		"openshift-monitoring": false, "openshift-x": false, "openshift": true, "monitoring-2": true,
 	} {
-		err := kube.CheckNamespace("spec.namespace", ns, "lc", []string{"monitoring"})
+		err := kube.CheckNamespace("spec.namespace", ns, "lc", []string{"monitoring", "openshift-*"})
 		require.Equal(t, ok, err == nil, "%s: %v", ns, err)
 		if err != nil {
 			require.Equal(t, "spec.namespace", errs.FieldOf(errs.ToStatus(err)))

@@ -81,7 +81,7 @@ func TestCADistribution(t *testing.T) {
 	}
 	mesh := cadistv1.NewCaDistInternalServiceClient(as("servicemesh"))
 	issued, err := mesh.IssueIntermediates(ctx, &cadistv1.IssueIntermediatesRequest{Project: "p1", LogicalCloud: "lc1", // no spec.ca-root: p1's default root, r1
-		TrustDomain: "lc1.p1.dcm.local", Clusters: []*cadistv1.MeshCluster{{Provider: "edge", Cluster: "c1"}}})
+		TrustDomain: "lc1.p1.dcm.local", Clusters: []*cadistv1.MeshCluster{{Provider: "edge", Cluster: "c1"}}, Namespaces: []string{"lc1"}})
 	require.NoError(t, err)
 	getKey := &cadistv1.GetIntermediateRequest{Project: "p1", LogicalCloud: "lc1", Cluster: &cadistv1.MeshCluster{Provider: "edge", Cluster: "c1"}}
 	withKey, err := mesh.GetIntermediate(ctx, getKey)
@@ -122,7 +122,7 @@ func TestCADistribution(t *testing.T) {
 	require.Equal(t, 403, first(call(t, s.Client(&p2Admin), "GET", bundleURL, "")))
 
 	// Rotation to a second root: both trusted, the new one first.
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"r2"}}`)))
+	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"r2"},"shared":true}`)))
 	require.Eventually(t, func() bool {
 		_, b := call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/r2", "")
 		return decode(t, b).(map[string]any)["state"] == "ready"

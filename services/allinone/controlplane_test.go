@@ -69,7 +69,7 @@ func TestControlPlaneBody(t *testing.T) {
 	require.Equal(t, "user-2", spec["user"].(map[string]any)["user-name"])
 	require.Contains(t, r.want(200, "GET", lcs+"/logical-cloud-1/user/user-2", ""), "BEGIN CERTIFICATE REQUEST")
 	r.is(200, "GET", lcs+"/logical-cloud-1/user-permissions", "", `[{"permission-name":"user-2","namespace":"logical-cloud-1",
-		"apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null}]`)
+		"apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-2"]}]`)
 	r.is(200, "GET", lcs+"/logical-cloud-1/cluster-quotas", "", `[{"metadata":{"name":"user-2-quota","description":"quota of user user-2","userData1":"","userData2":""},
 		"spec":{"cpu":"200","memory":"300Gi","pods":"200","dummy/dummyResource":"30"}}]`)
 	r.want(404, "GET", lcs+"/logical-cloud-1/control-plane", "") // cadist's intermediates: no record

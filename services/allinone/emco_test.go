@@ -410,7 +410,7 @@ func TestEMCORoundTrip(t *testing.T) {
 	require.JSONEq(t, permEMCO, want(200, "emco", "emco", "GET", lc+"/user-permissions/perm-1", ""))
 	require.JSONEq(t, "["+permEMCO+"]", want(200, "emco", "emco", "GET", lc+"/user-permissions", ""))
 	require.JSONEq(t, `{"permission-name":"perm-1","namespace":"ns-emco","apiGroups":[""],"resources":["pods"],"verbs":["get","list"],
-		"metadata":{"name":"perm-1","description":"read pods","userData1":"a","userData2":"b"}}`,
+		"metadata":{"name":"perm-1","description":"read pods","userData1":"a","userData2":"b"},"users":[]}`,
 		want(200, "dcm", "dcm", "GET", lc+"/user-permissions/perm-1", ""))
 
 	// Quotas and kv-pairs have one shape in both dialects.

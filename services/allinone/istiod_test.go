@@ -304,7 +304,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	})
 
 	t.Run("rotation", func(t *testing.T) {
-		r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh-2"}}`)
+		r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh-2"},"shared":true}`)
 		rootReady("corp-mesh-2")
 		r.want(200, "POST", base+"ia/ca/rotate", `{"root":"corp-mesh-2"}`)
 		start := time.Now()

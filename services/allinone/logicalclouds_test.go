@@ -84,8 +84,8 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	// The permissions it was created with are the user service's records
 	// (.../user-permissions); its answers show them where it was told them.
 	perms := `[
-		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
-		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}]`
+		{"permission-name":"permission-1","namespace":"ns-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":[]},
+		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":[]}]`
 	showing := func(perms string) string {
 		return `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
 		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
@@ -145,13 +145,13 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	// Permissions.
 	perm := `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`
 	r.is(201, "POST", lc+"/user-permissions", perm,
-		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"],"metadata":null}`)
+		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"],"metadata":null,"users":[]}`)
 	r.is(200, "PUT", lc+"/user-permissions/permission-3", `{"permission-name":"permission-3","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`,
-		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}`)
-	r.is(200, "GET", lc+"/user-permissions/permission-3", "", `{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}`)
+		`{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null,"users":[]}`)
+	r.is(200, "GET", lc+"/user-permissions/permission-3", "", `{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null,"users":[]}`)
 	// The logical cloud shows its permissions now, ordered by name.
 	perms3 := strings.TrimSuffix(perms, "]") +
-		`,{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null}]`
+		`,{"permission-name":"permission-3","namespace":"ns-1","apiGroups":[""],"resources":["pods"],"verbs":["list"],"metadata":null,"users":[]}]`
 	r.is(200, "GET", lc, "", showing(perms3))
 	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", "["+showing(perms3)+"]")
 	// A GET's body sent back is accepted and changes nothing, in any
@@ -237,12 +237,12 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	            "quota": {"cpu": "100", "memory": "500Gi", "pods": "100", "dummy/dummyResource": 20}},
 	           {"name": "user-2", "type": "certificate",
 	            "permissions": {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}}]}`
-	// The logical cloud's permissions are every user's (each is bound to
-	// every user): its answers show them all.
+	// The logical cloud's answers show every user's permissions, each
+	// naming the one user it is granted to.
 	flatStored := `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
 		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[
-		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
-		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
+		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":""},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
 		"user-name":"user-1","user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
@@ -251,8 +251,8 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"","metadata":{"name":"c1","description":"","userData1":"","userData2":""}}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[
-		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null},
-		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null}]`)
+		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}]`)
 	r.is(200, "GET", lc+"/cluster-quotas", "", `[
 		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}},
 		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}}]`)
@@ -296,14 +296,14 @@ func TestLogicalCloudLevels(t *testing.T) {
 
 	r.want(201, "POST", base, `{"metadata":{"name":"priv"},"spec":{"level":"privileged","user":{"user-permissions":[
 		{"permission-name":"nodes","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"]}]}}}`)
-	r.is(200, "GET", base+"/priv/user-permissions", "", `[{"permission-name":"nodes","namespace":"","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"],"metadata":null}]`)
+	r.is(200, "GET", base+"/priv/user-permissions", "", `[{"permission-name":"nodes","namespace":"","apiGroups":[""],"resources":["nodes"],"verbs":["get","list"],"metadata":null,"users":[]}]`)
 	r.want(201, "POST", base+"/priv/user-permissions", `{"permission-name":"sys","namespace":"kube-system","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
 
 	r.want(201, "POST", base, `{"metadata":{"name":"std"}}`)
 	require.Contains(t, r.want(400, "POST", base+"/std/user-permissions", `{"permission-name":"sys","namespace":"kube-system","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`),
 		`"field":"namespace"`)
 	r.is(201, "POST", base+"/std/user-permissions", `{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`,
-		`{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"],"metadata":null}`)
+		`{"permission-name":"own","namespace":"std","apiGroups":[""],"resources":["pods"],"verbs":["get"],"metadata":null,"users":[]}`)
 }
 
 // csrPEM makes a PEM certificate signing request for user of logical

@@ -285,7 +285,9 @@ func TestMeshRefusals(t *testing.T) {
 		body := r.want(400, "POST", lcs, c.body)
 		require.Equal(t, c.field, decodeMap(t, body)["field"], "%s: %s", c.body, body)
 	}
-	// PUT turns the mesh on (from the next update) and names a root.
+	// PUT turns the mesh on (from the next update) and names a root (one
+	// of the project's: docs/mesh.md).
+	r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"},"projects":["pr"]}`)
 	r.want(201, "POST", lcs, `{"metadata":{"name":"m2"},"spec":{"namespace":"m2-ns"}}`)
 	r.want(200, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true},"ca-root":"r1"}}`)
 	got := meshSpec(t, r, lcs+"/m2")

@@ -24,6 +24,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	svc := cadist.New(st, cadist.Options{
 		IntermediateLifetime: env.Config.CAIntermediateLifetime,
 		Overlap:              env.Config.CAOverlap,
+		RevokedRetention:     env.Config.CARevokedRetention,
 		Log:                  env.Log.Named("roots"),
 	})
 	return []server.Service{svc}, server.Options{Background: []func(context.Context) error{svc.Run}}, nil

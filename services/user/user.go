@@ -6,6 +6,9 @@ package user
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
@@ -34,5 +37,32 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		return nil, server.Options{}, err
 	}
 	svc := user.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.CertLifetime)
-	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+	log := env.Log.Named("owners")
+	return []server.Service{svc}, server.Options{
+		OnStop:     []func(context.Context){closeAll},
+		Background: []func(context.Context) error{func(ctx context.Context) error { return assignOwners(ctx, svc, log) }},
+	}, nil
+}
+
+// assignOwners runs the service's one-time AssignOwners until it succeeds
+// (the store may not answer at first) or the program stops; a failure
+// never stops the service.
+func assignOwners(ctx context.Context, svc *user.Service, log *zap.Logger) error {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		n, err := svc.AssignOwners(ctx)
+		if err == nil {
+			if n > 0 {
+				log.Info("gave seed 002 flat bodies' permissions to their users; update their logical clouds to apply it", zap.Int("permissions", n))
+			}
+			return nil
+		}
+		log.Warn("give flat bodies' permissions to their users; will retry", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

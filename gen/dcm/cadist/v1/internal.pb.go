@@ -95,7 +95,12 @@ type IssueIntermediatesRequest struct {
 	// intermediates are name-constrained to spiffe://<trust_domain>.
 	TrustDomain string `protobuf:"bytes,4,opt,name=trust_domain,json=trust-domain,proto3" json:"trust_domain,omitempty"`
 	// clusters to issue for.
-	Clusters      []*MeshCluster `protobuf:"bytes,5,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*MeshCluster `protobuf:"bytes,5,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// namespaces are the logical cloud's namespaces (its workload namespace
+	// and its Istio namespace): the intermediates permit DNS names under
+	// <namespace>.svc and <namespace>.svc.cluster.local of these only
+	// (istiod's serving certificate is istiod-<rev>.<istio namespace>.svc).
+	Namespaces    []string `protobuf:"bytes,6,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +166,13 @@ func (x *IssueIntermediatesRequest) GetTrustDomain() string {
 func (x *IssueIntermediatesRequest) GetClusters() []*MeshCluster {
 	if x != nil {
 		return x.Clusters
+	}
+	return nil
+}
+
+func (x *IssueIntermediatesRequest) GetNamespaces() []string {
+	if x != nil {
+		return x.Namespaces
 	}
 	return nil
 }
@@ -535,6 +547,99 @@ func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_cadist_v1_internal_proto_rawDescGZIP(), []int{8}
 }
 
+// CheckRootRequest names a project and the root one of its logical clouds
+// names.
+type CheckRootRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// root is the root's name (spec.ca-root).
+	Root          string `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRootRequest) Reset() {
+	*x = CheckRootRequest{}
+	mi := &file_dcm_cadist_v1_internal_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRootRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRootRequest) ProtoMessage() {}
+
+func (x *CheckRootRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_internal_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRootRequest.ProtoReflect.Descriptor instead.
+func (*CheckRootRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_internal_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CheckRootRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CheckRootRequest) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+// CheckRootResponse is empty: the project may use the root.
+type CheckRootResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRootResponse) Reset() {
+	*x = CheckRootResponse{}
+	mi := &file_dcm_cadist_v1_internal_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRootResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRootResponse) ProtoMessage() {}
+
+func (x *CheckRootResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_cadist_v1_internal_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRootResponse.ProtoReflect.Descriptor instead.
+func (*CheckRootResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_cadist_v1_internal_proto_rawDescGZIP(), []int{10}
+}
+
 var File_dcm_cadist_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_cadist_v1_internal_proto_rawDesc = "" +
@@ -542,14 +647,17 @@ const file_dcm_cadist_v1_internal_proto_rawDesc = "" +
 	"\x1cdcm/cadist/v1/internal.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/cadist/v1/service.proto\x1a\x18dcm/types/v1/rules.proto\"Y\n" +
 	"\vMeshCluster\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
-	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\"\x83\x02\n" +
+	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\"\xb9\x02\n" +
 	"\x19IssueIntermediatesRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1b\n" +
 	"\x04root\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18?R\x04root\x12.\n" +
 	"\ftrust_domain\x18\x04 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\ftrust-domain\x12C\n" +
-	"\bclusters\x18\x05 \x03(\v2\x1a.dcm.cadist.v1.MeshClusterB\v\xbaH\b\x92\x01\x05\b\x01\x10\x90NR\bclusters\"M\n" +
+	"\bclusters\x18\x05 \x03(\v2\x1a.dcm.cadist.v1.MeshClusterB\v\xbaH\b\x92\x01\x05\b\x01\x10\x90NR\bclusters\x124\n" +
+	"\n" +
+	"namespaces\x18\x06 \x03(\tB\x14\xbaH\x11\x92\x01\x0e\b\x01\x10\x10\x18\x01\"\x06r\x04\x98\xfb\x18\x01R\n" +
+	"namespaces\"M\n" +
 	"\x1aIssueIntermediatesResponse\x12/\n" +
 	"\abundles\x18\x01 \x03(\v2\x15.dcm.cadist.v1.BundleR\abundles\"\xac\x01\n" +
 	"\x16GetIntermediateRequest\x12#\n" +
@@ -568,11 +676,18 @@ const file_dcm_cadist_v1_internal_proto_rawDesc = "" +
 	"\x18PurgeLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x1b\n" +
-	"\x19PurgeLogicalCloudResponse2\xd9\x03\n" +
+	"\x19PurgeLogicalCloudResponse\"V\n" +
+	"\x10CheckRootRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12\x1d\n" +
+	"\x04root\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18?R\x04root\"\x13\n" +
+	"\x11CheckRootResponse2\xb5\x04\n" +
 	"\x15CaDistInternalService\x12i\n" +
 	"\x12IssueIntermediates\x12(.dcm.cadist.v1.IssueIntermediatesRequest\x1a).dcm.cadist.v1.IssueIntermediatesResponse\x12`\n" +
 	"\x0fGetIntermediate\x12%.dcm.cadist.v1.GetIntermediateRequest\x1a&.dcm.cadist.v1.GetIntermediateResponse\x12l\n" +
-	"\x13RevokeIntermediates\x12).dcm.cadist.v1.RevokeIntermediatesRequest\x1a*.dcm.cadist.v1.RevokeIntermediatesResponse\x12r\n" +
+	"\x13RevokeIntermediates\x12).dcm.cadist.v1.RevokeIntermediatesRequest\x1a*.dcm.cadist.v1.RevokeIntermediatesResponse\x12Z\n" +
+	"\tCheckRoot\x12\x1f.dcm.cadist.v1.CheckRootRequest\x1a .dcm.cadist.v1.CheckRootResponse\"\n" +
+	"\xc2\xf3\x18\x06\n" +
+	"\x04core\x12r\n" +
 	"\x11PurgeLogicalCloud\x12'.dcm.cadist.v1.PurgeLogicalCloudRequest\x1a(.dcm.cadist.v1.PurgeLogicalCloudResponse\"\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04core\x1a\x11\xc2\xf3\x18\r\n" +
@@ -590,7 +705,7 @@ func file_dcm_cadist_v1_internal_proto_rawDescGZIP() []byte {
 	return file_dcm_cadist_v1_internal_proto_rawDescData
 }
 
-var file_dcm_cadist_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_cadist_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_dcm_cadist_v1_internal_proto_goTypes = []any{
 	(*MeshCluster)(nil),                 // 0: dcm.cadist.v1.MeshCluster
 	(*IssueIntermediatesRequest)(nil),   // 1: dcm.cadist.v1.IssueIntermediatesRequest
@@ -601,27 +716,31 @@ var file_dcm_cadist_v1_internal_proto_goTypes = []any{
 	(*RevokeIntermediatesResponse)(nil), // 6: dcm.cadist.v1.RevokeIntermediatesResponse
 	(*PurgeLogicalCloudRequest)(nil),    // 7: dcm.cadist.v1.PurgeLogicalCloudRequest
 	(*PurgeLogicalCloudResponse)(nil),   // 8: dcm.cadist.v1.PurgeLogicalCloudResponse
-	(*Bundle)(nil),                      // 9: dcm.cadist.v1.Bundle
+	(*CheckRootRequest)(nil),            // 9: dcm.cadist.v1.CheckRootRequest
+	(*CheckRootResponse)(nil),           // 10: dcm.cadist.v1.CheckRootResponse
+	(*Bundle)(nil),                      // 11: dcm.cadist.v1.Bundle
 }
 var file_dcm_cadist_v1_internal_proto_depIdxs = []int32{
-	0, // 0: dcm.cadist.v1.IssueIntermediatesRequest.clusters:type_name -> dcm.cadist.v1.MeshCluster
-	9, // 1: dcm.cadist.v1.IssueIntermediatesResponse.bundles:type_name -> dcm.cadist.v1.Bundle
-	0, // 2: dcm.cadist.v1.GetIntermediateRequest.cluster:type_name -> dcm.cadist.v1.MeshCluster
-	9, // 3: dcm.cadist.v1.GetIntermediateResponse.bundle:type_name -> dcm.cadist.v1.Bundle
-	0, // 4: dcm.cadist.v1.RevokeIntermediatesRequest.clusters:type_name -> dcm.cadist.v1.MeshCluster
-	1, // 5: dcm.cadist.v1.CaDistInternalService.IssueIntermediates:input_type -> dcm.cadist.v1.IssueIntermediatesRequest
-	3, // 6: dcm.cadist.v1.CaDistInternalService.GetIntermediate:input_type -> dcm.cadist.v1.GetIntermediateRequest
-	5, // 7: dcm.cadist.v1.CaDistInternalService.RevokeIntermediates:input_type -> dcm.cadist.v1.RevokeIntermediatesRequest
-	7, // 8: dcm.cadist.v1.CaDistInternalService.PurgeLogicalCloud:input_type -> dcm.cadist.v1.PurgeLogicalCloudRequest
-	2, // 9: dcm.cadist.v1.CaDistInternalService.IssueIntermediates:output_type -> dcm.cadist.v1.IssueIntermediatesResponse
-	4, // 10: dcm.cadist.v1.CaDistInternalService.GetIntermediate:output_type -> dcm.cadist.v1.GetIntermediateResponse
-	6, // 11: dcm.cadist.v1.CaDistInternalService.RevokeIntermediates:output_type -> dcm.cadist.v1.RevokeIntermediatesResponse
-	8, // 12: dcm.cadist.v1.CaDistInternalService.PurgeLogicalCloud:output_type -> dcm.cadist.v1.PurgeLogicalCloudResponse
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: dcm.cadist.v1.IssueIntermediatesRequest.clusters:type_name -> dcm.cadist.v1.MeshCluster
+	11, // 1: dcm.cadist.v1.IssueIntermediatesResponse.bundles:type_name -> dcm.cadist.v1.Bundle
+	0,  // 2: dcm.cadist.v1.GetIntermediateRequest.cluster:type_name -> dcm.cadist.v1.MeshCluster
+	11, // 3: dcm.cadist.v1.GetIntermediateResponse.bundle:type_name -> dcm.cadist.v1.Bundle
+	0,  // 4: dcm.cadist.v1.RevokeIntermediatesRequest.clusters:type_name -> dcm.cadist.v1.MeshCluster
+	1,  // 5: dcm.cadist.v1.CaDistInternalService.IssueIntermediates:input_type -> dcm.cadist.v1.IssueIntermediatesRequest
+	3,  // 6: dcm.cadist.v1.CaDistInternalService.GetIntermediate:input_type -> dcm.cadist.v1.GetIntermediateRequest
+	5,  // 7: dcm.cadist.v1.CaDistInternalService.RevokeIntermediates:input_type -> dcm.cadist.v1.RevokeIntermediatesRequest
+	9,  // 8: dcm.cadist.v1.CaDistInternalService.CheckRoot:input_type -> dcm.cadist.v1.CheckRootRequest
+	7,  // 9: dcm.cadist.v1.CaDistInternalService.PurgeLogicalCloud:input_type -> dcm.cadist.v1.PurgeLogicalCloudRequest
+	2,  // 10: dcm.cadist.v1.CaDistInternalService.IssueIntermediates:output_type -> dcm.cadist.v1.IssueIntermediatesResponse
+	4,  // 11: dcm.cadist.v1.CaDistInternalService.GetIntermediate:output_type -> dcm.cadist.v1.GetIntermediateResponse
+	6,  // 12: dcm.cadist.v1.CaDistInternalService.RevokeIntermediates:output_type -> dcm.cadist.v1.RevokeIntermediatesResponse
+	10, // 13: dcm.cadist.v1.CaDistInternalService.CheckRoot:output_type -> dcm.cadist.v1.CheckRootResponse
+	8,  // 14: dcm.cadist.v1.CaDistInternalService.PurgeLogicalCloud:output_type -> dcm.cadist.v1.PurgeLogicalCloudResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_cadist_v1_internal_proto_init() }
@@ -636,7 +755,7 @@ func file_dcm_cadist_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_cadist_v1_internal_proto_rawDesc), len(file_dcm_cadist_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	CaDistInternalService_IssueIntermediates_FullMethodName  = "/dcm.cadist.v1.CaDistInternalService/IssueIntermediates"
 	CaDistInternalService_GetIntermediate_FullMethodName     = "/dcm.cadist.v1.CaDistInternalService/GetIntermediate"
 	CaDistInternalService_RevokeIntermediates_FullMethodName = "/dcm.cadist.v1.CaDistInternalService/RevokeIntermediates"
+	CaDistInternalService_CheckRoot_FullMethodName           = "/dcm.cadist.v1.CaDistInternalService/CheckRoot"
 	CaDistInternalService_PurgeLogicalCloud_FullMethodName   = "/dcm.cadist.v1.CaDistInternalService/PurgeLogicalCloud"
 )
 
@@ -52,6 +53,11 @@ type CaDistInternalServiceClient interface {
 	// revoked (kept as records, never reused): at terminate, and for the
 	// clusters a logical cloud left.
 	RevokeIntermediates(ctx context.Context, in *RevokeIntermediatesRequest, opts ...grpc.CallOption) (*RevokeIntermediatesResponse, error)
+	// CheckRoot tells core whether a logical cloud of project may name root
+	// in spec.ca-root: InvalidArgument when there is no such root,
+	// PermissionDenied when the root is neither shared nor lists the
+	// project (nor the installation's root), both naming "root".
+	CheckRoot(ctx context.Context, in *CheckRootRequest, opts ...grpc.CallOption) (*CheckRootResponse, error)
 	// PurgeLogicalCloud removes the intermediates of a logical cloud that
 	// core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
@@ -95,6 +101,16 @@ func (c *caDistInternalServiceClient) RevokeIntermediates(ctx context.Context, i
 	return out, nil
 }
 
+func (c *caDistInternalServiceClient) CheckRoot(ctx context.Context, in *CheckRootRequest, opts ...grpc.CallOption) (*CheckRootResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckRootResponse)
+	err := c.cc.Invoke(ctx, CaDistInternalService_CheckRoot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *caDistInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PurgeLogicalCloudResponse)
@@ -132,6 +148,11 @@ type CaDistInternalServiceServer interface {
 	// revoked (kept as records, never reused): at terminate, and for the
 	// clusters a logical cloud left.
 	RevokeIntermediates(context.Context, *RevokeIntermediatesRequest) (*RevokeIntermediatesResponse, error)
+	// CheckRoot tells core whether a logical cloud of project may name root
+	// in spec.ca-root: InvalidArgument when there is no such root,
+	// PermissionDenied when the root is neither shared nor lists the
+	// project (nor the installation's root), both naming "root".
+	CheckRoot(context.Context, *CheckRootRequest) (*CheckRootResponse, error)
 	// PurgeLogicalCloud removes the intermediates of a logical cloud that
 	// core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
@@ -153,6 +174,9 @@ func (UnimplementedCaDistInternalServiceServer) GetIntermediate(context.Context,
 }
 func (UnimplementedCaDistInternalServiceServer) RevokeIntermediates(context.Context, *RevokeIntermediatesRequest) (*RevokeIntermediatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeIntermediates not implemented")
+}
+func (UnimplementedCaDistInternalServiceServer) CheckRoot(context.Context, *CheckRootRequest) (*CheckRootResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckRoot not implemented")
 }
 func (UnimplementedCaDistInternalServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
@@ -232,6 +256,24 @@ func _CaDistInternalService_RevokeIntermediates_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CaDistInternalService_CheckRoot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRootRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CaDistInternalServiceServer).CheckRoot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CaDistInternalService_CheckRoot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CaDistInternalServiceServer).CheckRoot(ctx, req.(*CheckRootRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _CaDistInternalService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PurgeLogicalCloudRequest)
 	if err := dec(in); err != nil {
@@ -268,6 +310,10 @@ var CaDistInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeIntermediates",
 			Handler:    _CaDistInternalService_RevokeIntermediates_Handler,
+		},
+		{
+			MethodName: "CheckRoot",
+			Handler:    _CaDistInternalService_CheckRoot_Handler,
 		},
 		{
 			MethodName: "PurgeLogicalCloud",

@@ -52,7 +52,11 @@ type Root struct {
 	// projects lists the projects whose logical clouds this root signs for
 	// when they name no spec.ca-root: it is their default root. A project has
 	// at most one default root; without one, the installation's root
-	// (dcm-mesh-root, made on first use) signs.
+	// (dcm-mesh-root, made on first use) signs. A logical cloud may name a
+	// root in spec.ca-root (or a rotation's root) only if its project is
+	// listed here or the root is shared (403 naming the field otherwise);
+	// callers that are not admins see only those roots and the
+	// installation's.
 	Projects []string `protobuf:"bytes,7,rep,name=projects,proto3" json:"projects,omitempty"`
 	// chain is, on import of an intermediate CA, the PEM certificates of its
 	// issuers, each followed by the one that signed it; the last one is the
@@ -60,7 +64,11 @@ type Root struct {
 	Chain string `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
 	// not_after is when the root's certificate expires, RFC 3339 (output
 	// only; empty while generating).
-	NotAfter      string `protobuf:"bytes,9,opt,name=not_after,json=not-after,proto3" json:"not_after,omitempty"`
+	NotAfter string `protobuf:"bytes,9,opt,name=not_after,json=not-after,proto3" json:"not_after,omitempty"`
+	// shared marks a root the logical clouds of every project may name in
+	// spec.ca-root, and every caller may see. Set by an admin (only admins
+	// create roots).
+	Shared        bool `protobuf:"varint,10,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +164,13 @@ func (x *Root) GetNotAfter() string {
 		return x.NotAfter
 	}
 	return ""
+}
+
+func (x *Root) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
 }
 
 // CreateRootRequest names the parent and carries the new root.
@@ -967,7 +982,11 @@ type Bundle struct {
 	TrustDomain string `protobuf:"bytes,13,opt,name=trust_domain,json=trust-domain,proto3" json:"trust_domain,omitempty"`
 	// revoked tells an intermediate that is no longer used (terminated or
 	// rotated away): never reused.
-	Revoked       bool `protobuf:"varint,14,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	Revoked bool `protobuf:"varint,14,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// revoked_at is when it was revoked, RFC 3339 (empty while live). A
+	// revoked intermediate's record is deleted DCM_CA_REVOKED_RETENTION
+	// after that, but for the newest of its cluster.
+	RevokedAt     string `protobuf:"bytes,15,opt,name=revoked_at,json=revoked-at,proto3" json:"revoked_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1100,11 +1119,18 @@ func (x *Bundle) GetRevoked() bool {
 	return false
 }
 
+func (x *Bundle) GetRevokedAt() string {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return ""
+}
+
 var File_dcm_cadist_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\xcd\x02\n" +
+	"\x1bdcm/cadist/v1/service.proto\x12\rdcm.cadist.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\xe5\x02\n" +
 	"\x04Root\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\tR\vcertificate\x12\x1f\n" +
@@ -1115,7 +1141,9 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\tR\x05state\x12/\n" +
 	"\bprojects\x18\a \x03(\tB\x13\xbaH\x10\x92\x01\r\x10\xe8\a\x18\x01\"\x06r\x04\x98\xfb\x18\x01R\bprojects\x12\x14\n" +
 	"\x05chain\x18\b \x01(\tR\x05chain\x12\x1c\n" +
-	"\tnot_after\x18\t \x01(\tR\tnot-after\"D\n" +
+	"\tnot_after\x18\t \x01(\tR\tnot-after\x12\x16\n" +
+	"\x06shared\x18\n" +
+	" \x01(\bR\x06shared\"D\n" +
 	"\x11CreateRootRequest\x12/\n" +
 	"\x04root\x18\x01 \x01(\v2\x13.dcm.cadist.v1.RootB\x06\xbaH\x03\xc8\x01\x01R\x04root\"=\n" +
 	"\x12CreateRootResponse\x12'\n" +
@@ -1160,7 +1188,7 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"rotated_at\x18\x05 \x01(\tR\n" +
 	"rotated-at\x12$\n" +
 	"\roverlap_until\x18\x06 \x01(\tR\roverlap-until\x12\x1c\n" +
-	"\tspec_root\x18\a \x01(\tR\tspec-root\"\xba\x03\n" +
+	"\tspec_root\x18\a \x01(\tR\tspec-root\"\xda\x03\n" +
 	"\x06Bundle\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12*\n" +
@@ -1178,7 +1206,10 @@ const file_dcm_cadist_v1_service_proto_rawDesc = "" +
 	"\x04root\x18\v \x01(\tR\x04root\x12$\n" +
 	"\rtrusted_roots\x18\f \x03(\tR\rtrusted-roots\x12\"\n" +
 	"\ftrust_domain\x18\r \x01(\tR\ftrust-domain\x12\x18\n" +
-	"\arevoked\x18\x0e \x01(\bR\arevoked2\xbe\a\n" +
+	"\arevoked\x18\x0e \x01(\bR\arevoked\x12\x1e\n" +
+	"\n" +
+	"revoked_at\x18\x0f \x01(\tR\n" +
+	"revoked-at2\xbe\a\n" +
 	"\rCaDistService\x12w\n" +
 	"\n" +
 	"CreateRoot\x12 .dcm.cadist.v1.CreateRootRequest\x1a!.dcm.cadist.v1.CreateRootResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x04rootb\x04root\"\x10/v2/cadist/roots\x12o\n" +

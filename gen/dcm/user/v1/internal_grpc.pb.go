@@ -47,7 +47,8 @@ type UserInternalServiceClient interface {
 	// "dcm:<project>:<lc>:<user>", O "dcm:<project>:<lc>", asking for a
 	// certificate valid DCM_CERT_LIFETIME (its key is generated once and kept
 	// sealed); for a token user a ServiceAccount; and per permission a Role
-	// (ClusterRole when cluster-wide) bound to every user.
+	// (ClusterRole when cluster-wide) bound to the users it names, or to
+	// every user when it names none.
 	RenderUsers(ctx context.Context, in *RenderUsersRequest, opts ...grpc.CallOption) (*RenderUsersResponse, error)
 	// GetUserCredentials reads what a kubeconfig for a user needs: how the
 	// user authenticates and, for a certificate user whose key was
@@ -144,7 +145,8 @@ type UserInternalServiceServer interface {
 	// "dcm:<project>:<lc>:<user>", O "dcm:<project>:<lc>", asking for a
 	// certificate valid DCM_CERT_LIFETIME (its key is generated once and kept
 	// sealed); for a token user a ServiceAccount; and per permission a Role
-	// (ClusterRole when cluster-wide) bound to every user.
+	// (ClusterRole when cluster-wide) bound to the users it names, or to
+	// every user when it names none.
 	RenderUsers(context.Context, *RenderUsersRequest) (*RenderUsersResponse, error)
 	// GetUserCredentials reads what a kubeconfig for a user needs: how the
 	// user authenticates and, for a certificate user whose key was

@@ -99,9 +99,9 @@ func (x *User) GetCertificate() string {
 	return ""
 }
 
-// UserPermission is an RBAC rule granted to a logical cloud's users: a
-// Role in namespace, or a ClusterRole when namespace is empty (privileged
-// logical clouds only).
+// UserPermission is an RBAC rule granted to a logical cloud's users (all
+// of them, or those named in users): a Role in namespace, or a ClusterRole
+// when namespace is empty (privileged logical clouds only).
 type UserPermission struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// permission_name names the permission (the Role's name).
@@ -119,7 +119,13 @@ type UserPermission struct {
 	// metadata describes the permission as EMCO's permissions are
 	// (description, userData1, userData2); its name must be
 	// permission_name.
-	Metadata      *v1.Metadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *v1.Metadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// users are the names of the logical cloud's users the permission is
+	// granted to (its binding's only subjects); each must be a user of the
+	// logical cloud when the permission is stored. Empty grants it to every
+	// user of the logical cloud (seed 000's one user). Seed 002's flat body
+	// sets it to the user whose permissions they are.
+	Users         []string `protobuf:"bytes,7,rep,name=users,proto3" json:"users,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +198,13 @@ func (x *UserPermission) GetVerbs() []string {
 func (x *UserPermission) GetMetadata() *v1.Metadata {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UserPermission) GetUsers() []string {
+	if x != nil {
+		return x.Users
 	}
 	return nil
 }
@@ -1786,7 +1799,7 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\x04User\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\x12/\n" +
 	"\x04type\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x00R\vcertificateR\x05tokenR\x04type\x12 \n" +
-	"\vcertificate\x18\x03 \x01(\tR\vcertificate\"\x97\x02\n" +
+	"\vcertificate\x18\x03 \x01(\tR\vcertificate\"\xc1\x02\n" +
 	"\x0eUserPermission\x123\n" +
 	"\x0fpermission_name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x0fpermission-name\x12I\n" +
 	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12\x1d\n" +
@@ -1794,7 +1807,8 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"api_groups\x18\x03 \x03(\tR\tapiGroups\x12\x1c\n" +
 	"\tresources\x18\x04 \x03(\tR\tresources\x12\x14\n" +
 	"\x05verbs\x18\x05 \x03(\tR\x05verbs\x122\n" +
-	"\bmetadata\x18\x06 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\"\x98\x01\n" +
+	"\bmetadata\x18\x06 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x12(\n" +
+	"\x05users\x18\a \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10d\x18\x01\"\x06r\x04\x98\xfb\x18\x01R\x05users\"\x98\x01\n" +
 	"\x11CreateUserRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12-\n" +

@@ -45,7 +45,8 @@ type UserServiceClient interface {
 	DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error)
 	// DeleteUsers removes every user of a logical cloud.
 	DeleteUsers(ctx context.Context, in *DeleteUsersRequest, opts ...grpc.CallOption) (*DeleteUsersResponse, error)
-	// CreateUserPermission adds a permission to a logical cloud's users.
+	// CreateUserPermission adds a permission to a logical cloud's users (all
+	// of them, or those it names).
 	CreateUserPermission(ctx context.Context, in *CreateUserPermissionRequest, opts ...grpc.CallOption) (*CreateUserPermissionResponse, error)
 	// GetUserPermission reads one permission.
 	GetUserPermission(ctx context.Context, in *GetUserPermissionRequest, opts ...grpc.CallOption) (*GetUserPermissionResponse, error)
@@ -170,7 +171,8 @@ type UserServiceServer interface {
 	DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error)
 	// DeleteUsers removes every user of a logical cloud.
 	DeleteUsers(context.Context, *DeleteUsersRequest) (*DeleteUsersResponse, error)
-	// CreateUserPermission adds a permission to a logical cloud's users.
+	// CreateUserPermission adds a permission to a logical cloud's users (all
+	// of them, or those it names).
 	CreateUserPermission(context.Context, *CreateUserPermissionRequest) (*CreateUserPermissionResponse, error)
 	// GetUserPermission reads one permission.
 	GetUserPermission(context.Context, *GetUserPermissionRequest) (*GetUserPermissionResponse, error)

@@ -114,6 +114,9 @@ func (s *Service) rotate(ctx context.Context, req *cadistv1.RotateCaRequest) (*c
 	if err != nil {
 		return nil, err
 	}
+	if err := checkUse(root.msg, project); err != nil {
+		return nil, err
+	}
 	s.moveRoot(ca, want)
 	if err := s.clouds.Update(ctx, cloudKey(project, lc), cur.Version, ca); err != nil {
 		return nil, err
@@ -125,7 +128,9 @@ func (s *Service) rotate(ctx context.Context, req *cadistv1.RotateCaRequest) (*c
 		if err := s.revoke(ctx, it); err != nil {
 			return nil, err
 		}
-		nb, err := s.issue(ctx, ca, root, project, lc, b.GetClusterProvider(), b.GetCluster(), b.GetTrustDomain(), lastGen+1)
+		// The same DNS names as the one it replaces: the next
+		// IssueIntermediates (apply, update) brings them in step.
+		nb, err := s.issue(ctx, ca, root, project, lc, b.GetClusterProvider(), b.GetCluster(), b.GetTrustDomain(), permittedDNS(b), lastGen+1)
 		if err != nil {
 			return nil, err
 		}

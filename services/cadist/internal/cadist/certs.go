@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,15 +91,34 @@ func selfSignedRoot(name string, key crypto.Signer, now time.Time, validity time
 type intermediateSpec struct {
 	project, logicalCloud, provider, cluster string
 	trustDomain                              string
-	notBefore, notAfter                      time.Time
+	// dnsDomains are the DNS names (and their subdomains) it may sign
+	// for: dnsDomains of the logical cloud's namespaces.
+	dnsDomains          []string
+	notBefore, notAfter time.Time
+}
+
+// dnsDomains are the DNS name constraints of an intermediate for a logical
+// cloud's namespaces: each namespace's service names, <ns>.svc and
+// <ns>.svc.cluster.local, sorted. istiod's serving certificate (the names
+// of its Service, istiod[-<rev>].<istio namespace>.svc) falls under the
+// Istio namespace's; workload certificates carry SPIFFE URIs only.
+func dnsDomains(namespaces []string) []string {
+	out := make([]string, 0, 2*len(namespaces))
+	for _, ns := range namespaces {
+		out = append(out, ns+".svc", ns+".svc.cluster.local")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // signIntermediate makes a key and an intermediate CA certificate for it,
 // signed by the root: path length 0 (it signs workloads only), no
 // extended key usage, and a critical name constraint permitting URIs in
-// the trust domain only (spiffe://<trust domain>/...). Never a DNS
-// constraint: istiod's own serving certificate has DNS names
-// (docs/mesh.md section 4).
+// the trust domain only (spiffe://<trust domain>/...) and DNS names under
+// the logical cloud's namespaces only (spec.dnsDomains: istiod's own
+// serving certificate has DNS names, docs/mesh.md section 4), so a leaked
+// intermediate signs no serving certificate for another tenant's or the
+// cluster's services.
 func signIntermediate(spec intermediateSpec, root *x509.Certificate, rootKey crypto.Signer) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -125,6 +145,7 @@ func signIntermediate(spec intermediateSpec, root *x509.Certificate, rootKey cry
 		MaxPathLen:                  0,
 		MaxPathLenZero:              true,
 		PermittedURIDomains:         []string{spec.trustDomain},
+		PermittedDNSDomains:         spec.dnsDomains,
 		PermittedDNSDomainsCritical: true, // marks the whole name constraints extension critical
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, &key.PublicKey, rootKey)

@@ -24,7 +24,8 @@ import (
 //
 // Which root signs: the one the request names (spec.ca-root); else the
 // one the logical cloud already uses; else the project's default root;
-// else the installation's (made on first use). A logical cloud thus keeps
+// else the installation's (made on first use). A named or kept root must
+// be one the project may use (mayUse: it lists the project, or is shared). A logical cloud thus keeps
 // its root when the project's default changes; RotateCa moves it.
 
 // cloudCA reads a logical cloud's CA state; nil if it has none.
@@ -53,8 +54,15 @@ func (s *Service) settleRoot(ctx context.Context, project, lc, requested string)
 	var root *signingRoot
 	if want != "" {
 		root, err = s.signer(ctx, want)
-		if err != nil && requested == "" && errs.Code(err) == codes.InvalidArgument {
-			want, err = "", nil // the root it used is gone: take the default
+		if err == nil {
+			// Only a root of the project's, or a shared one, signs for
+			// it: one named in spec.ca-root is refused; one it used
+			// before (named when this was not checked) is left for the
+			// default.
+			err = checkUse(root.msg, project)
+		}
+		if err != nil && requested == "" && (errs.Code(err) == codes.InvalidArgument || errs.Code(err) == codes.PermissionDenied) {
+			want, root, err = "", nil, nil // the root it used is gone, or not its own: take the default
 		}
 		if err != nil {
 			return nil, nil, err

@@ -51,6 +51,7 @@ func (c *clock) Add(d time.Duration) {
 type fixture struct {
 	pub cadistv1.CaDistServiceClient
 	in  cadistv1.CaDistInternalServiceClient
+	svc *cadist.Service
 }
 
 func serve(t *testing.T, opts cadist.Options) fixture {
@@ -70,7 +71,7 @@ func serve(t *testing.T, opts cadist.Options) fixture {
 		cancel()
 		<-done
 	})
-	return fixture{pub: cadistv1.NewCaDistServiceClient(conn), in: cadistv1.NewCaDistInternalServiceClient(conn)}
+	return fixture{pub: cadistv1.NewCaDistServiceClient(conn), in: cadistv1.NewCaDistInternalServiceClient(conn), svc: svc}
 }
 
 // fieldOf is the field an error names.

@@ -3,6 +3,7 @@ package cadist
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,8 +82,9 @@ func (s *Service) IssueIntermediates(ctx context.Context, req *cadistv1.IssueInt
 		if err != nil {
 			return err
 		}
+		dns := dnsDomains(req.GetNamespaces())
 		for _, c := range req.GetClusters() {
-			b, err := s.ensure(ctx, ca, root, items, c, req.GetTrustDomain())
+			b, err := s.ensure(ctx, ca, root, items, c, req.GetTrustDomain(), dns)
 			if err != nil {
 				return err
 			}
@@ -97,20 +99,31 @@ func (s *Service) IssueIntermediates(ctx context.Context, req *cadistv1.IssueInt
 }
 
 // ensure keeps a cluster's live intermediate if the logical cloud's root
-// signed it for this trust domain and less than renewAfter of its life
-// has passed, and otherwise revokes it and issues the next one.
-func (s *Service) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, items []intermediate, c *cadistv1.MeshCluster, trustDomain string) (*cadistv1.Bundle, error) {
+// signed it for this trust domain and these DNS names and less than
+// renewAfter of its life has passed, and otherwise revokes it and issues
+// the next one.
+func (s *Service) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, items []intermediate, c *cadistv1.MeshCluster, trustDomain string, dns []string) (*cadistv1.Bundle, error) {
 	live, lastGen := findLive(items, c.GetProvider(), c.GetCluster())
 	if live != nil {
 		b := live.Msg
-		if b.GetRoot() == root.msg.GetMetadata().GetName() && b.GetTrustDomain() == trustDomain && !s.dueForRenewal(b) {
+		if b.GetRoot() == root.msg.GetMetadata().GetName() && b.GetTrustDomain() == trustDomain && slices.Equal(permittedDNS(b), dns) && !s.dueForRenewal(b) {
 			return s.public(ctx, ca, b), nil
 		}
 		if err := s.revoke(ctx, *live); err != nil {
 			return nil, err
 		}
 	}
-	return s.issue(ctx, ca, root, ca.GetProject(), ca.GetLogicalCloud(), c.GetProvider(), c.GetCluster(), trustDomain, lastGen+1)
+	return s.issue(ctx, ca, root, ca.GetProject(), ca.GetLogicalCloud(), c.GetProvider(), c.GetCluster(), trustDomain, dns, lastGen+1)
+}
+
+// permittedDNS is the sorted DNS name constraint of an intermediate (nil
+// if it has none, or is unreadable).
+func permittedDNS(b *cadistv1.Bundle) []string {
+	certs, err := parseCerts(b.GetCaCert())
+	if err != nil || len(certs) == 0 || len(certs[0].PermittedDNSDomains) == 0 {
+		return nil
+	}
+	return slices.Sorted(slices.Values(certs[0].PermittedDNSDomains))
 }
 
 // renewAfter is the share of an intermediate's life after which the next
@@ -130,14 +143,62 @@ func (s *Service) dueForRenewal(b *cadistv1.Bundle) bool {
 	return !s.now().Before(c.NotBefore.Add(time.Duration(float64(life) * renewAfter)))
 }
 
-// revoke marks an intermediate revoked, conditionally on the version read.
+// revoke marks an intermediate revoked, and when, conditionally on the
+// version read.
 func (s *Service) revoke(ctx context.Context, it intermediate) error {
 	it.Msg.Revoked = true
+	it.Msg.RevokedAt = s.now().UTC().Format(time.RFC3339Nano)
 	return s.intermediates.Update(ctx, it.ID, it.Version, it.Msg)
 }
 
+// PruneRevoked deletes the records of intermediates revoked more than
+// RevokedRetention ago, but for the newest record of each cluster (so a
+// generation number is never taken again), and answers how many went. A
+// revoked record from before revocations were dated is dated now. The
+// root generator's loop runs it.
+func (s *Service) PruneRevoked(ctx context.Context) (int, error) {
+	all, err := s.intermediates.All(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// The newest generation of each cluster, revoked or not.
+	last := map[string]int{}
+	clusterOf := func(b *cadistv1.Bundle) string {
+		return store.Key(b.GetProject(), b.GetLogicalCloud(), b.GetClusterProvider(), b.GetCluster())
+	}
+	for _, it := range all {
+		last[clusterOf(it.Msg)] = max(last[clusterOf(it.Msg)], generation(it.ID))
+	}
+	now, n := s.now(), 0
+	for _, it := range all {
+		b := it.Msg
+		if it.Deleting || !b.GetRevoked() {
+			continue
+		}
+		at, perr := time.Parse(time.RFC3339Nano, b.GetRevokedAt())
+		var err error
+		switch {
+		case perr != nil:
+			b.RevokedAt = now.UTC().Format(time.RFC3339Nano)
+			err = s.intermediates.Update(ctx, it.ID, it.Version, b)
+		case now.Sub(at) < s.opts.RevokedRetention || generation(it.ID) >= last[clusterOf(b)]:
+			continue
+		default:
+			if err = s.intermediates.DeleteVersion(ctx, it.ID, it.Version); err == nil {
+				n++
+			}
+		}
+		// A record another request changed or removed meanwhile is left
+		// for the next pass.
+		if err != nil && errs.Code(err) != codes.Aborted && errs.Code(err) != codes.NotFound {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // issue makes and stores generation gen of a cluster's intermediate.
-func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, project, lc, provider, cluster, trustDomain string, gen int) (*cadistv1.Bundle, error) {
+func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, project, lc, provider, cluster, trustDomain string, dns []string, gen int) (*cadistv1.Bundle, error) {
 	now := s.now()
 	path, err := parseCerts(root.chain) // the root's certificate, then its issuers
 	if err != nil {
@@ -151,7 +212,7 @@ func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *
 	}
 	cert, key, err := signIntermediate(intermediateSpec{
 		project: project, logicalCloud: lc, provider: provider, cluster: cluster,
-		trustDomain: trustDomain, notBefore: now.Add(-time.Minute), notAfter: notAfter,
+		trustDomain: trustDomain, dnsDomains: dns, notBefore: now.Add(-time.Minute), notAfter: notAfter,
 	}, root.cert, root.key)
 	if err != nil {
 		return nil, errs.Internal(fmt.Errorf("sign intermediate of %s/%s/%s/%s: %w", project, lc, provider, cluster, err), "cannot sign the intermediate")

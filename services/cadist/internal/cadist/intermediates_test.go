@@ -20,7 +20,8 @@ import (
 var oidNameConstraints = asn1.ObjectIdentifier{2, 5, 29, 30}
 
 func issueReq(project, lc, root, td string, clusters ...string) *cadistv1.IssueIntermediatesRequest {
-	req := &cadistv1.IssueIntermediatesRequest{Project: project, LogicalCloud: lc, Root: root, TrustDomain: td}
+	req := &cadistv1.IssueIntermediatesRequest{Project: project, LogicalCloud: lc, Root: root, TrustDomain: td,
+		Namespaces: []string{lc + "-ns", lc + "-istio-system"}}
 	for _, c := range clusters {
 		req.Clusters = append(req.Clusters, &cadistv1.MeshCluster{Provider: "edge", Cluster: c})
 	}
@@ -59,7 +60,8 @@ func TestIssueIntermediates(t *testing.T) {
 		require.Empty(t, ic.ExtKeyUsage, "no EKU on an intermediate (docs/mesh.md section 4)")
 		require.Equal(t, x509.KeyUsageCertSign|x509.KeyUsageCRLSign|x509.KeyUsageDigitalSignature, ic.KeyUsage)
 		require.Equal(t, []string{td}, ic.PermittedURIDomains)
-		require.Empty(t, ic.PermittedDNSDomains, "never a DNS constraint")
+		require.Equal(t, []string{"lc1-istio-system.svc", "lc1-istio-system.svc.cluster.local", "lc1-ns.svc", "lc1-ns.svc.cluster.local"},
+			ic.PermittedDNSDomains, "DNS names of the logical cloud's namespaces only")
 		critical := false
 		for _, e := range ic.Extensions {
 			if e.Id.Equal(oidNameConstraints) {
@@ -165,7 +167,7 @@ func TestIntermediateLifetimeCapped(t *testing.T) {
 	ctx := context.Background()
 	rootCert, certText, keyText := makeCA(t, caSpec{isCA: true, pathLen: 1, notAfter: time.Now().Add(2 * time.Hour)})
 	_, err := f.pub.CreateRoot(ctx, &cadistv1.CreateRootRequest{Root: &cadistv1.Root{Metadata: &typesv1.Metadata{Name: "short"},
-		Certificate: certText, PrivateKey: keyText}})
+		Certificate: certText, PrivateKey: keyText, Projects: []string{"p1"}}})
 	require.NoError(t, err)
 	resp, err := f.in.IssueIntermediates(ctx, issueReq("p1", "lc1", "short", "td.local", "c1"))
 	require.NoError(t, err)

@@ -39,6 +39,9 @@ func (s *Service) Run(ctx context.Context) error {
 		if err := s.generatePending(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("root generation", zap.Error(err))
 		}
+		if _, err := s.PruneRevoked(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("prune revoked intermediates", zap.Error(err))
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -16,6 +16,8 @@ import (
 
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -34,7 +36,7 @@ func (s *Service) CreateRoot(ctx context.Context, req *cadistv1.CreateRootReques
 		return nil, err
 	}
 	certPEMText, keyPEMText := in.GetCertificate(), in.GetPrivateKey()
-	r := &cadistv1.Root{Metadata: in.GetMetadata(), Projects: in.GetProjects()}
+	r := &cadistv1.Root{Metadata: in.GetMetadata(), Projects: in.GetProjects(), Shared: in.GetShared()}
 	var secrets []store.Secret
 	switch {
 	case certPEMText == "" && keyPEMText != "":
@@ -184,22 +186,92 @@ func (s *Service) checkProjects(ctx context.Context, name string, projects []str
 	return nil
 }
 
-// GetRoot implements cadistv1.CaDistServiceServer.
-func (s *Service) GetRoot(ctx context.Context, req *cadistv1.GetRootRequest) (*cadistv1.GetRootResponse, error) {
-	r, err := s.roots.Get(ctx, req.GetName())
+// mayUse tells whether the logical clouds of project may be signed by
+// root r: r is shared, lists the project, or is the installation's root
+// (the default of every project without one).
+func mayUse(r *cadistv1.Root, project string) bool {
+	return r.GetShared() || slices.Contains(r.GetProjects(), project) || r.GetMetadata().GetName() == InstallationRoot
+}
+
+// visibleTo is the project whose roots alone the caller may see (mayUse),
+// or "" when it may see every root: an admin, a service acting on its
+// own, or a caller of no project (a global reader).
+func visibleTo(ctx context.Context) string {
+	id := server.Caller(ctx)
+	if id.Role == pki.RoleAdmin || id.Role == pki.RoleService {
+		return ""
+	}
+	return id.Project
+}
+
+// errNoRoot is the answer for a root that is missing or not the caller's
+// to see: the same, so a tenant learns nothing of other projects' roots.
+func errNoRoot(name string) error {
+	return errs.NotFound("root %q not found", name)
+}
+
+// visibleRoot reads a root the caller may see.
+func (s *Service) visibleRoot(ctx context.Context, name string) (*cadistv1.Root, error) {
+	r, err := s.roots.Get(ctx, name)
+	if errs.Code(err) == codes.NotFound {
+		return nil, errNoRoot(name)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &cadistv1.GetRootResponse{Root: r.Msg}, nil
+	if p := visibleTo(ctx); p != "" && !mayUse(r.Msg, p) {
+		return nil, errNoRoot(name)
+	}
+	return r.Msg, nil
 }
 
-// ListRoots implements cadistv1.CaDistServiceServer.
+// GetRoot implements cadistv1.CaDistServiceServer: a caller that is not
+// an admin sees only the roots its project may use (mayUse).
+func (s *Service) GetRoot(ctx context.Context, req *cadistv1.GetRootRequest) (*cadistv1.GetRootResponse, error) {
+	r, err := s.visibleRoot(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &cadistv1.GetRootResponse{Root: r}, nil
+}
+
+// ListRoots implements cadistv1.CaDistServiceServer: a caller that is not
+// an admin sees only the roots its project may use (mayUse); its pages
+// may then hold fewer roots than page-size.
 func (s *Service) ListRoots(ctx context.Context, req *cadistv1.ListRootsRequest) (*cadistv1.ListRootsResponse, error) {
 	rs, next, err := s.roots.ListPage(ctx, "", store.PageOf(req))
 	if err != nil {
 		return nil, err
 	}
+	if p := visibleTo(ctx); p != "" {
+		rs = slices.DeleteFunc(rs, func(r *cadistv1.Root) bool { return !mayUse(r, p) })
+	}
 	return &cadistv1.ListRootsResponse{Roots: rs, NextPageToken: next}, nil
+}
+
+// CheckRoot implements cadistv1.CaDistInternalServiceServer.
+func (s *Service) CheckRoot(ctx context.Context, req *cadistv1.CheckRootRequest) (*cadistv1.CheckRootResponse, error) {
+	r, err := s.roots.Get(ctx, req.GetRoot())
+	if errs.Code(err) == codes.NotFound {
+		return nil, errs.Invalid("root", "no root %q (see GET /v2/cadist/roots)", req.GetRoot())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUse(r.Msg, req.GetProject()); err != nil {
+		return nil, err
+	}
+	return &cadistv1.CheckRootResponse{}, nil
+}
+
+// checkUse refuses root r to the logical clouds of project unless they
+// may use it (mayUse): 403 naming root.
+func checkUse(r *cadistv1.Root, project string) error {
+	if mayUse(r, project) {
+		return nil
+	}
+	return errs.Forbidden("root", "root %q is neither shared nor one of project %q's roots: a logical cloud may name only a root whose projects include its project, or one an admin marked shared",
+		r.GetMetadata().GetName(), project)
 }
 
 // DeleteRoot implements cadistv1.CaDistServiceServer. A root that signed a
@@ -224,14 +296,14 @@ func (s *Service) DeleteRoot(ctx context.Context, req *cadistv1.DeleteRootReques
 // GetRootCertificate implements cadistv1.CaDistServiceServer: the root's
 // trust anchor as PEM.
 func (s *Service) GetRootCertificate(ctx context.Context, req *cadistv1.GetRootCertificateRequest) (*httpbody.HttpBody, error) {
-	r, err := s.roots.Get(ctx, req.GetName())
+	r, err := s.visibleRoot(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	if r.Msg.GetState() != StateReady && r.Msg.GetState() != "" {
-		return nil, notReady(r.Msg)
+	if r.GetState() != StateReady && r.GetState() != "" {
+		return nil, notReady(r)
 	}
-	return &httpbody.HttpBody{ContentType: PEMContentType, Data: []byte(anchorPEM(r.Msg))}, nil
+	return &httpbody.HttpBody{ContentType: PEMContentType, Data: []byte(anchorPEM(r))}, nil
 }
 
 // anchorPEM is what workloads trust of a root: the last certificate of its

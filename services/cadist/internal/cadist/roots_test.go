@@ -21,9 +21,11 @@ import (
 	"github.com/dcm-project/dcm/services/cadist/internal/cadist"
 )
 
+// rootReq is a root for projects or, with none, a shared root (any
+// project's logical clouds may name it).
 func rootReq(name, cert, key, chain, keyType string, projects ...string) *cadistv1.CreateRootRequest {
 	return &cadistv1.CreateRootRequest{Root: &cadistv1.Root{Metadata: &typesv1.Metadata{Name: name},
-		Certificate: cert, PrivateKey: key, Chain: chain, KeyType: keyType, Projects: projects}}
+		Certificate: cert, PrivateKey: key, Chain: chain, KeyType: keyType, Projects: projects, Shared: len(projects) == 0}}
 }
 
 // noKey fails if a public answer carries a private key.

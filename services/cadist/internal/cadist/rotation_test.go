@@ -134,7 +134,7 @@ func TestRotation(t *testing.T) {
 
 	// The cluster's name alone is ambiguous once two providers hold it.
 	_, err = f.in.IssueIntermediates(ctx, &cadistv1.IssueIntermediatesRequest{Project: "p1", LogicalCloud: "lc1", TrustDomain: td,
-		Clusters: []*cadistv1.MeshCluster{{Provider: "core", Cluster: "c1"}}})
+		Clusters: []*cadistv1.MeshCluster{{Provider: "core", Cluster: "c1"}}, Namespaces: []string{"lc1-ns"}})
 	require.NoError(t, err)
 	_, err = f.pub.GetBundle(ctx, &cadistv1.GetBundleRequest{Project: "p1", LogicalCloud: "lc1", Cluster: "c1"})
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))

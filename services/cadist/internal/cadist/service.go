@@ -14,6 +14,7 @@ import (
 const (
 	DefaultIntermediateLifetime = 365 * 24 * time.Hour
 	DefaultOverlap              = 24 * time.Hour
+	DefaultRevokedRetention     = 30 * 24 * time.Hour
 )
 
 // RootValidity is how long a generated root CA is valid.
@@ -42,6 +43,9 @@ type Options struct {
 	IntermediateLifetime time.Duration
 	// Overlap is how long after a root change the old root stays trusted.
 	Overlap time.Duration
+	// RevokedRetention is how long a revoked intermediate's record is
+	// kept (DCM_CA_REVOKED_RETENTION).
+	RevokedRetention time.Duration
 	// Now is the clock (tests set a fake one).
 	Now func() time.Time
 	// Log is where the root generator reports failures (nil: nowhere).
@@ -67,6 +71,9 @@ func New(st *store.Store, opts Options) *Service {
 	}
 	if opts.Overlap <= 0 {
 		opts.Overlap = DefaultOverlap
+	}
+	if opts.RevokedRetention <= 0 {
+		opts.RevokedRetention = DefaultRevokedRetention
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

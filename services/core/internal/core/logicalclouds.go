@@ -146,6 +146,9 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkCARoot(ctx, req.GetProject(), p.lc.GetSpec().GetCaRoot()); err != nil {
+		return nil, err
+	}
 	if err := s.create(ctx, req.GetProject(), p, nil); err != nil {
 		return nil, err
 	}
@@ -328,6 +331,29 @@ func (s *LogicalClouds) ListLogicalClouds(ctx context.Context, req *corev1.ListL
 	return &corev1.ListLogicalCloudsResponse{LogicalClouds: cs, NextPageToken: next}, nil
 }
 
+// checkCARoot refuses a spec.ca-root the project may not use: a root
+// that does not exist (400), or one neither shared nor listing the
+// project (403), both naming spec.ca-root. CA distribution decides
+// (CheckRoot), and checks again when it signs.
+func (s *LogicalClouds) checkCARoot(ctx context.Context, project, root string) error {
+	if root == "" {
+		return nil
+	}
+	if s.peers.CaDistInternal == nil {
+		return errs.Unavailable(nil, "CA distribution is not configured: spec.ca-root cannot be checked")
+	}
+	_, err := s.peers.CaDistInternal.CheckRoot(ctx, &cadistv1.CheckRootRequest{Project: project, Root: root})
+	switch errs.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.InvalidArgument:
+		return errs.Invalid("spec.ca-root", "no root %q (see GET /v2/cadist/roots)", root)
+	case codes.PermissionDenied:
+		return errs.Forbidden("spec.ca-root", "root %q is neither shared nor one of project %q's roots: name a root whose projects include the project, or one an admin marked shared", root, project)
+	}
+	return err
+}
+
 // UpdateLogicalCloud implements corev1.LogicalCloudServiceServer: the
 // metadata is replaced; a spec, if given, must keep what was fixed at
 // creation (the body of a GET can be sent back).
@@ -338,6 +364,11 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 	cur, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
 	if err != nil {
 		return nil, err
+	}
+	if root := req.GetSpec().GetCaRoot(); root != "" && root != cur.GetSpec().GetCaRoot() {
+		if err := s.checkCARoot(ctx, req.GetProject(), root); err != nil {
+			return nil, err
+		}
 	}
 	var perms []*userv1.UserPermission
 	if in := req.GetSpec().GetUser().GetUserPermissions(); len(in) > 0 {

@@ -152,11 +152,10 @@ const meshNamespaceField = "spec.service-mesh.namespace"
 // The Istio namespace is the logical cloud's own, never its workload
 // namespace, nor one the cluster or the installation keeps; with a name
 // longer than 49 characters the default "<name>-istio-system" is too long
-// for a namespace and the body must name one. Any caller who may write the
-// logical cloud may name a root: roots are the installation's, made by
-// admins, and naming one gives no identity outside the logical cloud's own
-// trust domain (the intermediates are name-constrained to it). Errors
-// about the Istio namespace name field, as the body names it.
+// for a namespace and the body must name one. The root named must be one
+// the project may use (its own or a shared one): CA distribution decides,
+// at create and update (LogicalClouds.checkCARoot) and when it signs.
+// Errors about the Istio namespace name field, as the body names it.
 func planMesh(spec *corev1.LogicalCloudSpec, name, level, ns string, reserved []string, field string) (*corev1.ServiceMesh, string, error) {
 	sm, root := spec.GetServiceMesh(), spec.GetCaRoot()
 	if level == levelAdmin {
@@ -209,6 +208,11 @@ func addPermission(p *plan, field string, perm *userv1.UserPermission, g grants)
 	if slices.ContainsFunc(p.perms, func(o *userv1.UserPermission) bool { return o.GetPermissionName() == perm.GetPermissionName() }) {
 		return errs.Invalid(field+".permission-name", "%q is given twice", perm.GetPermissionName())
 	}
+	for i, u := range perm.GetUsers() {
+		if !slices.ContainsFunc(p.users, func(o *userv1.User) bool { return o.GetName() == u }) {
+			return errs.Invalid(fmt.Sprintf("%s.users[%d]", field, i), "the logical cloud has no user %q", u)
+		}
+	}
 	ns, err := kube.CheckGrant(field, p.lc.GetSpec().GetLevel(), p.lc.GetSpec().GetNamespace(), kube.Grant{
 		Namespace: perm.GetNamespace(), APIGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(),
 	}, g.mayGrant)
@@ -218,6 +222,7 @@ func addPermission(p *plan, field string, perm *userv1.UserPermission, g grants)
 	p.perms = append(p.perms, &userv1.UserPermission{
 		PermissionName: perm.GetPermissionName(), Namespace: ns,
 		ApiGroups: perm.GetApiGroups(), Resources: perm.GetResources(), Verbs: perm.GetVerbs(), Metadata: perm.GetMetadata(),
+		Users: perm.GetUsers(),
 	})
 	return nil
 }
@@ -333,8 +338,8 @@ func userObjects(v *structpb.Value) ([]*structpb.Struct, string, error) {
 }
 
 // addFlatUser adds one seed 002 user: the user, its permissions (a
-// permission named after the user, or "<user>-<i>" for a list) and its
-// quota (a quota named "<user>-quota").
+// permission named after the user, or "<user>-<i>" for a list, granted to
+// that user only) and its quota (a quota named "<user>-quota").
 func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 	f := u.GetFields()
 	for k := range f {
@@ -395,6 +400,9 @@ func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 		if err != nil {
 			return err
 		}
+		// The user's permissions are its own: bound to it alone, never
+		// to the logical cloud's other users.
+		perm.Users = []string{name}
 		if err := addPermission(p, pf, perm, g); err != nil {
 			return err
 		}

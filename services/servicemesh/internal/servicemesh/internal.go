@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -72,7 +73,7 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 		Project: project, LogicalCloud: lc, IstioNamespace: ns, Revision: rev,
 		TrustDomain: s.trustDomain(project, lc), Hub: s.opts.Hub, Tag: s.opts.Tag,
 	}
-	cas, err := in.cas(ctx, req, cp, in0.TrustDomain)
+	cas, err := in.cas(ctx, req, cp, in0.TrustDomain, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +156,10 @@ type clusterCA struct {
 
 // cas are the clusters' CAs, in the request's order: the control plane
 // record's own CA on every cluster, else CA distribution's intermediates
-// (issued for all clusters first, then each read with its key).
-func (in *Internal) cas(ctx context.Context, req *servicemeshv1.RenderControlPlanesRequest, cp *servicemeshv1.ControlPlane, trustDomain string) ([]clusterCA, error) {
+// (issued for all clusters first, then each read with its key), which
+// permit DNS names under the logical cloud's namespace and its Istio
+// namespace istioNS only.
+func (in *Internal) cas(ctx context.Context, req *servicemeshv1.RenderControlPlanesRequest, cp *servicemeshv1.ControlPlane, trustDomain, istioNS string) ([]clusterCA, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	out := make([]clusterCA, 0, len(req.GetClusters()))
 	if cp.GetCustomCa() {
@@ -183,6 +186,7 @@ func (in *Internal) cas(ctx context.Context, req *servicemeshv1.RenderControlPla
 	}
 	if _, err := in.s.cadist.IssueIntermediates(ctx, &cadistv1.IssueIntermediatesRequest{
 		Project: project, LogicalCloud: lc, Root: req.GetCaRoot(), TrustDomain: trustDomain, Clusters: mc,
+		Namespaces: slices.Compact(slices.DeleteFunc([]string{istioNS, req.GetNamespace()}, func(n string) bool { return n == "" })),
 	}); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package user
 
 import (
+	"slices"
 	"time"
 
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
@@ -52,20 +53,25 @@ func (t target) rendered(u *userv1.User) *userv1.RenderedUser {
 // render makes the objects of users (each a certificate user with its
 // CSR, or a token user with its ServiceAccount) and permissions: the
 // users' own objects first, then each Role or ClusterRole followed by its
-// binding to every user. A certificate user is its identity of
-// kube.UserIdentity; one whose CSR asks for another (see checkCSR) gets no
-// CSR and no binding. The same input gives byte-identical manifests.
+// binding to the users the permission names (every user when it names
+// none): a permission never reaches a user it was not granted to, and one
+// whose users are all gone is bound to no one. A certificate user is its
+// identity of kube.UserIdentity; one whose CSR asks for another (see
+// checkCSR) gets no CSR and no binding. The same input gives
+// byte-identical manifests.
 func (t target) render(users []*userv1.User, perms []*userv1.UserPermission) ([]string, []*userv1.RenderedUser) {
 	var manifests []string
 	out := make([]*userv1.RenderedUser, 0, len(users))
-	subjects := make([]map[string]string, 0, len(users))
+	// subjects of each user, in the users' order; a user left out (a CSR
+	// for another identity) has none.
+	subjects := make(map[string]map[string]string, len(users))
 	for _, u := range users {
 		r := t.rendered(u)
 		out = append(out, r)
 		if isToken(u) {
 			manifests = append(manifests,
 				kube.Manifest("v1", "ServiceAccount", kube.Meta{Name: r.GetServiceAccount(), Namespace: t.namespace, Labels: t.labels()}, nil))
-			subjects = append(subjects, map[string]string{"kind": "ServiceAccount", "name": r.GetServiceAccount(), "namespace": t.namespace})
+			subjects[u.GetName()] = map[string]string{"kind": "ServiceAccount", "name": r.GetServiceAccount(), "namespace": t.namespace}
 			continue
 		}
 		if t.checkCSR("", u) != nil {
@@ -73,12 +79,25 @@ func (t target) render(users []*userv1.User, perms []*userv1.UserPermission) ([]
 		}
 		cn, _ := kube.UserIdentity(t.project, t.lc, u.GetName())
 		manifests = append(manifests, kube.CSRManifestWithLifetime(r.GetCsrName(), []byte(u.GetCertificate()), t.labels(), t.certLifetime))
-		subjects = append(subjects, map[string]string{"kind": "User", "apiGroup": rbacGroup, "name": cn})
+		subjects[u.GetName()] = map[string]string{"kind": "User", "apiGroup": rbacGroup, "name": cn}
 	}
 	for _, p := range perms {
-		manifests = append(manifests, t.role(p, subjects)...)
+		manifests = append(manifests, t.role(p, grantees(users, subjects, p))...)
 	}
 	return manifests, out
+}
+
+// grantees are the subjects permission p is bound to, in the users'
+// order: those of the users it names, or of every user when it names none.
+func grantees(users []*userv1.User, subjects map[string]map[string]string, p *userv1.UserPermission) []map[string]string {
+	out := make([]map[string]string, 0, len(users))
+	for _, u := range users {
+		s, ok := subjects[u.GetName()]
+		if ok && (len(p.GetUsers()) == 0 || slices.Contains(p.GetUsers(), u.GetName())) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // role is a permission's Role (ClusterRole when it is cluster-wide) and

@@ -182,3 +182,40 @@ func TestRenderLeavesOutForeignCSRs(t *testing.T) {
 	require.Equal(t, []string{"CertificateSigningRequest dcm.p.lc.erin", "Role ns-1/pods", "RoleBinding ns-1/pods"}, outline(t, "p", "lc", manifests))
 	require.Equal(t, []map[string]string{{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:erin"}}, decode(t, manifests[2]).Subjects)
 }
+
+// TestRenderBindsEachPermissionToItsUsers: a permission naming users is
+// bound to those users only (seed 002's flat body gives each user its own
+// permissions); one naming none to every user; one whose users are all
+// gone to no one.
+func TestRenderBindsEachPermissionToItsUsers(t *testing.T) {
+	t.Parallel()
+	users := []*userv1.User{
+		{Name: "user-1", Type: "certificate", Certificate: csrPEM(t, "p", "lc", "user-1")},
+		{Name: "user-2", Type: "certificate", Certificate: csrPEM(t, "p", "lc", "user-2")},
+		{Name: "robot", Type: "token"},
+	}
+	perms := []*userv1.UserPermission{
+		{PermissionName: "user-1", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, Users: []string{"user-1"}},
+		{PermissionName: "user-2", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, Users: []string{"user-2"}},
+		{PermissionName: "both", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, Users: []string{"robot", "user-2"}},
+		{PermissionName: "all", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
+		{PermissionName: "gone", Namespace: "ns-1", ApiGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}, Users: []string{"user-9"}},
+	}
+	manifests, _ := user.Render("p", "lc", "ns-1", week, users, perms)
+	u1 := map[string]string{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:user-1"}
+	u2 := map[string]string{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "dcm:p:lc:user-2"}
+	robot := map[string]string{"kind": "ServiceAccount", "name": "robot", "namespace": "ns-1"}
+	got := map[string][]map[string]string{}
+	for _, m := range manifests {
+		if o := decode(t, m); o.Kind == "RoleBinding" {
+			got[o.Metadata.Name] = o.Subjects
+		}
+	}
+	require.Equal(t, map[string][]map[string]string{
+		"user-1": {u1},
+		"user-2": {u2},
+		"both":   {u2, robot},
+		"all":    {u1, u2, robot},
+		"gone":   {},
+	}, got)
+}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
@@ -39,7 +40,10 @@ type Service struct {
 	userv1.UnimplementedUserInternalServiceServer
 	users *store.Records[*userv1.User]
 	perms *store.Records[*userv1.UserPermission]
-	core  corev1.LogicalCloudServiceClient
+	// migrations marks the one-time changes of stored records done
+	// (AssignOwners).
+	migrations *store.Records[*typesv1.Metadata]
+	core       corev1.LogicalCloudServiceClient
 	// certLifetime is what the rendered CSRs ask for (spec.expirationSeconds).
 	certLifetime time.Duration
 }
@@ -51,6 +55,7 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, certLifetime ti
 	return &Service{
 		users:        store.NewRecords(st, "users", "user", func() *userv1.User { return &userv1.User{} }),
 		perms:        store.NewRecords(st, "user_permissions", "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
+		migrations:   store.NewRecords(st, "user_migrations", "migration", func() *typesv1.Metadata { return &typesv1.Metadata{} }),
 		core:         core,
 		certLifetime: certLifetime,
 	}
@@ -184,6 +189,24 @@ func checkPermission(ctx context.Context, c *corev1.LogicalCloud, p *userv1.User
 	return nil
 }
 
+// checkGrantees requires every user permission p names to be a user of
+// the logical cloud (400 naming the entry): a permission is granted to
+// users that exist, not kept for a name someone may take later. A user
+// deleted afterwards simply holds nothing (render binds only users that
+// exist).
+func (s *Service) checkGrantees(ctx context.Context, project, lc string, p *userv1.UserPermission) error {
+	for i, name := range p.GetUsers() {
+		_, err := s.users.Get(ctx, store.Key(project, lc, name))
+		if errs.Code(err) == codes.NotFound {
+			return errs.Invalid(fmt.Sprintf("user_permission.users[%d]", i), "logical cloud %q has no user %q", lc, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CreateUserPermission implements userv1.UserServiceServer.
 func (s *Service) CreateUserPermission(ctx context.Context, req *userv1.CreateUserPermissionRequest) (*userv1.CreateUserPermissionResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
@@ -193,6 +216,9 @@ func (s *Service) CreateUserPermission(ctx context.Context, req *userv1.CreateUs
 	}
 	p := req.GetUserPermission()
 	if err := checkPermission(ctx, c, p); err != nil {
+		return nil, err
+	}
+	if err := s.checkGrantees(ctx, project, lc, p); err != nil {
 		return nil, err
 	}
 	parent := store.Key(project, lc)
@@ -239,9 +265,19 @@ func (s *Service) UpdateUserPermission(ctx context.Context, req *userv1.UpdateUs
 	if err := checkPermission(ctx, c, p); err != nil {
 		return nil, err
 	}
+	if err := s.checkGrantees(ctx, req.GetProject(), req.GetLogicalCloud(), p); err != nil {
+		return nil, err
+	}
 	_, err = s.perms.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName()), func(cur *userv1.UserPermission) error {
 		cur.Namespace, cur.ApiGroups, cur.Resources, cur.Verbs = p.GetNamespace(), p.GetApiGroups(), p.GetResources(), p.GetVerbs()
 		cur.Metadata = p.GetMetadata()
+		// A body without users keeps those the permission has: a client
+		// that does not know the field (EMCO's dialect, an old one) never
+		// widens one user's permission to every user.
+		if len(p.GetUsers()) > 0 {
+			cur.Users = p.GetUsers()
+		}
+		p.Users = cur.GetUsers()
 		return nil
 	})
 	if err != nil {
