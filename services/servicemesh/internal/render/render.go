@@ -59,6 +59,9 @@ type Input struct {
 	Project, LogicalCloud string
 	// IstioNamespace is where the control plane runs.
 	IstioNamespace string
+	// WorkloadNamespace is the logical cloud's own namespace ("" none):
+	// istiod's Roles there (rbac.go).
+	WorkloadNamespace string
 	// Revision is the Istio revision (the logical cloud's name).
 	Revision string
 	// TrustDomain is the logical cloud's SPIFFE trust domain.
@@ -196,6 +199,7 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 		}},
 		{discoveryChart, "istiod-" + in.Revision, istiodValues(in, id, networks)},
 	}, gatewayReleases(in, c, id)...)
+	releases = tuneReleases(releases) // rbac.go
 	for _, chart := range releases {
 		docs, err := renderChart(chart.dir, chart.name, in.IstioNamespace, chart.vals)
 		if err != nil {
@@ -212,6 +216,10 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 			o.addLabels(labels)
 			objs = append(objs, o)
 		}
+	}
+	objs, err := confine(in, objs) // rbac.go
+	if err != nil {
+		return nil, err
 	}
 	sortObjects(objs)
 	return objs, nil

@@ -63,8 +63,13 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 	if err != nil {
 		return nil, errs.Internal(err, "read Istio's CRDs")
 	}
+	if wns := req.GetNamespace(); wns != "" {
+		if err := checkNamespace("namespace", wns); err != nil {
+			return nil, err
+		}
+	}
 	in0 := render.Input{
-		Project: project, LogicalCloud: lc, IstioNamespace: ns, Revision: lc,
+		Project: project, LogicalCloud: lc, IstioNamespace: ns, WorkloadNamespace: req.GetNamespace(), Revision: lc,
 		TrustDomain: s.trustDomain(project, lc), Hub: s.opts.Hub, Tag: s.opts.Tag,
 	}
 	cas, err := in.cas(ctx, req, cp, in0.TrustDomain)
