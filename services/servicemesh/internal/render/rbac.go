@@ -15,7 +15,8 @@ import (
 //     (its deployment controller made Deployments, Services and
 //     ServiceAccounts in any namespace, its GatewayClass controller wrote
 //     cluster-scoped GatewayClasses), the Kubernetes Ingress controller,
-//     the credentials controller on remote clusters, and the gateways'
+//     the credentials controller (it read every Secret of the cluster),
+//     its copy for remote clusters, and the gateways'
 //     Roles (they let each gateway read every Secret of the istio
 //     namespace, the CA key included; DCM's gateways take no credentialName
 //     Secret);
@@ -78,10 +79,13 @@ func istiodClusterRules(mutating, validating []string) []any {
 		// the ambient index's GatewayClass informer start once the CRDs
 		// exist); never written: the Gateway API controllers are off.
 		ruleOf([]any{"gateway.networking.k8s.io", "gateway.networking.x-k8s.io"}, []any{"*"}, readVerbs),
-		// The credentials controller (SDS, and the xDS identity check)
-		// and the namespace controller (istio-ca-root-cert) list and
-		// watch these cluster-wide: no get, no write (Roles below).
-		ruleOf(core, []any{"secrets", "configmaps"}, []any{"list", "watch"}),
+		// The namespace controller lists and watches its two ConfigMaps
+		// in every namespace by name (a metadata.name field selector,
+		// which resourceNames can grant); it writes them in the logical
+		// cloud's namespaces only (Roles below). No Secret: the
+		// credentials controller, the one cluster-wide Secret informer,
+		// is off (PILOT_ENABLE_XDS_IDENTITY_CHECK=false, see tuneReleases).
+		ruleOf(core, []any{"configmaps"}, []any{"list", "watch"}, CACertConfigMaps...),
 		// Workload tokens (the CA) and gateway SDS authorization.
 		ruleOf([]any{"authentication.k8s.io"}, []any{"tokenreviews"}, []any{"create"}),
 		ruleOf([]any{"authorization.k8s.io"}, []any{"subjectaccessreviews"}, []any{"create"}),
@@ -119,16 +123,26 @@ func readerClusterRules() []any {
 	}
 }
 
-// istiodNamespaceRules are istiod's rights in each of the logical cloud's
+// CACertConfigMaps are the ConfigMaps istiod's namespace controller
+// writes in every namespace it discovers: the CA's roots and its
+// revocation list.
+var CACertConfigMaps = []string{"istio-ca-crl", "istio-ca-root-cert"}
+
+// istiodNamespaceRules are istiod's rights in one of the logical cloud's
 // namespaces: the writes it makes there (the chart granted them
-// cluster-wide).
-func istiodNamespaceRules() []any {
+// cluster-wide), and in its own namespace the reads of its ConfigMaps
+// (mesh config, injector templates; the chart's own Role there holds its
+// Secrets and Leases).
+func istiodNamespaceRules(own bool) []any {
 	core := []any{""}
 	status := []any{"get", "update", "patch"}
+	cm := []any{"get", "create", "update"}
+	if own {
+		cm = append(cm, "list", "watch")
+	}
 	return []any{
 		// The CA's istio-ca-root-cert in every discovered namespace.
-		ruleOf(core, []any{"configmaps"}, []any{"get", "create", "update"}),
-		ruleOf(core, []any{"secrets"}, []any{"get"}),
+		ruleOf(core, []any{"configmaps"}, cm),
 		// WorkloadGroup auto-registration and health of WorkloadEntries.
 		ruleOf([]any{"networking.istio.io"}, []any{"workloadentries"}, []any{"get", "list", "watch", "create", "update", "patch", "delete"}),
 		// Status writers: ServiceEntry address allocation
@@ -152,6 +166,14 @@ func tuneReleases(rels []release) []release {
 				"PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER":   "false",
 				"PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER": "false",
 				"PILOT_ENABLE_REMOTE_CREDENTIALS_CONTROLLER":       "false",
+				// The credentials controller lists every Secret of the
+				// cluster (an informer Kubernetes RBAC cannot narrow to
+				// the logical cloud's namespaces); it serves gateways'
+				// credentialName Secrets, which DCM does not use, and the
+				// xDS identity check, which plaintext xDS (15010, open to
+				// the logical cloud's own namespaces only) does not make
+				// either. docs/mesh.md, "What stays cluster-wide".
+				"PILOT_ENABLE_XDS_IDENTITY_CHECK": "false",
 			} {
 				env[k] = v
 			}
@@ -226,7 +248,7 @@ func confine(in Input, objs []object) ([]object, error) {
 	labels := kube.Labels(in.Project, in.LogicalCloud)
 	for _, ns := range logicalCloudNamespaces(in) {
 		meta := kube.Meta{Name: IstiodRoleName(in.Revision), Namespace: ns, Labels: labels}
-		role, err := parseObject(kube.Manifest("rbac.authorization.k8s.io/v1", "Role", meta, map[string]any{"rules": istiodNamespaceRules()}))
+		role, err := parseObject(kube.Manifest("rbac.authorization.k8s.io/v1", "Role", meta, map[string]any{"rules": istiodNamespaceRules(ns == in.IstioNamespace)}))
 		if err != nil {
 			return nil, err
 		}

@@ -12,24 +12,26 @@ import (
 	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
 )
 
-// grant is one allowed (apiGroup, resource, verb) of a cluster-wide rule;
-// ownWebhooks says the rule must name, by resourceNames, only the
-// webhook configurations rendered for the same logical cloud and cluster.
+// grant is one allowed (apiGroup, resource, verb, resourceNames) of a
+// cluster-wide rule. names is "" (any name), ownWebhooks (the rule must
+// name only webhook configurations rendered for the same logical cloud
+// and cluster) or the names, comma-separated.
 type grant struct {
-	group, resource, verb string
-	ownWebhooks           bool
+	group, resource, verb, names string
 }
+
+const ownWebhooks = "<own webhooks>"
 
 // clusterWide is everything a rendered ClusterRole may grant (docs/mesh.md,
 // "What stays cluster-wide"): reads that istiod's informers make
 // cluster-wide, the review APIs, and webhook writes by name.
 var clusterWide = func() map[grant]bool {
 	out := map[grant]bool{}
-	add := func(groups, resources, verbs []string, own bool) {
+	add := func(groups, resources, verbs []string, names string) {
 		for _, g := range groups {
 			for _, r := range resources {
 				for _, v := range verbs {
-					out[grant{g, r, v, own}] = true
+					out[grant{g, r, v, names}] = true
 				}
 			}
 		}
@@ -37,21 +39,21 @@ var clusterWide = func() map[grant]bool {
 	read := []string{"get", "list", "watch"}
 	istio := []string{"config.istio.io", "security.istio.io", "networking.istio.io", "authentication.istio.io",
 		"rbac.istio.io", "telemetry.istio.io", "extensions.istio.io"}
-	add(istio, []string{"*"}, read, false)
-	add([]string{""}, []string{"pods", "nodes", "services", "namespaces", "endpoints", "replicationcontrollers"}, read, false)
-	add([]string{"discovery.k8s.io"}, []string{"endpointslices"}, read, false)
-	add([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, read, false)
-	add([]string{"apps"}, []string{"replicasets"}, read, false)
-	add([]string{"gateway.networking.k8s.io", "gateway.networking.x-k8s.io", "networking.x-k8s.io"}, []string{"*", "gateways", "gatewayclasses"}, read, false)
-	// istiod's credentials and namespace controllers list and watch these
-	// cluster-wide (a client-side namespace filter); no get, no writes.
-	add([]string{""}, []string{"secrets", "configmaps"}, []string{"list", "watch"}, false)
-	add([]string{"authentication.k8s.io"}, []string{"tokenreviews"}, []string{"create"}, false)
-	add([]string{"authorization.k8s.io"}, []string{"subjectaccessreviews"}, []string{"create"}, false)
+	add(istio, []string{"*"}, read, "")
+	add([]string{""}, []string{"pods", "nodes", "services", "namespaces", "endpoints", "replicationcontrollers"}, read, "")
+	add([]string{"discovery.k8s.io"}, []string{"endpointslices"}, read, "")
+	add([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, read, "")
+	add([]string{"apps"}, []string{"replicasets"}, read, "")
+	add([]string{"gateway.networking.k8s.io", "gateway.networking.x-k8s.io", "networking.x-k8s.io"}, []string{"*", "gateways", "gatewayclasses"}, read, "")
+	// The namespace controller's two ConfigMaps, by name, in every
+	// namespace (no Secret at all: the credentials controller is off).
+	add([]string{""}, []string{"configmaps"}, []string{"list", "watch"}, "istio-ca-crl,istio-ca-root-cert")
+	add([]string{"authentication.k8s.io"}, []string{"tokenreviews"}, []string{"create"}, "")
+	add([]string{"authorization.k8s.io"}, []string{"subjectaccessreviews"}, []string{"create"}, "")
 	add([]string{"admissionregistration.k8s.io"}, []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
-		[]string{"list", "watch"}, false)
+		[]string{"list", "watch"}, "")
 	add([]string{"admissionregistration.k8s.io"}, []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
-		[]string{"get", "update", "patch"}, true)
+		[]string{"get", "update", "patch"}, ownWebhooks)
 	return out
 }()
 
@@ -112,20 +114,17 @@ func TestClusterRolesAllowListed(t *testing.T) {
 					for _, g := range r.APIGroups {
 						for _, res := range r.Resources {
 							for _, v := range r.Verbs {
-								own := len(r.ResourceNames) > 0
-								if own {
+								names := strings.Join(r.ResourceNames, ",")
+								if strings.HasSuffix(res, "webhookconfigurations") && names != "" {
 									for _, n := range r.ResourceNames {
 										if !webhooks[n] {
 											refused = append(refused, fmt.Sprintf("%s: %s/%s %s names %s, not a webhook of this logical cloud", o.Metadata.Name, g, res, v, n))
 										}
 									}
+									names = ownWebhooks
 								}
-								if !clusterWide[grant{g, res, v, own}] {
-									names := ""
-									if own {
-										names = " " + strings.Join(r.ResourceNames, ",")
-									}
-									refused = append(refused, fmt.Sprintf("%s: %q/%s %s%s", o.Metadata.Name, g, res, v, names))
+								if !clusterWide[grant{g, res, v, names}] {
+									refused = append(refused, fmt.Sprintf("%s: %q/%s %s %s", o.Metadata.Name, g, res, v, strings.Join(r.ResourceNames, ",")))
 								}
 							}
 						}
