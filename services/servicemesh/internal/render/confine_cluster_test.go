@@ -268,7 +268,9 @@ func TestConfinedOnCluster(t *testing.T) {
 			q := url.Values{"labelSelector": {fmt.Sprintf("%s=%s,%s=%s", kube.ProjectLabel, sel[kube.ProjectLabel], kube.LogicalCloudLabel, sel[kube.LogicalCloudLabel])}}
 			code, nsBody := admin.do("GET", "/api/v1/namespaces?"+q.Encode(), "", "")
 			require.Equal(t, 200, code)
-			var nss struct{ Items []struct{ Metadata struct{ Name string } } }
+			var nss struct {
+				Items []struct{ Metadata struct{ Name string } }
+			}
 			require.NoError(t, json.Unmarshal([]byte(nsBody), &nss))
 			var got []string
 			for _, n := range nss.Items {
