@@ -16,10 +16,6 @@ import (
 // while it counts and writes, so two requests of a project cannot both
 // take the last place (across core replicas too).
 
-// ReasonMeshLimit is the 409's reason: the project has as many
-// mesh-enabled logical clouds as the installation allows.
-const ReasonMeshLimit errs.Reason = "MESH_LIMIT"
-
 // meshField is the field a refusal names.
 const meshField = "spec.service-mesh"
 
@@ -54,7 +50,7 @@ func (s *LogicalClouds) meshSlot(ctx context.Context, project, lc string) (conte
 }
 
 func meshLimitError(project string, n, maxMeshes int) error {
-	err := errs.Because(ReasonMeshLimit, "%s: project %q already has %d logical clouds with the service mesh enabled, the installation's maximum of %d (DCM_MAX_MESHES_PER_PROJECT); disable the mesh of one of them or delete it first",
+	err := errs.Because(errs.ReasonMeshLimit, "%s: project %q already has %d logical clouds with the service mesh enabled, the installation's maximum of %d (DCM_MAX_MESHES_PER_PROJECT); disable the mesh of one of them or delete it first",
 		meshField, project, n, maxMeshes)
 	var e *errs.Error
 	if errors.As(err, &e) {
