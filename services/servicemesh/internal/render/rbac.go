@@ -73,6 +73,10 @@ func istiodClusterRules(mutating, validating []string) []any {
 		ruleOf(istioGroups, []any{"*"}, readVerbs),
 		ruleOf(core, []any{"pods", "nodes", "services", "namespaces", "endpoints"}, readVerbs),
 		ruleOf([]any{"discovery.k8s.io"}, []any{"endpointslices"}, readVerbs),
+		// Its config store watches Ingresses whatever ingressControllerMode
+		// says (crdclient, pilot/pkg/bootstrap/configcontroller.go); the
+		// Ingress controller and its status writes are off.
+		ruleOf([]any{"networking.k8s.io"}, []any{"ingresses"}, readVerbs),
 		// Which CRDs are installed (its delayed informers wait for them).
 		ruleOf([]any{"apiextensions.k8s.io"}, []any{"customresourcedefinitions"}, readVerbs),
 		// Gateway API objects are read (a Gateway informer per cluster and

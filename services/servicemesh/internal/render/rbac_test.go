@@ -42,6 +42,7 @@ var clusterWide = func() map[grant]bool {
 	add(istio, []string{"*"}, read, "")
 	add([]string{""}, []string{"pods", "nodes", "services", "namespaces", "endpoints", "replicationcontrollers"}, read, "")
 	add([]string{"discovery.k8s.io"}, []string{"endpointslices"}, read, "")
+	add([]string{"networking.k8s.io"}, []string{"ingresses"}, read, "")
 	add([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, read, "")
 	add([]string{"apps"}, []string{"replicasets"}, read, "")
 	add([]string{"gateway.networking.k8s.io", "gateway.networking.x-k8s.io", "networking.x-k8s.io"}, []string{"*", "gateways", "gatewayclasses"}, read, "")
