@@ -93,3 +93,20 @@ func namespaceGuards(in Input) ([]object, error) {
 	}
 	return out, nil
 }
+
+// crossNetworkHosts are the hosts the east-west gateway passes through by
+// SNI (AUTO_PASSTHROUGH): the services of the logical cloud's workload
+// namespace only. With "*.local" it passed any service of the mesh,
+// istiod's 15010 and 15012 included, to whoever reaches 15443 (open to
+// any source, since other clusters come through it), past the
+// NetworkPolicy on istiod. Without a known workload namespace: none.
+func crossNetworkHosts(in Input) []any {
+	if in.WorkloadNamespace == "" {
+		return []any{}
+	}
+	return []any{"*." + in.WorkloadNamespace + ".svc." + DomainSuffix}
+}
+
+// DomainSuffix is the clusters' DNS domain (Istio's default, which the
+// charts keep).
+const DomainSuffix = "cluster.local"

@@ -185,3 +185,41 @@ func TestNamespacedRBACStaysInTheLogicalCloud(t *testing.T) {
 	require.True(t, seen[in.WorkloadNamespace], "istiod writes istio-ca-root-cert in the workload namespace: a Role there")
 	require.True(t, seen[in.IstioNamespace])
 }
+
+// TestEastWestPassesOnlyWorkloadServices: the cross-network Gateway
+// (AUTO_PASSTHROUGH on 15443, open to any source) routes by SNI only to
+// the workload namespace's services, never to a Service of the istio
+// namespace: istiod's CA (15012) and plaintext xDS (15010) are not
+// reachable through it, past the NetworkPolicy on istiod.
+func TestEastWestPassesOnlyWorkloadServices(t *testing.T) {
+	t.Parallel()
+	in := input("p1", "lc1", "lc1-istio-system")
+	out, err := render.Render(in)
+	require.NoError(t, err)
+	var hosts []string
+	var services []string
+	for _, m := range out[0].Manifests {
+		o := parse(t, m.JSON)
+		switch o.Kind {
+		case "Gateway":
+			for _, s := range o.raw["spec"].(map[string]any)["servers"].([]any) {
+				for _, h := range s.(map[string]any)["hosts"].([]any) {
+					hosts = append(hosts, h.(string))
+				}
+			}
+		case "Service":
+			services = append(services, o.Metadata.Name+"."+o.Metadata.Namespace+".svc.cluster.local")
+		}
+	}
+	require.Equal(t, []string{"*.lc1-ns.svc.cluster.local"}, hosts)
+	matches := func(h, fqdn string) bool {
+		return h == fqdn || (strings.HasPrefix(h, "*") && strings.HasSuffix(fqdn, h[1:]))
+	}
+	require.Contains(t, services, "istiod-lc1.lc1-istio-system.svc.cluster.local")
+	for _, s := range services {
+		for _, h := range hosts {
+			require.False(t, matches(h, s), "the east-west gateway passes %s (host %s)", s, h)
+		}
+	}
+	require.True(t, matches(hosts[0], "shop.lc1-ns.svc.cluster.local"))
+}

@@ -186,7 +186,7 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 			"servers": []any{map[string]any{
 				"port":  map[string]any{"number": EastWestPort, "name": "tls", "protocol": "TLS"},
 				"tls":   map[string]any{"mode": "AUTO_PASSTHROUGH"},
-				"hosts": []any{"*.local"},
+				"hosts": crossNetworkHosts(in), // netpol.go
 			}},
 		},
 	})); err != nil {
