@@ -9,7 +9,7 @@ import (
 )
 
 // A logical cloud's control plane gets only what it needs on a cluster it
-// shares with other tenants (docs/mesh.md, "What stays cluster-wide"):
+// shares with other tenants (docs/mesh.md, "A mesh on a shared cluster"):
 //
 //   - the charts' values turn off what DCM does not use: the Gateway API
 //     (its deployment controller made Deployments, Services and
@@ -176,7 +176,7 @@ func tuneReleases(rels []release) []release {
 				// credentialName Secrets, which DCM does not use, and the
 				// xDS identity check, which plaintext xDS (15010, open to
 				// the logical cloud's own namespaces only) does not make
-				// either. docs/mesh.md, "What stays cluster-wide".
+				// either. docs/mesh.md, "A mesh on a shared cluster".
 				"PILOT_ENABLE_XDS_IDENTITY_CHECK": "false",
 			} {
 				env[k] = v

@@ -23,7 +23,7 @@ type grant struct {
 const ownWebhooks = "<own webhooks>"
 
 // clusterWide is everything a rendered ClusterRole may grant (docs/mesh.md,
-// "What stays cluster-wide"): reads that istiod's informers make
+// "A mesh on a shared cluster"): reads that istiod's informers make
 // cluster-wide, the review APIs, and webhook writes by name.
 var clusterWide = func() map[grant]bool {
 	out := map[grant]bool{}
