@@ -16,7 +16,8 @@ import (
 // update that raises a figure fails here, not on a cluster).
 func TestMeshFitsItsQuota(t *testing.T) {
 	t.Parallel()
-	out, err := render.Render(input("p1", "lc1", "lc1-istio-system"))
+	in := input("p1", "lc1", "lc1-istio-system")
+	out, err := render.Render(in)
 	require.NoError(t, err)
 	caps := map[string]int64{}
 	var deployments []map[string]any
@@ -29,7 +30,7 @@ func TestMeshFitsItsQuota(t *testing.T) {
 			target := spec["scaleTargetRef"].(map[string]any)["name"].(string)
 			maxReplicas := int64(spec["maxReplicas"].(float64))
 			want := int64(render.GatewayMaxReplicas)
-			if target == "istiod-lc1" {
+			if target == "istiod-"+in.Revision {
 				want = render.IstiodMaxReplicas
 			}
 			require.Equal(t, want, maxReplicas, "HPA %s", o.Metadata.Name)

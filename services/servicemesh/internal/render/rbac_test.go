@@ -176,7 +176,7 @@ func TestNamespacedRBACStaysInTheLogicalCloud(t *testing.T) {
 			for _, s := range o.raw["subjects"].([]any) {
 				sm := s.(map[string]any)
 				require.Equal(t, "ServiceAccount", sm["kind"])
-				require.Equal(t, "istiod-lc1", sm["name"], "only istiod is bound (gateways need no Kubernetes API)")
+				require.Equal(t, "istiod-"+in.Revision, sm["name"], "only istiod is bound (gateways need no Kubernetes API)")
 				ns, _ := sm["namespace"].(string)
 				require.Equal(t, in.IstioNamespace, ns)
 			}
@@ -215,7 +215,7 @@ func TestEastWestPassesOnlyWorkloadServices(t *testing.T) {
 	matches := func(h, fqdn string) bool {
 		return h == fqdn || (strings.HasPrefix(h, "*") && strings.HasSuffix(fqdn, h[1:]))
 	}
-	require.Contains(t, services, "istiod-lc1.lc1-istio-system.svc.cluster.local")
+	require.Contains(t, services, "istiod-"+in.Revision+"."+in.IstioNamespace+".svc.cluster.local")
 	for _, s := range services {
 		for _, h := range hosts {
 			require.False(t, matches(h, s), "the east-west gateway passes %s (host %s)", s, h)
