@@ -79,7 +79,7 @@ func deploymentEnv(t testing.TB, cs *kubernetes.Clientset, ns, rev string) (env 
 // serviceAccountKubeconfig writes a kubeconfig for the cluster with a
 // token of ServiceAccount ns/name of the API server's audience: what the
 // kubelet gives a Pod of that ServiceAccount (the in-cluster config), so
-// that istiod runs with the chart's RBAC, not as the cluster's admin.
+// that istiod runs with the rendered RBAC, not as the cluster's admin.
 func serviceAccountKubeconfig(ctx context.Context, t testing.TB, c *kubetest.Cluster, ns, name string) string {
 	t.Helper()
 	token, err := istiotest.ServiceAccountToken(ctx, c, ns, name, "https://kubernetes.default.svc")
@@ -387,12 +387,12 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		require.True(t, issue(ib, pool(t, ib.bundle.RootCert))[1].Equal(pemCerts(t, []byte(ib.bundle.CaCert))[0]))
 	})
 
-	// istiod loaded the CA from DCM's Secret, and the chart's RBAC let it
+	// istiod loaded the CA from DCM's Secret, and the rendered RBAC let it
 	// do all it tried (with the Deployment's ServiceAccount, no admin).
 	for _, p := range planes {
 		log := p.istiod.LogTail(100000)
 		require.Contains(t, log, "cacerts Secret found in config cluster", "istiod %s", p.lc)
-		require.NotContains(t, log, "forbidden", "istiod %s ran into the chart's RBAC", p.lc)
+		require.NotContains(t, log, "forbidden", "istiod %s ran into the rendered RBAC", p.lc)
 	}
 
 	// Terminate both: control planes, cacerts and (with the last) the CRDs go.
