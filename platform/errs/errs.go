@@ -56,6 +56,9 @@ const (
 	// ReasonNotIssued: a credential the cluster makes (certificate, token)
 	// is not there yet; wait for the status to settle.
 	ReasonNotIssued Reason = "NOT_ISSUED"
+	// ReasonMeshLimit: the project has as many logical clouds with the
+	// service mesh enabled as the installation allows.
+	ReasonMeshLimit Reason = "MESH_LIMIT"
 )
 
 // Error implements error.

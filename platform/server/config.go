@@ -56,9 +56,10 @@ type Config struct {
 	CAOverlap              time.Duration `env:"DCM_CA_OVERLAP" flag:"ca-overlap" default:"24h" usage:"time after a logical cloud's root changed (rotation, or a new spec.ca-root) during which its bundles trust the old root too; after it, the next issue or bundle read drops the old root. Read by the CA distribution service"`
 
 	// The service mesh service's control planes (docs/mesh.md).
-	IstioHub        string `env:"DCM_ISTIO_HUB" flag:"istio-hub" default:"docker.io/istio" usage:"image registry of istiod and the Envoy proxies of logical clouds' service meshes (Istio's global.hub). Read by the service mesh service"`
-	IstioTag        string `env:"DCM_ISTIO_TAG" flag:"istio-tag" default:"1.31.0" usage:"image tag of istiod and the Envoy proxies (Istio's global.tag), the release of the charts DCM renders (the 1.31 line). Read by the service mesh service"`
-	MeshTrustDomain string `env:"DCM_MESH_TRUST_DOMAIN" flag:"mesh-trust-domain" default:"dcm.local" usage:"suffix of each logical cloud's Istio trust domain, <logical cloud>.<project>.<suffix>: the SPIFFE identities its workloads get and the name constraint of its intermediates. Read by the service mesh service"`
+	IstioHub            string `env:"DCM_ISTIO_HUB" flag:"istio-hub" default:"docker.io/istio" usage:"image registry of istiod and the Envoy proxies of logical clouds' service meshes (Istio's global.hub). Read by the service mesh service"`
+	IstioTag            string `env:"DCM_ISTIO_TAG" flag:"istio-tag" default:"1.31.0" usage:"image tag of istiod and the Envoy proxies (Istio's global.tag), the release of the charts DCM renders (the 1.31 line). Read by the service mesh service"`
+	MaxMeshesPerProject int    `env:"DCM_MAX_MESHES_PER_PROJECT" flag:"max-meshes-per-project" default:"10" usage:"how many logical clouds of one project may have the service mesh enabled (each puts an istiod and three gateways on every cluster it spans); one more is refused with 409 MESH_LIMIT naming spec.service-mesh (0: no maximum). Read by core"`
+	MeshTrustDomain     string `env:"DCM_MESH_TRUST_DOMAIN" flag:"mesh-trust-domain" default:"dcm.local" usage:"suffix of each logical cloud's Istio trust domain, <logical cloud>.<project>.<suffix>: the SPIFFE identities its workloads get and the name constraint of its intermediates. Read by the service mesh service"`
 
 	// The traffic controller's external-dns runs (docs/traffic.md).
 	DNSInterval time.Duration `env:"DCM_DNS_INTERVAL" flag:"dns-interval" default:"1m" usage:"how often the traffic controller runs external-dns for each published DNS name (each run reads the DNSEndpoint records of its clusters and brings the DNS provider in step; a terminated group's runs delete their records at the next one). Read by the traffic controller"`

@@ -10,15 +10,18 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -76,7 +79,7 @@ func deploymentEnv(t testing.TB, cs *kubernetes.Clientset, ns, rev string) (env 
 // serviceAccountKubeconfig writes a kubeconfig for the cluster with a
 // token of ServiceAccount ns/name of the API server's audience: what the
 // kubelet gives a Pod of that ServiceAccount (the in-cluster config), so
-// that istiod runs with the chart's RBAC, not as the cluster's admin.
+// that istiod runs with the rendered RBAC, not as the cluster's admin.
 func serviceAccountKubeconfig(ctx context.Context, t testing.TB, c *kubetest.Cluster, ns, name string) string {
 	t.Helper()
 	token, err := istiotest.ServiceAccountToken(ctx, c, ns, name, "https://kubernetes.default.svc")
@@ -201,6 +204,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	require.NotEqual(t, ia.bundle.CaCert, ib.bundle.CaCert, "an intermediate per logical cloud")
 	require.NotEqual(t, ia.bundle.CaCert, r.bundle("pi", "ia", second.Name).CaCert, "an intermediate per cluster")
 
+	istiodKubeconfig := map[string]string{}
 	for _, p := range planes {
 		// istiod out of cluster: what DCM applied (cacerts, istio-<rev>,
 		// the Deployment's env), plus what the kubelet would give a Pod
@@ -208,11 +212,51 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		// harness's listen addresses and ROOT_CA_DIR; see docs/mesh.md).
 		env, clusterID := deploymentEnv(t, admin, p.istioNS, p.rev)
 		t.Logf("%s: the Deployment's literal env: %s", p.lc, strings.Join(env, " "))
+		istiodKubeconfig[p.lc] = serviceAccountKubeconfig(ctx, t, shared, p.istioNS, "istiod-"+p.rev)
 		p.istiod = istiotest.StartIstiod(ctx, t, shared, istiotest.IstiodOptions{
 			Revision: p.rev, Namespace: p.istioNS, ClusterID: clusterID, Env: env,
-			Kubeconfig: serviceAccountKubeconfig(ctx, t, shared, p.istioNS, "istiod-"+p.rev)})
+			Kubeconfig: istiodKubeconfig[p.lc]})
 		t.Logf("istiod %s: ready %s after exec", p.lc, p.istiod.Started.Round(10*time.Millisecond))
 	}
+	t.Run("confined", func(t *testing.T) {
+		// Issue 29: the credential ia's istiod runs with (a token of its
+		// ServiceAccount) reaches no other tenant's CA key, no Secret list,
+		// no Deployment in kube-system, no other webhook configuration.
+		kc, err := os.ReadFile(istiodKubeconfig["ia"])
+		require.NoError(t, err)
+		sa, _ := clientFor(t, kc)
+		forbidden := func(what string, err error) {
+			t.Helper()
+			require.True(t, apierrors.IsForbidden(err), "ia's istiod: %s: %v", what, err)
+			t.Logf("ia's istiod: %s: %v", what, err)
+		}
+		_, err = sa.CoreV1().Secrets(ib.istioNS).Get(ctx, "cacerts", metav1.GetOptions{})
+		forbidden("read ib's cacerts", err)
+		_, err = sa.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+		forbidden("list every Secret", err)
+		one := int32(1)
+		_, err = sa.AppsV1().Deployments("kube-system").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x"},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		forbidden("create a Deployment in kube-system", err)
+		hooks, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: "istio.io/rev=" + ib.rev})
+		require.NoError(t, err)
+		require.NotEmpty(t, hooks.Items)
+		_, err = sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, hooks.Items[0].Name, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+		forbidden("patch ib's injector", err)
+		// Its own injector's caBundle, which it patched itself.
+		own, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: "istio.io/rev=" + ia.rev})
+		require.NoError(t, err)
+		require.NotEmpty(t, own.Items)
+		eventually(t, "ia's istiod patched its injector's caBundle", func() bool {
+			w, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, own.Items[0].Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			return len(w.Webhooks) > 0 && len(w.Webhooks[0].ClientConfig.CABundle) > 0
+		})
+	})
 
 	// issueOn asks istiod d on cluster c for a certificate for p.ns/app and
 	// returns the chain (leaf first); issue asks p's istiod on the shared
@@ -345,12 +389,12 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		require.True(t, issue(ib, pool(t, ib.bundle.RootCert))[1].Equal(pemCerts(t, []byte(ib.bundle.CaCert))[0]))
 	})
 
-	// istiod loaded the CA from DCM's Secret, and the chart's RBAC let it
+	// istiod loaded the CA from DCM's Secret, and the rendered RBAC let it
 	// do all it tried (with the Deployment's ServiceAccount, no admin).
 	for _, p := range planes {
 		log := p.istiod.LogTail(100000)
 		require.Contains(t, log, "cacerts Secret found in config cluster", "istiod %s", p.lc)
-		require.NotContains(t, log, "forbidden", "istiod %s ran into the chart's RBAC", p.lc)
+		require.NotContains(t, log, "forbidden", "istiod %s ran into the rendered RBAC", p.lc)
 	}
 
 	// Terminate both: control planes, cacerts and (with the last) the CRDs go.

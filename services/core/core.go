@@ -69,6 +69,11 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	clouds.CertRenewPercent = cfg.CertRenewPercent
 	clouds.WatchMax = cfg.WatchMax
+	if cfg.MaxMeshesPerProject < 0 {
+		closeAll(context.Background())
+		return nil, server.Options{}, fmt.Errorf("DCM_MAX_MESHES_PER_PROJECT %d: must be 0 (no maximum) or more", cfg.MaxMeshesPerProject)
+	}
+	clouds.MaxMeshes = cfg.MaxMeshesPerProject
 	return []server.Service{core.NewProjects(st), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval)},
 		OnStop:     []func(context.Context){closeAll, core.CountLogicalClouds(st, peers.RsyncInternal)}, // dcm_logical_clouds until the program stops

@@ -53,6 +53,11 @@ func (s *LogicalClouds) createMeshCloud(ctx context.Context, req *corev1.CreateM
 	if err != nil {
 		return nil, err
 	}
+	ctx, release, err := s.meshSlot(ctx, req.GetProject(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var first func(context.Context) error
 	if customCA(req) {
 		first = func(ctx context.Context) error { return s.setControlPlaneCA(ctx, req) }
@@ -96,6 +101,13 @@ func (s *LogicalClouds) enableMesh(ctx context.Context, req *corev1.CreateMeshLo
 		name, spec.GetLevel(), spec.GetNamespace(), s.Tenancy.Reserved, meshNamespaceBodyField)
 	if err != nil {
 		return nil, err
+	}
+	if !spec.GetServiceMesh().GetEnabled() {
+		var release func()
+		if ctx, release, err = s.meshSlot(ctx, project, name); err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	if customCA(req) {
 		// The record alone turns the mesh on at the next render; it is

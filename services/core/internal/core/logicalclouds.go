@@ -85,6 +85,10 @@ type LogicalClouds struct {
 	// WatchMax is the longest a status watch runs (DCM_WATCH_MAX); 0 is
 	// no maximum.
 	WatchMax time.Duration
+	// MaxMeshes is how many logical clouds of a project may have the
+	// service mesh enabled (DCM_MAX_MESHES_PER_PROJECT, meshlimit.go); 0
+	// is no maximum.
+	MaxMeshes int
 }
 
 // NewLogicalClouds opens the collections on st.
@@ -148,6 +152,13 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	}
 	if err := s.checkCARoot(ctx, req.GetProject(), p.lc.GetSpec().GetCaRoot()); err != nil {
 		return nil, err
+	}
+	if p.lc.GetSpec().GetServiceMesh().GetEnabled() {
+		var release func()
+		if ctx, release, err = s.meshSlot(ctx, req.GetProject(), p.lc.GetMetadata().GetName()); err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	if err := s.create(ctx, req.GetProject(), p, nil); err != nil {
 		return nil, err
@@ -380,6 +391,13 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 		if perms, err = s.permissions(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 			return nil, err
 		}
+	}
+	if req.GetSpec().GetServiceMesh().GetEnabled() && !cur.GetSpec().GetServiceMesh().GetEnabled() {
+		var release func()
+		if ctx, release, err = s.meshSlot(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	c, err := s.clouds.Modify(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()), func(c *corev1.LogicalCloud) error {
 		if err := keepsSpec(c.GetSpec(), req.GetSpec(), perms); err != nil {

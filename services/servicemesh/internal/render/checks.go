@@ -40,6 +40,8 @@ var (
 	// keyRE is what a map key of the values may be (label keys, cluster
 	// IDs, env names).
 	keyRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_./-]*[A-Za-z0-9])?$`)
+	// quantityRE is the resource figures DCM sets (tuneReleases).
+	quantityRE = regexp.MustCompile(`^[0-9]{1,6}(m|Mi|Gi)?$`)
 )
 
 func isLabel(s string) bool     { return len(validation.IsDNS1123Label(s)) == 0 }
@@ -89,6 +91,9 @@ var (
 	imageHub   valueType = hubRE.MatchString
 	imageTag   valueType = tagRE.MatchString
 	sharedKey  valueType = sharedKeyRE.MatchString
+	// quantity is a resource figure of quota.go's constants (CPU in
+	// millicores, memory in Mi).
+	quantity valueType = quantityRE.MatchString
 )
 
 // valueTypes are the string values DCM hands each chart, by path: map
@@ -115,6 +120,11 @@ var valueTypes = map[string]map[string]valueType{
 		"meshConfig/defaultConfig/proxyMetadata/*":       literal("true", "false"),
 		"base/validationFailurePolicy":                   literal("Fail"),
 		"env/*":                                          literal("true", "false"),
+		// tuneReleases (rbac.go): Ingress support off, the autoscaler
+		// capped, istiod's figures inside the mesh's quota (quota.go).
+		"meshConfig/ingressControllerMode": literal("OFF"),
+		"resources/*/cpu":                  quantity,
+		"resources/*/memory":               quantity,
 	},
 	gatewayChart: {
 		"name":                     dnsLabel,
@@ -130,6 +140,8 @@ var valueTypes = map[string]map[string]valueType{
 		"global/hub":               imageHub,
 		"global/tag":               imageTag,
 		"global/network":           dnsLabel,
+		"resources/*/cpu":          quantity,
+		"resources/*/memory":       quantity,
 	},
 }
 

@@ -60,10 +60,14 @@ func TestRenderedObjectsAdmitted(t *testing.T) {
 		require.NoError(t, err)
 		first := out[0].Manifests
 		apply(ctx, t, c, first[0].JSON, false) // the Namespace
+		// The workload namespace, which core makes (istiod's Role there).
+		apply(ctx, t, c, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+in.WorkloadNamespace+`"}}`, false)
 		t.Cleanup(func() {
-			req, _ := http.NewRequest(http.MethodDelete, c.Server+"/api/v1/namespaces/"+in.IstioNamespace, nil)
-			if resp, err := hc.Do(req); err == nil {
-				_ = resp.Body.Close()
+			for _, ns := range []string{in.IstioNamespace, in.WorkloadNamespace} {
+				req, _ := http.NewRequest(http.MethodDelete, c.Server+"/api/v1/namespaces/"+ns, nil)
+				if resp, err := hc.Do(req); err == nil {
+					_ = resp.Body.Close()
+				}
 			}
 		})
 		for _, m := range first[1:] {

@@ -59,6 +59,9 @@ type Input struct {
 	Project, LogicalCloud string
 	// IstioNamespace is where the control plane runs.
 	IstioNamespace string
+	// WorkloadNamespace is the logical cloud's own namespace ("" none):
+	// istiod's Roles there (rbac.go).
+	WorkloadNamespace string
 	// Revision is the Istio revision (the logical cloud's name).
 	Revision string
 	// TrustDomain is the logical cloud's SPIFFE trust domain.
@@ -186,7 +189,7 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 			"servers": []any{map[string]any{
 				"port":  map[string]any{"number": EastWestPort, "name": "tls", "protocol": "TLS"},
 				"tls":   map[string]any{"mode": "AUTO_PASSTHROUGH"},
-				"hosts": []any{"*.local"},
+				"hosts": crossNetworkHosts(in), // netpol.go
 			}},
 		},
 	})); err != nil {
@@ -199,6 +202,7 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 		}},
 		{discoveryChart, "istiod-" + in.Revision, istiodValues(in, id, networks)},
 	}, gatewayReleases(in, c, id)...)
+	releases = tuneReleases(releases) // rbac.go
 	for _, chart := range releases {
 		if err := checkValues(chart.dir, chart.vals); err != nil {
 			return nil, err
@@ -221,6 +225,10 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 			o.addLabels(labels)
 			objs = append(objs, o)
 		}
+	}
+	objs, err := confine(in, objs) // rbac.go
+	if err != nil {
+		return nil, err
 	}
 	sortObjects(objs)
 	return objs, nil

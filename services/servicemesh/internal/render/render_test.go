@@ -32,7 +32,7 @@ func fakeCA(cluster string) render.CA {
 
 func input(project, lc, ns string) render.Input {
 	return render.Input{
-		Project: project, LogicalCloud: lc, IstioNamespace: ns, Revision: lc,
+		Project: project, LogicalCloud: lc, IstioNamespace: ns, WorkloadNamespace: lc + "-ns", Revision: lc,
 		TrustDomain: lc + "." + project + ".dcm.local", Hub: "docker.io/istio", Tag: "1.31.0",
 		Clusters: []render.Cluster{
 			{Provider: "edge", Cluster: "c1", LoadBalancerIP: "192.0.2.10", CA: fakeCA("c1")},
@@ -89,8 +89,10 @@ func TestRenderTwoClusters(t *testing.T) {
 			if clusterScoped[o.Kind] {
 				require.Empty(t, o.Metadata.Namespace, o.Kind+" "+o.Metadata.Name)
 				require.Contains(t, o.Metadata.Name, "lc1", "cluster-scoped %s %s carries the revision", o.Kind, o.Metadata.Name)
-			} else {
-				require.Equal(t, "lc1-istio-system", o.Metadata.Namespace, o.Kind+" "+o.Metadata.Name)
+			} else if o.Metadata.Namespace != "lc1-istio-system" {
+				// istiod's Role and RoleBinding in the workload namespace (rbac.go).
+				require.Equal(t, "lc1-ns", o.Metadata.Namespace, o.Kind+" "+o.Metadata.Name)
+				require.Contains(t, []string{"Role", "RoleBinding"}, o.Kind, o.Metadata.Name)
 			}
 			require.NotEqual(t, "istiod-default-validator", o.Metadata.Name)
 			require.NotContains(t, m.JSON, "caBundle\":\"", "no caBundle is ever rendered")
@@ -180,7 +182,9 @@ func TestTwoLogicalCloudsDoNotCollide(t *testing.T) {
 	// The same logical cloud name in another project, in another namespace:
 	// everything differs but the revision claim, which rsync's one-owner
 	// rule then refuses.
-	out, err := render.Render(input("p2", "lc1", "other-istio"))
+	other := input("p2", "lc1", "other-istio")
+	other.WorkloadNamespace = "other-ns" // a namespace has one owner
+	out, err := render.Render(other)
 	require.NoError(t, err)
 	var shared []string
 	for _, m := range out[0].Manifests {

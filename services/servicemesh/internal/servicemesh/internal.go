@@ -69,8 +69,13 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 	if err != nil {
 		return nil, err
 	}
+	if wns := req.GetNamespace(); wns != "" {
+		if err := checkNamespace("namespace", wns); err != nil {
+			return nil, err
+		}
+	}
 	in0 := render.Input{
-		Project: project, LogicalCloud: lc, IstioNamespace: ns, Revision: rev,
+		Project: project, LogicalCloud: lc, IstioNamespace: ns, WorkloadNamespace: req.GetNamespace(), Revision: rev,
 		TrustDomain: s.trustDomain(project, lc), Hub: s.opts.Hub, Tag: s.opts.Tag,
 	}
 	cas, err := in.cas(ctx, req, cp, in0.TrustDomain, ns)
