@@ -3,8 +3,10 @@ package traffic_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -13,7 +15,10 @@ import (
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/server/servertest"
+	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/traffic/internal/dns"
+	"github.com/dcm-project/dcm/services/traffic/internal/traffic"
 )
 
 // as is ctx acting for a REST caller of project p with role (what the
@@ -170,4 +175,52 @@ func TestTSIGCredentialsStayWithTheirServer(t *testing.T) {
 	fresh := map[string]string{"rfc2136-tsig-secret": "bmV3"}
 	require.NoError(t, update(intent("192.0.2.54", "", "", fresh)))
 	require.Equal(t, fresh, stored(), "the new server's credentials")
+}
+
+// TestApplyRechecksTheAllowList: an intent stored under a wider allow-list
+// is not applied (nor its run set) once an admin narrowed it.
+func TestApplyRechecksTheAllowList(t *testing.T) {
+	t.Parallel()
+	var svc *traffic.Service
+	var runs *dns.Controller
+	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
+		svc = traffic.New(st, clouds{})
+		runs = dns.New(st, nil, zap.NewNop(), time.Minute)
+		return []server.Service{svc}
+	})
+	c := trafficv1.NewTrafficServiceClient(conn)
+	ctx := context.Background()
+	_, err := c.CreateTrafficIntentGroup(ctx, &trafficv1.CreateTrafficIntentGroupRequest{Project: "p", CompositeApp: "app", Version: "v1",
+		TrafficIntentGroup: &trafficv1.TrafficIntentGroup{Name: "g", LogicalCloud: "lc1"}})
+	require.NoError(t, err)
+	put := func(zone string) {
+		_, err := c.PutDnsAllowList(ctx, &trafficv1.PutDnsAllowListRequest{Project: "p", DnsAllowList: &trafficv1.DnsAllowList{
+			Servers: []string{"192.0.2.53:53"}, Zones: []string{zone}}})
+		require.NoError(t, err)
+	}
+	put("example.com")
+	_, err = c.CreateExternalInboundIntent(ctx, &trafficv1.CreateExternalInboundIntentRequest{Project: "p", CompositeApp: "app", Version: "v1", Group: "g",
+		ExternalInboundIntent: &trafficv1.ConnectivityIntent{Name: "in", ConnectivityResource: []*trafficv1.ConnectivityResource{{
+			Id: "ms1", Name: "svc", Port: 80, ExternalPrefix: "svc", Domain: "example.com"}}}})
+	require.NoError(t, err)
+	_, err = c.CreateDnsProviderIntent(ctx, &trafficv1.CreateDnsProviderIntentRequest{Project: "p", CompositeApp: "app", Version: "v1", Group: "g",
+		DnsProviderIntent: &trafficv1.DnsProviderIntent{Name: "dns", DnsProvider: []*trafficv1.DnsProvider{{Id: "ms1", ExternalName: "svc.example.com",
+			ExternalDnsParameters: map[string]string{"rfc2136-host": "192.0.2.53", "rfc2136-zone": "example.com", "rfc2136-tsig-keyname": "k"},
+			ProviderCredentials:   map[string]string{"rfc2136-tsig-secret": "c2VjcmV0"}}}}})
+	require.NoError(t, err)
+	render := func() error {
+		_, err := svc.Internal(runs).RenderTrafficIntentGroup(ctx, &trafficv1.RenderTrafficIntentGroupRequest{Project: "p", CompositeApp: "app", Version: "v1",
+			Group: "g", LogicalCloud: "lc1", Namespace: "lc1-ns", IstioNamespace: "istio-system",
+			Clusters: []*trafficv1.TrafficTarget{{Provider: "edge", Cluster: "c1", LoadbalancerIp: "192.0.2.11"}}})
+		return err
+	}
+	require.NoError(t, render())
+	s, err := runs.Status(ctx, "p/app/v1/g")
+	require.NoError(t, err)
+	require.Len(t, s, 1)
+
+	put("example.net")
+	err = render()
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.Equal(t, "dnsproviders/dns: dnsProvider[ms1].externalDnsParameters.rfc2136-zone", errs.FieldOf(status.Convert(err)), "%v", err)
 }
