@@ -57,7 +57,6 @@ func (c *Controller) pass(ctx context.Context, s *stored, creds map[string]strin
 	cfg.RFC2136MinTTL, cfg.RFC2136BatchChangeSize = pp.minTTL, pp.batch
 	cfg.RFC2136LoadBalancingStrategy = "disabled"
 	cfg.TXTOwnerID = s.ownerID()
-	cfg.TXTOwnerOld = legacyOwnerID(s.Group, s.Intent, s.ID)
 	cfg.ManagedDNSRecordTypes = managedTypes
 	domains := endpoint.NewDomainFilter(pp.domains)
 	prov, err := rfc2136.New(ctx, cfg, domains)

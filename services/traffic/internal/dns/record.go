@@ -135,15 +135,6 @@ func OwnerID(group, intent, id string) string {
 	return "dcm-" + hex.EncodeToString(h[:16])
 }
 
-// legacyOwnerID is what the run's owner id was before OwnerID: 48 bits of
-// the same hash. The TXT registry takes records it finds owned by it as
-// the run's (their TXT records are rewritten with OwnerID on the next
-// change), so records published before keep their run.
-func legacyOwnerID(group, intent, id string) string {
-	h := sha256.Sum256([]byte(store.Key(group, intent, id)))
-	return "dcm-" + hex.EncodeToString(h[:6])
-}
-
 func (s *stored) ownerID() string { return OwnerID(s.Group, s.Intent, s.ID) }
 
 // project is the project of the run's group (its key's first name).
