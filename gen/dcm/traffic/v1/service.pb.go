@@ -658,7 +658,11 @@ type DnsProvider struct {
 	// external_dns_parameters are external-dns flags without "--" (e.g.
 	// rfc2136-host, rfc2136-port, rfc2136-zone, rfc2136-tsig-keyname,
 	// rfc2136-tsig-secret-alg, rfc2136-insecure, rfc2136-min-ttl,
-	// domain-filter, txt-owner-id); unknown ones are refused.
+	// domain-filter, txt-owner-id); unknown ones are refused. Host, port,
+	// zone, domain-filter (and external_name) must be on the project's DNS
+	// allow-list; rfc2136-insecure "true" is for admins only; txt-owner-id
+	// is derived from the project, group, intent and id (another value is
+	// refused; answers show the derived one).
 	ExternalDnsParameters map[string]string `protobuf:"bytes,5,rep,name=external_dns_parameters,json=externalDnsParameters,proto3" json:"external_dns_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// provider_credentials are the provider's secrets (rfc2136-tsig-secret,
 	// and optionally rfc2136-tsig-keyname): write only, sealed at rest,
