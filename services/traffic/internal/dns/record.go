@@ -152,6 +152,10 @@ func (s *stored) status() *trafficv1.DnsRunStatus {
 	if t, err := time.Parse(time.RFC3339Nano, s.LastSync); err == nil {
 		out.LastSync = timestamppb.New(t)
 	}
+	out.Failures = int32(min(s.Failures, 1<<30))
+	if t, err := time.Parse(time.RFC3339Nano, s.NextTry); err == nil {
+		out.NextTry = timestamppb.New(t)
+	}
 	return out
 }
 

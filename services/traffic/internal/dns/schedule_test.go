@@ -154,6 +154,8 @@ func TestFailingRunsBackOff(t *testing.T) {
 	s, err := c.Status(ctx, "p/lc/g")
 	require.NoError(t, err)
 	require.Equal(t, "cluster edge/c1 could not be reached", s[0].GetLastError(), "a short cause, not the dial error")
+	require.Equal(t, int32(5), s[0].GetFailures())
+	require.Equal(t, start.Add(11*time.Minute+4*time.Minute-30*time.Second).UTC(), s[0].GetNextTry().AsTime(), "the status says when the run is tried again")
 
 	require.NoError(t, c.Set(ctx, "p/lc/g", []Run{validRun()}))
 	require.NoError(t, c.SyncOnce(ctx))
