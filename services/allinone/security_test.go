@@ -236,6 +236,11 @@ var authRoutes = []authRoute{
 	{"POST", "/v2/projects/a/rb/r/v1/intent/g/connectivity/intracluster", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`, []string{roleA, roleP}},
 	{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups/g/intraclusterservice", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`, []string{roleA}},
 	{"GET", "/v2/projects/b/rb/r/v1/intent/g/connectivity/dnsproviders", "", []string{roleA, roleG}},
+	// a project's DNS allow-list: its members read it, admins alone set it
+	// (the traffic service refuses a project-admin: 403 too)
+	{"GET", "/v2/projects/a/dns-allow-list", "", []string{roleA, roleP, roleR, roleG}},
+	{"PUT", "/v2/projects/a/dns-allow-list", `{"servers":["192.0.2.53:53"],"zones":["example.com"]}`, []string{roleA}},
+	{"DELETE", "/v2/projects/a/dns-allow-list", "", []string{roleA}},
 	{"DELETE", "/v2/project/b/rb/r/v1/traffic-intent-sets/g/externalinboundaccess/i", "", []string{roleA}},
 	{"PUT", "/v2/projects/a/rb/r/v1/traffic-intent-groups/g", `{"logical-cloud":"l"}`, []string{roleA, roleP}},
 	{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups/g/apply", "", []string{roleA}},

@@ -151,6 +151,38 @@ func TestTrafficAPI(t *testing.T) {
 	// The seed's DNS provider is AWS's: refused by this build.
 	f := field(400, "POST", old+"/intent/g/connectivity/dnsproviders", seedDNSAWS)
 	require.True(t, strings.HasPrefix(f, "dnsProvider[0].externalDnsParameters.aws-"), f)
+	// No DNS server until an admin allows it: the project's own admin may
+	// read the allow-list, not set it.
+	require.Equal(t, "dnsProvider[0].externalDnsParameters.rfc2136-host", field(400, "POST", old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136))
+	pa := mint(t, s, `{"subject":"pa","role":"project-admin","project":"a"}`)
+	allowList := `{"servers":["192.0.2.53:53"],"zones":["example.com"]}`
+	code, body := do(t, s.Client(nil), pa, "PUT", s.URL+"/v2/projects/a/dns-allow-list", allowList)
+	require.Equal(t, 403, code, body)
+	r.want(404, "GET", "/v2/projects/a/dns-allow-list", "")
+	al := decodeMap(t, r.want(200, "PUT", "/v2/projects/a/dns-allow-list", allowList))
+	require.Equal(t, []any{"192.0.2.53:53"}, al["servers"])
+	require.NotEmpty(t, al["resourceVersion"])
+	code, body = do(t, s.Client(nil), pa, "GET", s.URL+"/v2/projects/a/dns-allow-list", "")
+	require.Equal(t, 200, code, body)
+	require.Equal(t, 409, first(do(t, s.Client(nil), s.AdminToken, "PUT", s.URL+"/v2/projects/a/dns-allow-list",
+		`{"servers":["192.0.2.53:53"],"resourceVersion":"12345"}`)), "a stale resourceVersion")
+	// The project-admin: another's owner id, unsigned updates, a server or
+	// zone not allowed are refused naming the field.
+	for want, change := range map[string][2]string{
+		"dnsProvider[0].externalDnsParameters.txt-owner-id":     {`"rfc2136-zone": "example.com",`, `"rfc2136-zone": "example.com", "txt-owner-id": "dcm-0123456789abcdef0123456789abcdef",`},
+		"dnsProvider[0].externalDnsParameters.rfc2136-insecure": {`"rfc2136-zone": "example.com",`, `"rfc2136-zone": "example.com", "rfc2136-insecure": "true",`},
+		"dnsProvider[0].externalDnsParameters.rfc2136-host":     {`"192.0.2.53"`, `"127.0.0.1"`},
+		"dnsProvider[0].externalDnsParameters.rfc2136-zone":     {`"rfc2136-zone": "example.com"`, `"rfc2136-zone": "example.org"`},
+	} {
+		code, body := do(t, s.Client(nil), pa, "POST", s.URL+old+"/traffic-intent-groups/g/dnsproviders", strings.Replace(dnsRFC2136, change[0], change[1], 1))
+		require.Contains(t, []int{400, 403}, code, body)
+		got, _ := decodeMap(t, string(body))["field"].(string)
+		require.Equal(t, want, got, body)
+	}
+	code, body = do(t, s.Client(nil), pa, "POST", s.URL+old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136)
+	require.Equal(t, 201, code, body)
+	require.Regexp(t, `"txt-owner-id":"dcm-[0-9a-f]{32}"`, body, "the derived owner id is answered")
+	r.want(204, "DELETE", old+"/traffic-intent-groups/g/dnsproviders/microservice01", "")
 	r.want(201, "POST", old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136)
 	for _, path := range []string{new + "/intent/g/connectivity/dnsproviders/microservice01", old + "/traffic-intent-groups/g/dnsproviders/microservice01",
 		new + "/intent/g/connectivity/dnsproviders"} {
@@ -197,7 +229,7 @@ func TestTrafficAPI(t *testing.T) {
 		code, body := do(t, bare, tok, c.method, s.URL+c.path, c.body)
 		require.Equal(t, 403, code, "%s %s: %s", c.method, c.path, body)
 	}
-	code, _ := do(t, bare, tok, "GET", s.URL+"/v2/project/b/rb/app/v1/traffic-intent-groups", "")
+	code, _ = do(t, bare, tok, "GET", s.URL+"/v2/project/b/rb/app/v1/traffic-intent-groups", "")
 	require.Equal(t, 200, code, "its own project")
 
 	// Deleting the group takes its intents along.
@@ -259,6 +291,7 @@ func trafficFuzzRoutes() []fuzzRoute {
 			}
 		}
 	}
+	out = append(out, fuzzRoute{"traffic.projects.dns-allow-list.put", "PUT", "/v2/projects/{project}/dns-allow-list", "/v2/projects/" + fzProject + "/dns-allow-list", nil})
 	return out
 }
 
@@ -273,6 +306,8 @@ func trafficFuzzSeeds() []struct{ route, query, body string } {
 			`{"connectivityResource":[{"m":{"mutualTLS":["true"],"clientServices":[{"headless":{}}]}}]}`},
 		"dns": {seedDNSAWS, dnsRFC2136, `{"dnsProvider":[{"id":"m","externalName":"a.example.com","externalDnsParameters":{"a.b":"c"},"providerCredentials":{"rfc2136-tsig-secret":""}}]}`,
 			`{"dnsProvider":[{"id":"m","externalDnsParameters":null,"providerCredentials":{"x":null}},null]}`},
+		"dns-allow-list": {`{"servers":["192.0.2.53:53","[2001:db8::53]:53","ns1.example.net:5353"],"zones":["example.com"],"networks":["10.0.0.0/8"]}`,
+			`{"servers":["169.254.169.254:53","ns1:99999","[fe80::1%eth0]:53"],"zones":["1.2.3.4"],"networks":["0.0.0.0/0"],"resourceVersion":"x"}`},
 	}
 	var out []struct{ route, query, body string }
 	for _, r := range trafficFuzzRoutes() {

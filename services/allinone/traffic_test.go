@@ -165,6 +165,9 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 	base := "/v2/project/pt/rb/bookinfo/v1/"
 	group := base + "traffic-intent-groups/bookinfo"
 	r.want(201, "POST", base+"traffic-intent-groups", `{"name": "bookinfo", "description": "bookinfo traffic", "logical-cloud": "shop"}`)
+	// The operator lets the project use the test's BIND (on loopback: a
+	// literal address listed is admitted).
+	r.want(200, "PUT", "/v2/projects/pt/dns-allow-list", fmt.Sprintf(`{"servers":["127.0.0.1:%d"],"zones":["example.com"]}`, dns.Port))
 	for path, body := range bookinfoIntents(dns) {
 		body = strings.NewReplacer("CLUSTER1", c1.Name, "CLUSTER2", c2.Name).Replace(body)
 		r.want(201, "POST", base+path, body)

@@ -589,7 +589,13 @@ type DnsRunStatus struct {
 	// last_error is the last run's error, empty after a good run.
 	LastError string `protobuf:"bytes,8,opt,name=last_error,json=last-error,proto3" json:"last_error,omitempty"`
 	// records are what the last good run left in the zone ("name A address").
-	Records       []string `protobuf:"bytes,9,rep,name=records,proto3" json:"records,omitempty"`
+	Records []string `protobuf:"bytes,9,rep,name=records,proto3" json:"records,omitempty"`
+	// failures counts the passes failed in a row (0 after a good one).
+	Failures int32 `protobuf:"varint,10,opt,name=failures,proto3" json:"failures,omitempty"`
+	// next_try is when a run that failed is passed again (backoff: 2^(n-1)
+	// intervals after n failures, at most 10 minutes); unset when it is not
+	// backing off.
+	NextTry       *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=next_try,json=next-try,proto3" json:"next_try,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +693,20 @@ func (x *DnsRunStatus) GetRecords() []string {
 	return nil
 }
 
+func (x *DnsRunStatus) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *DnsRunStatus) GetNextTry() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextTry
+	}
+	return nil
+}
+
 var File_dcm_traffic_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_internal_proto_rawDesc = "" +
@@ -726,7 +746,7 @@ const file_dcm_traffic_v1_internal_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
 	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\"O\n" +
 	"\x1bGetTrafficDnsStatusResponse\x120\n" +
-	"\x04runs\x18\x01 \x03(\v2\x1c.dcm.traffic.v1.DnsRunStatusR\x04runs\"\x9d\x02\n" +
+	"\x04runs\x18\x01 \x03(\v2\x1c.dcm.traffic.v1.DnsRunStatusR\x04runs\"\xf1\x02\n" +
 	"\fDnsRunStatus\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12#\n" +
@@ -738,7 +758,10 @@ const file_dcm_traffic_v1_internal_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\b \x01(\tR\n" +
 	"last-error\x12\x18\n" +
-	"\arecords\x18\t \x03(\tR\arecords2\x96\x03\n" +
+	"\arecords\x18\t \x03(\tR\arecords\x12\x1a\n" +
+	"\bfailures\x18\n" +
+	" \x01(\x05R\bfailures\x126\n" +
+	"\bnext_try\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnext-try2\x96\x03\n" +
 	"\x16TrafficInternalService\x12}\n" +
 	"\x18RenderTrafficIntentGroup\x12/.dcm.traffic.v1.RenderTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.RenderTrafficIntentGroupResponse\x12\x80\x01\n" +
 	"\x19ReleaseTrafficIntentGroup\x120.dcm.traffic.v1.ReleaseTrafficIntentGroupRequest\x1a1.dcm.traffic.v1.ReleaseTrafficIntentGroupResponse\x12n\n" +
@@ -776,17 +799,18 @@ var file_dcm_traffic_v1_internal_proto_depIdxs = []int32{
 	2, // 1: dcm.traffic.v1.RenderTrafficIntentGroupResponse.clusters:type_name -> dcm.traffic.v1.TrafficManifests
 	8, // 2: dcm.traffic.v1.GetTrafficDnsStatusResponse.runs:type_name -> dcm.traffic.v1.DnsRunStatus
 	9, // 3: dcm.traffic.v1.DnsRunStatus.last_sync:type_name -> google.protobuf.Timestamp
-	1, // 4: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:input_type -> dcm.traffic.v1.RenderTrafficIntentGroupRequest
-	4, // 5: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:input_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupRequest
-	6, // 6: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:input_type -> dcm.traffic.v1.GetTrafficDnsStatusRequest
-	3, // 7: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:output_type -> dcm.traffic.v1.RenderTrafficIntentGroupResponse
-	5, // 8: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:output_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupResponse
-	7, // 9: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:output_type -> dcm.traffic.v1.GetTrafficDnsStatusResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	9, // 4: dcm.traffic.v1.DnsRunStatus.next_try:type_name -> google.protobuf.Timestamp
+	1, // 5: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:input_type -> dcm.traffic.v1.RenderTrafficIntentGroupRequest
+	4, // 6: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:input_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupRequest
+	6, // 7: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:input_type -> dcm.traffic.v1.GetTrafficDnsStatusRequest
+	3, // 8: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:output_type -> dcm.traffic.v1.RenderTrafficIntentGroupResponse
+	5, // 9: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:output_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupResponse
+	7, // 10: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:output_type -> dcm.traffic.v1.GetTrafficDnsStatusResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_traffic_v1_internal_proto_init() }

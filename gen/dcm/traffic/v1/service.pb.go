@@ -658,7 +658,11 @@ type DnsProvider struct {
 	// external_dns_parameters are external-dns flags without "--" (e.g.
 	// rfc2136-host, rfc2136-port, rfc2136-zone, rfc2136-tsig-keyname,
 	// rfc2136-tsig-secret-alg, rfc2136-insecure, rfc2136-min-ttl,
-	// domain-filter, txt-owner-id); unknown ones are refused.
+	// domain-filter, txt-owner-id); unknown ones are refused. Host, port,
+	// zone, domain-filter (and external_name) must be on the project's DNS
+	// allow-list; rfc2136-insecure "true" is for admins only; txt-owner-id
+	// is derived from the project, group, intent and id (another value is
+	// refused; answers show the derived one).
 	ExternalDnsParameters map[string]string `protobuf:"bytes,5,rep,name=external_dns_parameters,json=externalDnsParameters,proto3" json:"external_dns_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// provider_credentials are the provider's secrets (rfc2136-tsig-secret,
 	// and optionally rfc2136-tsig-keyname): write only, sealed at rest,
@@ -4830,6 +4834,363 @@ func (*DeleteDnsProviderIntentResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
+// DnsAllowList is what an operator lets a project's DNS provider intents
+// use (docs/traffic.md "DNS allow-list").
+type DnsAllowList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// servers are the rfc2136 servers, "host:port" (host an IP address or a
+	// host name, IPv6 in brackets), an entry's rfc2136-host and rfc2136-port
+	// must name.
+	Servers []string `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	// zones are the DNS zones an entry's rfc2136-zone must be (or be under);
+	// its externalName and domain-filter must be under its zone.
+	Zones []string `protobuf:"bytes,2,rep,name=zones,proto3" json:"zones,omitempty"`
+	// networks are CIDR prefixes of loopback, private or otherwise
+	// non-public addresses a server may be at (or its name resolve to);
+	// a server given as such an IP address in servers is admitted too.
+	// Any other non-public address is refused before it is dialed.
+	Networks []string `protobuf:"bytes,3,rep,name=networks,proto3" json:"networks,omitempty"`
+	// resource_version is the stored version (output); a PUT that gives it
+	// applies only to that version.
+	ResourceVersion string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DnsAllowList) Reset() {
+	*x = DnsAllowList{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DnsAllowList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DnsAllowList) ProtoMessage() {}
+
+func (x *DnsAllowList) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DnsAllowList.ProtoReflect.Descriptor instead.
+func (*DnsAllowList) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *DnsAllowList) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *DnsAllowList) GetZones() []string {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
+func (x *DnsAllowList) GetNetworks() []string {
+	if x != nil {
+		return x.Networks
+	}
+	return nil
+}
+
+func (x *DnsAllowList) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetDnsAllowListRequest names the project.
+type GetDnsAllowListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDnsAllowListRequest) Reset() {
+	*x = GetDnsAllowListRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDnsAllowListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDnsAllowListRequest) ProtoMessage() {}
+
+func (x *GetDnsAllowListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDnsAllowListRequest.ProtoReflect.Descriptor instead.
+func (*GetDnsAllowListRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *GetDnsAllowListRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+// GetDnsAllowListResponse carries the allow-list.
+type GetDnsAllowListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dns_allow_list as stored.
+	DnsAllowList  *DnsAllowList `protobuf:"bytes,1,opt,name=dns_allow_list,json=dnsAllowList,proto3" json:"dns_allow_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDnsAllowListResponse) Reset() {
+	*x = GetDnsAllowListResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDnsAllowListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDnsAllowListResponse) ProtoMessage() {}
+
+func (x *GetDnsAllowListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDnsAllowListResponse.ProtoReflect.Descriptor instead.
+func (*GetDnsAllowListResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *GetDnsAllowListResponse) GetDnsAllowList() *DnsAllowList {
+	if x != nil {
+		return x.DnsAllowList
+	}
+	return nil
+}
+
+// PutDnsAllowListRequest sets a project's allow-list.
+type PutDnsAllowListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// dns_allow_list is the whole allow-list.
+	DnsAllowList  *DnsAllowList `protobuf:"bytes,2,opt,name=dns_allow_list,json=dnsAllowList,proto3" json:"dns_allow_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutDnsAllowListRequest) Reset() {
+	*x = PutDnsAllowListRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutDnsAllowListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutDnsAllowListRequest) ProtoMessage() {}
+
+func (x *PutDnsAllowListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutDnsAllowListRequest.ProtoReflect.Descriptor instead.
+func (*PutDnsAllowListRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *PutDnsAllowListRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *PutDnsAllowListRequest) GetDnsAllowList() *DnsAllowList {
+	if x != nil {
+		return x.DnsAllowList
+	}
+	return nil
+}
+
+// PutDnsAllowListResponse carries the allow-list as stored.
+type PutDnsAllowListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dns_allow_list as stored.
+	DnsAllowList  *DnsAllowList `protobuf:"bytes,1,opt,name=dns_allow_list,json=dnsAllowList,proto3" json:"dns_allow_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutDnsAllowListResponse) Reset() {
+	*x = PutDnsAllowListResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutDnsAllowListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutDnsAllowListResponse) ProtoMessage() {}
+
+func (x *PutDnsAllowListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutDnsAllowListResponse.ProtoReflect.Descriptor instead.
+func (*PutDnsAllowListResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *PutDnsAllowListResponse) GetDnsAllowList() *DnsAllowList {
+	if x != nil {
+		return x.DnsAllowList
+	}
+	return nil
+}
+
+// DeleteDnsAllowListRequest names the project.
+type DeleteDnsAllowListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDnsAllowListRequest) Reset() {
+	*x = DeleteDnsAllowListRequest{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDnsAllowListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDnsAllowListRequest) ProtoMessage() {}
+
+func (x *DeleteDnsAllowListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDnsAllowListRequest.ProtoReflect.Descriptor instead.
+func (*DeleteDnsAllowListRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *DeleteDnsAllowListRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+// DeleteDnsAllowListResponse is empty.
+type DeleteDnsAllowListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDnsAllowListResponse) Reset() {
+	*x = DeleteDnsAllowListResponse{}
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDnsAllowListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDnsAllowListResponse) ProtoMessage() {}
+
+func (x *DeleteDnsAllowListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_service_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDnsAllowListResponse.ProtoReflect.Descriptor instead.
+func (*DeleteDnsAllowListResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_service_proto_rawDescGZIP(), []int{74}
+}
+
 var File_dcm_traffic_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_service_proto_rawDesc = "" +
@@ -5180,7 +5541,24 @@ const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
 	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x1d\n" +
 	"\x04name\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"!\n" +
-	"\x1fDeleteDnsProviderIntentResponse2\xb1\xcd\x01\n" +
+	"\x1fDeleteDnsProviderIntentResponse\"\xc0\x01\n" +
+	"\fDnsAllowList\x12)\n" +
+	"\aservers\x18\x01 \x03(\tB\x0f\xbaH\f\x92\x01\t\x10@\"\x05r\x03\x18\xac\x02R\aservers\x12%\n" +
+	"\x05zones\x18\x02 \x03(\tB\x0f\xbaH\f\x92\x01\t\x10@\"\x05r\x03\x18\xfd\x01R\x05zones\x12*\n" +
+	"\bnetworks\x18\x03 \x03(\tB\x0e\xbaH\v\x92\x01\b\x10@\"\x04r\x02\x18@R\bnetworks\x122\n" +
+	"\x10resource_version\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18 R\x0fresourceVersion\"=\n" +
+	"\x16GetDnsAllowListRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"]\n" +
+	"\x17GetDnsAllowListResponse\x12B\n" +
+	"\x0edns_allow_list\x18\x01 \x01(\v2\x1c.dcm.traffic.v1.DnsAllowListR\fdnsAllowList\"\x89\x01\n" +
+	"\x16PutDnsAllowListRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12J\n" +
+	"\x0edns_allow_list\x18\x02 \x01(\v2\x1c.dcm.traffic.v1.DnsAllowListB\x06\xbaH\x03\xc8\x01\x01R\fdnsAllowList\"]\n" +
+	"\x17PutDnsAllowListResponse\x12B\n" +
+	"\x0edns_allow_list\x18\x01 \x01(\v2\x1c.dcm.traffic.v1.DnsAllowListR\fdnsAllowList\"@\n" +
+	"\x19DeleteDnsAllowListRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"\x1c\n" +
+	"\x1aDeleteDnsAllowListResponse2\xa6\xd1\x01\n" +
 	"\x0eTrafficService\x12\xe3\x04\n" +
 	"\x18CreateTrafficIntentGroup\x12/.dcm.traffic.v1.CreateTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.CreateTrafficIntentGroupResponse\"\xe3\x03\x82\xd3\xe4\x93\x02\xdc\x03:\x14traffic_intent_groupZt:\x14traffic_intent_groupb\x14traffic_intent_group\"F/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-setsZw:\x14traffic_intent_groupb\x14traffic_intent_group\"I/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groupsZu:\x14traffic_intent_groupb\x14traffic_intent_group\"G/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-setsb\x14traffic_intent_group\"H/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups\x12\xb3\x04\n" +
 	"\x15GetTrafficIntentGroup\x12,.dcm.traffic.v1.GetTrafficIntentGroupRequest\x1a-.dcm.traffic.v1.GetTrafficIntentGroupResponse\"\xbc\x03\xc2\xf3\x18\x11\n" +
@@ -5213,7 +5591,10 @@ const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\x14GetDnsProviderIntent\x12+.dcm.traffic.v1.GetDnsProviderIntentRequest\x1a,.dcm.traffic.v1.GetDnsProviderIntentResponse\"\xee\x05\x82\xd3\xe4\x93\x02\xe7\x05Zyb\x13dns_provider_intent\x12b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zyb\x13dns_provider_intent\x12b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Z|b\x13dns_provider_intent\x12e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Zzb\x13dns_provider_intent\x12c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zzb\x13dns_provider_intent\x12c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}b\x13dns_provider_intent\x12d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x12\xc4\x06\n" +
 	"\x16ListDnsProviderIntents\x12-.dcm.traffic.v1.ListDnsProviderIntentsRequest\x1a..dcm.traffic.v1.ListDnsProviderIntentsResponse\"\xca\x05\x82\xd3\xe4\x93\x02\xc3\x05Zsb\x14dns_provider_intents\x12[/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsprovidersZsb\x14dns_provider_intents\x12[/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsprovidersZvb\x14dns_provider_intents\x12^/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsprovidersZtb\x14dns_provider_intents\x12\\/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsprovidersZtb\x14dns_provider_intents\x12\\/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsprovidersb\x14dns_provider_intents\x12]/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders\x12\xee\a\n" +
 	"\x17UpdateDnsProviderIntent\x12..dcm.traffic.v1.UpdateDnsProviderIntentRequest\x1a/.dcm.traffic.v1.UpdateDnsProviderIntentResponse\"\xf1\x06\x82\xd3\xe4\x93\x02\xea\x06:\x13dns_provider_intentZ\x8e\x01:\x13dns_provider_intentb\x13dns_provider_intent\x1ab/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Z\x8e\x01:\x13dns_provider_intentb\x13dns_provider_intent\x1ab/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Z\x91\x01:\x13dns_provider_intentb\x13dns_provider_intent\x1ae/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Z\x8f\x01:\x13dns_provider_intentb\x13dns_provider_intent\x1ac/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Z\x8f\x01:\x13dns_provider_intentb\x13dns_provider_intent\x1ac/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}b\x13dns_provider_intent\x1ad/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x12\xed\x05\n" +
-	"\x17DeleteDnsProviderIntent\x12..dcm.traffic.v1.DeleteDnsProviderIntentRequest\x1a/.dcm.traffic.v1.DeleteDnsProviderIntentResponse\"\xf0\x04\x82\xd3\xe4\x93\x02\xe9\x04Zd*b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zd*b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Zg*e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}*d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\x17DeleteDnsProviderIntent\x12..dcm.traffic.v1.DeleteDnsProviderIntentRequest\x1a/.dcm.traffic.v1.DeleteDnsProviderIntentResponse\"\xf0\x04\x82\xd3\xe4\x93\x02\xe9\x04Zd*b/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Zd*b/v2/project/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}Zg*e/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-sets/{group}/dnsproviders/{name}Ze*c/v2/projects/{project}/rb/{composite_app}/{version}/intent/{group}/connectivity/dnsproviders/{name}*d/v2/project/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/dnsproviders/{name}\x12\xa1\x01\n" +
+	"\x0fGetDnsAllowList\x12&.dcm.traffic.v1.GetDnsAllowListRequest\x1a'.dcm.traffic.v1.GetDnsAllowListResponse\"=\x82\xd3\xe4\x93\x027b\x0edns_allow_list\x12%/v2/projects/{project}/dns-allow-list\x12\xb1\x01\n" +
+	"\x0fPutDnsAllowList\x12&.dcm.traffic.v1.PutDnsAllowListRequest\x1a'.dcm.traffic.v1.PutDnsAllowListResponse\"M\x82\xd3\xe4\x93\x02G:\x0edns_allow_listb\x0edns_allow_list\x1a%/v2/projects/{project}/dns-allow-list\x12\x9a\x01\n" +
+	"\x12DeleteDnsAllowList\x12).dcm.traffic.v1.DeleteDnsAllowListRequest\x1a*.dcm.traffic.v1.DeleteDnsAllowListResponse\"-\x82\xd3\xe4\x93\x02'*%/v2/projects/{project}/dns-allow-list\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01B9Z7github.com/dcm-project/dcm/gen/dcm/traffic/v1;trafficv1b\x06proto3"
 
 var (
@@ -5228,7 +5609,7 @@ func file_dcm_traffic_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_traffic_v1_service_proto_rawDescData
 }
 
-var file_dcm_traffic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_dcm_traffic_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_dcm_traffic_v1_service_proto_goTypes = []any{
 	(*TrafficCluster)(nil),                       // 0: dcm.traffic.v1.TrafficCluster
 	(*ClientService)(nil),                        // 1: dcm.traffic.v1.ClientService
@@ -5298,9 +5679,16 @@ var file_dcm_traffic_v1_service_proto_goTypes = []any{
 	(*UpdateDnsProviderIntentResponse)(nil),      // 65: dcm.traffic.v1.UpdateDnsProviderIntentResponse
 	(*DeleteDnsProviderIntentRequest)(nil),       // 66: dcm.traffic.v1.DeleteDnsProviderIntentRequest
 	(*DeleteDnsProviderIntentResponse)(nil),      // 67: dcm.traffic.v1.DeleteDnsProviderIntentResponse
-	nil,                                          // 68: dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
-	nil,                                          // 69: dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
-	(*v1.Metadata)(nil),                          // 70: dcm.types.v1.Metadata
+	(*DnsAllowList)(nil),                         // 68: dcm.traffic.v1.DnsAllowList
+	(*GetDnsAllowListRequest)(nil),               // 69: dcm.traffic.v1.GetDnsAllowListRequest
+	(*GetDnsAllowListResponse)(nil),              // 70: dcm.traffic.v1.GetDnsAllowListResponse
+	(*PutDnsAllowListRequest)(nil),               // 71: dcm.traffic.v1.PutDnsAllowListRequest
+	(*PutDnsAllowListResponse)(nil),              // 72: dcm.traffic.v1.PutDnsAllowListResponse
+	(*DeleteDnsAllowListRequest)(nil),            // 73: dcm.traffic.v1.DeleteDnsAllowListRequest
+	(*DeleteDnsAllowListResponse)(nil),           // 74: dcm.traffic.v1.DeleteDnsAllowListResponse
+	nil,                                          // 75: dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
+	nil,                                          // 76: dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
+	(*v1.Metadata)(nil),                          // 77: dcm.types.v1.Metadata
 }
 var file_dcm_traffic_v1_service_proto_depIdxs = []int32{
 	0,  // 0: dcm.traffic.v1.ClientService.clusters:type_name -> dcm.traffic.v1.TrafficCluster
@@ -5309,10 +5697,10 @@ var file_dcm_traffic_v1_service_proto_depIdxs = []int32{
 	1,  // 3: dcm.traffic.v1.ConnectivityResource.client_services:type_name -> dcm.traffic.v1.ClientService
 	0,  // 4: dcm.traffic.v1.ConnectivityResource.clusters:type_name -> dcm.traffic.v1.TrafficCluster
 	3,  // 5: dcm.traffic.v1.ConnectivityIntent.connectivity_resource:type_name -> dcm.traffic.v1.ConnectivityResource
-	68, // 6: dcm.traffic.v1.DnsProvider.external_dns_parameters:type_name -> dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
-	69, // 7: dcm.traffic.v1.DnsProvider.provider_credentials:type_name -> dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
+	75, // 6: dcm.traffic.v1.DnsProvider.external_dns_parameters:type_name -> dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
+	76, // 7: dcm.traffic.v1.DnsProvider.provider_credentials:type_name -> dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
 	5,  // 8: dcm.traffic.v1.DnsProviderIntent.dns_provider:type_name -> dcm.traffic.v1.DnsProvider
-	70, // 9: dcm.traffic.v1.TrafficIntentGroup.metadata:type_name -> dcm.types.v1.Metadata
+	77, // 9: dcm.traffic.v1.TrafficIntentGroup.metadata:type_name -> dcm.types.v1.Metadata
 	7,  // 10: dcm.traffic.v1.CreateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
 	7,  // 11: dcm.traffic.v1.CreateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
 	7,  // 12: dcm.traffic.v1.GetTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
@@ -5349,71 +5737,80 @@ var file_dcm_traffic_v1_service_proto_depIdxs = []int32{
 	6,  // 43: dcm.traffic.v1.ListDnsProviderIntentsResponse.dns_provider_intents:type_name -> dcm.traffic.v1.DnsProviderIntent
 	6,  // 44: dcm.traffic.v1.UpdateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
 	6,  // 45: dcm.traffic.v1.UpdateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
-	8,  // 46: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:input_type -> dcm.traffic.v1.CreateTrafficIntentGroupRequest
-	10, // 47: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:input_type -> dcm.traffic.v1.GetTrafficIntentGroupRequest
-	12, // 48: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:input_type -> dcm.traffic.v1.ListTrafficIntentGroupsRequest
-	14, // 49: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:input_type -> dcm.traffic.v1.UpdateTrafficIntentGroupRequest
-	16, // 50: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:input_type -> dcm.traffic.v1.DeleteTrafficIntentGroupRequest
-	18, // 51: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:input_type -> dcm.traffic.v1.CreateInterclusterIntentRequest
-	20, // 52: dcm.traffic.v1.TrafficService.GetInterclusterIntent:input_type -> dcm.traffic.v1.GetInterclusterIntentRequest
-	22, // 53: dcm.traffic.v1.TrafficService.ListInterclusterIntents:input_type -> dcm.traffic.v1.ListInterclusterIntentsRequest
-	24, // 54: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:input_type -> dcm.traffic.v1.UpdateInterclusterIntentRequest
-	26, // 55: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:input_type -> dcm.traffic.v1.DeleteInterclusterIntentRequest
-	28, // 56: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:input_type -> dcm.traffic.v1.CreateIntraclusterIntentRequest
-	30, // 57: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:input_type -> dcm.traffic.v1.GetIntraclusterIntentRequest
-	32, // 58: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:input_type -> dcm.traffic.v1.ListIntraclusterIntentsRequest
-	34, // 59: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:input_type -> dcm.traffic.v1.UpdateIntraclusterIntentRequest
-	36, // 60: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:input_type -> dcm.traffic.v1.DeleteIntraclusterIntentRequest
-	38, // 61: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:input_type -> dcm.traffic.v1.CreateExternalOutboundIntentRequest
-	40, // 62: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:input_type -> dcm.traffic.v1.GetExternalOutboundIntentRequest
-	42, // 63: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:input_type -> dcm.traffic.v1.ListExternalOutboundIntentsRequest
-	44, // 64: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:input_type -> dcm.traffic.v1.UpdateExternalOutboundIntentRequest
-	46, // 65: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:input_type -> dcm.traffic.v1.DeleteExternalOutboundIntentRequest
-	48, // 66: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:input_type -> dcm.traffic.v1.CreateExternalInboundIntentRequest
-	50, // 67: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:input_type -> dcm.traffic.v1.GetExternalInboundIntentRequest
-	52, // 68: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:input_type -> dcm.traffic.v1.ListExternalInboundIntentsRequest
-	54, // 69: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:input_type -> dcm.traffic.v1.UpdateExternalInboundIntentRequest
-	56, // 70: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:input_type -> dcm.traffic.v1.DeleteExternalInboundIntentRequest
-	58, // 71: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:input_type -> dcm.traffic.v1.CreateDnsProviderIntentRequest
-	60, // 72: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:input_type -> dcm.traffic.v1.GetDnsProviderIntentRequest
-	62, // 73: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:input_type -> dcm.traffic.v1.ListDnsProviderIntentsRequest
-	64, // 74: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:input_type -> dcm.traffic.v1.UpdateDnsProviderIntentRequest
-	66, // 75: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:input_type -> dcm.traffic.v1.DeleteDnsProviderIntentRequest
-	9,  // 76: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:output_type -> dcm.traffic.v1.CreateTrafficIntentGroupResponse
-	11, // 77: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:output_type -> dcm.traffic.v1.GetTrafficIntentGroupResponse
-	13, // 78: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:output_type -> dcm.traffic.v1.ListTrafficIntentGroupsResponse
-	15, // 79: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:output_type -> dcm.traffic.v1.UpdateTrafficIntentGroupResponse
-	17, // 80: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:output_type -> dcm.traffic.v1.DeleteTrafficIntentGroupResponse
-	19, // 81: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:output_type -> dcm.traffic.v1.CreateInterclusterIntentResponse
-	21, // 82: dcm.traffic.v1.TrafficService.GetInterclusterIntent:output_type -> dcm.traffic.v1.GetInterclusterIntentResponse
-	23, // 83: dcm.traffic.v1.TrafficService.ListInterclusterIntents:output_type -> dcm.traffic.v1.ListInterclusterIntentsResponse
-	25, // 84: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:output_type -> dcm.traffic.v1.UpdateInterclusterIntentResponse
-	27, // 85: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:output_type -> dcm.traffic.v1.DeleteInterclusterIntentResponse
-	29, // 86: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:output_type -> dcm.traffic.v1.CreateIntraclusterIntentResponse
-	31, // 87: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:output_type -> dcm.traffic.v1.GetIntraclusterIntentResponse
-	33, // 88: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:output_type -> dcm.traffic.v1.ListIntraclusterIntentsResponse
-	35, // 89: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:output_type -> dcm.traffic.v1.UpdateIntraclusterIntentResponse
-	37, // 90: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:output_type -> dcm.traffic.v1.DeleteIntraclusterIntentResponse
-	39, // 91: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:output_type -> dcm.traffic.v1.CreateExternalOutboundIntentResponse
-	41, // 92: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:output_type -> dcm.traffic.v1.GetExternalOutboundIntentResponse
-	43, // 93: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:output_type -> dcm.traffic.v1.ListExternalOutboundIntentsResponse
-	45, // 94: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:output_type -> dcm.traffic.v1.UpdateExternalOutboundIntentResponse
-	47, // 95: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:output_type -> dcm.traffic.v1.DeleteExternalOutboundIntentResponse
-	49, // 96: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:output_type -> dcm.traffic.v1.CreateExternalInboundIntentResponse
-	51, // 97: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:output_type -> dcm.traffic.v1.GetExternalInboundIntentResponse
-	53, // 98: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:output_type -> dcm.traffic.v1.ListExternalInboundIntentsResponse
-	55, // 99: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:output_type -> dcm.traffic.v1.UpdateExternalInboundIntentResponse
-	57, // 100: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:output_type -> dcm.traffic.v1.DeleteExternalInboundIntentResponse
-	59, // 101: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:output_type -> dcm.traffic.v1.CreateDnsProviderIntentResponse
-	61, // 102: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:output_type -> dcm.traffic.v1.GetDnsProviderIntentResponse
-	63, // 103: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:output_type -> dcm.traffic.v1.ListDnsProviderIntentsResponse
-	65, // 104: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:output_type -> dcm.traffic.v1.UpdateDnsProviderIntentResponse
-	67, // 105: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:output_type -> dcm.traffic.v1.DeleteDnsProviderIntentResponse
-	76, // [76:106] is the sub-list for method output_type
-	46, // [46:76] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	68, // 46: dcm.traffic.v1.GetDnsAllowListResponse.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
+	68, // 47: dcm.traffic.v1.PutDnsAllowListRequest.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
+	68, // 48: dcm.traffic.v1.PutDnsAllowListResponse.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
+	8,  // 49: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:input_type -> dcm.traffic.v1.CreateTrafficIntentGroupRequest
+	10, // 50: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:input_type -> dcm.traffic.v1.GetTrafficIntentGroupRequest
+	12, // 51: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:input_type -> dcm.traffic.v1.ListTrafficIntentGroupsRequest
+	14, // 52: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:input_type -> dcm.traffic.v1.UpdateTrafficIntentGroupRequest
+	16, // 53: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:input_type -> dcm.traffic.v1.DeleteTrafficIntentGroupRequest
+	18, // 54: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:input_type -> dcm.traffic.v1.CreateInterclusterIntentRequest
+	20, // 55: dcm.traffic.v1.TrafficService.GetInterclusterIntent:input_type -> dcm.traffic.v1.GetInterclusterIntentRequest
+	22, // 56: dcm.traffic.v1.TrafficService.ListInterclusterIntents:input_type -> dcm.traffic.v1.ListInterclusterIntentsRequest
+	24, // 57: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:input_type -> dcm.traffic.v1.UpdateInterclusterIntentRequest
+	26, // 58: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:input_type -> dcm.traffic.v1.DeleteInterclusterIntentRequest
+	28, // 59: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:input_type -> dcm.traffic.v1.CreateIntraclusterIntentRequest
+	30, // 60: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:input_type -> dcm.traffic.v1.GetIntraclusterIntentRequest
+	32, // 61: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:input_type -> dcm.traffic.v1.ListIntraclusterIntentsRequest
+	34, // 62: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:input_type -> dcm.traffic.v1.UpdateIntraclusterIntentRequest
+	36, // 63: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:input_type -> dcm.traffic.v1.DeleteIntraclusterIntentRequest
+	38, // 64: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:input_type -> dcm.traffic.v1.CreateExternalOutboundIntentRequest
+	40, // 65: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:input_type -> dcm.traffic.v1.GetExternalOutboundIntentRequest
+	42, // 66: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:input_type -> dcm.traffic.v1.ListExternalOutboundIntentsRequest
+	44, // 67: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:input_type -> dcm.traffic.v1.UpdateExternalOutboundIntentRequest
+	46, // 68: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:input_type -> dcm.traffic.v1.DeleteExternalOutboundIntentRequest
+	48, // 69: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:input_type -> dcm.traffic.v1.CreateExternalInboundIntentRequest
+	50, // 70: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:input_type -> dcm.traffic.v1.GetExternalInboundIntentRequest
+	52, // 71: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:input_type -> dcm.traffic.v1.ListExternalInboundIntentsRequest
+	54, // 72: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:input_type -> dcm.traffic.v1.UpdateExternalInboundIntentRequest
+	56, // 73: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:input_type -> dcm.traffic.v1.DeleteExternalInboundIntentRequest
+	58, // 74: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:input_type -> dcm.traffic.v1.CreateDnsProviderIntentRequest
+	60, // 75: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:input_type -> dcm.traffic.v1.GetDnsProviderIntentRequest
+	62, // 76: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:input_type -> dcm.traffic.v1.ListDnsProviderIntentsRequest
+	64, // 77: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:input_type -> dcm.traffic.v1.UpdateDnsProviderIntentRequest
+	66, // 78: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:input_type -> dcm.traffic.v1.DeleteDnsProviderIntentRequest
+	69, // 79: dcm.traffic.v1.TrafficService.GetDnsAllowList:input_type -> dcm.traffic.v1.GetDnsAllowListRequest
+	71, // 80: dcm.traffic.v1.TrafficService.PutDnsAllowList:input_type -> dcm.traffic.v1.PutDnsAllowListRequest
+	73, // 81: dcm.traffic.v1.TrafficService.DeleteDnsAllowList:input_type -> dcm.traffic.v1.DeleteDnsAllowListRequest
+	9,  // 82: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:output_type -> dcm.traffic.v1.CreateTrafficIntentGroupResponse
+	11, // 83: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:output_type -> dcm.traffic.v1.GetTrafficIntentGroupResponse
+	13, // 84: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:output_type -> dcm.traffic.v1.ListTrafficIntentGroupsResponse
+	15, // 85: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:output_type -> dcm.traffic.v1.UpdateTrafficIntentGroupResponse
+	17, // 86: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:output_type -> dcm.traffic.v1.DeleteTrafficIntentGroupResponse
+	19, // 87: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:output_type -> dcm.traffic.v1.CreateInterclusterIntentResponse
+	21, // 88: dcm.traffic.v1.TrafficService.GetInterclusterIntent:output_type -> dcm.traffic.v1.GetInterclusterIntentResponse
+	23, // 89: dcm.traffic.v1.TrafficService.ListInterclusterIntents:output_type -> dcm.traffic.v1.ListInterclusterIntentsResponse
+	25, // 90: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:output_type -> dcm.traffic.v1.UpdateInterclusterIntentResponse
+	27, // 91: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:output_type -> dcm.traffic.v1.DeleteInterclusterIntentResponse
+	29, // 92: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:output_type -> dcm.traffic.v1.CreateIntraclusterIntentResponse
+	31, // 93: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:output_type -> dcm.traffic.v1.GetIntraclusterIntentResponse
+	33, // 94: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:output_type -> dcm.traffic.v1.ListIntraclusterIntentsResponse
+	35, // 95: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:output_type -> dcm.traffic.v1.UpdateIntraclusterIntentResponse
+	37, // 96: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:output_type -> dcm.traffic.v1.DeleteIntraclusterIntentResponse
+	39, // 97: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:output_type -> dcm.traffic.v1.CreateExternalOutboundIntentResponse
+	41, // 98: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:output_type -> dcm.traffic.v1.GetExternalOutboundIntentResponse
+	43, // 99: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:output_type -> dcm.traffic.v1.ListExternalOutboundIntentsResponse
+	45, // 100: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:output_type -> dcm.traffic.v1.UpdateExternalOutboundIntentResponse
+	47, // 101: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:output_type -> dcm.traffic.v1.DeleteExternalOutboundIntentResponse
+	49, // 102: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:output_type -> dcm.traffic.v1.CreateExternalInboundIntentResponse
+	51, // 103: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:output_type -> dcm.traffic.v1.GetExternalInboundIntentResponse
+	53, // 104: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:output_type -> dcm.traffic.v1.ListExternalInboundIntentsResponse
+	55, // 105: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:output_type -> dcm.traffic.v1.UpdateExternalInboundIntentResponse
+	57, // 106: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:output_type -> dcm.traffic.v1.DeleteExternalInboundIntentResponse
+	59, // 107: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:output_type -> dcm.traffic.v1.CreateDnsProviderIntentResponse
+	61, // 108: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:output_type -> dcm.traffic.v1.GetDnsProviderIntentResponse
+	63, // 109: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:output_type -> dcm.traffic.v1.ListDnsProviderIntentsResponse
+	65, // 110: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:output_type -> dcm.traffic.v1.UpdateDnsProviderIntentResponse
+	67, // 111: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:output_type -> dcm.traffic.v1.DeleteDnsProviderIntentResponse
+	70, // 112: dcm.traffic.v1.TrafficService.GetDnsAllowList:output_type -> dcm.traffic.v1.GetDnsAllowListResponse
+	72, // 113: dcm.traffic.v1.TrafficService.PutDnsAllowList:output_type -> dcm.traffic.v1.PutDnsAllowListResponse
+	74, // 114: dcm.traffic.v1.TrafficService.DeleteDnsAllowList:output_type -> dcm.traffic.v1.DeleteDnsAllowListResponse
+	82, // [82:115] is the sub-list for method output_type
+	49, // [49:82] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_dcm_traffic_v1_service_proto_init() }
@@ -5427,7 +5824,7 @@ func file_dcm_traffic_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_traffic_v1_service_proto_rawDesc), len(file_dcm_traffic_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   70,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

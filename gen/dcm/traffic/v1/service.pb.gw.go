@@ -17021,6 +17021,129 @@ func local_request_TrafficService_DeleteDnsProviderIntent_5(ctx context.Context,
 	return msg, metadata, err
 }
 
+func request_TrafficService_GetDnsAllowList_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetDnsAllowListRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetDnsAllowList(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_TrafficService_GetDnsAllowList_0(ctx context.Context, marshaler runtime.Marshaler, server TrafficServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetDnsAllowListRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	msg, err := server.GetDnsAllowList(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_TrafficService_PutDnsAllowList_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq PutDnsAllowListRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.DnsAllowList); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.PutDnsAllowList(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_TrafficService_PutDnsAllowList_0(ctx context.Context, marshaler runtime.Marshaler, server TrafficServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq PutDnsAllowListRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.DnsAllowList); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	msg, err := server.PutDnsAllowList(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_TrafficService_DeleteDnsAllowList_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteDnsAllowListRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeleteDnsAllowList(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_TrafficService_DeleteDnsAllowList_0(ctx context.Context, marshaler runtime.Marshaler, server TrafficServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteDnsAllowListRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	msg, err := server.DeleteDnsAllowList(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterTrafficServiceHandlerServer registers the http handlers for service TrafficService to "mux".
 // UnaryRPC     :call TrafficServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -20427,6 +20550,66 @@ func RegisterTrafficServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 		}
 		forward_TrafficService_DeleteDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsAllowList_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.traffic.v1.TrafficService/GetDnsAllowList", runtime.WithHTTPPathPattern("/v2/projects/{project}/dns-allow-list"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_TrafficService_GetDnsAllowList_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficService_GetDnsAllowList_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsAllowList_0{resp.(*GetDnsAllowListResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_TrafficService_PutDnsAllowList_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.traffic.v1.TrafficService/PutDnsAllowList", runtime.WithHTTPPathPattern("/v2/projects/{project}/dns-allow-list"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_TrafficService_PutDnsAllowList_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficService_PutDnsAllowList_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_PutDnsAllowList_0{resp.(*PutDnsAllowListResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteDnsAllowList_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.traffic.v1.TrafficService/DeleteDnsAllowList", runtime.WithHTTPPathPattern("/v2/projects/{project}/dns-allow-list"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_TrafficService_DeleteDnsAllowList_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficService_DeleteDnsAllowList_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -23357,6 +23540,57 @@ func RegisterTrafficServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 		}
 		forward_TrafficService_DeleteDnsProviderIntent_5(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_TrafficService_GetDnsAllowList_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.traffic.v1.TrafficService/GetDnsAllowList", runtime.WithHTTPPathPattern("/v2/projects/{project}/dns-allow-list"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_TrafficService_GetDnsAllowList_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficService_GetDnsAllowList_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_GetDnsAllowList_0{resp.(*GetDnsAllowListResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_TrafficService_PutDnsAllowList_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.traffic.v1.TrafficService/PutDnsAllowList", runtime.WithHTTPPathPattern("/v2/projects/{project}/dns-allow-list"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_TrafficService_PutDnsAllowList_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficService_PutDnsAllowList_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficService_PutDnsAllowList_0{resp.(*PutDnsAllowListResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_TrafficService_DeleteDnsAllowList_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.traffic.v1.TrafficService/DeleteDnsAllowList", runtime.WithHTTPPathPattern("/v2/projects/{project}/dns-allow-list"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_TrafficService_DeleteDnsAllowList_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficService_DeleteDnsAllowList_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
@@ -24584,6 +24818,24 @@ func (m response_TrafficService_UpdateDnsProviderIntent_5) XXX_ResponseBody() in
 	return response.DnsProviderIntent
 }
 
+type response_TrafficService_GetDnsAllowList_0 struct {
+	*GetDnsAllowListResponse
+}
+
+func (m response_TrafficService_GetDnsAllowList_0) XXX_ResponseBody() interface{} {
+	response := m.GetDnsAllowListResponse
+	return response.DnsAllowList
+}
+
+type response_TrafficService_PutDnsAllowList_0 struct {
+	*PutDnsAllowListResponse
+}
+
+func (m response_TrafficService_PutDnsAllowList_0) XXX_ResponseBody() interface{} {
+	response := m.PutDnsAllowListResponse
+	return response.DnsAllowList
+}
+
 var (
 	pattern_TrafficService_CreateTrafficIntentGroup_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 1, 2, 2, 1, 0, 4, 1, 5, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "project", "rb", "composite_app", "version", "traffic-intent-groups"}, ""))
 	pattern_TrafficService_CreateTrafficIntentGroup_1     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 1, 2, 2, 1, 0, 4, 1, 5, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "project", "rb", "composite_app", "version", "traffic-intent-sets"}, ""))
@@ -24755,6 +25007,9 @@ var (
 	pattern_TrafficService_DeleteDnsProviderIntent_3      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8, 1, 0, 4, 1, 5, 9}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "dnsproviders", "name"}, ""))
 	pattern_TrafficService_DeleteDnsProviderIntent_4      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8, 1, 0, 4, 1, 5, 9}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-sets", "group", "dnsproviders", "name"}, ""))
 	pattern_TrafficService_DeleteDnsProviderIntent_5      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8, 2, 9, 1, 0, 4, 1, 5, 10}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "intent", "group", "connectivity", "dnsproviders", "name"}, ""))
+	pattern_TrafficService_GetDnsAllowList_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "dns-allow-list"}, ""))
+	pattern_TrafficService_PutDnsAllowList_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "dns-allow-list"}, ""))
+	pattern_TrafficService_DeleteDnsAllowList_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v2", "projects", "project", "dns-allow-list"}, ""))
 )
 
 var (
@@ -24928,4 +25183,7 @@ var (
 	forward_TrafficService_DeleteDnsProviderIntent_3      = runtime.ForwardResponseMessage
 	forward_TrafficService_DeleteDnsProviderIntent_4      = runtime.ForwardResponseMessage
 	forward_TrafficService_DeleteDnsProviderIntent_5      = runtime.ForwardResponseMessage
+	forward_TrafficService_GetDnsAllowList_0              = runtime.ForwardResponseMessage
+	forward_TrafficService_PutDnsAllowList_0              = runtime.ForwardResponseMessage
+	forward_TrafficService_DeleteDnsAllowList_0           = runtime.ForwardResponseMessage
 )

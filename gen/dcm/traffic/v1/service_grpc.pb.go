@@ -49,6 +49,9 @@ const (
 	TrafficService_ListDnsProviderIntents_FullMethodName       = "/dcm.traffic.v1.TrafficService/ListDnsProviderIntents"
 	TrafficService_UpdateDnsProviderIntent_FullMethodName      = "/dcm.traffic.v1.TrafficService/UpdateDnsProviderIntent"
 	TrafficService_DeleteDnsProviderIntent_FullMethodName      = "/dcm.traffic.v1.TrafficService/DeleteDnsProviderIntent"
+	TrafficService_GetDnsAllowList_FullMethodName              = "/dcm.traffic.v1.TrafficService/GetDnsAllowList"
+	TrafficService_PutDnsAllowList_FullMethodName              = "/dcm.traffic.v1.TrafficService/PutDnsAllowList"
+	TrafficService_DeleteDnsAllowList_FullMethodName           = "/dcm.traffic.v1.TrafficService/DeleteDnsAllowList"
 )
 
 // TrafficServiceClient is the client API for TrafficService service.
@@ -128,6 +131,20 @@ type TrafficServiceClient interface {
 	UpdateDnsProviderIntent(ctx context.Context, in *UpdateDnsProviderIntentRequest, opts ...grpc.CallOption) (*UpdateDnsProviderIntentResponse, error)
 	// DeleteDnsProviderIntent removes a DNS provider intent.
 	DeleteDnsProviderIntent(ctx context.Context, in *DeleteDnsProviderIntentRequest, opts ...grpc.CallOption) (*DeleteDnsProviderIntentResponse, error)
+	// GetDnsAllowList reads the project's DNS allow-list: the rfc2136 servers
+	// (host:port) and zones its DNS provider intents may use, and the
+	// non-public networks those servers may be at. A project without one may
+	// use no DNS server (404 here).
+	GetDnsAllowList(ctx context.Context, in *GetDnsAllowListRequest, opts ...grpc.CallOption) (*GetDnsAllowListResponse, error)
+	// PutDnsAllowList sets the project's DNS allow-list (admins only: a
+	// project-admin's call is 403). A resourceVersion given must be the
+	// stored one (409 CONCURRENT_UPDATE otherwise). Intents already stored
+	// are checked against it again when their group is applied and before
+	// each external-dns pass.
+	PutDnsAllowList(ctx context.Context, in *PutDnsAllowListRequest, opts ...grpc.CallOption) (*PutDnsAllowListResponse, error)
+	// DeleteDnsAllowList removes the project's DNS allow-list (admins only):
+	// its DNS provider intents may then use no DNS server.
+	DeleteDnsAllowList(ctx context.Context, in *DeleteDnsAllowListRequest, opts ...grpc.CallOption) (*DeleteDnsAllowListResponse, error)
 }
 
 type trafficServiceClient struct {
@@ -438,6 +455,36 @@ func (c *trafficServiceClient) DeleteDnsProviderIntent(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *trafficServiceClient) GetDnsAllowList(ctx context.Context, in *GetDnsAllowListRequest, opts ...grpc.CallOption) (*GetDnsAllowListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDnsAllowListResponse)
+	err := c.cc.Invoke(ctx, TrafficService_GetDnsAllowList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) PutDnsAllowList(ctx context.Context, in *PutDnsAllowListRequest, opts ...grpc.CallOption) (*PutDnsAllowListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutDnsAllowListResponse)
+	err := c.cc.Invoke(ctx, TrafficService_PutDnsAllowList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficServiceClient) DeleteDnsAllowList(ctx context.Context, in *DeleteDnsAllowListRequest, opts ...grpc.CallOption) (*DeleteDnsAllowListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteDnsAllowListResponse)
+	err := c.cc.Invoke(ctx, TrafficService_DeleteDnsAllowList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TrafficServiceServer is the server API for TrafficService service.
 // All implementations must embed UnimplementedTrafficServiceServer
 // for forward compatibility.
@@ -515,6 +562,20 @@ type TrafficServiceServer interface {
 	UpdateDnsProviderIntent(context.Context, *UpdateDnsProviderIntentRequest) (*UpdateDnsProviderIntentResponse, error)
 	// DeleteDnsProviderIntent removes a DNS provider intent.
 	DeleteDnsProviderIntent(context.Context, *DeleteDnsProviderIntentRequest) (*DeleteDnsProviderIntentResponse, error)
+	// GetDnsAllowList reads the project's DNS allow-list: the rfc2136 servers
+	// (host:port) and zones its DNS provider intents may use, and the
+	// non-public networks those servers may be at. A project without one may
+	// use no DNS server (404 here).
+	GetDnsAllowList(context.Context, *GetDnsAllowListRequest) (*GetDnsAllowListResponse, error)
+	// PutDnsAllowList sets the project's DNS allow-list (admins only: a
+	// project-admin's call is 403). A resourceVersion given must be the
+	// stored one (409 CONCURRENT_UPDATE otherwise). Intents already stored
+	// are checked against it again when their group is applied and before
+	// each external-dns pass.
+	PutDnsAllowList(context.Context, *PutDnsAllowListRequest) (*PutDnsAllowListResponse, error)
+	// DeleteDnsAllowList removes the project's DNS allow-list (admins only):
+	// its DNS provider intents may then use no DNS server.
+	DeleteDnsAllowList(context.Context, *DeleteDnsAllowListRequest) (*DeleteDnsAllowListResponse, error)
 	mustEmbedUnimplementedTrafficServiceServer()
 }
 
@@ -614,6 +675,15 @@ func (UnimplementedTrafficServiceServer) UpdateDnsProviderIntent(context.Context
 }
 func (UnimplementedTrafficServiceServer) DeleteDnsProviderIntent(context.Context, *DeleteDnsProviderIntentRequest) (*DeleteDnsProviderIntentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteDnsProviderIntent not implemented")
+}
+func (UnimplementedTrafficServiceServer) GetDnsAllowList(context.Context, *GetDnsAllowListRequest) (*GetDnsAllowListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDnsAllowList not implemented")
+}
+func (UnimplementedTrafficServiceServer) PutDnsAllowList(context.Context, *PutDnsAllowListRequest) (*PutDnsAllowListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutDnsAllowList not implemented")
+}
+func (UnimplementedTrafficServiceServer) DeleteDnsAllowList(context.Context, *DeleteDnsAllowListRequest) (*DeleteDnsAllowListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteDnsAllowList not implemented")
 }
 func (UnimplementedTrafficServiceServer) mustEmbedUnimplementedTrafficServiceServer() {}
 func (UnimplementedTrafficServiceServer) testEmbeddedByValue()                        {}
@@ -1176,6 +1246,60 @@ func _TrafficService_DeleteDnsProviderIntent_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TrafficService_GetDnsAllowList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDnsAllowListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).GetDnsAllowList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_GetDnsAllowList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).GetDnsAllowList(ctx, req.(*GetDnsAllowListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_PutDnsAllowList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutDnsAllowListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).PutDnsAllowList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_PutDnsAllowList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).PutDnsAllowList(ctx, req.(*PutDnsAllowListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficService_DeleteDnsAllowList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteDnsAllowListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServiceServer).DeleteDnsAllowList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficService_DeleteDnsAllowList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServiceServer).DeleteDnsAllowList(ctx, req.(*DeleteDnsAllowListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TrafficService_ServiceDesc is the grpc.ServiceDesc for TrafficService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1302,6 +1426,18 @@ var TrafficService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteDnsProviderIntent",
 			Handler:    _TrafficService_DeleteDnsProviderIntent_Handler,
+		},
+		{
+			MethodName: "GetDnsAllowList",
+			Handler:    _TrafficService_GetDnsAllowList_Handler,
+		},
+		{
+			MethodName: "PutDnsAllowList",
+			Handler:    _TrafficService_PutDnsAllowList_Handler,
+		},
+		{
+			MethodName: "DeleteDnsAllowList",
+			Handler:    _TrafficService_DeleteDnsAllowList_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -96,6 +96,12 @@ func TestAuthorizeTable(t *testing.T) {
 		{reader, "GET", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups/{group=*}/interclusterservice", map[string]string{"project": "a"}, true},
 		{reader, "PUT", "/v2/projects/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups/{name=*}", map[string]string{"project": "a"}, false},
 		{pa, "POST", "/v2/project/{project=*}/rb/{composite_app=*}/{version=*}/traffic-intent-groups/{name=*}/apply", map[string]string{"project": "b"}, false},
+		// A project's DNS allow-list: the gateway lets its members through
+		// (readers GET); the traffic service refuses writes to all but admins.
+		{pa, "PUT", "/v2/projects/{project=*}/dns-allow-list", map[string]string{"project": "a"}, true},
+		{pa, "PUT", "/v2/projects/{project=*}/dns-allow-list", map[string]string{"project": "b"}, false},
+		{reader, "GET", "/v2/projects/{project=*}/dns-allow-list", map[string]string{"project": "a"}, true},
+		{reader, "PUT", "/v2/projects/{project=*}/dns-allow-list", map[string]string{"project": "a"}, false},
 		// A project parameter that is not a's, however it was spelled.
 		{pa, "POST", lc + "/apply", in("a/../b"), false},
 		{pa, "POST", lc + "/apply", in(""), false},

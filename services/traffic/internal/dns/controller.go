@@ -3,7 +3,10 @@ package dns
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +45,21 @@ type Controller struct {
 	// passing over it; it is renewed every third of it during a pass.
 	LeaseTTL time.Duration
 
+	// Parallel bounds the groups passed at once; PerProject the groups of
+	// one project among them, so that one project's many groups (or slow
+	// DNS servers) cannot hold every slot while another's wait.
+	Parallel, PerProject int
+	// MaxBackoff bounds how long a run that keeps failing waits between
+	// passes: after n failures in a row it is passed again after
+	// 2^(n-1) intervals, at most MaxBackoff.
+	MaxBackoff time.Duration
+
+	allow *AllowLists
+	// resolve looks a DNS server's host name up (net.DefaultResolver's).
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// now is the clock backoff is counted on.
+	now func() time.Time
+
 	// mu orders Set and Release with a pass's final write, so a run Set
 	// again while its release pass ran is not deleted under it.
 	mu sync.Mutex
@@ -59,6 +77,14 @@ func New(st *store.Store, connect Connector, log *zap.Logger, interval time.Dura
 		log:         log,
 		every:       interval,
 		PassTimeout: time.Minute,
+		Parallel:    4,
+		PerProject:  2,
+		MaxBackoff:  10 * time.Minute,
+		allow:       NewAllowLists(st),
+		resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		},
+		now: time.Now,
 	}
 }
 
@@ -75,7 +101,7 @@ func (c *Controller) Set(ctx context.Context, group string, runs []Run) error {
 		if r.Group != "" && r.Group != group {
 			return errs.Invalid(fmt.Sprintf("runs[%d].group", i), "is %q, not the group %q", r.Group, group)
 		}
-		if err := validate(i, r); err != nil {
+		if err := validate(i, group, r); err != nil {
 			return err
 		}
 		k := store.Key(group, r.Intent, r.ID)
@@ -110,6 +136,8 @@ func (c *Controller) Set(ctx context.Context, group string, runs []Run) error {
 			if err != nil {
 				return err
 			}
+			// Failures and NextTry are not kept: what was set is tried at
+			// the next pass.
 			s.LastSync, s.LastError, s.Records = old.LastSync, old.LastError, old.Records
 			body, err := s.toStruct()
 			if err != nil {
@@ -159,6 +187,7 @@ func (c *Controller) release(ctx context.Context, cur []store.Item[*structpb.Str
 			continue
 		}
 		s.State = stateReleasing
+		s.Failures, s.NextTry = 0, ""
 		body, err := s.toStruct()
 		if err != nil {
 			return err
@@ -224,19 +253,110 @@ func (c *Controller) SyncOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var firstErr error
-	for _, g := range order {
-		if err := c.syncGroup(ctx, g, groups[g]); err != nil && firstErr == nil {
-			firstErr = err
+	return schedule(ctx, fairOrder(order), max(c.Parallel, 1), max(c.PerProject, 1), func(ctx context.Context, g string) error {
+		return c.syncGroup(ctx, g, groups[g])
+	})
+}
+
+// projectOf is the project of a group's store key (its first name).
+func projectOf(group string) string {
+	p, _, _ := strings.Cut(group, "/")
+	return p
+}
+
+// fairOrder orders the groups one project at a time, round robin: the
+// first group of each project, then the second of each... so that every
+// project's first groups are among the first passed.
+func fairOrder(groups []string) []string {
+	var projects []string
+	queues := map[string][]string{}
+	for _, g := range groups {
+		p := projectOf(g)
+		if _, ok := queues[p]; !ok {
+			projects = append(projects, p)
+		}
+		queues[p] = append(queues[p], g)
+	}
+	out := make([]string, 0, len(groups))
+	for len(out) < len(groups) {
+		for _, p := range projects {
+			if q := queues[p]; len(q) > 0 {
+				out = append(out, q[0])
+				queues[p] = q[1:]
+			}
 		}
 	}
+	return out
+}
+
+// schedule runs fn on every group, in order, at most parallel at once and
+// at most perProject of one project at once: a group whose project has
+// perProject running waits, and the next group of another project goes
+// first. It answers the first error once every started group is done;
+// once ctx is done no group is started.
+func schedule(ctx context.Context, groups []string, parallel, perProject int, fn func(context.Context, string) error) error {
+	var (
+		mu       sync.Mutex
+		cond     = sync.NewCond(&mu)
+		running  = map[string]int{}
+		total    int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	pending := slices.Clone(groups)
+	mu.Lock()
+	for len(pending) > 0 && ctx.Err() == nil {
+		i := -1
+		if total < parallel {
+			i = slices.IndexFunc(pending, func(g string) bool { return running[projectOf(g)] < perProject })
+		}
+		if i < 0 {
+			cond.Wait()
+			continue
+		}
+		g := pending[i]
+		pending = slices.Delete(pending, i, i+1)
+		running[projectOf(g)]++
+		total++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := fn(ctx, g)
+			mu.Lock()
+			defer mu.Unlock()
+			running[projectOf(g)]--
+			total--
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			cond.Broadcast()
+		}()
+	}
+	mu.Unlock()
+	wg.Wait()
 	return firstErr
+}
+
+// backoff is how long after a pass that failed n times in a row the next
+// may start: 2^(n-1) intervals, at most MaxBackoff, less half an interval
+// so that the pass it aims at is not missed by the ticker's jitter.
+func (c *Controller) backoff(n int) time.Duration {
+	d := c.every
+	for i := 1; i < n && d < c.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, max(c.MaxBackoff, c.every)) - c.every/2
 }
 
 func (c *Controller) syncRun(ctx context.Context, it store.Item[*structpb.Struct]) error {
 	s, err := fromStruct(it.Msg)
 	if err != nil {
 		return err
+	}
+	started := c.now()
+	if t, err := time.Parse(time.RFC3339Nano, s.NextTry); err == nil && started.Before(t) {
+		c.log.Debug("dns run backing off", zap.String("run", it.ID), zap.Int("failures", s.Failures), zap.Time("next", t))
+		return nil
 	}
 	raw, err := c.runs.Secret(ctx, it.ID, credentialsSecret)
 	if err != nil {
@@ -277,9 +397,14 @@ func (c *Controller) syncRun(ctx context.Context, it store.Item[*structpb.Struct
 			return err
 		}
 		if passErr != nil {
-			cur.LastError = passErr.Error()
+			// A short cause of DCM's own words: never the dial error or
+			// the server's answer, which are logged above.
+			cur.LastError = shortCause(passErr)
+			cur.Failures++
+			cur.NextTry = started.Add(c.backoff(cur.Failures)).UTC().Format(time.RFC3339Nano)
 		} else {
 			cur.LastError, cur.LastSync, cur.Records = "", time.Now().UTC().Format(time.RFC3339Nano), records
+			cur.Failures, cur.NextTry = 0, ""
 		}
 		body, err := cur.toStruct()
 		if err != nil {
@@ -302,8 +427,45 @@ func (c *Controller) safePass(ctx context.Context, s *stored, creds map[string]s
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
-			records, err = nil, fmt.Errorf("pass panicked: %v", p)
+			records, err = nil, because(fmt.Errorf("pass panicked: %v", p), "the pass failed")
 		}
 	}()
 	return c.pass(ctx, s, creds)
+}
+
+// causeError is a pass's failure as its run's status shows it: a short
+// cause in DCM's words. The error under it (a dial error, what a DNS
+// server or a cluster answered) is logged only: a status that told a
+// refused connection from a timeout would make DNS runs a port scanner.
+type causeError struct {
+	cause string
+	err   error
+}
+
+func (e *causeError) Error() string {
+	if e.err == nil {
+		return e.cause
+	}
+	return e.cause + ": " + e.err.Error()
+}
+
+func (e *causeError) Unwrap() error { return e.err }
+
+// because wraps err (nil: none) under a short cause.
+func because(err error, format string, args ...any) error {
+	return &causeError{cause: fmt.Sprintf(format, args...), err: err}
+}
+
+// shortCause is what a run's status shows of a pass's error: its cause,
+// or the message of a check of DCM's own (a parameter refused); anything
+// else is not shown.
+func shortCause(err error) string {
+	var ce *causeError
+	if errors.As(err, &ce) {
+		return ce.cause
+	}
+	if errs.Code(err) == codes.InvalidArgument {
+		return err.Error()
+	}
+	return "the pass failed (the traffic service's log has the detail)"
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/client-go/rest"
 
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kubetest/bindtest"
 	"github.com/dcm-project/dcm/platform/store/storetest"
@@ -35,6 +36,23 @@ func validRun() Run {
 		Clusters:    []Cluster{{"edge", "c1", "lc1-ns", "g1-dns-reader"}}, Selector: map[string]string{"run": "ms1"}}
 }
 
+// allow sets project p's DNS allow-list on c's store: the servers given
+// (host:port) and zone example.com.
+func allow(t *testing.T, c *Controller, servers ...string) {
+	t.Helper()
+	_, err := c.allow.Put(context.Background(), "", "p", &trafficv1.DnsAllowList{Servers: servers, Zones: []string{"example.com"}})
+	require.NoError(t, err)
+}
+
+// noBackoff makes the controllers' clock (one for all) jump a day at each
+// reading, so that every pass is due whatever failed before.
+func noBackoff(cs ...*Controller) {
+	var n atomic.Int64
+	for _, c := range cs {
+		c.now = func() time.Time { return time.Now().Add(time.Duration(n.Add(1)) * 24 * time.Hour) }
+	}
+}
+
 func TestSetRefusesBadRuns(t *testing.T) {
 	c := New(storetest.Open(t), unreachable, zapNop(), time.Minute)
 	ctx := context.Background()
@@ -51,6 +69,8 @@ func TestSetRefusesBadRuns(t *testing.T) {
 			r.Params["rfc2136-tsig-secret-alg"] = "md5"
 		},
 		"runs[0].clusters[0]": func(r *Run) { r.Clusters = []Cluster{{Cluster: "c1"}} },
+		// Another run's (another project's) owner id: refused.
+		"runs[0].externalDnsParameters.txt-owner-id": func(r *Run) { r.Params["txt-owner-id"] = OwnerID("a/lc/g", "dns", "ms1") },
 	} {
 		r := validRun()
 		change(&r)
@@ -99,6 +119,7 @@ func TestCredentialsStaySealed(t *testing.T) {
 	t.Cleanup(func() { logrus.SetLevel(prevLevel) })
 	c := New(st, unreachable, zap.New(core), time.Minute)
 	c.PassTimeout = 20 * time.Second
+	allow(t, c, fmt.Sprintf("%s:%d", b.Addr, b.Port))
 	ctx := context.Background()
 
 	secret := "dGhpcyBpcyBub3QgdGhlIHNlcnZlcidzIGtleSE=" // well-formed, but not b's key
@@ -113,7 +134,7 @@ func TestCredentialsStaySealed(t *testing.T) {
 	s, err := c.Status(ctx, "p/lc/g")
 	require.NoError(t, err)
 	require.Len(t, s, 2)
-	require.Contains(t, s[0].GetLastError(), "unreachable")
+	require.Equal(t, "cluster edge/c1 could not be reached", s[0].GetLastError())
 	require.NotEmpty(t, s[1].GetLastError(), "BIND refuses a wrong key")
 	require.Nil(t, s[1].GetLastSync())
 
@@ -150,6 +171,8 @@ func TestRunKeepsGoing(t *testing.T) {
 		return nil, errors.New("down")
 	}
 	c := New(storetest.Open(t), connect, zapNop(), 50*time.Millisecond)
+	c.MaxBackoff = 100 * time.Millisecond
+	allow(t, c, "127.0.0.1:53")
 	ctx, cancel := context.WithCancel(context.Background())
 	r := validRun()
 	require.NoError(t, c.Set(ctx, "p/lc/g", []Run{r}))
@@ -173,6 +196,8 @@ func TestRunKeepsGoing(t *testing.T) {
 func TestReleaseNeedsTheZone(t *testing.T) {
 	b := bindtest.Start(t)
 	c := New(storetest.Open(t), unreachable, zapNop(), time.Minute)
+	noBackoff(c)
+	allow(t, c, fmt.Sprintf("%s:%d", b.Addr, b.Port))
 	ctx := context.Background()
 	r := validRun()
 	r.Params = bindParams(b)

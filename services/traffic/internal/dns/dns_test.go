@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
+	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/kubetest/bindtest"
 	"github.com/dcm-project/dcm/platform/store/storetest"
@@ -46,7 +50,9 @@ func installCRD(ctx context.Context, t *testing.T, rc *rest.Config) {
 	dc, err := dynamic.NewForConfig(rc)
 	require.NoError(t, err)
 	_, err = dc.Resource(crds).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if !apierrors.IsAlreadyExists(err) { // another test of this binary installed it on the shared cluster
+		require.NoError(t, err)
+	}
 	require.Eventually(t, func() bool {
 		_, err := dc.Resource(dnsEndpoints).List(ctx, metav1.ListOptions{})
 		return err == nil
@@ -128,6 +134,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	st := storetest.Open(t)
 	c := New(st, connect, zapNop(), time.Minute)
+	noBackoff(c)
+	allow(t, c, fmt.Sprintf("%s:%d", b.Addr, b.Port))
 	c1, c2 := h.Clusters[0].Name, h.Clusters[1].Name
 	sel := map[string]string{"dcm.traffic/run": "g1-dns-ms1"}
 	name := "service1." + b.Zone
@@ -172,7 +180,7 @@ func TestRoundTrip(t *testing.T) {
 		require.NoError(t, c.SyncOnce(ctx))
 		s, err := c.Status(ctx, "p/lc/g1")
 		require.NoError(t, err)
-		require.Contains(t, s[0].GetLastError(), "edge/gone")
+		require.Equal(t, "cluster edge/gone could not be reached", s[0].GetLastError())
 		// Still both: the unreachable cluster's address was not dropped.
 		eventuallyAnswers(t, b, name, []string{"192.0.2.10", "192.0.2.20"})
 		require.NoError(t, c.Set(ctx, "p/lc/g1", []Run{run}))
@@ -194,4 +202,79 @@ func TestRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, s, "the released run's record is gone")
 	})
+}
+
+// TestOwnerIDCannotBeTaken is issue 29's finding 5 as a tenant sends it,
+// on a real cluster and a real BIND whose zone the operator let both
+// projects use: project b reads project a's owner id from a's public TXT
+// record and gives it as its run's txt-owner-id, to overwrite a's record
+// with its own address and then, released, delete it. The owner id is
+// now derived from the run's project, group, intent and id only: the run
+// giving another is refused (400 naming the parameter), and b's run with
+// its own derived id leaves a's record alone, overwritten neither by its
+// passes nor deleted by its release.
+func TestOwnerIDCannotBeTaken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real cluster and BIND; skipped with -short")
+	}
+	b := bindtest.Start(t)
+	h := kubetest.ForTests(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rc, err := clientcmd.RESTConfigFromKubeConfig(h.Clusters[0].Kubeconfig)
+	require.NoError(t, err)
+	installCRD(ctx, t, rc)
+	ensureNamespace(ctx, t, rc, "owner-a")
+	ensureNamespace(ctx, t, rc, "owner-b")
+	connect := func(context.Context, Cluster) (*rest.Config, error) { return rc, nil }
+	c := New(storetest.Open(t), connect, zapNop(), time.Minute)
+	noBackoff(c)
+	server := fmt.Sprintf("%s:%d", b.Addr, b.Port)
+	for _, p := range []string{"a", "b"} {
+		_, err := c.allow.Put(ctx, "", p, &trafficv1.DnsAllowList{Servers: []string{server}, Zones: []string{b.Zone}})
+		require.NoError(t, err)
+	}
+	name := "shop." + b.Zone
+	cl := h.Clusters[0].Name
+	run := func(ns, project string) Run {
+		return Run{Intent: "dns", ID: "web", ExternalName: name, Provider: "rfc2136", Params: bindParams(b),
+			Credentials: map[string]string{"rfc2136-tsig-secret": b.Secret},
+			Clusters:    []Cluster{{"edge", cl, ns, "reader"}}, Selector: map[string]string{"dcm.traffic/run": project}}
+	}
+	publish(ctx, t, rc, "owner-a", "web", name, "192.0.2.10", map[string]string{"dcm.traffic/run": "a"})
+	publish(ctx, t, rc, "owner-b", "web", name, "203.0.113.66", map[string]string{"dcm.traffic/run": "b"})
+
+	require.NoError(t, c.Set(ctx, "a/app/v1/shop", []Run{run("owner-a", "a")}))
+	require.NoError(t, c.SyncOnce(ctx))
+	eventuallyAnswers(t, b, name, []string{"192.0.2.10"})
+	txt := b.Lookup(t, "a-"+name, "TXT")
+	require.Len(t, txt, 1)
+	_, owner, ok := strings.Cut(strings.Trim(txt[0], `"`), "external-dns/owner=")
+	require.True(t, ok, "a's TXT record names its owner: %s", txt[0])
+	owner, _, _ = strings.Cut(owner, ",")
+	t.Logf("project a's owner id, read from its public TXT record: %s", owner)
+
+	// The attacker's run: a's owner id as its txt-owner-id.
+	attack := run("owner-b", "b")
+	attack.Params["txt-owner-id"] = owner
+	err = c.Set(ctx, "b/app/v1/steal", []Run{attack})
+	t.Logf("b's run with a's owner id: %v", err)
+	require.Equal(t, codes.InvalidArgument, errs.Code(err), "a run naming another's owner id is refused")
+	require.Contains(t, err.Error(), "runs[0].externalDnsParameters.txt-owner-id")
+	require.NoError(t, c.SyncOnce(ctx))
+	eventuallyAnswers(t, b, name, []string{"192.0.2.10"})
+
+	// Its own (derived) owner id: a's record is another owner's, so b's
+	// passes neither overwrite it nor, released, delete it.
+	require.NoError(t, c.Set(ctx, "b/app/v1/steal", []Run{run("owner-b", "b")}))
+	require.NoError(t, c.SyncOnce(ctx))
+	require.NoError(t, c.SyncOnce(ctx))
+	eventuallyAnswers(t, b, name, []string{"192.0.2.10"})
+	require.NoError(t, c.Release(ctx, "b/app/v1/steal"))
+	require.NoError(t, c.SyncOnce(ctx))
+	s, err := c.Status(ctx, "b/app/v1/steal")
+	require.NoError(t, err)
+	require.Empty(t, s, "b's run is released")
+	eventuallyAnswers(t, b, name, []string{"192.0.2.10"})
+	require.Len(t, b.Lookup(t, "a-"+name, "TXT"), 1, "a's ownership record stays")
 }

@@ -57,6 +57,8 @@ func TestOneReplicaPassesAGroup(t *testing.T) {
 	g := &gate{}
 	a, b := New(st, g.connect, zapNop(), time.Minute), New(st, g.connect, zapNop(), time.Minute)
 	require.NotEqual(t, a.Holder, b.Holder)
+	allow(t, a, "127.0.0.1:53")
+	noBackoff(a, b)
 	ctx := context.Background()
 	require.NoError(t, a.Set(ctx, "p/lc/g", []Run{validRun()}))
 
@@ -85,7 +87,7 @@ func TestOneReplicaPassesAGroup(t *testing.T) {
 	require.Empty(t, leases, "every pass released its lease")
 	s, err := a.Status(ctx, "p/lc/g")
 	require.NoError(t, err)
-	require.Contains(t, s[0].GetLastError(), "unreachable", "the pass's failure is in the status")
+	require.Equal(t, "cluster edge/c1 could not be reached", s[0].GetLastError(), "the pass's failure is in the status")
 }
 
 // TestDeadReplicasGroupIsTakenOver: a group whose lease a dead replica left
@@ -96,6 +98,7 @@ func TestDeadReplicasGroupIsTakenOver(t *testing.T) {
 	g := &gate{}
 	close(g.reset())
 	c := New(st, g.connect, zapNop(), time.Minute)
+	allow(t, c, "127.0.0.1:53")
 	ctx := context.Background()
 	require.NoError(t, c.Set(ctx, "p/lc/g", []Run{validRun()}))
 	_, err := store.NewLeases(st, LeaseCollection).Acquire(ctx, "dns/p/lc/g", "traffic@dead-host/1/1", time.Second)

@@ -2,9 +2,10 @@ package dns
 
 import (
 	"context"
-	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/external-dns/endpoint"
@@ -27,8 +28,23 @@ var managedTypes = []string{endpoint.RecordTypeA, endpoint.RecordTypeAAAA, endpo
 // A source that fails fails the pass before anything is planned: an
 // unreachable cluster never makes its records look unwanted.
 func (c *Controller) pass(ctx context.Context, s *stored, creds map[string]string) ([]string, error) {
-	pp, err := parseParams("", fromPairs(s.Params), creds)
+	params := fromPairs(s.Params)
+	pp, err := parseParams("", params, creds)
 	if err != nil {
+		return nil, err
+	}
+	// The project's allow-list as it is now, before anything is dialed:
+	// an admin who narrowed it stops the runs it no longer admits.
+	al, err := c.allow.Of(ctx, s.project())
+	if err != nil {
+		return nil, err
+	}
+	if err := al.Check("", s.ExternalName, params); err != nil {
+		return nil, because(nil, "%s", strings.TrimPrefix(err.Error(), "externalDnsParameters."))
+	}
+	// The addresses checked are the ones dialed: external-dns gets them,
+	// not the names, so a name cannot resolve elsewhere in between.
+	if pp.hosts, err = c.dialable(ctx, al, pp.hosts); err != nil {
 		return nil, err
 	}
 	cfg := externaldns.NewConfig()
@@ -45,11 +61,11 @@ func (c *Controller) pass(ctx context.Context, s *stored, creds map[string]strin
 	domains := endpoint.NewDomainFilter(pp.domains)
 	prov, err := rfc2136.New(ctx, cfg, domains)
 	if err != nil {
-		return nil, fmt.Errorf("rfc2136 provider: %w", err)
+		return nil, because(err, "the rfc2136 provider could not be set up")
 	}
 	reg, err := txt.New(cfg, prov)
 	if err != nil {
-		return nil, fmt.Errorf("txt registry: %w", err)
+		return nil, because(err, "the TXT registry could not be set up")
 	}
 
 	// A releasing run reads no cluster: nothing is desired.
@@ -65,15 +81,15 @@ func (c *Controller) pass(ctx context.Context, s *stored, creds map[string]strin
 	}
 	current, err := reg.Records(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read zone: %w", err)
+		return nil, because(err, "the zone could not be read from its DNS server")
 	}
 	ctx = context.WithValue(ctx, provider.RecordsContextKey, current)
 	desired, err := src.Endpoints(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read DNSEndpoints: %w", err)
+		return nil, because(err, "the clusters' DNSEndpoints could not be read")
 	}
 	if desired, err = reg.AdjustEndpoints(desired); err != nil {
-		return nil, fmt.Errorf("adjust endpoints: %w", err)
+		return nil, because(err, "the DNSEndpoints could not be planned")
 	}
 	p := (&plan.Plan{
 		Policies:       []plan.Policy{pp.policy},
@@ -85,12 +101,12 @@ func (c *Controller) pass(ctx context.Context, s *stored, creds map[string]strin
 	}).Calculate()
 	if p.Changes.HasChanges() {
 		if err := reg.ApplyChanges(ctx, p.Changes); err != nil {
-			return nil, fmt.Errorf("apply changes: %w", err)
+			return nil, because(err, "the DNS server did not apply the changes")
 		}
 	}
 	after, err := prov.Records(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read zone after changes: %w", err)
+		return nil, because(err, "the zone could not be read after the changes")
 	}
 	var out []string
 	for _, ep := range after {
@@ -114,11 +130,11 @@ func (c *Controller) sources(ctx context.Context, s *stored) (*runSource, error)
 		name := cl.Provider + "/" + cl.Cluster
 		rc, err := c.connect(ctx, cl)
 		if err != nil {
-			return nil, fmt.Errorf("connect to cluster %s: %w", name, err)
+			return nil, because(err, "cluster %s could not be reached", name)
 		}
 		src, err := newCRDSource(rc, sel, name, cl.Namespace)
 		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", name, err)
+			return nil, because(err, "cluster %s could not be read", name)
 		}
 		out.clusters = append(out.clusters, src)
 	}
@@ -151,4 +167,37 @@ func (r *runSource) Endpoints(ctx context.Context) ([]*endpoint.Endpoint, error)
 
 func sameName(a, b string) bool {
 	return strings.EqualFold(strings.TrimSuffix(a, "."), strings.TrimSuffix(b, "."))
+}
+
+// dialable are the addresses of a run's rfc2136 hosts that it may dial:
+// a host given as an address is one, a host name is looked up now. Every
+// address must be public or in the allow-list's networks (literal server
+// addresses are), else the pass fails naming the host and what kind of
+// address it is, having dialed nothing.
+func (c *Controller) dialable(ctx context.Context, al *AllowList, hosts []string) ([]string, error) {
+	var out []string
+	for _, h := range hosts {
+		var addrs []netip.Addr
+		if a, err := netip.ParseAddr(h); err == nil {
+			addrs = []netip.Addr{a}
+		} else {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			addrs, err = c.resolve(rctx, h)
+			cancel()
+			if err != nil || len(addrs) == 0 {
+				return nil, because(err, "rfc2136-host %s could not be resolved", h)
+			}
+		}
+		for _, a := range addrs {
+			if !al.Admits(a) {
+				kind := nonPublic(a)
+				if kind == "" {
+					kind = "an address DCM never dials"
+				}
+				return nil, because(nil, "rfc2136-host %s is (or resolves to) %s outside the networks of project %q's DNS allow-list: not dialed", h, kind, al.Project)
+			}
+			out = append(out, a.Unmap().String())
+		}
+	}
+	return out, nil
 }

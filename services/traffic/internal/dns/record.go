@@ -72,6 +72,10 @@ type stored struct {
 	LastSync       string    `json:"lastSync,omitempty"`
 	LastError      string    `json:"lastError,omitempty"`
 	Records        []string  `json:"records,omitempty"`
+	// Failures counts the passes failed in a row; NextTry (RFC 3339) is
+	// when the next may start (backoff). A Set clears both.
+	Failures int    `json:"failures,omitempty"`
+	NextTry  string `json:"nextTry,omitempty"`
 }
 
 func toPairs(m map[string]string) []pair {
@@ -120,15 +124,23 @@ func fromStruct(st *structpb.Struct) (*stored, error) {
 
 func (s *stored) key() string { return store.Key(s.Group, s.Intent, s.ID) }
 
-// ownerID is the TXT registry's owner of the run's records: the
-// txt-owner-id parameter, or one derived from the run's key, so that two
-// runs never claim each other's records.
-func (s *stored) ownerID() string {
-	if o := fromPairs(s.Params)["txt-owner-id"]; o != "" {
-		return o
-	}
-	h := sha256.Sum256([]byte(s.key()))
-	return "dcm-" + hex.EncodeToString(h[:6])
+// OwnerID is the TXT registry's owner of a run's records: derived from
+// the run's key (the traffic intent group's store key, which starts with
+// its project, the intent and the entry id) and nothing a caller gives,
+// so that no run claims another's records, least of all another
+// project's. 128 bits of SHA-256: owner ids are public (in the zone's TXT
+// records), and a shorter one could be matched by trying group names.
+func OwnerID(group, intent, id string) string {
+	h := sha256.Sum256([]byte(store.Key(group, intent, id)))
+	return "dcm-" + hex.EncodeToString(h[:16])
+}
+
+func (s *stored) ownerID() string { return OwnerID(s.Group, s.Intent, s.ID) }
+
+// project is the project of the run's group (its key's first name).
+func (s *stored) project() string {
+	p, _, _ := strings.Cut(s.Group, "/")
+	return p
 }
 
 func (s *stored) status() *trafficv1.DnsRunStatus {
@@ -140,13 +152,20 @@ func (s *stored) status() *trafficv1.DnsRunStatus {
 	if t, err := time.Parse(time.RFC3339Nano, s.LastSync); err == nil {
 		out.LastSync = timestamppb.New(t)
 	}
+	out.Failures = int32(min(s.Failures, 1<<30))
+	if t, err := time.Parse(time.RFC3339Nano, s.NextTry); err == nil {
+		out.NextTry = timestamppb.New(t)
+	}
 	return out
 }
 
 // validate checks a run as Set receives it; field paths are the DNS
 // provider entry's (docs/traffic.md), prefixed with the run's place.
-func validate(i int, r Run) error {
+func validate(i int, group string, r Run) error {
 	at := fmt.Sprintf("runs[%d].", i)
+	if o, ok := r.Params["txt-owner-id"]; ok && o != OwnerID(group, r.Intent, r.ID) {
+		return errs.Invalid(at+"externalDnsParameters.txt-owner-id", "is derived from the run's project, group, intent and id (%s): it cannot be set to another", OwnerID(group, r.Intent, r.ID))
+	}
 	switch {
 	case r.Intent == "":
 		return errs.Invalid(at+"intent", "is required")

@@ -33,7 +33,7 @@ func checkTransfer(ctx context.Context, pp *providerParams) error {
 			errList = append(errList, err)
 		}
 		if len(errList) > 0 {
-			return fmt.Errorf("zone %s cannot be read: %w", zone, errors.Join(errList...))
+			return because(errors.Join(errList...), "zone %s cannot be read: its DNS server did not answer a complete transfer (refused, unreachable or timed out)", zone)
 		}
 	}
 	return nil

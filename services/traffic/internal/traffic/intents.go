@@ -3,8 +3,11 @@ package traffic
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -44,9 +47,13 @@ type intents[M named] struct {
 	check func(field string, m M) error
 	// defalt names an intent given no name.
 	defalt func(M) string
+	// bind, if set, checks (and completes) a named body against what it
+	// depends on beyond itself: its place (id, its store key), the
+	// caller, other records. field is the path prefix.
+	bind func(ctx context.Context, field, id string, m M) error
 	// seal, if set, takes the secrets out of a body about to be stored
 	// under id (update: the record exists and keeps what is not replaced).
-	seal func(ctx context.Context, recs *store.Records[M], id string, m M, update bool) ([]store.Secret, error)
+	seal func(ctx context.Context, field string, recs *store.Records[M], id string, m M, update bool) ([]store.Secret, error)
 	s    *Service
 }
 
@@ -80,10 +87,15 @@ func (k *intents[M]) create(ctx context.Context, r groupReq, m M) (M, error) {
 	}
 	gk := groupKey(r)
 	id := store.Key(gk, m.GetName())
+	if k.bind != nil {
+		if err := k.bind(ctx, f, id, m); err != nil {
+			return zero, err
+		}
+	}
 	var secrets []store.Secret
 	if k.seal != nil {
 		var err error
-		if secrets, err = k.seal(ctx, k.recs, id, m, false); err != nil {
+		if secrets, err = k.seal(ctx, f, k.recs, id, m, false); err != nil {
 			return zero, err
 		}
 	}
@@ -125,9 +137,14 @@ func (k *intents[M]) update(ctx context.Context, r intentReq, m M) (M, error) {
 	if err != nil {
 		return zero, err
 	}
+	if k.bind != nil {
+		if err := k.bind(ctx, f, id, m); err != nil {
+			return zero, err
+		}
+	}
 	var secrets []store.Secret
 	if k.seal != nil {
-		if secrets, err = k.seal(ctx, k.recs, id, m, true); err != nil {
+		if secrets, err = k.seal(ctx, f, k.recs, id, m, true); err != nil {
 			return zero, err
 		}
 	}
@@ -147,20 +164,37 @@ const credentialsSecret = "provider-credentials"
 
 // sealCredentials takes every entry's providerCredentials out of m into one
 // sealed secret and lists their names in credential-keys. On update an
-// entry without credentials keeps those stored for its id.
-func sealCredentials(ctx context.Context, recs *store.Records[*trafficv1.DnsProviderIntent], id string, m *trafficv1.DnsProviderIntent, update bool) ([]store.Secret, error) {
+// entry without credentials keeps those stored for its id, unless its
+// server (rfc2136-host, rfc2136-port) or TSIG algorithm changed: stored
+// credentials are never sent to another server than the one they were
+// given for, so such an update must give them again (400 naming
+// providerCredentials.rfc2136-tsig-secret) or turn TSIG off.
+func sealCredentials(ctx context.Context, field string, recs *store.Records[*trafficv1.DnsProviderIntent], id string, m *trafficv1.DnsProviderIntent, update bool) ([]store.Secret, error) {
 	old := map[string]map[string]string{}
+	before := map[string]*trafficv1.DnsProvider{}
 	if update {
 		var err error
 		if old, err = openCredentials(ctx, recs, id); err != nil {
 			return nil, err
 		}
+		cur, err := recs.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range cur.Msg.GetDnsProvider() {
+			before[d.GetId()] = d
+		}
 	}
 	all := map[string]map[string]string{}
-	for _, d := range m.GetDnsProvider() {
+	for i, d := range m.GetDnsProvider() {
 		c := d.GetProviderCredentials()
-		if len(c) == 0 {
-			c = old[d.GetId()]
+		if len(c) == 0 && len(old[d.GetId()]) > 0 {
+			if sameServer(before[d.GetId()], d) {
+				c = old[d.GetId()]
+			} else if b, _ := strconv.ParseBool(d.GetExternalDnsParameters()["rfc2136-insecure"]); !b {
+				return nil, errs.Invalid(fmt.Sprintf("%sdnsProvider[%d].providerCredentials.rfc2136-tsig-secret", field, i),
+					"rfc2136-host, rfc2136-port or rfc2136-tsig-secret-alg changed: give the TSIG credentials for the new server (the stored ones are dropped, never sent to another server)")
+			}
 		}
 		d.ProviderCredentials = nil
 		d.CredentialKeys = slices.Sorted(maps.Keys(c))
@@ -173,6 +207,28 @@ func sealCredentials(ctx context.Context, recs *store.Records[*trafficv1.DnsProv
 		return nil, errs.Internal(err, "encode credentials")
 	}
 	return []store.Secret{{Name: credentialsSecret, Value: v}}, nil
+}
+
+// sameServer tells whether an entry's stored credentials may go on with
+// its new parameters: the same hosts, port and TSIG algorithm (defaults
+// filled in).
+func sameServer(was, now *trafficv1.DnsProvider) bool {
+	if was == nil {
+		return false
+	}
+	for _, k := range []struct{ name, dflt string }{{"rfc2136-host", ""}, {"rfc2136-port", "53"}, {"rfc2136-tsig-secret-alg", "hmac-sha256"}} {
+		norm := func(p map[string]string) string {
+			v := strings.ToLower(strings.TrimSpace(p[k.name]))
+			if v == "" {
+				v = k.dflt
+			}
+			return strings.TrimSuffix(v, ".")
+		}
+		if norm(was.GetExternalDnsParameters()) != norm(now.GetExternalDnsParameters()) {
+			return false
+		}
+	}
+	return true
 }
 
 // openCredentials reads a DNS provider intent's credentials by entry id.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"maps"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -57,7 +59,21 @@ func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.
 		return nil, err
 	}
 	group := groupKey(req)
-	if err := i.dns.Set(ctx, group, dnsRuns(group, l.DNS, runs)); err != nil {
+	dr := dnsRuns(group, l.DNS, runs)
+	// The project's DNS allow-list as it is now: an intent stored under a
+	// wider one is not applied once an admin narrowed it.
+	if len(dr) > 0 {
+		al, err := i.svc.allow.Of(ctx, req.GetProject())
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range dr {
+			if err := al.Check(fmt.Sprintf("dnsproviders/%s: dnsProvider[%s].", r.Intent, r.ID), r.ExternalName, r.Params); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := i.dns.Set(ctx, group, dr); err != nil {
 		return nil, err
 	}
 	if err := i.svc.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), true); err != nil {
@@ -87,8 +103,12 @@ func dnsRuns(group string, intents []*trafficv1.DnsProviderIntent, published []r
 	out := make([]dns.Run, 0, len(published))
 	for _, p := range published {
 		e := entries[store.Key(p.Intent, p.ID)]
+		// The owner id is the run's own (dns.OwnerID): a txt-owner-id an
+		// intent stored before it was derived is not passed on.
+		params := maps.Clone(e.GetExternalDnsParameters())
+		delete(params, "txt-owner-id")
 		run := dns.Run{Group: group, Intent: p.Intent, ID: p.ID, ExternalName: p.ExternalName, Provider: p.Provider,
-			Params: e.GetExternalDnsParameters(), Credentials: e.GetProviderCredentials(), Selector: p.Selector}
+			Params: params, Credentials: e.GetProviderCredentials(), Selector: p.Selector}
 		for _, c := range p.Clusters {
 			run.Clusters = append(run.Clusters, dns.Cluster{Provider: c.Provider, Cluster: c.Cluster,
 				Namespace: p.Namespace, ServiceAccount: p.ServiceAccount})

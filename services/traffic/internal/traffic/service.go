@@ -15,6 +15,7 @@ import (
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/traffic/internal/dns"
 )
 
 // Service is the traffic controller's gRPC API.
@@ -29,6 +30,8 @@ type Service struct {
 	// clouds is core's logical cloud API: a group's logical cloud must be
 	// one of its project's (the create's parent check).
 	clouds corev1.LogicalCloudServiceClient
+	// allow are the projects' DNS allow-lists (the DNS runs read them too).
+	allow *dns.AllowLists
 }
 
 // New opens the service's collections on st; lcs tells whether a logical
@@ -38,6 +41,7 @@ func New(st *store.Store, lcs corev1.LogicalCloudServiceClient) *Service {
 		groups: store.NewRecords(st, "traffic_intent_groups", "traffic intent group",
 			func() *trafficv1.TrafficIntentGroup { return &trafficv1.TrafficIntentGroup{} }),
 		clouds: lcs,
+		allow:  dns.NewAllowLists(st),
 	}
 	conn := func(coll, what, field string, k kind) *intents[*trafficv1.ConnectivityIntent] {
 		return &intents[*trafficv1.ConnectivityIntent]{
@@ -70,6 +74,7 @@ func New(st *store.Store, lcs corev1.LogicalCloudServiceClient) *Service {
 			}
 			return m.GetDnsProvider()[0].GetId()
 		},
+		bind: s.bindDNS,
 		seal: sealCredentials,
 		s:    s,
 	}

@@ -85,6 +85,9 @@ func TestGroupLifecycle(t *testing.T) {
 	require.Equal(t, "g", got.GetTrafficIntentGroup().GetMetadata().GetName())
 	require.Equal(t, "d", got.GetTrafficIntentGroup().GetMetadata().GetDescription())
 
+	_, err = c.PutDnsAllowList(ctx, &trafficv1.PutDnsAllowListRequest{Project: "p", DnsAllowList: &trafficv1.DnsAllowList{
+		Servers: []string{"10.0.0.53:53"}, Zones: []string{"example.com"}}})
+	require.NoError(t, err)
 	dns := &trafficv1.DnsProviderIntent{DnsProvider: []*trafficv1.DnsProvider{{
 		Id: "ms1", ExternalName: "svc.example.com",
 		ExternalDnsParameters: map[string]string{"rfc2136-host": "10.0.0.53", "rfc2136-zone": "example.com"},
