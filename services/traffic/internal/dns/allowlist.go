@@ -218,12 +218,17 @@ func isHostname(s string) bool {
 			return false
 		}
 		for _, r := range l {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			if !hostnameRune(r) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// hostnameRune tells whether r may stand in a host name's label.
+func hostnameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-'
 }
 
 // under tells whether name is zone or a name in it.
