@@ -39,7 +39,7 @@ CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .DEFAULT_GOAL := help
 .PHONY: help grpcurl run check-ports build test test-unit test-all generate check-generated lint breaking clean \
-	k8s-bins istio-bins clusters clusters-down bench-rsync bench-lifecycle bench-rest fuzz
+	k8s-bins istio-bins images clusters clusters-down bench-rsync bench-lifecycle bench-rest fuzz
 
 ## help: list the targets and what they do
 help:
@@ -78,6 +78,10 @@ k8s-bins:
 ## istio-bins: build istiod (pilot-discovery, test/istio) into bin/istio; skipped while newer than test/istio/go.sum
 istio-bins:
 	$(CLUSTERS) build-istio
+
+## images: an OCI image tarball per program (dcm.local/<program>), pause and agnhost into bin/images, for ctr images import (docs/images.md); rewrites only what changed
+images:
+	cd test/images && GOWORK=off $(GO) run ./cmd/dcm-images -root $(CURDIR)
 
 ## clusters: start N local Kubernetes clusters (etcd + kube-apiserver + kube-controller-manager)
 clusters:
