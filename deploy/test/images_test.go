@@ -123,7 +123,7 @@ func inspectImage(t *testing.T, file string, want imageWant) []string {
 	entries := map[string][]byte{}
 	f, err := os.Open(file)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()

@@ -140,7 +140,7 @@ func BuildAll(ctx context.Context, root, out string, log io.Writer) error {
 	if err := goBuild(ctx, root, []string{"GOWORK=" + filepath.Join(root, "go.work")}, append([]string{"-trimpath", "-o", binDir + "/"}, pkgs...)...); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "built %d programs in %s\n", len(pkgs), time.Since(start).Round(time.Millisecond))
+	_, _ = fmt.Fprintf(log, "built %d programs in %s\n", len(pkgs), time.Since(start).Round(time.Millisecond))
 
 	var specs []spec
 	for _, n := range names {
@@ -178,7 +178,7 @@ func BuildAll(ctx context.Context, root, out string, log io.Writer) error {
 		return err
 	}
 	specs = append(specs, agnhost)
-	fmt.Fprintf(log, "built pause and agnhost (k8s.io/kubernetes %s) in %s\n", k8s.version, time.Since(start).Round(time.Millisecond))
+	_, _ = fmt.Fprintf(log, "built pause and agnhost (k8s.io/kubernetes %s) in %s\n", k8s.version, time.Since(start).Round(time.Millisecond))
 
 	for _, s := range specs {
 		start := time.Now()
@@ -195,7 +195,7 @@ func BuildAll(ctx context.Context, root, out string, log io.Writer) error {
 		if wrote {
 			what = "written in " + time.Since(start).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(log, "%-50s %s (%.1f MB) %s\n", s.Refs[0], file, float64(st.Size())/1e6, what)
+		_, _ = fmt.Fprintf(log, "%-50s %s (%.1f MB) %s\n", s.Refs[0], file, float64(st.Size())/1e6, what)
 	}
 	return nil
 }
@@ -261,7 +261,7 @@ func inputsKey(s spec) (string, error) {
 			return "", err
 		}
 		sum := sha256.Sum256(b)
-		fmt.Fprintf(h, "\n%s %x", f, sum)
+		_, _ = fmt.Fprintf(h, "\n%s %x", f, sum) // a hash.Hash never fails a write
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -422,7 +422,8 @@ func writeLayout(img v1.Image, refs []string, created time.Time, file string) er
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	// Gone after the rename; removed on an error.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	tw := tar.NewWriter(tmp)
 	add := func(name string, mode int64, size int64, r io.Reader) error {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: size, ModTime: created, Typeflag: tar.TypeReg}); err != nil {
@@ -467,7 +468,9 @@ func writeLayout(img v1.Image, refs []string, created time.Time, file string) er
 			return err
 		}
 		err = add(blob(d), 0o644, size, rc)
-		rc.Close()
+		if cerr := rc.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
