@@ -104,6 +104,7 @@ func TestBuiltImages(t *testing.T) {
 	}
 	for name, w := range want {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			file := filepath.Join(dir, name+".tar")
 			_, err := os.Stat(file)
 			require.NoError(t, err, "run make images")
