@@ -40,8 +40,8 @@ type imageWant struct {
 
 // TestImageBuilder makes one image of a small static program with the
 // builder of `make images` (test/images, run as its own module) and checks
-// it as TestBuiltImages checks every image; images of a dynamic binary and
-// of a shell fail those checks. It builds no DCM program, so it stays cheap:
+// it as TestBuiltImages checks every image; it is written again only when
+// an input changed; images of a dynamic binary and of a shell fail the checks. It builds no DCM program, so it stays cheap:
 // compiling the builder and a hello-world.
 func TestImageBuilder(t *testing.T) {
 	if testing.Short() {
@@ -72,6 +72,20 @@ func TestImageBuilder(t *testing.T) {
 
 	file := image(hello, "dcm.local/hello:test")
 	require.Empty(t, inspectImage(t, file, imageWant{Ref: "dcm.local/hello:test", Entrypoint: "/usr/local/bin/hello", UID: 65532, CA: true}))
+
+	// Written again only when an input changed (a rewrite renames a new
+	// file into place).
+	before, err := os.Stat(file)
+	require.NoError(t, err)
+	image(hello, "dcm.local/hello:test")
+	same, err := os.Stat(file)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(before, same), "rewritten with the same inputs")
+	image(hello, "dcm.local/hello:other")
+	renamed, err := os.Stat(file)
+	require.NoError(t, err)
+	require.False(t, os.SameFile(same, renamed), "not rewritten for a new name")
+	require.Empty(t, inspectImage(t, file, imageWant{Ref: "dcm.local/hello:other", Entrypoint: "/usr/local/bin/hello", UID: 65532, CA: true}))
 
 	// The checks are not vacuous: a dynamic binary and a shell are caught.
 	dynamic, err := exec.LookPath("true")
