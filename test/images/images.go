@@ -47,7 +47,7 @@ const (
 )
 
 // schema changes every key when the way an image is made changes.
-const schema = "dcm-images/1"
+const schema = "dcm-images/2"
 
 // spec is one image: its refs, files and configuration.
 type spec struct {
@@ -271,7 +271,7 @@ func inputsKey(s spec) (string, error) {
 func image(s spec) (v1.Image, error) {
 	var layers []v1.Layer
 	if s.Base {
-		b, err := baseLayer(s.Created)
+		b, err := baseLayer()
 		if err != nil {
 			return nil, err
 		}
@@ -322,14 +322,16 @@ type entry struct {
 
 // baseLayer holds what a static program needs from a distribution: the CA
 // bundle, the user and group 65532 (and root, for tools that look up uid
-// 0), hosts resolution through DNS, and a /tmp. No shell, no package.
-func baseLayer(created time.Time) (v1.Layer, error) {
+// 0), hosts resolution through DNS, and a /tmp. No shell, no package. Its
+// times are the epoch's whatever the commit, so that every image has the
+// same blob and a node stores it once.
+func baseLayer() (v1.Layer, error) {
 	ca, err := os.ReadFile(CABundle)
 	if err != nil {
 		return nil, fmt.Errorf("the CA bundle (Debian: apt-get install ca-certificates): %w", err)
 	}
 	u := strconv.Itoa(UID)
-	return layer(created, []entry{
+	return layer(time.Unix(0, 0).UTC(), []entry{
 		{Path: "/etc", Mode: 0o755, Dir: true},
 		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:" + u + ":\n")},
 		{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
