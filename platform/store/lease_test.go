@@ -22,33 +22,44 @@ func TestLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l := store.NewLeases(storetest.Open(t), "leases")
-	const ttl = 400 * time.Millisecond
+	// live is long enough that nothing expires while the test means it to
+	// hold, whatever the machine's load; short is the renewal that lets
+	// the lease lapse, waited for by polling.
+	const live, short = time.Minute, 200 * time.Millisecond
 
-	a, err := l.Acquire(ctx, "shard-1", "a", ttl)
+	a, err := l.Acquire(ctx, "shard-1", "a", live)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), a.Epoch)
 
-	_, err = l.Acquire(ctx, "shard-1", "b", ttl)
+	_, err = l.Acquire(ctx, "shard-1", "b", live)
 	var held *store.HeldError
 	require.True(t, errors.As(err, &held), "%v", err)
 	require.Equal(t, "a", held.Holder)
 
-	a2, err := l.Renew(ctx, a, ttl)
+	a2, err := l.Renew(ctx, a, short)
 	require.NoError(t, err)
 	require.Equal(t, a.Epoch, a2.Epoch, "a renewal keeps the epoch")
-	_, err = l.Renew(ctx, a, ttl)
+	_, err = l.Renew(ctx, a, live)
 	require.Equal(t, codes.Aborted, code(err), "a renewal from a stale read is refused")
 
-	time.Sleep(ttl + 50*time.Millisecond)
-	b, err := l.Acquire(ctx, "shard-1", "b", ttl)
-	require.NoError(t, err)
+	var b store.Lease
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err = l.Acquire(ctx, "shard-1", "b", live)
+		if err == nil {
+			break
+		}
+		require.True(t, errors.As(err, &held), "%v", err)
+		require.True(t, time.Now().Before(deadline), "a's lease of %s did not lapse in 30 s", short)
+		time.Sleep(short / 4)
+	}
 	require.Equal(t, int64(2), b.Epoch, "a takeover grows the epoch")
-	_, err = l.Renew(ctx, a2, ttl)
+	_, err = l.Renew(ctx, a2, live)
 	require.Equal(t, codes.Aborted, code(err), "the old holder cannot renew")
 	require.Equal(t, codes.Aborted, code(l.Yield(ctx, a2)), "nor yield")
 
 	require.NoError(t, l.Yield(ctx, b))
-	c, err := l.Acquire(ctx, "shard-1", "c", ttl)
+	c, err := l.Acquire(ctx, "shard-1", "c", live)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), c.Epoch, "a yielded lease is free at once and keeps counting epochs")
 
@@ -102,7 +113,9 @@ func TestHeldRenews(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l := store.NewLeases(storetest.Open(t), "leases")
-	const ttl = 300 * time.Millisecond
+	// Hold renews every ttl/3 and calls a lease lost when no renewal
+	// succeeded for ttl/2: 2 s leaves a loaded machine's store room.
+	const ttl = 2 * time.Second
 	h, err := l.Hold(ctx, "lc/p/x", "a", ttl)
 	require.NoError(t, err)
 	time.Sleep(3 * ttl)
