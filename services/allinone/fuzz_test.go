@@ -146,7 +146,7 @@ var fuzzRoutes = append([]fuzzRoute{
 	{"admin.rewrap", "POST", "/v2/admin/keys/rewrap", "/v2/admin/keys/rewrap", nil},
 }, trafficFuzzRoutes()...)
 
-// fuzzSeeds are the bodies of the README, docs/walkthrough.md, shared/API.md
+// fuzzSeeds are the bodies of docs/walkthrough.md, shared/API.md
 // and the seed pages (their comments taken out, and once as written), each
 // tagged with its route.
 var fuzzSeeds = append([]struct{ route, query, body string }{

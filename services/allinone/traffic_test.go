@@ -108,7 +108,7 @@ func (r *rest) settleTraffic(group, want string) trafficStatus {
 	}
 }
 
-// bookinfo is the README's example: the seed's intents for Istio's
+// bookinfo is docs/walkthrough.md's traffic example: the seed's intents for Istio's
 // bookinfo application on a two-cluster logical cloud.
 func bookinfoIntents(dns *bindtest.Server) map[string]string {
 	return map[string]string{
