@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/server/servertest"
 )
 
 // zeros is a body of n bytes made as it is read.
@@ -93,23 +94,6 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
-// blocked is a body that gives its first bytes and then never ends (until
-// the test does).
-type blocked struct {
-	first []byte
-	stop  <-chan struct{}
-}
-
-func (b *blocked) Read(p []byte) (int, error) {
-	if len(b.first) > 0 {
-		n := copy(p, b.first)
-		b.first = b.first[n:]
-		return n, nil
-	}
-	<-b.stop
-	return 0, io.EOF
-}
-
 // sendChunked writes a POST with body as its chunked body; write errors
 // end it (the server may close the connection once it has answered).
 func sendChunked(w io.Writer, body io.Reader) {
@@ -152,8 +136,10 @@ func TestBodyNotReadBeforeHandler(t *testing.T) {
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
 	for name, body := range map[string]func(stop <-chan struct{}) io.Reader{
-		"chunked, 100 MB":     func(<-chan struct{}) io.Reader { return &zeros{left: 100 << 20} },
-		"chunked, never ends": func(stop <-chan struct{}) io.Reader { return &blocked{first: []byte(`{"metadata":`), stop: stop} },
+		"chunked, 100 MB": func(<-chan struct{}) io.Reader { return &zeros{left: 100 << 20} },
+		"chunked, never ends": func(stop <-chan struct{}) io.Reader {
+			return &servertest.EndlessBody{First: []byte(`{"metadata":`), Stop: stop}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// A raw connection, so that the answer is read while the body

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -143,23 +144,6 @@ func TestSlowClientDisconnected(t *testing.T) {
 	})
 }
 
-// endless is a body that gives its first bytes and then never ends (until
-// stop).
-type endless struct {
-	first []byte
-	stop  <-chan struct{}
-}
-
-func (b *endless) Read(p []byte) (int, error) {
-	if len(b.first) > 0 {
-		n := copy(p, b.first)
-		b.first = b.first[n:]
-		return n, nil
-	}
-	<-b.stop
-	return 0, io.EOF
-}
-
 // TestUnauthenticatedBodyNotRead: a client without a credential gets its
 // 401 while its body is still being sent: the program authenticates before
 // it reads a body. (Before, the HTTP server read a chunked body up to
@@ -170,7 +154,7 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 	// The deadline only ends the test if no answer ever comes.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	body := &endless{first: []byte(`{"metadata":{"name":"p"},`), stop: ctx.Done()}
+	body := &servertest.EndlessBody{First: []byte(`{"metadata":{"name":"p"},`), Stop: ctx.Done()}
 	req, err := http.NewRequestWithContext(ctx, "POST", s.URL+"/v2/projects", io.NopCloser(body))
 	require.NoError(t, err)
 	req.ContentLength = -1

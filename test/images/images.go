@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,25 +52,6 @@ type spec struct {
 	Base       bool              // the shared base layer (CA, passwd, group, /tmp)
 	Labels     map[string]string // OCI labels of the config
 	Created    time.Time         // every timestamp of the image, for reproducible digests
-}
-
-// RepoRoot is the directory holding go.work, found upwards from the working
-// directory.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Programs are DCM's programs that get an image: every service's

@@ -23,7 +23,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("dcm-images", flag.ContinueOnError)
-	root := fs.String("root", "", "the repository (the directory holding go.work); found upwards from the working directory when empty")
+	root := fs.String("root", "", "the repository (the directory holding go.work; make images passes it)")
 	out := fs.String("out", "", "where the tarballs go (default ROOT/bin/images)")
 	binary := fs.String("binary", "", "make one image of this static binary instead of building every image")
 	ref := fs.String("ref", "", "with -binary: the image's name, e.g. dcm.local/hello:test")
@@ -39,11 +39,7 @@ func run(args []string) error {
 		return images.One(*binary, *ref, *out)
 	}
 	if *root == "" {
-		r, err := images.RepoRoot()
-		if err != nil {
-			return err
-		}
-		*root = r
+		return fmt.Errorf("-root is required: the directory holding go.work")
 	}
 	return images.BuildAll(ctx, *root, *out, os.Stdout)
 }
