@@ -25,11 +25,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +59,12 @@ type Options struct {
 	// Detach starts processes in their own session, so they outlive the
 	// caller (`make clusters`); otherwise they die with it.
 	Detach bool
+	// Nodes gives each cluster one node (0: none; see node.go), and the
+	// cluster a kube-scheduler and the controllers pods need.
+	Nodes int
+	// Images are OCI image tarballs (bin/images, `make images`) loaded
+	// into every node's containerd.
+	Images []string
 }
 
 // Harness is a running set of clusters over one etcd.
@@ -65,6 +73,9 @@ type Harness struct {
 	etcd     *process
 	etcdURL  string
 	Clusters []*Cluster
+
+	net       network // with nodes
+	stateFile string  // with nodes: nodes.json, what teardown needs
 }
 
 // Cluster is one control plane.
@@ -80,15 +91,19 @@ type Cluster struct {
 	// certificates and CSRs.
 	CA *pki.CA
 
-	h         *Harness
-	dir       string
-	port      int
-	adminCert []byte
-	adminKey  []byte
+	h           *Harness
+	dir         string
+	host        string // the API server's address
+	serviceCIDR string
+	port        int
+	adminCert   []byte
+	adminKey    []byte
 
 	mu        sync.Mutex
 	apiserver *process
 	kcm       *process
+	scheduler *process
+	node      *node
 }
 
 // Start starts etcd and opts.N clusters and waits until each is ready.
@@ -96,6 +111,9 @@ type Cluster struct {
 func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	if opts.N < 1 {
 		return nil, fmt.Errorf("kubetest: N must be at least 1, got %d", opts.N)
+	}
+	if opts.Nodes < 0 || opts.Nodes > 1 {
+		return nil, fmt.Errorf("kubetest: a cluster has 0 or 1 node, not %d", opts.Nodes)
 	}
 	if opts.EtcdDir == "" {
 		opts.EtcdDir = filepath.Join(opts.Dir, "etcd")
@@ -118,6 +136,20 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 			h.Stop()
 		}
 	}()
+	if opts.Nodes > 0 {
+		for _, bin := range []string{"kube-scheduler", "kubelet", "kube-proxy", "kube-router"} {
+			if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
+				return nil, fmt.Errorf("kubetest: %s is not built (make k8s-bins): %w", bin, err)
+			}
+		}
+		h.stateFile = filepath.Join(opts.Dir, "nodes.json")
+		if h.net, err = claimNetwork(ctx, h.stateFile); err != nil {
+			return nil, err
+		}
+		if err := h.saveNodeState(); err != nil {
+			return nil, err
+		}
+	}
 	if err := h.startEtcd(ctx, etcdBin); err != nil {
 		return nil, err
 	}
@@ -127,6 +159,15 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 			return nil, err
 		}
 		h.Clusters = append(h.Clusters, c)
+		if opts.Nodes > 0 {
+			c.node = h.newNode(c, i)
+			if err := h.saveNodeState(); err != nil {
+				return nil, err
+			}
+			if err := c.node.plumb(ctx, h.net); err != nil {
+				return nil, err
+			}
+		}
 	}
 	errc := make(chan error, len(h.Clusters))
 	for _, c := range h.Clusters {
@@ -142,22 +183,61 @@ func Start(ctx context.Context, opts Options) (_ *Harness, err error) {
 	return h, nil
 }
 
-// Stop kills every process. Files stay.
+// Stop kills every process; with nodes, it also removes their pods,
+// mounts, cgroups and network. Other files stay.
 func (h *Harness) Stop() {
 	for _, c := range h.Clusters {
 		c.mu.Lock()
+		if n := c.node; n != nil {
+			for _, p := range []*process{n.router, n.proxy, n.kubelet, n.containerd} {
+				p.kill()
+			}
+		}
+		c.scheduler.kill()
 		c.kcm.kill()
 		c.apiserver.kill()
 		c.mu.Unlock()
 	}
 	h.etcd.kill()
+	if h.stateFile != "" {
+		teardownState(h.stateFile)
+	}
 }
+
+// saveNodeState records what teardown needs (nodes.json).
+func (h *Harness) saveNodeState() error {
+	st := nodeState{Owner: os.Getpid(), Net: h.net}
+	if h.opts.Detach && h.etcd != nil {
+		// `make clusters` exits; its clusters live as long as their etcd.
+		st.Owner = h.etcd.pid()
+	}
+	for _, c := range h.Clusters {
+		if c.node != nil {
+			st.Netns = append(st.Netns, c.node.netns)
+			st.Links = append(st.Links, c.node.link)
+			st.Cgroups = append(st.Cgroups, c.node.cgroup)
+			st.Dirs = append(st.Dirs, c.node.dir)
+		}
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(h.stateFile, data, 0o600)
+}
+
+// Teardown removes what the nodes of the clusters in dir (started with
+// Detach) left on the machine; the caller has stopped their processes.
+func Teardown(dir string) { teardownState(filepath.Join(dir, "nodes.json")) }
 
 // PIDs lists the processes' ids, etcd last (what `make clusters-down` kills).
 func (h *Harness) PIDs() []int {
 	var pids []int
 	for _, c := range h.Clusters {
 		pids = append(pids, c.apiserver.pid(), c.kcm.pid())
+		if c.scheduler != nil {
+			pids = append(pids, c.scheduler.pid())
+		}
 	}
 	return append(pids, h.etcd.pid())
 }
@@ -208,7 +288,14 @@ func (h *Harness) newCluster(i int) (*Cluster, error) {
 		return nil, err
 	}
 	c.port = ports[0]
-	c.Server = fmt.Sprintf("https://127.0.0.1:%d", c.port)
+	c.host = "127.0.0.1"
+	c.serviceCIDR = "10.0.0.0/24"
+	if h.opts.Nodes > 0 {
+		// The node, in its own network namespace, reaches the API server
+		// at the host's address on the bridge.
+		c.host, c.serviceCIDR = h.net.HostIP, h.net.serviceCIDR(i)
+	}
+	c.Server = fmt.Sprintf("https://%s:%d", c.host, c.port)
 	if c.CA, err = pki.NewCA(name+"-ca", 365*24*time.Hour); err != nil {
 		return nil, err
 	}
@@ -218,8 +305,9 @@ func (h *Harness) newCluster(i int) (*Cluster, error) {
 	}
 	serving, servingKey, err := c.CA.Issue(pki.Request{
 		Identity: pki.Identity{Subject: "kube-apiserver"},
-		Hosts:    []string{"127.0.0.1", "localhost", "kubernetes.default.svc"},
-		Server:   true, NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		Hosts: []string{"127.0.0.1", "localhost", "kubernetes.default.svc", "kubernetes.default",
+			"kubernetes", c.host, firstServiceIP(c.serviceCIDR)},
+		Server: true, NotAfter: time.Now().Add(365 * 24 * time.Hour),
 	})
 	if err != nil {
 		return nil, err
@@ -271,16 +359,45 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	controllers := "csrsigning,resourcequota,namespace,garbagecollector,serviceaccount,serviceaccount-token"
+	if c.node != nil {
+		// Every controller on by default: Deployments, ReplicaSets,
+		// EndpointSlices, node lifecycle, pod GC ...
+		controllers = "*"
+	}
 	var err error
 	c.kcm, err = c.h.spawn(c.file("kube-controller-manager.log"), filepath.Join(c.h.opts.BinDir, "kube-controller-manager"),
 		"--kubeconfig="+c.KubeconfigPath,
-		"--controllers=csrsigning,resourcequota,namespace,garbagecollector,serviceaccount,serviceaccount-token",
+		"--controllers="+controllers,
 		"--cluster-signing-cert-file="+c.file("ca.crt"), "--cluster-signing-key-file="+c.file("ca.key"),
 		"--service-account-private-key-file="+c.file("sa.key"), "--root-ca-file="+c.file("ca.crt"),
 		"--use-service-account-credentials=false", "--leader-elect=false",
 		"--secure-port=0", "--concurrent-resource-quota-syncs=5", "--resource-quota-sync-period=10s",
 		"--v=1")
-	return err
+	if err != nil || c.node == nil {
+		return err
+	}
+	cert, key, err := c.CA.Issue(pki.Request{Identity: pki.Identity{Subject: "system:kube-scheduler"},
+		Client: true, NotAfter: time.Now().Add(365 * 24 * time.Hour)})
+	if err != nil {
+		return err
+	}
+	kc := c.file("kube-scheduler.kubeconfig")
+	if err := os.WriteFile(kc, kubeconfig(c.Name, c.Server, pki.CertPEM(c.CA.Cert.Raw), cert, key), 0o600); err != nil {
+		return err
+	}
+	if c.scheduler, err = c.h.spawn(c.file("kube-scheduler.log"), filepath.Join(c.h.opts.BinDir, "kube-scheduler"),
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--v=1"); err != nil {
+		return err
+	}
+	return c.node.start(ctx, c.h.opts.Images)
+}
+
+// firstServiceIP is the kubernetes Service's address: the range's first.
+func firstServiceIP(cidr string) string {
+	p := netip.MustParsePrefix(cidr)
+	return p.Addr().Next().String()
 }
 
 // StartAPIServer (re)starts the cluster's API server, on the same port and
@@ -291,19 +408,30 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if c.apiserver != nil && !c.apiserver.exited() {
 		return fmt.Errorf("%s: API server is already running", c.Name)
 	}
-	var err error
-	c.apiserver, err = c.h.spawn(c.file("kube-apiserver.log"), filepath.Join(c.h.opts.BinDir, "kube-apiserver"),
-		"--etcd-servers="+c.h.etcdURL, "--etcd-prefix=/"+c.Name,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.port),
-		"--tls-cert-file="+c.file("serving.crt"), "--tls-private-key-file="+c.file("serving.key"),
-		"--client-ca-file="+c.file("ca.crt"), "--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+c.file("sa.pub"),
-		"--service-account-signing-key-file="+c.file("sa.key"), "--api-audiences=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
+	args := []string{"--etcd-servers=" + c.h.etcdURL, "--etcd-prefix=/" + c.Name,
+		"--bind-address=" + c.host, "--advertise-address=" + c.host, "--secure-port=" + strconv.Itoa(c.port),
+		"--tls-cert-file=" + c.file("serving.crt"), "--tls-private-key-file=" + c.file("serving.key"),
+		"--client-ca-file=" + c.file("ca.crt"),
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + c.file("sa.pub"),
+		"--service-account-signing-key-file=" + c.file("sa.key"), "--api-audiences=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=" + c.serviceCIDR,
 		// Privileged containers are allowed as on a cluster with nodes, so
 		// that Pod Security Admission, not validation, is what refuses them.
 		"--allow-privileged=true",
-		"--cert-dir="+c.file("certs"), "--enable-priority-and-fairness=false", "--v=1")
+		"--cert-dir=" + c.file("certs"), "--enable-priority-and-fairness=false", "--v=1"}
+	if c.node == nil {
+		args = append(args, "--authorization-mode=RBAC", "--endpoint-reconciler-type=none")
+	} else {
+		// The kubelet's credential is system:node:<name>: the Node
+		// authorizer and NodeRestriction confine it to its node's objects.
+		// The API server reaches kubelets (logs, exec) with the admin
+		// credential.
+		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+c.file("admin.crt"), "--kubelet-client-key="+c.file("admin.key"),
+			"--kubelet-preferred-address-types=InternalIP")
+	}
+	var err error
+	c.apiserver, err = c.h.spawn(c.file("kube-apiserver.log"), filepath.Join(c.h.opts.BinDir, "kube-apiserver"), args...)
 	if err != nil {
 		return err
 	}
@@ -523,7 +651,8 @@ func Build(ctx context.Context, root string) (string, error) {
 	v := "k8s.io/component-base/version"
 	ldflags := fmt.Sprintf("-X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s", v, m[1], m[2], m[3])
 	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags="+ldflags, "-o", bin+"/",
-		"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl")
+		"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl",
+		"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var out bytes.Buffer

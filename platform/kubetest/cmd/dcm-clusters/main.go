@@ -37,6 +37,8 @@ func run(args []string) error {
 	}
 	dir := fs.String("dir", filepath.Join(dataDir, "clusters"), "where kubeconfigs, certificates, logs and etcd data go")
 	n := fs.Int("n", 3, "number of clusters")
+	nodes := fs.Int("nodes", 1, "nodes per cluster: 1 (containerd, kubelet, kube-proxy, kube-router; needs root) or 0 (API objects only)")
+	images := fs.String("images", "", "a directory of OCI image tarballs (make images: bin/images) to load into every node")
 	const usage = "usage: dcm-clusters build | build-istio | up [-n N] [-dir DIR] | down [-dir DIR]"
 	if len(args) == 0 {
 		return errors.New(usage)
@@ -102,7 +104,13 @@ flags:`)
 		if err != nil {
 			return err
 		}
-		h, err := kubetest.Start(ctx, kubetest.Options{Dir: abs, N: *n, BinDir: bin, Detach: true})
+		opts := kubetest.Options{Dir: abs, N: *n, BinDir: bin, Detach: true, Nodes: *nodes}
+		if *nodes > 0 && *images != "" {
+			if opts.Images, err = filepath.Glob(filepath.Join(*images, "*.tar")); err != nil {
+				return err
+			}
+		}
+		h, err := kubetest.Start(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -141,33 +149,23 @@ flags:`)
 		}
 		// Wait for them to finish; kill what is still there after 30 s.
 		deadline := time.Now().Add(30 * time.Second)
-		for slices.ContainsFunc(pids, alive) && time.Now().Before(deadline) {
+		for slices.ContainsFunc(pids, kubetest.Alive) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		for _, pid := range pids {
-			if alive(pid) {
+			if kubetest.Alive(pid) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
-		for killed := time.Now(); slices.ContainsFunc(pids, alive); time.Sleep(50 * time.Millisecond) {
+		for killed := time.Now(); slices.ContainsFunc(pids, kubetest.Alive); time.Sleep(50 * time.Millisecond) {
 			if time.Since(killed) > 10*time.Second {
 				return fmt.Errorf("processes of %s are still there 10 s after SIGKILL", pidFile)
 			}
 		}
+		kubetest.Teardown(*dir)
 		fmt.Printf("stopped %d processes\n", len(pids))
 		return os.Remove(pidFile)
 	default:
 		return fmt.Errorf("unknown command %q: want build, build-istio, up or down", verb)
 	}
-}
-
-// alive says whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses: "pid (comm) S ...".
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }
