@@ -25,7 +25,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -219,11 +218,7 @@ func (h *Harness) saveNodeState() error {
 			st.Dirs = append(st.Dirs, c.node.dir)
 		}
 	}
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(h.stateFile, data, 0o600)
+	return writeJSON(h.stateFile, st)
 }
 
 // Teardown removes what the nodes of the clusters in dir (started with

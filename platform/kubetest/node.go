@@ -124,6 +124,14 @@ func claimNetwork(ctx context.Context, stateFile string) (network, error) {
 	return network{}, fmt.Errorf("kubetest: all %d node network slots are taken (bridges dcmk0..dcmk%d)", maxSlots, maxSlots-1)
 }
 
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
 func readNodeState(path string) (nodeState, error) {
 	var st nodeState
 	data, err := os.ReadFile(path)
@@ -602,4 +610,29 @@ func run(ctx context.Context, name string, args ...string) error {
 		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// Kubectl runs bin/k8s/kubectl with the cluster's admin kubeconfig and
+// returns its standard output; an error carries its standard error.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return c.KubectlAs(ctx, c.KubeconfigPath, args...)
+}
+
+// KubectlAs is Kubectl with another kubeconfig (a tenant's).
+func (c *Cluster) KubectlAs(ctx context.Context, kubeconfig string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.h.opts.BinDir, "kubectl"), append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// Node is the cluster's node's name, or "" without one.
+func (c *Cluster) Node() string {
+	if c.node == nil {
+		return ""
+	}
+	return c.node.name
 }

@@ -2,72 +2,115 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 )
 
-var shared struct {
+// sharedHarness is the clusters a test binary shares: one set without
+// nodes, one with (ForTestsWithNodes).
+type sharedHarness struct {
 	once sync.Once
 	h    *Harness
 	dirs []string
 	err  error
 }
 
+var shared [2]sharedHarness
+
 // ForTests returns n clusters shared by the test binary's tests, started
 // by the first call (building the binaries if they are not up to date);
 // it skips the test under -short. Call StopShared from TestMain after
 // m.Run. Tests share the clusters: they must use names of their own.
+// The clusters have no nodes: pods are admitted but never run.
 func ForTests(tb testing.TB, n int) *Harness {
+	tb.Helper()
+	return forTests(tb, n, 0)
+}
+
+// ForTestsWithNodes is ForTests with one node per cluster (a kubelet over
+// containerd, kube-proxy, kube-router; see node.go) into which the images
+// of `make images` that tests run (pause, agnhost and DCM's own) are
+// loaded. Needs root, and `make images` first.
+func ForTestsWithNodes(tb testing.TB, n int) *Harness {
+	tb.Helper()
+	return forTests(tb, n, 1)
+}
+
+func forTests(tb testing.TB, n, nodes int) *Harness {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("needs real clusters (kube-apiserver, etcd); skipped with -short")
 	}
-	shared.once.Do(func() {
+	s := &shared[nodes]
+	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		root, err := RepoRoot()
 		if err != nil {
-			shared.err = err
+			s.err = err
 			return
 		}
 		bin, err := Build(ctx, root)
 		if err != nil {
-			shared.err = err
+			s.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "dcm-clusters-")
-		if err != nil {
-			shared.err = err
+		opts := Options{N: n, BinDir: bin, Nodes: nodes}
+		if nodes > 0 {
+			if opts.Images, err = TestImages(root); err != nil {
+				s.err = err
+				return
+			}
+		}
+		if opts.Dir, err = os.MkdirTemp("", "dcm-clusters-"); err != nil {
+			s.err = err
 			return
 		}
 		// etcd fsyncs every write: on tmpfs that costs nothing.
-		etcdDir, err := os.MkdirTemp("/dev/shm", "dcm-etcd-")
-		if err != nil {
-			etcdDir = ""
+		if opts.EtcdDir, err = os.MkdirTemp("/dev/shm", "dcm-etcd-"); err != nil {
+			opts.EtcdDir = ""
 		}
-		shared.dirs = []string{dir, etcdDir}
-		shared.h, shared.err = Start(ctx, Options{Dir: dir, EtcdDir: etcdDir, N: n, BinDir: bin})
+		s.dirs = []string{opts.Dir, opts.EtcdDir}
+		s.h, s.err = Start(ctx, opts)
 	})
-	if shared.err != nil {
-		tb.Fatalf("start test clusters: %v", shared.err)
+	if s.err != nil {
+		tb.Fatalf("start test clusters: %v", s.err)
 	}
-	if len(shared.h.Clusters) < n {
-		tb.Fatalf("the shared test clusters are %d, not %d", len(shared.h.Clusters), n)
+	if len(s.h.Clusters) < n {
+		tb.Fatalf("the shared test clusters are %d, not %d", len(s.h.Clusters), n)
 	}
-	return shared.h
+	return s.h
 }
 
-// StopShared stops the clusters ForTests started, if any, and removes
-// their files.
-func StopShared() {
-	if shared.h != nil {
-		shared.h.Stop()
+// TestImages are the image tarballs of `make images` (root/bin/images)
+// that nodes load: every one there, or an error saying to run make images.
+func TestImages(root string) ([]string, error) {
+	dir := filepath.Join(root, "bin", "images")
+	for _, name := range []string{"pause", "agnhost"} {
+		p := filepath.Join(dir, name+".tar")
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kubetest: the image %s is not built (make images): %w", p, err)
+		}
 	}
-	for _, d := range shared.dirs {
-		if d != "" {
-			_ = os.RemoveAll(d)
+	return filepath.Glob(filepath.Join(dir, "*.tar"))
+}
+
+// StopShared stops the clusters ForTests and ForTestsWithNodes started,
+// if any, and removes their files.
+func StopShared() {
+	for i := range shared {
+		s := &shared[i]
+		if s.h != nil {
+			s.h.Stop()
+		}
+		for _, d := range s.dirs {
+			if d != "" {
+				_ = os.RemoveAll(d)
+			}
 		}
 	}
 }

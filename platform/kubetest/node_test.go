@@ -1,0 +1,180 @@
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// Agnhost is Kubernetes' e2e helper image as `make images` builds it.
+const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+
+// TestNodeRunsPodsAndEnforcesNetworkPolicy: a pod runs on the node and
+// serves; another namespace's pod reaches it directly and through its
+// Service (kube-proxy) until a NetworkPolicy admits only its own
+// namespace (kube-router), after which it does not, and its own
+// namespace still does.
+func TestNodeRunsPodsAndEnforcesNetworkPolicy(t *testing.T) {
+	h := ForTestsWithNodes(t, 1)
+	c := h.Clusters[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := c.Kubectl(ctx, args...)
+		require.NoError(t, err)
+		return strings.TrimSpace(out)
+	}
+	for _, ns := range []string{"np-a", "np-b"} {
+		kubectl("create", "namespace", ns)
+		kubectl("run", "client", "-n", ns, "--image="+agnhost, "--image-pull-policy=Never", "--", "pause")
+	}
+	kubectl("run", "server", "-n", "np-a", "--image="+agnhost, "--image-pull-policy=Never", "--port=8080", "--expose",
+		"--", "netexec", "--http-port=8080")
+	for _, ns := range []string{"np-a", "np-b"} {
+		kubectl("wait", "--for=condition=Ready", "pod", "--all", "-n", ns, "--timeout=120s")
+	}
+	require.Equal(t, c.Node(), kubectl("get", "pod", "server", "-n", "np-a", "-o", "jsonpath={.spec.nodeName}"))
+	server := kubectl("get", "pod", "server", "-n", "np-a", "-o", "jsonpath={.status.podIP}") + ":8080"
+	service := kubectl("get", "service", "server", "-n", "np-a", "-o", "jsonpath={.spec.clusterIP}") + ":8080"
+	connect := func(from, to string) error {
+		_, err := c.Kubectl(ctx, "exec", "-n", from, "client", "--", "/agnhost", "connect", to, "--timeout=3s")
+		return err
+	}
+	require.NoError(t, connect("np-b", server), "no policy yet: another namespace connects")
+	require.NoError(t, connect("np-b", service), "through the Service's cluster IP (kube-proxy)")
+
+	kubectl("apply", "-f", writeFile(t, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: own-namespace, namespace: np-a}
+spec:
+  podSelector: {}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {}}]
+`))
+	require.NoError(t, poll(ctx, time.Minute, func() error {
+		if connect("np-b", server) == nil {
+			return fmt.Errorf("np-b still connects to %s", server)
+		}
+		return nil
+	}), "kube-router enforces the policy")
+	require.Error(t, connect("np-b", service), "nor through the Service")
+	require.NoError(t, connect("np-a", server), "its own namespace still connects")
+}
+
+// TestDeadHarnessIsCleanedUp: the nodes of a harness whose owner died (a
+// killed test binary) are torn down by the next harness that needs their
+// slot: processes, pods, mounts, cgroups, network namespaces and bridge.
+func TestDeadHarnessIsCleanedUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real clusters; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root, err := RepoRoot()
+	require.NoError(t, err)
+	bin, err := Build(ctx, root)
+	require.NoError(t, err)
+	images, err := TestImages(root)
+	require.NoError(t, err)
+	start := func() *Harness {
+		h, err := Start(ctx, Options{Dir: t.TempDir(), N: 1, BinDir: bin, Nodes: 1, Images: images})
+		require.NoError(t, err)
+		return h
+	}
+	dead := start()
+	defer dead.Stop()
+	c := dead.Clusters[0]
+	_, err = c.Kubectl(ctx, "run", "left", "--image="+agnhost, "--image-pull-policy=Never", "--", "pause")
+	require.NoError(t, err)
+	_, err = c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/left", "--timeout=120s")
+	require.NoError(t, err)
+	n := c.node
+	pids := cgroupPIDs(n.cgroup)
+	require.NotEmpty(t, pids, "the node's programs and the pod run in its cgroup")
+	require.NotEmpty(t, mountsUnder(n.dir), "the pod's mounts")
+
+	// Its owner is now a process that has exited.
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	st, err := readNodeState(dead.stateFile)
+	require.NoError(t, err)
+	st.Owner = gone.Process.Pid
+	require.NoError(t, writeJSON(dead.stateFile, st))
+
+	// The next harness takes the slot over, and with it the slot's names
+	// (cgroup root, network namespace, bridge), recreated for its node.
+	next := start()
+	defer next.Stop()
+	require.Equal(t, dead.net.Slot, next.net.Slot, "the dead harness's slot is taken over")
+	var left []string
+	for _, pid := range pids {
+		if p, err := strconv.Atoi(pid); err == nil && Alive(p) {
+			left = append(left, pid)
+		}
+	}
+	require.Empty(t, describePIDs(left), "no process of the dead node is left")
+	require.Empty(t, mountsUnder(n.dir), "nor a mount")
+	require.NoFileExists(t, dead.stateFile)
+
+	next.Stop()
+	require.NoDirExists(t, filepath.Join("/sys/fs/cgroup/memory", next.Clusters[0].node.cgroup))
+	require.NoFileExists(t, "/run/netns/"+next.Clusters[0].node.netns)
+	require.Error(t, run(ctx, "ip", "link", "show", next.net.Bridge), "the bridge is gone")
+	require.NoFileExists(t, slotFile(next.net.Slot))
+}
+
+func cgroupPIDs(cg string) []string {
+	var pids []string
+	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", cg), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "cgroup.procs" {
+			data, _ := os.ReadFile(p)
+			pids = append(pids, strings.Fields(string(data))...)
+		}
+		return nil
+	})
+	return pids
+}
+
+func mountsUnder(dir string) []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	return points
+}
+
+func writeFile(t *testing.T, data string) string {
+	p := filepath.Join(t.TempDir(), "manifest.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(data), 0o600))
+	return p
+}
+
+// describePIDs gives each process's state and command line.
+func describePIDs(pids []string) []string {
+	var out []string
+	for _, pid := range pids {
+		stat, _ := os.ReadFile("/proc/" + pid + "/stat")
+		cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		out = append(out, fmt.Sprintf("%s %s: %s", pid, strings.Fields(string(stat)+" ? ? ?")[2], strings.ReplaceAll(string(cmd), "\x00", " ")))
+	}
+	return out
+}
