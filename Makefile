@@ -3,6 +3,10 @@ SHELL      := bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO         ?= go
 BIN        := $(CURDIR)/bin
+# The checkout this Makefile is in (through a symlink too: the README
+# walkthrough test runs it from a directory of its own): make images
+# builds there, and make clusters loads its images from there.
+REPO       := $(patsubst %/,%,$(dir $(realpath $(firstword $(MAKEFILE_LIST)))))
 BUF        := $(BIN)/buf
 GOLANGCI   := $(BIN)/golangci-lint
 GRPCURL    := $(BIN)/grpcurl
@@ -34,7 +38,10 @@ FUZZPARALLEL ?= 2
 FUZZMINIMIZE ?= 20x
 
 # Local Kubernetes clusters (make clusters N=3); their files go here.
+# NODES=1 gives each a node that runs pods (needs root; docs/nodes.md),
+# NODES=0 none (API objects only).
 N          ?= 3
+NODES      ?= 1
 CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .DEFAULT_GOAL := help
@@ -68,10 +75,10 @@ build:
 test: check-generated lint breaking test-all
 
 ## test-all: every Go test, integration tests against real clusters included
-test-all: k8s-bins istio-bins
+test-all: k8s-bins istio-bins images
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
-## k8s-bins: build kube-apiserver, kube-controller-manager and kubectl (test/k8s) into bin/k8s
+## k8s-bins: build kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet, kube-proxy (test/k8s) and kube-router (test/kube-router) into bin/k8s
 k8s-bins:
 	$(CLUSTERS) build
 
@@ -81,11 +88,11 @@ istio-bins:
 
 ## images: an OCI image tarball per program (dcm.local/<program>), pause and agnhost into bin/images, for ctr images import (docs/images.md); rewrites only what changed
 images:
-	cd test/images && GOWORK=off $(GO) run ./cmd/dcm-images -root $(CURDIR)
+	cd $(REPO)/test/images && GOWORK=off $(GO) run ./cmd/dcm-images -root $(REPO)
 
-## clusters: start N local Kubernetes clusters (etcd + kube-apiserver + kube-controller-manager)
-clusters:
-	$(CLUSTERS) up -n $(N) -dir $(CLUSTERS_DIR)
+## clusters: start N local Kubernetes clusters (etcd, kube-apiserver, kube-controller-manager; with NODES=1, the default, a scheduler and a node each, the images of make images loaded)
+clusters: $(if $(filter 0,$(NODES)),,images)
+	$(CLUSTERS) up -n $(N) -nodes $(NODES) -images $(REPO)/bin/images -dir $(CLUSTERS_DIR)
 
 ## clusters-down: stop the clusters `make clusters` started
 clusters-down:

@@ -628,8 +628,10 @@ func RepoRoot() (string, error) {
 
 var kubernetesVersion = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$`)
 
-// Build builds kube-apiserver, kube-controller-manager and kubectl from
-// test/k8s into root/bin/k8s and returns that directory. go build leaves binaries
+// Build builds kube-apiserver, kube-controller-manager, kubectl and the
+// node's kube-scheduler, kubelet and kube-proxy from test/k8s, and
+// kube-router from test/kube-router, into root/bin/k8s and returns that
+// directory. go build leaves binaries
 // that are up to date untouched, so a warm call costs a few seconds.
 func Build(ctx context.Context, root string) (string, error) {
 	bin := filepath.Join(root, "bin", "k8s")
@@ -654,6 +656,15 @@ func Build(ctx context.Context, root string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build Kubernetes binaries in test/k8s: %w\n%s", err, strings.TrimSpace(out.String()))
+	}
+	// The nodes' NetworkPolicy firewall, from its own tools module.
+	out.Reset()
+	cmd = exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router")
+	cmd.Dir = filepath.Join(root, "test", "kube-router")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build kube-router in test/kube-router: %w\n%s", err, strings.TrimSpace(out.String()))
 	}
 	return bin, nil
 }

@@ -174,7 +174,7 @@ func describePIDs(pids []string) []string {
 	for _, pid := range pids {
 		stat, _ := os.ReadFile("/proc/" + pid + "/stat")
 		cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-		out = append(out, fmt.Sprintf("%s %s: %s", pid, strings.Fields(string(stat)+" ? ? ?")[2], strings.ReplaceAll(string(cmd), "\x00", " ")))
+		out = append(out, fmt.Sprintf("%s %s: %s", pid, strings.Fields(string(stat) + " ? ? ?")[2], strings.ReplaceAll(string(cmd), "\x00", " ")))
 	}
 	return out
 }

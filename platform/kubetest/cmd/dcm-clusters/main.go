@@ -39,7 +39,7 @@ func run(args []string) error {
 	n := fs.Int("n", 3, "number of clusters")
 	nodes := fs.Int("nodes", 1, "nodes per cluster: 1 (containerd, kubelet, kube-proxy, kube-router; needs root) or 0 (API objects only)")
 	images := fs.String("images", "", "a directory of OCI image tarballs (make images: bin/images) to load into every node")
-	const usage = "usage: dcm-clusters build | build-istio | up [-n N] [-dir DIR] | down [-dir DIR]"
+	const usage = "usage: dcm-clusters build | build-istio | up [-n N] [-nodes 0|1] [-images DIR] [-dir DIR] | down [-dir DIR]"
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -48,9 +48,11 @@ func run(args []string) error {
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage + `
 
-  build        build kube-apiserver, kube-controller-manager and kubectl (test/k8s) into bin/k8s
+  build        build the Kubernetes binaries (test/k8s: kube-apiserver, kube-controller-manager, kubectl,
+               kube-scheduler, kubelet, kube-proxy; test/kube-router: kube-router) into bin/k8s
   build-istio  build istiod (test/istio) into bin/istio
-  up           start N local clusters (etcd, kube-apiserver, kube-controller-manager) in DIR
+  up           start N local clusters (etcd, kube-apiserver, kube-controller-manager; with -nodes 1
+               a kube-scheduler and a node each) in DIR
   down         stop the clusters up started, and return once their processes are gone
 
 flags:`)
@@ -72,7 +74,7 @@ flags:`)
 		if err != nil {
 			return err
 		}
-		fmt.Println("kube-apiserver, kube-controller-manager and kubectl are in", bin)
+		fmt.Println("the Kubernetes binaries are in", bin)
 		return nil
 	case "build-istio":
 		root, err := kubetest.RepoRoot()
@@ -95,7 +97,7 @@ flags:`)
 		if err != nil {
 			return err
 		}
-		fmt.Println("building kube-apiserver, kube-controller-manager and kubectl (test/k8s) ...")
+		fmt.Println("building the Kubernetes binaries (test/k8s, test/kube-router) ...")
 		bin, err := kubetest.Build(ctx, root)
 		if err != nil {
 			return err
