@@ -1,0 +1,133 @@
+package allinone_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// agnhost is Kubernetes' e2e helper image, as make images builds it.
+const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+
+// TestTenantNetworkIsolationOnANode: two projects' logical clouds share a
+// cluster with a real node. Each tenant runs pods through its own
+// kubeconfig; a pod reaches pods of its own logical cloud, not the other
+// project's, in either direction (the NetworkPolicies DCM renders,
+// enforced by the node's kube-router). Once a logical cloud opens ingress
+// from a sibling of its project, the sibling connects and the other
+// project still does not. After terminate, none of the tenant's policies,
+// pods or namespace is left.
+func TestTenantNetworkIsolationOnANode(t *testing.T) {
+	h := kubetest.ForTestsWithNodes(t, 1)
+	c := h.Clusters[0]
+	s := stacktest.Start(t)
+	r := newREST(t, s)
+	registerHarness(t, r, h)
+	e := &tenants{t: t, s: s, admin: r, h: h}
+	for _, p := range []string{"net-a", "net-b"} {
+		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+p+`"}}`)
+	}
+	a := e.tenantLC("net-a", "web", "net-a-web", "alice", "cluster-1")
+	sib := e.tenantLC("net-a", "jobs", "net-a-jobs", "alice", "cluster-1")
+	b := e.tenantLC("net-b", "web", "net-b-web", "bob", "cluster-1")
+	lcs := []string{a, sib, b}
+	for _, lc := range lcs {
+		r.want(202, "POST", lc+"/apply", "")
+	}
+	for _, lc := range lcs {
+		r.settle(lc, "Instantiated")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// Each tenant runs a server and a client in its namespace with its own
+	// kubeconfig.
+	dir := t.TempDir()
+	kubeconfigs := map[string]string{}
+	for _, lc := range lcs {
+		p := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(lc, "/v2/projects/"), "/", "-")+".kubeconfig")
+		require.NoError(t, os.WriteFile(p, r.kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"), 0o600))
+		kubeconfigs[lc] = p
+	}
+	tenant := func(lc string, args ...string) (string, error) {
+		out, err := c.KubectlAs(ctx, kubeconfigs[lc], args...)
+		return strings.TrimSpace(out), err
+	}
+	ns := map[string]string{a: "net-a-web", sib: "net-a-jobs", b: "net-b-web"}
+	for _, lc := range lcs {
+		for _, pod := range [][]string{
+			{"run", "server", "--image=" + agnhost, "--image-pull-policy=Never", "--", "netexec", "--http-port=8080"},
+			{"run", "client", "--image=" + agnhost, "--image-pull-policy=Never", "--", "pause"},
+		} {
+			_, err := tenant(lc, append([]string{"-n", ns[lc]}, pod...)...)
+			require.NoError(t, err)
+		}
+	}
+	for _, lc := range lcs {
+		_, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod", "--all", "-n", ns[lc], "--timeout=120s")
+		require.NoError(t, err, "the tenant's pods run")
+	}
+	server := map[string]string{}
+	for _, lc := range lcs {
+		ip, err := c.Kubectl(ctx, "get", "pod", "server", "-n", ns[lc], "-o", "jsonpath={.status.podIP}")
+		require.NoError(t, err)
+		server[lc] = strings.TrimSpace(ip) + ":8080"
+	}
+	// connect asks from's client pod to open a connection to to's server.
+	connect := func(from, to string) error {
+		_, err := c.Kubectl(ctx, "exec", "-n", ns[from], "client", "--", "/agnhost", "connect", server[to], "--timeout=3s")
+		return err
+	}
+	// Policies take effect when kube-router has synced them: poll for the
+	// refusal, then require the allowed paths.
+	refused := func(from, to string) {
+		t.Helper()
+		eventually(t, from+" is refused by "+to, func() bool { return connect(from, to) != nil })
+	}
+	refused(a, b)
+	refused(b, a)
+	refused(sib, a)
+	require.NoError(t, connect(a, a), "within a logical cloud")
+	require.NoError(t, connect(b, b))
+
+	// Tenants read DCM's policies but cannot change or delete them.
+	got, err := tenant(a, "get", "networkpolicies", "-n", ns[a], "-o", "name")
+	require.NoError(t, err)
+	require.Contains(t, got, "networkpolicy.networking.k8s.io/dcm-ingress")
+	_, err = tenant(a, "delete", "networkpolicy", "dcm-ingress", "-n", ns[a])
+	require.Error(t, err, "the tenant cannot delete DCM's policy")
+
+	// web opens ingress from its sibling jobs.
+	var lc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", a, "")), &lc))
+	lc["spec"].(map[string]any)["allow-ingress-from"] = []string{"jobs"}
+	body, err := json.Marshal(lc)
+	require.NoError(t, err)
+	r.want(200, "PUT", a, string(body))
+	r.want(202, "POST", a+"/update", "")
+	r.settle(a, "Instantiated")
+	eventually(t, "the opened sibling connects", func() bool { return connect(sib, a) == nil })
+	require.Error(t, connect(b, a), "the other project still does not")
+
+	// Terminated, nothing of the tenant is left.
+	r.want(202, "POST", a+"/terminate", "")
+	r.settle(a, "Terminated")
+	eventually(t, "the namespace, its pods, policies and LimitRange go", func() bool {
+		out, err := c.Kubectl(ctx, "get", "namespace", ns[a], "--ignore-not-found", "-o", "name")
+		return err == nil && strings.TrimSpace(out) == ""
+	})
+	for _, kind := range []string{"pods", "networkpolicies", "limitranges"} {
+		out, err := c.Kubectl(ctx, "get", kind, "-n", ns[a], "-o", "name")
+		require.NoError(t, err)
+		require.Empty(t, strings.TrimSpace(out), kind)
+	}
+}
