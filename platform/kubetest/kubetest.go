@@ -28,6 +28,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -449,25 +450,36 @@ func (c *Cluster) StopAPIServer() {
 
 // ready asks /readyz with the admin credential.
 func (c *Cluster) ready(ctx context.Context) error {
+	_, err := c.get(ctx, "/readyz")
+	return err
+}
+
+// get reads path from the API server with the admin credential, within
+// 5 s; anything but 200 is an error.
+func (c *Cluster) get(ctx context.Context, path string) ([]byte, error) {
 	client, err := c.HTTPClient()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+"/readyz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s /readyz: %s", c.Name, resp.Status)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s", c.Name, path, resp.Status)
+	}
+	return body, nil
 }
 
 // HTTPClient is an HTTPS client with the admin credential.

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,27 +322,9 @@ func (n *node) file(name string) string { return filepath.Join(n.dir, name) }
 
 // ready asks the API server whether the Node is Ready.
 func (n *node) ready(ctx context.Context) error {
-	client, err := n.c.HTTPClient()
+	body, err := n.c.get(ctx, "/api/v1/nodes/"+n.name)
 	if err != nil {
 		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.c.Server+"/api/v1/nodes/"+n.name, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("node %s: %s", n.name, resp.Status)
 	}
 	var obj struct {
 		Status struct {
