@@ -46,7 +46,9 @@ func tcpPorts(ports ...int) []any { return kube.Ports("TCP", ports...) }
 func networkPolicies(in Input) []string {
 	labels := kube.Labels(in.Project, in.LogicalCloud)
 	own := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": labels}}}
-	meta := func(name string) kube.Meta { return kube.Meta{Name: name, Namespace: in.IstioNamespace, Labels: labels} }
+	meta := func(name string) kube.Meta {
+		return kube.Meta{Name: name, Namespace: in.IstioNamespace, Labels: labels}
+	}
 	ingress := []string{"Ingress"}
 	policy := func(name string, pods map[string]any, rules []any) string {
 		return kube.NetworkPolicy(meta(name), pods, ingress, rules, nil)
