@@ -84,7 +84,16 @@ func TestNetworkPolicies(t *testing.T) {
 			require.Contains(t, body, c.says, c.refs)
 			pa.want(404, "GET", a, "")
 		}
-		body := e.admin.want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["nb/ghost"],`))
+		e.admin.want(201, "POST", lcs, `{"metadata":{"name":"adm"},"spec":{"level":"admin"}}`)
+		body := pa.want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["adm"],`))
+		require.Equal(t, "spec.allow-ingress-from[0]", decodeMap(t, body)["field"])
+		require.Contains(t, body, "at level admin: it has no namespace")
+		body = e.admin.want(400, "POST", lcs, `{"metadata":{"name":"adm2"},"spec":{"level":"admin","allow-ingress-from":["sib"]}}`)
+		require.Equal(t, "spec.allow-ingress-from", decodeMap(t, body)["field"], "an admin logical cloud has no namespace to open")
+		e.admin.want(404, "GET", lcs+"/adm2", "")
+		e.admin.want(204, "DELETE", lcs+"/adm", "")
+		pa.want(404, "GET", a, "")
+		body = e.admin.want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["nb/ghost"],`))
 		require.Equal(t, "spec.allow-ingress-from[0]", decodeMap(t, body)["field"], "an admin names a logical cloud that exists")
 		e.admin.want(404, "GET", a, "")
 		body = pa.want(400, "POST", lcs, `{"metadata":{"name":"w"},"spec":{"user":{"user-permissions":[
