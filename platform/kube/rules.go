@@ -37,6 +37,12 @@ var clusterOnly = []string{"nodes", "certificatesigningrequests/approval", "cert
 
 const rbacAPIGroup = "rbac.authorization.k8s.io"
 
+// networkingAPIGroup holds networkpolicies: a tenant reads DCM's
+// dcm-ingress and dcm-egress in its namespace but writes no policy, since
+// NetworkPolicies add up and one of its own could let in or out what
+// DCM's deny (docs/security.md, "Tenant isolation").
+const networkingAPIGroup = "networking.k8s.io"
+
 // CheckGrant checks permission g of a logical cloud at level whose
 // namespace is lcNamespace, and resolves the namespace it applies in (see
 // PermissionNamespace). Only an admin (mayGrant) may grant outside the
@@ -45,7 +51,7 @@ const rbacAPIGroup = "rbac.authorization.k8s.io"
 // escalate, bind, impersonate, approve or sign verb, no nodes or CSR
 // approval, no "*" verb on RBAC objects, and no write to resourcequotas,
 // limitranges or namespaces (nor to "*" resources of the core group,
-// which include them). The error names the field and the rule.
+// which include them), nor to networkpolicies (nor "*" of their group). The error names the field and the rule.
 func CheckGrant(field, level, lcNamespace string, g Grant, mayGrant bool) (string, error) {
 	ns, err := PermissionNamespace(join(field, "namespace"), level, lcNamespace, g.Namespace)
 	if err != nil {
@@ -72,6 +78,7 @@ func CheckGrant(field, level, lcNamespace string, g Grant, mayGrant bool) (strin
 	}
 	core := slices.Contains(g.APIGroups, "") || slices.Contains(g.APIGroups, "*")
 	rbac := slices.Contains(g.APIGroups, rbacAPIGroup) || slices.Contains(g.APIGroups, "*")
+	networking := slices.Contains(g.APIGroups, networkingAPIGroup) || slices.Contains(g.APIGroups, "*")
 	writes := slices.ContainsFunc(g.Verbs, func(v string) bool { return slices.Contains(writeVerbs, v) })
 	for i, r := range g.Resources {
 		at := fmt.Sprintf("%s[%d]", join(field, "resources"), i)
@@ -85,6 +92,8 @@ func CheckGrant(field, level, lcNamespace string, g Grant, mayGrant bool) (strin
 			return "", errs.Invalid(at, "a tenant may not change its %s; only read verbs (get, list, watch) are allowed on it", base)
 		case core && writes && base == "*":
 			return "", errs.Invalid(at, `write verbs on "*" in the core API group include the tenant's resourcequotas, limitranges and namespace; list the resources instead`)
+		case networking && writes && (base == "networkpolicies" || base == "*"):
+			return "", errs.Invalid(at, "a tenant may not change network policies (DCM's dcm-ingress and dcm-egress isolate its namespace; a policy of its own could only open what they close); only read verbs (get, list, watch) are allowed on networkpolicies. Open ingress with spec.allow-ingress-from")
 		}
 	}
 	return ns, nil

@@ -26,7 +26,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc, err := namespace.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.PodSecurity)
+	svc, err := namespace.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.PodSecurity, env.Config.TenantEgressCIDRs)
 	if err != nil {
 		closeAll(context.Background())
 		return nil, server.Options{}, err

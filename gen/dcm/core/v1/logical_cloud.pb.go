@@ -127,9 +127,16 @@ type LogicalCloudSpec struct {
 	// list of {"key", "value"}; the project's answers are the list, EMCO's
 	// the object. Keys in the kubernetes.io, k8s.io, dcm.io and istio.io
 	// domains (and istio-injection) are the system's and refused.
-	Labels        []*v1.Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Labels []*v1.Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
+	// allow_ingress_from names the logical clouds whose namespaces may reach
+	// this one's pods (its NetworkPolicy dcm-ingress; docs/logical-clouds.md,
+	// "Network policies"): "<logical cloud>" of the same project, or
+	// "<project>/<logical cloud>" of another project (only an admin may name
+	// one). Each must exist and have a namespace; a PUT with a spec replaces
+	// the list, which reaches the clusters on the next .../update.
+	AllowIngressFrom []string `protobuf:"bytes,9,rep,name=allow_ingress_from,json=allow-ingress-from,proto3" json:"allow_ingress_from,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LogicalCloudSpec) Reset() {
@@ -214,6 +221,13 @@ func (x *LogicalCloudSpec) GetCaRoot() string {
 func (x *LogicalCloudSpec) GetLabels() []*v1.Label {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *LogicalCloudSpec) GetAllowIngressFrom() []string {
+	if x != nil {
+		return x.AllowIngressFrom
 	}
 	return nil
 }
@@ -2851,7 +2865,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xe1\x03\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\x9b\x04\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -2863,7 +2877,8 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"privilegedR\fpod-security\x12<\n" +
 	"\fservice_mesh\x18\x06 \x01(\v2\x18.dcm.core.v1.ServiceMeshR\fservice-mesh\x12!\n" +
 	"\aca_root\x18\a \x01(\tB\a\xbaH\x04r\x02\x18?R\aca-root\x125\n" +
-	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\"r\n" +
+	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\x128\n" +
+	"\x12allow_ingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\x12allow-ingress-from\"r\n" +
 	"\vServiceMesh\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12I\n" +
 	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\"\xe6\x01\n" +

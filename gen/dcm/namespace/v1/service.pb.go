@@ -517,7 +517,14 @@ type RenderNamespaceRequest struct {
 	IstioRevision string `protobuf:"bytes,6,opt,name=istio_revision,json=istio-revision,proto3" json:"istio_revision,omitempty"`
 	// labels are the logical cloud's own namespace labels (spec.labels, as
 	// core checked them: none is in a domain the derived labels use).
-	Labels        []*v1.Label `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty"`
+	Labels []*v1.Label `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty"`
+	// istio_namespace is the logical cloud's Istio namespace when its service
+	// mesh is enabled (the service mesh service's answer): its NetworkPolicies
+	// admit traffic from it and allow traffic to it.
+	IstioNamespace string `protobuf:"bytes,8,opt,name=istio_namespace,json=istio-namespace,proto3" json:"istio_namespace,omitempty"`
+	// ingress_from are the namespaces of the logical clouds its
+	// spec.allow-ingress-from names, as core resolved them.
+	IngressFrom   []string `protobuf:"bytes,9,rep,name=ingress_from,json=ingress-from,proto3" json:"ingress_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +608,20 @@ func (x *RenderNamespaceRequest) GetLabels() []*v1.Label {
 	return nil
 }
 
+func (x *RenderNamespaceRequest) GetIstioNamespace() string {
+	if x != nil {
+		return x.IstioNamespace
+	}
+	return ""
+}
+
+func (x *RenderNamespaceRequest) GetIngressFrom() []string {
+	if x != nil {
+		return x.IngressFrom
+	}
+	return nil
+}
+
 // RenderNamespaceResponse is the Namespace object.
 type RenderNamespaceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -680,7 +701,7 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
 	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\xa4\x02\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"\x85\x03\n" +
 	"\x16RenderNamespaceRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1c\n" +
@@ -688,7 +709,9 @@ const file_dcm_namespace_v1_service_proto_rawDesc = "" +
 	"\x05level\x18\x04 \x01(\tR\x05level\x12\"\n" +
 	"\fpod_security\x18\x05 \x01(\tR\fpod-security\x12/\n" +
 	"\x0eistio_revision\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x18?R\x0eistio-revision\x12+\n" +
-	"\x06labels\x18\a \x03(\v2\x13.dcm.types.v1.LabelR\x06labels\"7\n" +
+	"\x06labels\x18\a \x03(\v2\x13.dcm.types.v1.LabelR\x06labels\x121\n" +
+	"\x0fistio_namespace\x18\b \x01(\tB\a\xbaH\x04r\x02\x18?R\x0fistio-namespace\x12,\n" +
+	"\fingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\fingress-from\"7\n" +
 	"\x17RenderNamespaceResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests2\x89\x03\n" +
 	"\x10NamespaceService\x12\xad\x01\n" +

@@ -612,9 +612,13 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 		if err != nil {
 			return nil, err
 		}
+		ingressFrom, err := s.ingressNamespaces(ctx, project, spec)
+		if err != nil {
+			return nil, err
+		}
 		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc,
 			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity(), IstioRevision: out.mesh.revision,
-			Labels: spec.GetLabels()})
+			Labels: spec.GetLabels(), IstioNamespace: out.mesh.istioNamespace, IngressFrom: ingressFrom})
 		if err != nil {
 			return nil, err
 		}

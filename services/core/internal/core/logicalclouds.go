@@ -153,6 +153,11 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	if err := s.checkCARoot(ctx, req.GetProject(), p.lc.GetSpec().GetCaRoot()); err != nil {
 		return nil, err
 	}
+	if refs := req.GetSpec().GetAllowIngressFrom(); len(refs) > 0 {
+		if p.lc.Spec.AllowIngressFrom, err = s.checkIngressFrom(ctx, req.GetProject(), p.lc.GetMetadata().GetName(), p.lc.GetSpec().GetLevel(), refs, nil); err != nil {
+			return nil, err
+		}
+	}
 	if p.lc.GetSpec().GetServiceMesh().GetEnabled() {
 		var release func()
 		if ctx, release, err = s.meshSlot(ctx, req.GetProject(), p.lc.GetMetadata().GetName()); err != nil {
@@ -392,6 +397,12 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 			return nil, err
 		}
 	}
+	// Checked before the write: the named logical clouds are other records.
+	ingress, err := s.checkIngressFrom(ctx, req.GetProject(), req.GetLogicalCloud(), cur.GetSpec().GetLevel(), req.GetSpec().GetAllowIngressFrom(),
+		cur.GetSpec().GetAllowIngressFrom())
+	if err != nil {
+		return nil, err
+	}
 	if req.GetSpec().GetServiceMesh().GetEnabled() && !cur.GetSpec().GetServiceMesh().GetEnabled() {
 		var release func()
 		if ctx, release, err = s.meshSlot(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
@@ -431,6 +442,9 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 				return err
 			}
 			c.Spec.Labels = in.GetLabels()
+			// Replaced like the labels; the clusters' dcm-ingress changes on
+			// the next .../update.
+			c.Spec.AllowIngressFrom = ingress
 		}
 		c.Metadata = req.GetMetadata()
 		return nil
@@ -507,6 +521,14 @@ func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.Dele
 			lc, st.GetState(), StateTerminated)
 	}
 	if _, err := s.clouds.MarkDeleting(ctx, store.Key(project, lc)); err != nil {
+		return nil, err
+	}
+	// Marked first: a spec.allow-ingress-from checked from now on no
+	// longer finds it.
+	if err := s.deleteRefused(ctx, project, lc); err != nil {
+		if uerr := s.clouds.Unmark(context.WithoutCancel(ctx), store.Key(project, lc)); uerr != nil {
+			logging.FromOr(ctx, s.log).Warn("unmark logical cloud", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(uerr))
+		}
 		return nil, err
 	}
 	s.finishDelete(context.WithoutCancel(ctx), req.GetProject(), req.GetLogicalCloud())

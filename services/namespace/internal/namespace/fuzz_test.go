@@ -40,7 +40,7 @@ func FuzzRenderNamespace(f *testing.F) {
 		f.Add(s.project, s.lc, s.ns, s.level, s.podSecurity)
 	}
 	core := coretest.New()
-	svc, err := namespace.New(storetest.Open(f), core, "")
+	svc, err := namespace.New(storetest.Open(f), core, "", "")
 	require.NoError(f, err)
 	v, err := protovalidate.New()
 	require.NoError(f, err)
@@ -67,7 +67,13 @@ func FuzzRenderNamespace(f *testing.F) {
 			wantClear(t, "RenderNamespace", err)
 			return
 		}
-		require.Len(t, resp.GetManifests(), 1)
+		require.Len(t, resp.GetManifests(), 3, "the Namespace and its NetworkPolicies")
+		for _, m := range resp.GetManifests()[1:] {
+			np := &unstructured.Unstructured{}
+			require.NoError(t, np.UnmarshalJSON([]byte(m)), "%s", m)
+			require.Equal(t, "NetworkPolicy", np.GetKind())
+			require.Equal(t, ns, np.GetNamespace(), "in the logical cloud's namespace")
+		}
 		obj := &unstructured.Unstructured{}
 		require.NoError(t, obj.UnmarshalJSON([]byte(resp.GetManifests()[0])), "%s", resp.GetManifests()[0])
 		require.Equal(t, "Namespace", obj.GetKind())

@@ -35,14 +35,24 @@ type Service struct {
 	// podSecurity is the Pod Security Admission level of a logical cloud
 	// that sets none (DCM_POD_SECURITY).
 	podSecurity string
+	// egressCIDRs are the CIDRs outside the cluster every logical cloud's
+	// pods may reach (DCM_TENANT_EGRESS_CIDRS).
+	egressCIDRs []string
 }
 
 // New opens the service's collection on st; core answers whether a
 // logical cloud exists and which clusters it references. podSecurity is
 // the level enforced in a namespace whose logical cloud sets none:
-// baseline (the default when empty) or restricted.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity string) (*Service, error) {
+// baseline (the default when empty) or restricted. egressCIDRs are the
+// CIDRs outside the cluster the logical clouds' pods may reach, comma
+// separated (DCM_TENANT_EGRESS_CIDRS; empty: none): one that is no CIDR is
+// an error.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity, egressCIDRs string) (*Service, error) {
 	podSecurity, err := kube.DefaultPodSecurity(podSecurity)
+	if err != nil {
+		return nil, err
+	}
+	cidrs, err := kube.ParseCIDRs("DCM_TENANT_EGRESS_CIDRS", egressCIDRs)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +61,7 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity str
 			func() *namespacev1.Namespace { return &namespacev1.Namespace{} }),
 		core:        core,
 		podSecurity: podSecurity,
+		egressCIDRs: cidrs,
 	}, nil
 }
 
@@ -165,7 +176,8 @@ func (s *Service) DeleteNamespaces(ctx context.Context, req *namespacev1.DeleteN
 // the namespace core names in the request (its spec.namespace) as a
 // Namespace object with the logical cloud's labels and its Pod Security
 // Admission level (enforced, and warned and audited at the same level so
-// that clients see why a pod is refused). It reads its own record only
+// that clients see why a pod is refused), followed by its default
+// NetworkPolicies (netpol.go). It reads its own record only
 // (was the namespace removed?) and never calls core.
 func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNamespaceRequest) (*namespacev1.RenderNamespaceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
@@ -188,7 +200,9 @@ func (s *Service) RenderNamespace(ctx context.Context, req *namespacev1.RenderNa
 	if removed(ns.Msg) || req.GetNamespace() == "" {
 		return nil, errs.FailedPrecondition("logical cloud %q has no namespace (it was deleted): it cannot be applied", lc)
 	}
-	return &namespacev1.RenderNamespaceResponse{Manifests: []string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity(), req.GetIstioRevision(), req.GetLabels())}}, nil
+	manifests := append([]string{s.manifest(project, lc, req.GetNamespace(), req.GetPodSecurity(), req.GetIstioRevision(), req.GetLabels())},
+		s.networkPolicies(project, lc, req.GetNamespace(), req.GetIstioNamespace(), req.GetIngressFrom())...)
+	return &namespacev1.RenderNamespaceResponse{Manifests: manifests}, nil
 }
 
 // IstioRevisionLabel selects the Istio control plane (revision) whose
@@ -210,6 +224,9 @@ func checkRender(req *namespacev1.RenderNamespaceRequest) error {
 		}
 	}
 	if err := kube.CheckLabels("labels", req.GetLabels()); err != nil {
+		return err
+	}
+	if err := checkNamespaces(req); err != nil {
 		return err
 	}
 	return kube.CheckPodSecurity("pod-security", req.GetLevel(), req.GetPodSecurity(), true)

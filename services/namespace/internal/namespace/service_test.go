@@ -1,7 +1,9 @@
 package namespace_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,7 +35,7 @@ func TestRenderNamespace(t *testing.T) {
 	t.Parallel()
 	core := coretest.New()
 	c := namespacev1.NewNamespaceInternalServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := namespace.New(st, core, "")
+		svc, err := namespace.New(st, core, "", "")
 		require.NoError(t, err)
 		return []server.Service{svc}
 	}))
@@ -57,14 +59,15 @@ func TestRenderNamespace(t *testing.T) {
 		req := &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc,
 			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity()}
 		if spec.GetServiceMesh().GetEnabled() {
-			req.IstioRevision = lc // the service mesh service's answer, as core passes it
+			// The service mesh service's answers, as core passes them.
+			req.IstioRevision, req.IstioNamespace = lc, lc+"-istio-system"
 		}
 		return c.RenderNamespace(ctx, req)
 	}
 
 	r, err := render("lc")
 	require.NoError(t, err)
-	require.Len(t, r.GetManifests(), 1)
+	require.Len(t, r.GetManifests(), 3, "the Namespace and its two NetworkPolicies")
 	require.JSONEq(t, `{"apiVersion": "v1", "kind": "Namespace",
  "metadata": {"name": "ns-1", "labels": {"dcm.io/project": "p", "dcm.io/logical-cloud": "lc",
   "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "baseline",
@@ -110,7 +113,7 @@ func TestDeleteNamespaces(t *testing.T) {
 	t.Parallel()
 	core := coretest.New()
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := namespace.New(st, core, "")
+		svc, err := namespace.New(st, core, "", "")
 		require.NoError(t, err)
 		return []server.Service{svc}
 	})
@@ -143,10 +146,146 @@ func TestDeleteNamespaces(t *testing.T) {
 	require.Equal(t, codes.NotFound, status.Code(err))
 }
 
+// TestRenderNetworkPolicies: a logical cloud's namespace gets dcm-ingress
+// (its own namespace, its Istio namespace, the namespaces it opens to) and
+// dcm-egress (its own and Istio namespace, cluster DNS, DCM's logical
+// clouds, DCM_TENANT_EGRESS_CIDRS), labelled with the logical cloud.
+func TestRenderNetworkPolicies(t *testing.T) {
+	t.Parallel()
+	core := coretest.New()
+	c := namespacev1.NewNamespaceInternalServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
+		svc, err := namespace.New(st, core, "", " 10.20.0.0/16, 2001:db8::/48 ")
+		require.NoError(t, err)
+		return []server.Service{svc}
+	}))
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns-1")
+	_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: &namespacev1.Namespace{Name: "ns-1"}})
+	require.NoError(t, err)
+	core.Forbid(t)
+	render := func(req *namespacev1.RenderNamespaceRequest) []policy {
+		t.Helper()
+		req.Project, req.LogicalCloud, req.Namespace, req.Level = "p", "lc", "ns-1", kube.LevelStandard
+		r, err := c.RenderNamespace(ctx, req)
+		require.NoError(t, err)
+		require.Len(t, r.GetManifests(), 3)
+		golden(t, "netpol-"+cmp.Or(req.GetIstioNamespace(), "plain"), r.GetManifests()[1:])
+		var out []policy
+		for _, m := range r.GetManifests()[1:] {
+			var p policy
+			require.NoError(t, json.Unmarshal([]byte(m), &p))
+			require.Equal(t, "NetworkPolicy", p.Kind)
+			require.Equal(t, "ns-1", p.Metadata.Namespace)
+			require.Equal(t, kube.Labels("p", "lc"), p.Metadata.Labels)
+			require.Empty(t, p.Spec.PodSelector, "every pod of the namespace")
+			out = append(out, p)
+		}
+		return out
+	}
+
+	plain := render(&namespacev1.RenderNamespaceRequest{})
+	in, eg := plain[0], plain[1]
+	require.Equal(t, namespace.NetpolIngress, in.Metadata.Name)
+	require.Equal(t, []string{"Ingress"}, in.Spec.PolicyTypes)
+	require.Equal(t, [][]string{{"ns-1"}}, in.fromNamespaces(), "only its own namespace gets in")
+	require.Equal(t, namespace.NetpolEgress, eg.Metadata.Name)
+	require.Equal(t, []string{"Egress"}, eg.Spec.PolicyTypes)
+	require.Equal(t, []string{"10.20.0.0/16", "2001:db8::/48"}, eg.cidrs())
+	require.Contains(t, eg.Raw, `{"ports":[{"port":53,"protocol":"UDP"},{"port":53,"protocol":"TCP"}],"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},"podSelector":{"matchLabels":{"k8s-app":"kube-dns"}}}]}`, "cluster DNS")
+	require.Contains(t, eg.Raw, `{"namespaceSelector":{"matchExpressions":[{"key":"dcm.io/logical-cloud","operator":"Exists"}]}}`)
+
+	opened := render(&namespacev1.RenderNamespaceRequest{IstioNamespace: "lc-istio-system", IngressFrom: []string{"sibling", "other"}})
+	require.Equal(t, [][]string{{"ns-1", "lc-istio-system", "sibling", "other"}}, opened[0].fromNamespaces())
+	require.Contains(t, opened[1].Raw, `{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"ns-1"}}},{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"lc-istio-system"}}}]}`,
+		"egress to its own and its mesh namespace")
+
+	for field, req := range map[string]*namespacev1.RenderNamespaceRequest{
+		"ingress-from[1]": {Project: "p", LogicalCloud: "lc", Namespace: "ns-1", Level: kube.LevelStandard, IngressFrom: []string{"ok", "Not_A_Namespace"}},
+		"istio-namespace": {Project: "p", LogicalCloud: "lc", Namespace: "ns-1", Level: kube.LevelStandard, IstioNamespace: "a.b"},
+	} {
+		_, err := c.RenderNamespace(ctx, req)
+		require.Equal(t, codes.InvalidArgument, status.Code(err), field)
+		require.Contains(t, status.Convert(err).Message(), field)
+	}
+}
+
+// policy is what the tests read of a rendered NetworkPolicy.
+type policy struct {
+	Kind     string
+	Metadata struct {
+		Name, Namespace string
+		Labels          map[string]string
+	}
+	Spec struct {
+		PodSelector map[string]any `json:"podSelector"`
+		PolicyTypes []string       `json:"policyTypes"`
+		Ingress     []struct {
+			From []peer
+		}
+		Egress []struct {
+			To []peer
+		}
+	}
+	Raw string
+}
+
+type peer struct {
+	NamespaceSelector *struct {
+		MatchLabels map[string]string `json:"matchLabels"`
+	} `json:"namespaceSelector"`
+	IPBlock *struct{ CIDR string } `json:"ipBlock"`
+}
+
+func (p *policy) UnmarshalJSON(b []byte) error {
+	type plain policy
+	if err := json.Unmarshal(b, (*plain)(p)); err != nil {
+		return err
+	}
+	p.Raw = string(b)
+	return nil
+}
+
+// fromNamespaces are the namespaces each ingress rule admits by name.
+func (p policy) fromNamespaces() [][]string {
+	var out [][]string
+	for _, r := range p.Spec.Ingress {
+		var names []string
+		for _, f := range r.From {
+			if f.NamespaceSelector != nil {
+				names = append(names, f.NamespaceSelector.MatchLabels[kube.NamespaceNameLabel])
+			}
+		}
+		out = append(out, names)
+	}
+	return out
+}
+
+// cidrs are the ipBlocks the egress rules allow.
+func (p policy) cidrs() []string {
+	var out []string
+	for _, r := range p.Spec.Egress {
+		for _, to := range r.To {
+			if to.IPBlock != nil {
+				out = append(out, to.IPBlock.CIDR)
+			}
+		}
+	}
+	return out
+}
+
+func TestEgressCIDRsSetting(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"10.0.0.0", "10.0.0.0/33", "example.com/8", "10.1.2.3/8"} {
+		_, err := namespace.New(nil, coretest.New(), "", "192.168.0.0/16,"+bad)
+		require.ErrorContains(t, err, "DCM_TENANT_EGRESS_CIDRS", bad)
+		require.ErrorContains(t, err, bad)
+	}
+}
+
 func TestPodSecurityDefault(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"privileged", "none", "Baseline"} {
-		_, err := namespace.New(nil, coretest.New(), bad)
+		_, err := namespace.New(nil, coretest.New(), bad, "")
 		require.ErrorContains(t, err, "DCM_POD_SECURITY", bad)
 	}
 }

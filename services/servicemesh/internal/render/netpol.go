@@ -40,30 +40,22 @@ const (
 	StatusPort           = 15021
 )
 
-func tcpPorts(ports ...int) []any {
-	out := make([]any, len(ports))
-	for i, p := range ports {
-		out[i] = map[string]any{"protocol": "TCP", "port": p}
-	}
-	return out
-}
+func tcpPorts(ports ...int) []any { return kube.Ports("TCP", ports...) }
 
 // networkPolicies are the istio namespace's NetworkPolicies.
 func networkPolicies(in Input) []string {
 	labels := kube.Labels(in.Project, in.LogicalCloud)
 	own := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": labels}}}
+	meta := func(name string) kube.Meta {
+		return kube.Meta{Name: name, Namespace: in.IstioNamespace, Labels: labels}
+	}
+	ingress := []string{"Ingress"}
 	policy := func(name string, pods map[string]any, rules []any) string {
-		return kube.Manifest("networking.k8s.io/v1", "NetworkPolicy", kube.Meta{Name: name, Namespace: in.IstioNamespace, Labels: labels},
-			map[string]any{"spec": map[string]any{
-				"podSelector": map[string]any{"matchLabels": pods},
-				"policyTypes": []any{"Ingress"},
-				"ingress":     rules,
-			}})
+		return kube.NetworkPolicy(meta(name), pods, ingress, rules, nil)
 	}
 	gw := func(istio, app string) map[string]any { return map[string]any{"istio": istio, "app": app} }
 	return []string{
-		kube.Manifest("networking.k8s.io/v1", "NetworkPolicy", kube.Meta{Name: NetpolDefaultDeny, Namespace: in.IstioNamespace, Labels: labels},
-			map[string]any{"spec": map[string]any{"podSelector": map[string]any{}, "policyTypes": []any{"Ingress"}}}),
+		kube.NetworkPolicy(meta(NetpolDefaultDeny), nil, ingress, nil, nil),
 		policy(NetpolIstiod, map[string]any{"app": "istiod", "istio.io/rev": in.Revision}, []any{
 			map[string]any{"from": own, "ports": tcpPorts(IstiodXDSPort, IstiodCAPort, IstiodMonitoringPort, IstiodHTTPPort)},
 			map[string]any{"ports": tcpPorts(IstiodWebhookPort)},
