@@ -3,6 +3,7 @@ package allinone_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,4 +131,71 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, strings.TrimSpace(out), kind)
 	}
+}
+
+// TestMeshNetworkPoliciesOnANode: the NetworkPolicies DCM renders around a
+// logical cloud's istio namespace are enforced on a real node: istiod's CA
+// port (15012) admits the logical cloud's own workload namespace and
+// refuses a pod of any other namespace. An agnhost pod with istiod's
+// labels stands in for istiod (its image is not on the node); the
+// namespace's ResourceQuota, sized for istiod and its gateways, is raised
+// by the cluster admin to make room for it and a client.
+func TestMeshNetworkPoliciesOnANode(t *testing.T) {
+	h := kubetest.ForTestsWithNodes(t, 1)
+	c := h.Clusters[0]
+	r := newREST(t, stacktest.Start(t))
+	registerHarness(t, r, h)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"np-mesh"}}`)
+	lc := "/v2/projects/np-mesh/logical-clouds/mm"
+	r.want(201, "POST", "/v2/projects/np-mesh/logical-clouds", meshBody("mm"))
+	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1","loadbalancer-ip":"192.0.2.1"}`)
+	r.want(202, "POST", lc+"/apply", "")
+	r.settle(lc, "Instantiated")
+	rev := meshRevision(t, r, "np-mesh", "mm")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := c.Kubectl(ctx, args...)
+		require.NoError(t, err)
+		return strings.TrimSpace(out)
+	}
+	istioNS, workloadNS, outsider := "mm-istio-system", "mm-ns", "np-outsider"
+	quota := kubectl("get", "resourcequota", "-n", istioNS, "-o", "jsonpath={.items[0].metadata.name}")
+	kubectl("patch", "resourcequota", quota, "-n", istioNS, "--type=merge", "-p",
+		`{"spec":{"hard":{"pods":"50","requests.cpu":"20","requests.memory":"20Gi","limits.cpu":"40","limits.memory":"40Gi"}}}`)
+	kubectl("create", "namespace", outsider)
+	dir := t.TempDir()
+	pods := []struct{ ns, name, labels, args string }{
+		{istioNS, "fake-istiod", fmt.Sprintf(`{"app":"istiod","istio.io/rev":%q}`, rev), `["netexec","--http-port=15012"]`},
+		// Not injected: the injection webhook is istiod's, which does not run.
+		{workloadNS, "client", `{"sidecar.istio.io/inject":"false"}`, `["pause"]`},
+		{outsider, "client", `{}`, `["pause"]`},
+	}
+	for i, p := range pods {
+		f := filepath.Join(dir, fmt.Sprintf("pod-%d.json", i))
+		require.NoError(t, os.WriteFile(f, []byte(podJSON(p.ns, p.name, p.labels, p.args)), 0o600))
+		kubectl("apply", "-f", f)
+	}
+	for _, p := range pods {
+		kubectl("wait", "--for=condition=Ready", "pod/"+p.name, "-n", p.ns, "--timeout=120s")
+	}
+	istiod := kubectl("get", "pod", "fake-istiod", "-n", istioNS, "-o", "jsonpath={.status.podIP}") + ":15012"
+	connect := func(ns string) error {
+		_, err := c.Kubectl(ctx, "exec", "-n", ns, "client", "--", "/agnhost", "connect", istiod, "--timeout=3s")
+		return err
+	}
+	eventually(t, "a pod of another namespace is refused at istiod's CA port", func() bool { return connect(outsider) != nil })
+	require.NoError(t, connect(workloadNS), "the logical cloud's own workload namespace reaches it")
+}
+
+// podJSON is an agnhost pod that passes Pod Security's restricted level,
+// with requests and limits of its own.
+func podJSON(ns, name, labels, args string) string {
+	return fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q,"labels":%s},
+	  "spec":{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}},
+	    "containers":[{"name":"agnhost","image":%q,"imagePullPolicy":"Never","args":%s,
+	      "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}},
+	      "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"100m","memory":"64Mi"}}}]}}`,
+		name, ns, labels, agnhost, args)
 }
