@@ -193,7 +193,7 @@ func (n *node) plumb(ctx context.Context, net network) error {
 			return err
 		}
 	}
-	if err := run(ctx, "ip", "netns", "exec", n.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"); err != nil {
+	if err := run(ctx, "ip", "netns", "exec", n.netns, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"); err != nil {
 		return err
 	}
 	for _, ctl := range cgroupControllers {
