@@ -170,6 +170,7 @@ var labelled = []struct {
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}, true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "limitranges"}, true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, true},
 }
@@ -265,14 +266,14 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	st := r.settle(lc, "Instantiated")
 	require.Len(t, st.Clusters, 2)
 	require.Equal(t, st.Total, st.Ready)
-	// namespace, quota, CSR, 2 roles and 2 bindings on each cluster
-	require.Equal(t, 2*7, st.Total)
+	// namespace, quota, LimitRange, CSR, 2 roles and 2 bindings on each cluster
+	require.Equal(t, 2*8, st.Total)
 	for _, c := range st.Clusters {
 		for _, res := range c.Resources {
 			require.Equal(t, "applied", res.State, "%s %s on %s", res.Kind, res.Name, c.Name)
 		}
 	}
-	require.Equal(t, map[string]int{"cluster-1": 7, "cluster-2": 7, "cluster-3": 0}, count(t, h, "life", "lc-1"))
+	require.Equal(t, map[string]int{"cluster-1": 8, "cluster-2": 8, "cluster-3": 0}, count(t, h, "life", "lc-1"))
 
 	// Quota admission refuses objects until the cluster has computed the
 	// quota's status: wait for it, as a user would.
@@ -368,7 +369,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	r.want(202, "POST", lc+"/update", "")
 	st = r.settle(lc, "Instantiated")
 	eventually(t, "cluster-2 is emptied", func() bool { return count(t, h, "life", "lc-1")["cluster-2"] == 0 })
-	require.Equal(t, map[string]int{"cluster-1": 7, "cluster-2": 0, "cluster-3": 7}, count(t, h, "life", "lc-1"))
+	require.Equal(t, map[string]int{"cluster-1": 8, "cluster-2": 0, "cluster-3": 8}, count(t, h, "life", "lc-1"))
 	cs3, _ := clientFor(t, r.kubeconfig(lc+"/cluster-references/cluster-3/kubeconfig"))
 	_, err = cs3.CoreV1().ConfigMaps("life-ns").Create(ctx, configMap("on-3"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -455,9 +456,9 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
 	st = r.settle(lc, "Instantiated")
-	// namespace, default quota, ServiceAccount (no token Secret),
-	// ClusterRole, ClusterRoleBinding, Role, RoleBinding
-	require.Equal(t, 3*7, st.Total)
+	// namespace, default quota, LimitRange, ServiceAccount (no token
+	// Secret), ClusterRole, ClusterRoleBinding, Role, RoleBinding
+	require.Equal(t, 3*8, st.Total)
 	require.Equal(t, st.Total, st.Ready)
 
 	ctx := context.Background()
