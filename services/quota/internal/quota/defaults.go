@@ -328,12 +328,19 @@ func (s *Service) UpdateContainerDefaults(ctx context.Context, req *quotav1.Upda
 	for _, a := range own.Request {
 		stored.DefaultRequest = append(stored.DefaultRequest, &quotav1.ResourceAmount{Resource: a.Resource, Quantity: a.Quantity})
 	}
-	_, err = s.defaults.Modify(ctx, parent, func(cur *quotav1.StoredContainerDefaults) error {
-		cur.DefaultLimit, cur.DefaultRequest = stored.GetDefaultLimit(), stored.GetDefaultRequest()
-		return nil
-	})
+	modify := func() error {
+		_, err := s.defaults.Modify(ctx, parent, func(cur *quotav1.StoredContainerDefaults) error {
+			cur.DefaultLimit, cur.DefaultRequest = stored.GetDefaultLimit(), stored.GetDefaultRequest()
+			return nil
+		})
+		return err
+	}
+	err = modify()
 	if errs.Code(err) == codes.NotFound {
 		err = s.defaults.CreateChecked(ctx, parent, parent, stored, s.exists(project, lc))
+		if errs.Code(err) == codes.AlreadyExists {
+			err = modify() // a concurrent PUT created it: this one wins, as a PUT
+		}
 	}
 	if err != nil {
 		return nil, err

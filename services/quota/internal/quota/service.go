@@ -344,9 +344,17 @@ func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasReq
 	if err != nil {
 		return nil, err
 	}
-	d, _, err := s.defaultsFor(ctx, store.Key(project, lc))
+	d, source, err := s.defaultsFor(ctx, store.Key(project, lc))
 	if err != nil {
 		return nil, err
+	}
+	// The logical cloud's own defaults were checked against the
+	// installation's when stored; a later change of the installation's
+	// can leave a request above its limit, a LimitRange every cluster
+	// refuses: say so here, not as a failed apply on each cluster.
+	if c := d.misfit(nil); c != nil && source == SourceLogicalCloud {
+		return nil, errs.FailedPrecondition("the logical cloud's container defaults: default %s request %s is above the default %s limit %s (the installation's %s changed since they were set): fix them at .../container-defaults",
+			c.res, c.value, c.res, c.hard, envLimit)
 	}
 	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
 	for _, q := range qs {

@@ -22,6 +22,7 @@ import (
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/platform/store/storetest"
 	"github.com/dcm-project/dcm/services/quota/internal/quota"
 )
 
@@ -362,4 +363,33 @@ func (l limitRange) withNamespace(ns, lc string) limitRange {
 	l.Metadata.Namespace = ns
 	l.Metadata.Labels = kube.Labels("p", lc)
 	return l
+}
+
+// TestContainerDefaultsAfterInstallationChange: a logical cloud's own
+// default request, set when it fitted the installation's default limit,
+// is above that limit after the installation lowers it; the render says
+// so (FailedPrecondition) instead of a LimitRange every cluster refuses.
+func TestContainerDefaultsAfterInstallationChange(t *testing.T) {
+	t.Parallel()
+	core := coretest.New()
+	core.Add("p", "lc", kube.LevelStandard, "ns-lc")
+	st := storetest.Open(t)
+	before, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=512Mi")
+	require.NoError(t, err)
+	after, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=256Mi")
+	require.NoError(t, err)
+	ctx := context.Background()
+	old, err := quota.New(st, core, nil, nil, before)
+	require.NoError(t, err)
+	_, err = old.UpdateContainerDefaults(ctx, &quotav1.UpdateContainerDefaultsRequest{Project: "p", LogicalCloud: "lc",
+		ContainerDefaults: &quotav1.ContainerDefaults{DefaultRequest: &structpb.Struct{Fields: map[string]*structpb.Value{"memory": structpb.NewStringValue("300Mi")}}}})
+	require.NoError(t, err)
+	render := &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: "lc", Level: kube.LevelStandard, Namespace: "ns-lc"}
+	_, err = old.RenderQuotas(ctx, render)
+	require.NoError(t, err)
+	changed, err := quota.New(st, core, nil, nil, after)
+	require.NoError(t, err)
+	_, err = changed.RenderQuotas(ctx, render)
+	require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	require.ErrorContains(t, err, "default memory request 300Mi is above the default memory limit 256Mi")
 }
