@@ -43,6 +43,12 @@ type Config struct {
 	TokenLifetime time.Duration `env:"DCM_TOKEN_LIFETIME" flag:"token-lifetime" default:"24h" usage:"lifetime of the bound ServiceAccount token (TokenRequest API) in a token user's kubeconfig, 10m to 720h. Read by core"`
 	// DefaultQuota is the quota of a logical cloud that has none of its own.
 	DefaultQuota string `env:"DCM_DEFAULT_QUOTA" flag:"default-quota" default:"cpu=8,memory=32Gi,pods=100" usage:"ResourceQuota hard map of a logical cloud with no quota of its own, as resource=quantity,... (empty: none). Read by the quota service; a bad value stops it at start"`
+	// ContainerDefaultRequest and ContainerDefaultLimit are what each
+	// logical cloud's LimitRange gives a container that states no
+	// requests or limits, unless the logical cloud sets its own
+	// (.../container-defaults).
+	ContainerDefaultRequest string `env:"DCM_CONTAINER_DEFAULT_REQUEST" flag:"container-default-request" default:"cpu=100m,memory=128Mi" usage:"requests of a container that states none, in every logical cloud's LimitRange (defaultRequest) unless it sets its own, as cpu=quantity,memory=quantity (a resource left out: none). Read by the quota service; a value above DCM_DEFAULT_QUOTA (cpu, memory, requests.*) or above DCM_CONTAINER_DEFAULT_LIMIT stops it at start"`
+	ContainerDefaultLimit   string `env:"DCM_CONTAINER_DEFAULT_LIMIT" flag:"container-default-limit" default:"cpu=500m,memory=256Mi" usage:"limits of a container that states none, in every logical cloud's LimitRange (default) unless it sets its own, as cpu=quantity,memory=quantity (a resource left out: none). Read by the quota service; a value above DCM_DEFAULT_QUOTA (limits.*) stops it at start"`
 	// CertLifetime is how long the client certificates of logical clouds'
 	// users are valid (their CSRs' spec.expirationSeconds).
 	CertLifetime time.Duration `env:"DCM_CERT_LIFETIME" flag:"cert-lifetime" default:"168h" usage:"lifetime of the client certificates clusters issue to logical clouds' certificate users (their CSRs' spec.expirationSeconds; the signer caps it at its own maximum). Read by the user service; below 10m (the signers' minimum) it stops at start"`

@@ -57,6 +57,9 @@ func TestBadInput(t *testing.T) {
 		{"POST", lcs, `{"name":"lc-x","resources":{"cpu":"lots"}}`, "resources.cpu"},
 		{"POST", lcs, `{"name":"lc-x","resources":{"memory":-1}}`, "resources.memory"},
 		{"POST", lcs, `{"name":"lc-x","user":[{"name":"u1","quota":{"pods":"-5"}}]}`, "user[0].quota.pods"},
+		// below the installation's container defaults (cpu 100m/500m, memory 128Mi/256Mi)
+		{"POST", lcs, `{"name":"lc-x","resources":{"limits.memory":"100Mi"}}`, "resources.limits.memory"},
+		{"POST", lcs, `{"name":"lc-x","user":[{"name":"u1","quota":{"requests.cpu":"10m"}}]}`, "user[0].quota.requests.cpu"},
 		{"POST", lcs, `{"name":"lc-x","user":[{"name":"u1"},{"name":"u1"}]}`, "user[1].name"},
 		{"POST", lcs, `{"name":"lc-x","user":{"name":"u1","shoe":"42"}}`, "user[0].shoe"},
 		{"POST", lcs, `{"name":"lc-x","user":{"name":"u1","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":"get"}}}`, "user[0].permissions.verbs"},
@@ -84,6 +87,14 @@ func TestBadInput(t *testing.T) {
 		{"POST", lc + "/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"not a resource":"1"}}`, "spec.not a resource"},
 		{"POST", lc + "/cluster-quotas", `{"metadata":{"name":"Q"},"spec":{"cpu":"1"}}`, "metadata.name"},
 		{"POST", lc + "/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"},"hard":{}}`, "hard"},
+		{"POST", lc + "/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"limits.memory":"100Mi"}}`, "spec.limits.memory"},
+		{"PUT", lc + "/cluster-quotas/default", `{"metadata":{"name":"default"},"spec":{"cpu":"50m"}}`, "spec.cpu"},
+		// container defaults
+		{"PUT", lc + "/container-defaults", `{"default":{"cpu":"x"}}`, "default.cpu"},
+		{"PUT", lc + "/container-defaults", `{"default":{"ephemeral-storage":"1Gi"}}`, "default.ephemeral-storage"},
+		{"PUT", lc + "/container-defaults", `{"default":{"memory":"40Gi"},"default-request":{"memory":"40Gi"}}`, "default-request.memory"},
+		{"PUT", lc + "/container-defaults", `{"default-request":{"cpu":"1"}}`, "default-request.cpu"},
+		{"PUT", lc + "/container-defaults", `{"default":{"cpu":0}}`, "default.cpu"},
 		// kv pairs
 		{"POST", lc + "/kv-pairs", `{"metadata":{"name":"kv"},"spec":{"kv":[{"a":"1","b":"2"}]}}`, "spec.kv[0]"},
 		{"POST", lc + "/kv-pairs", `{"metadata":{"name":"kv"},"spec":{"kv":[{"a":1}]}}`, "spec.kv[0].a"},
@@ -104,7 +115,7 @@ func TestBadInput(t *testing.T) {
 
 	// Everything readable before, to compare after.
 	reads := []string{"/v2/projects", lcs, lc + "/cluster-references", lc + "/user-permissions", lc + "/users",
-		lc + "/namespaces", lc + "/cluster-quotas", lc + "/kv-pairs", "/v2/cluster-providers/edge/clusters"}
+		lc + "/namespaces", lc + "/cluster-quotas", lc + "/container-defaults", lc + "/kv-pairs", "/v2/cluster-providers/edge/clusters"}
 	snapshot := func() map[string]string {
 		out := map[string]string{}
 		for _, p := range reads {

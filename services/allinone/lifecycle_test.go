@@ -170,6 +170,7 @@ var labelled = []struct {
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}, true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "limitranges"}, true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, true},
 	{schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}, true},
@@ -266,15 +267,15 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	st := r.settle(lc, "Instantiated")
 	require.Len(t, st.Clusters, 2)
 	require.Equal(t, st.Total, st.Ready)
-	// namespace, its 2 NetworkPolicies, quota, CSR, 2 roles and 2 bindings
-	// on each cluster
-	require.Equal(t, 2*9, st.Total)
+	// namespace, its 2 NetworkPolicies, quota, LimitRange, CSR, 2 roles
+	// and 2 bindings on each cluster
+	require.Equal(t, 2*10, st.Total)
 	for _, c := range st.Clusters {
 		for _, res := range c.Resources {
 			require.Equal(t, "applied", res.State, "%s %s on %s", res.Kind, res.Name, c.Name)
 		}
 	}
-	require.Equal(t, map[string]int{"cluster-1": 9, "cluster-2": 9, "cluster-3": 0}, count(t, h, "life", "lc-1"))
+	require.Equal(t, map[string]int{"cluster-1": 10, "cluster-2": 10, "cluster-3": 0}, count(t, h, "life", "lc-1"))
 
 	// Quota admission refuses objects until the cluster has computed the
 	// quota's status: wait for it, as a user would.
@@ -370,7 +371,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	r.want(202, "POST", lc+"/update", "")
 	st = r.settle(lc, "Instantiated")
 	eventually(t, "cluster-2 is emptied", func() bool { return count(t, h, "life", "lc-1")["cluster-2"] == 0 })
-	require.Equal(t, map[string]int{"cluster-1": 9, "cluster-2": 0, "cluster-3": 9}, count(t, h, "life", "lc-1"))
+	require.Equal(t, map[string]int{"cluster-1": 10, "cluster-2": 0, "cluster-3": 10}, count(t, h, "life", "lc-1"))
 	cs3, _ := clientFor(t, r.kubeconfig(lc+"/cluster-references/cluster-3/kubeconfig"))
 	_, err = cs3.CoreV1().ConfigMaps("life-ns").Create(ctx, configMap("on-3"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -457,9 +458,10 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
 	st = r.settle(lc, "Instantiated")
-	// namespace, its 2 NetworkPolicies, default quota, ServiceAccount (no
-	// token Secret), ClusterRole, ClusterRoleBinding, Role, RoleBinding
-	require.Equal(t, 3*9, st.Total)
+	// namespace, its 2 NetworkPolicies, default quota, LimitRange,
+	// ServiceAccount (no token Secret), ClusterRole, ClusterRoleBinding,
+	// Role, RoleBinding
+	require.Equal(t, 3*10, st.Total)
 	require.Equal(t, st.Total, st.Ready)
 
 	ctx := context.Background()

@@ -18,14 +18,19 @@ import (
 const Name = "quota"
 
 // Build is the quota service's app.Build: the store, the default quota
-// (DCM_DEFAULT_QUOTA), the maximum (DCM_MAX_QUOTA) and core to ask whether
-// a logical cloud exists.
+// (DCM_DEFAULT_QUOTA), the maximum (DCM_MAX_QUOTA), the container defaults
+// (DCM_CONTAINER_DEFAULT_REQUEST, DCM_CONTAINER_DEFAULT_LIMIT) and core to
+// ask whether a logical cloud exists.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", env.Config.DefaultQuota)
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
 	}
 	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", env.Config.MaxQuota)
+	if err != nil {
+		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
+	}
+	containers, err := quota.ParseDefaults(env.Config.ContainerDefaultRequest, env.Config.ContainerDefaultLimit)
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
 	}
@@ -37,7 +42,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc, err := quota.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), def, maximum)
+	svc, err := quota.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), def, maximum, containers)
 	if err != nil {
 		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)

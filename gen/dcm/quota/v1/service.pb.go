@@ -943,14 +943,15 @@ func (x *RenderQuotasRequest) GetLevel() string {
 	return ""
 }
 
-// RenderQuotasResponse is the ResourceQuota objects.
+// RenderQuotasResponse is the ResourceQuota objects and the LimitRange.
 type RenderQuotasResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// manifests are the objects to apply on every cluster, as JSON.
 	Manifests []string `protobuf:"bytes,1,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	// namespace the quotas are in.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// names are the ResourceQuotas' names, in manifest order.
+	// names are the objects' names, in manifest order: the ResourceQuotas',
+	// then the LimitRange's (when there are container defaults).
 	Names         []string `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1005,6 +1006,438 @@ func (x *RenderQuotasResponse) GetNames() []string {
 		return x.Names
 	}
 	return nil
+}
+
+// ContainerDefaults are what the logical cloud's LimitRange gives each
+// container that states no requests or limits of its own, so that such a
+// pod is admitted under a quota on requests and limits. Each map holds
+// "cpu" and "memory" (no other resource) as Kubernetes quantities, given
+// as strings or numbers and answered as canonical strings; a resource left
+// out takes the installation's.
+type ContainerDefaults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// default_limit is the LimitRange's default: the limits of a container
+	// that states none.
+	DefaultLimit *structpb.Struct `protobuf:"bytes,1,opt,name=default_limit,json=default,proto3" json:"default_limit,omitempty"`
+	// default_request is the LimitRange's defaultRequest: the requests of a
+	// container that states none.
+	DefaultRequest *structpb.Struct `protobuf:"bytes,2,opt,name=default_request,json=default-request,proto3" json:"default_request,omitempty"`
+	// source says where the answer comes from: "logical-cloud" when the
+	// logical cloud has defaults of its own (laid over the installation's),
+	// "installation" when it has none. Output only: ignored on input.
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerDefaults) Reset() {
+	*x = ContainerDefaults{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerDefaults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerDefaults) ProtoMessage() {}
+
+func (x *ContainerDefaults) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerDefaults.ProtoReflect.Descriptor instead.
+func (*ContainerDefaults) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ContainerDefaults) GetDefaultLimit() *structpb.Struct {
+	if x != nil {
+		return x.DefaultLimit
+	}
+	return nil
+}
+
+func (x *ContainerDefaults) GetDefaultRequest() *structpb.Struct {
+	if x != nil {
+		return x.DefaultRequest
+	}
+	return nil
+}
+
+func (x *ContainerDefaults) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// StoredContainerDefaults is how the quota service stores a logical
+// cloud's own container defaults (not part of the API).
+type StoredContainerDefaults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// default_limit ordered by resource name.
+	DefaultLimit []*ResourceAmount `protobuf:"bytes,1,rep,name=default_limit,json=defaultLimit,proto3" json:"default_limit,omitempty"`
+	// default_request ordered by resource name.
+	DefaultRequest []*ResourceAmount `protobuf:"bytes,2,rep,name=default_request,json=defaultRequest,proto3" json:"default_request,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StoredContainerDefaults) Reset() {
+	*x = StoredContainerDefaults{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredContainerDefaults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredContainerDefaults) ProtoMessage() {}
+
+func (x *StoredContainerDefaults) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredContainerDefaults.ProtoReflect.Descriptor instead.
+func (*StoredContainerDefaults) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StoredContainerDefaults) GetDefaultLimit() []*ResourceAmount {
+	if x != nil {
+		return x.DefaultLimit
+	}
+	return nil
+}
+
+func (x *StoredContainerDefaults) GetDefaultRequest() []*ResourceAmount {
+	if x != nil {
+		return x.DefaultRequest
+	}
+	return nil
+}
+
+// GetContainerDefaultsRequest names the logical cloud.
+type GetContainerDefaultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetContainerDefaultsRequest) Reset() {
+	*x = GetContainerDefaultsRequest{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetContainerDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetContainerDefaultsRequest) ProtoMessage() {}
+
+func (x *GetContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetContainerDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*GetContainerDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetContainerDefaultsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetContainerDefaultsRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// GetContainerDefaultsResponse carries the defaults.
+type GetContainerDefaultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// container_defaults that apply.
+	ContainerDefaults *ContainerDefaults `protobuf:"bytes,1,opt,name=container_defaults,json=container-defaults,proto3" json:"container_defaults,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GetContainerDefaultsResponse) Reset() {
+	*x = GetContainerDefaultsResponse{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetContainerDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetContainerDefaultsResponse) ProtoMessage() {}
+
+func (x *GetContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetContainerDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*GetContainerDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetContainerDefaultsResponse) GetContainerDefaults() *ContainerDefaults {
+	if x != nil {
+		return x.ContainerDefaults
+	}
+	return nil
+}
+
+// UpdateContainerDefaultsRequest sets a logical cloud's own defaults.
+type UpdateContainerDefaultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// container_defaults to store.
+	ContainerDefaults *ContainerDefaults `protobuf:"bytes,3,opt,name=container_defaults,json=container-defaults,proto3" json:"container_defaults,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UpdateContainerDefaultsRequest) Reset() {
+	*x = UpdateContainerDefaultsRequest{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateContainerDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateContainerDefaultsRequest) ProtoMessage() {}
+
+func (x *UpdateContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateContainerDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateContainerDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UpdateContainerDefaultsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateContainerDefaultsRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *UpdateContainerDefaultsRequest) GetContainerDefaults() *ContainerDefaults {
+	if x != nil {
+		return x.ContainerDefaults
+	}
+	return nil
+}
+
+// UpdateContainerDefaultsResponse carries the defaults that now apply.
+type UpdateContainerDefaultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// container_defaults that apply.
+	ContainerDefaults *ContainerDefaults `protobuf:"bytes,1,opt,name=container_defaults,json=container-defaults,proto3" json:"container_defaults,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UpdateContainerDefaultsResponse) Reset() {
+	*x = UpdateContainerDefaultsResponse{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateContainerDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateContainerDefaultsResponse) ProtoMessage() {}
+
+func (x *UpdateContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateContainerDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateContainerDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *UpdateContainerDefaultsResponse) GetContainerDefaults() *ContainerDefaults {
+	if x != nil {
+		return x.ContainerDefaults
+	}
+	return nil
+}
+
+// DeleteContainerDefaultsRequest names the logical cloud.
+type DeleteContainerDefaultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContainerDefaultsRequest) Reset() {
+	*x = DeleteContainerDefaultsRequest{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContainerDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContainerDefaultsRequest) ProtoMessage() {}
+
+func (x *DeleteContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContainerDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteContainerDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteContainerDefaultsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteContainerDefaultsRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// DeleteContainerDefaultsResponse is empty.
+type DeleteContainerDefaultsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContainerDefaultsResponse) Reset() {
+	*x = DeleteContainerDefaultsResponse{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContainerDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContainerDefaultsResponse) ProtoMessage() {}
+
+func (x *DeleteContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContainerDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteContainerDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 var File_dcm_quota_v1_service_proto protoreflect.FileDescriptor
@@ -1068,7 +1501,29 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\x14RenderQuotasResponse\x12\x1c\n" +
 	"\tmanifests\x18\x01 \x03(\tR\tmanifests\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names2\x97\a\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names\"\xa7\x01\n" +
+	"\x11ContainerDefaults\x127\n" +
+	"\rdefault_limit\x18\x01 \x01(\v2\x17.google.protobuf.StructR\adefault\x12A\n" +
+	"\x0fdefault_request\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x0fdefault-request\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\xa3\x01\n" +
+	"\x17StoredContainerDefaults\x12A\n" +
+	"\rdefault_limit\x18\x01 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountR\fdefaultLimit\x12E\n" +
+	"\x0fdefault_request\x18\x02 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountR\x0edefaultRequest\"s\n" +
+	"\x1bGetContainerDefaultsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"o\n" +
+	"\x1cGetContainerDefaultsResponse\x12O\n" +
+	"\x12container_defaults\x18\x01 \x01(\v2\x1f.dcm.quota.v1.ContainerDefaultsR\x12container-defaults\"\xcf\x01\n" +
+	"\x1eUpdateContainerDefaultsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12W\n" +
+	"\x12container_defaults\x18\x03 \x01(\v2\x1f.dcm.quota.v1.ContainerDefaultsB\x06\xbaH\x03\xc8\x01\x01R\x12container-defaults\"r\n" +
+	"\x1fUpdateContainerDefaultsResponse\x12O\n" +
+	"\x12container_defaults\x18\x01 \x01(\v2\x1f.dcm.quota.v1.ContainerDefaultsR\x12container-defaults\"v\n" +
+	"\x1eDeleteContainerDefaultsRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"!\n" +
+	"\x1fDeleteContainerDefaultsResponse2\xab\f\n" +
 	"\fQuotaService\x12\xc3\x01\n" +
 	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"o\xc2\xf3\x18\x11\n" +
 	"\agateway\n" +
@@ -1077,7 +1532,10 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
 	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xd3\x01\n" +
+	"\x14GetContainerDefaults\x12).dcm.quota.v1.GetContainerDefaultsRequest\x1a*.dcm.quota.v1.GetContainerDefaultsResponse\"d\x82\xd3\xe4\x93\x02^b\x12container_defaults\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x12\xf0\x01\n" +
+	"\x17UpdateContainerDefaults\x12,.dcm.quota.v1.UpdateContainerDefaultsRequest\x1a-.dcm.quota.v1.UpdateContainerDefaultsResponse\"x\x82\xd3\xe4\x93\x02r:\x12container_defaultsb\x12container_defaults\x1aH/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x12\xc8\x01\n" +
+	"\x17DeleteContainerDefaults\x12,.dcm.quota.v1.DeleteContainerDefaultsRequest\x1a-.dcm.quota.v1.DeleteContainerDefaultsResponse\"P\x82\xd3\xe4\x93\x02J*H/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01B5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
 var (
@@ -1092,32 +1550,40 @@ func file_dcm_quota_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_quota_v1_service_proto_rawDescData
 }
 
-var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_dcm_quota_v1_service_proto_goTypes = []any{
-	(*Quota)(nil),                     // 0: dcm.quota.v1.Quota
-	(*StoredQuota)(nil),               // 1: dcm.quota.v1.StoredQuota
-	(*ResourceAmount)(nil),            // 2: dcm.quota.v1.ResourceAmount
-	(*CreateQuotaRequest)(nil),        // 3: dcm.quota.v1.CreateQuotaRequest
-	(*CreateQuotaResponse)(nil),       // 4: dcm.quota.v1.CreateQuotaResponse
-	(*GetQuotaRequest)(nil),           // 5: dcm.quota.v1.GetQuotaRequest
-	(*GetQuotaResponse)(nil),          // 6: dcm.quota.v1.GetQuotaResponse
-	(*ListQuotasRequest)(nil),         // 7: dcm.quota.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),        // 8: dcm.quota.v1.ListQuotasResponse
-	(*UpdateQuotaRequest)(nil),        // 9: dcm.quota.v1.UpdateQuotaRequest
-	(*UpdateQuotaResponse)(nil),       // 10: dcm.quota.v1.UpdateQuotaResponse
-	(*DeleteQuotaRequest)(nil),        // 11: dcm.quota.v1.DeleteQuotaRequest
-	(*DeleteQuotaResponse)(nil),       // 12: dcm.quota.v1.DeleteQuotaResponse
-	(*PurgeLogicalCloudRequest)(nil),  // 13: dcm.quota.v1.PurgeLogicalCloudRequest
-	(*PurgeLogicalCloudResponse)(nil), // 14: dcm.quota.v1.PurgeLogicalCloudResponse
-	(*RenderQuotasRequest)(nil),       // 15: dcm.quota.v1.RenderQuotasRequest
-	(*RenderQuotasResponse)(nil),      // 16: dcm.quota.v1.RenderQuotasResponse
-	(*v1.Metadata)(nil),               // 17: dcm.types.v1.Metadata
-	(*structpb.Struct)(nil),           // 18: google.protobuf.Struct
+	(*Quota)(nil),                           // 0: dcm.quota.v1.Quota
+	(*StoredQuota)(nil),                     // 1: dcm.quota.v1.StoredQuota
+	(*ResourceAmount)(nil),                  // 2: dcm.quota.v1.ResourceAmount
+	(*CreateQuotaRequest)(nil),              // 3: dcm.quota.v1.CreateQuotaRequest
+	(*CreateQuotaResponse)(nil),             // 4: dcm.quota.v1.CreateQuotaResponse
+	(*GetQuotaRequest)(nil),                 // 5: dcm.quota.v1.GetQuotaRequest
+	(*GetQuotaResponse)(nil),                // 6: dcm.quota.v1.GetQuotaResponse
+	(*ListQuotasRequest)(nil),               // 7: dcm.quota.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),              // 8: dcm.quota.v1.ListQuotasResponse
+	(*UpdateQuotaRequest)(nil),              // 9: dcm.quota.v1.UpdateQuotaRequest
+	(*UpdateQuotaResponse)(nil),             // 10: dcm.quota.v1.UpdateQuotaResponse
+	(*DeleteQuotaRequest)(nil),              // 11: dcm.quota.v1.DeleteQuotaRequest
+	(*DeleteQuotaResponse)(nil),             // 12: dcm.quota.v1.DeleteQuotaResponse
+	(*PurgeLogicalCloudRequest)(nil),        // 13: dcm.quota.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil),       // 14: dcm.quota.v1.PurgeLogicalCloudResponse
+	(*RenderQuotasRequest)(nil),             // 15: dcm.quota.v1.RenderQuotasRequest
+	(*RenderQuotasResponse)(nil),            // 16: dcm.quota.v1.RenderQuotasResponse
+	(*ContainerDefaults)(nil),               // 17: dcm.quota.v1.ContainerDefaults
+	(*StoredContainerDefaults)(nil),         // 18: dcm.quota.v1.StoredContainerDefaults
+	(*GetContainerDefaultsRequest)(nil),     // 19: dcm.quota.v1.GetContainerDefaultsRequest
+	(*GetContainerDefaultsResponse)(nil),    // 20: dcm.quota.v1.GetContainerDefaultsResponse
+	(*UpdateContainerDefaultsRequest)(nil),  // 21: dcm.quota.v1.UpdateContainerDefaultsRequest
+	(*UpdateContainerDefaultsResponse)(nil), // 22: dcm.quota.v1.UpdateContainerDefaultsResponse
+	(*DeleteContainerDefaultsRequest)(nil),  // 23: dcm.quota.v1.DeleteContainerDefaultsRequest
+	(*DeleteContainerDefaultsResponse)(nil), // 24: dcm.quota.v1.DeleteContainerDefaultsResponse
+	(*v1.Metadata)(nil),                     // 25: dcm.types.v1.Metadata
+	(*structpb.Struct)(nil),                 // 26: google.protobuf.Struct
 }
 var file_dcm_quota_v1_service_proto_depIdxs = []int32{
-	17, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
-	18, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
-	17, // 2: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
+	25, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
+	26, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
+	25, // 2: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
 	2,  // 3: dcm.quota.v1.StoredQuota.hard:type_name -> dcm.quota.v1.ResourceAmount
 	0,  // 4: dcm.quota.v1.CreateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
 	0,  // 5: dcm.quota.v1.CreateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
@@ -1125,21 +1591,34 @@ var file_dcm_quota_v1_service_proto_depIdxs = []int32{
 	0,  // 7: dcm.quota.v1.ListQuotasResponse.quotas:type_name -> dcm.quota.v1.Quota
 	0,  // 8: dcm.quota.v1.UpdateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
 	0,  // 9: dcm.quota.v1.UpdateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
-	3,  // 10: dcm.quota.v1.QuotaService.CreateQuota:input_type -> dcm.quota.v1.CreateQuotaRequest
-	5,  // 11: dcm.quota.v1.QuotaService.GetQuota:input_type -> dcm.quota.v1.GetQuotaRequest
-	7,  // 12: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
-	9,  // 13: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
-	11, // 14: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
-	4,  // 15: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
-	6,  // 16: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
-	8,  // 17: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
-	10, // 18: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
-	12, // 19: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	26, // 10: dcm.quota.v1.ContainerDefaults.default_limit:type_name -> google.protobuf.Struct
+	26, // 11: dcm.quota.v1.ContainerDefaults.default_request:type_name -> google.protobuf.Struct
+	2,  // 12: dcm.quota.v1.StoredContainerDefaults.default_limit:type_name -> dcm.quota.v1.ResourceAmount
+	2,  // 13: dcm.quota.v1.StoredContainerDefaults.default_request:type_name -> dcm.quota.v1.ResourceAmount
+	17, // 14: dcm.quota.v1.GetContainerDefaultsResponse.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
+	17, // 15: dcm.quota.v1.UpdateContainerDefaultsRequest.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
+	17, // 16: dcm.quota.v1.UpdateContainerDefaultsResponse.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
+	3,  // 17: dcm.quota.v1.QuotaService.CreateQuota:input_type -> dcm.quota.v1.CreateQuotaRequest
+	5,  // 18: dcm.quota.v1.QuotaService.GetQuota:input_type -> dcm.quota.v1.GetQuotaRequest
+	7,  // 19: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
+	9,  // 20: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
+	11, // 21: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
+	19, // 22: dcm.quota.v1.QuotaService.GetContainerDefaults:input_type -> dcm.quota.v1.GetContainerDefaultsRequest
+	21, // 23: dcm.quota.v1.QuotaService.UpdateContainerDefaults:input_type -> dcm.quota.v1.UpdateContainerDefaultsRequest
+	23, // 24: dcm.quota.v1.QuotaService.DeleteContainerDefaults:input_type -> dcm.quota.v1.DeleteContainerDefaultsRequest
+	4,  // 25: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
+	6,  // 26: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
+	8,  // 27: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
+	10, // 28: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
+	12, // 29: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
+	20, // 30: dcm.quota.v1.QuotaService.GetContainerDefaults:output_type -> dcm.quota.v1.GetContainerDefaultsResponse
+	22, // 31: dcm.quota.v1.QuotaService.UpdateContainerDefaults:output_type -> dcm.quota.v1.UpdateContainerDefaultsResponse
+	24, // 32: dcm.quota.v1.QuotaService.DeleteContainerDefaults:output_type -> dcm.quota.v1.DeleteContainerDefaultsResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_dcm_quota_v1_service_proto_init() }
@@ -1153,7 +1632,7 @@ func file_dcm_quota_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_quota_v1_service_proto_rawDesc), len(file_dcm_quota_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

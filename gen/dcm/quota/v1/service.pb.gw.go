@@ -384,6 +384,177 @@ func local_request_QuotaService_DeleteQuota_0(ctx context.Context, marshaler run
 	return msg, metadata, err
 }
 
+func request_QuotaService_GetContainerDefaults_0(ctx context.Context, marshaler runtime.Marshaler, client QuotaServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetContainerDefaultsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetContainerDefaults(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_QuotaService_GetContainerDefaults_0(ctx context.Context, marshaler runtime.Marshaler, server QuotaServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetContainerDefaultsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.GetContainerDefaults(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_QuotaService_UpdateContainerDefaults_0(ctx context.Context, marshaler runtime.Marshaler, client QuotaServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateContainerDefaultsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ContainerDefaults); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateContainerDefaults(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_QuotaService_UpdateContainerDefaults_0(ctx context.Context, marshaler runtime.Marshaler, server QuotaServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateContainerDefaultsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ContainerDefaults); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.UpdateContainerDefaults(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_QuotaService_DeleteContainerDefaults_0(ctx context.Context, marshaler runtime.Marshaler, client QuotaServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteContainerDefaultsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeleteContainerDefaults(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_QuotaService_DeleteContainerDefaults_0(ctx context.Context, marshaler runtime.Marshaler, server QuotaServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteContainerDefaultsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.DeleteContainerDefaults(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterQuotaServiceHandlerServer registers the http handlers for service QuotaService to "mux".
 // UnaryRPC     :call QuotaServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -489,6 +660,66 @@ func RegisterQuotaServiceHandlerServer(ctx context.Context, mux *runtime.ServeMu
 			return
 		}
 		forward_QuotaService_DeleteQuota_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_QuotaService_GetContainerDefaults_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.quota.v1.QuotaService/GetContainerDefaults", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_QuotaService_GetContainerDefaults_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_QuotaService_GetContainerDefaults_0(annotatedContext, mux, outboundMarshaler, w, req, response_QuotaService_GetContainerDefaults_0{resp.(*GetContainerDefaultsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_QuotaService_UpdateContainerDefaults_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.quota.v1.QuotaService/UpdateContainerDefaults", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_QuotaService_UpdateContainerDefaults_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_QuotaService_UpdateContainerDefaults_0(annotatedContext, mux, outboundMarshaler, w, req, response_QuotaService_UpdateContainerDefaults_0{resp.(*UpdateContainerDefaultsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_QuotaService_DeleteContainerDefaults_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.quota.v1.QuotaService/DeleteContainerDefaults", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_QuotaService_DeleteContainerDefaults_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_QuotaService_DeleteContainerDefaults_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -615,6 +846,57 @@ func RegisterQuotaServiceHandlerClient(ctx context.Context, mux *runtime.ServeMu
 		}
 		forward_QuotaService_DeleteQuota_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_QuotaService_GetContainerDefaults_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.quota.v1.QuotaService/GetContainerDefaults", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_QuotaService_GetContainerDefaults_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_QuotaService_GetContainerDefaults_0(annotatedContext, mux, outboundMarshaler, w, req, response_QuotaService_GetContainerDefaults_0{resp.(*GetContainerDefaultsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_QuotaService_UpdateContainerDefaults_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.quota.v1.QuotaService/UpdateContainerDefaults", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_QuotaService_UpdateContainerDefaults_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_QuotaService_UpdateContainerDefaults_0(annotatedContext, mux, outboundMarshaler, w, req, response_QuotaService_UpdateContainerDefaults_0{resp.(*UpdateContainerDefaultsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_QuotaService_DeleteContainerDefaults_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.quota.v1.QuotaService/DeleteContainerDefaults", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_QuotaService_DeleteContainerDefaults_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_QuotaService_DeleteContainerDefaults_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
@@ -654,18 +936,42 @@ func (m response_QuotaService_UpdateQuota_0) XXX_ResponseBody() interface{} {
 	return response.Quota
 }
 
+type response_QuotaService_GetContainerDefaults_0 struct {
+	*GetContainerDefaultsResponse
+}
+
+func (m response_QuotaService_GetContainerDefaults_0) XXX_ResponseBody() interface{} {
+	response := m.GetContainerDefaultsResponse
+	return response.ContainerDefaults
+}
+
+type response_QuotaService_UpdateContainerDefaults_0 struct {
+	*UpdateContainerDefaultsResponse
+}
+
+func (m response_QuotaService_UpdateContainerDefaults_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateContainerDefaultsResponse
+	return response.ContainerDefaults
+}
+
 var (
-	pattern_QuotaService_CreateQuota_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas"}, ""))
-	pattern_QuotaService_GetQuota_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas", "name"}, ""))
-	pattern_QuotaService_ListQuotas_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas"}, ""))
-	pattern_QuotaService_UpdateQuota_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas", "name"}, ""))
-	pattern_QuotaService_DeleteQuota_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas", "name"}, ""))
+	pattern_QuotaService_CreateQuota_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas"}, ""))
+	pattern_QuotaService_GetQuota_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas", "name"}, ""))
+	pattern_QuotaService_ListQuotas_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas"}, ""))
+	pattern_QuotaService_UpdateQuota_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas", "name"}, ""))
+	pattern_QuotaService_DeleteQuota_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "cluster-quotas", "name"}, ""))
+	pattern_QuotaService_GetContainerDefaults_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "container-defaults"}, ""))
+	pattern_QuotaService_UpdateContainerDefaults_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "container-defaults"}, ""))
+	pattern_QuotaService_DeleteContainerDefaults_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "container-defaults"}, ""))
 )
 
 var (
-	forward_QuotaService_CreateQuota_0 = runtime.ForwardResponseMessage
-	forward_QuotaService_GetQuota_0    = runtime.ForwardResponseMessage
-	forward_QuotaService_ListQuotas_0  = runtime.ForwardResponseMessage
-	forward_QuotaService_UpdateQuota_0 = runtime.ForwardResponseMessage
-	forward_QuotaService_DeleteQuota_0 = runtime.ForwardResponseMessage
+	forward_QuotaService_CreateQuota_0             = runtime.ForwardResponseMessage
+	forward_QuotaService_GetQuota_0                = runtime.ForwardResponseMessage
+	forward_QuotaService_ListQuotas_0              = runtime.ForwardResponseMessage
+	forward_QuotaService_UpdateQuota_0             = runtime.ForwardResponseMessage
+	forward_QuotaService_DeleteQuota_0             = runtime.ForwardResponseMessage
+	forward_QuotaService_GetContainerDefaults_0    = runtime.ForwardResponseMessage
+	forward_QuotaService_UpdateContainerDefaults_0 = runtime.ForwardResponseMessage
+	forward_QuotaService_DeleteContainerDefaults_0 = runtime.ForwardResponseMessage
 )

@@ -19,11 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QuotaService_CreateQuota_FullMethodName = "/dcm.quota.v1.QuotaService/CreateQuota"
-	QuotaService_GetQuota_FullMethodName    = "/dcm.quota.v1.QuotaService/GetQuota"
-	QuotaService_ListQuotas_FullMethodName  = "/dcm.quota.v1.QuotaService/ListQuotas"
-	QuotaService_UpdateQuota_FullMethodName = "/dcm.quota.v1.QuotaService/UpdateQuota"
-	QuotaService_DeleteQuota_FullMethodName = "/dcm.quota.v1.QuotaService/DeleteQuota"
+	QuotaService_CreateQuota_FullMethodName             = "/dcm.quota.v1.QuotaService/CreateQuota"
+	QuotaService_GetQuota_FullMethodName                = "/dcm.quota.v1.QuotaService/GetQuota"
+	QuotaService_ListQuotas_FullMethodName              = "/dcm.quota.v1.QuotaService/ListQuotas"
+	QuotaService_UpdateQuota_FullMethodName             = "/dcm.quota.v1.QuotaService/UpdateQuota"
+	QuotaService_DeleteQuota_FullMethodName             = "/dcm.quota.v1.QuotaService/DeleteQuota"
+	QuotaService_GetContainerDefaults_FullMethodName    = "/dcm.quota.v1.QuotaService/GetContainerDefaults"
+	QuotaService_UpdateContainerDefaults_FullMethodName = "/dcm.quota.v1.QuotaService/UpdateContainerDefaults"
+	QuotaService_DeleteContainerDefaults_FullMethodName = "/dcm.quota.v1.QuotaService/DeleteContainerDefaults"
 )
 
 // QuotaServiceClient is the client API for QuotaService service.
@@ -46,6 +49,17 @@ type QuotaServiceClient interface {
 	UpdateQuota(ctx context.Context, in *UpdateQuotaRequest, opts ...grpc.CallOption) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(ctx context.Context, in *DeleteQuotaRequest, opts ...grpc.CallOption) (*DeleteQuotaResponse, error)
+	// GetContainerDefaults reads the per-container defaults the logical
+	// cloud's LimitRange gives a container that states no requests or
+	// limits: its own, laid over the installation's
+	// (DCM_CONTAINER_DEFAULT_REQUEST, DCM_CONTAINER_DEFAULT_LIMIT).
+	GetContainerDefaults(ctx context.Context, in *GetContainerDefaultsRequest, opts ...grpc.CallOption) (*GetContainerDefaultsResponse, error)
+	// UpdateContainerDefaults sets the logical cloud's own container
+	// defaults; each must be within every quota that applies to it.
+	UpdateContainerDefaults(ctx context.Context, in *UpdateContainerDefaultsRequest, opts ...grpc.CallOption) (*UpdateContainerDefaultsResponse, error)
+	// DeleteContainerDefaults removes the logical cloud's own container
+	// defaults: the installation's apply again.
+	DeleteContainerDefaults(ctx context.Context, in *DeleteContainerDefaultsRequest, opts ...grpc.CallOption) (*DeleteContainerDefaultsResponse, error)
 }
 
 type quotaServiceClient struct {
@@ -106,6 +120,36 @@ func (c *quotaServiceClient) DeleteQuota(ctx context.Context, in *DeleteQuotaReq
 	return out, nil
 }
 
+func (c *quotaServiceClient) GetContainerDefaults(ctx context.Context, in *GetContainerDefaultsRequest, opts ...grpc.CallOption) (*GetContainerDefaultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetContainerDefaultsResponse)
+	err := c.cc.Invoke(ctx, QuotaService_GetContainerDefaults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *quotaServiceClient) UpdateContainerDefaults(ctx context.Context, in *UpdateContainerDefaultsRequest, opts ...grpc.CallOption) (*UpdateContainerDefaultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateContainerDefaultsResponse)
+	err := c.cc.Invoke(ctx, QuotaService_UpdateContainerDefaults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *quotaServiceClient) DeleteContainerDefaults(ctx context.Context, in *DeleteContainerDefaultsRequest, opts ...grpc.CallOption) (*DeleteContainerDefaultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteContainerDefaultsResponse)
+	err := c.cc.Invoke(ctx, QuotaService_DeleteContainerDefaults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QuotaServiceServer is the server API for QuotaService service.
 // All implementations must embed UnimplementedQuotaServiceServer
 // for forward compatibility.
@@ -126,6 +170,17 @@ type QuotaServiceServer interface {
 	UpdateQuota(context.Context, *UpdateQuotaRequest) (*UpdateQuotaResponse, error)
 	// DeleteQuota removes a quota.
 	DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error)
+	// GetContainerDefaults reads the per-container defaults the logical
+	// cloud's LimitRange gives a container that states no requests or
+	// limits: its own, laid over the installation's
+	// (DCM_CONTAINER_DEFAULT_REQUEST, DCM_CONTAINER_DEFAULT_LIMIT).
+	GetContainerDefaults(context.Context, *GetContainerDefaultsRequest) (*GetContainerDefaultsResponse, error)
+	// UpdateContainerDefaults sets the logical cloud's own container
+	// defaults; each must be within every quota that applies to it.
+	UpdateContainerDefaults(context.Context, *UpdateContainerDefaultsRequest) (*UpdateContainerDefaultsResponse, error)
+	// DeleteContainerDefaults removes the logical cloud's own container
+	// defaults: the installation's apply again.
+	DeleteContainerDefaults(context.Context, *DeleteContainerDefaultsRequest) (*DeleteContainerDefaultsResponse, error)
 	mustEmbedUnimplementedQuotaServiceServer()
 }
 
@@ -150,6 +205,15 @@ func (UnimplementedQuotaServiceServer) UpdateQuota(context.Context, *UpdateQuota
 }
 func (UnimplementedQuotaServiceServer) DeleteQuota(context.Context, *DeleteQuotaRequest) (*DeleteQuotaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteQuota not implemented")
+}
+func (UnimplementedQuotaServiceServer) GetContainerDefaults(context.Context, *GetContainerDefaultsRequest) (*GetContainerDefaultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetContainerDefaults not implemented")
+}
+func (UnimplementedQuotaServiceServer) UpdateContainerDefaults(context.Context, *UpdateContainerDefaultsRequest) (*UpdateContainerDefaultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateContainerDefaults not implemented")
+}
+func (UnimplementedQuotaServiceServer) DeleteContainerDefaults(context.Context, *DeleteContainerDefaultsRequest) (*DeleteContainerDefaultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteContainerDefaults not implemented")
 }
 func (UnimplementedQuotaServiceServer) mustEmbedUnimplementedQuotaServiceServer() {}
 func (UnimplementedQuotaServiceServer) testEmbeddedByValue()                      {}
@@ -262,6 +326,60 @@ func _QuotaService_DeleteQuota_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QuotaService_GetContainerDefaults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetContainerDefaultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).GetContainerDefaults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_GetContainerDefaults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).GetContainerDefaults(ctx, req.(*GetContainerDefaultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QuotaService_UpdateContainerDefaults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateContainerDefaultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).UpdateContainerDefaults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_UpdateContainerDefaults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).UpdateContainerDefaults(ctx, req.(*UpdateContainerDefaultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QuotaService_DeleteContainerDefaults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteContainerDefaultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotaServiceServer).DeleteContainerDefaults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QuotaService_DeleteContainerDefaults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotaServiceServer).DeleteContainerDefaults(ctx, req.(*DeleteContainerDefaultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QuotaService_ServiceDesc is the grpc.ServiceDesc for QuotaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +406,18 @@ var QuotaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteQuota",
 			Handler:    _QuotaService_DeleteQuota_Handler,
+		},
+		{
+			MethodName: "GetContainerDefaults",
+			Handler:    _QuotaService_GetContainerDefaults_Handler,
+		},
+		{
+			MethodName: "UpdateContainerDefaults",
+			Handler:    _QuotaService_UpdateContainerDefaults_Handler,
+		},
+		{
+			MethodName: "DeleteContainerDefaults",
+			Handler:    _QuotaService_DeleteContainerDefaults_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

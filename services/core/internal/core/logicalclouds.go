@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
@@ -247,9 +248,9 @@ func (s *LogicalClouds) createParts(ctx context.Context, project string, p *plan
 			return err
 		}
 	}
-	for _, q := range p.quotas {
+	for i, q := range p.quotas {
 		if _, err := s.peers.Quotas.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: project, LogicalCloud: lc, Quota: q}); err != nil {
-			return err
+			return inBody(err, "quota.spec", p.quotaFields[i])
 		}
 	}
 	for _, c := range selected {
@@ -610,4 +611,22 @@ func (s *LogicalClouds) Cleanup(interval time.Duration) func(context.Context) er
 			}
 		}
 	}
+}
+
+// inBody names, in an InvalidArgument of another service whose field is
+// under prefix (the service's request: "quota.spec.limits.memory"), the
+// field where the body gave it ("resources.limits.memory"). A quota the
+// quota service refuses only there (below the container defaults, which
+// core does not know) is then named as the body's other quota errors are.
+func inBody(err error, prefix, field string) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return err
+	}
+	got := errs.FieldOf(st)
+	rest, ok := strings.CutPrefix(got, prefix)
+	if !ok || (rest != "" && rest[0] != '.') {
+		return err
+	}
+	return errs.Invalid(field+rest, "%s", strings.TrimPrefix(st.Message(), got+": "))
 }

@@ -40,7 +40,10 @@ type plan struct {
 	users   []*userv1.User
 	perms   []*userv1.UserPermission
 	quotas  []*quotav1.Quota
-	labels  []string // seed 002 cluster-labels: clusters to reference
+	// quotaFields are where each quota was given in the body ("resources",
+	// "user[0].quota"), to name in an error of the quota service.
+	quotaFields []string
+	labels      []string // seed 002 cluster-labels: clusters to reference
 }
 
 var (
@@ -299,6 +302,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 			Metadata: &typesv1.Metadata{Name: "resources", Description: "the logical cloud's resources"},
 			Spec:     res,
 		})
+		p.quotaFields = append(p.quotaFields, "resources")
 	}
 	users, field, err := userObjects(req.GetUser())
 	if err != nil {
@@ -423,6 +427,7 @@ func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 			Metadata: &typesv1.Metadata{Name: qname, Description: "quota of user " + name},
 			Spec:     hard,
 		})
+		p.quotaFields = append(p.quotaFields, field+".quota")
 	}
 	return nil
 }

@@ -56,9 +56,11 @@ func FuzzRenderQuotas(f *testing.F) {
 	require.NoError(f, err)
 	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16,pods=200,memory=64Gi")
 	require.NoError(f, err)
-	plain, err := quota.New(st, core, nil, nil)
+	plain, err := quota.New(st, core, nil, nil, quota.Defaults{})
 	require.NoError(f, err)
-	bounded, err := quota.New(st, core, def, maximum)
+	containers, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=256Mi")
+	require.NoError(f, err)
+	bounded, err := quota.New(st, core, def, maximum, containers)
 	require.NoError(f, err)
 	v, err := protovalidate.New()
 	require.NoError(f, err)
@@ -104,8 +106,13 @@ func FuzzRenderQuotas(f *testing.F) {
 		for i, m := range resp.GetManifests() {
 			obj := &unstructured.Unstructured{}
 			require.NoError(t, obj.UnmarshalJSON([]byte(m)), "%s", m)
-			require.Equal(t, "ResourceQuota", obj.GetKind())
 			require.Equal(t, resp.GetNames()[i], obj.GetName())
+			if obj.GetKind() == "LimitRange" {
+				require.Equal(t, svc == bounded, i == len(resp.GetManifests())-1, "the LimitRange comes last, with container defaults only")
+				require.Equal(t, quota.LimitRangeName, obj.GetName())
+				continue
+			}
+			require.Equal(t, "ResourceQuota", obj.GetKind())
 			require.Equal(t, resp.GetNamespace(), obj.GetNamespace())
 			require.Empty(t, metavalidation.ValidateObjectMetaAccessor(obj, true, metavalidation.NameIsDNSSubdomain, field.NewPath("metadata")),
 				"a Kubernetes API server refuses %s", m)

@@ -1,7 +1,9 @@
 // Package quota implements the quota service: the cluster quotas of each
 // logical cloud, checked with Kubernetes' own rules for resource names and
-// quantities, the default quota of a logical cloud that has none, and the
-// ResourceQuota objects applying a logical cloud puts on its clusters. It
+// quantities, the default quota of a logical cloud that has none, the
+// container defaults of each logical cloud (defaults.go), and the
+// ResourceQuota and LimitRange objects applying a logical cloud puts on
+// its clusters. It
 // asks core, over gRPC, whether a logical cloud exists before it stores or
 // answers anything under it on its public API; its internal API (render,
 // purge) never calls core: core sends the namespace and level. It does not
@@ -12,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -35,29 +38,47 @@ type Service struct {
 	quotav1.UnimplementedQuotaServiceServer
 	quotav1.UnimplementedQuotaInternalServiceServer
 	quotas       *store.Records[*quotav1.StoredQuota]
+	defaults     *store.Records[*quotav1.StoredContainerDefaults]
 	core         corev1.LogicalCloudServiceClient
 	defaultQuota []kube.Amount
 	maxQuota     []kube.Amount
 	// base is what every rendered quota has unless it sets more or less:
 	// the default quota, over the maximum.
 	base []kube.Amount
+	// containerDefaults are the installation's container defaults
+	// (possibly empty: no LimitRange for a logical cloud without its own).
+	containerDefaults Defaults
 }
 
 // New opens the service's collection on st. core answers whether a
 // logical cloud exists; defaultQuota (possibly empty: none) applies to a
 // logical cloud without a quota of its own, and is what every quota of
 // its own is laid over; maxQuota (possibly empty) is what only an admin
-// may set more than. A default above the maximum is refused.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, maxQuota []kube.Amount) (*Service, error) {
+// may set more than; containers (possibly empty) are the installation's
+// container defaults (ParseDefaults). A default above the maximum is
+// refused, and so are container defaults that do not fit one container in
+// the default quota (over the maximum) or a request above its limit.
+func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, maxQuota []kube.Amount, containers Defaults) (*Service, error) {
 	if err := kube.CheckMax("DCM_DEFAULT_QUOTA", defaultQuota, maxQuota, false); err != nil {
 		return nil, fmt.Errorf("the default quota must be within DCM_MAX_QUOTA: %w", err)
 	}
+	base := kube.MergeHard(maxQuota, defaultQuota)
+	if c := containers.misfit([]namedHard{{name: DefaultName, hard: base}}); c != nil {
+		if c.quota == "" {
+			return nil, fmt.Errorf("%s: default %s request %s is above the default %s limit %s (%s)", envRequest, c.res, c.value, c.res, c.hard, envLimit)
+		}
+		return nil, fmt.Errorf("%s: %s %s is above %s %s of the default quota (DCM_DEFAULT_QUOTA over DCM_MAX_QUOTA): a pod without figures could never be admitted",
+			c.setting(), c.what(), c.value, c.hardRes, c.hard)
+	}
 	return &Service{
-		quotas:       store.NewRecords(st, "quotas", "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
-		core:         core,
-		defaultQuota: defaultQuota,
-		maxQuota:     maxQuota,
-		base:         kube.MergeHard(maxQuota, defaultQuota),
+		quotas: store.NewRecords(st, "quotas", "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
+		defaults: store.NewRecords(st, "container_defaults", "container defaults",
+			func() *quotav1.StoredContainerDefaults { return &quotav1.StoredContainerDefaults{} }),
+		core:              core,
+		defaultQuota:      defaultQuota,
+		maxQuota:          maxQuota,
+		base:              base,
+		containerDefaults: containers,
 	}, nil
 }
 
@@ -152,6 +173,13 @@ func (s *Service) CreateQuota(ctx context.Context, req *quotav1.CreateQuotaReque
 		return nil, err
 	}
 	parent := store.Key(project, lc)
+	own, err := s.quotas.List(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkQuotas(ctx, "quota.spec", parent, append(own, q)); err != nil {
+		return nil, err
+	}
 	err = s.quotas.CreateChecked(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q, s.exists(project, lc))
 	if err != nil {
 		return nil, err
@@ -243,6 +271,14 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 	}
 	parent := store.Key(project, lc)
 	id := store.Key(parent, req.GetName())
+	own, err := s.quotas.List(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	after := slices.DeleteFunc(own, func(o *quotav1.StoredQuota) bool { return o.GetMetadata().GetName() == req.GetName() })
+	if err := s.checkQuotas(ctx, "quota.spec", parent, append(after, q)); err != nil {
+		return nil, err
+	}
 	_, err = s.quotas.Modify(ctx, id, func(cur *quotav1.StoredQuota) error {
 		cur.Metadata, cur.Hard = q.GetMetadata(), q.GetHard()
 		return nil
@@ -269,6 +305,9 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 		return nil, err
 	}
 	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
+	if err := s.checkLastQuota(ctx, c.GetSpec().GetLevel(), parent, req.GetName()); err != nil {
+		return nil, err
+	}
 	err = s.quotas.Delete(ctx, store.Key(parent, req.GetName()))
 	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
 		if d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent); derr != nil || d != nil {
@@ -285,7 +324,9 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 // ListQuotas shows, each a ResourceQuota of the same name in the logical
 // cloud's namespace, laid over the default quota (and the maximum, for
 // resources the default does not set): a quota that leaves a resource
-// out, or is empty, still bounds it on a shared cluster. The namespace and
+// out, or is empty, still bounds it on a shared cluster. Then the
+// LimitRange "container-defaults" with the logical cloud's container
+// defaults (its own over the installation's), when there are any. The namespace and
 // level are core's, sent in the request: it never calls core.
 func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasRequest) (*quotav1.RenderQuotasResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
@@ -303,11 +344,27 @@ func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasReq
 	if err != nil {
 		return nil, err
 	}
+	d, source, err := s.defaultsFor(ctx, store.Key(project, lc))
+	if err != nil {
+		return nil, err
+	}
+	// The logical cloud's own defaults were checked against the
+	// installation's when stored; a later change of the installation's
+	// can leave a request above its limit, a LimitRange every cluster
+	// refuses: say so here, not as a failed apply on each cluster.
+	if c := d.misfit(nil); c != nil && source == SourceLogicalCloud {
+		return nil, errs.FailedPrecondition("the logical cloud's container defaults: default %s request %s is above the default %s limit %s (the installation's %s changed since they were set): fix them at .../container-defaults",
+			c.res, c.value, c.res, c.hard, envLimit)
+	}
 	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
 	for _, q := range qs {
 		name := q.GetMetadata().GetName()
 		out.Manifests = append(out.Manifests, resourceQuota(name, ns, kube.Labels(project, lc), kube.MergeHard(s.base, amounts(q.GetHard()))))
 		out.Names = append(out.Names, name)
+	}
+	if m := limitRange(ns, kube.Labels(project, lc), d); m != "" {
+		out.Manifests = append(out.Manifests, m)
+		out.Names = append(out.Names, LimitRangeName)
 	}
 	return out, nil
 }
@@ -332,9 +389,33 @@ func resourceQuota(name, namespace string, labels map[string]string, hard []kube
 
 // PurgeLogicalCloud implements quotav1.QuotaInternalServiceServer.
 func (s *Service) PurgeLogicalCloud(ctx context.Context, req *quotav1.PurgeLogicalCloudRequest) (*quotav1.PurgeLogicalCloudResponse, error) {
-	n, err := s.quotas.DeleteUnder(ctx, store.Key(req.GetProject(), req.GetLogicalCloud()))
+	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
+	n, err := s.quotas.DeleteUnder(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
-	return &quotav1.PurgeLogicalCloudResponse{Removed: n}, nil
+	m, err := s.defaults.DeleteUnder(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	return &quotav1.PurgeLogicalCloudResponse{Removed: n + m}, nil
+}
+
+// checkLastQuota refuses to delete the logical cloud's last quota of its
+// own when the default quota that would apply again leaves no room for
+// one container with the logical cloud's container defaults.
+func (s *Service) checkLastQuota(ctx context.Context, level, parent, name string) error {
+	own, err := s.quotas.List(ctx, parent)
+	if err != nil || len(own) != 1 || own[0].GetMetadata().GetName() != name || len(s.defaultQuota) == 0 || level == kube.LevelAdmin {
+		return err
+	}
+	d, _, err := s.defaultsFor(ctx, parent)
+	if err != nil {
+		return err
+	}
+	if c := d.misfit([]namedHard{{name: DefaultName, hard: s.base}}); c != nil && c.quota != "" {
+		return errs.FailedPrecondition("without quota %q the default quota applies again, and its %s %s is below the logical cloud's %s %s: lower the container defaults first (PUT .../container-defaults)",
+			name, c.hardRes, c.hard, c.what(), c.value)
+	}
+	return nil
 }
