@@ -42,6 +42,9 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 	b := e.tenantLC("net-b", "web", "net-b-web", "bob", "cluster-1")
 	lcs := []string{a, sib, b}
 	for _, lc := range lcs {
+		// Reading DCM's policies takes a permission that grants it;
+		// writing them none can grant (below level privileged).
+		r.want(201, "POST", lc+"/user-permissions", `{"permission-name":"netpol","apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["get","list","watch"]}`)
 		r.want(202, "POST", lc+"/apply", "")
 	}
 	for _, lc := range lcs {
