@@ -218,6 +218,8 @@ func TestREADMEWalkthrough(t *testing.T) {
 		`(?m)^configmap/hello created$`,
 		`(?m)^hello\s+1\s`,
 		`(?m)^configmaps\s+\[\]\s+\[\]\s+\[get list create\]$`,
+		`(?m)^pod/hello created$`,
+		`(?m)^pod/hello condition met$`, // Ready on cluster-1's node
 		`"state":"Instantiated"`,
 		`(?m)^proj1/lc-1: Terminated \d+/\d+\n  local/cluster-1 \d+/\d+ deleted\n  local/cluster-2 \d+/\d+ deleted$`,
 		`(?m)^ClusterQuota/quota-1 deleted$`,
@@ -234,8 +236,9 @@ func TestREADMEWalkthrough(t *testing.T) {
 		n := len(regexp.MustCompile(`(?m)^[A-Z][A-Za-z]+/[a-z0-9-]+ `+verb+`$`).FindAllString(out, -1))
 		require.Equal(t, 8, n, "the file's 8 objects %s:\n%s", verb, out)
 	}
-	// The tenant's rules in ns-1: the permission's, and no more.
-	require.NotRegexp(t, `(?m)^(secrets|pods|\*)\s`, out)
+	// The tenant's rules in ns-1: the permissions', and no more.
+	require.Regexp(t, `(?m)^pods\s+\[\]\s+\[\]\s+\[get list watch create\]$`, out)
+	require.NotRegexp(t, `(?m)^(secrets|\*)\s`, out)
 	fi, err := os.Stat(filepath.Join(dir, ".dcm", "lc-1-cluster-1.kubeconfig"))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the kubeconfig holds a private key")
