@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"archive/tar"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -56,7 +57,19 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 		kubectl("apply", "--server-side", "-f", f)
 	}
 	for _, crd := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
-		kubectl("wait", "--for=condition=Established", "crd/"+crd, "--timeout=60s")
+		// kubectl wait fails at once while the CRD has no conditions yet.
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; {
+			if _, err = c1.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=10s"); err == nil || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		require.NoError(t, err, "CRD %s Established", crd)
 	}
 
 	// docs/deploy.md, "Dev".
@@ -88,6 +101,39 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	for _, d := range deps.Items {
 		require.Equal(t, 1, d.Status.ReadyReplicas, "%s: its pod passes its readiness probe", d.Metadata.Name)
 	}
+
+	var pods struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				PodIP             string `json:"podIP"`
+				ContainerStatuses []struct{ RestartCount int }
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(kubectl("-n", "dcm", "get", "pods", "-o", "json")), &pods))
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			require.Zero(t, cs.RestartCount, "%s: its liveness probe passes", p.Metadata.Name)
+		}
+	}
+
+	// The overlay's NetworkPolicies, enforced by kube-router: a pod that
+	// the policies take for the user service reaches core's gRPC port
+	// (user calls core) but not rsync's (only gateway, core and traffic do).
+	podIP := func(program string) string {
+		return kubectl("-n", "dcm", "get", "pods", "-l", "app.kubernetes.io/name=dcm-"+program, "-o", "jsonpath={.items[0].status.podIP}")
+	}
+	kubectl("-n", "dcm", "run", "as-user", "--image="+agnhost(t), "--image-pull-policy=IfNotPresent",
+		"--labels=app.kubernetes.io/name=dcm-user", "--restart=Never", "--override-type=strategic", "--overrides="+restrictedOverrides, "--command", "--", "/agnhost", "pause")
+	kubectl("-n", "dcm", "wait", "--for=condition=Ready", "pod/as-user", "--timeout=2m")
+	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("core")+":9090", "--timeout=5s")
+	require.NoError(t, err, "user -> core gRPC is allowed")
+	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("rsync")+":9090", "--timeout=5s")
+	require.Error(t, err, "user -> rsync gRPC is not allowed: the NetworkPolicy dcm-rsync is enforced")
+	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("rsync")+":8080", "--timeout=5s")
+	require.NoError(t, err, "rsync's HTTPS port is open to all")
+	kubectl("-n", "dcm", "delete", "pod", "as-user", "--wait=false")
 
 	// The REST API through the gateway's Service, from the node's network
 	// namespace (kube-proxy's rules there), over HTTPS with the dev CA.
@@ -160,6 +206,39 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	out, err = c2.Kubectl(ctx, "-n", "deploy-ns-1", "get", "configmap", "from-the-tenant", "-o", "jsonpath={.data.k}")
 	require.NoError(t, err)
 	require.Equal(t, "v", out, "the tenant's ConfigMap is in its namespace on %s", c2.Name)
+}
+
+// restrictedOverrides makes kubectl run's pod meet the restricted Pod
+// Security Standard the namespace dcm enforces.
+const restrictedOverrides = `{"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},
+  "containers":[{"name":"as-user","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}`
+
+// agnhost is the name of the agnhost image of make images
+// (registry.k8s.io/e2e-test-images/agnhost:<its VERSION>), read from the
+// index.json of bin/images/agnhost.tar.
+func agnhost(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repo, "bin", "images", "agnhost.tar"))
+	require.NoError(t, err, "make images")
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		require.NoError(t, err, "agnhost.tar has an index.json")
+		if h.Name != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct{ Annotations map[string]string }
+		}
+		require.NoError(t, json.NewDecoder(tr).Decode(&index))
+		for _, m := range index.Manifests {
+			if name := m.Annotations["io.containerd.image.name"]; strings.HasPrefix(name, agnhostRef) {
+				return name
+			}
+		}
+		t.Fatalf("agnhost.tar names no %s<tag>", agnhostRef)
+	}
 }
 
 // restClient calls the gateway's Service with curl inside a network
