@@ -3,17 +3,11 @@ package deploytest
 import (
 	"archive/tar"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/url"
 	"os"
 	"os/exec"
@@ -25,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/deploy/test/certs"
 	"github.com/dcm-project/dcm/platform/kubetest"
 )
 
@@ -32,7 +27,7 @@ import (
 // a cluster with a real node, as docs/deploy.md says to by hand: cluster
 // DNS (kube-dns), cert-manager's CRDs, the Namespace and the admin token's
 // Secret, `kubectl apply -k deploy/overlays/dev`; the Certificates'
-// Secrets (see issueCertificates: cert-manager's controller is not run);
+// Secrets (package certs: cert-manager's controller is not run);
 // every Deployment Available, its readiness probe passing, under the
 // restricted Pod Security Standard and the NetworkPolicies kube-router
 // enforces. Then the REST API, reached through the gateway's Service from
@@ -82,7 +77,11 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	overlay, err := filepath.Abs(filepath.Join(repo, "deploy", "overlays", "dev"))
 	require.NoError(t, err)
 	kubectl("apply", "-k", overlay)
-	issueCertificates(t, ctx, c1)
+	// cert-manager's controller does not run here (package certs says
+	// why): its Secrets, as it would write them.
+	secrets, err := certs.Issue(ctx, c1.Kubectl, "dcm")
+	require.NoError(t, err)
+	require.Len(t, secrets, len(programs(t))+2, "the CA, a certificate per program and the gateway's HTTPS one")
 
 	start := time.Now()
 	if _, err := c1.Kubectl(ctx, "-n", "dcm", "wait", "--for=condition=Available", "deployment", "--all", "--timeout=5m"); err != nil {
@@ -283,153 +282,6 @@ func nodeNetns(t *testing.T, c *kubetest.Cluster) string {
 	_, err = os.Stat(filepath.Join("/run/netns", ns))
 	require.NoError(t, err, "the node's network namespace")
 	return ns
-}
-
-// issueCertificates writes the Secret of every cert-manager Certificate in
-// the namespace dcm as cert-manager's controller would (tls.crt, tls.key,
-// ca.crt; type kubernetes.io/tls): the self-signed CA Certificate first,
-// then each Certificate of the CA Issuer from it, with the Certificate's
-// common name, organizations, DNS names, usages and duration. The
-// controller itself cannot be built here: v1.21.2's cmd/controller is a
-// module of its own that the module proxy does not serve (404), and the
-// root module's controllers are wired by that module's app package only.
-func issueCertificates(t *testing.T, ctx context.Context, c *kubetest.Cluster) {
-	t.Helper()
-	out, err := c.Kubectl(ctx, "-n", "dcm", "get", "issuers.cert-manager.io,certificates.cert-manager.io", "-o", "json")
-	require.NoError(t, err)
-	type certSpec struct {
-		SecretName string `json:"secretName"`
-		IsCA       bool   `json:"isCA"`
-		CommonName string `json:"commonName"`
-		Duration   string `json:"duration"`
-		Subject    struct {
-			Organizations []string `json:"organizations"`
-		} `json:"subject"`
-		DNSNames  []string `json:"dnsNames"`
-		Usages    []string `json:"usages"`
-		IssuerRef struct{ Name, Kind string }
-	}
-	var list struct {
-		Items []struct {
-			Kind     string
-			Metadata struct{ Name string }
-			Spec     json.RawMessage
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &list))
-	issuers := map[string]struct {
-		SelfSigned *struct{} `json:"selfSigned"`
-		CA         *struct {
-			SecretName string `json:"secretName"`
-		} `json:"ca"`
-	}{}
-	var certs []certSpec
-	for _, it := range list.Items {
-		switch it.Kind {
-		case "Issuer":
-			v := issuers[it.Metadata.Name]
-			require.NoError(t, json.Unmarshal(it.Spec, &v))
-			issuers[it.Metadata.Name] = v
-		case "Certificate":
-			var s certSpec
-			require.NoError(t, json.Unmarshal(it.Spec, &s))
-			certs = append(certs, s)
-		}
-	}
-	type keyPair struct {
-		cert *x509.Certificate
-		key  *ecdsa.PrivateKey
-		pem  []byte
-	}
-	issued := map[string]keyPair{} // by Secret name
-	issue := func(s certSpec) {
-		iss, ok := issuers[s.IssuerRef.Name]
-		require.True(t, ok, "Certificate %s: Issuer %s", s.SecretName, s.IssuerRef.Name)
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		life := 90 * 24 * time.Hour // cert-manager's default
-		if s.Duration != "" {
-			life, err = time.ParseDuration(s.Duration)
-			require.NoError(t, err)
-		}
-		serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-		require.NoError(t, err)
-		tmpl := &x509.Certificate{
-			SerialNumber: serial,
-			Subject:      pkix.Name{CommonName: s.CommonName, Organization: s.Subject.Organizations},
-			DNSNames:     s.DNSNames,
-			NotBefore:    time.Now().Add(-time.Minute), NotAfter: time.Now().Add(life),
-			BasicConstraintsValid: true, IsCA: s.IsCA,
-		}
-		usages := s.Usages
-		if len(usages) == 0 {
-			usages = []string{"digital signature", "key encipherment"} // cert-manager's default
-		}
-		for _, u := range usages {
-			switch u {
-			case "server auth":
-				tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-			case "client auth":
-				tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-			case "digital signature":
-				tmpl.KeyUsage |= x509.KeyUsageDigitalSignature
-			case "key encipherment":
-				tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
-			default:
-				t.Fatalf("Certificate %s: usage %q", s.SecretName, u)
-			}
-		}
-		if s.IsCA {
-			tmpl.KeyUsage |= x509.KeyUsageCertSign
-		}
-		parent, signer := tmpl, key
-		var caPEM []byte
-		switch {
-		case iss.SelfSigned != nil:
-		case iss.CA != nil:
-			ca, ok := issued[iss.CA.SecretName]
-			require.True(t, ok, "Issuer %s's Secret %s is issued first", s.IssuerRef.Name, iss.CA.SecretName)
-			parent, signer, caPEM = ca.cert, ca.key, ca.pem
-		default:
-			t.Fatalf("Issuer %s: neither selfSigned nor ca", s.IssuerRef.Name)
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-		require.NoError(t, err)
-		cert, err := x509.ParseCertificate(der)
-		require.NoError(t, err)
-		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-		if caPEM == nil {
-			caPEM = certPEM
-		}
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		require.NoError(t, err)
-		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-		issued[s.SecretName] = keyPair{cert: cert, key: key, pem: certPEM}
-		doc, err := json.Marshal(map[string]any{
-			"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-			"metadata": map[string]any{"name": s.SecretName, "namespace": "dcm"},
-			"data":     map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": caPEM},
-		})
-		require.NoError(t, err)
-		f := filepath.Join(t.TempDir(), s.SecretName+".json")
-		require.NoError(t, os.WriteFile(f, doc, 0o600))
-		_, err = c.Kubectl(ctx, "apply", "-f", f)
-		require.NoError(t, err)
-	}
-	// The CAs first: a Certificate's Issuer must have its Secret.
-	for _, s := range certs {
-		if s.IsCA {
-			issue(s)
-		}
-	}
-	n := 0
-	for _, s := range certs {
-		if !s.IsCA {
-			issue(s)
-			n++
-		}
-	}
-	require.Equal(t, len(programs(t))+1, n, "a certificate per program and the gateway's HTTPS one")
 }
 
 // dumpPods logs what a failed rollout needs looked at: the pods, their
