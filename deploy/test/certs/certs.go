@@ -1,9 +1,11 @@
 // Package certs issues the Secrets of the cert-manager Certificates of a
 // namespace as cert-manager's controller would, for clusters that have
 // cert-manager's CRDs but not its controller (the local test clusters:
-// cert-manager v1.21.2's controller, module
-// github.com/cert-manager/cert-manager/cmd/controller, is not served by the
-// module proxy, and it has no image here). It reads the Issuers and
+// cert-manager's controller main is the module
+// github.com/cert-manager/cert-manager/controller-binary in the repository's
+// cmd/controller, which replaces the root module with ../../: it is not
+// published, the module proxy has nothing under either path, so it cannot be
+// built from a pinned module; and there is no image of it to load). It reads the Issuers and
 // Certificates with kubectl and writes each Certificate's Secret (tls.crt,
 // tls.key, ca.crt; type kubernetes.io/tls): the Certificates of
 // selfSigned Issuers first, then those of CA Issuers from their Secret.
