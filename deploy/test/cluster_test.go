@@ -219,7 +219,7 @@ func agnhost(t *testing.T) string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repo, "bin", "images", "agnhost.tar"))
 	require.NoError(t, err, "make images")
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()

@@ -91,13 +91,13 @@ func Issue(ctx context.Context, kubectl Kubectl, ns string) ([]string, error) {
 		case "Issuer":
 			var s issuerSpec
 			if err := json.Unmarshal(it.Spec, &s); err != nil {
-				return nil, fmt.Errorf("Issuer %s: %w", it.Metadata.Name, err)
+				return nil, fmt.Errorf("certs: Issuer %s: %w", it.Metadata.Name, err)
 			}
 			issuers[it.Metadata.Name] = s
 		case "Certificate":
 			var s certSpec
 			if err := json.Unmarshal(it.Spec, &s); err != nil {
-				return nil, fmt.Errorf("Certificate %s: %w", it.Metadata.Name, err)
+				return nil, fmt.Errorf("certs: Certificate %s: %w", it.Metadata.Name, err)
 			}
 			pending = append(pending, s)
 		}
@@ -106,7 +106,7 @@ func Issue(ctx context.Context, kubectl Kubectl, ns string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	done := map[string]issued{} // by Secret name
 	var names []string
 	// Each round issues what has its Issuer's Secret: a CA Issuer's
@@ -116,7 +116,7 @@ func Issue(ctx context.Context, kubectl Kubectl, ns string) ([]string, error) {
 		for _, s := range pending {
 			iss, ok := issuers[s.IssuerRef.Name]
 			if !ok || s.IssuerRef.Kind != "Issuer" {
-				return nil, fmt.Errorf("Certificate %s: issuerRef %s %q is no Issuer of %s", s.SecretName, s.IssuerRef.Kind, s.IssuerRef.Name, ns)
+				return nil, fmt.Errorf("certs: Certificate %s: issuerRef %s %q is no Issuer of %s", s.SecretName, s.IssuerRef.Kind, s.IssuerRef.Name, ns)
 			}
 			var parent *issued
 			switch {
@@ -129,11 +129,11 @@ func Issue(ctx context.Context, kubectl Kubectl, ns string) ([]string, error) {
 				}
 				parent = &p
 			default:
-				return nil, fmt.Errorf("Issuer %s: neither selfSigned nor ca", s.IssuerRef.Name)
+				return nil, fmt.Errorf("certs: Issuer %s: neither selfSigned nor ca", s.IssuerRef.Name)
 			}
 			is, secret, err := issue(s, parent)
 			if err != nil {
-				return nil, fmt.Errorf("Certificate %s: %w", s.SecretName, err)
+				return nil, fmt.Errorf("certs: Certificate %s: %w", s.SecretName, err)
 			}
 			f := filepath.Join(dir, s.SecretName+".json")
 			doc, err := json.Marshal(map[string]any{
@@ -154,7 +154,7 @@ func Issue(ctx context.Context, kubectl Kubectl, ns string) ([]string, error) {
 			names = append(names, s.SecretName)
 		}
 		if len(later) == len(pending) {
-			return nil, fmt.Errorf("Certificates whose CA Issuer's Secret no Certificate makes: %d left, the first %s", len(later), later[0].SecretName)
+			return nil, fmt.Errorf("certs: Certificates whose CA Issuer's Secret no Certificate makes: %d left, the first %s", len(later), later[0].SecretName)
 		}
 		pending = later
 	}
