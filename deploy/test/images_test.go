@@ -112,6 +112,8 @@ func TestBuiltImages(t *testing.T) {
 	want := map[string]imageWant{
 		"pause":   {Ref: pauseRef, Entrypoint: "/pause", UID: 65535},
 		"agnhost": {Ref: agnhostRef, Entrypoint: "/agnhost", UID: 65532, CA: true},
+		// The test clusters' kube-dns (test/coredns, platform/kubetest/dns.go).
+		"coredns": {Ref: "dcm.local/coredns:latest", Entrypoint: "/usr/local/bin/coredns", UID: 65532, CA: true},
 	}
 	for _, p := range append(programs(t), "dcm") {
 		want[p] = imageWant{Ref: "dcm.local/" + p + ":latest", Entrypoint: "/usr/local/bin/" + p, UID: 65532, CA: true}

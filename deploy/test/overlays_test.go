@@ -347,6 +347,10 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				require.Len(t, pod.Spec.Containers, 1, name)
 				c := pod.Spec.Containers[0]
 				require.Equal(t, []string{"/usr/local/bin/" + prog}, c.Command, "%s runs its program (the image of deploy/Dockerfile)", name)
+				// The program's own image of make images (docs/images.md),
+				// resolved on the node: nothing can pull dcm.local.
+				require.Equal(t, "dcm.local/"+prog+":latest", c.Image, "%s runs the image make images builds for %s", name, prog)
+				require.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy, "%s: dcm.local is no registry; :latest would default to Always", name)
 
 				sc := c.SecurityContext
 				require.NotNil(t, sc, name)

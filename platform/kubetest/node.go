@@ -427,6 +427,8 @@ failSwapOn: false
 podCIDR: %[5]s
 podLogsDir: %[6]q
 clusterDomain: cluster.local
+# kube-dns's Service address (dns.go: StartDNS runs it).
+clusterDNS: [%[7]s]
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
@@ -435,7 +437,7 @@ evictionHard: {memory.available: "50Mi", nodefs.available: "1%%", imagefs.availa
 maxPods: 60
 protectKernelDefaults: false
 registerNode: true
-`, n.ip, c.file("ca.crt"), paths["containerd.sock"], n.cgroup, n.podCIDR, n.file("pod-logs"))
+`, n.ip, c.file("ca.crt"), paths["containerd.sock"], n.cgroup, n.podCIDR, n.file("pod-logs"), c.DNSIP())
 	files["kube-proxy.yaml"] = fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables

@@ -1,0 +1,298 @@
+package deploytest
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/deploy/test/certs"
+	"github.com/dcm-project/dcm/platform/kubetest"
+)
+
+// TestDevOverlayRunsAndDrivesACluster deploys DCM by its own manifests on
+// a cluster with a real node, as docs/deploy.md says to by hand: cluster
+// DNS (kube-dns), cert-manager's CRDs, the Namespace and the admin token's
+// Secret, `kubectl apply -k deploy/overlays/dev`; the Certificates'
+// Secrets (package certs: cert-manager's controller is not run);
+// every Deployment Available, its readiness probe passing, under the
+// restricted Pod Security Standard and the NetworkPolicies kube-router
+// enforces. Then the REST API, reached through the gateway's Service from
+// the node's network namespace as a pod would, registers cluster-2 and
+// applies a logical cloud there until Instantiated, and the tenant's
+// kubeconfig works against cluster-2.
+func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
+	h := kubetest.ForTestsWithNodes(t, 2) // skips under -short
+	c1, c2 := h.Clusters[0], h.Clusters[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := c1.Kubectl(ctx, args...)
+		require.NoError(t, err)
+		return out
+	}
+
+	require.NoError(t, c1.StartDNS(ctx), "kube-dns on %s", c1.Name)
+	for _, f := range certManagerCRDs(t) {
+		// Server-side: the CRDs are too big for the last-applied annotation.
+		kubectl("apply", "--server-side", "-f", f)
+	}
+	for _, crd := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
+		// kubectl wait fails at once while the CRD has no conditions yet.
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; {
+			if _, err = c1.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=10s"); err == nil || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		require.NoError(t, err, "CRD %s Established", crd)
+	}
+
+	// docs/deploy.md, "Dev".
+	kubectl("create", "namespace", "dcm")
+	secret := make([]byte, 32)
+	_, err := rand.Read(secret)
+	require.NoError(t, err)
+	token := "dcm_admin_" + hex.EncodeToString(secret)
+	kubectl("-n", "dcm", "create", "secret", "generic", "dcm-admin-token", "--from-literal=token="+token)
+	overlay, err := filepath.Abs(filepath.Join(repo, "deploy", "overlays", "dev"))
+	require.NoError(t, err)
+	kubectl("apply", "-k", overlay)
+	// cert-manager's controller does not run here (package certs says
+	// why): its Secrets, as it would write them.
+	secrets, err := certs.Issue(ctx, c1.Kubectl, "dcm")
+	require.NoError(t, err)
+	require.Len(t, secrets, len(programs(t))+2, "the CA, a certificate per program and the gateway's HTTPS one")
+
+	start := time.Now()
+	if _, err := c1.Kubectl(ctx, "-n", "dcm", "wait", "--for=condition=Available", "deployment", "--all", "--timeout=5m"); err != nil {
+		dumpPods(t, ctx, c1, "dcm")
+		t.Fatalf("the dev overlay's Deployments: %v", err)
+	}
+	t.Logf("every Deployment Available %s after the Secrets", time.Since(start).Round(time.Second))
+	var deps struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct{ Replicas, ReadyReplicas, AvailableReplicas int }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(kubectl("-n", "dcm", "get", "deployments", "-o", "json")), &deps))
+	require.Len(t, deps.Items, len(programs(t)), "a Deployment per program")
+	for _, d := range deps.Items {
+		require.Equal(t, 1, d.Status.ReadyReplicas, "%s: its pod passes its readiness probe", d.Metadata.Name)
+	}
+
+	var pods struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				PodIP             string `json:"podIP"`
+				ContainerStatuses []struct{ RestartCount int }
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(kubectl("-n", "dcm", "get", "pods", "-o", "json")), &pods))
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			require.Zero(t, cs.RestartCount, "%s: its liveness probe passes", p.Metadata.Name)
+		}
+	}
+
+	// The overlay's NetworkPolicies, enforced by kube-router: a pod that
+	// the policies take for the user service reaches core's gRPC port
+	// (user calls core) but not rsync's (only gateway, core and traffic do).
+	podIP := func(program string) string {
+		return kubectl("-n", "dcm", "get", "pods", "-l", "app.kubernetes.io/name=dcm-"+program, "-o", "jsonpath={.items[0].status.podIP}")
+	}
+	kubectl("-n", "dcm", "run", "as-user", "--image="+agnhost(t), "--image-pull-policy=IfNotPresent",
+		"--labels=app.kubernetes.io/name=dcm-user", "--restart=Never", "--override-type=strategic", "--overrides="+restrictedOverrides, "--command", "--", "/agnhost", "pause")
+	kubectl("-n", "dcm", "wait", "--for=condition=Ready", "pod/as-user", "--timeout=2m")
+	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("core")+":9090", "--timeout=5s")
+	require.NoError(t, err, "user -> core gRPC is allowed")
+	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("rsync")+":9090", "--timeout=5s")
+	require.Error(t, err, "user -> rsync gRPC is not allowed: the NetworkPolicy dcm-rsync is enforced")
+	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("rsync")+":8080", "--timeout=5s")
+	require.NoError(t, err, "rsync's HTTPS port is open to all")
+	kubectl("-n", "dcm", "delete", "pod", "as-user", "--wait=false")
+
+	// The REST API through the gateway's Service, from the node's network
+	// namespace (kube-proxy's rules there), over HTTPS with the dev CA.
+	gatewayIP := strings.TrimSpace(kubectl("-n", "dcm", "get", "service", "dcm-gateway", "-o", "jsonpath={.spec.clusterIP}"))
+	caB64 := kubectl("-n", "dcm", "get", "secret", "dcm-ca", "-o", "jsonpath={.data.ca\\.crt}")
+	caPEM, err := base64.StdEncoding.DecodeString(caB64)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, caPEM, 0o600))
+	api := &restClient{t: t, ctx: ctx, netns: nodeNetns(t, c1), ca: caFile, ip: gatewayIP, token: token}
+
+	status, body := api.do("GET", "/v2/projects", "")
+	require.Equal(t, 200, status, "%s", body)
+
+	// cluster-2, registered with its kubeconfig: its API server's address
+	// on the host's bridge, which rsync's pod reaches (egress is open).
+	status, body = api.do("POST", "/v2/cluster-providers", `{"metadata":{"name":"local"}}`)
+	require.Equal(t, 201, status, "%s", body)
+	reg, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c2.Name}, "spec": map[string]any{"kubeconfig": string(c2.Kubeconfig)}})
+	require.NoError(t, err)
+	status, body = api.do("POST", "/v2/cluster-providers/local/clusters", string(reg))
+	require.Equal(t, 201, status, "%s", body)
+	require.Contains(t, body, c2.Server, "the registry read cluster-2's server from its kubeconfig")
+
+	status, body = api.do("POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
+	require.Equal(t, 201, status, "%s", body)
+	lc := "/v2/projects/proj1/logical-clouds/lc-1"
+	status, body = api.do("POST", "/v2/projects/proj1/logical-clouds", `{"metadata":{"name":"lc-1"},
+	  "spec":{"namespace":"deploy-ns-1","user":{"user-name":"user-1","user-permissions":[
+	    {"permission-name":"configmaps","apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","create"]}]}}}`)
+	require.Equal(t, 201, status, "%s", body)
+	status, body = api.do("POST", lc+"/cluster-references", `{"cluster-provider":"local","cluster-name":"`+c2.Name+`"}`)
+	require.Equal(t, 201, status, "%s", body)
+	status, body = api.do("POST", lc+"/apply", "")
+	require.Equal(t, 202, status, "%s", body)
+
+	var state string
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		status, body = api.do("GET", lc+"/status", "")
+		require.Equal(t, 200, status, "%s", body)
+		var st struct {
+			State      string   `json:"state"`
+			LastErrors []string `json:"last-errors"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &st), "%s", body)
+		if state = st.State; state == "Instantiated" || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	require.Equal(t, "Instantiated", state, "the logical cloud on %s: %s", c2.Name, body)
+
+	status, kc := api.do("GET", lc+"/cluster-references/"+c2.Name+"/kubeconfig", "")
+	require.Equal(t, 200, status, "%s", kc)
+	require.Contains(t, kc, "server: "+c2.Server)
+	kcFile := filepath.Join(dir, "lc-1.kubeconfig")
+	require.NoError(t, os.WriteFile(kcFile, []byte(kc), 0o600))
+	out, err := c2.KubectlAs(ctx, kcFile, "auth", "can-i", "create", "configmaps")
+	require.NoError(t, err)
+	require.Equal(t, "yes", strings.TrimSpace(out))
+	out, _ = c2.KubectlAs(ctx, kcFile, "auth", "can-i", "create", "secrets")
+	require.Equal(t, "no", strings.TrimSpace(out), "the tenant has the permissions it was given, no more")
+	_, err = c2.KubectlAs(ctx, kcFile, "create", "configmap", "from-the-tenant", "--from-literal=k=v")
+	require.NoError(t, err)
+	out, err = c2.Kubectl(ctx, "-n", "deploy-ns-1", "get", "configmap", "from-the-tenant", "-o", "jsonpath={.data.k}")
+	require.NoError(t, err)
+	require.Equal(t, "v", out, "the tenant's ConfigMap is in its namespace on %s", c2.Name)
+}
+
+// restrictedOverrides makes kubectl run's pod meet the restricted Pod
+// Security Standard the namespace dcm enforces.
+const restrictedOverrides = `{"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},
+  "containers":[{"name":"as-user","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}`
+
+// agnhost is the name of the agnhost image of make images
+// (registry.k8s.io/e2e-test-images/agnhost:<its VERSION>), read from the
+// index.json of bin/images/agnhost.tar.
+func agnhost(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repo, "bin", "images", "agnhost.tar"))
+	require.NoError(t, err, "make images")
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		require.NoError(t, err, "agnhost.tar has an index.json")
+		if h.Name != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct{ Annotations map[string]string }
+		}
+		require.NoError(t, json.NewDecoder(tr).Decode(&index))
+		for _, m := range index.Manifests {
+			if name := m.Annotations["io.containerd.image.name"]; strings.HasPrefix(name, agnhostRef) {
+				return name
+			}
+		}
+		t.Fatalf("agnhost.tar names no %s<tag>", agnhostRef)
+	}
+}
+
+// restClient calls the gateway's Service with curl inside a network
+// namespace: HTTPS verified against the dev CA under the Service's DNS
+// name (the gateway's certificate's), the admin token as bearer.
+type restClient struct {
+	t                    *testing.T
+	ctx                  context.Context
+	netns, ca, ip, token string
+}
+
+func (r *restClient) do(method, path, body string) (int, string) {
+	r.t.Helper()
+	const host = "dcm-gateway.dcm.svc"
+	args := []string{"netns", "exec", r.netns, "curl", "-sS", "--max-time", "30", "--cacert", r.ca,
+		"--resolve", host + ":443:" + r.ip, "-H", "Authorization: Bearer " + r.token,
+		"-X", method, "-w", "\n%{http_code}", "https://" + host + path}
+	if body != "" {
+		args = append(args, "-H", "Content-Type: application/json", "-d", body)
+	}
+	out, err := exec.CommandContext(r.ctx, "ip", args...).CombinedOutput()
+	require.NoError(r.t, err, "%s %s: %s", method, path, out)
+	s := strings.TrimRight(string(out), "\n")
+	i := strings.LastIndexByte(s, '\n')
+	require.GreaterOrEqual(r.t, i, 0, "%s %s: %s", method, path, out)
+	code, err := strconv.Atoi(s[i+1:])
+	require.NoError(r.t, err, "%s %s: %s", method, path, out)
+	return code, s[:i]
+}
+
+// nodeNetns is the network namespace of c's node: dcmk<slot>-<cluster>,
+// the slot being the third octet... of the API server's host-bridge
+// address 10.(200+slot).0.1 (platform/kubetest/node.go).
+func nodeNetns(t *testing.T, c *kubetest.Cluster) string {
+	t.Helper()
+	u, err := url.Parse(c.Server)
+	require.NoError(t, err)
+	var a, b int
+	_, err = fmt.Sscanf(u.Hostname(), "%d.%d.", &a, &b)
+	require.NoError(t, err, "%s", c.Server)
+	ns := fmt.Sprintf("dcmk%d-%s", b-200, c.Name)
+	_, err = os.Stat(filepath.Join("/run/netns", ns))
+	require.NoError(t, err, "the node's network namespace")
+	return ns
+}
+
+// dumpPods logs what a failed rollout needs looked at: the pods, their
+// events and the logs of those not ready.
+func dumpPods(t *testing.T, ctx context.Context, c *kubetest.Cluster, ns string) {
+	t.Helper()
+	out, _ := c.Kubectl(ctx, "-n", ns, "get", "pods,events", "-o", "wide")
+	t.Logf("pods and events:\n%s", out)
+	names, _ := c.Kubectl(ctx, "-n", ns, "get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}")
+	for _, p := range strings.Fields(names) {
+		out, _ := c.Kubectl(ctx, "-n", ns, "logs", p, "--tail=30")
+		t.Logf("logs of %s:\n%s", p, out)
+	}
+}
