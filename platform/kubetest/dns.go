@@ -13,12 +13,16 @@ import (
 // module (test/coredns) into the image DNSImage by `make images`, run by
 // StartDNS as the Deployment kube-dns in kube-system behind the Service
 // kube-dns at DNSIP, the address every node's kubelet gives pods
-// (clusterDNS in node.go's kubelet.yaml). Nothing starts it by itself:
-// tests that need Service names call StartDNS; until then pods of
-// dnsPolicy ClusterFirst get no answer.
+// (clusterDNS in node.go's kubelet.yaml). Start starts it on every
+// cluster with a node when its tarball is among Options.Images (as make
+// clusters and ForTestsWithNodes load them); without it, pods of dnsPolicy
+// ClusterFirst get no answer.
 
-// DNSImage is CoreDNS's image (docs/images.md).
-const DNSImage = "dcm.local/coredns:latest"
+// DNSImage is CoreDNS's image (docs/images.md), in bin/images/dnsTarball.
+const (
+	DNSImage   = "dcm.local/coredns:latest"
+	dnsTarball = "coredns.tar"
+)
 
 // DNSIP is the cluster DNS's Service address: the tenth of the Service
 // range, as kubeadm's kube-dns.

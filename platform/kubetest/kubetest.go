@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -387,7 +388,14 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--v=1"); err != nil {
 		return err
 	}
-	return c.node.start(ctx, c.h.opts.Images)
+	if err := c.node.start(ctx, c.h.opts.Images); err != nil {
+		return err
+	}
+	// Cluster DNS, where make images built its image (dns.go).
+	if slices.ContainsFunc(c.h.opts.Images, func(p string) bool { return filepath.Base(p) == dnsTarball }) {
+		return c.StartDNS(ctx)
+	}
+	return nil
 }
 
 // firstServiceIP is the kubernetes Service's address: the range's first.

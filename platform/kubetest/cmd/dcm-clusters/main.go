@@ -116,15 +116,6 @@ flags:`)
 		if err != nil {
 			return err
 		}
-		// Cluster DNS (kube-dns, dns.go) where make images built its image.
-		if slices.ContainsFunc(opts.Images, func(p string) bool { return filepath.Base(p) == "coredns.tar" }) {
-			for _, c := range h.Clusters {
-				if err := c.StartDNS(ctx); err != nil {
-					h.Stop()
-					return err
-				}
-			}
-		}
 		var pids []string
 		for _, p := range h.PIDs() {
 			pids = append(pids, strconv.Itoa(p))
