@@ -39,12 +39,7 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	c1, c2 := h.Clusters[0], h.Clusters[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := c1.Kubectl(ctx, args...)
-		require.NoError(t, err)
-		return out
-	}
+	kubectl := func(args ...string) string { return c1.MustKubectl(ctx, t, args...) }
 
 	require.NoError(t, c1.StartDNS(ctx), "kube-dns on %s", c1.Name)
 	for _, f := range certManagerCRDs(t) {

@@ -2,7 +2,6 @@ package kubetest
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +17,7 @@ func TestDNSResolvesServices(t *testing.T) {
 	c := h.Clusters[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := c.Kubectl(ctx, args...)
-		require.NoError(t, err)
-		return strings.TrimSpace(out)
-	}
+	kubectl := func(args ...string) string { return c.MustKubectl(ctx, t, args...) }
 	require.NoError(t, c.StartDNS(ctx))
 	require.Equal(t, c.DNSIP(), kubectl("-n", "kube-system", "get", "service", "kube-dns", "-o", "jsonpath={.spec.clusterIP}"))
 	kubectl("create", "namespace", "dns-a")

@@ -33,12 +33,7 @@ func TestNodeRunsPodsAndEnforcesNetworkPolicy(t *testing.T) {
 	c := h.Clusters[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := c.Kubectl(ctx, args...)
-		require.NoError(t, err)
-		return strings.TrimSpace(out)
-	}
+	kubectl := func(args ...string) string { return c.MustKubectl(ctx, t, args...) }
 	for _, ns := range []string{"np-a", "np-b"} {
 		kubectl("create", "namespace", ns)
 		kubectl("run", "client", "-n", ns, "--image="+agnhost, "--image-pull-policy=Never", "--", "pause")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,4 +114,15 @@ func StopShared() {
 			}
 		}
 	}
+}
+
+// MustKubectl is Kubectl for tests: an error fails tb; the output comes
+// without surrounding white space.
+func (c *Cluster) MustKubectl(ctx context.Context, tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := c.Kubectl(ctx, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.TrimSpace(out)
 }

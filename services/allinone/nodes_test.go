@@ -157,12 +157,7 @@ func TestMeshNetworkPoliciesOnANode(t *testing.T) {
 	rev := meshRevision(t, r, "np-mesh", "mm")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := c.Kubectl(ctx, args...)
-		require.NoError(t, err)
-		return strings.TrimSpace(out)
-	}
+	kubectl := func(args ...string) string { return c.MustKubectl(ctx, t, args...) }
 	istioNS, workloadNS, outsider := "mm-istio-system", "mm-ns", "np-outsider"
 	quota := kubectl("get", "resourcequota", "-n", istioNS, "-o", "jsonpath={.items[0].metadata.name}")
 	kubectl("patch", "resourcequota", quota, "-n", istioNS, "--type=merge", "-p",
