@@ -197,3 +197,52 @@ func podJSON(ns, name, labels, args string) string {
 	      "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"100m","memory":"64Mi"}}}]}}`,
 		name, ns, labels, agnhost, args)
 }
+
+// TestTenantDeploymentRunsUnderQuota: through its own kubeconfig a tenant
+// creates a Deployment of agnhost whose pods state no requests; on a real
+// node its pods run with the LimitRange's defaults, and quota-usage shows
+// what the running pods take.
+func TestTenantDeploymentRunsUnderQuota(t *testing.T) {
+	h := kubetest.ForTestsWithNodes(t, 1)
+	c := h.Clusters[0]
+	r := newREST(t, stacktest.Start(t))
+	registerHarness(t, r, h)
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"wd"}}`)
+	lc := "/v2/projects/wd/logical-clouds/lc"
+	r.want(201, "POST", "/v2/projects/wd/logical-clouds", `{
+	  "metadata": {"name": "lc"},
+	  "spec": {"namespace": "wd-ns", "user": {"user-name": "ann", "user-permissions": [
+	    {"permission-name": "apps", "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "create"]},
+	    {"permission-name": "pods", "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+	  ]}}}`)
+	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"compute"},"spec":{"requests.cpu":"1","limits.memory":"1Gi","pods":4}}`)
+	r.want(202, "POST", lc+"/apply", "")
+	r.settle(lc, "Instantiated")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kc := filepath.Join(t.TempDir(), "ann.kubeconfig")
+	require.NoError(t, os.WriteFile(kc, r.kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"), 0o600))
+	usage := func() map[string]string {
+		var u quotaUsage
+		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/quota-usage", "")), &u))
+		require.Len(t, u.Clusters, 1)
+		require.Len(t, u.Clusters[0].Quotas, 1)
+		return u.Clusters[0].Quotas[0].Used
+	}
+	eventually(t, "the cluster reports the quota", func() bool { return usage()["pods"] == "0" })
+
+	_, err := c.KubectlAs(ctx, kc, "-n", "wd-ns", "create", "deployment", "web", "--image="+agnhost, "--replicas=2",
+		"--", "/agnhost", "netexec", "--http-port=8080")
+	require.NoError(t, err, "the tenant creates a Deployment")
+	_, err = c.KubectlAs(ctx, kc, "-n", "wd-ns", "wait", "--for=condition=Ready", "pod", "-l", "app=web", "--timeout=2m")
+	require.NoError(t, err, "its pods run on the node")
+	out, err := c.KubectlAs(ctx, kc, "-n", "wd-ns", "get", "pods", "-l", "app=web",
+		"-o", `jsonpath={range .items[*]}{.status.phase} {.spec.containers[0].resources.requests.cpu} {.spec.containers[0].resources.limits.memory}{"\n"}{end}`)
+	require.NoError(t, err)
+	require.Equal(t, "Running 100m 256Mi\nRunning 100m 256Mi", strings.TrimSpace(out), "the installation's container defaults")
+	eventually(t, "quota-usage shows the two running pods", func() bool {
+		u := usage()
+		return u["pods"] == "2" && u["requests.cpu"] == "200m" && u["limits.memory"] == "512Mi"
+	})
+}
