@@ -53,8 +53,11 @@ func (c *Cluster) StartDNS(ctx context.Context) error {
 
 // dnsManifest is kube-dns: CoreDNS with read access to Services,
 // EndpointSlices and Namespaces, answering cluster.local from them and
-// forwarding the rest to the node's resolvers. It listens on 1053 (its
-// user is not root) behind the Service's port 53.
+// forwarding the rest to the node's resolvers. It listens on port 53 as
+// kube-dns does, so that NetworkPolicies allowing DNS (port 53 of the
+// kube-dns pods: DCM's dcm-egress) mean the same as on any cluster; its
+// user is not root, and the pod's net.ipv4.ip_unprivileged_port_start
+// (a namespaced, safe sysctl) lets it bind 53.
 const dnsManifest = `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: coredns, namespace: kube-system}
@@ -82,7 +85,7 @@ kind: ConfigMap
 metadata: {name: coredns, namespace: kube-system}
 data:
   Corefile: |
-    .:1053 {
+    .:53 {
         errors
         health :8080
         ready :8181
@@ -117,14 +120,16 @@ spec:
         runAsUser: 65532
         runAsGroup: 65532
         seccompProfile: {type: RuntimeDefault}
+        sysctls:
+          - {name: net.ipv4.ip_unprivileged_port_start, value: "53"}
       containers:
         - name: coredns
           image: DNS_IMAGE
           imagePullPolicy: IfNotPresent
           args: [-conf, /etc/coredns/Corefile]
           ports:
-            - {name: dns, containerPort: 1053, protocol: UDP}
-            - {name: dns-tcp, containerPort: 1053, protocol: TCP}
+            - {name: dns, containerPort: 53, protocol: UDP}
+            - {name: dns-tcp, containerPort: 53, protocol: TCP}
           readinessProbe:
             httpGet: {path: /ready, port: 8181}
             periodSeconds: 2
@@ -150,6 +155,6 @@ spec:
   clusterIP: DNS_IP
   selector: {k8s-app: kube-dns}
   ports:
-    - {name: dns, port: 53, targetPort: 1053, protocol: UDP}
-    - {name: dns-tcp, port: 53, targetPort: 1053, protocol: TCP}
+    - {name: dns, port: 53, targetPort: 53, protocol: UDP}
+    - {name: dns-tcp, port: 53, targetPort: 53, protocol: TCP}
 `

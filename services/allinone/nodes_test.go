@@ -102,6 +102,10 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 	refused(sib, a)
 	require.NoError(t, connect(a, a), "within a logical cloud")
 	require.NoError(t, connect(b, b))
+	// Cluster DNS is allowed out (dcm-egress): the name resolves and its
+	// TCP port 53 answers.
+	_, err := c.Kubectl(ctx, "exec", "-n", ns[a], "client", "--", "/agnhost", "connect", "kube-dns.kube-system.svc.cluster.local:53", "--timeout=3s")
+	require.NoError(t, err, "the tenant's pod asks cluster DNS")
 
 	// Tenants read DCM's policies but cannot change or delete them.
 	got, err := tenant(a, "get", "networkpolicies", "-n", ns[a], "-o", "name")
