@@ -64,7 +64,10 @@ func (r *Records[M]) DeleteVersion(ctx context.Context, id string, version int64
 type Stamps struct{ coll *mongo.Collection }
 
 // NewStamps opens the collection name for stamps.
-func NewStamps(s *Store, name string) *Stamps { return &Stamps{coll: s.db.Collection(name)} }
+func NewStamps(s *Store, name string) *Stamps {
+	s.open(name)
+	return &Stamps{coll: s.db.Collection(name)}
+}
 
 // Set stores id's version.
 func (s *Stamps) Set(ctx context.Context, id string, version int64) error {

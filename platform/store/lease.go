@@ -56,6 +56,7 @@ type leaseDoc struct {
 
 // NewLeases opens the collection name for leases.
 func NewLeases(s *Store, name string) *Leases {
+	s.open(name)
 	return &Leases{coll: s.db.Collection(name), now: time.Now}
 }
 

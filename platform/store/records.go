@@ -49,6 +49,7 @@ type Records[M proto.Message] struct {
 // NewRecords opens collection name for objects that errors call kind.
 func NewRecords[M proto.Message](s *Store, name, kind string, newMsg func() M) *Records[M] {
 	s.own(name)
+	s.open(name)
 	return &Records[M]{coll: s.db.Collection(name), kind: kind, newMsg: newMsg, store: s}
 }
 

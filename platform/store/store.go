@@ -37,12 +37,17 @@ type Store struct {
 	embedded *Embedded
 	uri      string
 	keyring  *secrets.Keyring
+	// service is the name a view was made for (For); "" for the root.
+	service string
 	// root is the Store a view was made from (nil for the root itself):
 	// it owns the connection and the list of collections.
 	root *Store
 
 	mu    sync.Mutex
 	colls []owned // collections opened by NewRecords: what Rewrap covers
+	// opened are the collections each view opened (NewRecords, NewLeases,
+	// NewStamps), by its service: what Opened reports.
+	opened map[string][]string
 }
 
 // owned is a collection and the keyring of the view that opened it.
@@ -69,6 +74,36 @@ func (s *Store) own(name string) {
 	}
 }
 
+// open records that s's service opened collection name.
+func (s *Store) open(name string) {
+	b := s.base()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.opened == nil {
+		b.opened = map[string][]string{}
+	}
+	if !slices.Contains(b.opened[s.service], name) {
+		b.opened[s.service] = append(b.opened[s.service], name)
+	}
+}
+
+// Opened is every collection opened on the store and its views so far
+// (NewRecords, NewLeases, NewStamps), sorted, by the service each view
+// was made for (For; "" for the store itself): what each service's
+// database user must be allowed to use. Each service declares its
+// collections too (docs/store.md is generated from those lists); a test
+// compares the two.
+func (s *Store) Opened() map[string][]string {
+	b := s.base()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string][]string, len(b.opened))
+	for svc, names := range b.opened {
+		out[svc] = slices.Sorted(slices.Values(names))
+	}
+	return out
+}
+
 func (s *Store) owned() []owned {
 	b := s.base()
 	b.mu.Lock()
@@ -82,7 +117,7 @@ func (s *Store) owned() []owned {
 // view are rewrapped with those keys by Rewrap. Closing a view does
 // nothing; the store it came from owns the connection.
 func (s *Store) For(service string) (*Store, error) {
-	v := &Store{client: s.client, db: s.db, embedded: s.embedded, uri: s.uri, root: s.base()}
+	v := &Store{client: s.client, db: s.db, embedded: s.embedded, uri: s.uri, service: service, root: s.base()}
 	if s.keyring != nil {
 		k, err := s.keyring.For(service)
 		if err != nil {

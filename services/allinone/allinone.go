@@ -33,6 +33,25 @@ var Builds = []app.Build{
 	gateway.Build,
 }
 
+// StoreUser is a service that opens the store: its program name, the name
+// of its view of the store (Env.StoreFor), and the collections it opens.
+type StoreUser struct {
+	Name        string
+	Collections []string
+}
+
+// StoreUsers are the services of Builds that open the store, in start
+// order, with the collections each declares (the gateway opens none).
+// docs/store.md's database roles are generated from this list
+// (cmd/storedoc, make generate); its test builds every service on a store
+// and fails when one opens a collection its list leaves out.
+var StoreUsers = []StoreUser{
+	{core.Name, core.Collections}, {namespace.Name, namespace.Collections},
+	{user.Name, user.Collections}, {quota.Name, quota.Collections},
+	{servicemesh.Name, servicemesh.Collections}, {cadist.Name, cadist.Collections},
+	{traffic.Name, traffic.Collections}, {rsync.Name, rsync.Collections},
+}
+
 // Build is the all-in-one program's app.Build.
 func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	var all []server.Service

@@ -14,6 +14,12 @@ import (
 // Name is the program name of the CA distribution service.
 const Name = "cadist"
 
+// Collections are the store collections the CA distribution service opens on
+// its view of the store (Env.StoreFor(Name)): its database user's role needs
+// these and no other. docs/store.md's roles and mongosh script are generated
+// from them (make generate).
+var Collections = cadist.Collections
+
 // Build is the CA distribution service's app.Build: it needs the store
 // only, and runs the root generator beside its servers.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {

@@ -24,6 +24,12 @@ import (
 // Name is the program name of the core service.
 const Name = "core"
 
+// Collections are the store collections the core service opens on its view
+// of the store (Env.StoreFor(Name)): its database user's role needs these
+// and no other. docs/store.md's roles and mongosh script are generated from
+// them (make generate).
+var Collections = core.Collections
+
 // Build is the core service's app.Build: projects, logical clouds and the
 // token service, on the store, with clients of the services a logical
 // cloud spans and the loop that finishes interrupted deletions.

@@ -15,6 +15,12 @@ import (
 // Name is the program name of the namespace service.
 const Name = "namespace"
 
+// Collections are the store collections the namespace service opens on its
+// view of the store (Env.StoreFor(Name)): its database user's role needs
+// these and no other. docs/store.md's roles and mongosh script are generated
+// from them (make generate).
+var Collections = namespace.Collections
+
 // Build is the namespace service's app.Build: the store, and core to ask
 // whether a logical cloud exists.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {

@@ -17,6 +17,12 @@ import (
 // Name is the program name of the quota service.
 const Name = "quota"
 
+// Collections are the store collections the quota service opens on its view
+// of the store (Env.StoreFor(Name)): its database user's role needs these
+// and no other. docs/store.md's roles and mongosh script are generated from
+// them (make generate).
+var Collections = quota.Collections
+
 // Build is the quota service's app.Build: the store, the default quota
 // (DCM_DEFAULT_QUOTA), the maximum (DCM_MAX_QUOTA), the container defaults
 // (DCM_CONTAINER_DEFAULT_REQUEST, DCM_CONTAINER_DEFAULT_LIMIT) and core to

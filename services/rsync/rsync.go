@@ -5,6 +5,7 @@ package rsync
 
 import (
 	"context"
+	"slices"
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/client"
@@ -15,6 +16,12 @@ import (
 
 // Name is the program name of the resource synchronizer service.
 const Name = "rsync"
+
+// Collections are the store collections the resource synchronizer service
+// opens on its view of the store (Env.StoreFor(Name)): its database user's
+// role needs these and no other. docs/store.md's roles and mongosh script
+// are generated from them (make generate).
+var Collections = slices.Concat(rsync.Collections, engine.Collections)
 
 // Build is the resource synchronizer's app.Build: the store and the engine
 // as a background loop. It dials no other service: services below core

@@ -15,6 +15,12 @@ import (
 // Name is the program name of the service mesh service.
 const Name = "servicemesh"
 
+// Collections are the store collections the service mesh service opens on
+// its view of the store (Env.StoreFor(Name)): its database user's role needs
+// these and no other. docs/store.md's roles and mongosh script are generated
+// from them (make generate).
+var Collections = servicemesh.Collections
+
 // Build is the service mesh service's app.Build: the store, and CA
 // distribution for each cluster's intermediate. It serves the public API
 // and the internal one core calls.

@@ -5,6 +5,7 @@ package traffic
 
 import (
 	"context"
+	"slices"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
@@ -16,6 +17,12 @@ import (
 
 // Name is the program name of the traffic controller service.
 const Name = "traffic"
+
+// Collections are the store collections the traffic controller service opens
+// on its view of the store (Env.StoreFor(Name)): its database user's role
+// needs these and no other. docs/store.md's roles and mongosh script are
+// generated from them (make generate).
+var Collections = slices.Concat(traffic.Collections, dns.Collections)
 
 // Build is the traffic controller service's app.Build: the store; core,
 // to check that a group's logical cloud exists (its create's parent

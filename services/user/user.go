@@ -20,6 +20,12 @@ import (
 // Name is the program name of the user service.
 const Name = "user"
 
+// Collections are the store collections the user service opens on its view
+// of the store (Env.StoreFor(Name)): its database user's role needs these
+// and no other. docs/store.md's roles and mongosh script are generated from
+// them (make generate).
+var Collections = user.Collections
+
 // Build is the user service's app.Build: the store, the lifetime of the
 // certificates its CSRs ask for (DCM_CERT_LIFETIME; one the clusters'
 // signers cannot honour stops it at start) and core to ask whether a

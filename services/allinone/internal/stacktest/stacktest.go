@@ -14,12 +14,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/allinone"
 )
 
@@ -135,6 +137,7 @@ func StartWith(t testing.TB, o Options) *Stack {
 			if err := p.Wait(); err != nil {
 				t.Errorf("all-in-one stopped with %v", err)
 			}
+			checkCollections(t, p.Env.Store)
 		})
 	}
 	t.Cleanup(stop)
@@ -152,6 +155,30 @@ func StartWith(t testing.TB, o Options) *Stack {
 	}
 	s.Admin = s.Client(&admin)
 	return s
+}
+
+// checkCollections fails the test when a service opened, while the program
+// ran, a collection its Collections (allinone.StoreUsers) do not list: a
+// database whose roles were set up from docs/store.md would refuse it.
+// cmd/storedoc's test checks the same on a program just built; this also
+// sees what a service opens later. Collections the test itself opened on
+// the program's store (not on a service's view) are not the program's.
+func checkCollections(t testing.TB, st *store.Store) {
+	t.Helper()
+	declared := map[string][]string{}
+	for _, u := range allinone.StoreUsers {
+		declared[u.Name] = u.Collections
+	}
+	for svc, colls := range st.Opened() {
+		if svc == "" {
+			continue
+		}
+		for _, c := range colls {
+			if !slices.Contains(declared[svc], c) {
+				t.Errorf("service %s opened collection %q, which its Collections (services/%s/%s.go) do not list: add it there and run make generate (docs/store.md)", svc, c, svc, svc)
+			}
+		}
+	}
 }
 
 // noAudit passes log lines on, but for the audit log's, which are written

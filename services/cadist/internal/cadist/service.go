@@ -79,9 +79,9 @@ func New(st *store.Store, opts Options) *Service {
 		opts.Now = time.Now
 	}
 	return &Service{
-		roots:         store.NewRecords(st, "ca_roots", "root", func() *cadistv1.Root { return &cadistv1.Root{} }),
-		intermediates: store.NewRecords(st, "ca_intermediates", "intermediate", func() *cadistv1.Bundle { return &cadistv1.Bundle{} }),
-		clouds:        store.NewRecords(st, "ca_logical_clouds", "logical cloud CA", func() *cadistv1.LogicalCloudCa { return &cadistv1.LogicalCloudCa{} }),
+		roots:         store.NewRecords(st, RootsCollection, "root", func() *cadistv1.Root { return &cadistv1.Root{} }),
+		intermediates: store.NewRecords(st, IntermediatesCollection, "intermediate", func() *cadistv1.Bundle { return &cadistv1.Bundle{} }),
+		clouds:        store.NewRecords(st, LogicalCloudCAsCollection, "logical cloud CA", func() *cadistv1.LogicalCloudCa { return &cadistv1.LogicalCloudCa{} }),
 		opts:          opts,
 		wake:          make(chan struct{}, 1),
 	}

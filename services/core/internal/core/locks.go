@@ -33,9 +33,6 @@ import (
 // transition that finds another replica's lease does not wait: it is
 // refused at once with 409 CONCURRENT_UPDATE, and the client retries.
 
-// LockCollection is the store collection of core's transition locks.
-const LockCollection = "core_locks"
-
 // DefaultLockTTL is how long a transition lock outlives a core replica
 // that died holding it. It is renewed every third of it while the
 // transition runs, so it bounds nothing but that wait.

@@ -107,10 +107,10 @@ func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClo
 		}),
 		projects: projectRecords(st),
 		clouds:   cloudRecords(st),
-		refs: store.NewRecords(st, "cluster_references", "cluster reference",
+		refs: store.NewRecords(st, ClusterReferencesCollection, "cluster reference",
 			func() *corev1.ClusterReference { return &corev1.ClusterReference{} }),
-		kvs: store.NewRecords(st, "kv_pairs", "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
-		meshes: store.NewRecords(st, "mesh_clusters", "mesh cluster",
+		kvs: store.NewRecords(st, KvPairsCollection, "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
+		meshes: store.NewRecords(st, MeshClustersCollection, "mesh cluster",
 			func() *corev1.StoredMeshCluster { return &corev1.StoredMeshCluster{} }),
 		traffic: trafficRecords(st),
 		peers:   peers,
@@ -119,11 +119,11 @@ func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClo
 }
 
 func projectRecords(st *store.Store) *store.Records[*corev1.Project] {
-	return store.NewRecords(st, "projects", "project", func() *corev1.Project { return &corev1.Project{} })
+	return store.NewRecords(st, ProjectsCollection, "project", func() *corev1.Project { return &corev1.Project{} })
 }
 
 func cloudRecords(st *store.Store) *store.Records[*corev1.LogicalCloud] {
-	return store.NewRecords(st, "logical_clouds", "logical cloud", func() *corev1.LogicalCloud { return &corev1.LogicalCloud{} })
+	return store.NewRecords(st, LogicalCloudsCollection, "logical cloud", func() *corev1.LogicalCloud { return &corev1.LogicalCloud{} })
 }
 
 // Register serves the API on r.

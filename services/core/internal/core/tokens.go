@@ -40,8 +40,8 @@ type Tokens struct {
 // NewTokens opens the token collection on st.
 func NewTokens(st *store.Store) *Tokens {
 	return &Tokens{
-		tokens:   store.NewRecords(st, "tokens", "token", func() *authv1.TokenRecord { return &authv1.TokenRecord{} }),
-		projects: store.NewRecords(st, "projects", "project", func() *corev1.Project { return &corev1.Project{} }),
+		tokens:   store.NewRecords(st, TokensCollection, "token", func() *authv1.TokenRecord { return &authv1.TokenRecord{} }),
+		projects: store.NewRecords(st, ProjectsCollection, "project", func() *corev1.Project { return &corev1.Project{} }),
 		now:      time.Now,
 	}
 }

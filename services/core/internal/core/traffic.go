@@ -82,7 +82,7 @@ func NewTrafficRollouts(clouds *LogicalClouds) *TrafficRollouts {
 }
 
 func trafficRecords(st *store.Store) *store.Records[*corev1.TrafficRollout] {
-	return store.NewRecords(st, "traffic_rollouts", "traffic rollout", func() *corev1.TrafficRollout { return &corev1.TrafficRollout{} })
+	return store.NewRecords(st, TrafficRolloutsCollection, "traffic rollout", func() *corev1.TrafficRollout { return &corev1.TrafficRollout{} })
 }
 
 // Register serves the API on r.

@@ -57,7 +57,7 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity, eg
 		return nil, err
 	}
 	return &Service{
-		namespaces: store.NewRecords(st, "namespaces", "namespace of logical cloud",
+		namespaces: store.NewRecords(st, NamespacesCollection, "namespace of logical cloud",
 			func() *namespacev1.Namespace { return &namespacev1.Namespace{} }),
 		core:        core,
 		podSecurity: podSecurity,

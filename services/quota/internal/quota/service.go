@@ -71,8 +71,8 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, m
 			c.setting(), c.what(), c.value, c.hardRes, c.hard)
 	}
 	return &Service{
-		quotas: store.NewRecords(st, "quotas", "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
-		defaults: store.NewRecords(st, "container_defaults", "container defaults",
+		quotas: store.NewRecords(st, QuotasCollection, "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
+		defaults: store.NewRecords(st, ContainerDefaultsCollection, "container defaults",
 			func() *quotav1.StoredContainerDefaults { return &quotav1.StoredContainerDefaults{} }),
 		core:              core,
 		defaultQuota:      defaultQuota,

@@ -65,7 +65,7 @@ func (c *children) stop() {
 
 // waitSplit waits until every replica holds shards of clusters.
 func (c *children) waitSplit(ctx context.Context, st *store.Store) error {
-	leases := store.NewLeases(st, "rsync_leases")
+	leases := store.NewLeases(st, engine.LeaseCollection)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		list, err := leases.List(ctx)

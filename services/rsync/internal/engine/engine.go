@@ -186,8 +186,8 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 	cfg.defaults()
 	e := &Engine{
 		cfg: cfg, log: log, connect: connect,
-		rollouts: store.NewRecords(st, "rollouts", "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} }),
-		states: store.NewRecords(st, "rollout_clusters", "rollout cluster state",
+		rollouts: store.NewRecords(st, RolloutsCollection, "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} }),
+		states: store.NewRecords(st, ClusterStatesCollection, "rollout cluster state",
 			func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} }),
 		sem:     make(chan struct{}, cfg.Concurrency),
 		loaded:  make(chan struct{}),
@@ -196,7 +196,7 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 		claims:  map[string]map[string]string{},
 	}
 	e.shards = newShards(st, cfg)
-	e.stamps = store.NewStamps(st, "rollout_stamps")
+	e.stamps = store.NewStamps(st, StampsCollection)
 	e.saver = newStatusWriter(e.states, &e.mu, cfg.Checkpoint, &e.writes, log)
 	e.saver.epoch = e.epochOf
 	return e

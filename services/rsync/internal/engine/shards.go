@@ -73,7 +73,7 @@ func newShards(st *store.Store, cfg Config) *shards {
 		name = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	return &shards{
-		leases: store.NewLeases(st, "rsync_leases"),
+		leases: store.NewLeases(st, LeaseCollection),
 		name:   name, holder: name + "#" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		n: cfg.Shards, ttl: cfg.LeaseTTL, every: cfg.LeaseRenew, margin: cfg.LeaseTTL * 6 / 10,
 		held: map[int]*shardLease{},

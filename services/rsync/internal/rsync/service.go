@@ -37,10 +37,10 @@ type Service struct {
 func New(st *store.Store, cfg engine.Config, log *zap.Logger) *Service {
 	s := &Service{
 		log: log,
-		providers: store.NewRecords(st, "cluster_providers", "cluster provider",
+		providers: store.NewRecords(st, ProvidersCollection, "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
-		clusters: store.NewRecords(st, "clusters", "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
-		holds:    store.NewRecords(st, "cluster_holds", "cluster hold", func() *rsyncv1.StoredHold { return &rsyncv1.StoredHold{} }),
+		clusters: store.NewRecords(st, ClustersCollection, "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
+		holds:    store.NewRecords(st, HoldsCollection, "cluster hold", func() *rsyncv1.StoredHold { return &rsyncv1.StoredHold{} }),
 	}
 	s.connector = &connector{s: s, cache: map[string]cachedClient{}}
 	s.engine = engine.New(st, s.connector, cfg, log)

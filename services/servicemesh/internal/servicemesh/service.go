@@ -43,9 +43,9 @@ type Service struct {
 // intermediates the control planes sign with.
 func New(st *store.Store, cadist cadistv1.CaDistInternalServiceClient, opts Options) *Service {
 	return &Service{
-		planes: store.NewRecords(st, "control_planes", "control plane",
+		planes: store.NewRecords(st, ControlPlanesCollection, "control plane",
 			func() *servicemeshv1.ControlPlane { return &servicemeshv1.ControlPlane{} }),
-		meshes: store.NewRecords(st, "service_meshes", "service mesh",
+		meshes: store.NewRecords(st, ServiceMeshesCollection, "service mesh",
 			func() *servicemeshv1.ServiceMesh { return &servicemeshv1.ServiceMesh{} }),
 		cadist: cadist,
 		opts:   opts,

@@ -24,10 +24,6 @@ import (
 // is stored, when its group is applied and before every pass (before
 // anything is dialed), so narrowing it stops runs already applied.
 
-// AllowListCollection is the store collection of the allow-lists, one
-// record per project (its id is the project's name).
-const AllowListCollection = "dns_allow_lists"
-
 // AllowLists are the projects' allow-lists in the store.
 type AllowLists struct {
 	recs *store.Records[*trafficv1.DnsAllowList]

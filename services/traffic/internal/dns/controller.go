@@ -69,7 +69,7 @@ type Controller struct {
 // interval.
 func New(st *store.Store, connect Connector, log *zap.Logger, interval time.Duration) *Controller {
 	return &Controller{
-		runs:        store.NewRecords(st, "dns_runs", "dns run", func() *structpb.Struct { return &structpb.Struct{} }),
+		runs:        store.NewRecords(st, RunsCollection, "dns run", func() *structpb.Struct { return &structpb.Struct{} }),
 		leases:      store.NewLeases(st, LeaseCollection),
 		Holder:      replicaName(),
 		LeaseTTL:    30 * time.Second,

@@ -22,9 +22,6 @@ import (
 // So two replicas never write one group's records at once, and the groups
 // spread over the replicas by whoever comes first.
 
-// LeaseCollection is the store collection of the DNS runs' leases.
-const LeaseCollection = "dns_leases"
-
 // replicaName names this controller in its leases: store.ReplicaID with a
 // random part, so two controllers of one process are two holders.
 func replicaName() string {

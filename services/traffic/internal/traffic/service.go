@@ -38,7 +38,7 @@ type Service struct {
 // cloud exists.
 func New(st *store.Store, lcs corev1.LogicalCloudServiceClient) *Service {
 	s := &Service{
-		groups: store.NewRecords(st, "traffic_intent_groups", "traffic intent group",
+		groups: store.NewRecords(st, IntentGroupsCollection, "traffic intent group",
 			func() *trafficv1.TrafficIntentGroup { return &trafficv1.TrafficIntentGroup{} }),
 		clouds: lcs,
 		allow:  dns.NewAllowLists(st),
@@ -53,18 +53,18 @@ func New(st *store.Store, lcs corev1.LogicalCloudServiceClient) *Service {
 		}
 	}
 	s.intercluster = &intents[*trafficv1.InterclusterIntent]{
-		recs: store.NewRecords(st, "traffic_intercluster_intents", "inter-cluster intent",
+		recs: store.NewRecords(st, InterclusterIntentsCollection, "inter-cluster intent",
 			func() *trafficv1.InterclusterIntent { return &trafficv1.InterclusterIntent{} }),
 		field:  "intercluster_intent",
 		check:  checkIntercluster,
 		defalt: func(m *trafficv1.InterclusterIntent) string { return m.GetInboundServiceName() },
 		s:      s,
 	}
-	s.intracluster = conn("traffic_intracluster_intents", "intra-cluster intent", "intracluster_intent", kindIntracluster)
-	s.outbound = conn("traffic_external_outbound_intents", "external outbound intent", "external_outbound_intent", kindOutbound)
-	s.inbound = conn("traffic_external_inbound_intents", "external inbound intent", "external_inbound_intent", kindInbound)
+	s.intracluster = conn(IntraclusterIntentsCollection, "intra-cluster intent", "intracluster_intent", kindIntracluster)
+	s.outbound = conn(ExternalOutboundIntentsCollection, "external outbound intent", "external_outbound_intent", kindOutbound)
+	s.inbound = conn(ExternalInboundIntentsCollection, "external inbound intent", "external_inbound_intent", kindInbound)
 	s.dns = &intents[*trafficv1.DnsProviderIntent]{
-		recs: store.NewRecords(st, "traffic_dns_provider_intents", "DNS provider intent",
+		recs: store.NewRecords(st, DNSProviderIntentsCollection, "DNS provider intent",
 			func() *trafficv1.DnsProviderIntent { return &trafficv1.DnsProviderIntent{} }),
 		field: "dns_provider_intent",
 		check: checkDNS,

@@ -53,9 +53,9 @@ type Service struct {
 // certLifetime (DCM_CERT_LIFETIME, checked by kube.CheckCertLifetime).
 func New(st *store.Store, core corev1.LogicalCloudServiceClient, certLifetime time.Duration) *Service {
 	return &Service{
-		users:        store.NewRecords(st, "users", "user", func() *userv1.User { return &userv1.User{} }),
-		perms:        store.NewRecords(st, "user_permissions", "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
-		migrations:   store.NewRecords(st, "user_migrations", "migration", func() *typesv1.Metadata { return &typesv1.Metadata{} }),
+		users:        store.NewRecords(st, UsersCollection, "user", func() *userv1.User { return &userv1.User{} }),
+		perms:        store.NewRecords(st, PermissionsCollection, "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
+		migrations:   store.NewRecords(st, MigrationsCollection, "migration", func() *typesv1.Metadata { return &typesv1.Metadata{} }),
 		core:         core,
 		certLifetime: certLifetime,
 	}

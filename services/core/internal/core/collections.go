@@ -1,0 +1,33 @@
+package core
+
+// The store collections the core service opens. Every store.NewRecords and
+// store.NewLeases call of the package names one of these constants, and
+// Collections lists them all: docs/store.md's database roles are generated
+// from that list (services/allinone/cmd/storedoc), and its test fails when
+// the service opens a collection the list leaves out.
+const (
+	// ProjectsCollection holds the projects.
+	ProjectsCollection = "projects"
+	// LogicalCloudsCollection holds the logical clouds.
+	LogicalCloudsCollection = "logical_clouds"
+	// ClusterReferencesCollection holds the logical clouds' cluster references.
+	ClusterReferencesCollection = "cluster_references"
+	// KvPairsCollection holds the logical clouds' key-value pairs.
+	KvPairsCollection = "kv_pairs"
+	// MeshClustersCollection holds, per cluster, the meshes that span it.
+	MeshClustersCollection = "mesh_clusters"
+	// TrafficRolloutsCollection holds core's records of applied traffic intent
+	// groups.
+	TrafficRolloutsCollection = "traffic_rollouts"
+	// TokensCollection holds the token service's tokens (their hashes).
+	TokensCollection = "tokens"
+	// LockCollection is the store collection of core's transition locks.
+	LockCollection = "core_locks"
+)
+
+// Collections are the core service's store collections, the constants
+// above: its database user needs each of them and no other.
+var Collections = []string{
+	ProjectsCollection, LogicalCloudsCollection, ClusterReferencesCollection, KvPairsCollection,
+	MeshClustersCollection, TrafficRolloutsCollection, TokensCollection, LockCollection,
+}

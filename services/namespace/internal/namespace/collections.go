@@ -1,0 +1,15 @@
+package namespace
+
+// The store collections the namespace service opens. Every store.NewRecords
+// call of the package names one of these constants, and Collections lists
+// them all: docs/store.md's database roles are generated from that list
+// (services/allinone/cmd/storedoc), and its test fails when the service
+// opens a collection the list leaves out.
+const (
+	// NamespacesCollection holds the logical clouds' namespaces.
+	NamespacesCollection = "namespaces"
+)
+
+// Collections are the store collections of the constants above: the
+// namespace service's database user needs each of them (docs/store.md).
+var Collections = []string{NamespacesCollection}

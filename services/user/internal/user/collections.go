@@ -1,0 +1,20 @@
+package user
+
+// The store collections the user service opens. Every store.NewRecords call
+// of the package names one of these constants, and Collections lists them
+// all: docs/store.md's database roles are generated from that list
+// (services/allinone/cmd/storedoc), and its test fails when the service
+// opens a collection the list leaves out.
+const (
+	// UsersCollection holds the users.
+	UsersCollection = "users"
+	// PermissionsCollection holds the users' permissions.
+	PermissionsCollection = "user_permissions"
+	// MigrationsCollection holds a record per one-time migration done
+	// (AssignOwners).
+	MigrationsCollection = "user_migrations"
+)
+
+// Collections are the store collections of the constants above: the
+// user service's database user needs each of them (docs/store.md).
+var Collections = []string{UsersCollection, PermissionsCollection, MigrationsCollection}
