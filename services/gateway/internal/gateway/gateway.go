@@ -105,6 +105,9 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	if err != nil {
 		return nil, fmt.Errorf("OpenAPI document: %w", err)
 	}
+	if routesErr != nil {
+		return nil, fmt.Errorf("routes of the EMCO dialect: %w", routesErr)
+	}
 	root := http.NewServeMux()
 	if limits.Dialect == "" {
 		limits.Dialect = DialectDCM
