@@ -115,7 +115,7 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	if err := CheckDialect(limits.Dialect); err != nil {
 		return nil, err
 	}
-	root.Handle("/", watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux)))))
+	root.Handle("/", trafficAliases(watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux))))))
 	// The API document and its page hold no data: they are served before
 	// authentication, to anyone (no credential is looked at, so none fails
 	// and the failed-authentication limiter never counts them).
@@ -256,7 +256,7 @@ func routingError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	if code == http.StatusMethodNotAllowed {
 		c = codes.Unimplemented
 	}
-	errs.WriteHTTPStatus(w, code, status.New(c, "no route for "+r.Method+" "+r.URL.Path))
+	errs.WriteHTTPStatus(w, code, status.New(c, "no route for "+r.Method+" "+sentPath(r)))
 }
 
 // asyncVerbs start work that goes on after the answer: apply
