@@ -12,8 +12,8 @@ import (
 type kind struct {
 	Name    string   // in documents: LogicalCloud
 	Aliases []string // for get/delete: logical-clouds, lc, ...
-	// Create is the full method that creates one; its binding in the
-	// project's spelling (collectionRoute) is the collection's URL.
+	// Create is the full method that creates one; its POST binding
+	// (collectionRoute) is the collection's URL.
 	Create string
 	// Parents are the document keys (and get flags) the URL needs: the
 	// variables of Path, derived from Create's binding.
@@ -100,13 +100,12 @@ func mustRoute(k *kind) {
 }
 
 // collectionRoute is the collection URL of the RPC that creates a kind:
-// its first POST binding in the project's spelling (EMCO's /v2/project/...
-// spellings of the traffic intents are aliases), with each {field}
-// variable named as documents and get flags name the parent
-// ({logical_cloud} is {logicalCloud}), and those names in order.
+// its first POST binding, with each {field} variable named as documents
+// and get flags name the parent ({logical_cloud} is {logicalCloud}), and
+// those names in order.
 func collectionRoute(rpc string) (string, []string, error) {
 	for _, r := range routes[rpc] {
-		if r.Method != "POST" || strings.HasPrefix(r.Path, "/v2/project/") {
+		if r.Method != "POST" {
 			continue
 		}
 		var parents []string
@@ -125,7 +124,7 @@ func collectionRoute(rpc string) (string, []string, error) {
 		}
 		return strings.Join(segs, "/"), parents, nil
 	}
-	return "", nil, fmt.Errorf("%s has no POST binding in the project's spelling (routes_gen.go: make generate)", rpc)
+	return "", nil, fmt.Errorf("%s has no POST binding (routes_gen.go: make generate)", rpc)
 }
 
 // lowerCamel is a proto field name as JSON spells it: logical_cloud is

@@ -71,8 +71,8 @@ func TestKindsRoutes(t *testing.T) {
 	}
 }
 
-// TestCollectionRouteRefuses: a kind whose RPC has no binding, or only
-// EMCO's spelling, is an error naming it, not a URL guessed.
+// TestCollectionRouteRefuses: a kind whose RPC has no binding, or no POST
+// one, is an error naming it, not a URL guessed.
 func TestCollectionRouteRefuses(t *testing.T) {
 	for _, rpc := range []string{"/dcm.core.v1.CoreService/NoSuchMethod", "/dcm.core.v1.CoreService/GetProject"} {
 		if _, _, err := collectionRoute(rpc); err == nil || !strings.Contains(err.Error(), rpc) {
