@@ -46,7 +46,7 @@ const (
 // The kubeconfig is a secret: it is neither logged nor quoted in an error.
 func multipartClusters(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		params, ok := matchTemplate(clustersRoute, r.URL.Path, false)
+		vars, ok := matchTemplate(clustersRoute, r.URL.Path, false)
 		if r.Method != http.MethodPost || !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -60,7 +60,7 @@ func multipartClusters(next http.Handler) http.Handler {
 		// only for a caller the route would serve, so a tenant gets the
 		// 403 it gets for the JSON body, and no parsing.
 		a := auditOf(r.Context())
-		if !Authorize(a.id, r.Method, routeOf(clustersRoute, params)) {
+		if !Authorize(a.id, r.Method, routeOf(clustersRoute, vars)) {
 			a.route = clustersRoute
 			forbid(w, a)
 			return
