@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -192,4 +193,62 @@ func lookup(v any, path string) any {
 		v = m[part]
 	}
 	return v
+}
+
+// The RPCs behind dcmctl's other commands; their URLs are the contracts'
+// (routeURL).
+const (
+	rpcListProjects = "/dcm.core.v1.CoreService/ListProjects"
+	rpcLCStatus     = "/dcm.core.v1.LogicalCloudService/GetLogicalCloudStatus"
+	rpcKubeconfig   = "/dcm.core.v1.LogicalCloudService/GetKubeconfig"
+	rpcCreateToken  = "/dcm.auth.v1.AuthService/CreateToken"
+	rpcListTokens   = "/dcm.auth.v1.AuthService/ListTokens"
+	rpcDeleteToken  = "/dcm.auth.v1.AuthService/DeleteToken"
+)
+
+// lcVerbs are logical-cloud's verbs and the RPC each calls (POST).
+var lcVerbs = map[string]string{
+	"apply":     "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud",
+	"update":    "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloudResources",
+	"stop":      "/dcm.core.v1.LogicalCloudService/StopLogicalCloud",
+	"terminate": "/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud",
+}
+
+// routeURL is the URL of rpc's first binding for method whose variables
+// are exactly vals' keys (proto field names: logical_cloud), each value
+// path-escaped into its segment.
+func routeURL(method, rpc string, vals map[string]string) (string, error) {
+	for _, r := range routes[rpc] {
+		if r.Method != method {
+			continue
+		}
+		segs := strings.Split(r.Path, "/")
+		used := 0
+		ok := true
+		for i, s := range segs {
+			if !strings.HasPrefix(s, "{") {
+				continue
+			}
+			v, given := vals[strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")]
+			if !given {
+				ok = false
+				break
+			}
+			segs[i] = url.PathEscape(v)
+			used++
+		}
+		if ok && used == len(vals) {
+			return strings.Join(segs, "/"), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no %s binding with the variables %v (routes_gen.go: make generate)", rpc, method, keysOf(vals))
+}
+
+func keysOf(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

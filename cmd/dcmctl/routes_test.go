@@ -80,3 +80,49 @@ func TestCollectionRouteRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandRoutes: the lifecycle, kubeconfig, token and login commands
+// call the URLs of their RPCs' bindings (routes_gen.go), names escaped;
+// a URL the contract lacks is an error, not a guess.
+func TestCommandRoutes(t *testing.T) {
+	lc := func(method, rpc string, more map[string]string) string {
+		u, err := lcURL(method, rpc, "proj 1", "lc/1", more)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, rpc, err)
+		}
+		return u
+	}
+	plain := func(method, rpc string, vals map[string]string) string {
+		u, err := routeURL(method, rpc, vals)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, rpc, err)
+		}
+		return u
+	}
+	base := "/v2/projects/proj%201/logical-clouds/lc%2F1"
+	for _, c := range [][2]string{
+		{lc("POST", lcVerbs["apply"], nil), base + "/apply"},
+		{lc("POST", lcVerbs["update"], nil), base + "/update"},
+		{lc("POST", lcVerbs["stop"], nil), base + "/stop"},
+		{lc("POST", lcVerbs["terminate"], nil), base + "/terminate"},
+		{lc("GET", rpcLCStatus, nil), base + "/status"},
+		{lc("GET", rpcKubeconfig, map[string]string{"cluster_name": "c1"}), base + "/cluster-references/c1/kubeconfig"},
+		{plain("POST", rpcCreateToken, nil), "/v2/auth/tokens"},
+		{plain("GET", rpcListTokens, nil), "/v2/auth/tokens"},
+		{plain("DELETE", rpcDeleteToken, map[string]string{"id": "t 1"}), "/v2/auth/tokens/t%201"},
+		{plain("GET", rpcListProjects, nil), "/v2/projects"},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("URL %q, want %q", c[0], c[1])
+		}
+	}
+	if _, err := lcURL("POST", lcVerbs["apply"], "", "lc", nil); err == nil || !strings.Contains(err.Error(), "-p") {
+		t.Errorf("no project: %v, want the -p error", err)
+	}
+	if _, err := routeURL("DELETE", rpcDeleteToken, nil); err == nil || !strings.Contains(err.Error(), rpcDeleteToken) {
+		t.Errorf("a binding without the variables given: %v, want an error naming the RPC", err)
+	}
+	if _, err := routeURL("GET", rpcKubeconfig, map[string]string{"project": "p", "logical_cloud": "l", "cluster_name": "c", "extra": "x"}); err == nil {
+		t.Error("a variable no binding has was accepted")
+	}
+}
