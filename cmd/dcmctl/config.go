@@ -214,7 +214,11 @@ func loginCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.do("GET", "/v2/projects?page-size=1", nil, nil); err != nil {
+			projects, err := routeURL("GET", rpcListProjects, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := c.do("GET", projects+"?page-size=1", nil, nil); err != nil {
 				if _, answered := err.(*apiError); !answered || isStatus(err, http.StatusUnauthorized) {
 					return fmt.Errorf("login: %w", err)
 				}

@@ -263,7 +263,7 @@ func TestWatchOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out strings.Builder
-			err = watchStatus(c, "/v2/projects/p/logical-clouds/lc", &out, tc.tty)
+			err = watchStatus(c, "/v2/projects/p/logical-clouds/lc/status", &out, tc.tty)
 			code := 0
 			if ee, ok := err.(exitError); ok {
 				code = ee.code

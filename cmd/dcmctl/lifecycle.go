@@ -39,11 +39,17 @@ func (s *lcStatus) summary() string {
 	return fmt.Sprintf("%s/%s: %s%s %d/%d", s.Project, s.LogicalCloud, s.State, stopped, s.Ready, s.Total)
 }
 
-func lcPath(project, lc string) (string, error) {
+// lcURL is the URL of rpc (a GET or POST on one logical cloud) for
+// logical cloud lc of project, with more of its variables if it has them.
+func lcURL(method, rpc, project, lc string, more map[string]string) (string, error) {
 	if project == "" {
 		return "", fmt.Errorf("give the project with -p")
 	}
-	return "/v2/projects/" + url.PathEscape(project) + "/logical-clouds/" + url.PathEscape(lc), nil
+	vals := map[string]string{"project": project, "logical_cloud": lc}
+	for k, v := range more {
+		vals[k] = v
+	}
+	return routeURL(method, rpc, vals)
 }
 
 func logicalCloudCmd(g *globals) *cobra.Command {
@@ -68,7 +74,7 @@ func lcVerbCmd(g *globals, verb string) *cobra.Command {
 		Example: fmt.Sprintf("  dcmctl logical-cloud %s lc-1 -p proj1\n  dcmctl logical-cloud status lc-1 -p proj1 --watch", verb),
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lc, err := lcPath(project, args[0])
+			path, err := lcURL("POST", lcVerbs[verb], project, args[0], nil)
 			if err != nil {
 				return err
 			}
@@ -76,7 +82,6 @@ func lcVerbCmd(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := lc + "/" + verb
 			if force {
 				path += "?force=true"
 			}
@@ -125,7 +130,7 @@ that ended unsettled.`,
   dcmctl logical-cloud status lc-1 -p proj1 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lc, err := lcPath(project, args[0])
+			st, err := lcURL("GET", rpcLCStatus, project, args[0], nil)
 			if err != nil {
 				return err
 			}
@@ -135,7 +140,7 @@ that ended unsettled.`,
 			}
 			out := cmd.OutOrStdout()
 			if !watch {
-				v, err := c.getJSON(lc+"/status", nil)
+				v, err := c.getJSON(st, nil)
 				if err != nil {
 					return err
 				}
@@ -154,7 +159,7 @@ that ended unsettled.`,
 			if f, ok := out.(*os.File); ok {
 				tty = term.IsTerminal(int(f.Fd()))
 			}
-			return watchStatus(c, lc, out, tty)
+			return watchStatus(c, st, out, tty)
 		},
 	}
 	cmd.Flags().StringVarP(&project, "project", "p", "", "project")
@@ -198,9 +203,9 @@ func render(s *lcStatus, tty bool) string {
 	return b.String()
 }
 
-// watchStatus follows GET .../status?watch=true to its end.
-func watchStatus(c *client, lc string, out interface{ Write([]byte) (int, error) }, tty bool) error {
-	req, err := c.request("GET", lc+"/status?watch=true", nil, nil)
+// watchStatus follows GET .../status?watch=true (st is .../status) to its end.
+func watchStatus(c *client, st string, out interface{ Write([]byte) (int, error) }, tty bool) error {
+	req, err := c.request("GET", st+"?watch=true", nil, nil)
 	if err != nil {
 		return err
 	}
@@ -273,7 +278,7 @@ func kubeconfigCmd(g *globals) *cobra.Command {
   kubectl --kubeconfig lc-1-cluster-1.yaml get configmaps`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lc, err := lcPath(project, args[0])
+			path, err := lcURL("GET", rpcKubeconfig, project, args[0], map[string]string{"cluster_name": args[1]})
 			if err != nil {
 				return err
 			}
@@ -281,7 +286,6 @@ func kubeconfigCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := lc + "/cluster-references/" + url.PathEscape(args[1]) + "/kubeconfig"
 			if user != "" {
 				path += "?user=" + url.QueryEscape(user)
 			}
@@ -326,7 +330,11 @@ func tokenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := c.do("POST", "/v2/auth/tokens", req, nil)
+			path, err := routeURL("POST", rpcCreateToken, nil)
+			if err != nil {
+				return err
+			}
+			b, err := c.do("POST", path, req, nil)
 			if err != nil {
 				return err
 			}
@@ -358,7 +366,11 @@ func tokenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items, err := c.list("/v2/auth/tokens", "")
+			path, err := routeURL("GET", rpcListTokens, nil)
+			if err != nil {
+				return err
+			}
+			items, err := c.list(path, "")
 			if err != nil {
 				return err
 			}
@@ -380,7 +392,11 @@ func tokenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.do("DELETE", "/v2/auth/tokens/"+url.PathEscape(args[0]), nil, nil); err != nil {
+			path, err := routeURL("DELETE", rpcDeleteToken, map[string]string{"id": args[0]})
+			if err != nil {
+				return err
+			}
+			if _, err := c.do("DELETE", path, nil, nil); err != nil {
 				return err
 			}
 			say(cmd.OutOrStdout(), "token %s revoked\n", args[0])

@@ -440,6 +440,9 @@ func TestFuzzRoutesComplete(t *testing.T) {
 	}
 	slices.Sort(want)
 	slices.Sort(got)
+	// The traffic routes are fuzzed in every spelling the gateway
+	// rewrites onto one binding (trafficFuzzRoutes): a template once.
+	got = slices.Compact(got)
 	require.Equal(t, want, got, "fuzzRoutes must list every REST route that takes a body")
 	for _, s := range fuzzSeeds {
 		require.Contains(t, got, pickRoute(s.route).method+" "+pickRoute(s.route).template)

@@ -264,25 +264,30 @@ var trafficKinds = []struct{ key, groupSeg, intentSeg string }{
 
 // trafficFuzzRoutes are the traffic controller's body routes in every
 // spelling (fuzzRoutes): groups, their intents, and core's lifecycle verbs.
+// Each method has one binding, under /v2/projects/.../traffic-intent-groups
+// (the template); the gateway rewrites the seed's other spellings (the
+// path) onto it.
 func trafficFuzzRoutes() []fuzzRoute {
 	var out []fuzzRoute
+	tmpl := "/v2/projects/{project}/rb/{composite_app}/{version}"
 	for _, root := range []string{"project", "projects"} {
-		tmpl := "/v2/" + root + "/{project}/rb/{composite_app}/{version}"
 		path := "/v2/" + root + "/" + fzProject + fzTrafficApp
 		for _, coll := range []string{"traffic-intent-groups", "traffic-intent-sets"} {
 			k := "traffic." + root + "." + coll
+			const bound = "traffic-intent-groups"
 			out = append(out,
-				fuzzRoute{k + ".create", "POST", tmpl + "/" + coll, path + "/" + coll, under(path+"/"+coll, "name")},
-				fuzzRoute{k + ".update", "PUT", tmpl + "/" + coll + "/{name}", path + "/" + coll + "/" + fzTrafficGroup, nil})
+				fuzzRoute{k + ".create", "POST", tmpl + "/" + bound, path + "/" + coll, under(path+"/"+coll, "name")},
+				fuzzRoute{k + ".update", "PUT", tmpl + "/" + bound + "/{name}", path + "/" + coll + "/" + fzTrafficGroup, nil})
 			for _, verb := range []string{"apply", "update", "terminate"} {
-				out = append(out, fuzzRoute{k + "." + verb, "POST", tmpl + "/" + coll + "/{group}/" + verb, path + "/" + coll + "/" + fzTrafficGroup + "/" + verb, nil})
+				out = append(out, fuzzRoute{k + "." + verb, "POST", tmpl + "/" + bound + "/{group}/" + verb, path + "/" + coll + "/" + fzTrafficGroup + "/" + verb, nil})
 			}
 		}
 		for _, kind := range trafficKinds {
+			bound := "/traffic-intent-groups/{group}/" + kind.groupSeg
 			for _, sp := range []struct{ name, tmpl, path string }{
-				{"groups", "/traffic-intent-groups/{group}/" + kind.groupSeg, "/traffic-intent-groups/" + fzTrafficGroup + "/" + kind.groupSeg},
-				{"sets", "/traffic-intent-sets/{group}/" + kind.groupSeg, "/traffic-intent-sets/" + fzTrafficGroup + "/" + kind.groupSeg},
-				{"intent", "/intent/{group}/" + kind.intentSeg, "/intent/" + fzTrafficGroup + "/" + kind.intentSeg},
+				{"groups", bound, "/traffic-intent-groups/" + fzTrafficGroup + "/" + kind.groupSeg},
+				{"sets", bound, "/traffic-intent-sets/" + fzTrafficGroup + "/" + kind.groupSeg},
+				{"intent", bound, "/intent/" + fzTrafficGroup + "/" + kind.intentSeg},
 			} {
 				k := "traffic." + root + "." + kind.key + "." + sp.name
 				out = append(out,

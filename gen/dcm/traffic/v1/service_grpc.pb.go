@@ -60,10 +60,12 @@ const (
 //
 // TrafficService owns traffic intent groups (seed 004) and their intents:
 // inter-cluster, intra-cluster, external outbound and external inbound
-// connectivity, and DNS provider intents. Both spellings of the seed are
-// served: /v2/project/... and /v2/projects/..., traffic-intent-groups and
-// traffic-intent-sets, and the intent-style
-// .../intent/{group}/connectivity/{intercluster,intracluster,external/outbound,external/inbound,dnsproviders}.
+// connectivity, and DNS provider intents. Each method has one binding,
+// under /v2/projects/.../traffic-intent-groups; the seed's other spellings
+// (/v2/project/..., traffic-intent-sets, and the intent-style
+// .../intent/{group}/connectivity/{intercluster,intracluster,external/outbound,external/inbound,dnsproviders})
+// are served too: the gateway rewrites them onto these URLs before routing
+// (services/gateway/internal/gateway/aliases.go, docs/traffic.md).
 // Applying a group (its Istio objects on the logical cloud's clusters) is
 // core's (dcm.core.v1.TrafficLifecycleService): core tells this service
 // what it holds of the logical cloud and gets the objects back
@@ -491,10 +493,12 @@ func (c *trafficServiceClient) DeleteDnsAllowList(ctx context.Context, in *Delet
 //
 // TrafficService owns traffic intent groups (seed 004) and their intents:
 // inter-cluster, intra-cluster, external outbound and external inbound
-// connectivity, and DNS provider intents. Both spellings of the seed are
-// served: /v2/project/... and /v2/projects/..., traffic-intent-groups and
-// traffic-intent-sets, and the intent-style
-// .../intent/{group}/connectivity/{intercluster,intracluster,external/outbound,external/inbound,dnsproviders}.
+// connectivity, and DNS provider intents. Each method has one binding,
+// under /v2/projects/.../traffic-intent-groups; the seed's other spellings
+// (/v2/project/..., traffic-intent-sets, and the intent-style
+// .../intent/{group}/connectivity/{intercluster,intracluster,external/outbound,external/inbound,dnsproviders})
+// are served too: the gateway rewrites them onto these URLs before routing
+// (services/gateway/internal/gateway/aliases.go, docs/traffic.md).
 // Applying a group (its Istio objects on the logical cloud's clusters) is
 // core's (dcm.core.v1.TrafficLifecycleService): core tells this service
 // what it holds of the logical cloud and gets the objects back

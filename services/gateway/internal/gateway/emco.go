@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,19 +51,6 @@ const (
 	kindPermission   = "user permission"
 )
 
-// dialectRoutes are the writes whose bodies differ between the dialects.
-var dialectRoutes = []struct {
-	method, kind string
-	path         *regexp.Regexp
-}{
-	{http.MethodPost, kindLogicalCloud, regexp.MustCompile(`^/v2/projects/[^/]+/logical-clouds/?$`)},
-	{http.MethodPut, kindLogicalCloud, regexp.MustCompile(`^/v2/projects/[^/]+/logical-clouds/[^/]+/?$`)},
-	{http.MethodPost, kindReference, regexp.MustCompile(`^/v2/projects/[^/]+/logical-clouds/[^/]+/(cluster-providers/[^/]+/)?cluster-references/?$`)},
-	{http.MethodPut, kindReference, regexp.MustCompile(`^/v2/projects/[^/]+/logical-clouds/[^/]+/(cluster-providers/[^/]+/)?cluster-references/[^/]+/?$`)},
-	{http.MethodPost, kindPermission, regexp.MustCompile(`^/v2/projects/[^/]+/logical-clouds/[^/]+/user-permissions/?$`)},
-	{http.MethodPut, kindPermission, regexp.MustCompile(`^/v2/projects/[^/]+/logical-clouds/[^/]+/user-permissions/[^/]+/?$`)},
-}
-
 // dialectKey holds a request's dialect in its context.
 type dialectKey struct{}
 
@@ -101,7 +87,7 @@ func dialects(def string, next http.Handler) http.Handler {
 			}
 		}
 		for _, rt := range dialectRoutes {
-			if r.Method == rt.method && rt.path.MatchString(r.URL.Path) {
+			if _, ok := matchTemplate(rt.template, r.URL.Path, true); ok && r.Method == rt.method {
 				sp.kind = rt.kind
 				break
 			}

@@ -105,6 +105,9 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	if err != nil {
 		return nil, fmt.Errorf("OpenAPI document: %w", err)
 	}
+	if routesErr != nil {
+		return nil, fmt.Errorf("routes of the EMCO dialect: %w", routesErr)
+	}
 	root := http.NewServeMux()
 	if limits.Dialect == "" {
 		limits.Dialect = DialectDCM
@@ -112,7 +115,7 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	if err := CheckDialect(limits.Dialect); err != nil {
 		return nil, err
 	}
-	root.Handle("/", watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux)))))
+	root.Handle("/", trafficAliases(watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux))))))
 	// The API document and its page hold no data: they are served before
 	// authentication, to anyone (no credential is looked at, so none fails
 	// and the failed-authentication limiter never counts them).
@@ -253,7 +256,7 @@ func routingError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	if code == http.StatusMethodNotAllowed {
 		c = codes.Unimplemented
 	}
-	errs.WriteHTTPStatus(w, code, status.New(c, "no route for "+r.Method+" "+r.URL.Path))
+	errs.WriteHTTPStatus(w, code, status.New(c, "no route for "+r.Method+" "+sentPath(r)))
 }
 
 // asyncVerbs start work that goes on after the answer: apply

@@ -46,7 +46,7 @@ const (
 // The kubeconfig is a secret: it is neither logged nor quoted in an error.
 func multipartClusters(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		provider, ok := clustersPath(r.URL.Path)
+		vars, ok := matchTemplate(clustersRoute, r.URL.Path, false)
 		if r.Method != http.MethodPost || !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -60,7 +60,7 @@ func multipartClusters(next http.Handler) http.Handler {
 		// only for a caller the route would serve, so a tenant gets the
 		// 403 it gets for the JSON body, and no parsing.
 		a := auditOf(r.Context())
-		if !Authorize(a.id, r.Method, routeOf(clustersRoute, map[string]string{"provider": provider})) {
+		if !Authorize(a.id, r.Method, routeOf(clustersRoute, vars)) {
 			a.route = clustersRoute
 			forbid(w, a)
 			return
@@ -87,20 +87,6 @@ func multipartClusters(next http.Handler) http.Handler {
 		next.ServeHTTP(pw, r2)
 		pw.finish()
 	})
-}
-
-// clustersRoute is CreateCluster's route (proto/dcm/rsync/v1/service.proto).
-const clustersRoute = "/v2/cluster-providers/{provider}/clusters"
-
-// clustersPath reads /v2/cluster-providers/{provider}/clusters, one
-// segment provider, and returns the provider.
-func clustersPath(path string) (string, bool) {
-	p, ok := strings.CutPrefix(path, "/v2/cluster-providers/")
-	if !ok {
-		return "", false
-	}
-	p, ok = strings.CutSuffix(p, "/clusters")
-	return p, ok && p != "" && !strings.Contains(p, "/")
 }
 
 // clusterFromForm reads the form and returns the JSON body of

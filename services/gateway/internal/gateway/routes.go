@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/server"
+)
+
+// The layers before grpc-gateway's router (the EMCO dialect's bodies,
+// EMCO's multipart cluster form) recognise their requests by the URLs the
+// contracts bind (google.api.http in proto/), read from the registered
+// descriptors when the package starts (platform/server.HTTPBindings):
+// a URL is written once, in the proto.
+
+// dialectBodies are the request bodies whose JSON differs between the
+// dialects, by the message they decode into: every binding whose body is
+// one of them is a dialect route of that kind (a logical cloud's create and
+// update, a cluster reference's in both its URL spellings, a user
+// permission's).
+var dialectBodies = map[protoreflect.FullName]string{
+	nameOf(&corev1.CreateLogicalCloudRequest{}):     kindLogicalCloud,
+	nameOf(&corev1.UpdateLogicalCloudRequest{}):     kindLogicalCloud,
+	nameOf(&corev1.CreateClusterReferenceRequest{}): kindReference,
+	nameOf(&corev1.UpdateClusterReferenceRequest{}): kindReference,
+	nameOf(&userv1.UserPermission{}):                kindPermission,
+}
+
+// clustersRPC takes EMCO's multipart cluster registration (multipart.go)
+// on its POST binding.
+var clustersRPC = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/CreateCluster"
+
+func nameOf(m proto.Message) protoreflect.FullName { return m.ProtoReflect().Descriptor().FullName() }
+
+// A dialectRoute is a binding whose body differs between the dialects.
+type dialectRoute struct {
+	method, kind string
+	// template is the binding's URL ("/v2/projects/{project}/logical-clouds"),
+	// matched with matchTemplate (one trailing slash allowed).
+	template string
+}
+
+// dialectRoutes are the bindings whose bodies are dialectBodies';
+// clustersRoute is clustersRPC's POST binding. routesErr, if not nil, says
+// why they could not be read: New refuses to start with it.
+var dialectRoutes, clustersRoute, routesErr = readRoutes()
+
+func readRoutes() ([]dialectRoute, string, error) {
+	bs, err := server.HTTPBindings()
+	if err != nil {
+		return nil, "", err
+	}
+	var out []dialectRoute
+	clusters := ""
+	for _, b := range bs {
+		if b.RPC == clustersRPC && b.Method == "POST" && clusters == "" {
+			if err := checkTemplate(b.Path); err != nil {
+				return nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+			}
+			clusters = b.Path
+		}
+		if b.Body == nil {
+			continue
+		}
+		kind, ok := dialectBodies[b.Body.FullName()]
+		if !ok {
+			continue
+		}
+		if err := checkTemplate(b.Path); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+		}
+		out = append(out, dialectRoute{method: b.Method, kind: kind, template: b.Path})
+	}
+	for name, kind := range dialectBodies {
+		if !hasKind(out, kind) {
+			return nil, "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
+		}
+	}
+	if clusters == "" {
+		return nil, "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
+	}
+	return out, clusters, nil
+}
+
+func hasKind(rs []dialectRoute, kind string) bool {
+	for _, r := range rs {
+		if r.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTemplate refuses a URL template matchTemplate does not read: one
+// with ** or a multi-segment variable, a :verb, an empty segment. No
+// contract has one; a layer that recognises such a route needs a look
+// first.
+func checkTemplate(tmpl string) error {
+	if !strings.HasPrefix(tmpl, "/") {
+		return fmt.Errorf("URL template %q: no leading /", tmpl)
+	}
+	for _, seg := range strings.Split(tmpl[1:], "/") {
+		if v, ok := templateVar(seg); ok {
+			if name, pat, _ := strings.Cut(v, "="); name == "" || (pat != "" && pat != "*") {
+				return fmt.Errorf("URL template %q: segment %s is not {field} or {field=*}", tmpl, seg)
+			}
+			continue
+		}
+		if seg == "" || strings.ContainsAny(seg, "{}*:") {
+			return fmt.Errorf("URL template %q: segment %q is not a literal or {field}", tmpl, seg)
+		}
+	}
+	return nil
+}
+
+// templateVar is a {field} segment's inside.
+func templateVar(seg string) (string, bool) {
+	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
+		return seg[1 : len(seg)-1], true
+	}
+	return "", false
+}
+
+// matchTemplate matches path against a template checkTemplate passed, as
+// grpc-gateway does: each {field} one non-empty segment, the rest
+// literally; with slash, one trailing slash more is the same path. It
+// answers the variables by field name.
+func matchTemplate(tmpl, path string, slash bool) (map[string]string, bool) {
+	if slash && len(path) > 1 {
+		path = strings.TrimSuffix(path, "/")
+	}
+	want, got := strings.Split(tmpl, "/"), strings.Split(path, "/")
+	if len(want) != len(got) {
+		return nil, false
+	}
+	params := map[string]string{}
+	for i, w := range want {
+		if v, ok := templateVar(w); ok {
+			if got[i] == "" {
+				return nil, false
+			}
+			name, _, _ := strings.Cut(v, "=")
+			params[name] = got[i]
+		} else if w != got[i] {
+			return nil, false
+		}
+	}
+	return params, true
+}
