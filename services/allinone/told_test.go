@@ -3,8 +3,13 @@ package allinone_test
 import (
 	"context"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -181,4 +186,35 @@ func TestFactsReconcile(t *testing.T) {
 	// And while it runs, every DCM_FACTS_INTERVAL.
 	forget(s, "user")
 	converged(lc + "/users")
+}
+
+// TestChildrenHoldNoCoreClient fails if the namespace, user, quota or
+// traffic service (their programs' code, tests aside) imports core's API,
+// whose generated client is how a service would ask core: core tells them
+// the logical clouds' facts instead. (.golangci.yml's depguard rule
+// told-not-asking says the same to make lint.)
+func TestChildrenHoldNoCoreClient(t *testing.T) {
+	t.Parallel()
+	const coreAPI = "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	files := 0
+	for _, svc := range []string{"namespace", "user", "quota", "traffic"} {
+		err := filepath.WalkDir(filepath.Join("..", svc), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			files++
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); p == coreAPI {
+					t.Errorf("%s imports %s: the %s service must not hold a client of core (core tells it the facts)", path, coreAPI, svc)
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.Greater(t, files, 20, "the services' sources were read")
 }
