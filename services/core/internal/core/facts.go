@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
@@ -248,7 +249,11 @@ func (s *LogicalClouds) ReconcileFacts(ctx context.Context) (int, error) {
 		if it.Deleting || !ok {
 			continue // the cleanup loop tells and forgets it
 		}
-		if err := s.retell(ctx, project, lc); err != nil {
+		err := s.retell(ctx, project, lc)
+		if st, ok := status.FromError(err); ok && err != nil && errs.ReasonOf(st) == errs.ReasonConcurrentUpdate {
+			continue // another replica holds its lock: the next round tells it
+		}
+		if err != nil {
 			failed = append(failed, fmt.Errorf("logical cloud %s: %w", it.ID, err))
 			continue
 		}
