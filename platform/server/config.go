@@ -38,6 +38,9 @@ type Config struct {
 	// CleanupInterval paces the retries of removals a down service left
 	// unfinished (a deleted logical cloud's parts).
 	CleanupInterval time.Duration `env:"DCM_CLEANUP_INTERVAL" flag:"cleanup-interval" default:"5s" usage:"how often core retries removing a deleted logical cloud's parts from a service that was down"`
+	// FactsInterval paces core's reconcile of the logical clouds' facts it
+	// tells the namespace, user, quota and traffic services.
+	FactsInterval time.Duration `env:"DCM_FACTS_INTERVAL" flag:"facts-interval" default:"1m" usage:"how often core tells the namespace, user, quota and traffic services the facts of every logical cloud again (a service that missed a tell converges)"`
 	// TokenLifetime is how long the ServiceAccount token in a token user's
 	// kubeconfig lasts (core asks rsync for a fresh one per kubeconfig).
 	TokenLifetime time.Duration `env:"DCM_TOKEN_LIFETIME" flag:"token-lifetime" default:"24h" usage:"lifetime of the bound ServiceAccount token (TokenRequest API) in a token user's kubeconfig, 10m to 720h. Read by core"`

@@ -6,7 +6,6 @@ package namespace
 import (
 	"context"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/namespace/internal/namespace"
@@ -21,21 +20,16 @@ const Name = "namespace"
 // from them (make generate).
 var Collections = namespace.Collections
 
-// Build is the namespace service's app.Build: the store, and core to ask
-// whether a logical cloud exists.
+// Build is the namespace service's app.Build: the store. It holds no
+// client of core: core tells it the logical clouds' facts.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	st, err := env.StoreFor(Name)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
+	svc, err := namespace.New(st, env.Config.PodSecurity, env.Config.TenantEgressCIDRs)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc, err := namespace.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.PodSecurity, env.Config.TenantEgressCIDRs)
-	if err != nil {
-		closeAll(context.Background())
-		return nil, server.Options{}, err
-	}
-	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+	return []server.Service{svc}, server.Options{}, nil
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
@@ -25,8 +24,8 @@ var Collections = quota.Collections
 
 // Build is the quota service's app.Build: the store, the default quota
 // (DCM_DEFAULT_QUOTA), the maximum (DCM_MAX_QUOTA), the container defaults
-// (DCM_CONTAINER_DEFAULT_REQUEST, DCM_CONTAINER_DEFAULT_LIMIT) and core to
-// ask whether a logical cloud exists.
+// (DCM_CONTAINER_DEFAULT_REQUEST, DCM_CONTAINER_DEFAULT_LIMIT). It holds
+// no client of core: core tells it the logical clouds' facts.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", env.Config.DefaultQuota)
 	if err != nil {
@@ -44,14 +43,9 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
+	svc, err := quota.New(st, def, maximum, containers)
 	if err != nil {
-		return nil, server.Options{}, err
-	}
-	svc, err := quota.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), def, maximum, containers)
-	if err != nil {
-		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
 	}
-	return []server.Service{svc}, server.Options{OnStop: []func(context.Context){closeAll}}, nil
+	return []server.Service{svc}, server.Options{}, nil
 }

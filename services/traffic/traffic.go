@@ -7,7 +7,6 @@ import (
 	"context"
 	"slices"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/server"
@@ -24,9 +23,10 @@ const Name = "traffic"
 // generated from them (make generate).
 var Collections = slices.Concat(traffic.Collections, dns.Collections)
 
-// Build is the traffic controller service's app.Build: the store; core,
-// to check that a group's logical cloud exists (its create's parent
-// check); and the resource synchronizer, whose cluster connections and
+// Build is the traffic controller service's app.Build: the store (its
+// copy of the logical clouds' facts, which core tells it, answers a group
+// create's parent check: it holds no client of core); and the resource
+// synchronizer, whose cluster connections and
 // ServiceAccount tokens the external-dns runs read DNSEndpoints with. It
 // serves the public API and the internal one core calls, and runs the
 // external-dns loop (DCM_DNS_INTERVAL).
@@ -35,12 +35,12 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr, env.Config.RsyncAddr)
+	conns, closeAll, err := env.DialPeers(env.Config.RsyncAddr)
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	svc := traffic.New(st, corev1.NewLogicalCloudServiceClient(conns[0]))
-	runs := dns.New(st, dns.RsyncConnector(rsyncv1.NewRsyncInternalServiceClient(conns[1])), env.Log.Named("dns"), env.Config.DNSInterval)
+	svc := traffic.New(st)
+	runs := dns.New(st, dns.RsyncConnector(rsyncv1.NewRsyncInternalServiceClient(conns[0])), env.Log.Named("dns"), env.Config.DNSInterval)
 	return []server.Service{svc, svc.Internal(runs)}, server.Options{
 		Background: []func(context.Context) error{func(ctx context.Context) error {
 			runs.Run(ctx)

@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
@@ -28,8 +27,8 @@ var Collections = user.Collections
 
 // Build is the user service's app.Build: the store, the lifetime of the
 // certificates its CSRs ask for (DCM_CERT_LIFETIME; one the clusters'
-// signers cannot honour stops it at start) and core to ask whether a
-// logical cloud exists.
+// signers cannot honour stops it at start). It holds no client of core:
+// core tells it the logical clouds' facts.
 func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	if err := kube.CheckCertLifetime("DCM_CERT_LIFETIME", env.Config.CertLifetime); err != nil {
 		return nil, server.Options{}, fmt.Errorf("user: %w", err)
@@ -38,14 +37,9 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	conns, closeAll, err := env.DialPeers(env.Config.CoreAddr)
-	if err != nil {
-		return nil, server.Options{}, err
-	}
-	svc := user.New(st, corev1.NewLogicalCloudServiceClient(conns[0]), env.Config.CertLifetime)
+	svc := user.New(st, env.Config.CertLifetime)
 	log := env.Log.Named("owners")
 	return []server.Service{svc}, server.Options{
-		OnStop:     []func(context.Context){closeAll},
 		Background: []func(context.Context) error{func(ctx context.Context) error { return assignOwners(ctx, svc, log) }},
 	}, nil
 }

@@ -3051,16 +3051,12 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xd6*\n" +
+	"\x14DeleteKvPairResponse2\xaa*\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xb1\x01\n" +
-	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xda\x01\n" +
-	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"|\xc2\xf3\x18,\n" +
-	"\agateway\n" +
-	"\tnamespace\n" +
-	"\x05quota\n" +
-	"\atraffic\n" +
-	"\x04user\x10\x01\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
+	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xb9\x01\n" +
+	"\x0fGetLogicalCloud\x12#.dcm.core.v1.GetLogicalCloudRequest\x1a$.dcm.core.v1.GetLogicalCloudResponse\"[\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01\x82\xd3\xe4\x93\x02Fb\rlogical_cloud\x125/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa1\x01\n" +
 	"\x11ListLogicalClouds\x12%.dcm.core.v1.ListLogicalCloudsRequest\x1a&.dcm.core.v1.ListLogicalCloudsResponse\"=\x82\xd3\xe4\x93\x027b\x0elogical_clouds\x12%/v2/projects/{project}/logical-clouds\x12\xb6\x01\n" +
 	"\x12UpdateLogicalCloud\x12&.dcm.core.v1.UpdateLogicalCloudRequest\x1a'.dcm.core.v1.UpdateLogicalCloudResponse\"O\x82\xd3\xe4\x93\x02I:\x01*b\rlogical_cloud\x1a5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xa4\x01\n" +
 	"\x12DeleteLogicalCloud\x12&.dcm.core.v1.DeleteLogicalCloudRequest\x1a'.dcm.core.v1.DeleteLogicalCloudResponse\"=\x82\xd3\xe4\x93\x027*5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xfe\x01\n" +
@@ -3073,10 +3069,9 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\rGetKubeconfig\x12!.dcm.core.v1.GetKubeconfigRequest\x1a\x14.google.api.HttpBody\"\xf8\x01\x82\xd3\xe4\x93\x02\xf1\x01Z\x8a\x01\x12\x87\x01/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}/kubeconfig\x12b/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{cluster_name}/kubeconfig\x12\xa8\x01\n" +
 	"\rGetQuotaUsage\x12!.dcm.core.v1.GetQuotaUsageRequest\x1a\".dcm.core.v1.GetQuotaUsageResponse\"P\x82\xd3\xe4\x93\x02Jb\x05usage\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/quota-usage\x12\xe3\x02\n" +
 	"\x16CreateClusterReference\x12*.dcm.core.v1.CreateClusterReferenceRequest\x1a+.dcm.core.v1.CreateClusterReferenceResponse\"\xef\x01\x82\xd3\xe4\x93\x02\xe8\x01:\x01*Z\x85\x01:\x01*b\x11cluster_reference\"m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-referencesb\x11cluster_reference\"H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\xe9\x02\n" +
-	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\xfe\x01\x82\xd3\xe4\x93\x02\xf7\x01Zdb\x11cluster_reference\x12O/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xcd\x02\n" +
-	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xdc\x01\xc2\xf3\x18\x16\n" +
-	"\agateway\n" +
-	"\tnamespace\x10\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\xf8\x02\n" +
+	"\x13GetClusterReference\x12'.dcm.core.v1.GetClusterReferenceRequest\x1a(.dcm.core.v1.GetClusterReferenceResponse\"\xfe\x01\x82\xd3\xe4\x93\x02\xf7\x01Zdb\x11cluster_reference\x12O/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}b\x11cluster_reference\x12|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xc2\x02\n" +
+	"\x15ListClusterReferences\x12).dcm.core.v1.ListClusterReferencesRequest\x1a*.dcm.core.v1.ListClusterReferencesResponse\"\xd1\x01\xc2\xf3\x18\v\n" +
+	"\agateway\x10\x01\x82\xd3\xe4\x93\x02\xbb\x01Zo\x12m/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references\x12\xf8\x02\n" +
 	"\x16UpdateClusterReference\x12*.dcm.core.v1.UpdateClusterReferenceRequest\x1a+.dcm.core.v1.UpdateClusterReferenceResponse\"\x84\x02\x82\xd3\xe4\x93\x02\xfd\x01:\x01*Zg:\x01*b\x11cluster_reference\x1aO/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}b\x11cluster_reference\x1a|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xcc\x02\n" +
 	"\x16DeleteClusterReference\x12*.dcm.core.v1.DeleteClusterReferenceRequest\x1a+.dcm.core.v1.DeleteClusterReferenceResponse\"\xd8\x01\x82\xd3\xe4\x93\x02\xd1\x01ZQ*O/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-references/{name}*|/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-providers/{cluster_provider}/cluster-references/{cluster_name}\x12\xad\x01\n" +
 	"\fCreateKvPair\x12 .dcm.core.v1.CreateKvPairRequest\x1a!.dcm.core.v1.CreateKvPairResponse\"X\x82\xd3\xe4\x93\x02R:\akv_pairb\akv_pair\">/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xa2\x01\n" +

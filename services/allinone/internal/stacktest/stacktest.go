@@ -87,6 +87,9 @@ type Options struct {
 	Args []string
 	// Logs receives the program's log lines (JSON) instead of stderr.
 	Logs io.Writer
+	// Build replaces allinone.Build (a test that wraps its services, e.g.
+	// to count the calls each method gets); nil is allinone.Build.
+	Build app.Build
 }
 
 // StartWith is Start with options.
@@ -122,7 +125,11 @@ func StartWith(t testing.TB, o Options) *Stack {
 	if o.Logs != nil {
 		with = append(with, app.LogTo(o.Logs))
 	}
-	p, err := app.Start(ctx, allinone.Name, args, true, allinone.Build, with...)
+	build := o.Build
+	if build == nil {
+		build = allinone.Build
+	}
+	p, err := app.Start(ctx, allinone.Name, args, true, build, with...)
 	if err != nil {
 		cancel()
 		t.Fatalf("start all-in-one: %v", err)

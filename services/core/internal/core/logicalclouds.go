@@ -219,7 +219,15 @@ func (s *LogicalClouds) create(ctx context.Context, project string, p *plan, fir
 		err = first(ctx)
 	}
 	if err == nil {
+		// Told before the parts are made: the services check them against
+		// the facts (facts.go).
+		err = s.retell(ctx, project, name)
+	}
+	if err == nil {
 		err = s.createParts(ctx, project, p, selected)
+	}
+	if err == nil && len(selected) > 0 {
+		err = s.retell(ctx, project, name) // with the clusters referenced
 	}
 	if err != nil {
 		s.abandon(ctx, project, name)
@@ -270,7 +278,7 @@ func (s *LogicalClouds) abandon(ctx context.Context, project, lc string) {
 		logging.FromOr(ctx, s.log).Warn("abandon logical cloud", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 		return
 	}
-	s.finishDelete(ctx, project, lc)
+	s.finishDeleteLocked(ctx, project, lc)
 }
 
 // GetLogicalCloud implements corev1.LogicalCloudServiceServer.
@@ -282,9 +290,6 @@ func (s *LogicalClouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogi
 	s.shown(ctx, req.GetProject(), c)
 	return &corev1.GetLogicalCloudResponse{LogicalCloud: c}, nil
 }
-
-// shownParallel bounds the calls one list page makes at once.
-const shownParallel = 8
 
 // shown completes what answers show of logical clouds cs of project (the
 // caller's copies, never stored): the phase in the states' words and the
@@ -304,7 +309,6 @@ func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1
 		}
 	}
 	var g errgroup.Group
-	g.SetLimit(shownParallel)
 	g.Go(func() error {
 		// One call for the page's rollouts (derive).
 		rollouts, err := rolloutStates(ctx, s.peers.RsyncInternal, owners)
@@ -318,20 +322,11 @@ func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1
 		}
 		return nil
 	})
-	for _, c := range cs {
-		if hasUserPermissions(c) {
-			g.Go(func() error {
-				ps, err := s.permissions(ctx, project, c.GetMetadata().GetName())
-				if err != nil {
-					logging.FromOr(ctx, s.log).Info("logical cloud shown without its permissions: the user service did not answer",
-						zap.String("project", project), zap.String("logical_cloud", c.GetMetadata().GetName()), zap.Error(err))
-					return nil
-				}
-				c.Spec.User.UserPermissions = ps
-				return nil
-			})
-		}
-	}
+	g.Go(func() error {
+		// One call for the page's permissions (permissions.go).
+		s.showPermissions(ctx, project, cs)
+		return nil
+	})
 	_ = g.Wait()
 }
 
@@ -549,6 +544,13 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 			failed = append(failed, fmt.Errorf("%s: %w", what, err))
 		}
 	}
+	// Told first, so that no service adds under it after its purge
+	// (facts.go); a service not told is not purged yet.
+	if err := s.tellDeleting(ctx, project, lc); err != nil {
+		s.log.Warn("logical cloud removal incomplete; it will be retried",
+			zap.String("logical_cloud", parent), zap.Error(err))
+		return false
+	}
 	_, err := s.peers.Namespaces.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("namespace service", err)
 	_, err = s.peers.UsersInternal.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
@@ -573,6 +575,10 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 	// logical cloud from being terminated, so from being deleted).
 	_, err = s.traffic.DeleteUnder(ctx, parent)
 	note("traffic rollout records", err)
+	if len(failed) == 0 {
+		// The cascade is done: the services forget it before core does.
+		note("logical cloud facts", s.forget(ctx, project, lc))
+	}
 	if len(failed) == 0 {
 		err := s.clouds.Delete(ctx, parent)
 		if err == nil || errs.Code(err) == codes.NotFound {
@@ -605,7 +611,7 @@ func (s *LogicalClouds) Cleanup(interval time.Duration) func(context.Context) er
 			}
 			for _, it := range pending {
 				project, lc, _ := strings.Cut(it.ID, "/")
-				if s.finishDelete(ctx, project, lc) {
+				if s.finishDeleteLocked(ctx, project, lc) {
 					s.log.Info("logical cloud removal completed", zap.String("logical_cloud", it.ID))
 				}
 			}

@@ -5,20 +5,23 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/platform/logging"
 )
 
 // A logical cloud's permissions are the user service's records (what
 // .../user-permissions lists); the logical cloud's own record keeps none,
 // even those it was created with. Its answers show them at
 // spec.user.user-permissions, read through the user service's internal
-// API: the public ListUserPermissions asks core whether the logical cloud
-// exists, which from within GetLogicalCloud would never end.
+// API (ListLogicalCloudsPermissions: one call per page of logical clouds).
+// The user service never calls core: it checks a logical cloud against the
+// facts core told it (facts.go).
 
 // hasUserPermissions says whether the answers about logical cloud c show
 // permissions: an admin logical cloud has no user to grant them to.
@@ -83,4 +86,36 @@ func samePermissions(cur *corev1.LogicalCloudSpec, now, in []*userv1.UserPermiss
 		}
 	}
 	return true
+}
+
+// showPermissions sets the permissions of the logical clouds cs of project
+// that show them, read in one call to the user service for all of them
+// (a page of logical clouds makes one call, not one per logical cloud).
+// Permissions the user service cannot tell now are left empty rather than
+// failing the read.
+func (s *LogicalClouds) showPermissions(ctx context.Context, project string, cs []*corev1.LogicalCloud) {
+	var names []string
+	for _, c := range cs {
+		if hasUserPermissions(c) {
+			names = append(names, c.GetMetadata().GetName())
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	resp, err := s.peers.UsersInternal.ListLogicalCloudsPermissions(ctx, &userv1.ListLogicalCloudsPermissionsRequest{Project: project, LogicalClouds: names})
+	if err != nil {
+		logging.FromOr(ctx, s.log).Info("logical clouds shown without their permissions: the user service did not answer",
+			zap.String("project", project), zap.Int("logical_clouds", len(names)), zap.Error(err))
+		return
+	}
+	byCloud := make(map[string][]*userv1.UserPermission, len(resp.GetLogicalClouds()))
+	for _, e := range resp.GetLogicalClouds() {
+		byCloud[e.GetLogicalCloud()] = byName(e.GetUserPermissions())
+	}
+	for _, c := range cs {
+		if ps, ok := byCloud[c.GetMetadata().GetName()]; ok && hasUserPermissions(c) {
+			c.Spec.User.UserPermissions = ps
+		}
+	}
 }

@@ -144,6 +144,7 @@ func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.
 	if err := s.addReference(ctx, project, lc, ref); err != nil {
 		return nil, err
 	}
+	s.retellOrLog(ctx, project, lc)
 	return &corev1.CreateClusterReferenceResponse{ClusterReference: ref}, nil
 }
 
@@ -282,6 +283,7 @@ func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.
 		}
 		return nil, err
 	}
+	s.retellOrLog(ctx, project, lc)
 	return &corev1.DeleteClusterReferenceResponse{}, nil
 }
 

@@ -8,8 +8,11 @@ package namespace
 const (
 	// NamespacesCollection holds the logical clouds' namespaces.
 	NamespacesCollection = "namespaces"
+	// FactsCollection is the service's copy of the logical clouds' facts,
+	// which core tells it (platform/facts: <service>_logical_clouds).
+	FactsCollection = "namespace_logical_clouds"
 )
 
 // Collections are the store collections of the constants above: the
 // namespace service's database user needs each of them (docs/store.md).
-var Collections = []string{NamespacesCollection}
+var Collections = []string{NamespacesCollection, FactsCollection}

@@ -15,7 +15,7 @@ import (
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
-	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 	"github.com/dcm-project/dcm/services/namespace/internal/namespace"
@@ -39,8 +39,8 @@ func FuzzRenderNamespace(f *testing.F) {
 	} {
 		f.Add(s.project, s.lc, s.ns, s.level, s.podSecurity)
 	}
-	core := coretest.New()
-	svc, err := namespace.New(storetest.Open(f), core, "", "")
+	core := factstest.New(f)
+	svc, err := namespace.New(keep(core, storetest.Open(f), "namespace"), "", "")
 	require.NoError(f, err)
 	v, err := protovalidate.New()
 	require.NoError(f, err)

@@ -4,9 +4,9 @@
 // cluster and the clusters it is made on, and rendered as the Namespace
 // object that applying the logical cloud puts on them. The namespace's
 // name is core's alone (the logical cloud's spec.namespace): REST reads
-// it from core, and a render takes it from core's request. It does not
-// talk to clusters, and its internal RPCs (create, render, purge) never
-// call core: core tells them what they need.
+// it from the facts core told the service (platform/facts), and a render
+// takes it from core's request. It does not talk to clusters, and it never
+// calls core: core tells it what it needs.
 package namespace
 
 import (
@@ -18,10 +18,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -31,7 +31,8 @@ type Service struct {
 	namespacev1.UnimplementedNamespaceServiceServer
 	namespacev1.UnimplementedNamespaceInternalServiceServer
 	namespaces *store.Records[*namespacev1.Namespace]
-	core       corev1.LogicalCloudServiceClient
+	// facts are the logical clouds as core told them (PutLogicalCloudFacts).
+	facts *facts.Facts
 	// podSecurity is the Pod Security Admission level of a logical cloud
 	// that sets none (DCM_POD_SECURITY).
 	podSecurity string
@@ -40,14 +41,15 @@ type Service struct {
 	egressCIDRs []string
 }
 
-// New opens the service's collection on st; core answers whether a
-// logical cloud exists and which clusters it references. podSecurity is
+// New opens the service's collections on st (its namespaces and its copy
+// of the logical clouds' facts, which answer whether a logical cloud
+// exists and which clusters it references). podSecurity is
 // the level enforced in a namespace whose logical cloud sets none:
 // baseline (the default when empty) or restricted. egressCIDRs are the
 // CIDRs outside the cluster the logical clouds' pods may reach, comma
 // separated (DCM_TENANT_EGRESS_CIDRS; empty: none): one that is no CIDR is
 // an error.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity, egressCIDRs string) (*Service, error) {
+func New(st *store.Store, podSecurity, egressCIDRs string) (*Service, error) {
 	podSecurity, err := kube.DefaultPodSecurity(podSecurity)
 	if err != nil {
 		return nil, err
@@ -59,7 +61,7 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, podSecurity, eg
 	return &Service{
 		namespaces: store.NewRecords(st, NamespacesCollection, "namespace of logical cloud",
 			func() *namespacev1.Namespace { return &namespacev1.Namespace{} }),
-		core:        core,
+		facts:       facts.Open(st, "namespace"),
 		podSecurity: podSecurity,
 		egressCIDRs: cidrs,
 	}, nil
@@ -71,19 +73,31 @@ func (s *Service) Register(r grpc.ServiceRegistrar) {
 	namespacev1.RegisterNamespaceInternalServiceServer(r, s)
 }
 
-// cloud reads the logical cloud from core: NotFound if it or its project
-// is missing or being deleted.
-func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
-	resp, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
-	if err != nil {
-		return nil, err
-	}
-	return resp.GetLogicalCloud(), nil
+// cloud reads the facts core told of the logical cloud: NotFound if the
+// service has none or it is being deleted.
+func (s *Service) cloud(ctx context.Context, project, lc string) (*typesv1.LogicalCloudFacts, error) {
+	return s.facts.Parent(ctx, project, lc)
 }
 
 func (s *Service) exists(ctx context.Context, project, lc string) error {
 	_, err := s.cloud(ctx, project, lc)
 	return err
+}
+
+// PutLogicalCloudFacts implements namespacev1.NamespaceInternalServiceServer.
+func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *namespacev1.PutLogicalCloudFactsRequest) (*namespacev1.PutLogicalCloudFactsResponse, error) {
+	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
+		return nil, err
+	}
+	return &namespacev1.PutLogicalCloudFactsResponse{}, nil
+}
+
+// DeleteLogicalCloudFacts implements namespacev1.NamespaceInternalServiceServer.
+func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *namespacev1.DeleteLogicalCloudFactsRequest) (*namespacev1.DeleteLogicalCloudFactsResponse, error) {
+	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	return &namespacev1.DeleteLogicalCloudFactsResponse{}, nil
 }
 
 // shown is the namespace named name (core's spec.namespace) with its
@@ -123,25 +137,13 @@ func (s *Service) ListNamespaces(ctx context.Context, req *namespacev1.ListNames
 	if err != nil {
 		return nil, err
 	}
-	out := &namespacev1.ListNamespacesResponse{Clusters: []string{}, Namespaces: []*namespacev1.Namespace{}}
-	// Every cluster, page by page: the answer is not paged (one namespace).
-	page := &corev1.ListClusterReferencesRequest{Project: project, LogicalCloud: lc, PageSize: store.MaxPageSize}
-	for {
-		refs, err := s.core.ListClusterReferences(ctx, page)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range refs.GetClusterReferences() {
-			out.Clusters = append(out.Clusters, store.Key(r.GetClusterProvider(), r.GetClusterName()))
-		}
-		if page.PageToken = refs.GetNextPageToken(); page.PageToken == "" {
-			break
-		}
-	}
+	// Every cluster (the answer is not paged: one namespace), as core told
+	// them.
+	out := &namespacev1.ListNamespacesResponse{Clusters: append([]string{}, c.GetClusters()...), Namespaces: []*namespacev1.Namespace{}}
 	ns, err := s.namespaces.Get(ctx, store.Key(project, lc))
 	switch {
-	case err == nil && !removed(ns.Msg) && c.GetSpec().GetNamespace() != "":
-		out.Namespaces = append(out.Namespaces, shown(project, lc, c.GetSpec().GetNamespace()))
+	case err == nil && !removed(ns.Msg) && c.GetNamespace() != "":
+		out.Namespaces = append(out.Namespaces, shown(project, lc, c.GetNamespace()))
 	case err == nil:
 	case !isNotFound(err):
 		return nil, err

@@ -13,7 +13,7 @@ import (
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
-	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
@@ -33,9 +33,9 @@ func golden(t *testing.T, name string, manifests []string) {
 // fail the test.
 func TestRenderNamespace(t *testing.T) {
 	t.Parallel()
-	core := coretest.New()
+	core := factstest.New(t)
 	c := namespacev1.NewNamespaceInternalServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := namespace.New(st, core, "", "")
+		svc, err := namespace.New(keep(core, st, "namespace"), "", "")
 		require.NoError(t, err)
 		return []server.Service{svc}
 	}))
@@ -53,7 +53,6 @@ func TestRenderNamespace(t *testing.T) {
 		_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: lc, Namespace: &namespacev1.Namespace{Name: ns}})
 		require.NoError(t, err)
 	}
-	core.Forbid(t)
 	render := func(lc string) (*namespacev1.RenderNamespaceResponse, error) {
 		spec := specs[lc]
 		req := &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: lc,
@@ -111,9 +110,9 @@ func TestRenderNamespace(t *testing.T) {
 // and the logical cloud cannot be applied.
 func TestDeleteNamespaces(t *testing.T) {
 	t.Parallel()
-	core := coretest.New()
+	core := factstest.New(t)
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := namespace.New(st, core, "", "")
+		svc, err := namespace.New(keep(core, st, "namespace"), "", "")
 		require.NoError(t, err)
 		return []server.Service{svc}
 	})
@@ -139,7 +138,6 @@ func TestDeleteNamespaces(t *testing.T) {
 	require.Contains(t, status.Convert(err).Message(), `logical cloud "lc" has no namespace`)
 
 	// The purge removes the record, mark and all, without calling core.
-	core.Forbid(t)
 	_, err = internal.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: "p", LogicalCloud: "lc"})
 	require.NoError(t, err)
 	_, err = internal.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: "ns-1", Level: kube.LevelStandard})
@@ -152,9 +150,9 @@ func TestDeleteNamespaces(t *testing.T) {
 // clouds, DCM_TENANT_EGRESS_CIDRS), labelled with the logical cloud.
 func TestRenderNetworkPolicies(t *testing.T) {
 	t.Parallel()
-	core := coretest.New()
+	core := factstest.New(t)
 	c := namespacev1.NewNamespaceInternalServiceClient(servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := namespace.New(st, core, "", " 10.20.0.0/16, 2001:db8::/48 ")
+		svc, err := namespace.New(keep(core, st, "namespace"), "", " 10.20.0.0/16, 2001:db8::/48 ")
 		require.NoError(t, err)
 		return []server.Service{svc}
 	}))
@@ -162,7 +160,6 @@ func TestRenderNetworkPolicies(t *testing.T) {
 	core.Add("p", "lc", kube.LevelStandard, "ns-1")
 	_, err := c.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{Project: "p", LogicalCloud: "lc", Namespace: &namespacev1.Namespace{Name: "ns-1"}})
 	require.NoError(t, err)
-	core.Forbid(t)
 	render := func(req *namespacev1.RenderNamespaceRequest) []policy {
 		t.Helper()
 		req.Project, req.LogicalCloud, req.Namespace, req.Level = "p", "lc", "ns-1", kube.LevelStandard
@@ -276,7 +273,7 @@ func (p policy) cidrs() []string {
 func TestEgressCIDRsSetting(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"10.0.0.0", "10.0.0.0/33", "example.com/8", "10.1.2.3/8"} {
-		_, err := namespace.New(nil, coretest.New(), "", "192.168.0.0/16,"+bad)
+		_, err := namespace.New(nil, "", "192.168.0.0/16,"+bad)
 		require.ErrorContains(t, err, "DCM_TENANT_EGRESS_CIDRS", bad)
 		require.ErrorContains(t, err, bad)
 	}
@@ -285,7 +282,7 @@ func TestEgressCIDRsSetting(t *testing.T) {
 func TestPodSecurityDefault(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"privileged", "none", "Baseline"} {
-		_, err := namespace.New(nil, coretest.New(), bad, "")
+		_, err := namespace.New(nil, bad, "")
 		require.ErrorContains(t, err, "DCM_POD_SECURITY", bad)
 	}
 }

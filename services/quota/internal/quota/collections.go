@@ -10,8 +10,11 @@ const (
 	QuotasCollection = "quotas"
 	// ContainerDefaultsCollection holds the logical clouds' container defaults.
 	ContainerDefaultsCollection = "container_defaults"
+	// FactsCollection is the service's copy of the logical clouds' facts,
+	// which core tells it (platform/facts: <service>_logical_clouds).
+	FactsCollection = "quota_logical_clouds"
 )
 
 // Collections are the store collections of the constants above: the
 // quota service's database user needs each of them (docs/store.md).
-var Collections = []string{QuotasCollection, ContainerDefaultsCollection}
+var Collections = []string{QuotasCollection, ContainerDefaultsCollection, FactsCollection}

@@ -300,7 +300,7 @@ func (s *Service) UpdateContainerDefaults(ctx context.Context, req *quotav1.Upda
 		return nil, err
 	}
 	parent := store.Key(project, lc)
-	qs, err := s.effective(ctx, c.GetSpec().GetLevel(), parent)
+	qs, err := s.effective(ctx, c.GetLevel(), parent)
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +358,7 @@ func (s *Service) DeleteContainerDefaults(ctx context.Context, req *quotav1.Dele
 		return nil, err
 	}
 	parent := store.Key(project, lc)
-	qs, err := s.effective(ctx, c.GetSpec().GetLevel(), parent)
+	qs, err := s.effective(ctx, c.GetLevel(), parent)
 	if err != nil {
 		return nil, err
 	}

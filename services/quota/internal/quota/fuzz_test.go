@@ -20,7 +20,7 @@ import (
 
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
-	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 	"github.com/dcm-project/dcm/services/quota/internal/quota"
@@ -50,17 +50,17 @@ func FuzzRenderQuotas(f *testing.F) {
 	} {
 		f.Add(s.project, s.lc, s.ns, s.level, s.quotas, s.defaults)
 	}
-	core := coretest.New()
+	core := factstest.New(f)
 	st := storetest.Open(f)
 	def, err := kube.ParseHardText("DCM_DEFAULT_QUOTA", "cpu=8,memory=32Gi,pods=100")
 	require.NoError(f, err)
 	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16,pods=200,memory=64Gi")
 	require.NoError(f, err)
-	plain, err := quota.New(st, core, nil, nil, quota.Defaults{})
+	plain, err := quota.New(keep(core, st, "quota"), nil, nil, quota.Defaults{})
 	require.NoError(f, err)
 	containers, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=256Mi")
 	require.NoError(f, err)
-	bounded, err := quota.New(st, core, def, maximum, containers)
+	bounded, err := quota.New(keep(core, st, "quota"), def, maximum, containers)
 	require.NoError(f, err)
 	v, err := protovalidate.New()
 	require.NoError(f, err)

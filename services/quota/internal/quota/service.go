@@ -3,11 +3,12 @@
 // quantities, the default quota of a logical cloud that has none, the
 // container defaults of each logical cloud (defaults.go), and the
 // ResourceQuota and LimitRange objects applying a logical cloud puts on
-// its clusters. It
-// asks core, over gRPC, whether a logical cloud exists before it stores or
-// answers anything under it on its public API; its internal API (render,
-// purge) never calls core: core sends the namespace and level. It does not
-// talk to clusters.
+// its clusters. It never calls core: core tells it the facts of every
+// logical cloud (PutLogicalCloudFacts, platform/facts), and it checks
+// against its copy that a logical cloud exists before it stores or answers
+// anything under it on its public API; its internal API (render, purge)
+// takes the namespace and level from core's request. It does not talk to
+// clusters.
 package quota
 
 import (
@@ -21,10 +22,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
@@ -37,9 +38,10 @@ const DefaultName = "default"
 type Service struct {
 	quotav1.UnimplementedQuotaServiceServer
 	quotav1.UnimplementedQuotaInternalServiceServer
-	quotas       *store.Records[*quotav1.StoredQuota]
-	defaults     *store.Records[*quotav1.StoredContainerDefaults]
-	core         corev1.LogicalCloudServiceClient
+	quotas   *store.Records[*quotav1.StoredQuota]
+	defaults *store.Records[*quotav1.StoredContainerDefaults]
+	// facts are the logical clouds as core told them (PutLogicalCloudFacts).
+	facts        *facts.Facts
 	defaultQuota []kube.Amount
 	maxQuota     []kube.Amount
 	// base is what every rendered quota has unless it sets more or less:
@@ -50,15 +52,15 @@ type Service struct {
 	containerDefaults Defaults
 }
 
-// New opens the service's collection on st. core answers whether a
-// logical cloud exists; defaultQuota (possibly empty: none) applies to a
+// New opens the service's collections on st, its copy of the logical
+// clouds' facts among them; defaultQuota (possibly empty: none) applies to a
 // logical cloud without a quota of its own, and is what every quota of
 // its own is laid over; maxQuota (possibly empty) is what only an admin
 // may set more than; containers (possibly empty) are the installation's
 // container defaults (ParseDefaults). A default above the maximum is
 // refused, and so are container defaults that do not fit one container in
 // the default quota (over the maximum) or a request above its limit.
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, maxQuota []kube.Amount, containers Defaults) (*Service, error) {
+func New(st *store.Store, defaultQuota, maxQuota []kube.Amount, containers Defaults) (*Service, error) {
 	if err := kube.CheckMax("DCM_DEFAULT_QUOTA", defaultQuota, maxQuota, false); err != nil {
 		return nil, fmt.Errorf("the default quota must be within DCM_MAX_QUOTA: %w", err)
 	}
@@ -74,7 +76,7 @@ func New(st *store.Store, core corev1.LogicalCloudServiceClient, defaultQuota, m
 		quotas: store.NewRecords(st, QuotasCollection, "quota", func() *quotav1.StoredQuota { return &quotav1.StoredQuota{} }),
 		defaults: store.NewRecords(st, ContainerDefaultsCollection, "container defaults",
 			func() *quotav1.StoredContainerDefaults { return &quotav1.StoredContainerDefaults{} }),
-		core:              core,
+		facts:             facts.Open(st, "quota"),
 		defaultQuota:      defaultQuota,
 		maxQuota:          maxQuota,
 		base:              base,
@@ -88,24 +90,36 @@ func (s *Service) Register(r grpc.ServiceRegistrar) {
 	quotav1.RegisterQuotaInternalServiceServer(r, s)
 }
 
-// cloud reads the logical cloud from core: NotFound if it or its project
-// is missing or being deleted.
-func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
-	resp, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
-	if err != nil {
+// cloud reads the facts core told of the logical cloud: NotFound if the
+// service has none or it is being deleted.
+func (s *Service) cloud(ctx context.Context, project, lc string) (*typesv1.LogicalCloudFacts, error) {
+	return s.facts.Parent(ctx, project, lc)
+}
+
+// PutLogicalCloudFacts implements quotav1.QuotaInternalServiceServer.
+func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *quotav1.PutLogicalCloudFactsRequest) (*quotav1.PutLogicalCloudFactsResponse, error) {
+	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
 		return nil, err
 	}
-	return resp.GetLogicalCloud(), nil
+	return &quotav1.PutLogicalCloudFactsResponse{}, nil
+}
+
+// DeleteLogicalCloudFacts implements quotav1.QuotaInternalServiceServer.
+func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *quotav1.DeleteLogicalCloudFactsRequest) (*quotav1.DeleteLogicalCloudFactsResponse, error) {
+	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	return &quotav1.DeleteLogicalCloudFactsResponse{}, nil
 }
 
 // namespaced reads a logical cloud that has a namespace to put quotas in:
 // FailedPrecondition for an admin one, which has none.
-func (s *Service) namespaced(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
+func (s *Service) namespaced(ctx context.Context, project, lc string) (*typesv1.LogicalCloudFacts, error) {
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
 		return nil, err
 	}
-	if c.GetSpec().GetLevel() == kube.LevelAdmin {
+	if c.GetLevel() == kube.LevelAdmin {
 		return nil, errs.FailedPrecondition("logical cloud %q is an admin logical cloud: it has no namespace to put a quota in", lc)
 	}
 	return c, nil
@@ -113,10 +127,7 @@ func (s *Service) namespaced(ctx context.Context, project, lc string) (*corev1.L
 
 // exists is cloud as a CreateChecked check.
 func (s *Service) exists(project, lc string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		_, err := s.cloud(ctx, project, lc)
-		return err
-	}
+	return s.facts.Check(project, lc)
 }
 
 // stored checks a quota, and that only an admin goes over the maximum,
@@ -201,7 +212,7 @@ func (s *Service) GetQuota(ctx context.Context, req *quotav1.GetQuotaRequest) (*
 	if errs.Code(err) != codes.NotFound || req.GetName() != DefaultName {
 		return nil, err
 	}
-	d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent)
+	d, derr := s.defaultFor(ctx, c.GetLevel(), parent)
 	switch {
 	case derr != nil:
 		return nil, derr
@@ -239,7 +250,7 @@ func (s *Service) ListQuotas(ctx context.Context, req *quotav1.ListQuotasRequest
 		return nil, err
 	}
 	if len(qs) == 0 && req.GetPageToken() == "" {
-		d, err := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent)
+		d, err := s.defaultFor(ctx, c.GetLevel(), parent)
 		if err != nil {
 			return nil, err
 		}
@@ -284,7 +295,7 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 		return nil
 	})
 	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
-		d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent)
+		d, derr := s.defaultFor(ctx, c.GetLevel(), parent)
 		if derr != nil {
 			return nil, derr
 		}
@@ -305,12 +316,12 @@ func (s *Service) DeleteQuota(ctx context.Context, req *quotav1.DeleteQuotaReque
 		return nil, err
 	}
 	parent := store.Key(req.GetProject(), req.GetLogicalCloud())
-	if err := s.checkLastQuota(ctx, c.GetSpec().GetLevel(), parent, req.GetName()); err != nil {
+	if err := s.checkLastQuota(ctx, c.GetLevel(), parent, req.GetName()); err != nil {
 		return nil, err
 	}
 	err = s.quotas.Delete(ctx, store.Key(parent, req.GetName()))
 	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
-		if d, derr := s.defaultFor(ctx, c.GetSpec().GetLevel(), parent); derr != nil || d != nil {
+		if d, derr := s.defaultFor(ctx, c.GetLevel(), parent); derr != nil || d != nil {
 			return nil, errors.Join(derr, errs.FailedPrecondition("the default quota applies while the logical cloud has no quota of its own; add one to replace it"))
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
-	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/goldentest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/pki"
@@ -45,7 +45,7 @@ func TestDefaultWithinMaximum(t *testing.T) {
 	require.NoError(t, err)
 	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16")
 	require.NoError(t, err)
-	_, err = quota.New(nil, coretest.New(), def, maximum, quota.Defaults{})
+	_, err = quota.New(nil, def, maximum, quota.Defaults{})
 	require.ErrorContains(t, err, "DCM_MAX_QUOTA")
 }
 
@@ -55,9 +55,9 @@ func TestRenderQuotas(t *testing.T) {
 	require.NoError(t, err)
 	maximum, err := kube.ParseHardText("DCM_MAX_QUOTA", "cpu=16,pods=50")
 	require.NoError(t, err)
-	core := coretest.New()
+	core := factstest.New(t)
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := quota.New(st, core, def, maximum, quota.Defaults{})
+		svc, err := quota.New(keep(core, st, "quota"), def, maximum, quota.Defaults{})
 		require.NoError(t, err)
 		return []server.Service{svc}
 	})
@@ -68,8 +68,6 @@ func TestRenderQuotas(t *testing.T) {
 	// renderAs renders as core does: what core holds goes in the request,
 	// and core may not be called back meanwhile.
 	renderAs := func(lc, level, ns string) (*quotav1.RenderQuotasResponse, error) {
-		core.Forbid(t)
-		defer core.Forbid(nil)
 		return internal.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: lc, Level: level, Namespace: ns})
 	}
 	render := func(lc string) *quotav1.RenderQuotasResponse {
@@ -153,11 +151,9 @@ func TestRenderQuotas(t *testing.T) {
 	require.Equal(t, codes.NotFound, status.Code(err))
 
 	// The purge (core's cascade) never calls core either.
-	core.Forbid(t)
 	purged, err := internal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: "p", LogicalCloud: "lc"})
 	require.NoError(t, err)
 	require.Positive(t, purged.GetRemoved())
-	core.Forbid(nil)
 	list, err = c.ListQuotas(ctx, &quotav1.ListQuotasRequest{Project: "p", LogicalCloud: "lc"})
 	require.NoError(t, err)
 	require.Len(t, list.GetQuotas(), 1, "the default quota only")
@@ -181,7 +177,7 @@ func TestInstallationContainerDefaults(t *testing.T) {
 	} {
 		d, err := quota.ParseDefaults(c.request, c.limit)
 		require.NoError(t, err)
-		_, err = quota.New(nil, coretest.New(), def, nil, d)
+		_, err = quota.New(nil, def, nil, d)
 		require.ErrorContains(t, err, c.want)
 	}
 	for _, c := range []struct{ request, limit, want string }{
@@ -217,9 +213,9 @@ func TestContainerDefaults(t *testing.T) {
 	require.NoError(t, err)
 	containers, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=256Mi")
 	require.NoError(t, err)
-	core := coretest.New()
+	core := factstest.New(t)
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc, err := quota.New(st, core, def, nil, containers)
+		svc, err := quota.New(keep(core, st, "quota"), def, nil, containers)
 		require.NoError(t, err)
 		return []server.Service{svc}
 	})
@@ -371,7 +367,7 @@ func (l limitRange) withNamespace(ns, lc string) limitRange {
 // so (FailedPrecondition) instead of a LimitRange every cluster refuses.
 func TestContainerDefaultsAfterInstallationChange(t *testing.T) {
 	t.Parallel()
-	core := coretest.New()
+	core := factstest.New(t)
 	core.Add("p", "lc", kube.LevelStandard, "ns-lc")
 	st := storetest.Open(t)
 	before, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=512Mi")
@@ -379,7 +375,7 @@ func TestContainerDefaultsAfterInstallationChange(t *testing.T) {
 	after, err := quota.ParseDefaults("cpu=100m,memory=128Mi", "cpu=500m,memory=256Mi")
 	require.NoError(t, err)
 	ctx := context.Background()
-	old, err := quota.New(st, core, nil, nil, before)
+	old, err := quota.New(keep(core, st, "quota"), nil, nil, before)
 	require.NoError(t, err)
 	_, err = old.UpdateContainerDefaults(ctx, &quotav1.UpdateContainerDefaultsRequest{Project: "p", LogicalCloud: "lc",
 		ContainerDefaults: &quotav1.ContainerDefaults{DefaultRequest: &structpb.Struct{Fields: map[string]*structpb.Value{"memory": structpb.NewStringValue("300Mi")}}}})
@@ -387,7 +383,7 @@ func TestContainerDefaultsAfterInstallationChange(t *testing.T) {
 	render := &quotav1.RenderQuotasRequest{Project: "p", LogicalCloud: "lc", Level: kube.LevelStandard, Namespace: "ns-lc"}
 	_, err = old.RenderQuotas(ctx, render)
 	require.NoError(t, err)
-	changed, err := quota.New(st, core, nil, nil, after)
+	changed, err := quota.New(keep(core, st, "quota"), nil, nil, after)
 	require.NoError(t, err)
 	_, err = changed.RenderQuotas(ctx, render)
 	require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)

@@ -19,8 +19,11 @@ const (
 	ExternalInboundIntentsCollection = "traffic_external_inbound_intents"
 	// DNSProviderIntentsCollection holds the DNS provider intents.
 	DNSProviderIntentsCollection = "traffic_dns_provider_intents"
+	// FactsCollection is the service's copy of the logical clouds' facts,
+	// which core tells it (platform/facts: <service>_logical_clouds).
+	FactsCollection = "traffic_logical_clouds"
 )
 
 // Collections are the store collections of the constants above: the
 // traffic controller service's database user needs each of them (docs/store.md).
-var Collections = []string{IntentGroupsCollection, InterclusterIntentsCollection, IntraclusterIntentsCollection, ExternalOutboundIntentsCollection, ExternalInboundIntentsCollection, DNSProviderIntentsCollection}
+var Collections = []string{IntentGroupsCollection, InterclusterIntentsCollection, IntraclusterIntentsCollection, ExternalOutboundIntentsCollection, ExternalInboundIntentsCollection, DNSProviderIntentsCollection, FactsCollection}

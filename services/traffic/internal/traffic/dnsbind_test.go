@@ -184,7 +184,7 @@ func TestApplyRechecksTheAllowList(t *testing.T) {
 	var svc *traffic.Service
 	var runs *dns.Controller
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc = traffic.New(st, clouds{})
+		svc = traffic.New(withClouds(t, st))
 		runs = dns.New(st, nil, zap.NewNop(), time.Minute)
 		return []server.Service{svc}
 	})

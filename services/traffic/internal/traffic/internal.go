@@ -35,6 +35,22 @@ func (i *Internal) Register(r grpc.ServiceRegistrar) {
 	trafficv1.RegisterTrafficInternalServiceServer(r, i)
 }
 
+// PutLogicalCloudFacts implements trafficv1.TrafficInternalServiceServer.
+func (i *Internal) PutLogicalCloudFacts(ctx context.Context, req *trafficv1.PutLogicalCloudFactsRequest) (*trafficv1.PutLogicalCloudFactsResponse, error) {
+	if err := i.svc.clouds.Put(ctx, req.GetFacts()); err != nil {
+		return nil, err
+	}
+	return &trafficv1.PutLogicalCloudFactsResponse{}, nil
+}
+
+// DeleteLogicalCloudFacts implements trafficv1.TrafficInternalServiceServer.
+func (i *Internal) DeleteLogicalCloudFacts(ctx context.Context, req *trafficv1.DeleteLogicalCloudFactsRequest) (*trafficv1.DeleteLogicalCloudFactsResponse, error) {
+	if err := i.svc.clouds.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	return &trafficv1.DeleteLogicalCloudFactsResponse{}, nil
+}
+
 // RenderTrafficIntentGroup implements trafficv1.TrafficInternalServiceServer.
 func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.RenderTrafficIntentGroupRequest) (*trafficv1.RenderTrafficIntentGroupResponse, error) {
 	l, err := i.svc.Load(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup())

@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/traffic/internal/dns"
 )
@@ -27,20 +27,21 @@ type Service struct {
 	outbound     *intents[*trafficv1.ConnectivityIntent]
 	inbound      *intents[*trafficv1.ConnectivityIntent]
 	dns          *intents[*trafficv1.DnsProviderIntent]
-	// clouds is core's logical cloud API: a group's logical cloud must be
-	// one of its project's (the create's parent check).
-	clouds corev1.LogicalCloudServiceClient
+	// clouds are the logical clouds as core told them
+	// (PutLogicalCloudFacts): a group's logical cloud must be one of its
+	// project's (the create's parent check). The service never calls core.
+	clouds *facts.Facts
 	// allow are the projects' DNS allow-lists (the DNS runs read them too).
 	allow *dns.AllowLists
 }
 
-// New opens the service's collections on st; lcs tells whether a logical
-// cloud exists.
-func New(st *store.Store, lcs corev1.LogicalCloudServiceClient) *Service {
+// New opens the service's collections on st, its copy of the logical
+// clouds' facts among them.
+func New(st *store.Store) *Service {
 	s := &Service{
 		groups: store.NewRecords(st, IntentGroupsCollection, "traffic intent group",
 			func() *trafficv1.TrafficIntentGroup { return &trafficv1.TrafficIntentGroup{} }),
-		clouds: lcs,
+		clouds: facts.Open(st, "traffic"),
 		allow:  dns.NewAllowLists(st),
 	}
 	conn := func(coll, what, field string, k kind) *intents[*trafficv1.ConnectivityIntent] {
@@ -111,7 +112,7 @@ func metadataOf(g *trafficv1.TrafficIntentGroup) *typesv1.Metadata {
 // another project's logical cloud).
 func (s *Service) cloudExists(project, lc string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		_, err := s.clouds.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
+		_, err := s.clouds.Parent(ctx, project, lc)
 		if errs.Code(err) == codes.NotFound {
 			return errs.Invalid("traffic_intent_group.logical-cloud", "%q is not a logical cloud of project %q", lc, project)
 		}

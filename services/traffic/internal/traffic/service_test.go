@@ -5,38 +5,34 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/traffic/internal/traffic"
 )
 
-// clouds is core's logical cloud API as far as the traffic service asks it:
-// project p has logical cloud lc1.
-type clouds struct {
-	corev1.LogicalCloudServiceClient
-}
-
-func (clouds) GetLogicalCloud(_ context.Context, in *corev1.GetLogicalCloudRequest, _ ...grpc.CallOption) (*corev1.GetLogicalCloudResponse, error) {
-	if in.GetProject() == "p" && in.GetLogicalCloud() == "lc1" {
-		return &corev1.GetLogicalCloudResponse{}, nil
-	}
-	return nil, errs.NotFound("logical cloud %q not found", in.GetLogicalCloud())
+// withClouds tells the traffic service on st what core would: project p
+// has logical cloud lc1 (the facts its group creates check).
+func withClouds(t *testing.T, st *store.Store) *store.Store {
+	t.Helper()
+	clouds := factstest.New(t)
+	clouds.Keep(st, "traffic")
+	clouds.Add("p", "lc1", "standard", "ns-1")
+	return st
 }
 
 func serve(t *testing.T) (trafficv1.TrafficServiceClient, *traffic.Service) {
 	t.Helper()
 	var svc *traffic.Service
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		svc = traffic.New(st, clouds{})
+		svc = traffic.New(withClouds(t, st))
 		return []server.Service{svc}
 	})
 	return trafficv1.NewTrafficServiceClient(conn), svc

@@ -13,8 +13,11 @@ const (
 	// MigrationsCollection holds a record per one-time migration done
 	// (AssignOwners).
 	MigrationsCollection = "user_migrations"
+	// FactsCollection is the service's copy of the logical clouds' facts,
+	// which core tells it (platform/facts: <service>_logical_clouds).
+	FactsCollection = "user_logical_clouds"
 )
 
 // Collections are the store collections of the constants above: the
 // user service's database user needs each of them (docs/store.md).
-var Collections = []string{UsersCollection, PermissionsCollection, MigrationsCollection}
+var Collections = []string{UsersCollection, PermissionsCollection, MigrationsCollection, FactsCollection}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
-	"github.com/dcm-project/dcm/platform/coretest"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 	"github.com/dcm-project/dcm/services/user/internal/user"
@@ -111,8 +111,8 @@ func FuzzRenderUsers(f *testing.F) {
 	} {
 		f.Add(s.project, s.lc, s.ns, s.level, s.users, s.perms)
 	}
-	core := coretest.New()
-	svc := user.New(storetest.Open(f), core, 24*time.Hour)
+	core := factstest.New(f)
+	svc := user.New(keep(core, storetest.Open(f), "user"), 24*time.Hour)
 	v, err := protovalidate.New()
 	require.NoError(f, err)
 	ctx := context.Background()

@@ -39,7 +39,7 @@ func TestAssignOwnersToStoredFlatBodies(t *testing.T) {
 		perm("user-1"), perm("user-2-0"), perm("user-2-1"), perm("a-0"), perm("events"), perm("user-1-x"), perm("named", "a"))
 	add("single", []string{"solo"}, perm("solo"))
 
-	svc := user.New(st, core, week)
+	svc := user.New(keep(core, st, "user"), week)
 	n, err := svc.AssignOwners(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
@@ -62,7 +62,7 @@ func TestAssignOwnersToStoredFlatBodies(t *testing.T) {
 	// Once: a permission for every user added afterwards keeps no users.
 	_, err = c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "flat", UserPermission: perm("user-2-7")})
 	require.NoError(t, err)
-	n, err = user.New(st, core, week).AssignOwners(ctx)
+	n, err = user.New(keep(core, st, "user"), week).AssignOwners(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Nil(t, usersOf("flat")["user-2-7"])

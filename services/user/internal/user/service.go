@@ -25,10 +25,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
@@ -43,20 +43,21 @@ type Service struct {
 	// migrations marks the one-time changes of stored records done
 	// (AssignOwners).
 	migrations *store.Records[*typesv1.Metadata]
-	core       corev1.LogicalCloudServiceClient
+	// facts are the logical clouds as core told them (PutLogicalCloudFacts).
+	facts *facts.Facts
 	// certLifetime is what the rendered CSRs ask for (spec.expirationSeconds).
 	certLifetime time.Duration
 }
 
-// New opens the service's collections on st; core answers whether a
-// logical cloud exists. The CSRs it renders ask for certificates valid for
+// New opens the service's collections on st, its copy of the logical
+// clouds' facts among them. The CSRs it renders ask for certificates valid for
 // certLifetime (DCM_CERT_LIFETIME, checked by kube.CheckCertLifetime).
-func New(st *store.Store, core corev1.LogicalCloudServiceClient, certLifetime time.Duration) *Service {
+func New(st *store.Store, certLifetime time.Duration) *Service {
 	return &Service{
 		users:        store.NewRecords(st, UsersCollection, "user", func() *userv1.User { return &userv1.User{} }),
 		perms:        store.NewRecords(st, PermissionsCollection, "user permission", func() *userv1.UserPermission { return &userv1.UserPermission{} }),
 		migrations:   store.NewRecords(st, MigrationsCollection, "migration", func() *typesv1.Metadata { return &typesv1.Metadata{} }),
-		core:         core,
+		facts:        facts.Open(st, "user"),
 		certLifetime: certLifetime,
 	}
 }
@@ -83,22 +84,31 @@ func (s *Service) told(project, lc, level, namespace string) (target, error) {
 	return target{project: project, lc: lc, namespace: namespace, certLifetime: s.certLifetime}, nil
 }
 
-// cloud reads the logical cloud from core: NotFound if it or its project
-// is missing or being deleted.
-func (s *Service) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
-	resp, err := s.core.GetLogicalCloud(ctx, &corev1.GetLogicalCloudRequest{Project: project, LogicalCloud: lc})
-	if err != nil {
-		return nil, err
-	}
-	return resp.GetLogicalCloud(), nil
+// cloud reads the facts core told of the logical cloud: NotFound if the
+// service has none or it is being deleted.
+func (s *Service) cloud(ctx context.Context, project, lc string) (*typesv1.LogicalCloudFacts, error) {
+	return s.facts.Parent(ctx, project, lc)
 }
 
 // exists is cloud as a CreateChecked check.
 func (s *Service) exists(project, lc string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		_, err := s.cloud(ctx, project, lc)
-		return err
+	return s.facts.Check(project, lc)
+}
+
+// PutLogicalCloudFacts implements userv1.UserInternalServiceServer.
+func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *userv1.PutLogicalCloudFactsRequest) (*userv1.PutLogicalCloudFactsResponse, error) {
+	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
+		return nil, err
 	}
+	return &userv1.PutLogicalCloudFactsResponse{}, nil
+}
+
+// DeleteLogicalCloudFacts implements userv1.UserInternalServiceServer.
+func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *userv1.DeleteLogicalCloudFactsRequest) (*userv1.DeleteLogicalCloudFactsResponse, error) {
+	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		return nil, err
+	}
+	return &userv1.DeleteLogicalCloudFactsResponse{}, nil
 }
 
 // CreateUser implements userv1.UserInternalServiceServer. Core calls it
@@ -175,11 +185,11 @@ func (s *Service) DeleteUsers(ctx context.Context, req *userv1.DeleteUsersReques
 // checkPermission checks a permission against the logical cloud's level
 // and what the caller may grant (kube.CheckGrant), and resolves its
 // namespace; a metadata name must be the permission's.
-func checkPermission(ctx context.Context, c *corev1.LogicalCloud, p *userv1.UserPermission) error {
+func checkPermission(ctx context.Context, c *typesv1.LogicalCloudFacts, p *userv1.UserPermission) error {
 	if md := p.GetMetadata(); md != nil && md.GetName() != p.GetPermissionName() {
 		return errs.Invalid("user_permission.metadata.name", "must equal permission-name (%q), got %q", p.GetPermissionName(), md.GetName())
 	}
-	ns, err := kube.CheckGrant("user_permission", c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), kube.Grant{
+	ns, err := kube.CheckGrant("user_permission", c.GetLevel(), c.GetNamespace(), kube.Grant{
 		Namespace: p.GetNamespace(), APIGroups: p.GetApiGroups(), Resources: p.GetResources(), Verbs: p.GetVerbs(),
 	}, server.MayGrant(ctx))
 	if err != nil {
@@ -491,4 +501,22 @@ func (s *Service) ListLogicalCloudPermissions(ctx context.Context, req *userv1.L
 		return nil, err
 	}
 	return &userv1.ListLogicalCloudPermissionsResponse{UserPermissions: ps}, nil
+}
+
+// ListLogicalCloudsPermissions implements userv1.UserInternalServiceServer:
+// ListLogicalCloudPermissions for every logical cloud named, in one call
+// (core shows a page of logical clouds with their permissions).
+func (s *Service) ListLogicalCloudsPermissions(ctx context.Context, req *userv1.ListLogicalCloudsPermissionsRequest) (*userv1.ListLogicalCloudsPermissionsResponse, error) {
+	if len(req.GetLogicalClouds()) > store.MaxPageSize {
+		return nil, errs.Invalid("logical-clouds", "at most %d logical clouds at once, got %d", store.MaxPageSize, len(req.GetLogicalClouds()))
+	}
+	out := &userv1.ListLogicalCloudsPermissionsResponse{}
+	for _, lc := range req.GetLogicalClouds() {
+		ps, err := s.perms.List(ctx, store.Key(req.GetProject(), lc))
+		if err != nil {
+			return nil, err
+		}
+		out.LogicalClouds = append(out.LogicalClouds, &userv1.LogicalCloudPermissions{LogicalCloud: lc, UserPermissions: ps})
+	}
+	return out, nil
 }

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
-	"github.com/dcm-project/dcm/platform/coretest"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/facts/factstest"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/server/servertest"
@@ -34,7 +34,7 @@ type client struct {
 	userv1.UserServiceClient
 	userv1.UserInternalServiceClient
 	t    *testing.T
-	core *coretest.Core
+	core *factstest.Clouds
 }
 
 // told runs call with core forbidden, after filling in what core holds
@@ -46,8 +46,6 @@ func (c client) told(project, lc string, fill func(level, namespace string), cal
 		return err
 	}
 	fill(spec.GetLevel(), spec.GetNamespace())
-	c.core.Forbid(c.t)
-	defer c.core.Forbid(nil)
 	return call()
 }
 
@@ -69,26 +67,26 @@ func (c client) GetUserCredentials(ctx context.Context, req *userv1.GetUserCrede
 
 // serve serves the user service on a fresh store, with core standing in
 // for the logical clouds.
-func serve(t *testing.T) (client, *coretest.Core) {
+func serve(t *testing.T) (client, *factstest.Clouds) {
 	t.Helper()
 	c, core, _ := serveStore(t)
 	return c, core
 }
 
 // serveStore is serve, with the store the service keeps its users in.
-func serveStore(t *testing.T) (client, *coretest.Core, *store.Store) {
+func serveStore(t *testing.T) (client, *factstest.Clouds, *store.Store) {
 	t.Helper()
 	return serveStoreWith(t, week)
 }
 
 // serveStoreWith is serveStore with CSRs asking for certLifetime.
-func serveStoreWith(t *testing.T, certLifetime time.Duration) (client, *coretest.Core, *store.Store) {
+func serveStoreWith(t *testing.T, certLifetime time.Duration) (client, *factstest.Clouds, *store.Store) {
 	t.Helper()
-	core := coretest.New()
+	core := factstest.New(t)
 	var st *store.Store
 	conn := servertest.Serve(t, func(s *store.Store) []server.Service {
 		st = s
-		return []server.Service{user.New(s, core, certLifetime)}
+		return []server.Service{user.New(keep(core, s, "user"), certLifetime)}
 	})
 	return client{userv1.NewUserServiceClient(conn), userv1.NewUserInternalServiceClient(conn), t, core}, core, st
 }
@@ -259,11 +257,9 @@ func TestPurgeNeverCallsCore(t *testing.T) {
 	_, err = c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc",
 		UserPermission: &userv1.UserPermission{PermissionName: "cm", ApiGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}})
 	require.NoError(t, err)
-	core.Forbid(t)
 	purged, err := c.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: "p", LogicalCloud: "lc"})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, purged.GetRemoved())
-	core.Forbid(nil)
 	users, err := c.ListUsers(ctx, &userv1.ListUsersRequest{Project: "p", LogicalCloud: "lc"})
 	require.NoError(t, err)
 	require.Empty(t, users.GetUsers())
@@ -288,7 +284,6 @@ func TestListLogicalCloudPermissionsNeverCallsCore(t *testing.T) {
 	_, err := c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc2",
 		UserPermission: &userv1.UserPermission{PermissionName: "other", ApiGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list"}}})
 	require.NoError(t, err)
-	core.Forbid(t)
 	resp, err := c.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: "p", LogicalCloud: "lc"})
 	require.NoError(t, err)
 	var names []string

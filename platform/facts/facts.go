@@ -1,0 +1,97 @@
+// Package facts is the copy of core's logical clouds that the namespace,
+// user, quota and traffic services keep (docs/logical-clouds.md, "Told
+// once"): core tells each of them a logical cloud's facts when it creates
+// it, when they change, when it is being deleted and when it is gone, and
+// re-tells all of them periodically (its reconcile). A service answers the
+// parent checks of its public API from its copy and never asks core.
+package facts
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Facts is one service's collection of logical cloud facts, keyed by
+// "project/logical-cloud" (reads by _id only: docs/store.md).
+type Facts struct {
+	recs *store.Records[*typesv1.LogicalCloudFacts]
+}
+
+// Open opens the collection of service's copy (<service>_logical_clouds)
+// on st.
+func Open(st *store.Store, service string) *Facts {
+	return &Facts{recs: store.NewRecords(st, service+"_logical_clouds", "logical cloud facts",
+		func() *typesv1.LogicalCloudFacts { return &typesv1.LogicalCloudFacts{} })}
+}
+
+// Put stores f, replacing what was stored of its logical cloud; putting
+// the same facts again changes nothing. A project or name missing is
+// InvalidArgument.
+func (x *Facts) Put(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+	if f.GetProject() == "" {
+		return errs.Invalid("facts.project", "is required")
+	}
+	if f.GetName() == "" {
+		return errs.Invalid("facts.name", "is required")
+	}
+	id := store.Key(f.GetProject(), f.GetName())
+	for {
+		cur, err := x.recs.Get(ctx, id)
+		switch {
+		case errs.Code(err) == codes.NotFound:
+			err = x.recs.Create(ctx, id, f.GetProject(), f)
+			if errs.Code(err) == codes.AlreadyExists {
+				continue // another tell got there first: replace its facts
+			}
+			return err
+		case err != nil:
+			return err
+		case proto.Equal(cur.Msg, f):
+			return nil
+		}
+		err = x.recs.Update(ctx, id, cur.Version, f)
+		if errs.Code(err) == codes.Aborted || errs.Code(err) == codes.NotFound {
+			continue // changed or deleted meanwhile: read again
+		}
+		return err
+	}
+}
+
+// Delete forgets logical cloud lc of project; forgetting one not known is
+// no error.
+func (x *Facts) Delete(ctx context.Context, project, lc string) error {
+	err := x.recs.Delete(ctx, store.Key(project, lc))
+	if errs.Code(err) == codes.NotFound {
+		return nil
+	}
+	return err
+}
+
+// Parent reads the facts of logical cloud lc of project for a parent
+// check: NotFound, as core answers it, when the service has no facts of
+// it or it is being deleted (the service answers as if it did not exist,
+// as it did when it asked core).
+func (x *Facts) Parent(ctx context.Context, project, lc string) (*typesv1.LogicalCloudFacts, error) {
+	v, err := x.recs.Get(ctx, store.Key(project, lc))
+	if errs.Code(err) == codes.NotFound || (err == nil && v.Msg.GetDeleting()) {
+		return nil, errs.NotFound("logical cloud %q not found in project %q", lc, project)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v.Msg, nil
+}
+
+// Check is Parent as a store.Records.CreateChecked check.
+func (x *Facts) Check(project, lc string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := x.Parent(ctx, project, lc)
+		return err
+	}
+}

@@ -1,0 +1,287 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
+	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/store"
+)
+
+// Told once (docs/logical-clouds.md): the namespace, user, quota and
+// traffic services hold no client of core. Core tells each of them a
+// logical cloud's facts (typesv1.LogicalCloudFacts: level, namespace,
+// users, clusters, being deleted) and they answer the parent checks of
+// their public APIs from their own copy. Core tells
+//
+//   - at create, after storing its record and before making the parts:
+//     a child that refuses fails the create, which is rolled back;
+//   - when the facts change: a cluster reference added or removed (the
+//     level, namespace and users never change after creation);
+//   - at delete: "deleting" before each service's purge (a service not
+//     told is not purged, and the cleanup loop retries), and the facts
+//     forgotten after the purges, before core removes its own record;
+//   - on start and every DCM_FACTS_INTERVAL, every live logical cloud's
+//     facts again (Reconcile): a service that missed a tell, was down, or
+//     runs on a store made before the facts existed converges.
+//
+// A tell of a live logical cloud's facts outside its create holds the
+// logical cloud's transition lock and reads the record under it, as does
+// every removal (DeleteLogicalCloud, abandon, the cleanup loop): a stale
+// put can never land after a removal forgot the facts.
+
+// factsTeller is one service's PutLogicalCloudFacts and
+// DeleteLogicalCloudFacts.
+type factsTeller struct {
+	name   string
+	put    func(context.Context, *typesv1.LogicalCloudFacts) error
+	forget func(ctx context.Context, project, lc string) error
+}
+
+// tellers are the services core tells; one whose client is not configured
+// (a unit test's partial Peers) is left out.
+func (s *LogicalClouds) tellers() []factsTeller {
+	var out []factsTeller
+	if c := s.peers.Namespaces; c != nil {
+		out = append(out, factsTeller{"namespace service",
+			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+				_, err := c.PutLogicalCloudFacts(ctx, &namespacev1.PutLogicalCloudFactsRequest{Facts: f})
+				return err
+			},
+			func(ctx context.Context, project, lc string) error {
+				_, err := c.DeleteLogicalCloudFacts(ctx, &namespacev1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
+				return err
+			}})
+	}
+	if c := s.peers.UsersInternal; c != nil {
+		out = append(out, factsTeller{"user service",
+			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+				_, err := c.PutLogicalCloudFacts(ctx, &userv1.PutLogicalCloudFactsRequest{Facts: f})
+				return err
+			},
+			func(ctx context.Context, project, lc string) error {
+				_, err := c.DeleteLogicalCloudFacts(ctx, &userv1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
+				return err
+			}})
+	}
+	if c := s.peers.QuotasInternal; c != nil {
+		out = append(out, factsTeller{"quota service",
+			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+				_, err := c.PutLogicalCloudFacts(ctx, &quotav1.PutLogicalCloudFactsRequest{Facts: f})
+				return err
+			},
+			func(ctx context.Context, project, lc string) error {
+				_, err := c.DeleteLogicalCloudFacts(ctx, &quotav1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
+				return err
+			}})
+	}
+	if c := s.peers.TrafficInternal; c != nil {
+		out = append(out, factsTeller{"traffic service",
+			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+				_, err := c.PutLogicalCloudFacts(ctx, &trafficv1.PutLogicalCloudFactsRequest{Facts: f})
+				return err
+			},
+			func(ctx context.Context, project, lc string) error {
+				_, err := c.DeleteLogicalCloudFacts(ctx, &trafficv1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
+				return err
+			}})
+	}
+	return out
+}
+
+// factsOf are the facts of logical cloud c of project referencing
+// clusters ("provider/cluster").
+func factsOf(project string, c *corev1.LogicalCloud, clusters []string) *typesv1.LogicalCloudFacts {
+	f := &typesv1.LogicalCloudFacts{
+		Project: project, Name: c.GetMetadata().GetName(),
+		Level: c.GetSpec().GetLevel(), Namespace: c.GetSpec().GetNamespace(),
+		Clusters: slices.Sorted(slices.Values(clusters)),
+	}
+	if u := c.GetSpec().GetUser().GetUserName(); u != "" && c.GetSpec().GetLevel() != levelAdmin {
+		f.Users = []string{u}
+	}
+	return f
+}
+
+// tell puts f in every service at once; the error names each service that
+// refused.
+func (s *LogicalClouds) tell(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+	ts := s.tellers()
+	failed := make([]error, len(ts))
+	var g errgroup.Group
+	for i, t := range ts {
+		g.Go(func() error {
+			if err := t.put(ctx, f); err != nil {
+				failed[i] = fmt.Errorf("tell the %s the facts of logical cloud %q: %w", t.name, f.GetName(), err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return firstOf(failed)
+}
+
+// forget deletes the facts of logical cloud lc of project in every service.
+func (s *LogicalClouds) forget(ctx context.Context, project, lc string) error {
+	ts := s.tellers()
+	failed := make([]error, len(ts))
+	var g errgroup.Group
+	for i, t := range ts {
+		g.Go(func() error {
+			if err := t.forget(ctx, project, lc); err != nil {
+				failed[i] = fmt.Errorf("%s: forget logical cloud facts: %w", t.name, err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return firstOf(failed)
+}
+
+// firstOf is nil, the one error of errs or, for several, all joined with
+// the first's code kept (errs.Code reads the first wrapped status).
+func firstOf(failed []error) error {
+	failed = slices.DeleteFunc(failed, func(err error) bool { return err == nil })
+	switch len(failed) {
+	case 0:
+		return nil
+	case 1:
+		return failed[0]
+	}
+	return errors.Join(failed...)
+}
+
+// clustersOf lists the clusters logical cloud lc of project references,
+// as "provider/cluster".
+func (s *LogicalClouds) clustersOf(ctx context.Context, project, lc string) ([]string, error) {
+	refs, err := s.refs.List(ctx, store.Key(project, lc))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, store.Key(r.GetClusterProvider(), r.GetClusterName()))
+	}
+	return out, nil
+}
+
+// retell tells every service the facts of logical cloud lc of project as
+// stored now, under its transition lock (a removal holds it too). A
+// logical cloud that is gone or being deleted is not told: its removal
+// tells.
+func (s *LogicalClouds) retell(ctx context.Context, project, lc string) error {
+	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := s.clouds.Get(ctx, store.Key(project, lc))
+	if errs.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	clusters, err := s.clustersOf(ctx, project, lc)
+	if err != nil {
+		return err
+	}
+	return s.tell(ctx, factsOf(project, c.Msg, clusters))
+}
+
+// tellDeleting tells every service that logical cloud lc of project is
+// being deleted (they answer as if it did not exist).
+func (s *LogicalClouds) tellDeleting(ctx context.Context, project, lc string) error {
+	return s.tell(ctx, &typesv1.LogicalCloudFacts{Project: project, Name: lc, Deleting: true})
+}
+
+// Reconcile tells every service the facts of every live logical cloud, on
+// start and then every interval until ctx ends: idempotent puts, so that a
+// service that missed a tell (it was down, or its store predates the
+// facts) converges. A logical cloud whose lock another replica holds is
+// told on the next round.
+func (s *LogicalClouds) Reconcile(interval time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if interval <= 0 {
+			interval = time.Minute
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if n, err := s.ReconcileFacts(ctx); err != nil {
+				s.log.Warn("tell the services the logical clouds' facts; will retry", zap.Int("told", n), zap.Error(err))
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// ReconcileFacts is one round of Reconcile: how many logical clouds were
+// told, and the errors of those that were not.
+func (s *LogicalClouds) ReconcileFacts(ctx context.Context) (int, error) {
+	all, err := s.clouds.Match(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	told := 0
+	var failed []error
+	for _, it := range all {
+		project, lc, ok := strings.Cut(it.ID, "/")
+		if it.Deleting || !ok {
+			continue // the cleanup loop tells and forgets it
+		}
+		err := s.retell(ctx, project, lc)
+		if st, ok := status.FromError(err); ok && err != nil && errs.ReasonOf(st) == errs.ReasonConcurrentUpdate {
+			continue // another replica holds its lock: the next round tells it
+		}
+		if err != nil {
+			failed = append(failed, fmt.Errorf("logical cloud %s: %w", it.ID, err))
+			continue
+		}
+		told++
+	}
+	return told, errors.Join(failed...)
+}
+
+// retellOrLog is retell after a change of the clusters referenced; a
+// failure is logged and left to the next Reconcile (the change itself is
+// stored).
+func (s *LogicalClouds) retellOrLog(ctx context.Context, project, lc string) {
+	if err := s.retell(context.WithoutCancel(ctx), project, lc); err != nil {
+		s.log.Warn("tell the services a logical cloud's clusters; the reconcile will",
+			zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+	}
+}
+
+// finishDeleteLocked is finishDelete under the logical cloud's transition
+// lock (as DeleteLogicalCloud runs it), so that no Reconcile tells its
+// facts meanwhile. A lock another replica holds leaves the removal to the
+// cleanup loop.
+func (s *LogicalClouds) finishDeleteLocked(ctx context.Context, project, lc string) bool {
+	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	if err != nil {
+		s.log.Warn("logical cloud removal postponed; it will be retried", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+		return false
+	}
+	defer unlock()
+	return s.finishDelete(ctx, project, lc)
+}
