@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -582,9 +583,23 @@ func (p *process) kill() {
 	<-p.done
 }
 
-// FreePorts asks the kernel for n unused loopback ports (held together, so
-// they differ; free again when it returns).
+// FreePorts finds n unused loopback ports, distinct, below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range): the ports the kernel
+// picks for outgoing connections and for listens on port 0 come from that
+// range, so a port found here is not taken by one of those between now and
+// the listen of the program told it (a port from Listen(":0") was, under a
+// loaded machine: "address already in use"). Each is chosen at random in
+// [10000, the range's start) and checked by listening on it; all are held
+// until the last is found.
 func FreePorts(n int) ([]int, error) {
+	low := 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 10000+n {
+				low = v
+			}
+		}
+	}
 	var ports []int
 	var lns []net.Listener
 	defer func() {
@@ -592,15 +607,28 @@ func FreePorts(n int) ([]int, error) {
 			_ = ln.Close()
 		}
 	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("kubetest: no free loopback port below %d after 1000 tries", low)
+		}
+		port := 10000 + rand.IntN(low-10000)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// FreeAddr is a loopback address ("127.0.0.1:<port>") of FreePorts.
+func FreeAddr() (string, error) {
+	ports, err := FreePorts(1)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), nil
 }
 
 // errExited is a process that ended while poll waited for it.

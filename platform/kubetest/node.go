@@ -75,8 +75,9 @@ type nodeState struct {
 // slotFile records which harness holds slot k (its nodes.json).
 func slotFile(k int) string { return fmt.Sprintf("/run/dcm-kubetest/slot-%d", k) }
 
-// claimNetwork takes the first free slot: one whose bridge does not exist,
-// or whose owner has died (its leftovers are torn down first).
+// claimNetwork first tears down what every harness whose owner died left
+// on the machine (any slot: a killed test binary's nodes), then takes the
+// first free slot, one whose bridge does not exist.
 func claimNetwork(ctx context.Context, stateFile string) (network, error) {
 	if os.Geteuid() != 0 {
 		return network{}, errors.New("kubetest: nodes need root (network namespaces, cgroups, mounts)")
@@ -93,16 +94,18 @@ func claimNetwork(ctx context.Context, stateFile string) (network, error) {
 		return network{}, err
 	}
 	for k := range maxSlots {
+		data, err := os.ReadFile(slotFile(k))
+		if err != nil {
+			continue
+		}
+		state := strings.TrimSpace(string(data))
+		if st, err := readNodeState(state); err == nil && !Alive(st.Owner) {
+			teardownState(state)
+		}
+	}
+	for k := range maxSlots {
 		n := network{Slot: k, Bridge: "dcmk" + strconv.Itoa(k)}
 		n.HostIP = n.prefix() + ".0.1"
-		if data, err := os.ReadFile(slotFile(k)); err == nil {
-			if st, err := readNodeState(strings.TrimSpace(string(data))); err == nil && Alive(st.Owner) {
-				continue
-			}
-			// The owner died without cleaning up: its processes, mounts,
-			// cgroups and namespaces go now.
-			teardownState(strings.TrimSpace(string(data)))
-		}
 		if err := run(ctx, "ip", "link", "add", n.Bridge, "type", "bridge"); err != nil {
 			continue // taken (or being taken) by another harness
 		}

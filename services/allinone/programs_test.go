@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/services/cadist"
 	"github.com/dcm-project/dcm/services/core"
@@ -54,10 +54,9 @@ func loopbackAddrs(t *testing.T, counts map[string]int) map[string][]string {
 	addrs := map[string][]string{}
 	for name, n := range counts {
 		for range n {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			addr, err := kubetest.FreeAddr()
 			require.NoError(t, err)
-			addrs[name] = append(addrs[name], ln.Addr().String())
-			require.NoError(t, ln.Close())
+			addrs[name] = append(addrs[name], addr)
 		}
 	}
 	return addrs
