@@ -113,21 +113,28 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	}
 
 	// The overlay's NetworkPolicies, enforced by kube-router: a pod that
-	// the policies take for the user service reaches core's gRPC port
-	// (user calls core) but not rsync's (only gateway, core and traffic do).
+	// the policies take for the gateway reaches core's gRPC port (only the
+	// gateway calls core: the services it renders with are told their
+	// facts); one they take for the user service reaches neither core's
+	// nor rsync's gRPC port (only gateway, core and traffic call rsync),
+	// and rsync's HTTPS port, open to all.
 	podIP := func(program string) string {
 		return kubectl("-n", "dcm", "get", "pods", "-l", "app.kubernetes.io/name=dcm-"+program, "-o", "jsonpath={.items[0].status.podIP}")
 	}
-	kubectl("-n", "dcm", "run", "as-user", "--image="+agnhost(t), "--image-pull-policy=IfNotPresent",
-		"--labels=app.kubernetes.io/name=dcm-user", "--restart=Never", "--override-type=strategic", "--overrides="+restrictedOverrides, "--command", "--", "/agnhost", "pause")
-	kubectl("-n", "dcm", "wait", "--for=condition=Ready", "pod/as-user", "--timeout=2m")
-	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("core")+":9090", "--timeout=5s")
-	require.NoError(t, err, "user -> core gRPC is allowed")
-	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("rsync")+":9090", "--timeout=5s")
-	require.Error(t, err, "user -> rsync gRPC is not allowed: the NetworkPolicy dcm-rsync is enforced")
-	_, err = c1.Kubectl(ctx, "-n", "dcm", "exec", "as-user", "--", "/agnhost", "connect", podIP("rsync")+":8080", "--timeout=5s")
-	require.NoError(t, err, "rsync's HTTPS port is open to all")
-	kubectl("-n", "dcm", "delete", "pod", "as-user", "--wait=false")
+	for _, as := range []string{"gateway", "user"} {
+		kubectl("-n", "dcm", "run", "as-"+as, "--image="+agnhost(t), "--image-pull-policy=IfNotPresent",
+			"--labels=app.kubernetes.io/name=dcm-"+as, "--restart=Never", "--override-type=strategic", "--overrides="+restrictedOverrides("as-"+as), "--command", "--", "/agnhost", "pause")
+	}
+	kubectl("-n", "dcm", "wait", "--for=condition=Ready", "pod/as-gateway", "pod/as-user", "--timeout=2m")
+	connect := func(from, to string) error {
+		_, err := c1.Kubectl(ctx, "-n", "dcm", "exec", "as-"+from, "--", "/agnhost", "connect", to, "--timeout=5s")
+		return err
+	}
+	require.NoError(t, connect("gateway", podIP("core")+":9090"), "gateway -> core gRPC is allowed")
+	require.Error(t, connect("user", podIP("core")+":9090"), "user -> core gRPC is not allowed: the NetworkPolicy dcm-core is enforced")
+	require.Error(t, connect("user", podIP("rsync")+":9090"), "user -> rsync gRPC is not allowed: the NetworkPolicy dcm-rsync is enforced")
+	require.NoError(t, connect("user", podIP("rsync")+":8080"), "rsync's HTTPS port is open to all")
+	kubectl("-n", "dcm", "delete", "pod", "as-gateway", "as-user", "--wait=false")
 
 	// The REST API through the gateway's Service, from the node's network
 	// namespace (kube-proxy's rules there), over HTTPS with the dev CA.
@@ -202,10 +209,13 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	require.Equal(t, "v", out, "the tenant's ConfigMap is in its namespace on %s", c2.Name)
 }
 
-// restrictedOverrides makes kubectl run's pod meet the restricted Pod
-// Security Standard the namespace dcm enforces.
-const restrictedOverrides = `{"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},
-  "containers":[{"name":"as-user","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}`
+// restrictedOverrides makes kubectl run's pod (its container is named
+// after the pod) meet the restricted Pod Security Standard the namespace
+// dcm enforces.
+func restrictedOverrides(pod string) string {
+	return fmt.Sprintf(`{"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},
+  "containers":[{"name":%q,"securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}`, pod)
+}
 
 // agnhost is the name of the agnhost image of make images
 // (registry.k8s.io/e2e-test-images/agnhost:<its VERSION>), read from the
