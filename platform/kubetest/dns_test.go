@@ -29,7 +29,9 @@ func TestDNSResolvesServices(t *testing.T) {
 		_, err := c.Kubectl(ctx, "exec", "-n", "dns-a", "client", "--", "/agnhost", "connect", to, "--timeout=5s")
 		return err
 	}
-	require.NoError(t, connect("server:8080"), "the Service by its short name (search path)")
+	// kube-proxy programs a new Service's rules a moment after it exists.
+	require.NoError(t, poll(ctx, time.Minute, func() error { return connect("server:8080") }),
+		"the Service by its short name (search path)")
 	require.NoError(t, connect("server.dns-a.svc.cluster.local:8080"), "by its full name")
 	require.NoError(t, connect("kubernetes.default:443"), "another namespace's Service")
 	err := connect("no-such-service:8080")

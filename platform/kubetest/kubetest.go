@@ -676,6 +676,20 @@ func RepoRoot() (string, error) {
 
 var kubernetesVersion = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$`)
 
+// toolBuild runs go build with args in the tools module dir (outside the
+// workspace: GOWORK=off); a failure carries go's output.
+func toolBuild(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build in %s: %w\n%s", dir, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
 // Build builds kube-apiserver, kube-controller-manager, kubectl and the
 // node's kube-scheduler, kubelet and kube-proxy from test/k8s, and
 // kube-router from test/kube-router, into root/bin/k8s and returns that
@@ -695,24 +709,15 @@ func Build(ctx context.Context, root string) (string, error) {
 	// The version the binaries report, as Kubernetes' own build stamps it.
 	v := "k8s.io/component-base/version"
 	ldflags := fmt.Sprintf("-X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s", v, m[1], m[2], m[3])
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags="+ldflags, "-o", bin+"/",
+	if err := toolBuild(ctx, dir, "-ldflags="+ldflags, "-o", bin+"/",
 		"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl",
-		"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build Kubernetes binaries in test/k8s: %w\n%s", err, strings.TrimSpace(out.String()))
+		"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"); err != nil {
+		return "", err
 	}
 	// The nodes' NetworkPolicy firewall, from its own tools module.
-	out.Reset()
-	cmd = exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router")
-	cmd.Dir = filepath.Join(root, "test", "kube-router")
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build kube-router in test/kube-router: %w\n%s", err, strings.TrimSpace(out.String()))
+	if err := toolBuild(ctx, filepath.Join(root, "test", "kube-router"), "-o", bin+"/",
+		"github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"); err != nil {
+		return "", err
 	}
 	return bin, nil
 }

@@ -51,7 +51,9 @@ func TestNodeRunsPodsAndEnforcesNetworkPolicy(t *testing.T) {
 		return err
 	}
 	require.NoError(t, connect("np-b", server), "no policy yet: another namespace connects")
-	require.NoError(t, connect("np-b", service), "through the Service's cluster IP (kube-proxy)")
+	// kube-proxy programs a new Service's rules a moment after it exists.
+	require.NoError(t, poll(ctx, time.Minute, func() error { return connect("np-b", service) }),
+		"through the Service's cluster IP (kube-proxy)")
 
 	kubectl("apply", "-f", writeFile(t, `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy

@@ -3,7 +3,6 @@ package allinone_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -17,11 +16,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -410,28 +406,14 @@ func FuzzRESTBodies(f *testing.F) {
 // body in its google.api.http option), and only those.
 func TestFuzzRoutesComplete(t *testing.T) {
 	t.Parallel()
+	bindings, err := server.HTTPBindings()
+	require.NoError(t, err)
 	var want []string
-	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-		if !strings.HasPrefix(string(fd.Package()), "dcm.") {
-			return true
+	for _, b := range bindings {
+		if b.Body != nil || b.Method == "POST" || b.Method == "PUT" || b.Method == "PATCH" {
+			want = append(want, b.Method+" "+b.Path)
 		}
-		for i := range fd.Services().Len() {
-			ms := fd.Services().Get(i).Methods()
-			for j := range ms.Len() {
-				rule, ok := proto.GetExtension(ms.Get(j).Options(), annotations.E_Http).(*annotations.HttpRule)
-				if !ok || rule == nil {
-					continue
-				}
-				for _, b := range append([]*annotations.HttpRule{rule}, rule.GetAdditionalBindings()...) {
-					method, tmpl := httpRoute(b)
-					if b.GetBody() != "" || method == "POST" || method == "PUT" || method == "PATCH" {
-						want = append(want, method+" "+tmpl)
-					}
-				}
-			}
-		}
-		return true
-	})
+	}
 	require.NotEmpty(t, want)
 	var got []string
 	for _, r := range fuzzRoutes {
@@ -455,25 +437,6 @@ func TestFuzzRoutesComplete(t *testing.T) {
 	for _, r := range fuzzRoutes {
 		require.True(t, keys[r.key], "route %s has no seed", r.key)
 	}
-}
-
-// httpRoute is the method and URL template of an http rule.
-func httpRoute(r *annotations.HttpRule) (string, string) {
-	switch p := r.GetPattern().(type) {
-	case *annotations.HttpRule_Get:
-		return "GET", p.Get
-	case *annotations.HttpRule_Post:
-		return "POST", p.Post
-	case *annotations.HttpRule_Put:
-		return "PUT", p.Put
-	case *annotations.HttpRule_Patch:
-		return "PATCH", p.Patch
-	case *annotations.HttpRule_Delete:
-		return "DELETE", p.Delete
-	case *annotations.HttpRule_Custom:
-		return p.Custom.GetKind(), p.Custom.GetPath()
-	}
-	return "", fmt.Sprint(r.GetPattern())
 }
 
 // TestMakeFuzzRunsEveryTarget: `make fuzz` (FUZZ_TARGETS in the Makefile)

@@ -37,7 +37,11 @@ type tenants struct {
 }
 
 func startTenants(t *testing.T, projects ...string) *tenants {
-	h := kubetest.ForTests(t, 3)
+	return startTenantsOn(t, kubetest.ForTests(t, 3), projects...)
+}
+
+// startTenantsOn is startTenants on the clusters of h.
+func startTenantsOn(t *testing.T, h *kubetest.Harness, projects ...string) *tenants {
 	s := stacktest.Start(t)
 	r := newREST(t, s)
 	registerHarness(t, r, h)

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
-	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
 // agnhost is Kubernetes' e2e helper image, as make images builds it.
@@ -28,15 +27,8 @@ const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 // project still does not. After terminate, none of the tenant's policies,
 // pods or namespace is left.
 func TestTenantNetworkIsolationOnANode(t *testing.T) {
-	h := kubetest.ForTestsWithNodes(t, 1)
-	c := h.Clusters[0]
-	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	e := &tenants{t: t, s: s, admin: r, h: h}
-	for _, p := range []string{"net-a", "net-b"} {
-		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+p+`"}}`)
-	}
+	e := startTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "net-a", "net-b")
+	c, r := e.h.Clusters[0], e.admin
 	a := e.tenantLC("net-a", "web", "net-a-web", "alice", "cluster-1")
 	sib := e.tenantLC("net-a", "jobs", "net-a-jobs", "alice", "cluster-1")
 	b := e.tenantLC("net-b", "web", "net-b-web", "bob", "cluster-1")
@@ -148,11 +140,8 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 // namespace's ResourceQuota, sized for istiod and its gateways, is raised
 // by the cluster admin to make room for it and a client.
 func TestMeshNetworkPoliciesOnANode(t *testing.T) {
-	h := kubetest.ForTestsWithNodes(t, 1)
-	c := h.Clusters[0]
-	r := newREST(t, stacktest.Start(t))
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"np-mesh"}}`)
+	e := startTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "np-mesh")
+	c, r := e.h.Clusters[0], e.admin
 	lc := "/v2/projects/np-mesh/logical-clouds/mm"
 	r.want(201, "POST", "/v2/projects/np-mesh/logical-clouds", meshBody("mm"))
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1","loadbalancer-ip":"192.0.2.1"}`)
@@ -207,11 +196,8 @@ func podJSON(ns, name, labels, args string) string {
 // node its pods run with the LimitRange's defaults, and quota-usage shows
 // what the running pods take.
 func TestTenantDeploymentRunsUnderQuota(t *testing.T) {
-	h := kubetest.ForTestsWithNodes(t, 1)
-	c := h.Clusters[0]
-	r := newREST(t, stacktest.Start(t))
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"wd"}}`)
+	e := startTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "wd")
+	c, r := e.h.Clusters[0], e.admin
 	lc := "/v2/projects/wd/logical-clouds/lc"
 	r.want(201, "POST", "/v2/projects/wd/logical-clouds", `{
 	  "metadata": {"name": "lc"},

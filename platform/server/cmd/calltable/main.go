@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"slices"
@@ -30,6 +29,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/docgen"
 	"github.com/dcm-project/dcm/platform/server"
 )
 
@@ -51,32 +51,11 @@ func main() {
 
 // rewrite replaces the generated table in the file at path.
 func rewrite(path string) error {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	i := bytes.Index(old, []byte(begin))
-	if i < 0 {
-		return fmt.Errorf("%s: no %q marker", path, begin)
-	}
-	j := bytes.Index(old[i:], []byte(end))
-	if j < 0 {
-		return fmt.Errorf("%s: no %q after %q", path, end, begin)
-	}
-	j += i
 	table, err := Table()
 	if err != nil {
 		return err
 	}
-	var out bytes.Buffer
-	out.Write(old[:i+len(begin)])
-	out.WriteString("\n")
-	out.WriteString(table)
-	out.Write(old[j:])
-	if bytes.Equal(out.Bytes(), old) {
-		return nil
-	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
+	return docgen.Replace(path, begin, end, table)
 }
 
 // Services are the full names of every registered DCM service (package

@@ -12,11 +12,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"strings"
 
+	"github.com/dcm-project/dcm/platform/docgen"
 	"github.com/dcm-project/dcm/services/allinone"
 )
 
@@ -43,32 +43,11 @@ func main() {
 
 // rewrite replaces the generated roles in the file at path.
 func rewrite(path string) error {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	i := bytes.Index(old, []byte(begin))
-	if i < 0 {
-		return fmt.Errorf("%s: no %q marker", path, begin)
-	}
-	j := bytes.Index(old[i:], []byte(end))
-	if j < 0 {
-		return fmt.Errorf("%s: no %q after %q", path, end, begin)
-	}
-	j += i
 	roles, err := Roles(allinone.StoreUsers)
 	if err != nil {
 		return err
 	}
-	var out bytes.Buffer
-	out.Write(old[:i+len(begin)])
-	out.WriteString("\n")
-	out.WriteString(roles)
-	out.Write(old[j:])
-	if bytes.Equal(out.Bytes(), old) {
-		return nil
-	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
+	return docgen.Replace(path, begin, end, roles)
 }
 
 // Roles renders the table (a row per service) and the mongosh script (a
