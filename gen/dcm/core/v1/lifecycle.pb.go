@@ -45,7 +45,14 @@ type Lifecycle struct {
 	// InstantiateFailed, Terminating, Terminated or TerminateFailed. Output
 	// only, derived when read; empty when the resource synchronizer could not
 	// be asked.
-	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// labelled_clusters are the clusters ("provider/cluster") that the last
+	// apply, update or registry change put the logical cloud on because they
+	// carry its cluster-labels.
+	LabelledClusters []string `protobuf:"bytes,5,rep,name=labelled_clusters,json=labelled-clusters,proto3" json:"labelled_clusters,omitempty"`
+	// label_changes are the last changes of labelled_clusters, oldest first
+	// (at most 20; shown by GET .../status).
+	LabelChanges  []*LabelChange `protobuf:"bytes,6,rep,name=label_changes,json=label-changes,proto3" json:"label_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -108,6 +115,103 @@ func (x *Lifecycle) GetState() string {
 	return ""
 }
 
+func (x *Lifecycle) GetLabelledClusters() []string {
+	if x != nil {
+		return x.LabelledClusters
+	}
+	return nil
+}
+
+func (x *Lifecycle) GetLabelChanges() []*LabelChange {
+	if x != nil {
+		return x.LabelChanges
+	}
+	return nil
+}
+
+// LabelChange is a cluster joining or leaving a logical cloud because of
+// its cluster-labels, with the reason.
+type LabelChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time is when core rolled the change out.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// cluster_provider is the cluster's provider.
+	ClusterProvider string `protobuf:"bytes,2,opt,name=cluster_provider,json=cluster-provider,proto3" json:"cluster_provider,omitempty"`
+	// cluster_name is the cluster's name.
+	ClusterName string `protobuf:"bytes,3,opt,name=cluster_name,json=cluster-name,proto3" json:"cluster_name,omitempty"`
+	// change is "joined" or "released".
+	Change string `protobuf:"bytes,4,opt,name=change,proto3" json:"change,omitempty"`
+	// reason says why, e.g. "cluster c3 joined: label edge".
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelChange) Reset() {
+	*x = LabelChange{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelChange) ProtoMessage() {}
+
+func (x *LabelChange) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelChange.ProtoReflect.Descriptor instead.
+func (*LabelChange) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LabelChange) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *LabelChange) GetClusterProvider() string {
+	if x != nil {
+		return x.ClusterProvider
+	}
+	return ""
+}
+
+func (x *LabelChange) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *LabelChange) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+func (x *LabelChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ApplyLogicalCloudRequest names a logical cloud (POST .../apply (or .../instantiate)).
 type ApplyLogicalCloudRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -121,7 +225,7 @@ type ApplyLogicalCloudRequest struct {
 
 func (x *ApplyLogicalCloudRequest) Reset() {
 	*x = ApplyLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[1]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -133,7 +237,7 @@ func (x *ApplyLogicalCloudRequest) String() string {
 func (*ApplyLogicalCloudRequest) ProtoMessage() {}
 
 func (x *ApplyLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[1]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -146,7 +250,7 @@ func (x *ApplyLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*ApplyLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{1}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ApplyLogicalCloudRequest) GetProject() string {
@@ -174,7 +278,7 @@ type ApplyLogicalCloudResponse struct {
 
 func (x *ApplyLogicalCloudResponse) Reset() {
 	*x = ApplyLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[2]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +290,7 @@ func (x *ApplyLogicalCloudResponse) String() string {
 func (*ApplyLogicalCloudResponse) ProtoMessage() {}
 
 func (x *ApplyLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[2]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +303,7 @@ func (x *ApplyLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*ApplyLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{2}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApplyLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
@@ -222,7 +326,7 @@ type UpdateLogicalCloudResourcesRequest struct {
 
 func (x *UpdateLogicalCloudResourcesRequest) Reset() {
 	*x = UpdateLogicalCloudResourcesRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[3]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +338,7 @@ func (x *UpdateLogicalCloudResourcesRequest) String() string {
 func (*UpdateLogicalCloudResourcesRequest) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[3]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +351,7 @@ func (x *UpdateLogicalCloudResourcesRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use UpdateLogicalCloudResourcesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{3}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpdateLogicalCloudResourcesRequest) GetProject() string {
@@ -275,7 +379,7 @@ type UpdateLogicalCloudResourcesResponse struct {
 
 func (x *UpdateLogicalCloudResourcesResponse) Reset() {
 	*x = UpdateLogicalCloudResourcesResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[4]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +391,7 @@ func (x *UpdateLogicalCloudResourcesResponse) String() string {
 func (*UpdateLogicalCloudResourcesResponse) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[4]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +404,7 @@ func (x *UpdateLogicalCloudResourcesResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdateLogicalCloudResourcesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{4}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UpdateLogicalCloudResourcesResponse) GetStatus() *LogicalCloudStatus {
@@ -323,7 +427,7 @@ type StopLogicalCloudRequest struct {
 
 func (x *StopLogicalCloudRequest) Reset() {
 	*x = StopLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[5]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +439,7 @@ func (x *StopLogicalCloudRequest) String() string {
 func (*StopLogicalCloudRequest) ProtoMessage() {}
 
 func (x *StopLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[5]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +452,7 @@ func (x *StopLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*StopLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{5}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StopLogicalCloudRequest) GetProject() string {
@@ -376,7 +480,7 @@ type StopLogicalCloudResponse struct {
 
 func (x *StopLogicalCloudResponse) Reset() {
 	*x = StopLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +492,7 @@ func (x *StopLogicalCloudResponse) String() string {
 func (*StopLogicalCloudResponse) ProtoMessage() {}
 
 func (x *StopLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +505,7 @@ func (x *StopLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*StopLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{6}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StopLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
@@ -429,7 +533,7 @@ type TerminateLogicalCloudRequest struct {
 
 func (x *TerminateLogicalCloudRequest) Reset() {
 	*x = TerminateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +545,7 @@ func (x *TerminateLogicalCloudRequest) String() string {
 func (*TerminateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *TerminateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +558,7 @@ func (x *TerminateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*TerminateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{7}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TerminateLogicalCloudRequest) GetProject() string {
@@ -489,7 +593,7 @@ type TerminateLogicalCloudResponse struct {
 
 func (x *TerminateLogicalCloudResponse) Reset() {
 	*x = TerminateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +605,7 @@ func (x *TerminateLogicalCloudResponse) String() string {
 func (*TerminateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *TerminateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +618,7 @@ func (x *TerminateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*TerminateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{8}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TerminateLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
@@ -537,7 +641,7 @@ type GetLogicalCloudStatusRequest struct {
 
 func (x *GetLogicalCloudStatusRequest) Reset() {
 	*x = GetLogicalCloudStatusRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +653,7 @@ func (x *GetLogicalCloudStatusRequest) String() string {
 func (*GetLogicalCloudStatusRequest) ProtoMessage() {}
 
 func (x *GetLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +666,7 @@ func (x *GetLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{9}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetLogicalCloudStatusRequest) GetProject() string {
@@ -590,7 +694,7 @@ type GetLogicalCloudStatusResponse struct {
 
 func (x *GetLogicalCloudStatusResponse) Reset() {
 	*x = GetLogicalCloudStatusResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +706,7 @@ func (x *GetLogicalCloudStatusResponse) String() string {
 func (*GetLogicalCloudStatusResponse) ProtoMessage() {}
 
 func (x *GetLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +719,7 @@ func (x *GetLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{10}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetLogicalCloudStatusResponse) GetStatus() *LogicalCloudStatus {
@@ -638,7 +742,7 @@ type WatchLogicalCloudStatusRequest struct {
 
 func (x *WatchLogicalCloudStatusRequest) Reset() {
 	*x = WatchLogicalCloudStatusRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +754,7 @@ func (x *WatchLogicalCloudStatusRequest) String() string {
 func (*WatchLogicalCloudStatusRequest) ProtoMessage() {}
 
 func (x *WatchLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +767,7 @@ func (x *WatchLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogicalCloudStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchLogicalCloudStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{11}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchLogicalCloudStatusRequest) GetProject() string {
@@ -691,7 +795,7 @@ type WatchLogicalCloudStatusResponse struct {
 
 func (x *WatchLogicalCloudStatusResponse) Reset() {
 	*x = WatchLogicalCloudStatusResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +807,7 @@ func (x *WatchLogicalCloudStatusResponse) String() string {
 func (*WatchLogicalCloudStatusResponse) ProtoMessage() {}
 
 func (x *WatchLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +820,7 @@ func (x *WatchLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogicalCloudStatusResponse.ProtoReflect.Descriptor instead.
 func (*WatchLogicalCloudStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{12}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchLogicalCloudStatusResponse) GetStatus() *LogicalCloudStatus {
@@ -750,14 +854,17 @@ type LogicalCloudStatus struct {
 	// ("provider/cluster: error").
 	LastErrors []string `protobuf:"bytes,8,rep,name=last_errors,json=last-errors,proto3" json:"last_errors,omitempty"`
 	// clusters is the status on each cluster.
-	Clusters      []*ClusterStatus `protobuf:"bytes,9,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*ClusterStatus `protobuf:"bytes,9,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// label_changes are the last clusters that joined or left the logical
+	// cloud by its cluster-labels, oldest first, each with its reason.
+	LabelChanges  []*LabelChange `protobuf:"bytes,10,rep,name=label_changes,json=label-changes,proto3" json:"label_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogicalCloudStatus) Reset() {
 	*x = LogicalCloudStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +876,7 @@ func (x *LogicalCloudStatus) String() string {
 func (*LogicalCloudStatus) ProtoMessage() {}
 
 func (x *LogicalCloudStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +889,7 @@ func (x *LogicalCloudStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudStatus.ProtoReflect.Descriptor instead.
 func (*LogicalCloudStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{13}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LogicalCloudStatus) GetProject() string {
@@ -848,6 +955,13 @@ func (x *LogicalCloudStatus) GetClusters() []*ClusterStatus {
 	return nil
 }
 
+func (x *LogicalCloudStatus) GetLabelChanges() []*LabelChange {
+	if x != nil {
+		return x.LabelChanges
+	}
+	return nil
+}
+
 // ClusterStatus is a logical cloud's status on one cluster.
 type ClusterStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -876,7 +990,7 @@ type ClusterStatus struct {
 
 func (x *ClusterStatus) Reset() {
 	*x = ClusterStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1002,7 @@ func (x *ClusterStatus) String() string {
 func (*ClusterStatus) ProtoMessage() {}
 
 func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1015,7 @@ func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
 func (*ClusterStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{14}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClusterStatus) GetClusterProvider() string {
@@ -989,7 +1103,7 @@ type Drift struct {
 
 func (x *Drift) Reset() {
 	*x = Drift{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1115,7 @@ func (x *Drift) String() string {
 func (*Drift) ProtoMessage() {}
 
 func (x *Drift) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1128,7 @@ func (x *Drift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drift.ProtoReflect.Descriptor instead.
 func (*Drift) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Drift) GetTime() *timestamppb.Timestamp {
@@ -1114,7 +1228,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1240,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1253,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1225,7 +1339,7 @@ type GetKubeconfigRequest struct {
 
 func (x *GetKubeconfigRequest) Reset() {
 	*x = GetKubeconfigRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1351,7 @@ func (x *GetKubeconfigRequest) String() string {
 func (*GetKubeconfigRequest) ProtoMessage() {}
 
 func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1364,7 @@ func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*GetKubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetKubeconfigRequest) GetProject() string {
@@ -1301,7 +1415,7 @@ type GetQuotaUsageRequest struct {
 
 func (x *GetQuotaUsageRequest) Reset() {
 	*x = GetQuotaUsageRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1427,7 @@ func (x *GetQuotaUsageRequest) String() string {
 func (*GetQuotaUsageRequest) ProtoMessage() {}
 
 func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1440,7 @@ func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetQuotaUsageRequest) GetProject() string {
@@ -1354,7 +1468,7 @@ type GetQuotaUsageResponse struct {
 
 func (x *GetQuotaUsageResponse) Reset() {
 	*x = GetQuotaUsageResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1480,7 @@ func (x *GetQuotaUsageResponse) String() string {
 func (*GetQuotaUsageResponse) ProtoMessage() {}
 
 func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1493,7 @@ func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetQuotaUsageResponse) GetUsage() *QuotaUsage {
@@ -1403,7 +1517,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1529,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1542,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QuotaUsage) GetClusters() []*ClusterQuotaUsage {
@@ -1462,7 +1576,7 @@ type ClusterQuotaUsage struct {
 
 func (x *ClusterQuotaUsage) Reset() {
 	*x = ClusterQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1588,7 @@ func (x *ClusterQuotaUsage) String() string {
 func (*ClusterQuotaUsage) ProtoMessage() {}
 
 func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1601,7 @@ func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterQuotaUsage.ProtoReflect.Descriptor instead.
 func (*ClusterQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClusterQuotaUsage) GetClusterProvider() string {
@@ -1533,7 +1647,7 @@ type NamedQuotaUsage struct {
 
 func (x *NamedQuotaUsage) Reset() {
 	*x = NamedQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1659,7 @@ func (x *NamedQuotaUsage) String() string {
 func (*NamedQuotaUsage) ProtoMessage() {}
 
 func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1672,7 @@ func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedQuotaUsage.ProtoReflect.Descriptor instead.
 func (*NamedQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NamedQuotaUsage) GetName() string {
@@ -1596,7 +1710,7 @@ type QuotaAmounts struct {
 
 func (x *QuotaAmounts) Reset() {
 	*x = QuotaAmounts{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1722,7 @@ func (x *QuotaAmounts) String() string {
 func (*QuotaAmounts) ProtoMessage() {}
 
 func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1735,7 @@ func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaAmounts.ProtoReflect.Descriptor instead.
 func (*QuotaAmounts) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QuotaAmounts) GetHard() map[string]string {
@@ -1642,14 +1756,22 @@ var File_dcm_core_v1_lifecycle_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/core/v1/lifecycle.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x01\n" +
+	"\x1bdcm/core/v1/lifecycle.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\x01\n" +
 	"\tLifecycle\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x124\n" +
 	"\achanged\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\achanged\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"p\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12,\n" +
+	"\x11labelled_clusters\x18\x05 \x03(\tR\x11labelled-clusters\x12>\n" +
+	"\rlabel_changes\x18\x06 \x03(\v2\x18.dcm.core.v1.LabelChangeR\rlabel-changes\"\xbd\x01\n" +
+	"\vLabelChange\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12*\n" +
+	"\x10cluster_provider\x18\x02 \x01(\tR\x10cluster-provider\x12\"\n" +
+	"\fcluster_name\x18\x03 \x01(\tR\fcluster-name\x12\x16\n" +
+	"\x06change\x18\x04 \x01(\tR\x06change\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"p\n" +
 	"\x18ApplyLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"T\n" +
@@ -1680,7 +1802,7 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Z\n" +
 	"\x1fWatchLogicalCloudStatusResponse\x127\n" +
-	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\xaa\x02\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\xea\x02\n" +
 	"\x12LogicalCloudStatus\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12\x14\n" +
@@ -1692,7 +1814,9 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"generation\x18\a \x01(\x03R\n" +
 	"generation\x12 \n" +
 	"\vlast_errors\x18\b \x03(\tR\vlast-errors\x126\n" +
-	"\bclusters\x18\t \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\"\xa6\x02\n" +
+	"\bclusters\x18\t \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\x12>\n" +
+	"\rlabel_changes\x18\n" +
+	" \x03(\v2\x18.dcm.core.v1.LabelChangeR\rlabel-changes\"\xa6\x02\n" +
 	"\rClusterStatus\x12*\n" +
 	"\x10cluster_provider\x18\x01 \x01(\tR\x10cluster-provider\x12\"\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\fcluster-name\x12\x14\n" +
@@ -1784,64 +1908,68 @@ func file_dcm_core_v1_lifecycle_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_lifecycle_proto_rawDescData
 }
 
-var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*Lifecycle)(nil),                           // 0: dcm.core.v1.Lifecycle
-	(*ApplyLogicalCloudRequest)(nil),            // 1: dcm.core.v1.ApplyLogicalCloudRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 2: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 3: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 4: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudRequest)(nil),             // 5: dcm.core.v1.StopLogicalCloudRequest
-	(*StopLogicalCloudResponse)(nil),            // 6: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudRequest)(nil),        // 7: dcm.core.v1.TerminateLogicalCloudRequest
-	(*TerminateLogicalCloudResponse)(nil),       // 8: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusRequest)(nil),        // 9: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*GetLogicalCloudStatusResponse)(nil),       // 10: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusRequest)(nil),      // 11: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusResponse)(nil),     // 12: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*LogicalCloudStatus)(nil),                  // 13: dcm.core.v1.LogicalCloudStatus
-	(*ClusterStatus)(nil),                       // 14: dcm.core.v1.ClusterStatus
-	(*Drift)(nil),                               // 15: dcm.core.v1.Drift
-	(*ResourceStatus)(nil),                      // 16: dcm.core.v1.ResourceStatus
-	(*GetKubeconfigRequest)(nil),                // 17: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 18: dcm.core.v1.GetQuotaUsageRequest
-	(*GetQuotaUsageResponse)(nil),               // 19: dcm.core.v1.GetQuotaUsageResponse
-	(*QuotaUsage)(nil),                          // 20: dcm.core.v1.QuotaUsage
-	(*ClusterQuotaUsage)(nil),                   // 21: dcm.core.v1.ClusterQuotaUsage
-	(*NamedQuotaUsage)(nil),                     // 22: dcm.core.v1.NamedQuotaUsage
-	(*QuotaAmounts)(nil),                        // 23: dcm.core.v1.QuotaAmounts
-	nil,                                         // 24: dcm.core.v1.NamedQuotaUsage.HardEntry
-	nil,                                         // 25: dcm.core.v1.NamedQuotaUsage.UsedEntry
-	nil,                                         // 26: dcm.core.v1.QuotaAmounts.HardEntry
-	nil,                                         // 27: dcm.core.v1.QuotaAmounts.UsedEntry
-	(*timestamppb.Timestamp)(nil),               // 28: google.protobuf.Timestamp
+	(*LabelChange)(nil),                         // 1: dcm.core.v1.LabelChange
+	(*ApplyLogicalCloudRequest)(nil),            // 2: dcm.core.v1.ApplyLogicalCloudRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 3: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 4: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 5: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudRequest)(nil),             // 6: dcm.core.v1.StopLogicalCloudRequest
+	(*StopLogicalCloudResponse)(nil),            // 7: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudRequest)(nil),        // 8: dcm.core.v1.TerminateLogicalCloudRequest
+	(*TerminateLogicalCloudResponse)(nil),       // 9: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusRequest)(nil),        // 10: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*GetLogicalCloudStatusResponse)(nil),       // 11: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusRequest)(nil),      // 12: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusResponse)(nil),     // 13: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*LogicalCloudStatus)(nil),                  // 14: dcm.core.v1.LogicalCloudStatus
+	(*ClusterStatus)(nil),                       // 15: dcm.core.v1.ClusterStatus
+	(*Drift)(nil),                               // 16: dcm.core.v1.Drift
+	(*ResourceStatus)(nil),                      // 17: dcm.core.v1.ResourceStatus
+	(*GetKubeconfigRequest)(nil),                // 18: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 19: dcm.core.v1.GetQuotaUsageRequest
+	(*GetQuotaUsageResponse)(nil),               // 20: dcm.core.v1.GetQuotaUsageResponse
+	(*QuotaUsage)(nil),                          // 21: dcm.core.v1.QuotaUsage
+	(*ClusterQuotaUsage)(nil),                   // 22: dcm.core.v1.ClusterQuotaUsage
+	(*NamedQuotaUsage)(nil),                     // 23: dcm.core.v1.NamedQuotaUsage
+	(*QuotaAmounts)(nil),                        // 24: dcm.core.v1.QuotaAmounts
+	nil,                                         // 25: dcm.core.v1.NamedQuotaUsage.HardEntry
+	nil,                                         // 26: dcm.core.v1.NamedQuotaUsage.UsedEntry
+	nil,                                         // 27: dcm.core.v1.QuotaAmounts.HardEntry
+	nil,                                         // 28: dcm.core.v1.QuotaAmounts.UsedEntry
+	(*timestamppb.Timestamp)(nil),               // 29: google.protobuf.Timestamp
 }
 var file_dcm_core_v1_lifecycle_proto_depIdxs = []int32{
-	28, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
-	13, // 1: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	13, // 2: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	13, // 3: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	13, // 4: dcm.core.v1.TerminateLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	13, // 5: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	13, // 6: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	14, // 7: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
-	16, // 8: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
-	15, // 9: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
-	28, // 10: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
-	28, // 11: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	20, // 12: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
-	21, // 13: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
-	23, // 14: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
-	22, // 15: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
-	24, // 16: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
-	25, // 17: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
-	26, // 18: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
-	27, // 19: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	29, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
+	1,  // 1: dcm.core.v1.Lifecycle.label_changes:type_name -> dcm.core.v1.LabelChange
+	29, // 2: dcm.core.v1.LabelChange.time:type_name -> google.protobuf.Timestamp
+	14, // 3: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	14, // 4: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	14, // 5: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	14, // 6: dcm.core.v1.TerminateLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	14, // 7: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	14, // 8: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	15, // 9: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
+	1,  // 10: dcm.core.v1.LogicalCloudStatus.label_changes:type_name -> dcm.core.v1.LabelChange
+	17, // 11: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
+	16, // 12: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
+	29, // 13: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	29, // 14: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	21, // 15: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
+	22, // 16: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
+	24, // 17: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
+	23, // 18: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
+	25, // 19: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
+	26, // 20: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
+	27, // 21: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
+	28, // 22: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_lifecycle_proto_init() }
@@ -1855,7 +1983,7 @@ func file_dcm_core_v1_lifecycle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_lifecycle_proto_rawDesc), len(file_dcm_core_v1_lifecycle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

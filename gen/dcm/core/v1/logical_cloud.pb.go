@@ -135,8 +135,15 @@ type LogicalCloudSpec struct {
 	// one). Each must exist and have a namespace; a PUT with a spec replaces
 	// the list, which reaches the clusters on the next .../update.
 	AllowIngressFrom []string `protobuf:"bytes,9,rep,name=allow_ingress_from,json=allow-ingress-from,proto3" json:"allow_ingress_from,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// follow_labels says whether an applied logical cloud with
+	// cluster-labels follows the cluster registry: rolled out to a cluster
+	// registered (or labelled) later that carries the labels, and taken off
+	// a cluster that loses one or is deleted (docs/logical-clouds.md,
+	// "Clusters by label"). Unset is true; only a logical cloud with
+	// cluster-labels may set it.
+	FollowLabels  *bool `protobuf:"varint,10,opt,name=follow_labels,json=follow-labels,proto3,oneof" json:"follow_labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogicalCloudSpec) Reset() {
@@ -230,6 +237,13 @@ func (x *LogicalCloudSpec) GetAllowIngressFrom() []string {
 		return x.AllowIngressFrom
 	}
 	return nil
+}
+
+func (x *LogicalCloudSpec) GetFollowLabels() bool {
+	if x != nil && x.FollowLabels != nil {
+		return *x.FollowLabels
+	}
+	return false
 }
 
 // ServiceMesh is a logical cloud's spec.service-mesh.
@@ -388,7 +402,10 @@ type CreateLogicalCloudRequest struct {
 	Resources *structpb.Struct `protobuf:"bytes,7,opt,name=resources,proto3" json:"resources,omitempty"`
 	// user is one user object or a list of them, each with name, type,
 	// certificate, permissions and quota (seed 002).
-	User          *structpb.Value `protobuf:"bytes,8,opt,name=user,proto3" json:"user,omitempty"`
+	User *structpb.Value `protobuf:"bytes,8,opt,name=user,proto3" json:"user,omitempty"`
+	// follow_labels is spec.follow-labels in the flat body: false keeps the
+	// clusters selected by cluster-labels at apply and update only.
+	FollowLabels  *bool `protobuf:"varint,9,opt,name=follow_labels,json=follow-labels,proto3,oneof" json:"follow_labels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -477,6 +494,13 @@ func (x *CreateLogicalCloudRequest) GetUser() *structpb.Value {
 		return x.User
 	}
 	return nil
+}
+
+func (x *CreateLogicalCloudRequest) GetFollowLabels() bool {
+	if x != nil && x.FollowLabels != nil {
+		return *x.FollowLabels
+	}
+	return false
 }
 
 // CreateLogicalCloudResponse is the documented 201 body (seed 000's keys,
@@ -2865,7 +2889,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\x9b\x04\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xd8\x04\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -2878,7 +2902,10 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fservice_mesh\x18\x06 \x01(\v2\x18.dcm.core.v1.ServiceMeshR\fservice-mesh\x12!\n" +
 	"\aca_root\x18\a \x01(\tB\a\xbaH\x04r\x02\x18?R\aca-root\x125\n" +
 	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\x128\n" +
-	"\x12allow_ingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\x12allow-ingress-from\"r\n" +
+	"\x12allow_ingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\x12allow-ingress-from\x12)\n" +
+	"\rfollow_labels\x18\n" +
+	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01B\x10\n" +
+	"\x0e_follow_labels\"r\n" +
 	"\vServiceMesh\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12I\n" +
 	"\tnamespace\x18\x02 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\"\xe6\x01\n" +
@@ -2886,7 +2913,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\tuser_name\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tuser-name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12Q\n" +
 	"\x10user_permissions\x18\x03 \x03(\v2\x1b.dcm.user.v1.UserPermissionB\b\xbaH\x05\x92\x01\x02\x10@R\x10user-permissions\x12 \n" +
-	"\vcertificate\x18\x04 \x01(\tR\vcertificate\"\xf2\x02\n" +
+	"\vcertificate\x18\x04 \x01(\tR\vcertificate\"\xaf\x03\n" +
 	"\x19CreateLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x122\n" +
 	"\bmetadata\x18\x02 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x121\n" +
@@ -2895,7 +2922,9 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12&\n" +
 	"\x0ecluster_labels\x18\x06 \x01(\tR\x0ecluster-labels\x125\n" +
 	"\tresources\x18\a \x01(\v2\x17.google.protobuf.StructR\tresources\x12*\n" +
-	"\x04user\x18\b \x01(\v2\x16.google.protobuf.ValueR\x04user\"\x8b\x02\n" +
+	"\x04user\x18\b \x01(\v2\x16.google.protobuf.ValueR\x04user\x12)\n" +
+	"\rfollow_labels\x18\t \x01(\bH\x00R\rfollow-labels\x88\x01\x01B\x10\n" +
+	"\x0e_follow_labels\"\x8b\x02\n" +
 	"\x1aCreateLogicalCloudResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x12logical_cloud_name\x18\x02 \x01(\tR\x12logical-cloud-name\x12\x1c\n" +
@@ -3261,6 +3290,8 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 		return
 	}
 	file_dcm_core_v1_lifecycle_proto_init()
+	file_dcm_core_v1_logical_cloud_proto_msgTypes[1].OneofWrappers = []any{}
+	file_dcm_core_v1_logical_cloud_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

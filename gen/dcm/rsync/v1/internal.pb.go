@@ -24,6 +24,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Kind is what happened to the cluster.
+type ClusterChange_Kind int32
+
+const (
+	// KIND_UNSPECIFIED is never sent.
+	ClusterChange_KIND_UNSPECIFIED ClusterChange_Kind = 0
+	// KIND_ADDED: the cluster was registered (or is listed by an initial
+	// message).
+	ClusterChange_KIND_ADDED ClusterChange_Kind = 1
+	// KIND_LABELS_CHANGED: the cluster's labels changed.
+	ClusterChange_KIND_LABELS_CHANGED ClusterChange_Kind = 2
+	// KIND_DELETED: the cluster was deleted from the registry.
+	ClusterChange_KIND_DELETED ClusterChange_Kind = 3
+)
+
+// Enum value maps for ClusterChange_Kind.
+var (
+	ClusterChange_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_ADDED",
+		2: "KIND_LABELS_CHANGED",
+		3: "KIND_DELETED",
+	}
+	ClusterChange_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED":    0,
+		"KIND_ADDED":          1,
+		"KIND_LABELS_CHANGED": 2,
+		"KIND_DELETED":        3,
+	}
+)
+
+func (x ClusterChange_Kind) Enum() *ClusterChange_Kind {
+	p := new(ClusterChange_Kind)
+	*p = x
+	return p
+}
+
+func (x ClusterChange_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClusterChange_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_dcm_rsync_v1_internal_proto_enumTypes[0].Descriptor()
+}
+
+func (ClusterChange_Kind) Type() protoreflect.EnumType {
+	return &file_dcm_rsync_v1_internal_proto_enumTypes[0]
+}
+
+func (x ClusterChange_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClusterChange_Kind.Descriptor instead.
+func (ClusterChange_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{7, 0}
+}
+
 // HoldClusterRequest names the cluster and who holds it.
 type HoldClusterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -300,6 +358,183 @@ func (x *StoredHold) GetCluster() string {
 	return ""
 }
 
+// WatchClustersRequest is empty: every cluster of every provider is
+// watched.
+type WatchClustersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchClustersRequest) Reset() {
+	*x = WatchClustersRequest{}
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchClustersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchClustersRequest) ProtoMessage() {}
+
+func (x *WatchClustersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchClustersRequest.ProtoReflect.Descriptor instead.
+func (*WatchClustersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{5}
+}
+
+// WatchClustersResponse is the registry now (initial) or what changed in
+// it since the previous message.
+type WatchClustersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// initial is true on the stream's first message, whose changes list
+	// every registered cluster as added.
+	Initial bool `protobuf:"varint,1,opt,name=initial,proto3" json:"initial,omitempty"`
+	// changes are ordered by provider and cluster name.
+	Changes       []*ClusterChange `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchClustersResponse) Reset() {
+	*x = WatchClustersResponse{}
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchClustersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchClustersResponse) ProtoMessage() {}
+
+func (x *WatchClustersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchClustersResponse.ProtoReflect.Descriptor instead.
+func (*WatchClustersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WatchClustersResponse) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
+}
+
+func (x *WatchClustersResponse) GetChanges() []*ClusterChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// ClusterChange is one cluster's change in the registry.
+type ClusterChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is what happened.
+	Kind ClusterChange_Kind `protobuf:"varint,1,opt,name=kind,proto3,enum=dcm.rsync.v1.ClusterChange_Kind" json:"kind,omitempty"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// labels are the cluster's labels now (empty once deleted).
+	Labels []string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	// previous_labels are its labels before the change (empty when added).
+	PreviousLabels []string `protobuf:"bytes,5,rep,name=previous_labels,json=previousLabels,proto3" json:"previous_labels,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ClusterChange) Reset() {
+	*x = ClusterChange{}
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterChange) ProtoMessage() {}
+
+func (x *ClusterChange) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterChange.ProtoReflect.Descriptor instead.
+func (*ClusterChange) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ClusterChange) GetKind() ClusterChange_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return ClusterChange_KIND_UNSPECIFIED
+}
+
+func (x *ClusterChange) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ClusterChange) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ClusterChange) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ClusterChange) GetPreviousLabels() []string {
+	if x != nil {
+		return x.PreviousLabels
+	}
+	return nil
+}
+
 var File_dcm_rsync_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
@@ -320,9 +555,26 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"StoredHold\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster2\x95\r\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\"\x16\n" +
+	"\x14WatchClustersRequest\"h\n" +
+	"\x15WatchClustersResponse\x12\x18\n" +
+	"\ainitial\x18\x01 \x01(\bR\ainitial\x125\n" +
+	"\achanges\x18\x02 \x03(\v2\x1b.dcm.rsync.v1.ClusterChangeR\achanges\"\x95\x02\n" +
+	"\rClusterChange\x124\n" +
+	"\x04kind\x18\x01 \x01(\x0e2 .dcm.rsync.v1.ClusterChange.KindR\x04kind\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\x12\x16\n" +
+	"\x06labels\x18\x04 \x03(\tR\x06labels\x12'\n" +
+	"\x0fprevious_labels\x18\x05 \x03(\tR\x0epreviousLabels\"W\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"KIND_ADDED\x10\x01\x12\x17\n" +
+	"\x13KIND_LABELS_CHANGED\x10\x02\x12\x10\n" +
+	"\fKIND_DELETED\x10\x032\xf1\r\n" +
 	"\x14RsyncInternalService\x12[\n" +
-	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12X\n" +
+	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12Z\n" +
+	"\rWatchClusters\x12\".dcm.rsync.v1.WatchClustersRequest\x1a#.dcm.rsync.v1.WatchClustersResponse0\x01\x12X\n" +
 	"\rSubmitRollout\x12\".dcm.rsync.v1.SubmitRolloutRequest\x1a#.dcm.rsync.v1.SubmitRolloutResponse\x12X\n" +
 	"\rUpdateRollout\x12\".dcm.rsync.v1.UpdateRolloutRequest\x1a#.dcm.rsync.v1.UpdateRolloutResponse\x12X\n" +
 	"\rDeleteRollout\x12\".dcm.rsync.v1.DeleteRolloutRequest\x1a#.dcm.rsync.v1.DeleteRolloutResponse\x12R\n" +
@@ -360,80 +612,89 @@ func file_dcm_rsync_v1_internal_proto_rawDescGZIP() []byte {
 	return file_dcm_rsync_v1_internal_proto_rawDescData
 }
 
-var file_dcm_rsync_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_dcm_rsync_v1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_dcm_rsync_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_dcm_rsync_v1_internal_proto_goTypes = []any{
-	(*HoldClusterRequest)(nil),             // 0: dcm.rsync.v1.HoldClusterRequest
-	(*HoldClusterResponse)(nil),            // 1: dcm.rsync.v1.HoldClusterResponse
-	(*ReleaseClustersRequest)(nil),         // 2: dcm.rsync.v1.ReleaseClustersRequest
-	(*ReleaseClustersResponse)(nil),        // 3: dcm.rsync.v1.ReleaseClustersResponse
-	(*StoredHold)(nil),                     // 4: dcm.rsync.v1.StoredHold
-	(*SelectClustersRequest)(nil),          // 5: dcm.rsync.v1.SelectClustersRequest
-	(*SubmitRolloutRequest)(nil),           // 6: dcm.rsync.v1.SubmitRolloutRequest
-	(*UpdateRolloutRequest)(nil),           // 7: dcm.rsync.v1.UpdateRolloutRequest
-	(*DeleteRolloutRequest)(nil),           // 8: dcm.rsync.v1.DeleteRolloutRequest
-	(*StopRolloutRequest)(nil),             // 9: dcm.rsync.v1.StopRolloutRequest
-	(*GetRolloutStatusRequest)(nil),        // 10: dcm.rsync.v1.GetRolloutStatusRequest
-	(*GetRolloutStatesRequest)(nil),        // 11: dcm.rsync.v1.GetRolloutStatesRequest
-	(*WatchRolloutStatusRequest)(nil),      // 12: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*GetCertificateRequest)(nil),          // 13: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 14: dcm.rsync.v1.RenewCertificateRequest
-	(*GetResourceQuotaStatusRequest)(nil),  // 15: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetClusterConnectionRequest)(nil),    // 16: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetServiceAccountTokenRequest)(nil),  // 17: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetObjectOwnersRequest)(nil),         // 18: dcm.rsync.v1.GetObjectOwnersRequest
-	(*SelectClustersResponse)(nil),         // 19: dcm.rsync.v1.SelectClustersResponse
-	(*SubmitRolloutResponse)(nil),          // 20: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 21: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 22: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 23: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 24: dcm.rsync.v1.GetRolloutStatusResponse
-	(*GetRolloutStatesResponse)(nil),       // 25: dcm.rsync.v1.GetRolloutStatesResponse
-	(*WatchRolloutStatusResponse)(nil),     // 26: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 27: dcm.rsync.v1.GetCertificateResponse
-	(*RenewCertificateResponse)(nil),       // 28: dcm.rsync.v1.RenewCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 29: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 30: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenResponse)(nil), // 31: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersResponse)(nil),        // 32: dcm.rsync.v1.GetObjectOwnersResponse
+	(ClusterChange_Kind)(0),                // 0: dcm.rsync.v1.ClusterChange.Kind
+	(*HoldClusterRequest)(nil),             // 1: dcm.rsync.v1.HoldClusterRequest
+	(*HoldClusterResponse)(nil),            // 2: dcm.rsync.v1.HoldClusterResponse
+	(*ReleaseClustersRequest)(nil),         // 3: dcm.rsync.v1.ReleaseClustersRequest
+	(*ReleaseClustersResponse)(nil),        // 4: dcm.rsync.v1.ReleaseClustersResponse
+	(*StoredHold)(nil),                     // 5: dcm.rsync.v1.StoredHold
+	(*WatchClustersRequest)(nil),           // 6: dcm.rsync.v1.WatchClustersRequest
+	(*WatchClustersResponse)(nil),          // 7: dcm.rsync.v1.WatchClustersResponse
+	(*ClusterChange)(nil),                  // 8: dcm.rsync.v1.ClusterChange
+	(*SelectClustersRequest)(nil),          // 9: dcm.rsync.v1.SelectClustersRequest
+	(*SubmitRolloutRequest)(nil),           // 10: dcm.rsync.v1.SubmitRolloutRequest
+	(*UpdateRolloutRequest)(nil),           // 11: dcm.rsync.v1.UpdateRolloutRequest
+	(*DeleteRolloutRequest)(nil),           // 12: dcm.rsync.v1.DeleteRolloutRequest
+	(*StopRolloutRequest)(nil),             // 13: dcm.rsync.v1.StopRolloutRequest
+	(*GetRolloutStatusRequest)(nil),        // 14: dcm.rsync.v1.GetRolloutStatusRequest
+	(*GetRolloutStatesRequest)(nil),        // 15: dcm.rsync.v1.GetRolloutStatesRequest
+	(*WatchRolloutStatusRequest)(nil),      // 16: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*GetCertificateRequest)(nil),          // 17: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 18: dcm.rsync.v1.RenewCertificateRequest
+	(*GetResourceQuotaStatusRequest)(nil),  // 19: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetClusterConnectionRequest)(nil),    // 20: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetServiceAccountTokenRequest)(nil),  // 21: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetObjectOwnersRequest)(nil),         // 22: dcm.rsync.v1.GetObjectOwnersRequest
+	(*SelectClustersResponse)(nil),         // 23: dcm.rsync.v1.SelectClustersResponse
+	(*SubmitRolloutResponse)(nil),          // 24: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutResponse)(nil),          // 25: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutResponse)(nil),          // 26: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutResponse)(nil),            // 27: dcm.rsync.v1.StopRolloutResponse
+	(*GetRolloutStatusResponse)(nil),       // 28: dcm.rsync.v1.GetRolloutStatusResponse
+	(*GetRolloutStatesResponse)(nil),       // 29: dcm.rsync.v1.GetRolloutStatesResponse
+	(*WatchRolloutStatusResponse)(nil),     // 30: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*GetCertificateResponse)(nil),         // 31: dcm.rsync.v1.GetCertificateResponse
+	(*RenewCertificateResponse)(nil),       // 32: dcm.rsync.v1.RenewCertificateResponse
+	(*GetResourceQuotaStatusResponse)(nil), // 33: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*GetClusterConnectionResponse)(nil),   // 34: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenResponse)(nil), // 35: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersResponse)(nil),        // 36: dcm.rsync.v1.GetObjectOwnersResponse
 }
 var file_dcm_rsync_v1_internal_proto_depIdxs = []int32{
-	5,  // 0: dcm.rsync.v1.RsyncInternalService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
-	6,  // 1: dcm.rsync.v1.RsyncInternalService.SubmitRollout:input_type -> dcm.rsync.v1.SubmitRolloutRequest
-	7,  // 2: dcm.rsync.v1.RsyncInternalService.UpdateRollout:input_type -> dcm.rsync.v1.UpdateRolloutRequest
-	8,  // 3: dcm.rsync.v1.RsyncInternalService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
-	9,  // 4: dcm.rsync.v1.RsyncInternalService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
-	10, // 5: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
-	11, // 6: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
-	12, // 7: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
-	13, // 8: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
-	14, // 9: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
-	15, // 10: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
-	16, // 11: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	17, // 12: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
-	18, // 13: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
-	0,  // 14: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
-	2,  // 15: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
-	19, // 16: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	20, // 17: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	21, // 18: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	22, // 19: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	23, // 20: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	24, // 21: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	25, // 22: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
-	26, // 23: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	27, // 24: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	28, // 25: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
-	29, // 26: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	30, // 27: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	31, // 28: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
-	32, // 29: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
-	1,  // 30: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
-	3,  // 31: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
-	16, // [16:32] is the sub-list for method output_type
-	0,  // [0:16] is the sub-list for method input_type
-	0,  // [0:0] is the sub-list for extension type_name
-	0,  // [0:0] is the sub-list for extension extendee
-	0,  // [0:0] is the sub-list for field type_name
+	8,  // 0: dcm.rsync.v1.WatchClustersResponse.changes:type_name -> dcm.rsync.v1.ClusterChange
+	0,  // 1: dcm.rsync.v1.ClusterChange.kind:type_name -> dcm.rsync.v1.ClusterChange.Kind
+	9,  // 2: dcm.rsync.v1.RsyncInternalService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
+	6,  // 3: dcm.rsync.v1.RsyncInternalService.WatchClusters:input_type -> dcm.rsync.v1.WatchClustersRequest
+	10, // 4: dcm.rsync.v1.RsyncInternalService.SubmitRollout:input_type -> dcm.rsync.v1.SubmitRolloutRequest
+	11, // 5: dcm.rsync.v1.RsyncInternalService.UpdateRollout:input_type -> dcm.rsync.v1.UpdateRolloutRequest
+	12, // 6: dcm.rsync.v1.RsyncInternalService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
+	13, // 7: dcm.rsync.v1.RsyncInternalService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
+	14, // 8: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
+	15, // 9: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
+	16, // 10: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
+	17, // 11: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
+	18, // 12: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
+	19, // 13: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
+	20, // 14: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
+	21, // 15: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
+	22, // 16: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
+	1,  // 17: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
+	3,  // 18: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
+	23, // 19: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	7,  // 20: dcm.rsync.v1.RsyncInternalService.WatchClusters:output_type -> dcm.rsync.v1.WatchClustersResponse
+	24, // 21: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
+	25, // 22: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
+	26, // 23: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
+	27, // 24: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
+	28, // 25: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
+	29, // 26: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
+	30, // 27: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
+	31, // 28: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
+	32, // 29: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
+	33, // 30: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
+	34, // 31: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
+	35, // 32: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
+	36, // 33: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
+	2,  // 34: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
+	4,  // 35: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
+	19, // [19:36] is the sub-list for method output_type
+	2,  // [2:19] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_internal_proto_init() }
@@ -448,13 +709,14 @@ func file_dcm_rsync_v1_internal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_internal_proto_rawDesc), len(file_dcm_rsync_v1_internal_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   5,
+			NumEnums:      1,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_dcm_rsync_v1_internal_proto_goTypes,
 		DependencyIndexes: file_dcm_rsync_v1_internal_proto_depIdxs,
+		EnumInfos:         file_dcm_rsync_v1_internal_proto_enumTypes,
 		MessageInfos:      file_dcm_rsync_v1_internal_proto_msgTypes,
 	}.Build()
 	File_dcm_rsync_v1_internal_proto = out.File

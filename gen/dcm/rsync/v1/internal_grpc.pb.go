@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	RsyncInternalService_SelectClusters_FullMethodName         = "/dcm.rsync.v1.RsyncInternalService/SelectClusters"
+	RsyncInternalService_WatchClusters_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/WatchClusters"
 	RsyncInternalService_SubmitRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/SubmitRollout"
 	RsyncInternalService_UpdateRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/UpdateRollout"
 	RsyncInternalService_DeleteRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/DeleteRollout"
@@ -52,6 +53,15 @@ type RsyncInternalServiceClient interface {
 	// SelectClusters lists the clusters, of every provider, that carry all
 	// the given labels (core resolves seed 002's cluster-labels).
 	SelectClusters(ctx context.Context, in *SelectClustersRequest, opts ...grpc.CallOption) (*SelectClustersResponse, error)
+	// WatchClusters sends the cluster registry now (every registered
+	// cluster with its labels, initial true) and then each change to it: a
+	// cluster registered, its labels changed, or deleted. A change made
+	// through this replica is sent at once; one made through another rsync
+	// replica when this one next reads the registry (every few seconds).
+	// Core follows it to roll label-selected logical clouds out to the
+	// clusters that match (docs/logical-clouds.md, "Clusters by label");
+	// rsync never calls core.
+	WatchClusters(ctx context.Context, in *WatchClustersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchClustersResponse], error)
 	// SubmitRollout stores an owner's desired state, per cluster an ordered
 	// list of manifests, and starts applying it. An owner whose rollout is
 	// live is AlreadyExists (use UpdateRollout); one whose rollout was deleted
@@ -133,6 +143,25 @@ func (c *rsyncInternalServiceClient) SelectClusters(ctx context.Context, in *Sel
 	return out, nil
 }
 
+func (c *rsyncInternalServiceClient) WatchClusters(ctx context.Context, in *WatchClustersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchClustersResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RsyncInternalService_ServiceDesc.Streams[0], RsyncInternalService_WatchClusters_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchClustersRequest, WatchClustersResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RsyncInternalService_WatchClustersClient = grpc.ServerStreamingClient[WatchClustersResponse]
+
 func (c *rsyncInternalServiceClient) SubmitRollout(ctx context.Context, in *SubmitRolloutRequest, opts ...grpc.CallOption) (*SubmitRolloutResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitRolloutResponse)
@@ -195,7 +224,7 @@ func (c *rsyncInternalServiceClient) GetRolloutStates(ctx context.Context, in *G
 
 func (c *rsyncInternalServiceClient) WatchRolloutStatus(ctx context.Context, in *WatchRolloutStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRolloutStatusResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &RsyncInternalService_ServiceDesc.Streams[0], RsyncInternalService_WatchRolloutStatus_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &RsyncInternalService_ServiceDesc.Streams[1], RsyncInternalService_WatchRolloutStatus_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +336,15 @@ type RsyncInternalServiceServer interface {
 	// SelectClusters lists the clusters, of every provider, that carry all
 	// the given labels (core resolves seed 002's cluster-labels).
 	SelectClusters(context.Context, *SelectClustersRequest) (*SelectClustersResponse, error)
+	// WatchClusters sends the cluster registry now (every registered
+	// cluster with its labels, initial true) and then each change to it: a
+	// cluster registered, its labels changed, or deleted. A change made
+	// through this replica is sent at once; one made through another rsync
+	// replica when this one next reads the registry (every few seconds).
+	// Core follows it to roll label-selected logical clouds out to the
+	// clusters that match (docs/logical-clouds.md, "Clusters by label");
+	// rsync never calls core.
+	WatchClusters(*WatchClustersRequest, grpc.ServerStreamingServer[WatchClustersResponse]) error
 	// SubmitRollout stores an owner's desired state, per cluster an ordered
 	// list of manifests, and starts applying it. An owner whose rollout is
 	// live is AlreadyExists (use UpdateRollout); one whose rollout was deleted
@@ -380,6 +418,9 @@ type UnimplementedRsyncInternalServiceServer struct{}
 
 func (UnimplementedRsyncInternalServiceServer) SelectClusters(context.Context, *SelectClustersRequest) (*SelectClustersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SelectClusters not implemented")
+}
+func (UnimplementedRsyncInternalServiceServer) WatchClusters(*WatchClustersRequest, grpc.ServerStreamingServer[WatchClustersResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchClusters not implemented")
 }
 func (UnimplementedRsyncInternalServiceServer) SubmitRollout(context.Context, *SubmitRolloutRequest) (*SubmitRolloutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitRollout not implemented")
@@ -464,6 +505,17 @@ func _RsyncInternalService_SelectClusters_Handler(srv interface{}, ctx context.C
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _RsyncInternalService_WatchClusters_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchClustersRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RsyncInternalServiceServer).WatchClusters(m, &grpc.GenericServerStream[WatchClustersRequest, WatchClustersResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RsyncInternalService_WatchClustersServer = grpc.ServerStreamingServer[WatchClustersResponse]
 
 func _RsyncInternalService_SubmitRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SubmitRolloutRequest)
@@ -797,6 +849,11 @@ var RsyncInternalService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchClusters",
+			Handler:       _RsyncInternalService_WatchClusters_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "WatchRolloutStatus",
 			Handler:       _RsyncInternalService_WatchRolloutStatus_Handler,

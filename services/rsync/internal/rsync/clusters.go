@@ -41,6 +41,7 @@ func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterR
 	if err := s.clusters.Create(ctx, id, req.GetProvider(), stored, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)}); err != nil {
 		return nil, err
 	}
+	s.registry.changed()
 	return &rsyncv1.CreateClusterResponse{Cluster: stored}, nil
 }
 
@@ -112,6 +113,7 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 	if err := s.clusters.Update(ctx, id, cur.Version, next, secrets...); err != nil {
 		return nil, err
 	}
+	s.registry.changed()
 	return &rsyncv1.UpdateClusterResponse{Cluster: next}, nil
 }
 
@@ -140,6 +142,7 @@ func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterR
 	if err := s.clusters.Delete(ctx, id); err != nil {
 		return nil, err
 	}
+	s.registry.changed()
 	return &rsyncv1.DeleteClusterResponse{}, nil
 }
 

@@ -8,6 +8,7 @@ package rsync
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -30,13 +31,20 @@ type Service struct {
 	connector *connector
 	renewed   renewals
 	log       *zap.Logger
+	// registry wakes the cluster watches (WatchClusters) at a change made
+	// through this replica.
+	registry *registryChanges
+	// RegistryPoll is how often a cluster watch reads the registry for
+	// other replicas' changes (DefaultRegistryPoll when 0).
+	RegistryPoll time.Duration
 }
 
 // New opens the service's collections on st and makes the engine (Run
 // starts it). It calls no other service.
 func New(st *store.Store, cfg engine.Config, log *zap.Logger) *Service {
 	s := &Service{
-		log: log,
+		log:      log,
+		registry: newRegistryChanges(),
 		providers: store.NewRecords(st, ProvidersCollection, "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
 		clusters: store.NewRecords(st, ClustersCollection, "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
