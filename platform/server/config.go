@@ -41,6 +41,10 @@ type Config struct {
 	// FactsInterval paces core's reconcile of the logical clouds' facts it
 	// tells the namespace, user, quota and traffic services.
 	FactsInterval time.Duration `env:"DCM_FACTS_INTERVAL" flag:"facts-interval" default:"1m" usage:"how often core tells the namespace, user, quota and traffic services the facts of every logical cloud again (a service that missed a tell converges)"`
+	// LabelsInterval paces core's reconcile of the logical clouds that
+	// follow their cluster-labels (docs/logical-clouds.md "Clusters by
+	// label"), besides the registry changes rsync streams.
+	LabelsInterval time.Duration `env:"DCM_LABELS_INTERVAL" flag:"labels-interval" default:"1m" usage:"how often core compares every logical cloud that follows its cluster-labels with the cluster registry, besides acting on each registry change rsync streams (a change missed while core was down or disconnected converges). Read by core"`
 	// TokenLifetime is how long the ServiceAccount token in a token user's
 	// kubeconfig lasts (core asks rsync for a fresh one per kubeconfig).
 	TokenLifetime time.Duration `env:"DCM_TOKEN_LIFETIME" flag:"token-lifetime" default:"24h" usage:"lifetime of the bound ServiceAccount token (TokenRequest API) in a token user's kubeconfig, 10m to 720h. Read by core"`
