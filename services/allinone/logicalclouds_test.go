@@ -89,7 +89,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	showing := func(perms string) string {
 		return `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
 		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[]},
-		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
+		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":[],"label-changes":[]}}`
 	}
 	stored := showing(perms)
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", lc1, `{"name":"lc-1","logical-cloud-name":"lc-1","namespace":"ns-1","user-name":"user-1",
@@ -243,7 +243,7 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[
 		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
 		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[]},
-		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
+		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":["edge/c1"],"label-changes":[]}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
 		"user-name":"user-1","user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
 	lc := "/v2/projects/p1/logical-clouds/logical-cloud-1"
@@ -283,7 +283,7 @@ func TestLogicalCloudLevels(t *testing.T) {
 
 	adminStored := `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
 		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"ca-root":"","allow-ingress-from":[]},
-		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created"}}`
+		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":[],"label-changes":[]}}`
 	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
 		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","message":"logical cloud created","logical-cloud":`+adminStored+`}`)
 	r.is(200, "GET", base+"/admin-lc", "", adminStored)

@@ -78,7 +78,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		CertRenewPercent: cfg.CertRenewPercent, WatchMax: cfg.WatchMax, MaxMeshes: cfg.MaxMeshesPerProject}, env.Log.Named("logical-clouds"))
 	return []server.Service{core.NewProjects(st), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval),
-			clouds.Reconcile(cfg.FactsInterval)},
+			clouds.Reconcile(cfg.FactsInterval), clouds.FollowLabels(cfg.LabelsInterval)},
 		OnStop: []func(context.Context){closeAll, core.CountLogicalClouds(st, peers.RsyncInternal)}, // dcm_logical_clouds until the program stops
 	}, nil
 }

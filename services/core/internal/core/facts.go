@@ -203,6 +203,11 @@ func (s *Facts) retell(ctx context.Context, project, lc string) error {
 		return err
 	}
 	defer unlock()
+	return s.tellLocked(ctx, project, lc)
+}
+
+// tellLocked is retell for a caller that holds the logical cloud's lock.
+func (s *Facts) tellLocked(ctx context.Context, project, lc string) error {
 	c, err := s.clouds.Get(ctx, store.Key(project, lc))
 	if errs.Code(err) == codes.NotFound {
 		return nil

@@ -155,7 +155,9 @@ func (s *rollouts) status(ctx context.Context, project, lc string, c *corev1.Log
 		}
 		rs = resp.GetStatus()
 	}
-	return statusView(project, lc, phase, rs), nil
+	out := statusView(project, lc, phase, rs)
+	out.LabelChanges = c.GetLifecycle().GetLabelChanges()
+	return out, nil
 }
 
 // statusView shows the resource synchronizer's status with the state.
@@ -217,12 +219,19 @@ func (s *cloudReader) versioned(ctx context.Context, project, lc string) (store.
 // current state.
 func (s *Lifecycle) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
 	act func(ctx context.Context, c *corev1.LogicalCloud, st *corev1.LogicalCloudStatus) (int64, error)) (*corev1.LogicalCloudStatus, error) {
-	key := store.Key(project, lc)
-	ctx, unlock, err := s.locks.lock(ctx, key, fmt.Sprintf("logical cloud %q", lc))
+	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	return s.transitionLocked(ctx, verb, project, lc, from, phase, act)
+}
+
+// transitionLocked is transition for a caller that holds the logical
+// cloud's lock (a registry change followed, labels.go).
+func (s *Lifecycle) transitionLocked(ctx context.Context, verb, project, lc string, from []string, phase string,
+	act func(ctx context.Context, c *corev1.LogicalCloud, st *corev1.LogicalCloudStatus) (int64, error)) (*corev1.LogicalCloudStatus, error) {
+	key := store.Key(project, lc)
 	cur, err := s.versioned(ctx, project, lc)
 	if err != nil {
 		return nil, err
@@ -246,7 +255,8 @@ func (s *Lifecycle) transition(ctx context.Context, verb, project, lc string, fr
 			if phaseOf(c) != was {
 				return errs.Aborted("logical cloud %q changed phase during %s; read its status", lc, verb)
 			}
-			c.Lifecycle = &corev1.Lifecycle{Phase: phase, Generation: gen, Changed: timestamppb.Now()}
+			c.Lifecycle = &corev1.Lifecycle{Phase: phase, Generation: gen, Changed: timestamppb.Now(),
+				LabelledClusters: c.GetLifecycle().GetLabelledClusters(), LabelChanges: c.GetLifecycle().GetLabelChanges()}
 			return nil
 		})
 		if err != nil {
@@ -277,58 +287,64 @@ func (s *Lifecycle) UpdateLogicalCloudResources(ctx context.Context, req *corev1
 // renderAndSubmit is apply and update: the transition that renders the
 // logical cloud and hands it to the resource synchronizer.
 func (s *Lifecycle) renderAndSubmit(ctx context.Context, verb, project, lc string, from []string, update bool) (*corev1.LogicalCloudStatus, error) {
-	return s.transition(ctx, verb, project, lc, from, phaseApplying,
-		func(ctx context.Context, c *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
-			r, err := s.render(ctx, project, lc, c)
-			if err != nil {
+	return s.transition(ctx, verb, project, lc, from, phaseApplying, s.rollOut(project, lc, update))
+}
+
+// rollOut is the act of apply and update (and of a registry change
+// followed): render the logical cloud and hand it to the resource
+// synchronizer.
+func (s *Lifecycle) rollOut(project, lc string, update bool) func(ctx context.Context, c *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
+	return func(ctx context.Context, c *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
+		r, err := s.render(ctx, project, lc, c)
+		if err != nil {
+			return 0, err
+		}
+		namespaces := []string{c.GetSpec().GetNamespace()}
+		keep := map[string]bool{}
+		if r.mesh.enabled {
+			namespaces = append(namespaces, r.mesh.istioNamespace)
+			for _, t := range r.targets {
+				keep[clusterKey(t.provider, t.cluster)] = true
+			}
+		}
+		for _, ns := range namespaces {
+			if err := s.namespaceFree(ctx, project, lc, ns, r.clusters); err != nil {
 				return 0, err
 			}
-			namespaces := []string{c.GetSpec().GetNamespace()}
-			keep := map[string]bool{}
-			if r.mesh.enabled {
-				namespaces = append(namespaces, r.mesh.istioNamespace)
-				for _, t := range r.targets {
-					keep[clusterKey(t.provider, t.cluster)] = true
-				}
-			}
-			for _, ns := range namespaces {
-				if err := s.namespaceFree(ctx, project, lc, ns, r.clusters); err != nil {
-					return 0, err
-				}
-			}
-			if r.mesh.enabled {
-				if err := s.meshes.meshObjectsFree(ctx, project, lc, r.mesh); err != nil {
-					return 0, err
-				}
-			}
-			if r.mesh.enabled {
-				// The CRDs first: the control plane's custom resources would
-				// otherwise wait for them (rsync retries a missing kind).
-				if err := s.meshes.joinMesh(ctx, project, lc, r.targets, r.mesh.crds); err != nil {
-					return 0, err
-				}
-			}
-			gen, err := s.submit(ctx, project, lc, r.clusters, update)
-			if err != nil {
+		}
+		if r.mesh.enabled {
+			if err := s.meshes.meshObjectsFree(ctx, project, lc, r.mesh); err != nil {
 				return 0, err
 			}
-			// Clusters the logical cloud left, or all of them when its mesh
-			// is off now: their CRDs go with their last user. A failure is
-			// retried by the next update, terminate or delete.
-			ctx = context.WithoutCancel(ctx)
-			was, err := s.meshes.leaveMesh(ctx, project, lc, keep)
-			if err != nil {
-				logging.FromOr(ctx, s.log).Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+		}
+		if r.mesh.enabled {
+			// The CRDs first: the control plane's custom resources would
+			// otherwise wait for them (rsync retries a missing kind).
+			if err := s.meshes.joinMesh(ctx, project, lc, r.targets, r.mesh.crds); err != nil {
+				return 0, err
 			}
-			if was && !r.mesh.enabled {
-				// Its mesh is off: the control planes leave with this update,
-				// and their intermediates are revoked as at terminate.
-				if _, err := s.meshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
-					logging.FromOr(ctx, s.log).Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
-				}
+		}
+		gen, err := s.submit(ctx, project, lc, r.clusters, update)
+		if err != nil {
+			return 0, err
+		}
+		// Clusters the logical cloud left, or all of them when its mesh
+		// is off now: their CRDs go with their last user. A failure is
+		// retried by the next update, terminate or delete.
+		ctx = context.WithoutCancel(ctx)
+		was, err := s.meshes.leaveMesh(ctx, project, lc, keep)
+		if err != nil {
+			logging.FromOr(ctx, s.log).Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+		}
+		if was && !r.mesh.enabled {
+			// Its mesh is off: the control planes leave with this update,
+			// and their intermediates are revoked as at terminate.
+			if _, err := s.meshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
+				logging.FromOr(ctx, s.log).Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 			}
-			return gen, nil
-		})
+		}
+		return gen, nil
+	}
 }
 
 // namespaceFree refuses (409) to apply a logical cloud whose namespace ns
@@ -539,8 +555,14 @@ func (s *Lifecycle) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudStatusR
 		return err
 	}
 	phase := phaseOf(c)
+	// The label changes are the logical cloud's when the watch began.
+	view := func(rs *rsyncv1.RolloutStatus) *corev1.LogicalCloudStatus {
+		st := statusView(project, lc, phase, rs)
+		st.LabelChanges = c.GetLifecycle().GetLabelChanges()
+		return st
+	}
 	if phase == phaseCreated {
-		return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
+		return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: view(nil)})
 	}
 	w, err := s.rsync.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
 	if err != nil {
@@ -555,13 +577,13 @@ func (s *Lifecycle) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudStatusR
 		case errors.Is(err, io.EOF):
 			return nil
 		case errs.Code(err) == codes.NotFound:
-			return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
+			return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: view(nil)})
 		case err != nil && atMax():
 			return nil
 		case err != nil:
 			return err
 		}
-		if err := stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, m.GetStatus())}); err != nil {
+		if err := stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: view(m.GetStatus())}); err != nil {
 			return err
 		}
 	}

@@ -64,7 +64,9 @@ type Peers struct {
 //   - References: cluster references and kv pairs (references.go);
 //   - Kubeconfigs: the users' kubeconfigs (kubeconfig.go);
 //   - QuotaUsage: the quotas' usage on the clusters (quotausage.go);
-//   - Facts: what core tells the child services (facts.go).
+//   - Facts: what core tells the child services (facts.go);
+//   - Labels: label-selected logical clouds following the cluster
+//     registry (labels.go).
 //
 // Meshes (mesh records, CRD rollouts, mesh limit, claims: mesh.go) and
 // TrafficRollouts (traffic.go, its own gRPC service) are parts the others
@@ -79,6 +81,7 @@ type LogicalClouds struct {
 	*Kubeconfigs
 	*QuotaUsage
 	*Facts
+	*Labels
 	traffic *TrafficRollouts
 }
 
@@ -144,18 +147,21 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 		namespaces: peers.Namespaces, users: peers.Users, usersInternal: peers.UsersInternal, quotas: peers.Quotas,
 		quotasInternal: peers.QuotasInternal, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, caDist: peers.CaDistInternal,
 		facts: facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
+	lifecycle := &Lifecycle{cloudReader: reader, rollouts: ro, locks: locks, namespaces: peers.Namespaces, quotas: peers.QuotasInternal,
+		users: peers.UsersInternal, meshInternal: peers.MeshInternal, references: references, meshes: meshes, traffic: traffic,
+		log: log, watchMax: set.WatchMax}
 	return &LogicalClouds{
 		Clouds:        clouds,
 		ControlPlanes: &ControlPlanes{cloudReader: reader, lcs: clouds, meshes: meshes, meshInternal: peers.MeshInternal, tenancy: set.Tenancy},
-		Lifecycle: &Lifecycle{cloudReader: reader, rollouts: ro, locks: locks, namespaces: peers.Namespaces, quotas: peers.QuotasInternal,
-			users: peers.UsersInternal, meshInternal: peers.MeshInternal, references: references, meshes: meshes, traffic: traffic,
-			log: log, watchMax: set.WatchMax},
-		References: references,
+		Lifecycle:     lifecycle,
+		References:    references,
 		Kubeconfigs: &Kubeconfigs{cloudReader: reader, rollouts: ro, references: references, users: peers.UsersInternal,
 			rsync: peers.RsyncInternal, log: log, tokenLifetime: set.TokenLifetime, certRenewPercent: set.CertRenewPercent},
 		QuotaUsage: &QuotaUsage{cloudReader: reader, rollouts: ro, rsync: peers.RsyncInternal},
 		Facts:      facts,
-		traffic:    traffic,
+		Labels: &Labels{cloudReader: reader, lifecycle: lifecycle, references: references, facts: facts, locks: locks,
+			rsync: peers.RsyncInternal, registry: peers.Rsync, log: log},
+		traffic: traffic,
 	}
 }
 
@@ -280,6 +286,11 @@ func (s *Clouds) create(ctx context.Context, project string, p *plan, first func
 			return err
 		}
 		selected = resp.GetClusters()
+		for _, sc := range selected {
+			// Referenced because of the labels: released when it loses one
+			// (labels.go).
+			p.lc.Lifecycle.LabelledClusters = append(p.lc.Lifecycle.LabelledClusters, clusterKey(sc.GetProvider(), sc.GetName()))
+		}
 	}
 	err := s.clouds.CreateChecked(ctx, store.Key(project, name), project, p.lc, func(ctx context.Context) error {
 		_, err := s.projects.Get(ctx, project)
@@ -500,6 +511,14 @@ func (s *Clouds) UpdateLogicalCloud(ctx context.Context, req *corev1.UpdateLogic
 				return err
 			}
 			c.Spec.PodSecurity = ps
+		}
+		if in := req.GetSpec(); in != nil && in.FollowLabels != nil {
+			// Followed (or not) from the next pass over the registry
+			// (labels.go); omitted, it is kept.
+			if err := checkFollowLabels("spec.follow-labels", c.GetSpec().GetClusterLabels()); err != nil {
+				return err
+			}
+			c.Spec.FollowLabels = in.FollowLabels
 		}
 		if in := req.GetSpec(); in != nil {
 			// Labels are replaced whenever a spec is given (a GET's body sent

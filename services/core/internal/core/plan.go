@@ -89,6 +89,11 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 	if err := kube.CheckPodSecurity("spec.pod-security", level, spec.GetPodSecurity(), g.mayGrant); err != nil {
 		return nil, err
 	}
+	if spec != nil && spec.FollowLabels != nil {
+		if err := checkFollowLabels("spec.follow-labels", nil); err != nil {
+			return nil, err
+		}
+	}
 	u := spec.GetUser()
 	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: cmp.Or(spec.GetPodSecurity(), g.PodSecurity)}}
 	mesh, root, err := planMesh(spec, name, level, cmp.Or(spec.GetNamespace(), name), g.Reserved, meshNamespaceField)
@@ -265,6 +270,15 @@ func checkUserCSR(field, userType, csr, project, lc, user string) error {
 	return kube.CheckCSR(field, csr, project, lc, user)
 }
 
+// checkFollowLabels refuses follow-labels (field) for a logical cloud
+// without cluster labels: there is nothing to follow.
+func checkFollowLabels(field string, labels []string) error {
+	if len(labels) == 0 {
+		return errs.Invalid(field, "applies to a logical cloud with cluster-labels only (seed 002's flat body), and this one has none")
+	}
+	return nil
+}
+
 // planFlat reads seed 002's body: name, description, cluster-labels,
 // resources (the logical cloud's quota) and user, one object or a list,
 // each with type, certificate, permissions and quota.
@@ -294,6 +308,12 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 		p.labels = append(p.labels, l)
 	}
 	lc.Spec.ClusterLabels = p.labels
+	if req.FollowLabels != nil {
+		if err := checkFollowLabels("follow-labels", p.labels); err != nil {
+			return nil, err
+		}
+		lc.Spec.FollowLabels = req.FollowLabels
+	}
 	if res := req.GetResources(); res != nil {
 		if err := checkQuota("resources", res, g); err != nil {
 			return nil, err

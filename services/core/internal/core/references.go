@@ -276,27 +276,35 @@ func (s *References) DeleteClusterReference(ctx context.Context, req *corev1.Del
 	if err != nil {
 		return nil, err
 	}
-	// Release the hold first: a reference of the same cluster added once
-	// this one is gone holds it again after this release. Should rsync be
-	// down, nothing changes and the answer is its error (retry). Should the
-	// delete then fail, the cluster is held again.
+	if err := s.removeReference(ctx, project, lc, provider, cluster); err != nil {
+		return nil, err
+	}
+	s.facts.retellOrLog(ctx, project, lc)
+	return &corev1.DeleteClusterReferenceResponse{}, nil
+}
+
+// removeReference deletes the logical cloud's reference of a cluster and
+// its hold. The hold is released first: a reference of the same cluster
+// added once this one is gone holds it again after this release. Should
+// rsync be down, nothing changes and the answer is its error (retry).
+// Should the delete then fail, the cluster is held again.
+func (s *References) removeReference(ctx context.Context, project, lc, provider, cluster string) error {
 	owner := rolloutOwner(project, lc)
 	if _, err := s.rsync.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
 		Owner: owner, Provider: provider, Cluster: cluster}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.refs.Delete(ctx, store.Key(project, lc, provider, cluster)); err != nil {
 		if errs.Code(err) != codes.NotFound {
 			_, herr := s.rsync.HoldCluster(context.WithoutCancel(ctx), &rsyncv1.HoldClusterRequest{
 				Owner: owner, Provider: provider, Cluster: cluster})
 			if herr != nil {
-				return nil, errors.Join(err, herr)
+				return errors.Join(err, herr)
 			}
 		}
-		return nil, err
+		return err
 	}
-	s.facts.retellOrLog(ctx, project, lc)
-	return &corev1.DeleteClusterReferenceResponse{}, nil
+	return nil
 }
 
 // kvStored checks a KvPair's pairs (each one key with a string value) and

@@ -1,0 +1,147 @@
+package allinone_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+)
+
+// labelChanges is GET .../status's label-changes.
+type labelChanges struct {
+	LabelChanges []struct {
+		Provider string `json:"cluster-provider"`
+		Cluster  string `json:"cluster-name"`
+		Change   string `json:"change"`
+		Reason   string `json:"reason"`
+	} `json:"label-changes"`
+}
+
+// labelReasons are a logical cloud's label changes as "change cluster:
+// reason".
+func (r *rest) labelReasons(lc string) []string {
+	r.t.Helper()
+	var st labelChanges
+	require.NoError(r.t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	var out []string
+	for _, c := range st.LabelChanges {
+		out = append(out, c.Change+" "+c.Provider+"/"+c.Cluster+": "+c.Reason)
+	}
+	return out
+}
+
+// putClusterLabels registers cluster c under provider edge with labels
+// (POST), or changes the labels of a registered one (PUT, the kubeconfig
+// kept).
+func putClusterLabels(t *testing.T, r *rest, c *kubetest.Cluster, register bool, labels ...string) {
+	t.Helper()
+	spec := map[string]any{"labels": append([]string{}, labels...)}
+	if register {
+		spec["kubeconfig"] = string(c.Kubeconfig)
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c.Name}, "spec": spec})
+	require.NoError(t, err)
+	if register {
+		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+		return
+	}
+	r.want(200, "PUT", "/v2/cluster-providers/edge/clusters/"+c.Name, string(body))
+}
+
+// kindsOn are the kinds of the logical cloud's objects on cluster c.
+func kindsOn(t *testing.T, c *kubetest.Cluster, project, lc string) []string {
+	var out []string
+	for _, o := range leftOn(t, c, project, lc) {
+		kind, _, _ := strings.Cut(o, "/")
+		if !slices.Contains(out, kind) {
+			out = append(out, kind)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestClustersByLabelFollowTheRegistry (seed 002: "When new K8S cluster
+// is added with the label of interest, taking care of creating
+// tenant-specific information in that edge"): two logical clouds created
+// from seed 002's flat body with cluster-labels "edge-site" are applied to
+// cluster-1, the one cluster carrying it. cluster-2 is registered
+// afterwards with the label: the one that follows its labels (the
+// default) gets its namespace, RBAC and quota there without any update
+// call, and a cluster reference; the one created with follow-labels false
+// stays where it was until POST .../update, as before. cluster-2 then
+// loses the label: the following logical cloud's objects leave it, and its
+// status names both changes with their reasons.
+func TestClustersByLabelFollowTheRegistry(t *testing.T) {
+	h := kubetest.ForTests(t, 2)
+	r := newREST(t, stacktest.Start(t))
+	c1, c2 := h.Clusters[0], h.Clusters[1]
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	putClusterLabels(t, r, c1, true, "edge-site")
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"follow"}}`)
+	flat := func(name, extra string) string {
+		return `{"name":"` + name + `","cluster-labels":"edge-site",` + extra + `
+		  "resources":{"cpu":"4","memory":"8Gi","pods":"20"},
+		  "user":{"name":"user-1","permissions":{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list"]}}}`
+	}
+	follows, fixed := "/v2/projects/follow/logical-clouds/lc-follows", "/v2/projects/follow/logical-clouds/lc-fixed"
+	r.want(201, "POST", "/v2/projects/follow/logical-clouds", flat("lc-follows", ""))
+	r.want(201, "POST", "/v2/projects/follow/logical-clouds", flat("lc-fixed", `"follow-labels":false,`))
+	require.Contains(t, r.want(200, "GET", fixed, ""), `"follow-labels":false`)
+	for _, lc := range []string{follows, fixed} {
+		r.want(202, "POST", lc+"/apply", "")
+		r.settle(lc, "Instantiated")
+	}
+	want := []string{"limitranges", "namespaces", "networkpolicies", "resourcequotas", "rolebindings", "roles"}
+	on1 := kindsOn(t, c1, "follow", "lc-follows")
+	require.Subset(t, on1, want, "the namespace, RBAC and quota on cluster-1")
+	require.Empty(t, leftOn(t, c2, "follow", "lc-follows"), "cluster-2 is not registered yet")
+
+	// cluster-2 registered with the label: no update call.
+	putClusterLabels(t, r, c2, true, "edge-site")
+	eventually(t, "lc-follows is on cluster-2", func() bool {
+		return slices.Equal(kindsOn(t, c2, "follow", "lc-follows"), on1)
+	})
+	r.settle(follows, "Instantiated")
+	require.Contains(t, r.want(200, "GET", follows+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
+	require.Contains(t, r.labelReasons(follows), "joined edge/"+c2.Name+": cluster edge/"+c2.Name+" joined: it carries label edge-site")
+	// The registry change reached both logical clouds in the same pass:
+	// the one not following stays on cluster-1 only.
+	require.Empty(t, leftOn(t, c2, "follow", "lc-fixed"), "follow-labels false: no rollout without an update")
+	require.Empty(t, r.labelReasons(fixed))
+	require.NotContains(t, r.want(200, "GET", fixed+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
+	// ... until POST .../update, which selects by label as it always did.
+	r.want(202, "POST", fixed+"/update", "")
+	r.settle(fixed, "Instantiated")
+	require.Equal(t, kindsOn(t, c1, "follow", "lc-fixed"), kindsOn(t, c2, "follow", "lc-fixed"))
+
+	// cluster-2 loses the label: lc-follows is released from it.
+	putClusterLabels(t, r, c2, false, "other")
+	eventually(t, "lc-follows has left cluster-2", func() bool { return len(leftOn(t, c2, "follow", "lc-follows")) == 0 })
+	r.settle(follows, "Instantiated")
+	require.Equal(t, on1, kindsOn(t, c1, "follow", "lc-follows"), "cluster-1 keeps it")
+	require.NotContains(t, r.want(200, "GET", follows+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
+	require.Equal(t, []string{
+		"joined edge/" + c2.Name + ": cluster edge/" + c2.Name + " joined: it carries label edge-site",
+		"released edge/" + c2.Name + ": cluster edge/" + c2.Name + " released: it no longer carries label edge-site",
+	}, r.labelReasons(follows))
+
+	// Turned on (or off) by a PUT of spec.follow-labels; refused, naming
+	// the field, for a logical cloud with no cluster-labels.
+	require.Contains(t, r.want(200, "PUT", fixed, `{"metadata":{"name":"lc-fixed"},"spec":{"follow-labels":true}}`), `"follow-labels":true`)
+	r.want(201, "POST", "/v2/projects/follow/logical-clouds", `{"metadata":{"name":"lc-spec"}}`)
+	bad := r.want(400, "PUT", "/v2/projects/follow/logical-clouds/lc-spec", `{"metadata":{"name":"lc-spec"},"spec":{"follow-labels":true}}`)
+	require.Equal(t, "spec.follow-labels", decodeMap(t, bad)["field"], bad)
+	require.Contains(t, r.want(400, "POST", "/v2/projects/follow/logical-clouds", `{"name":"lc-nolabels","follow-labels":false}`), `"field":"follow-labels"`)
+
+	for _, lc := range []string{follows, fixed} {
+		r.want(202, "POST", lc+"/terminate", "")
+		r.settle(lc, "Terminated")
+		r.want(204, "DELETE", lc, "")
+	}
+}
