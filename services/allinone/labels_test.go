@@ -131,6 +131,30 @@ func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 		"released edge/" + c2.Name + ": cluster edge/" + c2.Name + " released: it no longer carries label edge-site",
 	}, r.labelReasons(follows))
 
+	// cluster-2 labelled again: lc-follows joins it again, and its
+	// reference holds it in the registry. With that reference removed by
+	// hand, the cluster can be deleted from the registry: lc-follows
+	// releases it, for that reason. (What is on a cluster deleted from
+	// the registry stays there: DCM no longer reaches it.)
+	putClusterLabels(t, r, c2, false, "edge-site")
+	eventually(t, "lc-follows is on cluster-2 again", func() bool {
+		return slices.Equal(kindsOn(t, c2, "follow", "lc-follows"), on1)
+	})
+	r.settle(follows, "Instantiated")
+	held := r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/"+c2.Name, "")
+	require.Contains(t, held, "follow/lc-follows")
+	r.want(204, "DELETE", follows+"/cluster-references/"+c2.Name, "")
+	r.want(204, "DELETE", "/v2/cluster-providers/edge/clusters/"+c2.Name, "")
+	released := "released edge/" + c2.Name + ": cluster edge/" + c2.Name + " released: it was deleted from the registry"
+	eventually(t, "lc-follows releases the deleted cluster", func() bool { return slices.Contains(r.labelReasons(follows), released) })
+	st := r.settle(follows, "Instantiated")
+	for _, c := range st.Clusters {
+		if c.Name == c2.Name {
+			require.Equal(t, "orphaned", c.State, "what may remain on the deleted cluster is shown: %+v", st)
+		}
+	}
+	require.Len(t, r.labelReasons(follows), 4)
+
 	// Turned on (or off) by a PUT of spec.follow-labels; refused, naming
 	// the field, for a logical cloud with no cluster-labels.
 	require.Contains(t, r.want(200, "PUT", fixed, `{"metadata":{"name":"lc-fixed"},"spec":{"follow-labels":true}}`), `"follow-labels":true`)
@@ -144,4 +168,41 @@ func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 		r.settle(lc, "Terminated")
 		r.want(204, "DELETE", lc, "")
 	}
+}
+
+// TestClustersByLabelOneCoreReplicaActs: two core replicas on one store
+// both hear of a cluster registered with a logical cloud's label; the
+// logical cloud's transition lock lets one of them act: the rollout is
+// updated once (one generation more) and the join is recorded once. (The
+// clusters are loopback addresses where nothing listens: the rollout
+// retries, which is all a transition needs.)
+func TestClustersByLabelOneCoreReplicaActs(t *testing.T) {
+	t.Parallel()
+	s := startReplicated(t)
+	r := s.gw[2]
+	register := func(name string) {
+		t.Helper()
+		kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/"+name)
+		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
+		require.NoError(t, err)
+		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	}
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	register("c1")
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
+	lc := "/v2/projects/p1/logical-clouds/lc-1"
+	r.want(202, "POST", lc+"/apply", "")
+	state, gen := s.state(t, lc)
+	require.Equal(t, "Instantiating", state)
+	require.Equal(t, int64(1), gen)
+
+	register("c2")
+	eventually(t, "c2 joins lc-1", func() bool { _, gen := s.state(t, lc); return gen > 1 })
+	// The replica that did not act either found the lock taken (and
+	// skipped) or, after it, c2 recorded (and had nothing to do).
+	eventually(t, "the join is recorded", func() bool { return len(r.labelReasons(lc)) > 0 })
+	require.Equal(t, []string{"joined edge/c2: cluster edge/c2 joined: it carries label edge"}, r.labelReasons(lc))
+	_, gen = s.state(t, lc)
+	require.Equal(t, int64(2), gen, "the rollout was updated once")
 }

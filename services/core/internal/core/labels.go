@@ -136,7 +136,7 @@ func (l *Labels) FollowAll(ctx context.Context) error {
 		if it.Deleting || !ok || !followsLabels(it.Msg) {
 			continue
 		}
-		err := l.follow(ctx, project, lc)
+		err := l.follow(ctx, project, lc, it.Msg)
 		if st, ok := status.FromError(err); ok && err != nil && errs.ReasonOf(st) == errs.ReasonConcurrentUpdate {
 			continue // another replica holds it and acts
 		}
@@ -147,9 +147,49 @@ func (l *Labels) FollowAll(ctx context.Context) error {
 	return errors.Join(failed...)
 }
 
-// follow brings one logical cloud in line with the registry, under its
-// transition lock.
-func (l *Labels) follow(ctx context.Context, project, lc string) error {
+// diff compares logical cloud c's clusters by label with the registry:
+// the clusters that carry its labels now, by "provider/cluster", and
+// those of them its labels did not put it on (joins, ordered), and those
+// its labels put it on that no longer carry them (releases).
+func (l *Labels) diff(ctx context.Context, c *corev1.LogicalCloud) (map[string]*rsyncv1.SelectedCluster, []string, []string, error) {
+	sel, err := l.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: c.GetSpec().GetClusterLabels()})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	selected := map[string]*rsyncv1.SelectedCluster{}
+	for _, sc := range sel.GetClusters() {
+		selected[clusterKey(sc.GetProvider(), sc.GetName())] = sc
+	}
+	was := c.GetLifecycle().GetLabelledClusters()
+	var joins, releases []string
+	for k := range selected {
+		if !slices.Contains(was, k) {
+			joins = append(joins, k)
+		}
+	}
+	slices.Sort(joins)
+	for _, k := range was {
+		if selected[k] == nil {
+			releases = append(releases, k)
+		}
+	}
+	return selected, joins, releases, nil
+}
+
+// follow brings one logical cloud (c, as read without its lock) in line
+// with the registry. The lock is taken only when the registry differs
+// from c, so that a pass over unchanged logical clouds never makes a
+// transition on another replica wait or refuse; under it, all is read
+// again.
+func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.LogicalCloud) error {
+	if phaseOf(c) == phaseTerminating {
+		// Terminating or terminated: nothing joins or leaves; an apply
+		// selects by label again.
+		return nil
+	}
+	if _, joins, releases, err := l.diff(ctx, c); err != nil || len(joins) == 0 && len(releases) == 0 {
+		return err
+	}
 	key := store.Key(project, lc)
 	ctx, unlock, err := l.locks.lock(ctx, key, fmt.Sprintf("logical cloud %q", lc))
 	if err != nil {
@@ -163,42 +203,19 @@ func (l *Labels) follow(ctx context.Context, project, lc string) error {
 	if err != nil {
 		return err
 	}
-	c := cur.Msg
-	if !followsLabels(c) {
+	c = cur.Msg
+	if !followsLabels(c) || phaseOf(c) == phaseTerminating {
 		return nil
 	}
 	st, err := l.lifecycle.status(ctx, project, lc, c)
 	if err != nil {
 		return err
 	}
-	if st.GetState() == StateTerminating || st.GetState() == StateTerminateFailed {
-		return nil // its clusters are being emptied: nothing joins or leaves
-	}
 	labels := c.GetSpec().GetClusterLabels()
-	sel, err := l.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
-	if err != nil {
+	selected, joins, releases, err := l.diff(ctx, c)
+	if err != nil || len(joins) == 0 && len(releases) == 0 {
 		return err
 	}
-	selected := map[string]*rsyncv1.SelectedCluster{}
-	for _, sc := range sel.GetClusters() {
-		selected[clusterKey(sc.GetProvider(), sc.GetName())] = sc
-	}
-	was := c.GetLifecycle().GetLabelledClusters()
-	var joins, releases []string
-	for k := range selected {
-		if !slices.Contains(was, k) {
-			joins = append(joins, k)
-		}
-	}
-	for _, k := range was {
-		if selected[k] == nil {
-			releases = append(releases, k)
-		}
-	}
-	if len(joins) == 0 && len(releases) == 0 {
-		return nil
-	}
-	slices.Sort(joins)
 	refs, err := l.references.refs.List(ctx, key)
 	if err != nil {
 		return err
@@ -242,8 +259,10 @@ func (l *Labels) follow(ctx context.Context, project, lc string) error {
 		if err := l.facts.tellLocked(ctx, project, lc); err != nil {
 			l.log.Warn("tell the services a logical cloud's clusters; the reconcile will", zap.String("logical_cloud", key), zap.Error(err))
 		}
-		if phaseOf(c) != phaseApplying || !slices.Contains(updateFrom, st.GetState()) {
-			return nil // not applied: the references follow, the clusters at apply
+		if phaseOf(c) != phaseApplying || !slices.Contains(updateFrom, st.GetState()) || st.GetStopped() {
+			// Not applied, or stopped by its operator: the references
+			// follow, the clusters at the next apply or update.
+			return nil
 		}
 		_, err := l.lifecycle.transitionLocked(ctx, "follow the cluster labels", project, lc, updateFrom, phaseApplying, l.lifecycle.rollOut(project, lc, true))
 		return err
@@ -266,7 +285,7 @@ func (l *Labels) follow(ctx context.Context, project, lc string) error {
 			lcy.LabelledClusters = slices.Compact(slices.Sorted(slices.Values(append(next, joins...))))
 		}
 		for _, ch := range changes {
-			if n := len(lcy.LabelChanges); n > 0 && ch.GetChange() == labelFailed && lcy.LabelChanges[n-1].GetReason() == ch.GetReason() {
+			if ch.GetChange() == labelFailed && slices.ContainsFunc(lcy.LabelChanges, func(o *corev1.LabelChange) bool { return o.GetReason() == ch.GetReason() }) {
 				continue // the same failure again
 			}
 			lcy.LabelChanges = append(lcy.LabelChanges, ch)
