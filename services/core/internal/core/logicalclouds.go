@@ -50,6 +50,9 @@ type Peers struct {
 	Mesh            servicemeshv1.ServiceMeshServiceClient
 	Traffic         trafficv1.TrafficServiceClient
 	TrafficInternal trafficv1.TrafficInternalServiceClient
+	// Facts are the programs serving the facts contract for the namespace,
+	// user, quota and traffic services (facts.go): one per address.
+	Facts []FactsPeer
 }
 
 // LogicalClouds is the LogicalCloudService: a thin type composed of the
@@ -126,8 +129,7 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 	ro := &rollouts{rsync: peers.RsyncInternal, log: log}
 	refs := store.NewRecords(st, ClusterReferencesCollection, "cluster reference",
 		func() *corev1.ClusterReference { return &corev1.ClusterReference{} })
-	facts := &Facts{clouds: reader.clouds, refs: refs, locks: locks, log: log,
-		namespaces: peers.Namespaces, users: peers.UsersInternal, quotas: peers.QuotasInternal, traffic: peers.TrafficInternal}
+	facts := &Facts{clouds: reader.clouds, refs: refs, locks: locks, peers: peers.Facts, log: log}
 	references := &References{cloudReader: reader, refs: refs,
 		kvs:   store.NewRecords(st, KvPairsCollection, "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
 		rsync: peers.RsyncInternal, facts: facts, log: log}
@@ -143,7 +145,8 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 	clouds := &Clouds{cloudReader: reader, rollouts: ro, locks: locks,
 		namespaces: peers.Namespaces, users: peers.Users, usersInternal: peers.UsersInternal, quotas: peers.Quotas,
 		quotasInternal: peers.QuotasInternal, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, caDist: peers.CaDistInternal,
-		facts: facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
+		trafficInternal: peers.TrafficInternal,
+		facts:           facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
 	return &LogicalClouds{
 		Clouds:        clouds,
 		ControlPlanes: &ControlPlanes{cloudReader: reader, lcs: clouds, meshes: meshes, meshInternal: peers.MeshInternal, tenancy: set.Tenancy},
@@ -173,11 +176,14 @@ type Clouds struct {
 	rsync          rsyncv1.RsyncInternalServiceClient
 	meshInternal   servicemeshv1.ServiceMeshInternalServiceClient
 	caDist         cadistv1.CaDistInternalServiceClient
-	facts          *Facts
-	references     *References
-	meshes         *Meshes
-	traffic        *TrafficRollouts
-	log            *zap.Logger
+	// trafficInternal purges a deleted logical cloud's traffic intent
+	// groups; traffic holds core's records of the applied ones.
+	trafficInternal trafficv1.TrafficInternalServiceClient
+	facts           *Facts
+	references      *References
+	meshes          *Meshes
+	traffic         *TrafficRollouts
+	log             *zap.Logger
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
 	tenancy Tenancy
@@ -630,6 +636,8 @@ func (s *Clouds) finishDelete(ctx context.Context, project, lc string) bool {
 	note("user service", err)
 	_, err = s.quotasInternal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("quota service", err)
+	_, err = s.trafficInternal.PurgeLogicalCloud(ctx, &trafficv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("traffic service", err)
 	_, err = s.meshInternal.PurgeLogicalCloud(ctx, &servicemeshv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("service mesh service", err)
 	_, err = s.caDist.PurgeLogicalCloud(ctx, &cadistv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})

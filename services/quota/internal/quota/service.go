@@ -96,21 +96,9 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*typesv1.Logic
 	return s.facts.Parent(ctx, project, lc)
 }
 
-// PutLogicalCloudFacts implements quotav1.QuotaInternalServiceServer.
-func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *quotav1.PutLogicalCloudFactsRequest) (*quotav1.PutLogicalCloudFactsResponse, error) {
-	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
-		return nil, err
-	}
-	return &quotav1.PutLogicalCloudFactsResponse{}, nil
-}
-
-// DeleteLogicalCloudFacts implements quotav1.QuotaInternalServiceServer.
-func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *quotav1.DeleteLogicalCloudFactsRequest) (*quotav1.DeleteLogicalCloudFactsResponse, error) {
-	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	return &quotav1.DeleteLogicalCloudFactsResponse{}, nil
-}
+// Facts is the service's copy of the logical clouds' facts, which core
+// tells it through the facts contract (platform/facts.Serve).
+func (s *Service) Facts() *facts.Facts { return s.facts }
 
 // namespaced reads a logical cloud that has a namespace to put quotas in:
 // FailedPrecondition for an admin one, which has none.

@@ -95,21 +95,9 @@ func (s *Service) exists(project, lc string) func(context.Context) error {
 	return s.facts.Check(project, lc)
 }
 
-// PutLogicalCloudFacts implements userv1.UserInternalServiceServer.
-func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *userv1.PutLogicalCloudFactsRequest) (*userv1.PutLogicalCloudFactsResponse, error) {
-	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
-		return nil, err
-	}
-	return &userv1.PutLogicalCloudFactsResponse{}, nil
-}
-
-// DeleteLogicalCloudFacts implements userv1.UserInternalServiceServer.
-func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *userv1.DeleteLogicalCloudFactsRequest) (*userv1.DeleteLogicalCloudFactsResponse, error) {
-	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	return &userv1.DeleteLogicalCloudFactsResponse{}, nil
-}
+// Facts is the service's copy of the logical clouds' facts, which core
+// tells it through the facts contract (platform/facts.Serve).
+func (s *Service) Facts() *facts.Facts { return s.facts }
 
 // CreateUser implements userv1.UserInternalServiceServer. Core calls it
 // while it creates the logical cloud (never for an admin one), so there is
