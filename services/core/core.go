@@ -62,24 +62,20 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		closeAll(context.Background())
 		return nil, server.Options{}, err
 	}
-	clouds := core.NewLogicalClouds(st, peers, env.Log.Named("logical-clouds"))
-	clouds.Tenancy = tenancy
 	if l := cfg.TokenLifetime; l != 0 && (l < 10*time.Minute || l > 30*24*time.Hour) {
 		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("DCM_TOKEN_LIFETIME %s: must be from 10m to 720h", l)
 	}
-	clouds.TokenLifetime = cfg.TokenLifetime
 	if p := cfg.CertRenewPercent; p < 1 || p > 99 {
 		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("DCM_CERT_RENEW_PERCENT %d: must be from 1 to 99", p)
 	}
-	clouds.CertRenewPercent = cfg.CertRenewPercent
-	clouds.WatchMax = cfg.WatchMax
 	if cfg.MaxMeshesPerProject < 0 {
 		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("DCM_MAX_MESHES_PER_PROJECT %d: must be 0 (no maximum) or more", cfg.MaxMeshesPerProject)
 	}
-	clouds.MaxMeshes = cfg.MaxMeshesPerProject
+	clouds := core.NewLogicalClouds(st, peers, core.Settings{Tenancy: tenancy, TokenLifetime: cfg.TokenLifetime,
+		CertRenewPercent: cfg.CertRenewPercent, WatchMax: cfg.WatchMax, MaxMeshes: cfg.MaxMeshesPerProject}, env.Log.Named("logical-clouds"))
 	return []server.Service{core.NewProjects(st), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval),
 			clouds.Reconcile(cfg.FactsInterval)},

@@ -24,6 +24,18 @@ import (
 // body names it.
 const meshNamespaceBodyField = "namespace"
 
+// ControlPlanes is seed 002's POST .../control-plane: a logical cloud
+// created with its mesh on, or an existing one's mesh turned on, with a CA
+// of the body's own.
+type ControlPlanes struct {
+	*cloudReader
+	lcs          *Clouds
+	meshes       *Meshes
+	meshInternal servicemeshv1.ServiceMeshInternalServiceClient
+	// Tenancy is the installation's isolation settings.
+	tenancy Tenancy
+}
+
 // CreateMeshLogicalCloud implements corev1.LogicalCloudServiceServer: a new
 // logical cloud is created as CreateLogicalCloud creates the flat body's,
 // with spec.service-mesh enabled in the body's namespace; an existing one
@@ -31,7 +43,7 @@ const meshNamespaceBodyField = "namespace"
 // then: 409). A CA in the body goes to the service mesh service first for a
 // new logical cloud's record is stored, and before an existing one is
 // changed: refused (400 naming the field), nothing of the request stays.
-func (s *LogicalClouds) CreateMeshLogicalCloud(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest) (*corev1.CreateMeshLogicalCloudResponse, error) {
+func (s *ControlPlanes) CreateMeshLogicalCloud(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest) (*corev1.CreateMeshLogicalCloudResponse, error) {
 	project, name := req.GetProject(), req.GetName()
 	if err := checkName("name", name); err != nil {
 		return nil, err
@@ -48,12 +60,12 @@ func (s *LogicalClouds) CreateMeshLogicalCloud(ctx context.Context, req *corev1.
 }
 
 // createMeshCloud creates the body's logical cloud, mesh on.
-func (s *LogicalClouds) createMeshCloud(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest) (*corev1.CreateMeshLogicalCloudResponse, error) {
-	p, err := planMeshCloud(req, grants{Tenancy: s.Tenancy, mayGrant: server.MayGrant(ctx)})
+func (s *ControlPlanes) createMeshCloud(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest) (*corev1.CreateMeshLogicalCloudResponse, error) {
+	p, err := planMeshCloud(req, grants{Tenancy: s.tenancy, mayGrant: server.MayGrant(ctx)})
 	if err != nil {
 		return nil, err
 	}
-	ctx, release, err := s.meshSlot(ctx, req.GetProject(), req.GetName())
+	ctx, release, err := s.meshes.meshSlot(ctx, req.GetProject(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +74,7 @@ func (s *LogicalClouds) createMeshCloud(ctx context.Context, req *corev1.CreateM
 	if customCA(req) {
 		first = func(ctx context.Context) error { return s.setControlPlaneCA(ctx, req) }
 	}
-	if err := s.create(ctx, req.GetProject(), p, first); err != nil {
+	if err := s.lcs.create(ctx, req.GetProject(), p, first); err != nil {
 		return nil, err
 	}
 	return s.meshAnswer(ctx, req.GetProject(), proto.CloneOf(p.lc), createdMessage(p)), nil
@@ -91,20 +103,20 @@ func planMeshCloud(req *corev1.CreateMeshLogicalCloudRequest, g grants) (*plan, 
 // enableMesh turns existing logical cloud cur's mesh on in the body's
 // namespace, conditionally on the version read (a concurrent change:
 // Aborted, retry).
-func (s *LogicalClouds) enableMesh(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest, cur *corev1.LogicalCloud) (*corev1.CreateMeshLogicalCloudResponse, error) {
+func (s *ControlPlanes) enableMesh(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest, cur *corev1.LogicalCloud) (*corev1.CreateMeshLogicalCloudResponse, error) {
 	project, name := req.GetProject(), req.GetName()
 	if field := newCloudOnly(req); field != "" {
 		return nil, errs.AlreadyExists("logical cloud %q exists: %s is for a new logical cloud only (an existing one keeps its users; permissions are at .../user-permissions, quotas at .../cluster-quotas, clusters at .../cluster-references)", name, field)
 	}
 	spec := cur.GetSpec()
 	mesh, _, err := planMesh(&corev1.LogicalCloudSpec{ServiceMesh: &corev1.ServiceMesh{Enabled: true, Namespace: req.GetNamespace()}},
-		name, spec.GetLevel(), spec.GetNamespace(), s.Tenancy.Reserved, meshNamespaceBodyField)
+		name, spec.GetLevel(), spec.GetNamespace(), s.tenancy.Reserved, meshNamespaceBodyField)
 	if err != nil {
 		return nil, err
 	}
 	if !spec.GetServiceMesh().GetEnabled() {
 		var release func()
-		if ctx, release, err = s.meshSlot(ctx, project, name); err != nil {
+		if ctx, release, err = s.meshes.meshSlot(ctx, project, name); err != nil {
 			return nil, err
 		}
 		defer release()
@@ -131,8 +143,8 @@ func (s *LogicalClouds) enableMesh(ctx context.Context, req *corev1.CreateMeshLo
 
 // meshAnswer is the 201 body: the logical cloud as shown, and seed 002's
 // name, user and message.
-func (s *LogicalClouds) meshAnswer(ctx context.Context, project string, c *corev1.LogicalCloud, msg string) *corev1.CreateMeshLogicalCloudResponse {
-	s.shown(ctx, project, c)
+func (s *ControlPlanes) meshAnswer(ctx context.Context, project string, c *corev1.LogicalCloud, msg string) *corev1.CreateMeshLogicalCloudResponse {
+	s.lcs.shown(ctx, project, c)
 	return &corev1.CreateMeshLogicalCloudResponse{LogicalCloud: c, Message: msg,
 		Name: c.GetMetadata().GetName(), User: c.GetSpec().GetUser().GetUserName()}
 }
@@ -172,8 +184,8 @@ func customCA(req *corev1.CreateMeshLogicalCloudRequest) bool {
 
 // setControlPlaneCA tells the service mesh service the logical cloud's own
 // CA; it answers 400 naming the body's field when it refuses it.
-func (s *LogicalClouds) setControlPlaneCA(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest) error {
-	_, err := s.peers.MeshInternal.SetControlPlaneCA(ctx, &servicemeshv1.SetControlPlaneCARequest{
+func (s *ControlPlanes) setControlPlaneCA(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest) error {
+	_, err := s.meshInternal.SetControlPlaneCA(ctx, &servicemeshv1.SetControlPlaneCARequest{
 		Project: req.GetProject(),
 		ControlPlane: &servicemeshv1.ControlPlane{Name: req.GetName(), Namespace: req.GetNamespace(),
 			CaCert: req.GetCaCert(), CaKey: req.GetCaKey(), RootCert: req.GetRootCert(), CertChain: req.GetCertChain()},

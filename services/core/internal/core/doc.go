@@ -1,8 +1,9 @@
 // Package core implements the core service: projects (Projects), logical
-// clouds with their cluster references and key-value pairs, their
-// lifecycle (apply, update, stop, terminate, status), kubeconfigs and
-// quota usage (LogicalClouds), and the token service that mints, revokes
-// and checks the REST gateway's bearer tokens (Tokens).
+// clouds (LogicalClouds, composed of one type per job: Clouds,
+// ControlPlanes, Lifecycle, References, Kubeconfigs, QuotaUsage, Facts,
+// with Meshes and TrafficRollouts beside them), and the token service that
+// mints, revokes and checks the REST gateway's bearer tokens (Tokens). No
+// type declares more than 25 methods (TestTypesStaySmall).
 //
 // Core tells, the services below never ask back: at apply it sends the
 // namespace, quota and user services what it read of the logical cloud,

@@ -53,11 +53,24 @@ type factsTeller struct {
 	forget func(ctx context.Context, project, lc string) error
 }
 
+// Facts tells the namespace, user, quota and traffic services the facts
+// of the logical clouds, and forgets them there.
+type Facts struct {
+	clouds     *store.Records[*corev1.LogicalCloud]
+	refs       *store.Records[*corev1.ClusterReference]
+	locks      *keyLocks
+	namespaces namespacev1.NamespaceInternalServiceClient
+	users      userv1.UserInternalServiceClient
+	quotas     quotav1.QuotaInternalServiceClient
+	traffic    trafficv1.TrafficInternalServiceClient
+	log        *zap.Logger
+}
+
 // tellers are the services core tells; one whose client is not configured
 // (a unit test's partial Peers) is left out.
-func (s *LogicalClouds) tellers() []factsTeller {
+func (s *Facts) tellers() []factsTeller {
 	var out []factsTeller
-	if c := s.peers.Namespaces; c != nil {
+	if c := s.namespaces; c != nil {
 		out = append(out, factsTeller{"namespace service",
 			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 				_, err := c.PutLogicalCloudFacts(ctx, &namespacev1.PutLogicalCloudFactsRequest{Facts: f})
@@ -68,7 +81,7 @@ func (s *LogicalClouds) tellers() []factsTeller {
 				return err
 			}})
 	}
-	if c := s.peers.UsersInternal; c != nil {
+	if c := s.users; c != nil {
 		out = append(out, factsTeller{"user service",
 			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 				_, err := c.PutLogicalCloudFacts(ctx, &userv1.PutLogicalCloudFactsRequest{Facts: f})
@@ -79,7 +92,7 @@ func (s *LogicalClouds) tellers() []factsTeller {
 				return err
 			}})
 	}
-	if c := s.peers.QuotasInternal; c != nil {
+	if c := s.quotas; c != nil {
 		out = append(out, factsTeller{"quota service",
 			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 				_, err := c.PutLogicalCloudFacts(ctx, &quotav1.PutLogicalCloudFactsRequest{Facts: f})
@@ -90,7 +103,7 @@ func (s *LogicalClouds) tellers() []factsTeller {
 				return err
 			}})
 	}
-	if c := s.peers.TrafficInternal; c != nil {
+	if c := s.traffic; c != nil {
 		out = append(out, factsTeller{"traffic service",
 			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 				_, err := c.PutLogicalCloudFacts(ctx, &trafficv1.PutLogicalCloudFactsRequest{Facts: f})
@@ -120,7 +133,7 @@ func factsOf(project string, c *corev1.LogicalCloud, clusters []string) *typesv1
 
 // tell puts f in every service at once; the error names each service that
 // refused.
-func (s *LogicalClouds) tell(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
+func (s *Facts) tell(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 	ts := s.tellers()
 	failed := make([]error, len(ts))
 	var g errgroup.Group
@@ -137,7 +150,7 @@ func (s *LogicalClouds) tell(ctx context.Context, f *typesv1.LogicalCloudFacts) 
 }
 
 // forget deletes the facts of logical cloud lc of project in every service.
-func (s *LogicalClouds) forget(ctx context.Context, project, lc string) error {
+func (s *Facts) forget(ctx context.Context, project, lc string) error {
 	ts := s.tellers()
 	failed := make([]error, len(ts))
 	var g errgroup.Group
@@ -168,7 +181,7 @@ func firstOf(failed []error) error {
 
 // clustersOf lists the clusters logical cloud lc of project references,
 // as "provider/cluster".
-func (s *LogicalClouds) clustersOf(ctx context.Context, project, lc string) ([]string, error) {
+func (s *Facts) clustersOf(ctx context.Context, project, lc string) ([]string, error) {
 	refs, err := s.refs.List(ctx, store.Key(project, lc))
 	if err != nil {
 		return nil, err
@@ -184,7 +197,7 @@ func (s *LogicalClouds) clustersOf(ctx context.Context, project, lc string) ([]s
 // stored now, under its transition lock (a removal holds it too). A
 // logical cloud that is gone or being deleted is not told: its removal
 // tells.
-func (s *LogicalClouds) retell(ctx context.Context, project, lc string) error {
+func (s *Facts) retell(ctx context.Context, project, lc string) error {
 	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
 	if err != nil {
 		return err
@@ -206,7 +219,7 @@ func (s *LogicalClouds) retell(ctx context.Context, project, lc string) error {
 
 // tellDeleting tells every service that logical cloud lc of project is
 // being deleted (they answer as if it did not exist).
-func (s *LogicalClouds) tellDeleting(ctx context.Context, project, lc string) error {
+func (s *Facts) tellDeleting(ctx context.Context, project, lc string) error {
 	return s.tell(ctx, &typesv1.LogicalCloudFacts{Project: project, Name: lc, Deleting: true})
 }
 
@@ -215,7 +228,7 @@ func (s *LogicalClouds) tellDeleting(ctx context.Context, project, lc string) er
 // service that missed a tell (it was down, or its store predates the
 // facts) converges. A logical cloud whose lock another replica holds is
 // told on the next round.
-func (s *LogicalClouds) Reconcile(interval time.Duration) func(context.Context) error {
+func (s *Facts) Reconcile(interval time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if interval <= 0 {
 			interval = time.Minute
@@ -237,7 +250,7 @@ func (s *LogicalClouds) Reconcile(interval time.Duration) func(context.Context) 
 
 // ReconcileFacts is one round of Reconcile: how many logical clouds were
 // told, and the errors of those that were not.
-func (s *LogicalClouds) ReconcileFacts(ctx context.Context) (int, error) {
+func (s *Facts) ReconcileFacts(ctx context.Context) (int, error) {
 	all, err := s.clouds.Match(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -265,23 +278,9 @@ func (s *LogicalClouds) ReconcileFacts(ctx context.Context) (int, error) {
 // retellOrLog is retell after a change of the clusters referenced; a
 // failure is logged and left to the next Reconcile (the change itself is
 // stored).
-func (s *LogicalClouds) retellOrLog(ctx context.Context, project, lc string) {
+func (s *Facts) retellOrLog(ctx context.Context, project, lc string) {
 	if err := s.retell(context.WithoutCancel(ctx), project, lc); err != nil {
 		s.log.Warn("tell the services a logical cloud's clusters; the reconcile will",
 			zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 	}
-}
-
-// finishDeleteLocked is finishDelete under the logical cloud's transition
-// lock (as DeleteLogicalCloud runs it), so that no Reconcile tells its
-// facts meanwhile. A lock another replica holds leaves the removal to the
-// cleanup loop.
-func (s *LogicalClouds) finishDeleteLocked(ctx context.Context, project, lc string) bool {
-	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
-	if err != nil {
-		s.log.Warn("logical cloud removal postponed; it will be retried", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
-		return false
-	}
-	defer unlock()
-	return s.finishDelete(ctx, project, lc)
 }

@@ -42,7 +42,7 @@ func ingressRef(project, ref string) (string, string) {
 // anything is looked up, so that a tenant learns nothing of other
 // projects). kept are the references stored now: one an admin made may be
 // sent back (a GET's body) by anyone.
-func (s *LogicalClouds) checkIngressFrom(ctx context.Context, project, lc, level string, refs, kept []string) ([]string, error) {
+func (s *cloudReader) checkIngressFrom(ctx context.Context, project, lc, level string, refs, kept []string) ([]string, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -89,7 +89,7 @@ func (s *LogicalClouds) checkIngressFrom(ctx context.Context, project, lc, level
 // project to the named logical clouds' namespaces, for its render. One
 // that is gone (deleted since, which deleteRefused keeps from happening
 // but for a race) fails the render rather than open less than asked.
-func (s *LogicalClouds) ingressNamespaces(ctx context.Context, project string, spec *corev1.LogicalCloudSpec) ([]string, error) {
+func (s *cloudReader) ingressNamespaces(ctx context.Context, project string, spec *corev1.LogicalCloudSpec) ([]string, error) {
 	var out []string
 	for i, ref := range spec.GetAllowIngressFrom() {
 		p, name := ingressRef(project, ref)
@@ -109,7 +109,7 @@ func (s *LogicalClouds) ingressNamespaces(ctx context.Context, project string, s
 
 // ingressReferrers are the logical clouds (as "<project>/<lc>") whose
 // spec.allow-ingress-from names logical cloud lc of project.
-func (s *LogicalClouds) ingressReferrers(ctx context.Context, project, lc string) ([]string, error) {
+func (s *cloudReader) ingressReferrers(ctx context.Context, project, lc string) ([]string, error) {
 	const field = "spec.allow_ingress_from" // the stored name
 	own, err := s.clouds.Match(ctx, map[string]string{field: lc})
 	if err != nil {
@@ -140,7 +140,7 @@ func (s *LogicalClouds) ingressReferrers(ctx context.Context, project, lc string
 // with the same namespace would get in. The caller sees the referrers of
 // its own project by name, another project's as a count (only an admin
 // can change those, and a tenant learns no other project's names).
-func (s *LogicalClouds) deleteRefused(ctx context.Context, project, lc string) error {
+func (s *cloudReader) deleteRefused(ctx context.Context, project, lc string) error {
 	refs, err := s.ingressReferrers(ctx, project, lc)
 	if err != nil || len(refs) == 0 {
 		return err

@@ -26,7 +26,7 @@ var liveStates = []string{StateInstantiating, StateInstantiated, StateInstantiat
 
 // requireApplied refuses (FailedPrecondition) a logical cloud that is not
 // on its clusters: what it would have there is named in the message.
-func (s *LogicalClouds) requireApplied(ctx context.Context, project, lc string, c *corev1.LogicalCloud, what string) error {
+func (s *rollouts) requireApplied(ctx context.Context, project, lc string, c *corev1.LogicalCloud, what string) error {
 	st, err := s.status(ctx, project, lc, c)
 	if err != nil {
 		return err
@@ -37,13 +37,30 @@ func (s *LogicalClouds) requireApplied(ctx context.Context, project, lc string, 
 	return nil
 }
 
+// Kubeconfigs are the kubeconfigs of a logical cloud's users on its
+// clusters.
+type Kubeconfigs struct {
+	*cloudReader
+	*rollouts
+	references *References
+	users      userv1.UserInternalServiceClient
+	rsync      rsyncv1.RsyncInternalServiceClient
+	log        *zap.Logger
+	// TokenLifetime is the lifetime of the token in a token user's
+	// kubeconfig; 0 leaves it to rsync (24 hours).
+	tokenLifetime time.Duration
+	// CertRenewPercent is the share of a user certificate's life after
+	// which a kubeconfig read renews it (RsyncService/RenewCertificate).
+	certRenewPercent int
+}
+
 // GetKubeconfig implements corev1.LogicalCloudServiceServer: a kubeconfig
 // for a user of the logical cloud on one of its clusters. A certificate
 // user gets the key the user service keeps and the certificate the
 // cluster's signer issued; a token user the token of its ServiceAccount.
 // The server address and CA are the cluster's, as the resource
 // synchronizer knows them; the context is in the logical cloud's namespace.
-func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeconfigRequest) (*httpbody.HttpBody, error) {
+func (s *Kubeconfigs) GetKubeconfig(ctx context.Context, req *corev1.GetKubeconfigRequest) (*httpbody.HttpBody, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
@@ -56,7 +73,7 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 	if provider == "" {
 		// .../cluster-references/{x}/kubeconfig: x is a reference's own
 		// name, else a cluster's.
-		if r, err := s.refByName(ctx, project, lc, cluster); err == nil {
+		if r, err := s.references.refByName(ctx, project, lc, cluster); err == nil {
 			provider, cluster = r.GetClusterProvider(), r.GetClusterName()
 		} else if errs.Code(err) != codes.NotFound {
 			return nil, err
@@ -70,21 +87,21 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 		return nil, err
 	}
 	user := cmp.Or(req.GetUser(), c.GetSpec().GetUser().GetUserName())
-	creds, err := s.peers.UsersInternal.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: project, LogicalCloud: lc, Name: user,
+	creds, err := s.users.GetUserCredentials(ctx, &userv1.GetUserCredentialsRequest{Project: project, LogicalCloud: lc, Name: user,
 		Level: c.GetSpec().GetLevel(), Namespace: c.GetSpec().GetNamespace()})
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.peers.RsyncInternal.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: t.provider, Cluster: t.cluster})
+	conn, err := s.rsync.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: t.provider, Cluster: t.cluster})
 	if err != nil {
 		return nil, err
 	}
 	auth := kubeconfigUser{}
 	switch u := creds.GetUser(); u.GetType() {
 	case userToken:
-		tok, err := s.peers.RsyncInternal.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
+		tok, err := s.rsync.GetServiceAccountToken(ctx, &rsyncv1.GetServiceAccountTokenRequest{
 			Provider: t.provider, Cluster: t.cluster, Namespace: u.GetNamespace(), ServiceAccount: u.GetServiceAccount(),
-			ExpirationSeconds: int64(s.TokenLifetime / time.Second)})
+			ExpirationSeconds: int64(s.tokenLifetime / time.Second)})
 		if err != nil {
 			return nil, notYet(err, fmt.Sprintf("the token of user %q", user), t)
 		}
@@ -118,16 +135,16 @@ func (s *LogicalClouds) GetKubeconfig(ctx context.Context, req *corev1.GetKubeco
 // kubeconfig read then always carries a certificate with at least the
 // rest of its life ahead. A renewal that fails leaves the current
 // certificate, still valid, in the kubeconfig (and a warning in the log).
-func (s *LogicalClouds) certificate(ctx context.Context, project, lc string, t target, csrName string) ([]byte, error) {
-	got, err := s.peers.RsyncInternal.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: t.provider, Cluster: t.cluster, Name: csrName})
+func (s *Kubeconfigs) certificate(ctx context.Context, project, lc string, t target, csrName string) ([]byte, error) {
+	got, err := s.rsync.GetCertificate(ctx, &rsyncv1.GetCertificateRequest{Provider: t.provider, Cluster: t.cluster, Name: csrName})
 	if err != nil {
 		return nil, err
 	}
 	cert := got.GetCertificate()
-	if !renewDue(cert, s.CertRenewPercent, time.Now()) {
+	if !renewDue(cert, s.certRenewPercent, time.Now()) {
 		return cert, nil
 	}
-	fresh, err := s.peers.RsyncInternal.RenewCertificate(ctx, &rsyncv1.RenewCertificateRequest{
+	fresh, err := s.rsync.RenewCertificate(ctx, &rsyncv1.RenewCertificateRequest{
 		Owner: rolloutOwner(project, lc), Provider: t.provider, Cluster: t.cluster, Name: csrName})
 	if err != nil {
 		logging.FromOr(ctx, s.log).Warn("certificate renewal failed; the kubeconfig carries the current one",
@@ -168,8 +185,8 @@ func notYet(err error, what string, t target) error {
 
 // findTarget finds a cluster among the logical cloud's; the provider may be
 // left out when the cluster's name is unambiguous.
-func (s *LogicalClouds) findTarget(ctx context.Context, project, lc string, c *corev1.LogicalCloud, provider, cluster string) (target, error) {
-	targets, err := s.targets(ctx, project, lc, c)
+func (s *Kubeconfigs) findTarget(ctx context.Context, project, lc string, c *corev1.LogicalCloud, provider, cluster string) (target, error) {
+	targets, err := s.references.targets(ctx, project, lc, c)
 	if err != nil {
 		return target{}, err
 	}

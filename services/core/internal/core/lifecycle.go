@@ -116,13 +116,40 @@ func derive(phase string, rs *rsyncv1.RolloutStatus) string {
 	return StateInstantiateFailed
 }
 
+// Lifecycle is a logical cloud's lifecycle: apply, update, stop and
+// terminate (the transitions, under the logical cloud's lock), its
+// status, and the render that hands it to the resource synchronizer.
+type Lifecycle struct {
+	*cloudReader
+	*rollouts
+	locks        *keyLocks
+	namespaces   namespacev1.NamespaceInternalServiceClient
+	quotas       quotav1.QuotaInternalServiceClient
+	users        userv1.UserInternalServiceClient
+	meshInternal servicemeshv1.ServiceMeshInternalServiceClient
+	references   *References
+	meshes       *Meshes
+	traffic      *TrafficRollouts
+	log          *zap.Logger
+	// WatchMax is the longest a status watch runs (DCM_WATCH_MAX); 0 is
+	// no maximum.
+	watchMax time.Duration
+}
+
+// rollouts is a logical cloud's rollout in the resource synchronizer: its
+// state, and the submits and deletes of it (and of a traffic group's).
+type rollouts struct {
+	rsync rsyncv1.RsyncInternalServiceClient
+	log   *zap.Logger
+}
+
 // status reads the logical cloud's state from its stored phase and the
 // resource synchronizer.
-func (s *LogicalClouds) status(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*corev1.LogicalCloudStatus, error) {
+func (s *rollouts) status(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*corev1.LogicalCloudStatus, error) {
 	phase := phaseOf(c)
 	var rs *rsyncv1.RolloutStatus
 	if phase != phaseCreated {
-		resp, err := s.peers.RsyncInternal.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
+		resp, err := s.rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
 		if err != nil && errs.Code(err) != codes.NotFound {
 			return nil, err
 		}
@@ -172,7 +199,7 @@ func stateName(st rsyncv1.State) string {
 
 // versioned reads a live logical cloud with its version: NotFound if it, or
 // its project, is missing or being deleted.
-func (s *LogicalClouds) versioned(ctx context.Context, project, lc string) (store.Versioned[*corev1.LogicalCloud], error) {
+func (s *cloudReader) versioned(ctx context.Context, project, lc string) (store.Versioned[*corev1.LogicalCloud], error) {
 	c, err := s.clouds.Get(ctx, store.Key(project, lc))
 	if errs.Code(err) == codes.NotFound {
 		if _, perr := s.projects.Get(ctx, project); perr != nil {
@@ -188,7 +215,7 @@ func (s *LogicalClouds) versioned(ctx context.Context, project, lc string) (stor
 // succeeds, phase is stored with the generation act returns ("" keeps
 // both, for stop). A forbidden transition is FailedPrecondition (409) naming the
 // current state.
-func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
+func (s *Lifecycle) transition(ctx context.Context, verb, project, lc string, from []string, phase string,
 	act func(ctx context.Context, c *corev1.LogicalCloud, st *corev1.LogicalCloudStatus) (int64, error)) (*corev1.LogicalCloudStatus, error) {
 	key := store.Key(project, lc)
 	ctx, unlock, err := s.locks.lock(ctx, key, fmt.Sprintf("logical cloud %q", lc))
@@ -230,7 +257,7 @@ func (s *LogicalClouds) transition(ctx context.Context, verb, project, lc string
 }
 
 // ApplyLogicalCloud implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) ApplyLogicalCloud(ctx context.Context, req *corev1.ApplyLogicalCloudRequest) (*corev1.ApplyLogicalCloudResponse, error) {
+func (s *Lifecycle) ApplyLogicalCloud(ctx context.Context, req *corev1.ApplyLogicalCloudRequest) (*corev1.ApplyLogicalCloudResponse, error) {
 	st, err := s.renderAndSubmit(ctx, "apply", req.GetProject(), req.GetLogicalCloud(), applyFrom, false)
 	if err != nil {
 		return nil, err
@@ -239,7 +266,7 @@ func (s *LogicalClouds) ApplyLogicalCloud(ctx context.Context, req *corev1.Apply
 }
 
 // UpdateLogicalCloudResources implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) UpdateLogicalCloudResources(ctx context.Context, req *corev1.UpdateLogicalCloudResourcesRequest) (*corev1.UpdateLogicalCloudResourcesResponse, error) {
+func (s *Lifecycle) UpdateLogicalCloudResources(ctx context.Context, req *corev1.UpdateLogicalCloudResourcesRequest) (*corev1.UpdateLogicalCloudResourcesResponse, error) {
 	st, err := s.renderAndSubmit(ctx, "update", req.GetProject(), req.GetLogicalCloud(), updateFrom, true)
 	if err != nil {
 		return nil, err
@@ -249,7 +276,7 @@ func (s *LogicalClouds) UpdateLogicalCloudResources(ctx context.Context, req *co
 
 // renderAndSubmit is apply and update: the transition that renders the
 // logical cloud and hands it to the resource synchronizer.
-func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc string, from []string, update bool) (*corev1.LogicalCloudStatus, error) {
+func (s *Lifecycle) renderAndSubmit(ctx context.Context, verb, project, lc string, from []string, update bool) (*corev1.LogicalCloudStatus, error) {
 	return s.transition(ctx, verb, project, lc, from, phaseApplying,
 		func(ctx context.Context, c *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
 			r, err := s.render(ctx, project, lc, c)
@@ -270,14 +297,14 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 				}
 			}
 			if r.mesh.enabled {
-				if err := s.meshObjectsFree(ctx, project, lc, r.mesh); err != nil {
+				if err := s.meshes.meshObjectsFree(ctx, project, lc, r.mesh); err != nil {
 					return 0, err
 				}
 			}
 			if r.mesh.enabled {
 				// The CRDs first: the control plane's custom resources would
 				// otherwise wait for them (rsync retries a missing kind).
-				if err := s.joinMesh(ctx, project, lc, r.targets, r.mesh.crds); err != nil {
+				if err := s.meshes.joinMesh(ctx, project, lc, r.targets, r.mesh.crds); err != nil {
 					return 0, err
 				}
 			}
@@ -289,14 +316,14 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 			// is off now: their CRDs go with their last user. A failure is
 			// retried by the next update, terminate or delete.
 			ctx = context.WithoutCancel(ctx)
-			was, err := s.leaveMesh(ctx, project, lc, keep)
+			was, err := s.meshes.leaveMesh(ctx, project, lc, keep)
 			if err != nil {
 				logging.FromOr(ctx, s.log).Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 			}
 			if was && !r.mesh.enabled {
 				// Its mesh is off: the control planes leave with this update,
 				// and their intermediates are revoked as at terminate.
-				if _, err := s.peers.MeshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
+				if _, err := s.meshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
 					logging.FromOr(ctx, s.log).Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 				}
 			}
@@ -312,7 +339,7 @@ func (s *LogicalClouds) renderAndSubmit(ctx context.Context, verb, project, lc s
 // asking first keeps the other tenant's namespace out of even a failed
 // rollout, and names the holder. A cluster that cannot be asked now is
 // left to that later refusal.
-func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc, ns string, clusters []*rsyncv1.ClusterResources) error {
+func (s *rollouts) namespaceFree(ctx context.Context, project, lc, ns string, clusters []*rsyncv1.ClusterResources) error {
 	if ns == "" || len(clusters) == 0 {
 		return nil
 	}
@@ -320,7 +347,7 @@ func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc, ns strin
 	for _, cl := range clusters {
 		req.Clusters = append(req.Clusters, &rsyncv1.ClusterRef{Provider: cl.GetProvider(), Cluster: cl.GetCluster()})
 	}
-	resp, err := s.peers.RsyncInternal.GetObjectOwners(ctx, req)
+	resp, err := s.rsync.GetObjectOwners(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -328,7 +355,7 @@ func (s *LogicalClouds) namespaceFree(ctx context.Context, project, lc, ns strin
 		where := o.GetProvider() + "/" + o.GetCluster()
 		switch o.GetState() {
 		case rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER:
-			s.logHolder(project, lc, "namespace "+ns+" on "+where, o.GetOwner())
+			logHolder(s.log, project, lc, "namespace "+ns+" on "+where, o.GetOwner())
 			return errs.Because(errs.ReasonOwnedByOther, "namespace %q on cluster %s belongs to %s: two logical clouds never share a namespace; choose another namespace",
 				ns, where, ownerFor(project, o.GetOwner()))
 		case rsyncv1.Ownership_OWNERSHIP_UNMANAGED:
@@ -353,34 +380,34 @@ func ownerName(owner string) string {
 // new rollout, or as an update of the existing one. Either falls back to
 // the other, so that a rollout submitted just before this program stopped
 // (its phase unsaved) is taken over rather than refused.
-func (s *LogicalClouds) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
+func (s *rollouts) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	return s.submitAs(ctx, rolloutOwner(project, lc), "", clusters, update)
 }
 
 // submitAs is submit for any rollout owner (a logical cloud's, a traffic
 // intent group's), whose namespaced objects may go in the Namespaces of
 // host besides its own (a traffic group's logical cloud; "": none).
-func (s *LogicalClouds) submitAs(ctx context.Context, owner, host string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
+func (s *rollouts) submitAs(ctx context.Context, owner, host string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	if !update {
-		resp, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
+		resp, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
 		if errs.Code(err) != codes.AlreadyExists {
 			return resp.GetGeneration(), err
 		}
 	}
-	resp, err := s.peers.RsyncInternal.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
+	resp, err := s.rsync.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
 	if update && errs.Code(err) == codes.NotFound {
-		sub, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
+		sub, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
 		return sub.GetGeneration(), err
 	}
 	return resp.GetGeneration(), err
 }
 
 // StopLogicalCloud implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) StopLogicalCloud(ctx context.Context, req *corev1.StopLogicalCloudRequest) (*corev1.StopLogicalCloudResponse, error) {
+func (s *Lifecycle) StopLogicalCloud(ctx context.Context, req *corev1.StopLogicalCloudRequest) (*corev1.StopLogicalCloudResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	st, err := s.transition(ctx, "stop", project, lc, stopFrom, "",
 		func(ctx context.Context, _ *corev1.LogicalCloud, _ *corev1.LogicalCloudStatus) (int64, error) {
-			_, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: rolloutOwner(project, lc)})
+			_, err := s.rsync.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: rolloutOwner(project, lc)})
 			return 0, err
 		})
 	if err != nil {
@@ -390,7 +417,7 @@ func (s *LogicalClouds) StopLogicalCloud(ctx context.Context, req *corev1.StopLo
 }
 
 // TerminateLogicalCloud implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.TerminateLogicalCloudRequest) (*corev1.TerminateLogicalCloudResponse, error) {
+func (s *Lifecycle) TerminateLogicalCloud(ctx context.Context, req *corev1.TerminateLogicalCloudRequest) (*corev1.TerminateLogicalCloudResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	owner := rolloutOwner(project, lc)
 	if err := mayForce(ctx, req.GetForce()); err != nil {
@@ -405,19 +432,19 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 				return 0, errs.Because(errs.ReasonWrongState, "logical cloud %q is already being terminated: wait for Terminated (GET .../status), "+
 					"or stop it and terminate again to resume, or terminate?force=true (an administrator) to leave what cannot be deleted", lc)
 			}
-			if err := s.trafficHolds(ctx, project, lc); err != nil {
+			if err := s.traffic.holds(ctx, project, lc); err != nil {
 				return 0, err
 			}
 			// A mesh user (core's mesh records say so) has its control
 			// planes released first: the service mesh service revokes the
 			// intermediates. Their objects, cacerts included, leave with
 			// the rollout below; the CRDs when the last user leaves.
-			mesh, err := s.meshUser(ctx, project, lc)
+			mesh, err := s.meshes.meshUser(ctx, project, lc)
 			if err != nil {
 				return 0, err
 			}
 			if mesh {
-				if _, err := s.peers.MeshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
+				if _, err := s.meshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
 					return 0, err
 				}
 			}
@@ -425,7 +452,7 @@ func (s *LogicalClouds) TerminateLogicalCloud(ctx context.Context, req *corev1.T
 			if err != nil || !mesh {
 				return gen, err
 			}
-			if _, err := s.leaveMesh(context.WithoutCancel(ctx), project, lc, nil); err != nil {
+			if _, err := s.meshes.leaveMesh(context.WithoutCancel(ctx), project, lc, nil); err != nil {
 				// Retried by the delete cascade (or a later apply and terminate).
 				logging.FromOr(ctx, s.log).Warn("leave mesh clusters", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 			}
@@ -450,15 +477,15 @@ func mayForce(ctx context.Context, force bool) error {
 // TerminateFailed it is stopped first, so that its failures are retried.
 // force settles the deletion at once: what is not deleted yet is reported
 // orphaned and left on its cluster.
-func (s *LogicalClouds) deleteRollout(ctx context.Context, owner, state string, force bool) (int64, error) {
+func (s *rollouts) deleteRollout(ctx context.Context, owner, state string, force bool) (int64, error) {
 	if state == StateTerminateFailed {
 		// A settled deletion is not redone; stopping it first makes the
 		// resource synchronizer start a new pass over what failed.
-		if _, err := s.peers.RsyncInternal.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
+		if _, err := s.rsync.StopRollout(ctx, &rsyncv1.StopRolloutRequest{Owner: owner}); err != nil {
 			return 0, err
 		}
 	}
-	resp, err := s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner, Force: force})
+	resp, err := s.rsync.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: owner, Force: force})
 	if errs.Code(err) == codes.NotFound {
 		return 0, nil // nothing was ever submitted
 	}
@@ -466,7 +493,7 @@ func (s *LogicalClouds) deleteRollout(ctx context.Context, owner, state string, 
 }
 
 // GetLogicalCloudStatus implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) GetLogicalCloudStatus(ctx context.Context, req *corev1.GetLogicalCloudStatusRequest) (*corev1.GetLogicalCloudStatusResponse, error) {
+func (s *Lifecycle) GetLogicalCloudStatus(ctx context.Context, req *corev1.GetLogicalCloudStatusRequest) (*corev1.GetLogicalCloudStatusResponse, error) {
 	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
 	if err != nil {
 		return nil, err
@@ -481,7 +508,7 @@ func (s *LogicalClouds) GetLogicalCloudStatus(ctx context.Context, req *corev1.G
 // WatchLogicalCloudStatus implements corev1.LogicalCloudServiceServer: the
 // status now, then at each change until the resource synchronizer has
 // settled (every resource applied or deleted, or failed for good).
-func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudStatusRequest, stream grpc.ServerStreamingServer[corev1.WatchLogicalCloudStatusResponse]) error {
+func (s *Lifecycle) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudStatusRequest, stream grpc.ServerStreamingServer[corev1.WatchLogicalCloudStatusResponse]) error {
 	watchesOpen.Inc()
 	defer watchesOpen.Dec()
 	// A watch ends cleanly at its maximum, settled or not (a cluster that
@@ -495,8 +522,8 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	var reachedMax atomic.Bool
-	if s.WatchMax > 0 {
-		t := time.AfterFunc(s.WatchMax, func() {
+	if s.watchMax > 0 {
+		t := time.AfterFunc(s.watchMax, func() {
 			reachedMax.Store(true)
 			cancel()
 		})
@@ -515,7 +542,7 @@ func (s *LogicalClouds) WatchLogicalCloudStatus(req *corev1.WatchLogicalCloudSta
 	if phase == phaseCreated {
 		return stream.Send(&corev1.WatchLogicalCloudStatusResponse{Status: statusView(project, lc, phase, nil)})
 	}
-	w, err := s.peers.RsyncInternal.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
+	w, err := s.rsync.WatchRolloutStatus(ctx, &rsyncv1.WatchRolloutStatusRequest{Owner: rolloutOwner(project, lc), UntilSettled: true})
 	if err != nil {
 		if atMax() {
 			return nil
@@ -552,34 +579,6 @@ var watchesOpen = promauto.NewGauge(prometheus.GaugeOpts{
 // cluster selected by label only).
 type target struct{ provider, cluster, loadbalancerIP string }
 
-// targets are the logical cloud's clusters: its cluster references, and
-// the registered clusters that carry all of its cluster labels (seed 002),
-// ordered by provider and name.
-func (s *LogicalClouds) targets(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]target, error) {
-	refs, err := s.refs.List(ctx, store.Key(project, lc))
-	if err != nil {
-		return nil, err
-	}
-	var out []target
-	for _, r := range refs {
-		out = append(out, target{r.GetClusterProvider(), r.GetClusterName(), r.GetLoadbalancerIp()})
-	}
-	if labels := c.GetSpec().GetClusterLabels(); len(labels) > 0 {
-		resp, err := s.peers.RsyncInternal.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
-		if err != nil {
-			return nil, err
-		}
-		for _, sc := range resp.GetClusters() {
-			out = append(out, target{sc.GetProvider(), sc.GetName(), ""})
-		}
-	}
-	// Stable: a cluster both referenced and selected keeps its reference.
-	slices.SortStableFunc(out, func(a, b target) int {
-		return strings.Compare(a.provider+"/"+a.cluster, b.provider+"/"+b.cluster)
-	})
-	return slices.CompactFunc(out, func(a, b target) bool { return a.provider == b.provider && a.cluster == b.cluster }), nil
-}
-
 // rendered is what a logical cloud puts on its clusters: the rollout, and
 // its service mesh (nil for an admin logical cloud).
 type rendered struct {
@@ -596,8 +595,8 @@ type rendered struct {
 // settings, the clusters), so no renderer calls core back.
 // An admin logical cloud uses the clusters' own admin access: it renders
 // nothing, and its rollout only records which clusters it spans.
-func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*rendered, error) {
-	targets, err := s.targets(ctx, project, lc, c)
+func (s *Lifecycle) render(ctx context.Context, project, lc string, c *corev1.LogicalCloud) (*rendered, error) {
+	targets, err := s.references.targets(ctx, project, lc, c)
 	if err != nil {
 		return nil, err
 	}
@@ -608,7 +607,7 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 	var manifests []string
 	if c.GetSpec().GetLevel() != levelAdmin {
 		spec := c.GetSpec()
-		out.mesh, err = s.renderMesh(ctx, project, lc, c, targets)
+		out.mesh, err = s.meshes.renderMesh(ctx, project, lc, c, targets)
 		if err != nil {
 			return nil, err
 		}
@@ -616,18 +615,18 @@ func (s *LogicalClouds) render(ctx context.Context, project, lc string, c *corev
 		if err != nil {
 			return nil, err
 		}
-		ns, err := s.peers.Namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc,
+		ns, err := s.namespaces.RenderNamespace(ctx, &namespacev1.RenderNamespaceRequest{Project: project, LogicalCloud: lc,
 			Namespace: spec.GetNamespace(), Level: spec.GetLevel(), PodSecurity: spec.GetPodSecurity(), IstioRevision: out.mesh.revision,
 			Labels: spec.GetLabels(), IstioNamespace: out.mesh.istioNamespace, IngressFrom: ingressFrom})
 		if err != nil {
 			return nil, err
 		}
-		quotas, err := s.peers.QuotasInternal.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc,
+		quotas, err := s.quotas.RenderQuotas(ctx, &quotav1.RenderQuotasRequest{Project: project, LogicalCloud: lc,
 			Namespace: spec.GetNamespace(), Level: spec.GetLevel()})
 		if err != nil {
 			return nil, err
 		}
-		users, err := s.peers.UsersInternal.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: project, LogicalCloud: lc,
+		users, err := s.users.RenderUsers(ctx, &userv1.RenderUsersRequest{Project: project, LogicalCloud: lc,
 			Namespace: spec.GetNamespace(), Level: spec.GetLevel()})
 		if err != nil {
 			return nil, err

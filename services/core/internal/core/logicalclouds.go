@@ -52,28 +52,44 @@ type Peers struct {
 	TrafficInternal trafficv1.TrafficInternalServiceClient
 }
 
-// LogicalClouds is the LogicalCloudService: logical clouds, their cluster
-// references and key-value pairs, and the cascade that removes a logical
-// cloud from every service.
+// LogicalClouds is the LogicalCloudService: a thin type composed of the
+// parts that each do one job, with only the collections, peers and
+// settings that job uses (as OCM and Karmada give each controller its own
+// type). The gRPC methods are the parts' own, promoted:
+//
+//   - Clouds: create, read, update and delete of logical clouds, and the
+//     cascade that removes one from every service (logicalclouds.go);
+//   - ControlPlanes: seed 002's POST .../control-plane (controlplane.go);
+//   - Lifecycle: apply, update, stop, terminate and status (lifecycle.go);
+//   - References: cluster references and kv pairs (references.go);
+//   - Kubeconfigs: the users' kubeconfigs (kubeconfig.go);
+//   - QuotaUsage: the quotas' usage on the clusters (quotausage.go);
+//   - Facts: what core tells the child services (facts.go).
+//
+// Meshes (mesh records, CRD rollouts, mesh limit, claims: mesh.go) and
+// TrafficRollouts (traffic.go, its own gRPC service) are parts the others
+// hold; rollouts (a logical cloud's rollout in the resource synchronizer)
+// and cloudReader (reads of live logical clouds) are shared helpers.
 type LogicalClouds struct {
+	unimplemented
+	*Clouds
+	*ControlPlanes
+	*Lifecycle
+	*References
+	*Kubeconfigs
+	*QuotaUsage
+	*Facts
+	traffic *TrafficRollouts
+}
+
+// unimplemented answers the RPCs no part serves; one level down, so that
+// the parts' methods, one level up, win.
+type unimplemented struct {
 	corev1.UnimplementedLogicalCloudServiceServer
-	projects *store.Records[*corev1.Project]
-	clouds   *store.Records[*corev1.LogicalCloud]
-	refs     *store.Records[*corev1.ClusterReference]
-	kvs      *store.Records[*corev1.StoredKvPair]
-	// meshes records the mesh-enabled logical clouds per cluster (mesh.go).
-	meshes *store.Records[*corev1.StoredMeshCluster]
-	// traffic records the applied traffic intent groups, by logical cloud
-	// (traffic.go).
-	traffic *store.Records[*corev1.TrafficRollout]
-	peers   Peers
-	// lockStore, locks and meshLocks serialize the transitions of one
-	// logical cloud, and the changes of one cluster's mesh record and its
-	// CRD rollout (mesh.go), across core replicas (locks.go).
-	lockStore *lockStore
-	locks     *keyLocks
-	meshLocks *keyLocks
-	log       *zap.Logger
+}
+
+// Settings are the installation's settings of the logical clouds' parts.
+type Settings struct {
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
 	Tenancy Tenancy
@@ -92,30 +108,87 @@ type LogicalClouds struct {
 	MaxMeshes int
 }
 
-// NewLogicalClouds opens the collections on st.
-func NewLogicalClouds(st *store.Store, peers Peers, log *zap.Logger) *LogicalClouds {
+// NewLogicalClouds opens the collections on st and wires the parts.
+func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logger) *LogicalClouds {
 	ls := newLockStore(st, log)
-	return &LogicalClouds{
-		lockStore: ls,
-		locks: newKeyLocks(ls, "lc", 0, func(name string) string {
-			return "another transition of " + name + " is in progress on another core replica"
-		}),
-		// A mesh record changes in a moment: a transition waits for
-		// another replica's change of it before refusing.
-		meshLocks: newKeyLocks(ls, "mesh", 10*time.Second, func(name string) string {
-			return "the mesh record of " + name + " is being changed by another core replica"
-		}),
-		projects: projectRecords(st),
-		clouds:   cloudRecords(st),
-		refs: store.NewRecords(st, ClusterReferencesCollection, "cluster reference",
-			func() *corev1.ClusterReference { return &corev1.ClusterReference{} }),
-		kvs: store.NewRecords(st, KvPairsCollection, "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
+	// lockStore, locks and meshLocks serialize the transitions of one
+	// logical cloud, and the changes of one cluster's mesh record and its
+	// CRD rollout (mesh.go), across core replicas (locks.go).
+	locks := newKeyLocks(ls, "lc", 0, func(name string) string {
+		return "another transition of " + name + " is in progress on another core replica"
+	})
+	// A mesh record changes in a moment: a transition waits for
+	// another replica's change of it before refusing.
+	meshLocks := newKeyLocks(ls, "mesh", 10*time.Second, func(name string) string {
+		return "the mesh record of " + name + " is being changed by another core replica"
+	})
+	reader := &cloudReader{projects: projectRecords(st), clouds: cloudRecords(st)}
+	ro := &rollouts{rsync: peers.RsyncInternal, log: log}
+	refs := store.NewRecords(st, ClusterReferencesCollection, "cluster reference",
+		func() *corev1.ClusterReference { return &corev1.ClusterReference{} })
+	facts := &Facts{clouds: reader.clouds, refs: refs, locks: locks, log: log,
+		namespaces: peers.Namespaces, users: peers.UsersInternal, quotas: peers.QuotasInternal, traffic: peers.TrafficInternal}
+	references := &References{cloudReader: reader, refs: refs,
+		kvs:   store.NewRecords(st, KvPairsCollection, "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
+		rsync: peers.RsyncInternal, facts: facts, log: log}
+	meshes := &Meshes{clouds: reader.clouds, meshLocks: meshLocks, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, log: log,
 		meshes: store.NewRecords(st, MeshClustersCollection, "mesh cluster",
 			func() *corev1.StoredMeshCluster { return &corev1.StoredMeshCluster{} }),
-		traffic: trafficRecords(st),
-		peers:   peers,
-		log:     log,
+		maxMeshes: set.MaxMeshes}
+	traffic := &TrafficRollouts{reader: reader, rollouts: ro, references: references, records: trafficRecords(st),
+		rsync: peers.Rsync, traffic: peers.Traffic, trafficInternal: peers.TrafficInternal, mesh: peers.Mesh,
+		locks: newKeyLocks(ls, "traffic", 0, func(name string) string {
+			return "another transition of " + name + " is in progress on another core replica"
+		})}
+	clouds := &Clouds{cloudReader: reader, rollouts: ro, locks: locks,
+		namespaces: peers.Namespaces, users: peers.Users, usersInternal: peers.UsersInternal, quotas: peers.Quotas,
+		quotasInternal: peers.QuotasInternal, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, caDist: peers.CaDistInternal,
+		facts: facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
+	return &LogicalClouds{
+		Clouds:        clouds,
+		ControlPlanes: &ControlPlanes{cloudReader: reader, lcs: clouds, meshes: meshes, meshInternal: peers.MeshInternal, tenancy: set.Tenancy},
+		Lifecycle: &Lifecycle{cloudReader: reader, rollouts: ro, locks: locks, namespaces: peers.Namespaces, quotas: peers.QuotasInternal,
+			users: peers.UsersInternal, meshInternal: peers.MeshInternal, references: references, meshes: meshes, traffic: traffic,
+			log: log, watchMax: set.WatchMax},
+		References: references,
+		Kubeconfigs: &Kubeconfigs{cloudReader: reader, rollouts: ro, references: references, users: peers.UsersInternal,
+			rsync: peers.RsyncInternal, log: log, tokenLifetime: set.TokenLifetime, certRenewPercent: set.CertRenewPercent},
+		QuotaUsage: &QuotaUsage{cloudReader: reader, rollouts: ro, rsync: peers.RsyncInternal},
+		Facts:      facts,
+		traffic:    traffic,
 	}
+}
+
+// Clouds is the create, read, update and delete of logical clouds, and the
+// cascade that removes a logical cloud from every service.
+type Clouds struct {
+	*cloudReader
+	*rollouts
+	locks          *keyLocks
+	namespaces     namespacev1.NamespaceInternalServiceClient
+	users          userv1.UserServiceClient
+	usersInternal  userv1.UserInternalServiceClient
+	quotas         quotav1.QuotaServiceClient
+	quotasInternal quotav1.QuotaInternalServiceClient
+	rsync          rsyncv1.RsyncInternalServiceClient
+	meshInternal   servicemeshv1.ServiceMeshInternalServiceClient
+	caDist         cadistv1.CaDistInternalServiceClient
+	facts          *Facts
+	references     *References
+	meshes         *Meshes
+	traffic        *TrafficRollouts
+	log            *zap.Logger
+	// Tenancy is the installation's isolation settings (reserved
+	// namespaces, quota maximum).
+	tenancy Tenancy
+}
+
+// cloudReader reads live logical clouds (and, for the references between
+// them, the stored ones): every part that answers under a logical cloud
+// holds one.
+type cloudReader struct {
+	projects *store.Records[*corev1.Project]
+	clouds   *store.Records[*corev1.LogicalCloud]
 }
 
 func projectRecords(st *store.Store) *store.Records[*corev1.Project] {
@@ -133,7 +206,7 @@ func (s *LogicalClouds) Register(r grpc.ServiceRegistrar) {
 
 // cloud reads a live logical cloud: NotFound if it, or its project, is
 // missing or being deleted.
-func (s *LogicalClouds) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
+func (s *cloudReader) cloud(ctx context.Context, project, lc string) (*corev1.LogicalCloud, error) {
 	c, err := s.versioned(ctx, project, lc)
 	if err != nil {
 		return nil, err
@@ -146,8 +219,8 @@ func (s *LogicalClouds) cloud(ctx context.Context, project, lc string) (*corev1.
 // namespace, users, permissions, quotas and cluster references are made
 // in their services. If any of that fails, what was made is removed again
 // (retried in the background if a service is down) and the error returned.
-func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
-	p, err := planCreate(req, grants{Tenancy: s.Tenancy, mayGrant: server.MayGrant(ctx)})
+func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
+	p, err := planCreate(req, grants{Tenancy: s.tenancy, mayGrant: server.MayGrant(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +234,7 @@ func (s *LogicalClouds) CreateLogicalCloud(ctx context.Context, req *corev1.Crea
 	}
 	if p.lc.GetSpec().GetServiceMesh().GetEnabled() {
 		var release func()
-		if ctx, release, err = s.meshSlot(ctx, req.GetProject(), p.lc.GetMetadata().GetName()); err != nil {
+		if ctx, release, err = s.meshes.meshSlot(ctx, req.GetProject(), p.lc.GetMetadata().GetName()); err != nil {
 			return nil, err
 		}
 		defer release()
@@ -197,12 +270,12 @@ func createdMessage(p *plan) string {
 // before the parts are made (a check of another service that must pass for
 // the logical cloud to stay). If anything fails, what was made is removed
 // again (retried in the background if a service is down).
-func (s *LogicalClouds) create(ctx context.Context, project string, p *plan, first func(context.Context) error) error {
+func (s *Clouds) create(ctx context.Context, project string, p *plan, first func(context.Context) error) error {
 	name := p.lc.GetMetadata().GetName()
 	p.lc.Lifecycle = &corev1.Lifecycle{Phase: phaseCreated}
 	var selected []*rsyncv1.SelectedCluster
 	if len(p.labels) > 0 {
-		resp, err := s.peers.RsyncInternal.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
+		resp, err := s.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
 		if err != nil {
 			return err
 		}
@@ -221,13 +294,13 @@ func (s *LogicalClouds) create(ctx context.Context, project string, p *plan, fir
 	if err == nil {
 		// Told before the parts are made: the services check them against
 		// the facts (facts.go).
-		err = s.retell(ctx, project, name)
+		err = s.facts.retell(ctx, project, name)
 	}
 	if err == nil {
 		err = s.createParts(ctx, project, p, selected)
 	}
 	if err == nil && len(selected) > 0 {
-		err = s.retell(ctx, project, name) // with the clusters referenced
+		err = s.facts.retell(ctx, project, name) // with the clusters referenced
 	}
 	if err != nil {
 		s.abandon(ctx, project, name)
@@ -237,33 +310,33 @@ func (s *LogicalClouds) create(ctx context.Context, project string, p *plan, fir
 }
 
 // createParts makes what the plan puts in the other services, in order.
-func (s *LogicalClouds) createParts(ctx context.Context, project string, p *plan, selected []*rsyncv1.SelectedCluster) error {
+func (s *Clouds) createParts(ctx context.Context, project string, p *plan, selected []*rsyncv1.SelectedCluster) error {
 	lc := p.lc.GetMetadata().GetName()
 	if ns := p.lc.GetSpec().GetNamespace(); ns != "" {
-		if _, err := s.peers.Namespaces.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{
+		if _, err := s.namespaces.CreateNamespace(ctx, &namespacev1.CreateNamespaceRequest{
 			Project: project, LogicalCloud: lc, Namespace: &namespacev1.Namespace{Name: ns}}); err != nil {
 			return err
 		}
 	}
 	for _, u := range p.users {
-		if _, err := s.peers.UsersInternal.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u}); err != nil {
+		if _, err := s.usersInternal.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u}); err != nil {
 			return err
 		}
 	}
 	for _, perm := range p.perms {
-		if _, err := s.peers.Users.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{
+		if _, err := s.users.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{
 			Project: project, LogicalCloud: lc, UserPermission: perm}); err != nil {
 			return err
 		}
 	}
 	for i, q := range p.quotas {
-		if _, err := s.peers.Quotas.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: project, LogicalCloud: lc, Quota: q}); err != nil {
+		if _, err := s.quotas.CreateQuota(ctx, &quotav1.CreateQuotaRequest{Project: project, LogicalCloud: lc, Quota: q}); err != nil {
 			return inBody(err, "quota.spec", p.quotaFields[i])
 		}
 	}
 	for _, c := range selected {
 		ref := &corev1.ClusterReference{ClusterProvider: c.GetProvider(), ClusterName: c.GetName()}
-		if err := s.addReference(ctx, project, lc, ref); err != nil {
+		if err := s.references.addReference(ctx, project, lc, ref); err != nil {
 			return err
 		}
 	}
@@ -272,7 +345,7 @@ func (s *LogicalClouds) createParts(ctx context.Context, project string, p *plan
 
 // abandon removes a logical cloud whose creation failed half way. The
 // caller may have gone away: the removal runs on regardless.
-func (s *LogicalClouds) abandon(ctx context.Context, project, lc string) {
+func (s *Clouds) abandon(ctx context.Context, project, lc string) {
 	ctx = context.WithoutCancel(ctx)
 	if _, err := s.clouds.MarkDeleting(ctx, store.Key(project, lc)); err != nil {
 		logging.FromOr(ctx, s.log).Warn("abandon logical cloud", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
@@ -282,7 +355,7 @@ func (s *LogicalClouds) abandon(ctx context.Context, project, lc string) {
 }
 
 // GetLogicalCloud implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogicalCloudRequest) (*corev1.GetLogicalCloudResponse, error) {
+func (s *Clouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogicalCloudRequest) (*corev1.GetLogicalCloudResponse, error) {
 	c, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud())
 	if err != nil {
 		return nil, err
@@ -297,7 +370,7 @@ func (s *LogicalClouds) GetLogicalCloud(ctx context.Context, req *corev1.GetLogi
 // permissions now, the user service's records (permissions.go). A state
 // the resource synchronizer cannot tell now, or permissions the user
 // service cannot, are left empty rather than failing the read.
-func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1.LogicalCloud) {
+func (s *Clouds) shown(ctx context.Context, project string, cs ...*corev1.LogicalCloud) {
 	var owners []string
 	for _, c := range cs {
 		if c.Lifecycle == nil {
@@ -311,7 +384,7 @@ func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1
 	var g errgroup.Group
 	g.Go(func() error {
 		// One call for the page's rollouts (derive).
-		rollouts, err := rolloutStates(ctx, s.peers.RsyncInternal, owners)
+		rollouts, err := rolloutStates(ctx, s.rsync, owners)
 		if err != nil {
 			logging.FromOr(ctx, s.log).Info("logical clouds shown without their state: the resource synchronizer did not answer",
 				zap.String("project", project), zap.Int("logical_clouds", len(cs)), zap.Error(err))
@@ -331,7 +404,7 @@ func (s *LogicalClouds) shown(ctx context.Context, project string, cs ...*corev1
 }
 
 // ListLogicalClouds implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) ListLogicalClouds(ctx context.Context, req *corev1.ListLogicalCloudsRequest) (*corev1.ListLogicalCloudsResponse, error) {
+func (s *Clouds) ListLogicalClouds(ctx context.Context, req *corev1.ListLogicalCloudsRequest) (*corev1.ListLogicalCloudsResponse, error) {
 	if _, err := s.projects.Get(ctx, req.GetProject()); err != nil {
 		return nil, err
 	}
@@ -347,14 +420,14 @@ func (s *LogicalClouds) ListLogicalClouds(ctx context.Context, req *corev1.ListL
 // that does not exist (400), or one neither shared nor listing the
 // project (403), both naming spec.ca-root. CA distribution decides
 // (CheckRoot), and checks again when it signs.
-func (s *LogicalClouds) checkCARoot(ctx context.Context, project, root string) error {
+func (s *Clouds) checkCARoot(ctx context.Context, project, root string) error {
 	if root == "" {
 		return nil
 	}
-	if s.peers.CaDistInternal == nil {
+	if s.caDist == nil {
 		return errs.Unavailable(nil, "CA distribution is not configured: spec.ca-root cannot be checked")
 	}
-	_, err := s.peers.CaDistInternal.CheckRoot(ctx, &cadistv1.CheckRootRequest{Project: project, Root: root})
+	_, err := s.caDist.CheckRoot(ctx, &cadistv1.CheckRootRequest{Project: project, Root: root})
 	switch errs.Code(err) {
 	case codes.OK:
 		return nil
@@ -369,7 +442,7 @@ func (s *LogicalClouds) checkCARoot(ctx context.Context, project, root string) e
 // UpdateLogicalCloud implements corev1.LogicalCloudServiceServer: the
 // metadata is replaced; a spec, if given, must keep what was fixed at
 // creation (the body of a GET can be sent back).
-func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.UpdateLogicalCloudRequest) (*corev1.UpdateLogicalCloudResponse, error) {
+func (s *Clouds) UpdateLogicalCloud(ctx context.Context, req *corev1.UpdateLogicalCloudRequest) (*corev1.UpdateLogicalCloudResponse, error) {
 	if n := req.GetMetadata().GetName(); n != req.GetLogicalCloud() {
 		return nil, errs.Invalid("metadata.name", "must equal the logical cloud in the path (%q), got %q", req.GetLogicalCloud(), n)
 	}
@@ -401,7 +474,7 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 	}
 	if req.GetSpec().GetServiceMesh().GetEnabled() && !cur.GetSpec().GetServiceMesh().GetEnabled() {
 		var release func()
-		if ctx, release, err = s.meshSlot(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+		if ctx, release, err = s.meshes.meshSlot(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 			return nil, err
 		}
 		defer release()
@@ -415,7 +488,7 @@ func (s *LogicalClouds) UpdateLogicalCloud(ctx context.Context, req *corev1.Upda
 			// next .../update: an empty field keeps what is stored.
 			want := &corev1.LogicalCloudSpec{ServiceMesh: cmp.Or(in.GetServiceMesh(), c.GetSpec().GetServiceMesh()),
 				CaRoot: cmp.Or(in.GetCaRoot(), c.GetSpec().GetCaRoot())}
-			mesh, root, err := planMesh(want, c.GetMetadata().GetName(), c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), s.Tenancy.Reserved, meshNamespaceField)
+			mesh, root, err := planMesh(want, c.GetMetadata().GetName(), c.GetSpec().GetLevel(), c.GetSpec().GetNamespace(), s.tenancy.Reserved, meshNamespaceField)
 			if err != nil {
 				return err
 			}
@@ -497,7 +570,7 @@ func keepsSpec(cur, in *corev1.LogicalCloudSpec, perms []*userv1.UserPermission)
 // are removed in every service and the record last. A service that cannot
 // be reached leaves the mark; the cleanup loop finishes the job when it is
 // back.
-func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.DeleteLogicalCloudRequest) (*corev1.DeleteLogicalCloudResponse, error) {
+func (s *Clouds) DeleteLogicalCloud(ctx context.Context, req *corev1.DeleteLogicalCloudRequest) (*corev1.DeleteLogicalCloudResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
 	if err != nil {
@@ -534,7 +607,7 @@ func (s *LogicalClouds) DeleteLogicalCloud(ctx context.Context, req *corev1.Dele
 // finishDelete removes a marked logical cloud's parts everywhere, then the
 // logical cloud. It reports whether all is gone; a failure is logged and
 // left to the cleanup loop.
-func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bool {
+func (s *Clouds) finishDelete(ctx context.Context, project, lc string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	parent := store.Key(project, lc)
@@ -546,38 +619,34 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 	}
 	// Told first, so that no service adds under it after its purge
 	// (facts.go); a service not told is not purged yet.
-	if err := s.tellDeleting(ctx, project, lc); err != nil {
+	if err := s.facts.tellDeleting(ctx, project, lc); err != nil {
 		s.log.Warn("logical cloud removal incomplete; it will be retried",
 			zap.String("logical_cloud", parent), zap.Error(err))
 		return false
 	}
-	_, err := s.peers.Namespaces.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err := s.namespaces.PurgeLogicalCloud(ctx, &namespacev1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("namespace service", err)
-	_, err = s.peers.UsersInternal.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err = s.usersInternal.PurgeLogicalCloud(ctx, &userv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("user service", err)
-	_, err = s.peers.QuotasInternal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err = s.quotasInternal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("quota service", err)
-	_, err = s.peers.MeshInternal.PurgeLogicalCloud(ctx, &servicemeshv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err = s.meshInternal.PurgeLogicalCloud(ctx, &servicemeshv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("service mesh service", err)
-	_, err = s.peers.CaDistInternal.PurgeLogicalCloud(ctx, &cadistv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	_, err = s.caDist.PurgeLogicalCloud(ctx, &cadistv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("CA distribution service", err)
 	// Terminate left the clusters' meshes; an apply that failed half way
 	// may still be listed.
-	_, err = s.leaveMesh(ctx, project, lc, nil)
+	_, err = s.meshes.leaveMesh(ctx, project, lc, nil)
 	note("mesh clusters", err)
-	_, err = s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{Owner: rolloutOwner(project, lc)})
+	_, err = s.rsync.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{Owner: rolloutOwner(project, lc)})
 	note("cluster holds", err)
-	_, err = s.refs.DeleteUnder(ctx, parent)
-	note("cluster references", err)
-	_, err = s.kvs.DeleteUnder(ctx, parent)
-	note("kv pairs", err)
+	note("cluster references and kv pairs", s.references.purge(ctx, parent))
 	// Terminated traffic groups' records (an applied group keeps the
 	// logical cloud from being terminated, so from being deleted).
-	_, err = s.traffic.DeleteUnder(ctx, parent)
-	note("traffic rollout records", err)
+	note("traffic rollout records", s.traffic.purge(ctx, parent))
 	if len(failed) == 0 {
 		// The cascade is done: the services forget it before core does.
-		note("logical cloud facts", s.forget(ctx, project, lc))
+		note("logical cloud facts", s.facts.forget(ctx, project, lc))
 	}
 	if len(failed) == 0 {
 		err := s.clouds.Delete(ctx, parent)
@@ -591,10 +660,24 @@ func (s *LogicalClouds) finishDelete(ctx context.Context, project, lc string) bo
 	return false
 }
 
+// finishDeleteLocked is finishDelete under the logical cloud's transition
+// lock (as DeleteLogicalCloud runs it), so that no Reconcile tells its
+// facts meanwhile. A lock another replica holds leaves the removal to the
+// cleanup loop.
+func (s *Clouds) finishDeleteLocked(ctx context.Context, project, lc string) bool {
+	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	if err != nil {
+		s.log.Warn("logical cloud removal postponed; it will be retried", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+		return false
+	}
+	defer unlock()
+	return s.finishDelete(ctx, project, lc)
+}
+
 // Cleanup retries, every interval until ctx ends, the removal of every
 // logical cloud marked for deletion (a service was down, or this program
 // stopped half way).
-func (s *LogicalClouds) Cleanup(interval time.Duration) func(context.Context) error {
+func (s *Clouds) Cleanup(interval time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		t := time.NewTicker(interval)
 		defer t.Stop()

@@ -31,6 +31,22 @@ import (
 // (one core replica, as for the lifecycle); the record's writes are
 // conditional on the version read as well.
 
+// Meshes are core's mesh records of the clusters and their CRD rollouts
+// (mesh.go), the claims of a control plane's cluster-scoped objects
+// (meshclaim.go) and the bound on a project's meshes (meshlimit.go).
+type Meshes struct {
+	clouds       *store.Records[*corev1.LogicalCloud]
+	meshes       *store.Records[*corev1.StoredMeshCluster]
+	meshLocks    *keyLocks
+	rsync        rsyncv1.RsyncInternalServiceClient
+	meshInternal servicemeshv1.ServiceMeshInternalServiceClient
+	log          *zap.Logger
+	// MaxMeshes is how many logical clouds of a project may have the
+	// service mesh enabled (DCM_MAX_MESHES_PER_PROJECT, meshlimit.go); 0
+	// is no maximum.
+	maxMeshes int
+}
+
 // meshOwner is the resource synchronizer's owner id of a cluster's Istio
 // CRDs.
 func meshOwner(provider, cluster string) string { return "mesh/" + provider + "/" + cluster }
@@ -51,7 +67,7 @@ type meshRender struct {
 // level, spec.service-mesh, spec.ca-root and the clusters with their
 // references' loadbalancer-ip. It answers enabled=false for a logical cloud
 // without a mesh.
-func (s *LogicalClouds) renderMesh(ctx context.Context, project, lc string, c *corev1.LogicalCloud, targets []target) (*meshRender, error) {
+func (s *Meshes) renderMesh(ctx context.Context, project, lc string, c *corev1.LogicalCloud, targets []target) (*meshRender, error) {
 	spec := c.GetSpec()
 	req := &servicemeshv1.RenderControlPlanesRequest{Project: project, LogicalCloud: lc, Namespace: spec.GetNamespace(),
 		Level: spec.GetLevel(), Enabled: spec.GetServiceMesh().GetEnabled(), IstioNamespace: spec.GetServiceMesh().GetNamespace(),
@@ -59,7 +75,7 @@ func (s *LogicalClouds) renderMesh(ctx context.Context, project, lc string, c *c
 	for _, t := range targets {
 		req.Clusters = append(req.Clusters, &servicemeshv1.MeshTarget{Provider: t.provider, Cluster: t.cluster, LoadbalancerIp: t.loadbalancerIP})
 	}
-	resp, err := s.peers.MeshInternal.RenderControlPlanes(ctx, req)
+	resp, err := s.meshInternal.RenderControlPlanes(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +102,7 @@ func clusterKey(provider, cluster string) string { return provider + "/" + clust
 // A cluster whose CRDs are still being deleted (the last user left a
 // moment ago) is 409 STILL_DELETING: retry shortly. A cluster that fails
 // is not left listing lc unless it did before.
-func (s *LogicalClouds) joinMesh(ctx context.Context, project, lc string, clusters []target, crds []string) error {
+func (s *Meshes) joinMesh(ctx context.Context, project, lc string, clusters []target, crds []string) error {
 	user := store.Key(project, lc)
 	for _, t := range clusters {
 		if err := s.joinCluster(ctx, user, t, crds); err != nil {
@@ -96,7 +112,7 @@ func (s *LogicalClouds) joinMesh(ctx context.Context, project, lc string, cluste
 	return nil
 }
 
-func (s *LogicalClouds) joinCluster(ctx context.Context, user string, t target, crds []string) error {
+func (s *Meshes) joinCluster(ctx context.Context, user string, t target, crds []string) error {
 	key := clusterKey(t.provider, t.cluster)
 	ctx, unlock, err := s.meshLocks.lock(ctx, key, "cluster "+key)
 	if err != nil {
@@ -128,18 +144,18 @@ func (s *LogicalClouds) joinCluster(ctx context.Context, user string, t target, 
 }
 
 // submitCRDs makes the cluster's CRD rollout hold crds.
-func (s *LogicalClouds) submitCRDs(ctx context.Context, t target, crds []string) error {
+func (s *Meshes) submitCRDs(ctx context.Context, t target, crds []string) error {
 	owner := meshOwner(t.provider, t.cluster)
 	cr := &rsyncv1.ClusterResources{Provider: t.provider, Cluster: t.cluster}
 	for _, m := range crds {
 		cr.Resources = append(cr.Resources, &rsyncv1.Resource{Manifest: m})
 	}
 	clusters := []*rsyncv1.ClusterResources{cr}
-	_, err := s.peers.RsyncInternal.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
+	_, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, Clusters: clusters})
 	if errs.Code(err) != codes.AlreadyExists {
 		return err
 	}
-	_, err = s.peers.RsyncInternal.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, Clusters: clusters})
+	_, err = s.rsync.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, Clusters: clusters})
 	if errs.Code(err) == codes.FailedPrecondition {
 		return errs.Because(errs.ReasonStillDeleting, "the Istio CRDs of cluster %s/%s are being removed (the last mesh-enabled logical cloud left it): retry shortly", t.provider, t.cluster)
 	}
@@ -150,7 +166,7 @@ func (s *LogicalClouds) submitCRDs(ctx context.Context, t target, crds []string)
 // every cluster but those in keep (by cluster key), deleting the CRD
 // rollout of a cluster it was the last user of. It reports whether lc was
 // a mesh user anywhere, kept clusters included.
-func (s *LogicalClouds) leaveMesh(ctx context.Context, project, lc string, keep map[string]bool) (bool, error) {
+func (s *Meshes) leaveMesh(ctx context.Context, project, lc string, keep map[string]bool) (bool, error) {
 	user := store.Key(project, lc)
 	recs, err := s.meshes.List(ctx, "")
 	if err != nil {
@@ -173,7 +189,7 @@ func (s *LogicalClouds) leaveMesh(ctx context.Context, project, lc string, keep 
 	return was, errors.Join(failed...)
 }
 
-func (s *LogicalClouds) leaveCluster(ctx context.Context, user string, t target) error {
+func (s *Meshes) leaveCluster(ctx context.Context, user string, t target) error {
 	key := clusterKey(t.provider, t.cluster)
 	ctx, unlock, err := s.meshLocks.lock(ctx, key, "cluster "+key)
 	if err != nil {
@@ -194,7 +210,7 @@ func (s *LogicalClouds) leaveCluster(ctx context.Context, user string, t target)
 	}
 	// The last user: the CRDs go, then the record (a failed delete leaves
 	// the record listing the user, so that the next try deletes again).
-	_, err = s.peers.RsyncInternal.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: meshOwner(t.provider, t.cluster)})
+	_, err = s.rsync.DeleteRollout(ctx, &rsyncv1.DeleteRolloutRequest{Owner: meshOwner(t.provider, t.cluster)})
 	if err != nil && errs.Code(err) != codes.NotFound {
 		return err
 	}
@@ -208,7 +224,7 @@ func (s *LogicalClouds) leaveCluster(ctx context.Context, user string, t target)
 // changeMeshRecord rewrites the users of cluster t's mesh record with
 // change (creating it if missing), conditionally on the version read, and
 // reports whether the list changed.
-func (s *LogicalClouds) changeMeshRecord(ctx context.Context, t target, change func([]string) []string) (bool, error) {
+func (s *Meshes) changeMeshRecord(ctx context.Context, t target, change func([]string) []string) (bool, error) {
 	key := clusterKey(t.provider, t.cluster)
 	cur, err := s.meshes.Get(ctx, key)
 	switch {
@@ -232,7 +248,7 @@ func (s *LogicalClouds) changeMeshRecord(ctx context.Context, t target, change f
 
 // meshUser says whether logical cloud lc of project is listed as a mesh
 // user of any cluster.
-func (s *LogicalClouds) meshUser(ctx context.Context, project, lc string) (bool, error) {
+func (s *Meshes) meshUser(ctx context.Context, project, lc string) (bool, error) {
 	user := store.Key(project, lc)
 	recs, err := s.meshes.List(ctx, "")
 	if err != nil {

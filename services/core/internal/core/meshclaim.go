@@ -20,7 +20,7 @@ import (
 // (issue 29: a second logical cloud's injector was applied though its
 // claim was refused); asking first applies nothing. Namespaces are
 // namespaceFree's, the CRDs belong to the cluster's own rollout.
-func (s *LogicalClouds) meshObjectsFree(ctx context.Context, project, lc string, m *meshRender) error {
+func (s *Meshes) meshObjectsFree(ctx context.Context, project, lc string, m *meshRender) error {
 	type ident struct{ apiVersion, kind, name string }
 	where := map[ident][]*rsyncv1.ClusterRef{}
 	var order []ident
@@ -48,7 +48,7 @@ func (s *LogicalClouds) meshObjectsFree(ctx context.Context, project, lc string,
 		}
 	}
 	for _, id := range order {
-		resp, err := s.peers.RsyncInternal.GetObjectOwners(ctx, &rsyncv1.GetObjectOwnersRequest{
+		resp, err := s.rsync.GetObjectOwners(ctx, &rsyncv1.GetObjectOwnersRequest{
 			Owner: rolloutOwner(project, lc), ApiVersion: id.apiVersion, Kind: id.kind, Name: id.name, Clusters: where[id]})
 		if err != nil {
 			return err
@@ -57,7 +57,7 @@ func (s *LogicalClouds) meshObjectsFree(ctx context.Context, project, lc string,
 			at := o.GetProvider() + "/" + o.GetCluster()
 			switch o.GetState() {
 			case rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER:
-				s.logHolder(project, lc, id.kind+" "+id.name+" on "+at, o.GetOwner())
+				logHolder(s.log, project, lc, id.kind+" "+id.name+" on "+at, o.GetOwner())
 				return errs.Because(errs.ReasonOwnedByOther, "the service mesh's %s %q on cluster %s belongs to %s: "+
 					"its revision is taken on that cluster; nothing of this logical cloud was applied", id.kind, id.name, at, ownerFor(project, o.GetOwner()))
 			case rsyncv1.Ownership_OWNERSHIP_UNMANAGED:

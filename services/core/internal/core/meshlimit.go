@@ -8,7 +8,7 @@ import (
 )
 
 // The number of mesh-enabled logical clouds of a project is bounded
-// (DCM_MAX_MESHES_PER_PROJECT, LogicalClouds.MaxMeshes): each one puts an
+// (DCM_MAX_MESHES_PER_PROJECT, Settings.MaxMeshes): each one puts an
 // istiod and three gateways on every cluster it spans. A logical cloud
 // turns its mesh on when it is created with spec.service-mesh.enabled (or
 // through seed 002's POST .../control-plane), or when an update or that
@@ -21,10 +21,10 @@ const meshField = "spec.service-mesh"
 
 // meshSlot takes the project's mesh lock and checks that logical cloud lc
 // of project may turn its mesh on: the project's other logical clouds with
-// the mesh enabled are fewer than s.MaxMeshes (0: no maximum). The caller
+// the mesh enabled are fewer than s.maxMeshes (0: no maximum). The caller
 // writes the logical cloud with the context returned, then calls release.
-func (s *LogicalClouds) meshSlot(ctx context.Context, project, lc string) (context.Context, func(), error) {
-	if s.MaxMeshes <= 0 {
+func (s *Meshes) meshSlot(ctx context.Context, project, lc string) (context.Context, func(), error) {
+	if s.maxMeshes <= 0 {
 		return ctx, func() {}, nil
 	}
 	ctx, release, err := s.meshLocks.lock(ctx, "project:"+project, "project "+project)
@@ -42,9 +42,9 @@ func (s *LogicalClouds) meshSlot(ctx context.Context, project, lc string) (conte
 			n++
 		}
 	}
-	if n >= s.MaxMeshes {
+	if n >= s.maxMeshes {
 		release()
-		return ctx, nil, meshLimitError(project, n, s.MaxMeshes)
+		return ctx, nil, meshLimitError(project, n, s.maxMeshes)
 	}
 	return ctx, release, nil
 }

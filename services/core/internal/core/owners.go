@@ -53,9 +53,9 @@ func hideOwners(project, msg string) (out string, hidden bool) {
 }
 
 // logHolder logs, for an admin, the holder a tenant's 409 does not name.
-func (s *LogicalClouds) logHolder(project, lc, what, owner string) {
+func logHolder(log *zap.Logger, project, lc, what, owner string) {
 	if p, ok := ownerProject(owner); ok && p != project {
-		s.log.Info("refused: held by another project", zap.String("logical_cloud", project+"/"+lc),
+		log.Info("refused: held by another project", zap.String("logical_cloud", project+"/"+lc),
 			zap.String("object", what), zap.String("holder", owner))
 	}
 }

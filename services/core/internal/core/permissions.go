@@ -31,8 +31,8 @@ func hasUserPermissions(c *corev1.LogicalCloud) bool {
 
 // permissions reads the permissions of logical cloud lc of project,
 // ordered by name.
-func (s *LogicalClouds) permissions(ctx context.Context, project, lc string) ([]*userv1.UserPermission, error) {
-	resp, err := s.peers.UsersInternal.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: project, LogicalCloud: lc})
+func (s *Clouds) permissions(ctx context.Context, project, lc string) ([]*userv1.UserPermission, error) {
+	resp, err := s.usersInternal.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: project, LogicalCloud: lc})
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func samePermissions(cur *corev1.LogicalCloudSpec, now, in []*userv1.UserPermiss
 // (a page of logical clouds makes one call, not one per logical cloud).
 // Permissions the user service cannot tell now are left empty rather than
 // failing the read.
-func (s *LogicalClouds) showPermissions(ctx context.Context, project string, cs []*corev1.LogicalCloud) {
+func (s *Clouds) showPermissions(ctx context.Context, project string, cs []*corev1.LogicalCloud) {
 	var names []string
 	for _, c := range cs {
 		if hasUserPermissions(c) {
@@ -103,7 +103,7 @@ func (s *LogicalClouds) showPermissions(ctx context.Context, project string, cs 
 	if len(names) == 0 {
 		return
 	}
-	resp, err := s.peers.UsersInternal.ListLogicalCloudsPermissions(ctx, &userv1.ListLogicalCloudsPermissionsRequest{Project: project, LogicalClouds: names})
+	resp, err := s.usersInternal.ListLogicalCloudsPermissions(ctx, &userv1.ListLogicalCloudsPermissionsRequest{Project: project, LogicalClouds: names})
 	if err != nil {
 		logging.FromOr(ctx, s.log).Info("logical clouds shown without their permissions: the user service did not answer",
 			zap.String("project", project), zap.Int("logical_clouds", len(names)), zap.Error(err))

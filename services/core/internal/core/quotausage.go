@@ -14,6 +14,13 @@ import (
 // quotaReads bounds the clusters read at once for quota usage.
 const quotaReads = 16
 
+// QuotaUsage is the usage of a logical cloud's quotas on its clusters.
+type QuotaUsage struct {
+	*cloudReader
+	*rollouts
+	rsync rsyncv1.RsyncInternalServiceClient
+}
+
 // GetQuotaUsage implements corev1.LogicalCloudServiceServer: each of the
 // logical cloud's ResourceQuotas as each of its clusters reports it, and
 // the sums per resource. The quotas are those applied, not those desired:
@@ -21,7 +28,7 @@ const quotaReads = 16
 // since the last apply or update is not there yet; one removed since is
 // still there). A cluster that cannot be read is reported with its error
 // and left out of the sums; the others are still shown.
-func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaUsageRequest) (*corev1.GetQuotaUsageResponse, error) {
+func (s *QuotaUsage) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaUsageRequest) (*corev1.GetQuotaUsageResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	c, err := s.cloud(ctx, project, lc)
 	if err != nil {
@@ -33,7 +40,7 @@ func (s *LogicalClouds) GetQuotaUsage(ctx context.Context, req *corev1.GetQuotaU
 	if err := s.requireApplied(ctx, project, lc, c, "its quotas are"); err != nil {
 		return nil, err
 	}
-	rs, err := s.peers.RsyncInternal.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
+	rs, err := s.rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +83,10 @@ func appliedQuotas(cl *rsyncv1.RolloutClusterStatus) []*rsyncv1.ResourceStatus {
 
 // clusterQuotaUsage reads the given ResourceQuotas on one cluster; the
 // first failure stops it and is reported in the entry.
-func (s *LogicalClouds) clusterQuotaUsage(ctx context.Context, t target, quotas []*rsyncv1.ResourceStatus) *corev1.ClusterQuotaUsage {
+func (s *QuotaUsage) clusterQuotaUsage(ctx context.Context, t target, quotas []*rsyncv1.ResourceStatus) *corev1.ClusterQuotaUsage {
 	out := &corev1.ClusterQuotaUsage{ClusterProvider: t.provider, ClusterName: t.cluster}
 	for _, q := range quotas {
-		resp, err := s.peers.RsyncInternal.GetResourceQuotaStatus(ctx, &rsyncv1.GetResourceQuotaStatusRequest{
+		resp, err := s.rsync.GetResourceQuotaStatus(ctx, &rsyncv1.GetResourceQuotaStatusRequest{
 			Provider: t.provider, Cluster: t.cluster, Namespace: q.GetNamespace(), Name: q.GetName()})
 		if err != nil {
 			out.Quotas, out.Error = nil, errs.ToStatus(err).Message()

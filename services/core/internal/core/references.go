@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,13 +22,24 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
+// References are a logical cloud's cluster references and key-value
+// pairs, and the clusters it is on.
+type References struct {
+	*cloudReader
+	refs  *store.Records[*corev1.ClusterReference]
+	kvs   *store.Records[*corev1.StoredKvPair]
+	rsync rsyncv1.RsyncInternalServiceClient
+	facts *Facts
+	log   *zap.Logger
+}
+
 // addReference stores a cluster reference, then checks that both the
 // logical cloud and the cluster are still there (each is marked before it
 // is deleted, so one of the two sides always sees the other). The cluster
 // side is rsync's HoldCluster: it records that the logical cloud holds the
 // cluster (rsync refuses to delete a held cluster, from its own records)
 // and fails if the cluster is missing or being deleted.
-func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
+func (s *References) addReference(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
 	parent := store.Key(project, lc)
 	id := store.Key(parent, ref.GetClusterProvider(), ref.GetClusterName())
 	owner := rolloutOwner(project, lc)
@@ -35,7 +47,7 @@ func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, re
 		// Hold first, then check the logical cloud: if it is live here, its
 		// deletion's mark comes later, so the cascade's release comes after
 		// this hold and removes it.
-		_, err := s.peers.RsyncInternal.HoldCluster(ctx, &rsyncv1.HoldClusterRequest{
+		_, err := s.rsync.HoldCluster(ctx, &rsyncv1.HoldClusterRequest{
 			Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName(), Owner: owner})
 		if errs.Code(err) == codes.NotFound {
 			return errs.Invalid("cluster-name", "cluster %q of provider %q is not registered", ref.GetClusterName(), ref.GetClusterProvider())
@@ -46,7 +58,7 @@ func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, re
 		if err := s.nameTaken(ctx, project, lc, ref); err != nil {
 			// The hold is this reference's (the same cluster in this
 			// logical cloud is one record, refused before this check).
-			_, rerr := s.peers.RsyncInternal.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
+			_, rerr := s.rsync.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
 				Owner: owner, Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName()})
 			if rerr != nil {
 				return errors.Join(err, rerr)
@@ -54,7 +66,7 @@ func (s *LogicalClouds) addReference(ctx context.Context, project, lc string, re
 			return err
 		}
 		if _, err := s.cloud(ctx, project, lc); err != nil {
-			_, rerr := s.peers.RsyncInternal.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
+			_, rerr := s.rsync.ReleaseClusters(context.WithoutCancel(ctx), &rsyncv1.ReleaseClustersRequest{
 				Owner: owner, Provider: ref.GetClusterProvider(), Cluster: ref.GetClusterName()})
 			if rerr != nil {
 				return errors.Join(err, rerr)
@@ -85,7 +97,7 @@ func named(r *corev1.ClusterReference) *corev1.ClusterReference {
 }
 
 // refByName finds the logical cloud's reference named name.
-func (s *LogicalClouds) refByName(ctx context.Context, project, lc, name string) (*corev1.ClusterReference, error) {
+func (s *References) refByName(ctx context.Context, project, lc, name string) (*corev1.ClusterReference, error) {
 	refs, err := s.refs.List(ctx, store.Key(project, lc))
 	if err != nil {
 		return nil, err
@@ -101,7 +113,7 @@ func (s *LogicalClouds) refByName(ctx context.Context, project, lc, name string)
 // refKey resolves a request that names a reference either by its own name
 // or by provider and cluster to the reference's provider and cluster. With
 // both, they must agree (a body's spec sent back to .../{name}).
-func (s *LogicalClouds) refKey(ctx context.Context, project, lc, name, provider, cluster string) (string, string, error) {
+func (s *References) refKey(ctx context.Context, project, lc, name, provider, cluster string) (string, string, error) {
 	if name == "" {
 		if provider == "" {
 			return "", "", errs.Invalid("cluster-provider", "is required (or name the reference)")
@@ -129,7 +141,7 @@ func (s *LogicalClouds) refKey(ctx context.Context, project, lc, name, provider,
 // unique in the logical cloud: checked after the record is written, so of
 // two concurrent creates with one name neither can miss the other (both
 // may be refused; neither is kept twice).
-func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.CreateClusterReferenceRequest) (*corev1.CreateClusterReferenceResponse, error) {
+func (s *References) CreateClusterReference(ctx context.Context, req *corev1.CreateClusterReferenceRequest) (*corev1.CreateClusterReferenceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	if err := checkLoadBalancerIP(req.GetLoadbalancerIp()); err != nil {
 		return nil, err
@@ -144,7 +156,7 @@ func (s *LogicalClouds) CreateClusterReference(ctx context.Context, req *corev1.
 	if err := s.addReference(ctx, project, lc, ref); err != nil {
 		return nil, err
 	}
-	s.retellOrLog(ctx, project, lc)
+	s.facts.retellOrLog(ctx, project, lc)
 	return &corev1.CreateClusterReferenceResponse{ClusterReference: ref}, nil
 }
 
@@ -164,7 +176,7 @@ func checkLoadBalancerIP(ip string) error {
 }
 
 // nameTaken refuses ref when another reference of the logical cloud has its name.
-func (s *LogicalClouds) nameTaken(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
+func (s *References) nameTaken(ctx context.Context, project, lc string, ref *corev1.ClusterReference) error {
 	refs, err := s.refs.List(ctx, store.Key(project, lc))
 	if err != nil {
 		return err
@@ -179,7 +191,7 @@ func (s *LogicalClouds) nameTaken(ctx context.Context, project, lc string, ref *
 }
 
 // GetClusterReference implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) GetClusterReference(ctx context.Context, req *corev1.GetClusterReferenceRequest) (*corev1.GetClusterReferenceResponse, error) {
+func (s *References) GetClusterReference(ctx context.Context, req *corev1.GetClusterReferenceRequest) (*corev1.GetClusterReferenceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
@@ -204,7 +216,7 @@ func (s *LogicalClouds) GetClusterReference(ctx context.Context, req *corev1.Get
 }
 
 // ListClusterReferences implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) ListClusterReferences(ctx context.Context, req *corev1.ListClusterReferencesRequest) (*corev1.ListClusterReferencesResponse, error) {
+func (s *References) ListClusterReferences(ctx context.Context, req *corev1.ListClusterReferencesRequest) (*corev1.ListClusterReferencesResponse, error) {
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
@@ -225,7 +237,7 @@ func (s *LogicalClouds) ListClusterReferences(ctx context.Context, req *corev1.L
 // UpdateClusterReference implements corev1.LogicalCloudServiceServer: the
 // load-balancer IP is replaced, and the description and user data when
 // metadata is given.
-func (s *LogicalClouds) UpdateClusterReference(ctx context.Context, req *corev1.UpdateClusterReferenceRequest) (*corev1.UpdateClusterReferenceResponse, error) {
+func (s *References) UpdateClusterReference(ctx context.Context, req *corev1.UpdateClusterReferenceRequest) (*corev1.UpdateClusterReferenceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	if err := checkLoadBalancerIP(req.GetLoadbalancerIp()); err != nil {
 		return nil, err
@@ -255,7 +267,7 @@ func (s *LogicalClouds) UpdateClusterReference(ctx context.Context, req *corev1.
 }
 
 // DeleteClusterReference implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.DeleteClusterReferenceRequest) (*corev1.DeleteClusterReferenceResponse, error) {
+func (s *References) DeleteClusterReference(ctx context.Context, req *corev1.DeleteClusterReferenceRequest) (*corev1.DeleteClusterReferenceResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
 	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
@@ -269,13 +281,13 @@ func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.
 	// down, nothing changes and the answer is its error (retry). Should the
 	// delete then fail, the cluster is held again.
 	owner := rolloutOwner(project, lc)
-	if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
+	if _, err := s.rsync.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
 		Owner: owner, Provider: provider, Cluster: cluster}); err != nil {
 		return nil, err
 	}
 	if err := s.refs.Delete(ctx, store.Key(project, lc, provider, cluster)); err != nil {
 		if errs.Code(err) != codes.NotFound {
-			_, herr := s.peers.RsyncInternal.HoldCluster(context.WithoutCancel(ctx), &rsyncv1.HoldClusterRequest{
+			_, herr := s.rsync.HoldCluster(context.WithoutCancel(ctx), &rsyncv1.HoldClusterRequest{
 				Owner: owner, Provider: provider, Cluster: cluster})
 			if herr != nil {
 				return nil, errors.Join(err, herr)
@@ -283,7 +295,7 @@ func (s *LogicalClouds) DeleteClusterReference(ctx context.Context, req *corev1.
 		}
 		return nil, err
 	}
-	s.retellOrLog(ctx, project, lc)
+	s.facts.retellOrLog(ctx, project, lc)
 	return &corev1.DeleteClusterReferenceResponse{}, nil
 }
 
@@ -325,7 +337,7 @@ func kvAPI(st *corev1.StoredKvPair) *corev1.KvPair {
 }
 
 // CreateKvPair implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) CreateKvPair(ctx context.Context, req *corev1.CreateKvPairRequest) (*corev1.CreateKvPairResponse, error) {
+func (s *References) CreateKvPair(ctx context.Context, req *corev1.CreateKvPairRequest) (*corev1.CreateKvPairResponse, error) {
 	st, err := kvStored("kv_pair", req.GetKvPair())
 	if err != nil {
 		return nil, err
@@ -346,7 +358,7 @@ func (s *LogicalClouds) CreateKvPair(ctx context.Context, req *corev1.CreateKvPa
 }
 
 // GetKvPair implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) GetKvPair(ctx context.Context, req *corev1.GetKvPairRequest) (*corev1.GetKvPairResponse, error) {
+func (s *References) GetKvPair(ctx context.Context, req *corev1.GetKvPairRequest) (*corev1.GetKvPairResponse, error) {
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
@@ -358,7 +370,7 @@ func (s *LogicalClouds) GetKvPair(ctx context.Context, req *corev1.GetKvPairRequ
 }
 
 // ListKvPairs implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) ListKvPairs(ctx context.Context, req *corev1.ListKvPairsRequest) (*corev1.ListKvPairsResponse, error) {
+func (s *References) ListKvPairs(ctx context.Context, req *corev1.ListKvPairsRequest) (*corev1.ListKvPairsResponse, error) {
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
@@ -374,7 +386,7 @@ func (s *LogicalClouds) ListKvPairs(ctx context.Context, req *corev1.ListKvPairs
 }
 
 // UpdateKvPair implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) UpdateKvPair(ctx context.Context, req *corev1.UpdateKvPairRequest) (*corev1.UpdateKvPairResponse, error) {
+func (s *References) UpdateKvPair(ctx context.Context, req *corev1.UpdateKvPairRequest) (*corev1.UpdateKvPairResponse, error) {
 	if n := req.GetKvPair().GetMetadata().GetName(); n != req.GetName() {
 		return nil, errs.Invalid("kv_pair.metadata.name", "must equal the name in the path (%q), got %q", req.GetName(), n)
 	}
@@ -396,7 +408,7 @@ func (s *LogicalClouds) UpdateKvPair(ctx context.Context, req *corev1.UpdateKvPa
 }
 
 // DeleteKvPair implements corev1.LogicalCloudServiceServer.
-func (s *LogicalClouds) DeleteKvPair(ctx context.Context, req *corev1.DeleteKvPairRequest) (*corev1.DeleteKvPairResponse, error) {
+func (s *References) DeleteKvPair(ctx context.Context, req *corev1.DeleteKvPairRequest) (*corev1.DeleteKvPairResponse, error) {
 	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
 		return nil, err
 	}
@@ -412,7 +424,7 @@ func (s *LogicalClouds) DeleteKvPair(ctx context.Context, req *corev1.DeleteKvPa
 // deletion as they should. Each hold is checked afterwards as addReference
 // checks a new one: a reference or logical cloud that went meanwhile has
 // its hold released again. A pass that fails is retried every interval.
-func (s *LogicalClouds) HoldReferences(interval time.Duration) func(context.Context) error {
+func (s *References) HoldReferences(interval time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		for {
 			n, err := s.holdAll(ctx)
@@ -430,7 +442,7 @@ func (s *LogicalClouds) HoldReferences(interval time.Duration) func(context.Cont
 	}
 }
 
-func (s *LogicalClouds) holdAll(ctx context.Context) (int, error) {
+func (s *References) holdAll(ctx context.Context) (int, error) {
 	refs, err := s.refs.Match(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -442,7 +454,7 @@ func (s *LogicalClouds) holdAll(ctx context.Context) (int, error) {
 			continue
 		}
 		hold := &rsyncv1.HoldClusterRequest{Provider: it.Msg.GetClusterProvider(), Cluster: it.Msg.GetClusterName(), Owner: rolloutOwner(project, lc)}
-		_, err := s.peers.RsyncInternal.HoldCluster(ctx, hold)
+		_, err := s.rsync.HoldCluster(ctx, hold)
 		if errs.Code(err) == codes.NotFound {
 			s.log.Warn("a cluster reference names a cluster that is not registered", zap.String("reference", it.ID))
 			continue
@@ -453,7 +465,7 @@ func (s *LogicalClouds) holdAll(ctx context.Context) (int, error) {
 		_, rerr := s.refs.Get(ctx, it.ID)
 		_, cerr := s.cloud(ctx, project, lc)
 		if errs.Code(rerr) == codes.NotFound || errs.Code(cerr) == codes.NotFound {
-			if _, err := s.peers.RsyncInternal.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
+			if _, err := s.rsync.ReleaseClusters(ctx, &rsyncv1.ReleaseClustersRequest{
 				Owner: hold.GetOwner(), Provider: hold.GetProvider(), Cluster: hold.GetCluster()}); err != nil {
 				return held, err
 			}
@@ -462,4 +474,46 @@ func (s *LogicalClouds) holdAll(ctx context.Context) (int, error) {
 		held++
 	}
 	return held, nil
+}
+
+// targets are the logical cloud's clusters: its cluster references, and
+// the registered clusters that carry all of its cluster labels (seed 002),
+// ordered by provider and name.
+func (s *References) targets(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]target, error) {
+	refs, err := s.refs.List(ctx, store.Key(project, lc))
+	if err != nil {
+		return nil, err
+	}
+	var out []target
+	for _, r := range refs {
+		out = append(out, target{r.GetClusterProvider(), r.GetClusterName(), r.GetLoadbalancerIp()})
+	}
+	if labels := c.GetSpec().GetClusterLabels(); len(labels) > 0 {
+		resp, err := s.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: labels})
+		if err != nil {
+			return nil, err
+		}
+		for _, sc := range resp.GetClusters() {
+			out = append(out, target{sc.GetProvider(), sc.GetName(), ""})
+		}
+	}
+	// Stable: a cluster both referenced and selected keeps its reference.
+	slices.SortStableFunc(out, func(a, b target) int {
+		return strings.Compare(a.provider+"/"+a.cluster, b.provider+"/"+b.cluster)
+	})
+	return slices.CompactFunc(out, func(a, b target) bool { return a.provider == b.provider && a.cluster == b.cluster }), nil
+}
+
+// purge removes the cluster references and kv pairs under logical cloud
+// parent (the delete cascade; the clusters' holds are released apart).
+func (s *References) purge(ctx context.Context, parent string) error {
+	_, rerr := s.refs.DeleteUnder(ctx, parent)
+	if rerr != nil {
+		rerr = fmt.Errorf("cluster references: %w", rerr)
+	}
+	_, kerr := s.kvs.DeleteUnder(ctx, parent)
+	if kerr != nil {
+		kerr = fmt.Errorf("kv pairs: %w", kerr)
+	}
+	return firstOf([]error{rerr, kerr})
 }

@@ -69,16 +69,22 @@ func (g groupRef) owner() string { return trafficOwner(g.project, g.rb, g.versio
 // TrafficRollouts is the TrafficLifecycleService.
 type TrafficRollouts struct {
 	corev1.UnimplementedTrafficLifecycleServiceServer
-	clouds *LogicalClouds
-	locks  *keyLocks
+	reader     *cloudReader
+	rollouts   *rollouts
+	references *References
+	// records are core's records of the applied groups, by logical cloud.
+	records         *store.Records[*corev1.TrafficRollout]
+	rsync           rsyncv1.RsyncServiceClient
+	traffic         trafficv1.TrafficServiceClient
+	trafficInternal trafficv1.TrafficInternalServiceClient
+	mesh            servicemeshv1.ServiceMeshServiceClient
+	locks           *keyLocks
 }
 
 // NewTrafficRollouts serves traffic groups' lifecycle over the logical
-// clouds' collections and peers.
+// clouds' collections and peers (NewLogicalClouds made it).
 func NewTrafficRollouts(clouds *LogicalClouds) *TrafficRollouts {
-	return &TrafficRollouts{clouds: clouds, locks: newKeyLocks(clouds.lockStore, "traffic", 0, func(name string) string {
-		return "another transition of " + name + " is in progress on another core replica"
-	})}
+	return clouds.traffic
 }
 
 func trafficRecords(st *store.Store) *store.Records[*corev1.TrafficRollout] {
@@ -92,7 +98,7 @@ func (t *TrafficRollouts) Register(r grpc.ServiceRegistrar) {
 
 // record reads core's record of a group (ok false: never applied).
 func (t *TrafficRollouts) record(ctx context.Context, g groupRef) (store.Versioned[*corev1.TrafficRollout], bool, error) {
-	rec, err := t.clouds.traffic.Get(ctx, g.key())
+	rec, err := t.records.Get(ctx, g.key())
 	if errs.Code(err) == codes.NotFound {
 		return rec, false, nil
 	}
@@ -108,7 +114,7 @@ func (t *TrafficRollouts) status(ctx context.Context, g groupRef, lc string, rec
 	}
 	var rs *rsyncv1.RolloutStatus
 	if phase != phaseCreated {
-		resp, err := t.clouds.peers.RsyncInternal.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: g.owner()})
+		resp, err := t.rollouts.rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: g.owner()})
 		if err != nil && errs.Code(err) != codes.NotFound {
 			return nil, err
 		}
@@ -124,7 +130,7 @@ func (t *TrafficRollouts) status(ctx context.Context, g groupRef, lc string, rec
 		out.LastErrors = []string{"the resource synchronizer has no rollout for this group: POST .../update submits it again"}
 	}
 	if phase != phaseCreated {
-		dns, err := t.clouds.peers.TrafficInternal.GetTrafficDnsStatus(ctx, &trafficv1.GetTrafficDnsStatusRequest{
+		dns, err := t.trafficInternal.GetTrafficDnsStatus(ctx, &trafficv1.GetTrafficDnsStatusRequest{
 			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group})
 		if err != nil {
 			return nil, err
@@ -144,7 +150,7 @@ func (t *TrafficRollouts) transition(ctx context.Context, verb string, g groupRe
 		return nil, err
 	}
 	defer unlock()
-	grp, err := t.clouds.peers.Traffic.GetTrafficIntentGroup(ctx, &trafficv1.GetTrafficIntentGroupRequest{
+	grp, err := t.traffic.GetTrafficIntentGroup(ctx, &trafficv1.GetTrafficIntentGroupRequest{
 		Project: g.project, CompositeApp: g.rb, Version: g.version, Name: g.group})
 	if err != nil {
 		return nil, err
@@ -177,15 +183,15 @@ func (t *TrafficRollouts) transition(ctx context.Context, verb string, g groupRe
 	wctx := context.WithoutCancel(ctx)
 	switch {
 	case !found:
-		err = t.clouds.traffic.Create(wctx, g.key(), store.Key(g.project, lc), next)
+		err = t.records.Create(wctx, g.key(), store.Key(g.project, lc), next)
 	case rec.GetLogicalCloud() != lc:
 		// A terminated group now names another logical cloud: the record
 		// moves (its parent is the logical cloud).
-		if err = t.clouds.traffic.Delete(wctx, g.key()); err == nil {
-			err = t.clouds.traffic.Create(wctx, g.key(), store.Key(g.project, lc), next)
+		if err = t.records.Delete(wctx, g.key()); err == nil {
+			err = t.records.Create(wctx, g.key(), store.Key(g.project, lc), next)
 		}
 	default:
-		err = t.clouds.traffic.Update(wctx, g.key(), cur.Version, next)
+		err = t.records.Update(wctx, g.key(), cur.Version, next)
 	}
 	if err != nil {
 		return nil, err
@@ -226,11 +232,11 @@ func (t *TrafficRollouts) TerminateTrafficIntentGroup(ctx context.Context, req *
 	st, err := t.transition(ctx, "terminate", g, trafficTerminateFrom, phaseTerminating, func(ctx context.Context, _, state string) (int64, error) {
 		// The DNS runs are released first: they delete their records
 		// whatever the clusters still hold.
-		if _, err := t.clouds.peers.TrafficInternal.ReleaseTrafficIntentGroup(ctx, &trafficv1.ReleaseTrafficIntentGroupRequest{
+		if _, err := t.trafficInternal.ReleaseTrafficIntentGroup(ctx, &trafficv1.ReleaseTrafficIntentGroupRequest{
 			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group}); err != nil {
 			return 0, err
 		}
-		return t.clouds.deleteRollout(ctx, g.owner(), trafficToCloudState(state), req.GetForce())
+		return t.rollouts.deleteRollout(ctx, g.owner(), trafficToCloudState(state), req.GetForce())
 	})
 	if err != nil {
 		return nil, err
@@ -251,7 +257,7 @@ func trafficToCloudState(state string) string {
 // GetTrafficIntentGroupStatus implements corev1.TrafficLifecycleServiceServer.
 func (t *TrafficRollouts) GetTrafficIntentGroupStatus(ctx context.Context, req *corev1.GetTrafficIntentGroupStatusRequest) (*corev1.GetTrafficIntentGroupStatusResponse, error) {
 	g := groupRef{req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup()}
-	grp, err := t.clouds.peers.Traffic.GetTrafficIntentGroup(ctx, &trafficv1.GetTrafficIntentGroupRequest{
+	grp, err := t.traffic.GetTrafficIntentGroup(ctx, &trafficv1.GetTrafficIntentGroupRequest{
 		Project: g.project, CompositeApp: g.rb, Version: g.version, Name: g.group})
 	if err != nil {
 		return nil, err
@@ -274,28 +280,28 @@ func (t *TrafficRollouts) GetTrafficIntentGroupStatus(ctx context.Context, req *
 // renderAndSubmit tells the traffic service what core holds of the
 // group's logical cloud and submits what it renders.
 func (t *TrafficRollouts) renderAndSubmit(ctx context.Context, g groupRef, lc string, update bool) (int64, error) {
-	c, err := t.clouds.versioned(ctx, g.project, lc)
+	c, err := t.reader.versioned(ctx, g.project, lc)
 	if errs.Code(err) == codes.NotFound {
 		return 0, errs.Because(errs.ReasonWrongState, "logical cloud %q of traffic intent group %q does not exist (any more)", lc, g.group)
 	}
 	if err != nil {
 		return 0, err
 	}
-	cst, err := t.clouds.status(ctx, g.project, lc, c.Msg)
+	cst, err := t.rollouts.status(ctx, g.project, lc, c.Msg)
 	if err != nil {
 		return 0, err
 	}
 	if !slices.Contains(trafficOnCloud, cst.GetState()) {
 		return 0, errs.Because(errs.ReasonWrongState, "logical cloud %q is %s: traffic intents apply to an instantiated logical cloud", lc, cst.GetState())
 	}
-	mesh, err := t.clouds.peers.Mesh.GetServiceMesh(ctx, &servicemeshv1.GetServiceMeshRequest{Project: g.project, LogicalCloud: lc})
+	mesh, err := t.mesh.GetServiceMesh(ctx, &servicemeshv1.GetServiceMeshRequest{Project: g.project, LogicalCloud: lc})
 	if errs.Code(err) == codes.NotFound || (err == nil && mesh.GetServiceMesh().GetReleased()) {
 		return 0, errs.Because(errs.ReasonWrongState, "logical cloud %q has no service mesh: traffic intents need one (spec.service-mesh.enabled, then POST .../update)", lc)
 	}
 	if err != nil {
 		return 0, err
 	}
-	targets, err := t.clouds.targets(ctx, g.project, lc, c.Msg)
+	targets, err := t.references.targets(ctx, g.project, lc, c.Msg)
 	if err != nil {
 		return 0, err
 	}
@@ -305,14 +311,14 @@ func (t *TrafficRollouts) renderAndSubmit(ctx context.Context, g groupRef, lc st
 		Revision: mesh.GetServiceMesh().GetRevision(),
 	}
 	for _, tg := range targets {
-		cl, err := t.clouds.peers.Rsync.GetCluster(ctx, &rsyncv1.GetClusterRequest{Provider: tg.provider, Name: tg.cluster})
+		cl, err := t.rsync.GetCluster(ctx, &rsyncv1.GetClusterRequest{Provider: tg.provider, Name: tg.cluster})
 		if err != nil {
 			return 0, err
 		}
 		req.Clusters = append(req.Clusters, &trafficv1.TrafficTarget{Provider: tg.provider, Cluster: tg.cluster,
 			Labels: cl.GetCluster().GetSpec().GetLabels(), LoadbalancerIp: tg.loadbalancerIP})
 	}
-	resp, err := t.clouds.peers.TrafficInternal.RenderTrafficIntentGroup(ctx, req)
+	resp, err := t.trafficInternal.RenderTrafficIntentGroup(ctx, req)
 	if err != nil {
 		return 0, err
 	}
@@ -326,13 +332,13 @@ func (t *TrafficRollouts) renderAndSubmit(ctx context.Context, g groupRef, lc st
 	}
 	// The objects go in the logical cloud's namespace, which its own
 	// rollout holds: the group's rollout is its guest there.
-	return t.clouds.submitAs(ctx, g.owner(), rolloutOwner(g.project, lc), clusters, update)
+	return t.rollouts.submitAs(ctx, g.owner(), rolloutOwner(g.project, lc), clusters, update)
 }
 
-// trafficHolds refuses (409 REFERENCED) to terminate a logical cloud that
-// an applied traffic intent group still configures.
-func (s *LogicalClouds) trafficHolds(ctx context.Context, project, lc string) error {
-	recs, err := s.traffic.List(ctx, store.Key(project, lc))
+// holds refuses (409 REFERENCED) to terminate a logical cloud that an
+// applied traffic intent group still configures.
+func (t *TrafficRollouts) holds(ctx context.Context, project, lc string) error {
+	recs, err := t.records.List(ctx, store.Key(project, lc))
 	if err != nil {
 		return err
 	}
@@ -343,4 +349,12 @@ func (s *LogicalClouds) trafficHolds(ctx context.Context, project, lc string) er
 		}
 	}
 	return nil
+}
+
+// purge removes core's records of the traffic groups of logical cloud
+// parent (the delete cascade: an applied group keeps the logical cloud
+// from being terminated, so from being deleted).
+func (t *TrafficRollouts) purge(ctx context.Context, parent string) error {
+	_, err := t.records.DeleteUnder(ctx, parent)
+	return err
 }

@@ -1,0 +1,100 @@
+// Package typesize counts the methods each type of a Go package declares,
+// so that a test can keep every type to one job (issue 31: "one type, one
+// job"). A package's test calls Check on its own directory:
+//
+//	func TestTypesStaySmall(t *testing.T) { typesize.Check(t, ".", 25) }
+//
+// The count is of the methods declared with the type (or a pointer to it)
+// as receiver in the package's non-test files; methods a type gets by
+// embedding another are the embedded type's, so a type composed of parts
+// counts only its own.
+package typesize
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Methods counts the methods each type of the package in dir declares, by
+// type name (test files left out).
+func Methods(dir string) (map[string]int, error) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("no Go package in %s", dir)
+	}
+	out := map[string]int{}
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || fn.Recv == nil || len(fn.Recv.List) == 0 {
+					continue
+				}
+				out[receiverType(fn.Recv.List[0].Type)]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// receiverType is the name of a receiver's type: T of T, *T, T[P] or *T[P].
+func receiverType(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return fmt.Sprintf("%T", e)
+		}
+	}
+}
+
+// Over lists, as "Type: n methods", the types of the package in dir that
+// declare more than max methods, by name.
+func Over(dir string, max int) ([]string, error) {
+	counts, err := Methods(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		if n := counts[name]; n > max {
+			out = append(out, fmt.Sprintf("%s: %d methods", name, n))
+		}
+	}
+	return out, nil
+}
+
+// Check fails t when a type of the package in dir declares more than max
+// methods, naming each.
+func Check(t testing.TB, dir string, max int) {
+	t.Helper()
+	over, err := Over(dir, max)
+	if err != nil {
+		t.Fatalf("count the methods of %s: %v", dir, err)
+	}
+	if len(over) > 0 {
+		t.Errorf("types of %s with more than %d methods (split them along their jobs):\n  %s", dir, max, strings.Join(over, "\n  "))
+	}
+}
