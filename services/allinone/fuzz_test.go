@@ -220,6 +220,8 @@ var fuzzSeeds = append([]struct{ route, query, body string }{
 	{"clusterref.update", "", `{"loadbalancer-ip" : "0.0.0.0"}`},
 	{"kv.create", "", `{"metadata":{"name":"kv-1","userData1":"x"},"spec":{"kv":[{"db.host":"10.0.0.9"},{"mode":"edge"}]}}`},
 	{"kv.update", "", `{"metadata":{"name":"fz-kv"},"spec":{"kv":[{"mode":"core"}]}}`},
+	{"user.create", "", `{"name":"fz-user","type":"token"}`},
+	{"user.create", "", `{"name":"fz-u2","type":"certificate","permissions":[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}],"quota":{"pods":"3"}}`},
 	{"permission.create", "", `{"permission-name":"deployments","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","list","patch"]}`},
 	{"permission.create", "", `{"permission-name":"ns","namespace":"other","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`},
 	{"permission.update", "", `{"permission-name":"fz-perm","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`},
