@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
@@ -111,6 +112,8 @@ func TestUsersAddedAndRemoved(t *testing.T) {
 			require.NotContains(t, sub.Name, "user-2", "binding %s still names the removed user", rb.Name)
 		}
 	}
+	_, err = admin.CertificatesV1().CertificateSigningRequests().Get(ctx, "dcm.ua.team.user-2", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the removed user's CertificateSigningRequest is gone: %v", err)
 	require.True(t, canI(t, cs1, "list", "configmaps", ns), "user-1 keeps its rights")
 	require.True(t, canI(t, cs3, "list", "pods", ns), "user-3 keeps its rights")
 
