@@ -45,7 +45,9 @@ func TestUsersAddedAndRemoved(t *testing.T) {
 	require.Contains(t, pa.want(409, "POST", lcs, seed), `already has user \"user-2\"`)
 	require.Contains(t, pa.want(409, "POST", lcs, `{"name": "team", "resources": {"pods": "5"}, "user": {"name": "user-9"}}`), "resources")
 	require.Contains(t, pa.want(409, "POST", lcs, `{"name": "team", "cluster-labels": "other", "user": {"name": "user-9"}}`), "cluster-labels")
+	require.Contains(t, pa.want(409, "POST", lcs, `{"name": "team", "description": "another", "user": {"name": "user-9"}}`), "another description")
 	require.Contains(t, pa.want(409, "POST", lcs, `{"name": "team"}`), "already exists")
+	require.Contains(t, pa.want(409, "POST", lcs, `{"metadata": {"name": "team"}, "spec": {"user": {"user-name": "user-9"}}}`), "exists")
 
 	// The .../users collection checks as creation does.
 	require.Contains(t, pa.want(400, "POST", lc+"/users", `{"name": "user-3", "type": "password"}`), `"field":"type"`)
@@ -117,8 +119,13 @@ func TestUsersAddedAndRemoved(t *testing.T) {
 	require.True(t, canI(t, cs1, "list", "configmaps", ns), "user-1 keeps its rights")
 	require.True(t, canI(t, cs3, "list", "pods", ns), "user-3 keeps its rights")
 
-	pa.want(204, "DELETE", lc+"/user/user-3", "")
-	msg := pa.want(409, "DELETE", lc+"/users/user-1", "")
+	// Removing spec.user's user makes the first remaining user spec.user
+	// (the kubeconfig's default user).
+	pa.want(204, "DELETE", lc+"/user/user-1", "")
+	spec := decodeMap(t, pa.want(200, "GET", lc, ""))["spec"].(map[string]any)
+	require.Equal(t, []any{"user-3"}, spec["users"])
+	require.Equal(t, "user-3", spec["user"].(map[string]any)["user-name"])
+	msg := pa.want(409, "DELETE", lc+"/users/user-3", "")
 	require.Equal(t, "LAST_USER", decodeMap(t, msg)["reason"])
 	require.True(t, strings.Contains(msg, "last user"), msg)
 }

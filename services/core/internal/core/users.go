@@ -291,7 +291,8 @@ func (s *Users) DeleteLogicalCloudUser(ctx context.Context, req *corev1.DeleteLo
 		return nil, err
 	}
 	defer unlock()
-	if _, err := s.cloud(ctx, project, lc); err != nil {
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
 		return nil, err
 	}
 	users, err := s.storedUsers(ctx, project, lc)
@@ -300,6 +301,13 @@ func (s *Users) DeleteLogicalCloudUser(ctx context.Context, req *corev1.DeleteLo
 	}
 	switch names := userNames(users); {
 	case !slices.Contains(names, name):
+		if slices.Contains(usersOf(c), name) {
+			// A removal that failed after the user service's: the record
+			// follows now.
+			if _, err := s.setUsers(ctx, project, lc); err != nil {
+				return nil, err
+			}
+		}
 		return nil, errs.NotFound("logical cloud %q has no user %q", lc, name)
 	case len(names) == 1:
 		return nil, lastUser(lc, name)
