@@ -270,7 +270,8 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 
 	// One user object, as seed 002's second example writes it.
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-2","user":{"name":"user-9","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}}}`)
-	require.Contains(t, r.want(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", ""), `{"name":"user-9","type":"certificate","certificate":""`)
+	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":"","permissions":[
+		{"permission-name":"user-9","namespace":"lc-2","apiGroups":[""],"resources":["pods"],"verbs":["get"],"metadata":null,"users":["user-9"]}],"quota":null}],"next-page-token":""}`)
 	// A user's CSR (its text) is kept; a path is refused.
 	csr := csrPEM(t, "p1", "lc-3", "user-7")
 	b, err := json.Marshal(map[string]any{"name": "lc-3", "user": map[string]any{"name": "user-7", "certificate": csr}})

@@ -53,7 +53,7 @@ func TestUsersAddedAndRemoved(t *testing.T) {
 	require.Contains(t, pa.want(400, "POST", lc+"/users", `{"name": "user-3", "type": "password"}`), `"field":"type"`)
 	require.Contains(t, pa.want(400, "POST", lc+"/users", `{"name": "user-3", "permissions": {"verbs": "get"}}`), `"field":"permissions.verbs"`)
 	require.Contains(t, pa.want(409, "POST", lc+"/users", `{"name": "user-1"}`), `already has user \"user-1\"`)
-	require.Contains(t, pa.want(201, "POST", lc+"/users", `{"name": "user-3", "type": "token"}`), `"user":"user-3"`)
+	require.Equal(t, "user-3", decodeMap(t, pa.want(201, "POST", lc+"/users", `{"name": "user-3", "type": "token"}`))["user"])
 	// A permission at .../user-permissions for user-3 alone; it may name
 	// only users of the logical cloud.
 	require.Contains(t, pa.want(400, "POST", lc+"/user-permissions",
@@ -64,10 +64,19 @@ func TestUsersAddedAndRemoved(t *testing.T) {
 	pa.is(200, "GET", lc+"/users/user-2", "", `{"name": "user-2", "type": "certificate", "certificate": "",
 	  "permissions": [{"permission-name": "user-2", "namespace": "team", "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"], "metadata": null, "users": ["user-2"]}],
 	  "quota": {"cpu": "2", "memory": "3Gi", "pods": "20"}}`)
-	users := pa.want(200, "GET", lc+"/users", "")
-	for _, want := range []string{`"name":"user-1"`, `"name":"user-2"`, `"name":"user-3"`, `"permission-name":"pods"`, `"pods":"20"`} {
-		require.Contains(t, users, want)
+	var names, perms3 []any
+	for _, u := range decodeMap(t, pa.want(200, "GET", lc+"/users", ""))["users"].([]any) {
+		u := u.(map[string]any)
+		names = append(names, u["name"])
+		if u["name"] == "user-3" {
+			for _, p := range u["permissions"].([]any) {
+				perms3 = append(perms3, p.(map[string]any)["permission-name"])
+			}
+			require.Nil(t, u["quota"], "user-3 has no quota")
+		}
 	}
+	require.Equal(t, []any{"user-1", "user-2", "user-3"}, names)
+	require.Equal(t, []any{"pods"}, perms3, "user-3 holds its own permission, none of the others'")
 	require.Equal(t, []any{"user-1", "user-2", "user-3"}, decodeMap(t, pa.want(200, "GET", lc, ""))["spec"].(map[string]any)["users"])
 
 	pa.want(202, "POST", lc+"/update", "")
