@@ -89,6 +89,21 @@ func (s *Users) storedUsers(ctx context.Context, project, lc string) ([]*userv1.
 	}
 }
 
+// lockedCloud takes logical cloud lc's transition lock and reads it; the
+// caller releases the lock with the function returned (nil on error).
+func (s *Users) lockedCloud(ctx context.Context, project, lc string) (context.Context, *corev1.LogicalCloud, func(), error) {
+	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	c, err := s.cloud(ctx, project, lc)
+	if err != nil {
+		unlock()
+		return ctx, nil, nil, err
+	}
+	return ctx, c, unlock, nil
+}
+
 // CreateLogicalCloudUser implements corev1.LogicalCloudServiceServer.
 func (s *Users) CreateLogicalCloudUser(ctx context.Context, req *corev1.CreateLogicalCloudUserRequest) (*corev1.CreateLogicalCloudUserResponse, error) {
 	project, lc := req.GetProject(), req.GetLogicalCloud()
@@ -154,15 +169,11 @@ func labelsOf(s string) []string {
 // the facts follow. It answers the logical cloud as stored and the users
 // added.
 func (s *Users) addUsers(ctx context.Context, project, lc string, in []*structpb.Struct, fieldOf func(int) string) (*corev1.LogicalCloud, []*userv1.User, error) {
-	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	ctx, c, unlock, err := s.lockedCloud(ctx, project, lc)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer unlock()
-	c, err := s.cloud(ctx, project, lc)
-	if err != nil {
-		return nil, nil, err
-	}
 	if c.GetSpec().GetLevel() == levelAdmin {
 		return nil, nil, errs.Invalid(fieldOf(0), "an admin logical cloud uses the clusters' admin access: it has no users")
 	}
@@ -286,15 +297,11 @@ func (s *Users) setUsers(ctx context.Context, project, lc string) (*corev1.Logic
 // stays: 409 LAST_USER.
 func (s *Users) DeleteLogicalCloudUser(ctx context.Context, req *corev1.DeleteLogicalCloudUserRequest) (*corev1.DeleteLogicalCloudUserResponse, error) {
 	project, lc, name := req.GetProject(), req.GetLogicalCloud(), req.GetName()
-	ctx, unlock, err := s.locks.lock(ctx, store.Key(project, lc), fmt.Sprintf("logical cloud %q", lc))
+	ctx, c, unlock, err := s.lockedCloud(ctx, project, lc)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	c, err := s.cloud(ctx, project, lc)
-	if err != nil {
-		return nil, err
-	}
 	users, err := s.storedUsers(ctx, project, lc)
 	if err != nil {
 		return nil, err
