@@ -1523,16 +1523,20 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\x1eDeleteContainerDefaultsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"!\n" +
-	"\x1fDeleteContainerDefaultsResponse2\xab\f\n" +
+	"\x1fDeleteContainerDefaultsResponse2\xd5\f\n" +
 	"\fQuotaService\x12\xc3\x01\n" +
 	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"o\xc2\xf3\x18\x11\n" +
 	"\agateway\n" +
-	"\x04core\x10\x01\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
-	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"Z\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xba\x01\n" +
+	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"o\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
 	"\n" +
 	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
-	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xd3\x01\n" +
+	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xbc\x01\n" +
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"h\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xd3\x01\n" +
 	"\x14GetContainerDefaults\x12).dcm.quota.v1.GetContainerDefaultsRequest\x1a*.dcm.quota.v1.GetContainerDefaultsResponse\"d\x82\xd3\xe4\x93\x02^b\x12container_defaults\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x12\xf0\x01\n" +
 	"\x17UpdateContainerDefaults\x12,.dcm.quota.v1.UpdateContainerDefaultsRequest\x1a-.dcm.quota.v1.UpdateContainerDefaultsResponse\"x\x82\xd3\xe4\x93\x02r:\x12container_defaultsb\x12container_defaults\x1aH/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x12\xc8\x01\n" +
 	"\x17DeleteContainerDefaults\x12,.dcm.quota.v1.DeleteContainerDefaultsRequest\x1a-.dcm.quota.v1.DeleteContainerDefaultsResponse\"P\x82\xd3\xe4\x93\x02J*H/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x1a\x0f\xc2\xf3\x18\v\n" +

@@ -28,8 +28,9 @@ import (
 //
 //   - at create, after storing its record and before making the parts:
 //     a child that refuses fails the create, which is rolled back;
-//   - when the facts change: a cluster reference added or removed (the
-//     level, namespace and users never change after creation);
+//   - when the facts change: a cluster reference or a user added or
+//     removed (users.go; the level and namespace never change after
+//     creation);
 //   - at delete: "deleting" before each service's purge (a service not
 //     told is not purged, and the cleanup loop retries), and the facts
 //     forgotten after the purges, before core removes its own record;
@@ -68,9 +69,7 @@ func factsOf(project string, c *corev1.LogicalCloud, clusters []string) *typesv1
 		Level: c.GetSpec().GetLevel(), Namespace: c.GetSpec().GetNamespace(),
 		Clusters: slices.Sorted(slices.Values(clusters)),
 	}
-	if u := c.GetSpec().GetUser().GetUserName(); u != "" && c.GetSpec().GetLevel() != levelAdmin {
-		f.Users = []string{u}
-	}
+	f.Users = usersOf(c)
 	return f
 }
 

@@ -82,6 +82,7 @@ type LogicalClouds struct {
 	*Kubeconfigs
 	*QuotaUsage
 	*Facts
+	*Users
 	traffic *TrafficRollouts
 }
 
@@ -147,8 +148,12 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 		quotasInternal: peers.QuotasInternal, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, caDist: peers.CaDistInternal,
 		trafficInternal: peers.TrafficInternal,
 		facts:           facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
+	users := &Users{cloudReader: reader, locks: locks, users: peers.Users, usersInternal: peers.UsersInternal, quotas: peers.Quotas,
+		facts: facts, log: log, tenancy: set.Tenancy}
+	clouds.userAdder = users
 	return &LogicalClouds{
 		Clouds:        clouds,
+		Users:         users,
 		ControlPlanes: &ControlPlanes{cloudReader: reader, lcs: clouds, meshes: meshes, meshInternal: peers.MeshInternal, tenancy: set.Tenancy},
 		Lifecycle: &Lifecycle{cloudReader: reader, rollouts: ro, locks: locks, namespaces: peers.Namespaces, quotas: peers.QuotasInternal,
 			users: peers.UsersInternal, meshInternal: peers.MeshInternal, references: references, meshes: meshes, traffic: traffic,
@@ -180,10 +185,13 @@ type Clouds struct {
 	// groups; traffic holds core's records of the applied ones.
 	trafficInternal trafficv1.TrafficInternalServiceClient
 	facts           *Facts
-	references      *References
-	meshes          *Meshes
-	traffic         *TrafficRollouts
-	log             *zap.Logger
+	// userAdder adds users to an existing logical cloud (seed 002's
+	// second POST of the same name).
+	userAdder  *Users
+	references *References
+	meshes     *Meshes
+	traffic    *TrafficRollouts
+	log        *zap.Logger
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
 	tenancy Tenancy
@@ -226,6 +234,17 @@ func (s *cloudReader) cloud(ctx context.Context, project, lc string) (*corev1.Lo
 // in their services. If any of that fails, what was made is removed again
 // (retried in the background if a service is down) and the error returned.
 func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
+	if req.GetName() != "" && req.GetMetadata() == nil && req.GetSpec() == nil {
+		// Seed 002's flat body naming an existing logical cloud adds its
+		// users (docs/logical-clouds.md, "Users").
+		cur, err := s.cloud(ctx, req.GetProject(), req.GetName())
+		switch {
+		case err == nil:
+			return s.addedUsers(ctx, req, cur)
+		case errs.Code(err) != codes.NotFound:
+			return nil, err
+		}
+	}
 	p, err := planCreate(req, grants{Tenancy: s.tenancy, mayGrant: server.MayGrant(ctx)})
 	if err != nil {
 		return nil, err
@@ -261,6 +280,21 @@ func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogic
 	}
 	resp.Message = createdMessage(p)
 	return resp, nil
+}
+
+// addedUsers adds the users of seed 002's flat body to existing logical
+// cloud cur, and answers as a create does.
+func (s *Clouds) addedUsers(ctx context.Context, req *corev1.CreateLogicalCloudRequest, cur *corev1.LogicalCloud) (*corev1.CreateLogicalCloudResponse, error) {
+	c, added, err := s.userAdder.addToExisting(ctx, req, cur)
+	if err != nil {
+		return nil, err
+	}
+	s.shown(ctx, req.GetProject(), c)
+	name := c.GetMetadata().GetName()
+	return &corev1.CreateLogicalCloudResponse{
+		Name: name, LogicalCloudName: name, Namespace: c.GetSpec().GetNamespace(),
+		UserName: added[0].GetName(), User: added[0].GetName(), Message: addedMessage, LogicalCloud: c,
+	}, nil
 }
 
 // createdMessage is the 201 body's message for plan p (seed 002's words).

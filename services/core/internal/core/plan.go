@@ -131,6 +131,7 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		return nil, err
 	}
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: userName, Type: userType}
+	lc.Spec.Users = []string{userName}
 	p := &plan{project: project, lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
 	for i, perm := range u.GetUserPermissions() {
 		// protovalidate has checked the name; the rule and namespace are ours.
@@ -317,6 +318,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 		p.users = []*userv1.User{{Name: name, Type: "certificate"}}
 	}
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: p.users[0].GetName(), Type: p.users[0].GetType()}
+	lc.Spec.Users = userNames(p.users)
 	return p, nil
 }
 
