@@ -150,6 +150,11 @@ func (t *TrafficRollouts) transition(ctx context.Context, verb string, g groupRe
 		return nil, err
 	}
 	lc := grp.GetTrafficIntentGroup().GetLogicalCloud()
+	if lc == "" {
+		// Created without one (seed 004's body {name, description}).
+		return nil, errs.Because(errs.ReasonWrongState, "traffic intent group %q names no logical cloud: set its logical-cloud first "+
+			"(PUT .../traffic-intent-groups/%s with {\"logical-cloud\": \"<logical cloud of project %s>\"}), then %s it", g.group, g.group, g.project, verb)
+	}
 	cur, found, err := t.record(ctx, g)
 	if err != nil {
 		return nil, err
