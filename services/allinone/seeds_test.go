@@ -410,6 +410,11 @@ func TestSeedRequestsReplay(t *testing.T) {
 	require.Contains(t, r.want(200, "GET", group+"/status", ""), `"logical-cloud":"lc-1"`)
 	require.Contains(t, r.want(400, "PUT", group, `{"logical-cloud": "lc-token"}`), "never changes")
 	r.want(204, "DELETE", group, "")
+	// Seed 000's kubeconfig (line 189), asked again now that lc-1 is
+	// applied: the user's, in its namespace.
+	kc := r.want(200, "GET", "/v2/projects/proj1/logical-clouds/lc-1/cluster-references/c1/kubeconfig", "")
+	require.Contains(t, kc, "namespace: ns-1")
+	require.Contains(t, kc, "client-certificate-data")
 	// What seed 000's DELETE asked for, as the 409 says: terminate first.
 	lc := "/v2/projects/proj1/logical-clouds/lc-1"
 	r.want(202, "POST", lc+"/terminate", "")
