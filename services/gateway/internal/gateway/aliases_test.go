@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -35,6 +36,20 @@ func aliasesOf(path string) []string {
 	return out
 }
 
+// variable is a URL template's {field}.
+var variable = regexp.MustCompile(`\{[^}]*\}`)
+
+// auditedGateway is a test gateway whose audit lines are observed, and
+// the URLs the contracts bind.
+func auditedGateway(t *testing.T) (http.Handler, *observer.ObservedLogs, []server.HTTPBinding) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	h := testGateway(t, zap.New(core))
+	bs, err := server.HTTPBindings()
+	require.NoError(t, err)
+	return h, logs, bs
+}
+
 // TestTrafficAliasesReachTheirRPC: every spelling of every traffic URL
 // the contracts bind (186 routes: the 170 of the traffic service and the
 // 16 of core's traffic lifecycle, which were additional_bindings before)
@@ -44,11 +59,7 @@ func aliasesOf(path string) []string {
 // audit names the binding's route.
 func TestTrafficAliasesReachTheirRPC(t *testing.T) {
 	t.Parallel()
-	core, logs := observer.New(zap.InfoLevel)
-	h := testGateway(t, zap.New(core))
-	bs, err := server.HTTPBindings()
-	require.NoError(t, err)
-	variable := regexp.MustCompile(`\{[^}]*\}`)
+	h, logs, bs := auditedGateway(t)
 	n := 0
 	for _, b := range bs {
 		if !strings.Contains(b.Path, "/rb/") {
@@ -133,11 +144,7 @@ func TestTrafficAliasNotFoundNamesTheURLSent(t *testing.T) {
 // without, in both dialects, and the audit names the path sent.
 func TestTrailingSlashReachesEveryRoute(t *testing.T) {
 	t.Parallel()
-	core, logs := observer.New(zap.InfoLevel)
-	h := testGateway(t, zap.New(core))
-	bs, err := server.HTTPBindings()
-	require.NoError(t, err)
-	variable := regexp.MustCompile(`\{[^}]*\}`)
+	h, logs, bs := auditedGateway(t)
 	// send answers the status and the audit's rpc and object.
 	send := func(method, path, dialect string) (int, string, string) {
 		req := httptest.NewRequest(method, path, strings.NewReader(`{}`))
