@@ -170,17 +170,13 @@ var seedRequests = []seedRequest{
 
 	// Seed 002.
 	{seed: "002", line: 37, method: "POST", url: "/v2/projects/<project-name>/logical-clouds", text: seed002Line37, comments: true, trailingCommas: true,
-		edits: []seedEdit{
-			{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
-			{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`},
-			{from: `"dummy/dummyResource": 20 }] } }`, to: `"dummy/dummyResource": 20 } }] }`}},
+		edits: flatEdits(
+			closeUser),
 		repair: whyFlat + ", and closes the user object after the list", status: 400, field: "user[0].certificate", says: "path"},
 	{seed: "002", line: 37, method: "POST", url: "/v2/projects/<project-name>/logical-clouds", text: seed002Line37, comments: true, trailingCommas: true,
-		edits: []seedEdit{
-			{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
-			{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`},
-			{from: `"dummy/dummyResource": 20 }] } }`, to: `"dummy/dummyResource": 20 } }] }`},
-			{from: `"certificate" : "/path/to/user1/logical cloud-1-user1.csr" ,`, to: ``}},
+		edits: flatEdits(
+			closeUser,
+			seedEdit{from: `"certificate" : "/path/to/user1/logical cloud-1-user1.csr" ,`, to: ``}),
 		repair:  whyFlat + ", and closes the user object after the list",
 		variant: "without the certificate: the page gives a path on the client's machine, which the server cannot read (the row before); DCM then makes the user's key and CSR itself",
 		status:  201, want: map[string]string{"name": `"logical-cloud-1"`, "user": `"user-1"`}},
@@ -195,29 +191,19 @@ var seedRequests = []seedRequest{
 	{seed: "002", line: 64, method: "GET", url: "/v1/cadist/projects/{project-name}/logicalclouds/{logicalcloud-name}/clusters/{cluster-name}",
 		names: map[string]string{"{cluster-name}": "c1"}, status: 404, says: "its service mesh is not applied there"},
 	{seed: "002", line: 67, method: "POST", url: "/v2/projects/<project-name>/logical-clouds/control-plane", text: seed002Line67, comments: true, trailingCommas: true,
-		edits: []seedEdit{
-			{from: `"cert-chain" "" "user"`, to: `"cert-chain": "", "user"`},
-			{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
-			{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`}},
+		edits:  flatEdits(certChainColon),
 		repair: whyFlat + `, and the colon after "cert-chain"`, status: 409, says: "exists"},
 	// The page's curl sends the same file to .../logical-clouds.
 	{seed: "002", line: 67, method: "POST", url: "/v2/projects/<project-name>/logical-clouds", via: "the line's curl command (-d @create_logical_cloud-1-user-2.json)",
 		text: seed002Line67, comments: true, trailingCommas: true,
-		edits: []seedEdit{
-			{from: `"cert-chain" "" "user"`, to: `"cert-chain": "", "user"`},
-			{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
-			{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`}},
+		edits:  flatEdits(certChainColon),
 		repair: whyFlat + `, and the colon after "cert-chain"`, status: 400, field: "namespace", says: "unknown field"},
 	{seed: "002", line: 70, method: "POST", url: "/v2/projects/<project-name>/logical-clouds", text: seed002Line70, comments: true, trailingCommas: true,
-		edits: []seedEdit{
-			{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
-			{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`}},
+		edits:  flatEdits(),
 		repair: whyFlat, status: 400, field: "user[0].certificate", says: "path"},
 	{seed: "002", line: 70, method: "POST", url: "/v2/projects/<project-name>/logical-clouds", text: seed002Line70, comments: true, trailingCommas: true,
-		edits: []seedEdit{
-			{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
-			{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`},
-			{from: `"certificate" : "/path/to/user2/logical cloud-1-user2.csr" ,`, to: ``}},
+		edits: flatEdits(
+			seedEdit{from: `"certificate" : "/path/to/user2/logical cloud-1-user2.csr" ,`, to: ``}),
 		repair:  whyFlat,
 		variant: "without the certificate path (as line 37's variant): a new user added to the existing logical cloud",
 		pending: "adding a user to an existing logical cloud (issue 32, branch fix/users32)",
@@ -276,6 +262,22 @@ var seedRequests = []seedRequest{
 	// Seed 000 §7.1.4, last.
 	{seed: "000", line: 146, method: "DELETE", url: "/v2/projects/<project-name>/logical-clouds/<logical-cloud-name>", via: "API.md (the page shows the heading only)",
 		status: 409, says: "terminate"},
+}
+
+// Seed 002's other slips: line 37 closes its user list before the user
+// object, line 67 leaves out the colon after "cert-chain".
+var (
+	closeUser      = seedEdit{from: `"dummy/dummyResource": 20 }] } }`, to: `"dummy/dummyResource": 20 } }] }`}
+	certChainColon = seedEdit{from: `"cert-chain" "" "user"`, to: `"cert-chain": "", "user"`}
+)
+
+// flatEdits are the commas seed 002's flat bodies leave out in their
+// permissions, and more.
+func flatEdits(more ...seedEdit) []seedEdit {
+	return append([]seedEdit{
+		{from: `["stable.example.com"] "resources"`, to: `["stable.example.com"], "resources"`},
+		{from: `["secrets", "pods"] "verbs"`, to: `["secrets", "pods"], "verbs"`},
+	}, more...)
 }
 
 // seedBody is r's body as sent: its text repaired, or its body.
