@@ -17,7 +17,7 @@ import (
 // Seeds 000, 001, 002 and 004 (the design pages, /work/shared/seeds in the
 // project's workspace) replayed: every request they show, in the pages'
 // order, sent as the page writes it against the whole program, and its
-// answer checked (docs/api-seeds.md says what is accepted where).
+// answer checked (docs/seeds.md says what is accepted where).
 //
 // - A request's URL is the page's, placeholders and all; seedNames gives
 //   the placeholders their values (a row's names override them).
@@ -29,8 +29,8 @@ import (
 //   minimally made JSON and why: the gateway reads JSON (RFC 8259) only;
 //   it does not take // comments, trailing commas or missing commas, as no
 //   JSON client sends them (a client writing the page's text gets a 400
-//   naming the position). TestSeedBodiesRepaired checks each repair is
-//   needed and enough.
+//   naming the line and column, checked after the table).
+//   TestSeedBodiesRepaired checks each repair is needed and enough.
 // - A variant is a second request the page's text implies (seed 000's
 //   "Token" from its type comment; seed 002's user without the path it
 //   gives as a certificate, which a server cannot read), named as such.
@@ -401,10 +401,16 @@ func TestSeedRequestsReplay(t *testing.T) {
 			t.Logf("failed: %s", name)
 		}
 	}
-	// Beyond the pages: seed 004's group names no logical cloud, so it
+	// Beyond the pages: a page's text sent unrepaired is a 400 that says
+	// where it stops being JSON.
+	body := r.want(400, "POST", "/v2/projects/proj1/logical-clouds", seed000Line106)
+	t.Logf("seed 000's body as written → 400 %s", body)
+	require.Contains(t, body, `"field":"body"`)
+	require.Contains(t, body, "(line 3, column 17)")
+	// Seed 004's group names no logical cloud, so it
 	// cannot be applied until it is given one (once, by PUT).
 	group := "/v2/project/proj1/rb/rb1/v1/traffic-intent-groups/john"
-	body := r.want(409, "POST", group+"/apply", "")
+	body = r.want(409, "POST", group+"/apply", "")
 	require.Contains(t, body, `"reason":"WRONG_STATE"`)
 	require.Contains(t, body, "names no logical cloud: set its logical-cloud")
 	r.is(200, "PUT", group, `{"name": "john", "description": "Traffic intent groups", "logical-cloud": "lc-1"}`,
