@@ -413,6 +413,8 @@ func TestSeedRequestsReplay(t *testing.T) {
 	body = r.want(409, "POST", group+"/apply", "")
 	require.Contains(t, body, `"reason":"WRONG_STATE"`)
 	require.Contains(t, body, "names no logical cloud: set its logical-cloud")
+	// Terminate is refused as for any group never applied.
+	require.Contains(t, r.want(409, "POST", group+"/terminate", ""), `is Created: terminate needs it to be`)
 	r.is(200, "PUT", group, `{"name": "john", "description": "Traffic intent groups", "logical-cloud": "lc-1"}`,
 		`{"metadata":{"name":"john","description":"Traffic intent groups","userData1":"","userData2":""},"name":"john","description":"Traffic intent groups","logical-cloud":"lc-1","applied":false}`)
 	require.Contains(t, r.want(200, "GET", group+"/status", ""), `"logical-cloud":"lc-1"`)
