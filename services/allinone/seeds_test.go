@@ -118,6 +118,8 @@ var seedRequests = []seedRequest{
 	{seed: "000", line: 149, method: "POST", url: "/v2/projects/<project-name>/logical-clouds/<logical-cloud-name>/cluster-providers/<cluster-provider-name>/cluster-references",
 		via: "API.md (the page shows the heading only)", body: `{"cluster-name": "c2"}`,
 		status: 201, want: map[string]string{"cluster-name": `"c2"`}},
+	// The page's URL ends in a literal "cluster-name" where the other
+	// URLs have <cluster-name>; its answer names a cluster: read as c1.
 	{seed: "001", line: 45, method: "PUT", url: "/v2/projects/<project-name>/logical-clouds/<logical-cloud-name>/cluster-providers/<cluster-provider-name>/cluster-references/cluster-name",
 		names: map[string]string{"/cluster-name": "/c1"}, text: seed001Line47, comments: true, repair: whyComments,
 		status: 200, want: map[string]string{"cluster-name": `"c1"`, "loadbalancer-ip": `"0.0.0.0"`}},
