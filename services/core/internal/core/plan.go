@@ -243,12 +243,21 @@ func parseLevel(level string) (string, error) {
 	return "", errs.Invalid("spec.level", "%q is not a level: standard (1), admin (0) or privileged", level)
 }
 
+// parseUserType reads a user's type as the seeds spell it, in any case
+// (seed 000 writes "certificate, Token, UNPW", seed 002 "certificate,
+// APIKey, UNPW"): certificate and token are stored lower-case; the
+// seeds' other kinds have no Kubernetes meaning DCM could give them and
+// are refused naming why (docs/logical-clouds.md, "User types").
 func parseUserType(field, t string) (string, error) {
-	switch t {
+	switch strings.ToLower(strings.TrimSpace(t)) {
 	case "", userCertificate:
 		return userCertificate, nil
 	case userToken:
 		return userToken, nil
+	case "unpw":
+		return "", errs.Invalid(field, "%q (user name and password) is not supported: Kubernetes has no password authentication (removed in 1.19); use %q or %q", t, userCertificate, userToken)
+	case "apikey":
+		return "", errs.Invalid(field, "%q is not supported: Kubernetes has no API keys; a bearer token is %q (a ServiceAccount token), else %q", t, userToken, userCertificate)
 	}
 	return "", errs.Invalid(field, "%q is not supported: users authenticate with a %q (a client certificate) or a %q (a ServiceAccount token)", t, userCertificate, userToken)
 }

@@ -114,9 +114,18 @@ func metadataOf(g *trafficv1.TrafficIntentGroup) *typesv1.Metadata {
 
 // cloudExists is the group create's parent check: the logical cloud must be
 // one of the URL's project (looked up there only, so a group never targets
-// another project's logical cloud).
+// another project's logical cloud). A group that names none yet needs a
+// project the service knows, one with a logical cloud: the service knows
+// projects only through their logical clouds, and a group applies to one.
 func (s *Service) cloudExists(project, lc string) func(context.Context) error {
 	return func(ctx context.Context) error {
+		if lc == "" {
+			known, err := s.clouds.HasAny(ctx, project)
+			if err == nil && !known {
+				err = errs.NotFound("project %q has no logical cloud (or does not exist): a traffic intent group applies to one of its logical clouds", project)
+			}
+			return err
+		}
 		_, err := s.clouds.Parent(ctx, project, lc)
 		if errs.Code(err) == codes.NotFound {
 			return errs.Invalid("traffic_intent_group.logical-cloud", "%q is not a logical cloud of project %q", lc, project)
@@ -182,8 +191,16 @@ func (s *Service) UpdateTrafficIntentGroup(ctx context.Context, req *trafficv1.U
 		return nil, err
 	}
 	g := cur.Msg
-	if lc := in.GetLogicalCloud(); lc != "" && lc != g.GetLogicalCloud() {
-		return nil, errs.Invalid(f+"logical-cloud", "%q is not the group's logical cloud %q: it never changes", lc, g.GetLogicalCloud())
+	switch lc := in.GetLogicalCloud(); {
+	case lc == "" || lc == g.GetLogicalCloud():
+	case g.GetLogicalCloud() == "":
+		// Created without one (seed 004's body): set once, here.
+		if err := s.cloudExists(req.GetProject(), lc)(ctx); err != nil {
+			return nil, err
+		}
+		g.LogicalCloud = lc
+	default:
+		return nil, errs.Invalid(f+"logical-cloud", "%q is not the group's logical cloud %q: it never changes once set", lc, g.GetLogicalCloud())
 	}
 	g.Description = desc
 	g.Metadata = metadataOf(g)
