@@ -32,7 +32,9 @@ func TestScopedQuotaCountsOnlyItsPods(t *testing.T) {
 	_, err := c1.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "sq-high"}, Value: 1000}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c1.SchedulingV1().PriorityClasses().Delete(context.Background(), "sq-high", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c1.SchedulingV1().PriorityClasses().Delete(context.Background(), "sq-high", metav1.DeleteOptions{})
+	})
 
 	body := e.admin.want(400, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"high"},"spec":{"hard":{"pods":"1"},
 	  "scopeSelector":{"matchExpressions":[{"operator":"In","scopeName":"PriorityClass"}]}}}`)
