@@ -366,18 +366,9 @@ func SumHard(quotas [][]Amount) []Amount {
 // the sum is what bounds the namespace. field names the quota being given
 // (the error names field.<resource>).
 func CheckUsersTotal(field string, total, maximum []Amount, mayGrant bool) error {
-	if mayGrant {
-		return nil
-	}
-	for _, a := range total {
-		i := slices.IndexFunc(maximum, func(m Amount) bool { return m.Resource == a.Resource })
-		if i < 0 {
-			continue
-		}
-		if sum := resource.MustParse(a.Quantity); sum.Cmp(resource.MustParse(maximum[i].Quantity)) > 0 {
-			return errs.Forbidden(join(field, a.Resource), "the users' quotas add up to %s %s (ResourceQuota %s, which bounds the namespace), above this installation's maximum %s (DCM_MAX_QUOTA); only an admin may set more",
-				a.Quantity, a.Resource, UsersTotalName, maximum[i].Quantity)
-		}
+	if a, m, over := aboveMax(total, maximum); over && !mayGrant {
+		return errs.Forbidden(join(field, a.Resource), "the users' quotas add up to %s %s (ResourceQuota %s, which bounds the namespace), above this installation's maximum %s (DCM_MAX_QUOTA); only an admin may set more",
+			a.Quantity, a.Resource, UsersTotalName, m)
 	}
 	return nil
 }

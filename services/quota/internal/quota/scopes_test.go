@@ -3,6 +3,7 @@ package quota_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"testing"
 
@@ -205,7 +206,7 @@ func TestUserQuotasAreSummed(t *testing.T) {
 	require.NoError(t, err)
 
 	rq := renderScoped(t, internal)
-	require.Equal(t, []string{"shared", "users-total"}, sortedKeys(rq), "no ResourceQuota per user")
+	require.Equal(t, []string{"shared", "users-total"}, slices.Sorted(maps.Keys(rq)), "no ResourceQuota per user")
 	require.Equal(t, map[string]string{"cpu": "3", "pods": "15", "services": "5"}, rq["users-total"].Spec.Hard,
 		"the sum of what both users bound; memory, which bob's quota leaves out, stays unbounded as bob's quota leaves it")
 	list, err := c.ListQuotas(ctx, &quotav1.ListQuotasRequest{Project: "p", LogicalCloud: "lc"})
@@ -238,13 +239,4 @@ func TestUserQuotasAreSummed(t *testing.T) {
 			require.Contains(t, status.Convert(err).Message(), "add up to 5 cpu")
 		}
 	}
-}
-
-func sortedKeys(m map[string]scopedQuota) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
