@@ -131,20 +131,20 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 
 	// Quotas: the default until the logical cloud has its own.
 	def := `{"metadata":{"name":"default","description":"the default quota: applies while the logical cloud has no quota of its own (DCM_DEFAULT_QUOTA)","userData1":"","userData2":""},
-		"spec":{"cpu":"8","memory":"32Gi","pods":"100"}}`
+		"spec":{"cpu":"8","memory":"32Gi","pods":"100"}` + quotaTail("default", "") + `}`
 	r.is(200, "GET", lc+"/cluster-quotas", "", "["+def+"]")
 	r.is(200, "GET", lc+"/cluster-quotas/default", "", def)
 	r.want(409, "DELETE", lc+"/cluster-quotas/default", "")
 	q1 := `{"metadata":{"name":"q1","description":"","userData1":"","userData2":""},
 		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2000m","requests.nvidia.com/gpu":2,"dummy/dummyResource":100}}`
 	q1Stored := `{"metadata":{"name":"q1","description":"","userData1":"","userData2":""},
-		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2","requests.nvidia.com/gpu":"2","dummy/dummyResource":"100"}}`
+		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2","requests.nvidia.com/gpu":"2","dummy/dummyResource":"100"}` + quotaTail("q1", "") + `}`
 	r.is(201, "POST", lc+"/cluster-quotas", q1, q1Stored)
 	r.is(200, "GET", lc+"/cluster-quotas", "", "["+q1Stored+"]")
 	r.want(404, "GET", lc+"/cluster-quotas/default", "")
 	r.is(200, "PUT", lc+"/cluster-quotas/q1", `{"metadata":{"name":"q1","description":"tuned"},"spec":{"cpu":"200"}}`,
-		`{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}}`)
-	r.is(200, "GET", lc+"/cluster-quotas/q1", "", `{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}}`)
+		`{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}`+quotaTail("q1", "")+`}`)
+	r.is(200, "GET", lc+"/cluster-quotas/q1", "", `{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}`+quotaTail("q1", "")+`}`)
 
 	// Permissions.
 	perm := `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`
@@ -265,8 +265,8 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
 		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}]`)
 	r.is(200, "GET", lc+"/cluster-quotas", "", `[
-		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}},
-		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}}]`)
+		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}`+quotaTail("resources", "")+`},
+		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}`+quotaTail("user-1-quota", "user-1")+`}]`)
 
 	// One user object, as seed 002's second example writes it.
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-2","user":{"name":"user-9","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}}}`)
