@@ -191,7 +191,9 @@ func (s *Users) addUsers(ctx context.Context, project, lc string, in []*structpb
 		if slices.ContainsFunc(have, func(o *userv1.User) bool { return o.GetName() == name }) {
 			return nil, nil, errs.AlreadyExists("logical cloud %q already has user %q (GET .../logical-clouds/%s/users/%s)", lc, name, lc, name)
 		}
-		if err := addFlatUser(p, fieldOf(i), u, g); err != nil {
+		// The quota service holds the users' summed quotas to the
+		// maximum when makeUsers creates the new user's quota.
+		if _, err := addFlatUser(p, fieldOf(i), u, g); err != nil {
 			return nil, nil, err
 		}
 	}
