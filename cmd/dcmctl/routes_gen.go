@@ -130,6 +130,23 @@ var routes = map[string][]route{
 	"/dcm.core.v1.LogicalCloudService/DeleteKvPair": {
 		{"DELETE", "/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}"},
 	},
+	"/dcm.core.v1.LogicalCloudService/CreateLogicalCloudUser": {
+		{"POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users"},
+	},
+	"/dcm.core.v1.LogicalCloudService/ListLogicalCloudUsers": {
+		{"GET", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users"},
+	},
+	"/dcm.core.v1.LogicalCloudService/GetLogicalCloudUser": {
+		{"GET", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users/{name}"},
+		{"GET", "/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}"},
+	},
+	"/dcm.core.v1.LogicalCloudService/DeleteLogicalCloudUser": {
+		{"DELETE", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users/{name}"},
+		{"DELETE", "/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}"},
+	},
+	"/dcm.core.v1.LogicalCloudService/DeleteLogicalCloudUsers": {
+		{"DELETE", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users"},
+	},
 	"/dcm.core.v1.TrafficLifecycleService/ApplyTrafficIntentGroup": {
 		{"POST", "/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/apply"},
 	},
@@ -312,18 +329,6 @@ var routes = map[string][]route{
 	},
 	"/dcm.traffic.v1.TrafficService/DeleteDnsAllowList": {
 		{"DELETE", "/v2/projects/{project}/dns-allow-list"},
-	},
-	"/dcm.user.v1.UserService/GetUser": {
-		{"GET", "/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}"},
-	},
-	"/dcm.user.v1.UserService/ListUsers": {
-		{"GET", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users"},
-	},
-	"/dcm.user.v1.UserService/DeleteUser": {
-		{"DELETE", "/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}"},
-	},
-	"/dcm.user.v1.UserService/DeleteUsers": {
-		{"DELETE", "/v2/projects/{project}/logical-clouds/{logical_cloud}/users"},
 	},
 	"/dcm.user.v1.UserService/CreateUserPermission": {
 		{"POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions"},

@@ -27,6 +27,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/auth/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	_ "github.com/dcm-project/dcm/gen/dcm/facts/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/keys/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/quota/v1"
@@ -34,6 +35,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	"github.com/dcm-project/dcm/platform/config"
 	"github.com/dcm-project/dcm/platform/server"
 )
 
@@ -119,10 +121,47 @@ func settings() (all, secret map[string]bool, defaults map[string]string) {
 	return all, secret, defaults
 }
 
+// dialedAt is where the programs are told to find a service (key,
+// DCM_<SVC>_ADDR): dcm-config's value, else the one the Deployments that
+// set it themselves agree on (core's is the gateway's alone).
+func dialedAt(config map[string]string, deployments map[string]appsv1.Deployment, key string) string {
+	if v, ok := config[key]; ok {
+		return v
+	}
+	var found []string
+	for _, d := range deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if e.Name == key && !slices.Contains(found, e.Value) {
+					found = append(found, e.Value)
+				}
+			}
+		}
+	}
+	if len(found) != 1 {
+		return strings.Join(found, " and ")
+	}
+	return found[0]
+}
+
+// reads says whether program prog takes setting env (config.Reads): a
+// setting of some programs only (DCM_CORE_ADDR, the gateway's) must not
+// be given to another.
+func reads(env, prog string) bool {
+	for f := range reflect.TypeFor[server.Config]().Fields() {
+		if f.Tag.Get("env") == env {
+			return config.Reads(f, prog)
+		}
+	}
+	return false
+}
+
 // grpcHosts says which programs serve a contract's package (dcm.<pkg>.v1):
-// the service of that name, but for the two hosted elsewhere.
+// the service of that name, but for those hosted elsewhere.
 func grpcHosts(t *testing.T, pkg string, progs []string) []string {
 	switch pkg {
+	case "facts": // the facts contract: platform/facts, served by the services under a logical cloud
+		return []string{"namespace", "user", "quota", "traffic"}
 	case "auth": // tokens: services/core/internal/core/tokens.go
 		return []string{"core"}
 	case "keys": // platform/app: every program with a store and services
@@ -381,6 +420,9 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 					require.Nil(t, e.ValueFrom, "%s: %s: settings are values; secrets are files", name, e.Name)
 					env[e.Name] = e.Value
 				}
+				for k := range env {
+					require.True(t, reads(k, prog), "%s gets %s, which the %s program does not take (server.Config's programs tag)", name, k, prog)
+				}
 				mounts := map[string]corev1.VolumeMount{}
 				for _, m := range c.VolumeMounts {
 					require.Contains(t, volumes, m.Name, name)
@@ -475,7 +517,7 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				serves := len(allowed[prog]) > 0
 				if serves {
 					require.Equal(t, grpcPort, ports["grpc"], "%s: grpc is DCM_GRPC_ADDR's port", name)
-					addr := config["DCM_"+strings.ToUpper(prog)+"_ADDR"]
+					addr := dialedAt(config, deployments, "DCM_"+strings.ToUpper(prog)+"_ADDR")
 					host, _, err := net.SplitHostPort(addr)
 					require.NoError(t, err, "the programs find %s at DCM_%s_ADDR", prog, strings.ToUpper(prog))
 					require.Equal(t, name, host, "the programs find %s at its Service", prog)

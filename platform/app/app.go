@@ -146,7 +146,7 @@ func Start(ctx context.Context, name string, args []string, needStore bool, buil
 	if err != nil {
 		return nil, err
 	}
-	log.Info("config", zap.String("config", config.Dump(&cfg)))
+	log.Info("config", zap.String("config", config.DumpFor(&cfg, name)))
 	shutdownTracing, err := telemetry.Setup(ctx, name)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,10 @@
 // Package config loads a service's configuration from defaults, DCM_*
 // environment variables and command-line flags (flags win), into one struct.
 // Fields tagged secret:"true" never appear in a dump and are never flags
-// (a command line shows in the process list). It must not read files or
+// (a command line shows in the process list). A field tagged
+// programs:"a,b" is read by the programs named a and b only: to any other
+// it does not exist, its variable ignored like any unknown one and its
+// flag refused like any unknown flag. It must not read files or
 // know about any particular service.
 package config
 
@@ -34,6 +37,9 @@ func Load(cfg any, name string, args []string) error {
 		if f.Tag.Get("secret") == "true" && f.Tag.Get("flag") != "" {
 			return fmt.Errorf("config %s: a secret setting cannot be a flag (the process list shows flags); drop its flag tag and set %s instead", f.Name, f.Tag.Get("env"))
 		}
+		if !Reads(f, name) {
+			continue
+		}
 		raw, hasDefault := f.Tag.Lookup("default")
 		if env := f.Tag.Get("env"); env != "" {
 			if val, ok := os.LookupEnv(env); ok {
@@ -58,6 +64,22 @@ func Load(cfg any, name string, args []string) error {
 		return fmt.Errorf("unexpected argument %q: %s takes flags only (-h lists them)", fs.Arg(0), name)
 	}
 	return nil
+}
+
+// Reads reports whether program name reads setting f: every program,
+// unless f's `programs` tag lists those that do (comma-separated). An
+// empty name reads every setting.
+func Reads(f reflect.StructField, name string) bool {
+	only, ok := f.Tag.Lookup("programs")
+	if !ok || name == "" {
+		return true
+	}
+	for p := range strings.SplitSeq(only, ",") {
+		if strings.TrimSpace(p) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // defaultOf is a field's default for its usage line ("default 8s; "),
@@ -99,7 +121,10 @@ func set(fv reflect.Value, raw string) error {
 
 // Dump renders cfg as JSON keyed by environment variable, with secret
 // fields redacted: safe to log.
-func Dump(cfg any) string {
+func Dump(cfg any) string { return DumpFor(cfg, "") }
+
+// DumpFor is Dump of the settings program name reads (Reads).
+func DumpFor(cfg any, name string) string {
 	v := reflect.ValueOf(cfg)
 	if v.Kind() == reflect.Pointer {
 		v = v.Elem()
@@ -108,6 +133,9 @@ func Dump(cfg any) string {
 	out := map[string]any{}
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if !Reads(f, name) {
+			continue
+		}
 		key := f.Tag.Get("env")
 		if key == "" {
 			key = strings.ToLower(f.Name)

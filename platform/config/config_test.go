@@ -84,3 +84,31 @@ func usage(t *testing.T, cfg any) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestProgramsTag: a setting tagged programs is read by the programs it
+// names; to another it is as unknown as a setting that does not exist: the
+// variable ignored, the flag refused with the same error, the dump
+// without it.
+func TestProgramsTag(t *testing.T) {
+	type cfg struct {
+		Peer string `env:"DCM_TEST_PEER" flag:"peer" programs:"gw,all"`
+		Addr string `env:"DCM_TEST_ADDR" flag:"addr"`
+	}
+	t.Setenv("DCM_TEST_PEER", "10.0.0.1:1")
+	for _, name := range []string{"gw", "all"} {
+		var c cfg
+		require.NoError(t, Load(&c, name, nil))
+		require.Equal(t, "10.0.0.1:1", c.Peer, name)
+		require.NoError(t, Load(&c, name, []string{"-peer", "h:2"}))
+		require.Equal(t, "h:2", c.Peer, name)
+		require.Contains(t, DumpFor(&c, name), "DCM_TEST_PEER")
+	}
+	var c cfg
+	require.NoError(t, Load(&c, "child", nil), "an unknown variable is ignored")
+	require.Empty(t, c.Peer)
+	require.NotContains(t, DumpFor(&c, "child"), "DCM_TEST_PEER")
+	unknown := Load(&c, "child", []string{"-nosuch", "h:2"})
+	require.Error(t, unknown)
+	err := Load(&c, "child", []string{"-peer", "h:2"})
+	require.EqualError(t, err, strings.ReplaceAll(unknown.Error(), "nosuch", "peer"), "refused as an unknown flag is")
+}

@@ -59,6 +59,9 @@ const (
 	// ReasonMeshLimit: the project has as many logical clouds with the
 	// service mesh enabled as the installation allows.
 	ReasonMeshLimit Reason = "MESH_LIMIT"
+	// ReasonLastUser: the user is the logical cloud's last; a logical
+	// cloud keeps at least one.
+	ReasonLastUser Reason = "LAST_USER"
 )
 
 // Error implements error.

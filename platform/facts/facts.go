@@ -95,3 +95,25 @@ func (x *Facts) Check(project, lc string) func(context.Context) error {
 		return err
 	}
 }
+
+// HasAny answers whether the service was told of a logical cloud of
+// project that is not being deleted: what it knows of a project (the
+// traffic service's check of a group that names no logical cloud yet).
+func (x *Facts) HasAny(ctx context.Context, project string) (bool, error) {
+	token := ""
+	for {
+		fs, next, err := x.recs.ListPage(ctx, project, store.PageRequest{Token: token})
+		if err != nil {
+			return false, err
+		}
+		for _, f := range fs {
+			if !f.GetDeleting() {
+				return true, nil
+			}
+		}
+		if next == "" {
+			return false, nil
+		}
+		token = next
+	}
+}

@@ -201,9 +201,15 @@ func MergeHard(base, hard []Amount) []Amount {
 // its resource, unless the caller may grant more (an admin). field names
 // the hard map.
 func CheckMax(field string, hard, maximum []Amount, mayGrant bool) error {
-	if mayGrant {
-		return nil
+	if a, m, over := aboveMax(hard, maximum); over && !mayGrant {
+		return errs.Forbidden(join(field, a.Resource), "%s exceeds this installation's maximum %s (DCM_MAX_QUOTA); only an admin may set more", a.Quantity, m)
 	}
+	return nil
+}
+
+// aboveMax is the first entry of hard above the maximum for its resource,
+// and that maximum.
+func aboveMax(hard, maximum []Amount) (Amount, string, bool) {
 	for _, a := range hard {
 		i := slices.IndexFunc(maximum, func(m Amount) bool { return m.Resource == a.Resource })
 		if i < 0 {
@@ -211,10 +217,10 @@ func CheckMax(field string, hard, maximum []Amount, mayGrant bool) error {
 		}
 		q, m := resource.MustParse(a.Quantity), resource.MustParse(maximum[i].Quantity)
 		if q.Cmp(m) > 0 {
-			return errs.Forbidden(join(field, a.Resource), "%s exceeds this installation's maximum %s (DCM_MAX_QUOTA); only an admin may set more", a.Quantity, maximum[i].Quantity)
+			return a, maximum[i].Quantity, true
 		}
 	}
-	return nil
+	return Amount{}, "", false
 }
 
 // systemLabelDomains are the label key domains the system's own labels

@@ -116,8 +116,10 @@ type Config struct {
 	KEKFile string `env:"DCM_KEK_FILE" flag:"kek-file" usage:"key-encryption keyring for secrets at rest: lines <id>:<base64 of 32 bytes> (root keys) or <id>@<service>:<base64> (one service's keys, see dcm-kek derive), the first one current (empty, with DCM_KEK empty: <data dir>/kek, made on first start)"`
 
 	// Where each service's gRPC API is reached; empty means DCM_GRPC_ADDR
-	// (the all-in-one program serves them all on one endpoint).
-	CoreAddr        string `env:"DCM_CORE_ADDR" flag:"core-addr" usage:"where the core service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
+	// (the all-in-one program serves them all on one endpoint). Core's is
+	// the gateway's alone: core tells the services under it what they need
+	// (issue 31), so no other program takes the setting.
+	CoreAddr        string `env:"DCM_CORE_ADDR" flag:"core-addr" programs:"gateway,dcm" usage:"where the core service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
 	NamespaceAddr   string `env:"DCM_NAMESPACE_ADDR" flag:"namespace-addr" usage:"where the namespace service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
 	UserAddr        string `env:"DCM_USER_ADDR" flag:"user-addr" usage:"where the user service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`
 	QuotaAddr       string `env:"DCM_QUOTA_ADDR" flag:"quota-addr" usage:"where the quota service's gRPC API is, or its replicas' as a comma-separated list (calls go round robin over every address and skip one that is down; empty: DCM_GRPC_ADDR)"`

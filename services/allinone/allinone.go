@@ -11,6 +11,7 @@ import (
 	"context"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/cadist"
 	"github.com/dcm-project/dcm/services/core"
@@ -72,5 +73,8 @@ func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options,
 		opts.OnStop = append(opts.OnStop, o.OnStop...)
 		opts.MaxRecvMsgSize = max(opts.MaxRecvMsgSize, o.MaxRecvMsgSize)
 	}
-	return all, opts, nil
+	// The namespace, user, quota and traffic services each serve the facts
+	// contract over their own copy: on this one server, one registration
+	// tells them all.
+	return facts.Merge(all), opts, nil
 }

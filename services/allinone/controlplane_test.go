@@ -71,7 +71,7 @@ func TestControlPlaneBody(t *testing.T) {
 	r.is(200, "GET", lcs+"/logical-cloud-1/user-permissions", "", `[{"permission-name":"user-2","namespace":"logical-cloud-1",
 		"apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-2"]}]`)
 	r.is(200, "GET", lcs+"/logical-cloud-1/cluster-quotas", "", `[{"metadata":{"name":"user-2-quota","description":"quota of user user-2","userData1":"","userData2":""},
-		"spec":{"cpu":"200","memory":"300Gi","pods":"200","dummy/dummyResource":"30"}}]`)
+		"spec":{"cpu":"200","memory":"300Gi","pods":"200","dummy/dummyResource":"30"}`+quotaTail("user-2-quota", "user-2")+`}]`)
 	r.want(404, "GET", lcs+"/logical-cloud-1/control-plane", "") // cadist's intermediates: no record
 	// Again with a user: the logical cloud exists (the seed's other route adds users).
 	r.want(409, "POST", lcs+"/control-plane", seed)

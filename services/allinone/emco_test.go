@@ -417,9 +417,10 @@ func TestEMCORoundTrip(t *testing.T) {
 	quota := `{"metadata":{"name":"quota-1","description":"q","userData1":"a","userData2":"b"},
 		"spec":{"limits.cpu":"4","limits.memory":"8Gi","pods":"50","count/deployments.apps":"10"}}`
 	require.JSONEq(t, quota, want(201, "emco", "emco", "POST", lc+"/cluster-quotas", quota))
-	for _, d := range []string{"emco", "dcm"} {
-		require.JSONEq(t, quota, want(200, d, d, "GET", lc+"/cluster-quotas/quota-1", ""))
-		require.JSONEq(t, "["+quota+"]", want(200, d, d, "GET", lc+"/cluster-quotas", ""))
+	// DCM's answer adds the quota's scopes, user and enforcement.
+	for d, q := range map[string]string{"emco": quota, "dcm": strings.TrimSuffix(quota, "}") + quotaTail("quota-1", "") + "}"} {
+		require.JSONEq(t, q, want(200, d, d, "GET", lc+"/cluster-quotas/quota-1", ""))
+		require.JSONEq(t, "["+q+"]", want(200, d, d, "GET", lc+"/cluster-quotas", ""))
 	}
 	kv := `{"metadata":{"name":"kv-1","description":"settings","userData1":"a","userData2":"b"},"spec":{"kv":[{"db.host":"10.0.0.9"},{"mode":"edge"}]}}`
 	require.JSONEq(t, kv, want(201, "emco", "emco", "POST", lc+"/kv-pairs", kv))

@@ -100,7 +100,13 @@ var fuzzRoutes = append([]fuzzRoute{
 	{"project.create", "POST", "/v2/projects", "/v2/projects", under("/v2/projects", "metadata", "name")},
 	{"project.update", "PUT", "/v2/projects/{project}", "/v2/projects/" + fzProject, nil},
 	{"lc.create", "POST", "/v2/projects/{project}/logical-clouds", "/v2/projects/" + fzProject + "/logical-clouds",
-		under("/v2/projects/"+fzProject+"/logical-clouds", "name")},
+		func(m map[string]any) string {
+			if msg, _ := m["message"].(string); strings.HasPrefix(msg, "user added") {
+				// Seed 002's form naming an existing logical cloud added a user.
+				return "/v2/projects/" + fzProject + "/logical-clouds/" + str(m, "name") + "/users/" + str(m, "user")
+			}
+			return under("/v2/projects/"+fzProject+"/logical-clouds", "name")(m)
+		}},
 	{"lc.update", "PUT", lcTemplate, fzLCPath, nil},
 	{"lc.apply", "POST", lcTemplate + "/apply", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/apply", nil},
 	{"lc.instantiate", "POST", lcTemplate + "/instantiate", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/instantiate", nil},
@@ -121,6 +127,7 @@ var fuzzRoutes = append([]fuzzRoute{
 		fzLCPath + "/cluster-references/" + fzCluster, nil},
 	{"kv.create", "POST", lcTemplate + "/kv-pairs", fzLCPath + "/kv-pairs", under(fzLCPath+"/kv-pairs", "metadata", "name")},
 	{"kv.update", "PUT", lcTemplate + "/kv-pairs/{name}", fzLCPath + "/kv-pairs/fz-kv", nil},
+	{"user.create", "POST", lcTemplate + "/users", fzLCPath + "/users", under(fzLCPath+"/users", "user")},
 	{"permission.create", "POST", lcTemplate + "/user-permissions", fzLCPath + "/user-permissions",
 		under(fzLCPath+"/user-permissions", "permission-name")},
 	{"permission.update", "PUT", lcTemplate + "/user-permissions/{name}", fzLCPath + "/user-permissions/fz-perm", nil},
@@ -213,6 +220,8 @@ var fuzzSeeds = append([]struct{ route, query, body string }{
 	{"clusterref.update", "", `{"loadbalancer-ip" : "0.0.0.0"}`},
 	{"kv.create", "", `{"metadata":{"name":"kv-1","userData1":"x"},"spec":{"kv":[{"db.host":"10.0.0.9"},{"mode":"edge"}]}}`},
 	{"kv.update", "", `{"metadata":{"name":"fz-kv"},"spec":{"kv":[{"mode":"core"}]}}`},
+	{"user.create", "", `{"name":"fz-user","type":"token"}`},
+	{"user.create", "", `{"name":"fz-u2","type":"certificate","permissions":[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}],"quota":{"pods":"3"}}`},
 	{"permission.create", "", `{"permission-name":"deployments","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","list","patch"]}`},
 	{"permission.create", "", `{"permission-name":"ns","namespace":"other","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`},
 	{"permission.update", "", `{"permission-name":"fz-perm","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`},

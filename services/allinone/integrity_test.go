@@ -276,7 +276,7 @@ func TestCascadeRetriesWhileServiceIsDown(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		p, err := app.Start(ctx, quota.Name, []string{
 			"-grpc-addr", quotaAddr, "-http-addr", "", "-data-dir", quotaDir, "-log-level", "error",
-			"-core-addr", s.GRPC, "-tls-ca-file", files.CA, "-tls-cert-file", files.Cert, "-tls-key-file", files.Key,
+			"-tls-ca-file", files.CA, "-tls-cert-file", files.Cert, "-tls-key-file", files.Key,
 			"-kek-file", filepath.Join(dataDir, "kek"),
 		}, true, quota.Build)
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 // internalServices are the contracts between DCM's own services
 // (proto/dcm/<svc>/v1/internal.proto).
 var internalServices = []string{
+	"dcm.facts.v1.LogicalCloudFactsInternalService",
 	"dcm.namespace.v1.NamespaceInternalService",
 	"dcm.quota.v1.QuotaInternalService",
 	"dcm.rsync.v1.RsyncInternalService",

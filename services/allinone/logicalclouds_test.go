@@ -88,7 +88,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":[]}]`
 	showing := func(perms string) string {
 		return `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
-		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[]},
+		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[],"users":["user-1"]},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":[],"label-changes":[]}}`
 	}
 	stored := showing(perms)
@@ -100,8 +100,12 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 
 	// What the other services made of it.
 	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
-	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""}],"next-page-token":""}`)
-	r.is(200, "GET", lc+"/user/user-1", "", `{"name":"user-1","type":"certificate","certificate":""}`)
+	// A user is shown with the permissions it holds (those naming no
+	// user are every user's) and its quota (none here).
+	user1 := `{"name":"user-1","type":"certificate","certificate":"","permissions":` + perms + `,"quota":null}`
+	r.is(200, "GET", lc+"/users", "", `{"users":[`+user1+`],"next-page-token":""}`)
+	r.is(200, "GET", lc+"/user/user-1", "", user1)
+	r.is(200, "GET", lc+"/users/user-1", "", user1)
 	r.is(200, "GET", lc+"/user-permissions", "", perms)
 
 	// Cluster references, both spellings.
@@ -127,20 +131,20 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 
 	// Quotas: the default until the logical cloud has its own.
 	def := `{"metadata":{"name":"default","description":"the default quota: applies while the logical cloud has no quota of its own (DCM_DEFAULT_QUOTA)","userData1":"","userData2":""},
-		"spec":{"cpu":"8","memory":"32Gi","pods":"100"}}`
+		"spec":{"cpu":"8","memory":"32Gi","pods":"100"}` + quotaTail("default", "") + `}`
 	r.is(200, "GET", lc+"/cluster-quotas", "", "["+def+"]")
 	r.is(200, "GET", lc+"/cluster-quotas/default", "", def)
 	r.want(409, "DELETE", lc+"/cluster-quotas/default", "")
 	q1 := `{"metadata":{"name":"q1","description":"","userData1":"","userData2":""},
 		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2000m","requests.nvidia.com/gpu":2,"dummy/dummyResource":100}}`
 	q1Stored := `{"metadata":{"name":"q1","description":"","userData1":"","userData2":""},
-		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2","requests.nvidia.com/gpu":"2","dummy/dummyResource":"100"}}`
+		"spec":{"cpu":"400","memory":"1000Gi","pods":"500","limits.cpu":"2","requests.nvidia.com/gpu":"2","dummy/dummyResource":"100"}` + quotaTail("q1", "") + `}`
 	r.is(201, "POST", lc+"/cluster-quotas", q1, q1Stored)
 	r.is(200, "GET", lc+"/cluster-quotas", "", "["+q1Stored+"]")
 	r.want(404, "GET", lc+"/cluster-quotas/default", "")
 	r.is(200, "PUT", lc+"/cluster-quotas/q1", `{"metadata":{"name":"q1","description":"tuned"},"spec":{"cpu":"200"}}`,
-		`{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}}`)
-	r.is(200, "GET", lc+"/cluster-quotas/q1", "", `{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}}`)
+		`{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}`+quotaTail("q1", "")+`}`)
+	r.is(200, "GET", lc+"/cluster-quotas/q1", "", `{"metadata":{"name":"q1","description":"tuned","userData1":"","userData2":""},"spec":{"cpu":"200"}`+quotaTail("q1", "")+`}`)
 
 	// Permissions.
 	perm := `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments","deployments/scale"],"verbs":["get","patch"]}`
@@ -214,7 +218,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 	r.is(200, "GET", lc+"/user-permissions", "", `[]`)
 	r.is(200, "GET", lc+"/kv-pairs", "", `[]`)
 	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[],"next-page-token":""}`)
-	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"lc-1","type":"certificate","certificate":""}],"next-page-token":""}`)
+	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"lc-1","type":"certificate","certificate":"","permissions":[],"quota":null}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/cluster-quotas", "", "["+def+"]")
 	r.want(204, "DELETE", lc, "")
 	r.want(204, "DELETE", "/v2/projects/p1", "")
@@ -242,24 +246,32 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	flatStored := `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
 		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[
 		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
-		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[]},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[],"users":["user-1","user-2"]},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":["edge/c1"],"label-changes":[]}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
 		"user-name":"user-1","user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
 	lc := "/v2/projects/p1/logical-clouds/logical-cloud-1"
 	r.is(200, "GET", lc, "", flatStored)
 	r.is(200, "GET", lc+"/cluster-references", "", `{"cluster-references":[{"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"","metadata":{"name":"c1","description":"","userData1":"","userData2":""}}],"next-page-token":""}`)
-	r.is(200, "GET", lc+"/users", "", `{"users":[{"name":"user-1","type":"certificate","certificate":""},{"name":"user-2","type":"certificate","certificate":""}],"next-page-token":""}`)
+	// Seed 002's answer: each user with its own permissions and quota.
+	r.is(200, "GET", lc+"/users", "", `{"users":[
+		{"name":"user-1","type":"certificate","certificate":"","permissions":[
+			{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]}],
+		 "quota":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}},
+		{"name":"user-2","type":"certificate","certificate":"","permissions":[
+			{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],
+		 "quota":null}],"next-page-token":""}`)
 	r.is(200, "GET", lc+"/user-permissions", "", `[
 		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
 		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}]`)
 	r.is(200, "GET", lc+"/cluster-quotas", "", `[
-		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}},
-		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}}]`)
+		{"metadata":{"name":"resources","description":"the logical cloud's resources","userData1":"","userData2":""},"spec":{"cpu":"400","memory":"1000Gi","pods":"500","dummy/dummyResource":"100"}`+quotaTail("resources", "")+`},
+		{"metadata":{"name":"user-1-quota","description":"quota of user user-1","userData1":"","userData2":""},"spec":{"cpu":"100","memory":"500Gi","pods":"100","dummy/dummyResource":"20"}`+quotaTail("user-1-quota", "user-1")+`}]`)
 
 	// One user object, as seed 002's second example writes it.
 	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-2","user":{"name":"user-9","permissions":{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}}}`)
-	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":""}],"next-page-token":""}`)
+	r.is(200, "GET", "/v2/projects/p1/logical-clouds/lc-2/users", "", `{"users":[{"name":"user-9","type":"certificate","certificate":"","permissions":[
+		{"permission-name":"user-9","namespace":"lc-2","apiGroups":[""],"resources":["pods"],"verbs":["get"],"metadata":null,"users":["user-9"]}],"quota":null}],"next-page-token":""}`)
 	// A user's CSR (its text) is kept; a path is refused.
 	csr := csrPEM(t, "p1", "lc-3", "user-7")
 	b, err := json.Marshal(map[string]any{"name": "lc-3", "user": map[string]any{"name": "user-7", "certificate": csr}})
@@ -282,7 +294,7 @@ func TestLogicalCloudLevels(t *testing.T) {
 	base := "/v2/projects/p1/logical-clouds"
 
 	adminStored := `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
-		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"ca-root":"","allow-ingress-from":[]},
+		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"ca-root":"","allow-ingress-from":[],"users":[]},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":[],"label-changes":[]}}`
 	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
 		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","message":"logical cloud created","logical-cloud":`+adminStored+`}`)

@@ -44,6 +44,25 @@ func istioCRDs(t testing.TB, c *kubetest.Cluster) map[string]string {
 	return out
 }
 
+var authzGVR = schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"}
+
+// denyAll reads the mesh's deny-all AuthorizationPolicy in namespace ns
+// of c: its spec, and whether it is there.
+func denyAll(t testing.TB, c *kubetest.Cluster, ns string) (map[string]any, bool) {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	o, err := dyn.Resource(authzGVR).Namespace(ns).Get(context.Background(), "dcm.deny-all", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	require.NoError(t, err)
+	spec, _ := o.Object["spec"].(map[string]any)
+	return spec, true
+}
+
 // pemCerts parses every certificate of a PEM bundle.
 func pemCerts(t testing.TB, text []byte) []*x509.Certificate {
 	t.Helper()
@@ -167,6 +186,14 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 			require.NotEmpty(t, sec.Data[k], "%s: cacerts %s", lc, k)
 		}
 		intermediates[lc] = string(sec.Data["ca-cert.pem"])
+		// Seed 004's deny-all, installed with the mesh: an empty spec
+		// (Istio: an ALLOW policy matching nothing) in the workloads'
+		// namespace, none in the gateways'.
+		spec, ok := denyAll(t, cl, lc+"-ns")
+		require.True(t, ok, "%s: the deny-all AuthorizationPolicy is in its namespace", lc)
+		require.Empty(t, spec, "an empty spec")
+		_, ok = denyAll(t, cl, lc+"-istio-system")
+		require.False(t, ok, "no deny-all in the istio namespace")
 
 		// The intermediate chains to the root of the REST bundle.
 		var bundle struct {
@@ -226,6 +253,9 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	_, err = cs.CoreV1().Namespaces().Get(ctx, "ma-istio-system", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "ma's istio namespace: %v", err)
 	require.Empty(t, leftOn(t, cl, "pm", "ma"), "nothing of ma's left")
+	eventually(t, "ma's deny-all is removed", func() bool { _, ok := denyAll(t, cl, "ma-ns"); return !ok })
+	_, ok := denyAll(t, cl, "mb-ns")
+	require.True(t, ok, "mb's deny-all is untouched")
 	require.Equal(t, crds, istioCRDs(t, cl), "the CRDs stay while mb uses the cluster")
 	_, err = cs.CoreV1().Secrets("mb-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
 	require.NoError(t, err, "mb's control plane is untouched")
@@ -243,6 +273,8 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, "mb-ns", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotContains(t, ns.Labels, "istio.io/rev")
+	_, ok = denyAll(t, cl, "mb-ns")
+	require.False(t, ok, "no mesh, no deny-all")
 
 	// On again: the CRDs come back under the cluster's owner (a moment
 	// after their deletion the join may be 409 STILL_DELETING: retried).

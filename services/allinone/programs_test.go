@@ -63,13 +63,21 @@ func loopbackAddrs(t *testing.T, counts map[string]int) map[string][]string {
 }
 
 // peerFlags are the flags naming every service's addresses (a list where
-// a service has replicas), as each program is told them.
+// a service has replicas), as each program is told them; core's is the
+// gateway's alone (gatewayFlags): no other program takes -core-addr.
 func peerFlags(addrs map[string][]string) []string {
 	var out []string
 	for _, p := range servicePrograms {
-		out = append(out, "-"+p.name+"-addr", strings.Join(addrs[p.name], ","))
+		if p.name != core.Name {
+			out = append(out, "-"+p.name+"-addr", strings.Join(addrs[p.name], ","))
+		}
 	}
 	return out
+}
+
+// gatewayFlags are peerFlags with core's addresses: the gateway's.
+func gatewayFlags(addrs map[string][]string) []string {
+	return append(peerFlags(addrs), "-core-addr", strings.Join(addrs[core.Name], ","))
 }
 
 // programSet starts programs in the test's process, each with its own

@@ -58,13 +58,14 @@ func startReplicated(t *testing.T) *replicated {
 	s := &replicated{addrs: map[string][]string{}, stops: map[string][]func(){}}
 	s.addrs = loopbackAddrs(t, map[string]int{rsync.Name: 1, core.Name: 2, namespace.Name: 2, user.Name: 2, quota.Name: 1,
 		servicemesh.Name: 1, cadist.Name: 1, traffic.Name: 1})
-	// peers names every replica of each service, and core's of coreAddrs.
+	// peers names every replica of each service, and (for the gateway)
+	// core's of coreAddrs.
 	peers := func(coreAddrs ...string) []string {
 		addrs := maps.Clone(s.addrs)
 		addrs[core.Name] = coreAddrs
-		return peerFlags(addrs)
+		return gatewayFlags(addrs)
 	}
-	every := peers(s.addrs[core.Name]...)
+	every := peerFlags(s.addrs)
 	ps := newProgramSet(t)
 	start := func(name string, build app.Build, needStore bool, args ...string) *app.Program {
 		t.Helper()

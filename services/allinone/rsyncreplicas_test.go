@@ -123,7 +123,7 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 			start(p.name, p.build, true, "-grpc-addr", addr, "-mongo-uri-file", uri)
 		}
 	}
-	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0")
+	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0", "-core-addr", strings.Join(addrs[core.Name], ","))
 	r := &rest{t: t, base: "https://" + gw.Server.HTTPAddr(), c: adminClient(t, filepath.Join(data, "pki"), gw.Env.TLS.Pool())}
 
 	// The replicas split the shards; the victim works the most clusters.

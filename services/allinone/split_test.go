@@ -64,7 +64,7 @@ func startSplit(t *testing.T) *split {
 			storeArgs = []string{"-mongo-uri-file", writeSecret(t, prog.Env.Store.ClientURI())}
 		}
 	}
-	gw, _ := ps.start(gateway.Name, gateway.Build, false, slices.Concat(common, []string{"-grpc-addr", "", "-http-addr", "127.0.0.1:0"})...)
+	gw, _ := ps.start(gateway.Name, gateway.Build, false, slices.Concat([]string{"-data-dir", s.data}, gatewayFlags(addrs), []string{"-grpc-addr", "", "-http-addr", "127.0.0.1:0"})...)
 	s.gwURL = "https://" + gw.Server.HTTPAddr()
 
 	dir := filepath.Join(s.data, "pki")

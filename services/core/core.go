@@ -6,9 +6,13 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
+	factsv1 "github.com/dcm-project/dcm/gen/dcm/facts/v1"
 	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
@@ -56,6 +60,8 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		Mesh:            servicemeshv1.NewServiceMeshServiceClient(conns[4]),
 		Traffic:         trafficv1.NewTrafficServiceClient(conns[6]),
 		TrafficInternal: trafficv1.NewTrafficInternalServiceClient(conns[6]),
+		Facts: factsPeers(cfg, []factsAt{{"namespace", cfg.NamespaceAddr, conns[0]}, {"user", cfg.UserAddr, conns[1]},
+			{"quota", cfg.QuotaAddr, conns[2]}, {"traffic", cfg.TrafficAddr, conns[6]}}),
 	}
 	tenancy, err := core.NewTenancy(cfg.ReservedNamespaces, cfg.MaxQuota, cfg.PodSecurity)
 	if err != nil {
@@ -81,4 +87,29 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 			clouds.Reconcile(cfg.FactsInterval), clouds.FollowLabels(cfg.LabelsInterval)},
 		OnStop: []func(context.Context){closeAll, core.CountLogicalClouds(st, peers.RsyncInternal)}, // dcm_logical_clouds until the program stops
 	}, nil
+}
+
+// factsAt is a service core tells the facts, where it is reached.
+type factsAt struct {
+	name, addr string
+	conn       *grpc.ClientConn
+}
+
+// factsPeers are the programs serving the facts contract for services, one
+// per address: services served by one program (the all-in-one program)
+// share one registration of the contract there, which tells each of their
+// copies, so core calls it once.
+func factsPeers(cfg server.Config, services []factsAt) []core.FactsPeer {
+	var out []core.FactsPeer
+	at := map[string]int{}
+	for _, s := range services {
+		addr := cfg.Peer(s.addr)
+		if i, ok := at[addr]; ok {
+			out[i].Name = strings.TrimSuffix(out[i].Name, " service") + "/" + s.name + " service"
+			continue
+		}
+		at[addr] = len(out)
+		out = append(out, core.FactsPeer{Name: s.name + " service", Client: factsv1.NewLogicalCloudFactsInternalServiceClient(s.conn)})
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/namespace/internal/namespace"
 )
@@ -31,5 +32,5 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, err
 	}
-	return []server.Service{svc}, server.Options{}, nil
+	return []server.Service{svc, facts.Serve(svc.Facts())}, server.Options{}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/quota/internal/quota"
@@ -47,5 +48,5 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	if err != nil {
 		return nil, server.Options{}, fmt.Errorf("quota: %w", err)
 	}
-	return []server.Service{svc}, server.Options{}, nil
+	return []server.Service{svc, facts.Serve(svc.Facts())}, server.Options{}, nil
 }

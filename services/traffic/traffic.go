@@ -9,6 +9,7 @@ import (
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/traffic/internal/dns"
 	"github.com/dcm-project/dcm/services/traffic/internal/traffic"
@@ -41,7 +42,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	svc := traffic.New(st)
 	runs := dns.New(st, dns.RsyncConnector(rsyncv1.NewRsyncInternalServiceClient(conns[0])), env.Log.Named("dns"), env.Config.DNSInterval)
-	return []server.Service{svc, svc.Internal(runs)}, server.Options{
+	return []server.Service{svc, svc.Internal(runs), facts.Serve(svc.Facts())}, server.Options{
 		Background: []func(context.Context) error{func(ctx context.Context) error {
 			runs.Run(ctx)
 			return nil

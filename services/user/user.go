@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/facts"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/user/internal/user"
@@ -39,7 +40,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 	}
 	svc := user.New(st, env.Config.CertLifetime)
 	log := env.Log.Named("owners")
-	return []server.Service{svc}, server.Options{
+	return []server.Service{svc, facts.Serve(svc.Facts())}, server.Options{
 		Background: []func(context.Context) error{func(ctx context.Context) error { return assignOwners(ctx, svc, log) }},
 	}, nil
 }

@@ -9,8 +9,8 @@ package corev1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
-	v11 "github.com/dcm-project/dcm/gen/dcm/user/v1"
+	v11 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	v1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -28,12 +28,672 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LogicalCloudUserEntry is a user of a logical cloud as the users routes
+// show it (seed 002's answer): the user, the permissions it holds (those
+// naming it, and those naming no user) and its quota.
+type LogicalCloudUserEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the user's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// type is "certificate" or "token".
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// certificate is the user's certificate signing request (made at the
+	// first apply when the user brought none).
+	Certificate string `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	// permissions are the permissions the user holds, ordered by name.
+	Permissions []*v1.UserPermission `protobuf:"bytes,4,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	// quota is the hard map of the quota "<user>-quota" (.../cluster-quotas),
+	// made from the user's "quota"; absent when the user has none. It
+	// limits the logical cloud's namespace (docs/logical-clouds.md, "Users").
+	Quota         *structpb.Struct `protobuf:"bytes,5,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogicalCloudUserEntry) Reset() {
+	*x = LogicalCloudUserEntry{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogicalCloudUserEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogicalCloudUserEntry) ProtoMessage() {}
+
+func (x *LogicalCloudUserEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogicalCloudUserEntry.ProtoReflect.Descriptor instead.
+func (*LogicalCloudUserEntry) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LogicalCloudUserEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LogicalCloudUserEntry) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *LogicalCloudUserEntry) GetCertificate() string {
+	if x != nil {
+		return x.Certificate
+	}
+	return ""
+}
+
+func (x *LogicalCloudUserEntry) GetPermissions() []*v1.UserPermission {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+func (x *LogicalCloudUserEntry) GetQuota() *structpb.Struct {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+// CreateLogicalCloudUserRequest carries seed 002's user object.
+type CreateLogicalCloudUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// user is seed 002's user object: name, type, certificate, permissions
+	// (one rule object or a list), quota.
+	User          *structpb.Struct `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLogicalCloudUserRequest) Reset() {
+	*x = CreateLogicalCloudUserRequest{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLogicalCloudUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLogicalCloudUserRequest) ProtoMessage() {}
+
+func (x *CreateLogicalCloudUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLogicalCloudUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateLogicalCloudUserRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateLogicalCloudUserRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateLogicalCloudUserRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *CreateLogicalCloudUserRequest) GetUser() *structpb.Struct {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// CreateLogicalCloudUserResponse is seed 002's answer, and the user as
+// stored.
+type CreateLogicalCloudUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the logical cloud's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// user is the new user's name.
+	User string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// message says what was made.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// entry is the user with its permissions and quota.
+	Entry         *LogicalCloudUserEntry `protobuf:"bytes,4,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLogicalCloudUserResponse) Reset() {
+	*x = CreateLogicalCloudUserResponse{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLogicalCloudUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLogicalCloudUserResponse) ProtoMessage() {}
+
+func (x *CreateLogicalCloudUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLogicalCloudUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateLogicalCloudUserResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateLogicalCloudUserResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateLogicalCloudUserResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CreateLogicalCloudUserResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CreateLogicalCloudUserResponse) GetEntry() *LogicalCloudUserEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+// ListLogicalCloudUsersRequest names the logical cloud.
+type ListLogicalCloudUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// page_size is the most items one page holds: 0 (or absent) is the
+	// default, 100; above the maximum, 1000, it is clamped to 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token continues the list after the page whose next_page_token it
+	// is (opaque); empty starts at the first item.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLogicalCloudUsersRequest) Reset() {
+	*x = ListLogicalCloudUsersRequest{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLogicalCloudUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLogicalCloudUsersRequest) ProtoMessage() {}
+
+func (x *ListLogicalCloudUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLogicalCloudUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListLogicalCloudUsersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListLogicalCloudUsersRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListLogicalCloudUsersRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *ListLogicalCloudUsersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLogicalCloudUsersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLogicalCloudUsersResponse carries the users.
+type ListLogicalCloudUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// users ordered by name.
+	Users []*LogicalCloudUserEntry `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	// next_page_token is the page_token of the next page; empty on the last
+	// page. REST answers it in the Next-Page-Token header as well.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLogicalCloudUsersResponse) Reset() {
+	*x = ListLogicalCloudUsersResponse{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLogicalCloudUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLogicalCloudUsersResponse) ProtoMessage() {}
+
+func (x *ListLogicalCloudUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLogicalCloudUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListLogicalCloudUsersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListLogicalCloudUsersResponse) GetUsers() []*LogicalCloudUserEntry {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *ListLogicalCloudUsersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetLogicalCloudUserRequest names a user.
+type GetLogicalCloudUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the user's name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLogicalCloudUserRequest) Reset() {
+	*x = GetLogicalCloudUserRequest{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLogicalCloudUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLogicalCloudUserRequest) ProtoMessage() {}
+
+func (x *GetLogicalCloudUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLogicalCloudUserRequest.ProtoReflect.Descriptor instead.
+func (*GetLogicalCloudUserRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetLogicalCloudUserRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GetLogicalCloudUserRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *GetLogicalCloudUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetLogicalCloudUserResponse carries the user.
+type GetLogicalCloudUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user with its permissions and quota.
+	User          *LogicalCloudUserEntry `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLogicalCloudUserResponse) Reset() {
+	*x = GetLogicalCloudUserResponse{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLogicalCloudUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLogicalCloudUserResponse) ProtoMessage() {}
+
+func (x *GetLogicalCloudUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLogicalCloudUserResponse.ProtoReflect.Descriptor instead.
+func (*GetLogicalCloudUserResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetLogicalCloudUserResponse) GetUser() *LogicalCloudUserEntry {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// DeleteLogicalCloudUserRequest names a user.
+type DeleteLogicalCloudUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	// name is the user's name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLogicalCloudUserRequest) Reset() {
+	*x = DeleteLogicalCloudUserRequest{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLogicalCloudUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLogicalCloudUserRequest) ProtoMessage() {}
+
+func (x *DeleteLogicalCloudUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLogicalCloudUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLogicalCloudUserRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteLogicalCloudUserRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteLogicalCloudUserRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+func (x *DeleteLogicalCloudUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteLogicalCloudUserResponse is empty.
+type DeleteLogicalCloudUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLogicalCloudUserResponse) Reset() {
+	*x = DeleteLogicalCloudUserResponse{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLogicalCloudUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLogicalCloudUserResponse) ProtoMessage() {}
+
+func (x *DeleteLogicalCloudUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLogicalCloudUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLogicalCloudUserResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{8}
+}
+
+// DeleteLogicalCloudUsersRequest names the logical cloud.
+type DeleteLogicalCloudUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLogicalCloudUsersRequest) Reset() {
+	*x = DeleteLogicalCloudUsersRequest{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLogicalCloudUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLogicalCloudUsersRequest) ProtoMessage() {}
+
+func (x *DeleteLogicalCloudUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLogicalCloudUsersRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLogicalCloudUsersRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeleteLogicalCloudUsersRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteLogicalCloudUsersRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// DeleteLogicalCloudUsersResponse is empty.
+type DeleteLogicalCloudUsersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLogicalCloudUsersResponse) Reset() {
+	*x = DeleteLogicalCloudUsersResponse{}
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLogicalCloudUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLogicalCloudUsersResponse) ProtoMessage() {}
+
+func (x *DeleteLogicalCloudUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLogicalCloudUsersResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLogicalCloudUsersResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{10}
+}
+
 // LogicalCloud is a tenant's slice of a set of clusters: the same
 // namespace, user, permissions and quota on each (seed 000's body).
 type LogicalCloud struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// metadata names the logical cloud.
-	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *v11.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec is the namespace, level and user.
 	Spec *LogicalCloudSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
 	// lifecycle is the last transition asked for (output only; read the
@@ -45,7 +705,7 @@ type LogicalCloud struct {
 
 func (x *LogicalCloud) Reset() {
 	*x = LogicalCloud{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[0]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +717,7 @@ func (x *LogicalCloud) String() string {
 func (*LogicalCloud) ProtoMessage() {}
 
 func (x *LogicalCloud) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[0]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,10 +730,10 @@ func (x *LogicalCloud) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloud.ProtoReflect.Descriptor instead.
 func (*LogicalCloud) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{0}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *LogicalCloud) GetMetadata() *v1.Metadata {
+func (x *LogicalCloud) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -127,7 +787,7 @@ type LogicalCloudSpec struct {
 	// list of {"key", "value"}; the project's answers are the list, EMCO's
 	// the object. Keys in the kubernetes.io, k8s.io, dcm.io and istio.io
 	// domains (and istio-injection) are the system's and refused.
-	Labels []*v1.Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
+	Labels []*v11.Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
 	// allow_ingress_from names the logical clouds whose namespaces may reach
 	// this one's pods (its NetworkPolicy dcm-ingress; docs/logical-clouds.md,
 	// "Network policies"): "<logical cloud>" of the same project, or
@@ -141,14 +801,20 @@ type LogicalCloudSpec struct {
 	// a cluster that loses one or is deleted (docs/logical-clouds.md,
 	// "Clusters by label"). Unset is true; only a logical cloud with
 	// cluster-labels may set it.
-	FollowLabels  *bool `protobuf:"varint,10,opt,name=follow_labels,json=follow-labels,proto3,oneof" json:"follow_labels,omitempty"`
+	FollowLabels *bool `protobuf:"varint,10,opt,name=follow_labels,json=follow-labels,proto3,oneof" json:"follow_labels,omitempty"`
+	// users are the names of the logical cloud's users, ordered by name
+	// (none for an admin logical cloud). Output only: users are added with
+	// POST .../users (or seed 002's POST .../logical-clouds naming an
+	// existing logical cloud) and removed with DELETE .../users/{user}; a
+	// PUT's value is ignored.
+	Users         []string `protobuf:"bytes,20,rep,name=users,proto3" json:"users,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogicalCloudSpec) Reset() {
 	*x = LogicalCloudSpec{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[1]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +826,7 @@ func (x *LogicalCloudSpec) String() string {
 func (*LogicalCloudSpec) ProtoMessage() {}
 
 func (x *LogicalCloudSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[1]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +839,7 @@ func (x *LogicalCloudSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudSpec.ProtoReflect.Descriptor instead.
 func (*LogicalCloudSpec) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{1}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LogicalCloudSpec) GetNamespace() string {
@@ -225,7 +891,7 @@ func (x *LogicalCloudSpec) GetCaRoot() string {
 	return ""
 }
 
-func (x *LogicalCloudSpec) GetLabels() []*v1.Label {
+func (x *LogicalCloudSpec) GetLabels() []*v11.Label {
 	if x != nil {
 		return x.Labels
 	}
@@ -246,6 +912,13 @@ func (x *LogicalCloudSpec) GetFollowLabels() bool {
 	return false
 }
 
+func (x *LogicalCloudSpec) GetUsers() []string {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
 // ServiceMesh is a logical cloud's spec.service-mesh.
 type ServiceMesh struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -260,7 +933,7 @@ type ServiceMesh struct {
 
 func (x *ServiceMesh) Reset() {
 	*x = ServiceMesh{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +945,7 @@ func (x *ServiceMesh) String() string {
 func (*ServiceMesh) ProtoMessage() {}
 
 func (x *ServiceMesh) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[2]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +958,7 @@ func (x *ServiceMesh) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceMesh.ProtoReflect.Descriptor instead.
 func (*ServiceMesh) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{2}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServiceMesh) GetEnabled() bool {
@@ -312,7 +985,7 @@ type LogicalCloudUser struct {
 	// user_permissions are created with the logical cloud in the user
 	// service (.../user-permissions); answers show the logical cloud's
 	// permissions now, ordered by name; a PUT may send back the same ones.
-	UserPermissions []*v11.UserPermission `protobuf:"bytes,3,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
+	UserPermissions []*v1.UserPermission `protobuf:"bytes,3,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
 	// certificate is an optional PEM certificate signing request for the
 	// user, whose common name is the user name (input only; without it the
 	// user's key is generated when the logical cloud is applied).
@@ -323,7 +996,7 @@ type LogicalCloudUser struct {
 
 func (x *LogicalCloudUser) Reset() {
 	*x = LogicalCloudUser{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +1008,7 @@ func (x *LogicalCloudUser) String() string {
 func (*LogicalCloudUser) ProtoMessage() {}
 
 func (x *LogicalCloudUser) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[3]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +1021,7 @@ func (x *LogicalCloudUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudUser.ProtoReflect.Descriptor instead.
 func (*LogicalCloudUser) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{3}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LogicalCloudUser) GetUserName() string {
@@ -365,7 +1038,7 @@ func (x *LogicalCloudUser) GetType() string {
 	return ""
 }
 
-func (x *LogicalCloudUser) GetUserPermissions() []*v11.UserPermission {
+func (x *LogicalCloudUser) GetUserPermissions() []*v1.UserPermission {
 	if x != nil {
 		return x.UserPermissions
 	}
@@ -387,7 +1060,7 @@ type CreateLogicalCloudRequest struct {
 	// project is the project's name, from the path.
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// metadata names the logical cloud (seed 000).
-	Metadata *v1.Metadata `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *v11.Metadata `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec is the namespace, level and user (seed 000).
 	Spec *LogicalCloudSpec `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
 	// name is the logical cloud's name (seed 002).
@@ -412,7 +1085,7 @@ type CreateLogicalCloudRequest struct {
 
 func (x *CreateLogicalCloudRequest) Reset() {
 	*x = CreateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +1097,7 @@ func (x *CreateLogicalCloudRequest) String() string {
 func (*CreateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *CreateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[4]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +1110,7 @@ func (x *CreateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*CreateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{4}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateLogicalCloudRequest) GetProject() string {
@@ -447,7 +1120,7 @@ func (x *CreateLogicalCloudRequest) GetProject() string {
 	return ""
 }
 
-func (x *CreateLogicalCloudRequest) GetMetadata() *v1.Metadata {
+func (x *CreateLogicalCloudRequest) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -528,7 +1201,7 @@ type CreateLogicalCloudResponse struct {
 
 func (x *CreateLogicalCloudResponse) Reset() {
 	*x = CreateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +1213,7 @@ func (x *CreateLogicalCloudResponse) String() string {
 func (*CreateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *CreateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[5]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +1226,7 @@ func (x *CreateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*CreateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{5}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateLogicalCloudResponse) GetName() string {
@@ -646,7 +1319,7 @@ type CreateMeshLogicalCloudRequest struct {
 
 func (x *CreateMeshLogicalCloudRequest) Reset() {
 	*x = CreateMeshLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +1331,7 @@ func (x *CreateMeshLogicalCloudRequest) String() string {
 func (*CreateMeshLogicalCloudRequest) ProtoMessage() {}
 
 func (x *CreateMeshLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[6]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +1344,7 @@ func (x *CreateMeshLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMeshLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*CreateMeshLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{6}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateMeshLogicalCloudRequest) GetProject() string {
@@ -768,7 +1441,7 @@ type CreateMeshLogicalCloudResponse struct {
 
 func (x *CreateMeshLogicalCloudResponse) Reset() {
 	*x = CreateMeshLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +1453,7 @@ func (x *CreateMeshLogicalCloudResponse) String() string {
 func (*CreateMeshLogicalCloudResponse) ProtoMessage() {}
 
 func (x *CreateMeshLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[7]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +1466,7 @@ func (x *CreateMeshLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMeshLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*CreateMeshLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{7}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateMeshLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -837,7 +1510,7 @@ type GetLogicalCloudRequest struct {
 
 func (x *GetLogicalCloudRequest) Reset() {
 	*x = GetLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1522,7 @@ func (x *GetLogicalCloudRequest) String() string {
 func (*GetLogicalCloudRequest) ProtoMessage() {}
 
 func (x *GetLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1535,7 @@ func (x *GetLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{8}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetLogicalCloudRequest) GetProject() string {
@@ -890,7 +1563,7 @@ type GetLogicalCloudResponse struct {
 
 func (x *GetLogicalCloudResponse) Reset() {
 	*x = GetLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1575,7 @@ func (x *GetLogicalCloudResponse) String() string {
 func (*GetLogicalCloudResponse) ProtoMessage() {}
 
 func (x *GetLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1588,7 @@ func (x *GetLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{9}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -943,7 +1616,7 @@ type ListLogicalCloudsRequest struct {
 
 func (x *ListLogicalCloudsRequest) Reset() {
 	*x = ListLogicalCloudsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1628,7 @@ func (x *ListLogicalCloudsRequest) String() string {
 func (*ListLogicalCloudsRequest) ProtoMessage() {}
 
 func (x *ListLogicalCloudsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1641,7 @@ func (x *ListLogicalCloudsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogicalCloudsRequest.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{10}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListLogicalCloudsRequest) GetProject() string {
@@ -1006,7 +1679,7 @@ type ListLogicalCloudsResponse struct {
 
 func (x *ListLogicalCloudsResponse) Reset() {
 	*x = ListLogicalCloudsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1691,7 @@ func (x *ListLogicalCloudsResponse) String() string {
 func (*ListLogicalCloudsResponse) ProtoMessage() {}
 
 func (x *ListLogicalCloudsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1704,7 @@ func (x *ListLogicalCloudsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogicalCloudsResponse.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{11}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListLogicalCloudsResponse) GetLogicalClouds() []*LogicalCloud {
@@ -1056,7 +1729,7 @@ type UpdateLogicalCloudRequest struct {
 	// logical_cloud is the logical cloud's name, from the path.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// metadata replaces the stored one; its name must equal logical_cloud.
-	Metadata *v1.Metadata `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *v11.Metadata `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec, when given, must keep the namespace, level and user name.
 	Spec *LogicalCloudSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
 	// lifecycle is ignored: it is output only, accepted so that a GET's
@@ -1068,7 +1741,7 @@ type UpdateLogicalCloudRequest struct {
 
 func (x *UpdateLogicalCloudRequest) Reset() {
 	*x = UpdateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1753,7 @@ func (x *UpdateLogicalCloudRequest) String() string {
 func (*UpdateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1766,7 @@ func (x *UpdateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{12}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateLogicalCloudRequest) GetProject() string {
@@ -1110,7 +1783,7 @@ func (x *UpdateLogicalCloudRequest) GetLogicalCloud() string {
 	return ""
 }
 
-func (x *UpdateLogicalCloudRequest) GetMetadata() *v1.Metadata {
+func (x *UpdateLogicalCloudRequest) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -1142,7 +1815,7 @@ type UpdateLogicalCloudResponse struct {
 
 func (x *UpdateLogicalCloudResponse) Reset() {
 	*x = UpdateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1827,7 @@ func (x *UpdateLogicalCloudResponse) String() string {
 func (*UpdateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *UpdateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1840,7 @@ func (x *UpdateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{13}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateLogicalCloudResponse) GetLogicalCloud() *LogicalCloud {
@@ -1190,7 +1863,7 @@ type DeleteLogicalCloudRequest struct {
 
 func (x *DeleteLogicalCloudRequest) Reset() {
 	*x = DeleteLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1875,7 @@ func (x *DeleteLogicalCloudRequest) String() string {
 func (*DeleteLogicalCloudRequest) ProtoMessage() {}
 
 func (x *DeleteLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1888,7 @@ func (x *DeleteLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{14}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteLogicalCloudRequest) GetProject() string {
@@ -1241,7 +1914,7 @@ type DeleteLogicalCloudResponse struct {
 
 func (x *DeleteLogicalCloudResponse) Reset() {
 	*x = DeleteLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1926,7 @@ func (x *DeleteLogicalCloudResponse) String() string {
 func (*DeleteLogicalCloudResponse) ProtoMessage() {}
 
 func (x *DeleteLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1939,7 @@ func (x *DeleteLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
 }
 
 // ClusterReference puts a registered cluster in a logical cloud.
@@ -1281,14 +1954,14 @@ type ClusterReference struct {
 	LoadbalancerIp string `protobuf:"bytes,3,opt,name=loadbalancer_ip,json=loadbalancer-ip,proto3" json:"loadbalancer_ip,omitempty"`
 	// metadata names the reference (default: the cluster's name) and
 	// describes it, as EMCO's cluster references are.
-	Metadata      *v1.Metadata `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata      *v11.Metadata `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterReference) Reset() {
 	*x = ClusterReference{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1973,7 @@ func (x *ClusterReference) String() string {
 func (*ClusterReference) ProtoMessage() {}
 
 func (x *ClusterReference) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1986,7 @@ func (x *ClusterReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterReference.ProtoReflect.Descriptor instead.
 func (*ClusterReference) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClusterReference) GetClusterProvider() string {
@@ -1337,7 +2010,7 @@ func (x *ClusterReference) GetLoadbalancerIp() string {
 	return ""
 }
 
-func (x *ClusterReference) GetMetadata() *v1.Metadata {
+func (x *ClusterReference) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -1363,14 +2036,14 @@ type CreateClusterReferenceRequest struct {
 	// reference is named after the cluster. A name is unique among the
 	// logical cloud's references, and may not be another reference's
 	// cluster name (a reference is found by either).
-	Metadata      *v1.Metadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata      *v11.Metadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateClusterReferenceRequest) Reset() {
 	*x = CreateClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +2055,7 @@ func (x *CreateClusterReferenceRequest) String() string {
 func (*CreateClusterReferenceRequest) ProtoMessage() {}
 
 func (x *CreateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +2068,7 @@ func (x *CreateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*CreateClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateClusterReferenceRequest) GetProject() string {
@@ -1433,7 +2106,7 @@ func (x *CreateClusterReferenceRequest) GetLoadbalancerIp() string {
 	return ""
 }
 
-func (x *CreateClusterReferenceRequest) GetMetadata() *v1.Metadata {
+func (x *CreateClusterReferenceRequest) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -1451,7 +2124,7 @@ type CreateClusterReferenceResponse struct {
 
 func (x *CreateClusterReferenceResponse) Reset() {
 	*x = CreateClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +2136,7 @@ func (x *CreateClusterReferenceResponse) String() string {
 func (*CreateClusterReferenceResponse) ProtoMessage() {}
 
 func (x *CreateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +2149,7 @@ func (x *CreateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*CreateClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1507,7 +2180,7 @@ type GetClusterReferenceRequest struct {
 
 func (x *GetClusterReferenceRequest) Reset() {
 	*x = GetClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +2192,7 @@ func (x *GetClusterReferenceRequest) String() string {
 func (*GetClusterReferenceRequest) ProtoMessage() {}
 
 func (x *GetClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +2205,7 @@ func (x *GetClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetClusterReferenceRequest) GetProject() string {
@@ -1581,7 +2254,7 @@ type GetClusterReferenceResponse struct {
 
 func (x *GetClusterReferenceResponse) Reset() {
 	*x = GetClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +2266,7 @@ func (x *GetClusterReferenceResponse) String() string {
 func (*GetClusterReferenceResponse) ProtoMessage() {}
 
 func (x *GetClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +2279,7 @@ func (x *GetClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1638,7 +2311,7 @@ type ListClusterReferencesRequest struct {
 
 func (x *ListClusterReferencesRequest) Reset() {
 	*x = ListClusterReferencesRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +2323,7 @@ func (x *ListClusterReferencesRequest) String() string {
 func (*ListClusterReferencesRequest) ProtoMessage() {}
 
 func (x *ListClusterReferencesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +2336,7 @@ func (x *ListClusterReferencesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterReferencesRequest.ProtoReflect.Descriptor instead.
 func (*ListClusterReferencesRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListClusterReferencesRequest) GetProject() string {
@@ -1715,7 +2388,7 @@ type ListClusterReferencesResponse struct {
 
 func (x *ListClusterReferencesResponse) Reset() {
 	*x = ListClusterReferencesResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +2400,7 @@ func (x *ListClusterReferencesResponse) String() string {
 func (*ListClusterReferencesResponse) ProtoMessage() {}
 
 func (x *ListClusterReferencesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +2413,7 @@ func (x *ListClusterReferencesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClusterReferencesResponse.ProtoReflect.Descriptor instead.
 func (*ListClusterReferencesResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListClusterReferencesResponse) GetClusterReferences() []*ClusterReference {
@@ -1776,14 +2449,14 @@ type UpdateClusterReferenceRequest struct {
 	Name string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
 	// metadata, when given, replaces the description and user data; its
 	// name must be the reference's.
-	Metadata      *v1.Metadata `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata      *v11.Metadata `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateClusterReferenceRequest) Reset() {
 	*x = UpdateClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2468,7 @@ func (x *UpdateClusterReferenceRequest) String() string {
 func (*UpdateClusterReferenceRequest) ProtoMessage() {}
 
 func (x *UpdateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2481,7 @@ func (x *UpdateClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{23}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateClusterReferenceRequest) GetProject() string {
@@ -1853,7 +2526,7 @@ func (x *UpdateClusterReferenceRequest) GetName() string {
 	return ""
 }
 
-func (x *UpdateClusterReferenceRequest) GetMetadata() *v1.Metadata {
+func (x *UpdateClusterReferenceRequest) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -1871,7 +2544,7 @@ type UpdateClusterReferenceResponse struct {
 
 func (x *UpdateClusterReferenceResponse) Reset() {
 	*x = UpdateClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2556,7 @@ func (x *UpdateClusterReferenceResponse) String() string {
 func (*UpdateClusterReferenceResponse) ProtoMessage() {}
 
 func (x *UpdateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2569,7 @@ func (x *UpdateClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{24}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateClusterReferenceResponse) GetClusterReference() *ClusterReference {
@@ -1927,7 +2600,7 @@ type DeleteClusterReferenceRequest struct {
 
 func (x *DeleteClusterReferenceRequest) Reset() {
 	*x = DeleteClusterReferenceRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2612,7 @@ func (x *DeleteClusterReferenceRequest) String() string {
 func (*DeleteClusterReferenceRequest) ProtoMessage() {}
 
 func (x *DeleteClusterReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2625,7 @@ func (x *DeleteClusterReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterReferenceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteClusterReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{25}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteClusterReferenceRequest) GetProject() string {
@@ -1999,7 +2672,7 @@ type DeleteClusterReferenceResponse struct {
 
 func (x *DeleteClusterReferenceResponse) Reset() {
 	*x = DeleteClusterReferenceResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2684,7 @@ func (x *DeleteClusterReferenceResponse) String() string {
 func (*DeleteClusterReferenceResponse) ProtoMessage() {}
 
 func (x *DeleteClusterReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,14 +2697,14 @@ func (x *DeleteClusterReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterReferenceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteClusterReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{26}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
 }
 
 // KvPair is a logical cloud's record of key-value pairs (seed 000 7.5).
 type KvPair struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// metadata names the record; userData1 and userData2 are free data.
-	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *v11.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec holds the pairs.
 	Spec          *KvPairSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2040,7 +2713,7 @@ type KvPair struct {
 
 func (x *KvPair) Reset() {
 	*x = KvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2725,7 @@ func (x *KvPair) String() string {
 func (*KvPair) ProtoMessage() {}
 
 func (x *KvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,10 +2738,10 @@ func (x *KvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPair.ProtoReflect.Descriptor instead.
 func (*KvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{27}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
 }
 
-func (x *KvPair) GetMetadata() *v1.Metadata {
+func (x *KvPair) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -2094,7 +2767,7 @@ type KvPairSpec struct {
 
 func (x *KvPairSpec) Reset() {
 	*x = KvPairSpec{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2779,7 @@ func (x *KvPairSpec) String() string {
 func (*KvPairSpec) ProtoMessage() {}
 
 func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2792,7 @@ func (x *KvPairSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPairSpec.ProtoReflect.Descriptor instead.
 func (*KvPairSpec) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{28}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *KvPairSpec) GetKv() []*structpb.Struct {
@@ -2134,7 +2807,7 @@ func (x *KvPairSpec) GetKv() []*structpb.Struct {
 type StoredKvPair struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// metadata as given.
-	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *v11.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// pairs in the order given.
 	Pairs         []*KeyValue `protobuf:"bytes,2,rep,name=pairs,proto3" json:"pairs,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2143,7 +2816,7 @@ type StoredKvPair struct {
 
 func (x *StoredKvPair) Reset() {
 	*x = StoredKvPair{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2828,7 @@ func (x *StoredKvPair) String() string {
 func (*StoredKvPair) ProtoMessage() {}
 
 func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,10 +2841,10 @@ func (x *StoredKvPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredKvPair.ProtoReflect.Descriptor instead.
 func (*StoredKvPair) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{29}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{40}
 }
 
-func (x *StoredKvPair) GetMetadata() *v1.Metadata {
+func (x *StoredKvPair) GetMetadata() *v11.Metadata {
 	if x != nil {
 		return x.Metadata
 	}
@@ -2205,7 +2878,7 @@ type StoredMeshCluster struct {
 
 func (x *StoredMeshCluster) Reset() {
 	*x = StoredMeshCluster{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2890,7 @@ func (x *StoredMeshCluster) String() string {
 func (*StoredMeshCluster) ProtoMessage() {}
 
 func (x *StoredMeshCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2903,7 @@ func (x *StoredMeshCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredMeshCluster.ProtoReflect.Descriptor instead.
 func (*StoredMeshCluster) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{30}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StoredMeshCluster) GetProvider() string {
@@ -2267,7 +2940,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2952,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[31]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2965,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{31}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KeyValue) GetKey() string {
@@ -2324,7 +2997,7 @@ type CreateKvPairRequest struct {
 
 func (x *CreateKvPairRequest) Reset() {
 	*x = CreateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +3009,7 @@ func (x *CreateKvPairRequest) String() string {
 func (*CreateKvPairRequest) ProtoMessage() {}
 
 func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[32]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +3022,7 @@ func (x *CreateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*CreateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{32}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateKvPairRequest) GetProject() string {
@@ -2384,7 +3057,7 @@ type CreateKvPairResponse struct {
 
 func (x *CreateKvPairResponse) Reset() {
 	*x = CreateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +3069,7 @@ func (x *CreateKvPairResponse) String() string {
 func (*CreateKvPairResponse) ProtoMessage() {}
 
 func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[33]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +3082,7 @@ func (x *CreateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*CreateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{33}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateKvPairResponse) GetKvPair() *KvPair {
@@ -2434,7 +3107,7 @@ type GetKvPairRequest struct {
 
 func (x *GetKvPairRequest) Reset() {
 	*x = GetKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +3119,7 @@ func (x *GetKvPairRequest) String() string {
 func (*GetKvPairRequest) ProtoMessage() {}
 
 func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[34]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +3132,7 @@ func (x *GetKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairRequest.ProtoReflect.Descriptor instead.
 func (*GetKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{34}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetKvPairRequest) GetProject() string {
@@ -2494,7 +3167,7 @@ type GetKvPairResponse struct {
 
 func (x *GetKvPairResponse) Reset() {
 	*x = GetKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +3179,7 @@ func (x *GetKvPairResponse) String() string {
 func (*GetKvPairResponse) ProtoMessage() {}
 
 func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[35]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +3192,7 @@ func (x *GetKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKvPairResponse.ProtoReflect.Descriptor instead.
 func (*GetKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{35}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetKvPairResponse) GetKvPair() *KvPair {
@@ -2549,7 +3222,7 @@ type ListKvPairsRequest struct {
 
 func (x *ListKvPairsRequest) Reset() {
 	*x = ListKvPairsRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +3234,7 @@ func (x *ListKvPairsRequest) String() string {
 func (*ListKvPairsRequest) ProtoMessage() {}
 
 func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[36]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +3247,7 @@ func (x *ListKvPairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsRequest.ProtoReflect.Descriptor instead.
 func (*ListKvPairsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{36}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListKvPairsRequest) GetProject() string {
@@ -2619,7 +3292,7 @@ type ListKvPairsResponse struct {
 
 func (x *ListKvPairsResponse) Reset() {
 	*x = ListKvPairsResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +3304,7 @@ func (x *ListKvPairsResponse) String() string {
 func (*ListKvPairsResponse) ProtoMessage() {}
 
 func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[37]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +3317,7 @@ func (x *ListKvPairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKvPairsResponse.ProtoReflect.Descriptor instead.
 func (*ListKvPairsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{37}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListKvPairsResponse) GetKvPairs() []*KvPair {
@@ -2678,7 +3351,7 @@ type UpdateKvPairRequest struct {
 
 func (x *UpdateKvPairRequest) Reset() {
 	*x = UpdateKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +3363,7 @@ func (x *UpdateKvPairRequest) String() string {
 func (*UpdateKvPairRequest) ProtoMessage() {}
 
 func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[38]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +3376,7 @@ func (x *UpdateKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairRequest.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{38}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateKvPairRequest) GetProject() string {
@@ -2745,7 +3418,7 @@ type UpdateKvPairResponse struct {
 
 func (x *UpdateKvPairResponse) Reset() {
 	*x = UpdateKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +3430,7 @@ func (x *UpdateKvPairResponse) String() string {
 func (*UpdateKvPairResponse) ProtoMessage() {}
 
 func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[39]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +3443,7 @@ func (x *UpdateKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateKvPairResponse.ProtoReflect.Descriptor instead.
 func (*UpdateKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{39}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateKvPairResponse) GetKvPair() *KvPair {
@@ -2795,7 +3468,7 @@ type DeleteKvPairRequest struct {
 
 func (x *DeleteKvPairRequest) Reset() {
 	*x = DeleteKvPairRequest{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[40]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +3480,7 @@ func (x *DeleteKvPairRequest) String() string {
 func (*DeleteKvPairRequest) ProtoMessage() {}
 
 func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[40]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3493,7 @@ func (x *DeleteKvPairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairRequest.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{40}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteKvPairRequest) GetProject() string {
@@ -2853,7 +3526,7 @@ type DeleteKvPairResponse struct {
 
 func (x *DeleteKvPairResponse) Reset() {
 	*x = DeleteKvPairResponse{}
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[41]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3538,7 @@ func (x *DeleteKvPairResponse) String() string {
 func (*DeleteKvPairResponse) ProtoMessage() {}
 
 func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[41]
+	mi := &file_dcm_core_v1_logical_cloud_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,18 +3551,58 @@ func (x *DeleteKvPairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteKvPairResponse.ProtoReflect.Descriptor instead.
 func (*DeleteKvPairResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{41}
+	return file_dcm_core_v1_logical_cloud_proto_rawDescGZIP(), []int{52}
 }
 
 var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb3\x01\n" +
+	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xcf\x01\n" +
+	"\x15LogicalCloudUserEntry\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12 \n" +
+	"\vcertificate\x18\x03 \x01(\tR\vcertificate\x12=\n" +
+	"\vpermissions\x18\x04 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\vpermissions\x12-\n" +
+	"\x05quota\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x05quota\"\xaa\x01\n" +
+	"\x1dCreateLogicalCloudUserRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x123\n" +
+	"\x04user\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04user\"\x9c\x01\n" +
+	"\x1eCreateLogicalCloudUserResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x128\n" +
+	"\x05entry\x18\x04 \x01(\v2\".dcm.core.v1.LogicalCloudUserEntryR\x05entry\"\xc5\x01\n" +
+	"\x1cListLogicalCloudUsersRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12%\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
+	"page-token\"\x83\x01\n" +
+	"\x1dListLogicalCloudUsersResponse\x128\n" +
+	"\x05users\x18\x01 \x03(\v2\".dcm.core.v1.LogicalCloudUserEntryR\x05users\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x91\x01\n" +
+	"\x1aGetLogicalCloudUserRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"U\n" +
+	"\x1bGetLogicalCloudUserResponse\x126\n" +
+	"\x04user\x18\x01 \x01(\v2\".dcm.core.v1.LogicalCloudUserEntryR\x04user\"\x94\x01\n" +
+	"\x1dDeleteLogicalCloudUserRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
+	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\" \n" +
+	"\x1eDeleteLogicalCloudUserResponse\"v\n" +
+	"\x1eDeleteLogicalCloudUsersRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"!\n" +
+	"\x1fDeleteLogicalCloudUsersResponse\"\xb3\x01\n" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xd8\x04\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xee\x04\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -2904,7 +3617,8 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\x128\n" +
 	"\x12allow_ingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\x12allow-ingress-from\x12)\n" +
 	"\rfollow_labels\x18\n" +
-	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01B\x10\n" +
+	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01\x12\x14\n" +
+	"\x05users\x18\x14 \x03(\tR\x05usersB\x10\n" +
 	"\x0e_follow_labels\"r\n" +
 	"\vServiceMesh\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12I\n" +
@@ -3080,7 +3794,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xaa*\n" +
+	"\x14DeleteKvPairResponse2\xec2\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xb1\x01\n" +
 	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xb9\x01\n" +
@@ -3107,7 +3821,12 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\tGetKvPair\x12\x1d.dcm.core.v1.GetKvPairRequest\x1a\x1e.dcm.core.v1.GetKvPairResponse\"V\x82\xd3\xe4\x93\x02Pb\akv_pair\x12E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xa2\x01\n" +
 	"\vListKvPairs\x12\x1f.dcm.core.v1.ListKvPairsRequest\x1a .dcm.core.v1.ListKvPairsResponse\"P\x82\xd3\xe4\x93\x02Jb\bkv_pairs\x12>/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs\x12\xb4\x01\n" +
 	"\fUpdateKvPair\x12 .dcm.core.v1.UpdateKvPairRequest\x1a!.dcm.core.v1.UpdateKvPairResponse\"_\x82\xd3\xe4\x93\x02Y:\akv_pairb\akv_pair\x1aE/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xa2\x01\n" +
-	"\fDeleteKvPair\x12 .dcm.core.v1.DeleteKvPairRequest\x1a!.dcm.core.v1.DeleteKvPairResponse\"M\x82\xd3\xe4\x93\x02G*E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\fDeleteKvPair\x12 .dcm.core.v1.DeleteKvPairRequest\x1a!.dcm.core.v1.DeleteKvPairResponse\"M\x82\xd3\xe4\x93\x02G*E/v2/projects/{project}/logical-clouds/{logical_cloud}/kv-pairs/{name}\x12\xbc\x01\n" +
+	"\x16CreateLogicalCloudUser\x12*.dcm.core.v1.CreateLogicalCloudUserRequest\x1a+.dcm.core.v1.CreateLogicalCloudUserResponse\"I\x82\xd3\xe4\x93\x02C:\x04user\";/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\xb3\x01\n" +
+	"\x15ListLogicalCloudUsers\x12).dcm.core.v1.ListLogicalCloudUsersRequest\x1a*.dcm.core.v1.ListLogicalCloudUsersResponse\"C\x82\xd3\xe4\x93\x02=\x12;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\x87\x02\n" +
+	"\x13GetLogicalCloudUser\x12'.dcm.core.v1.GetLogicalCloudUserRequest\x1a(.dcm.core.v1.GetLogicalCloudUserResponse\"\x9c\x01\x82\xd3\xe4\x93\x02\x95\x01ZIb\x04user\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}b\x04user\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/users/{name}\x12\x84\x02\n" +
+	"\x16DeleteLogicalCloudUser\x12*.dcm.core.v1.DeleteLogicalCloudUserRequest\x1a+.dcm.core.v1.DeleteLogicalCloudUserResponse\"\x90\x01\x82\xd3\xe4\x93\x02\x89\x01ZC*A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}*B/v2/projects/{project}/logical-clouds/{logical_cloud}/users/{name}\x12\xb9\x01\n" +
+	"\x17DeleteLogicalCloudUsers\x12+.dcm.core.v1.DeleteLogicalCloudUsersRequest\x1a,.dcm.core.v1.DeleteLogicalCloudUsersResponse\"C\x82\xd3\xe4\x93\x02=*;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
 
 var (
@@ -3122,166 +3841,193 @@ func file_dcm_core_v1_logical_cloud_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_logical_cloud_proto_rawDescData
 }
 
-var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_dcm_core_v1_logical_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
-	(*LogicalCloud)(nil),                        // 0: dcm.core.v1.LogicalCloud
-	(*LogicalCloudSpec)(nil),                    // 1: dcm.core.v1.LogicalCloudSpec
-	(*ServiceMesh)(nil),                         // 2: dcm.core.v1.ServiceMesh
-	(*LogicalCloudUser)(nil),                    // 3: dcm.core.v1.LogicalCloudUser
-	(*CreateLogicalCloudRequest)(nil),           // 4: dcm.core.v1.CreateLogicalCloudRequest
-	(*CreateLogicalCloudResponse)(nil),          // 5: dcm.core.v1.CreateLogicalCloudResponse
-	(*CreateMeshLogicalCloudRequest)(nil),       // 6: dcm.core.v1.CreateMeshLogicalCloudRequest
-	(*CreateMeshLogicalCloudResponse)(nil),      // 7: dcm.core.v1.CreateMeshLogicalCloudResponse
-	(*GetLogicalCloudRequest)(nil),              // 8: dcm.core.v1.GetLogicalCloudRequest
-	(*GetLogicalCloudResponse)(nil),             // 9: dcm.core.v1.GetLogicalCloudResponse
-	(*ListLogicalCloudsRequest)(nil),            // 10: dcm.core.v1.ListLogicalCloudsRequest
-	(*ListLogicalCloudsResponse)(nil),           // 11: dcm.core.v1.ListLogicalCloudsResponse
-	(*UpdateLogicalCloudRequest)(nil),           // 12: dcm.core.v1.UpdateLogicalCloudRequest
-	(*UpdateLogicalCloudResponse)(nil),          // 13: dcm.core.v1.UpdateLogicalCloudResponse
-	(*DeleteLogicalCloudRequest)(nil),           // 14: dcm.core.v1.DeleteLogicalCloudRequest
-	(*DeleteLogicalCloudResponse)(nil),          // 15: dcm.core.v1.DeleteLogicalCloudResponse
-	(*ClusterReference)(nil),                    // 16: dcm.core.v1.ClusterReference
-	(*CreateClusterReferenceRequest)(nil),       // 17: dcm.core.v1.CreateClusterReferenceRequest
-	(*CreateClusterReferenceResponse)(nil),      // 18: dcm.core.v1.CreateClusterReferenceResponse
-	(*GetClusterReferenceRequest)(nil),          // 19: dcm.core.v1.GetClusterReferenceRequest
-	(*GetClusterReferenceResponse)(nil),         // 20: dcm.core.v1.GetClusterReferenceResponse
-	(*ListClusterReferencesRequest)(nil),        // 21: dcm.core.v1.ListClusterReferencesRequest
-	(*ListClusterReferencesResponse)(nil),       // 22: dcm.core.v1.ListClusterReferencesResponse
-	(*UpdateClusterReferenceRequest)(nil),       // 23: dcm.core.v1.UpdateClusterReferenceRequest
-	(*UpdateClusterReferenceResponse)(nil),      // 24: dcm.core.v1.UpdateClusterReferenceResponse
-	(*DeleteClusterReferenceRequest)(nil),       // 25: dcm.core.v1.DeleteClusterReferenceRequest
-	(*DeleteClusterReferenceResponse)(nil),      // 26: dcm.core.v1.DeleteClusterReferenceResponse
-	(*KvPair)(nil),                              // 27: dcm.core.v1.KvPair
-	(*KvPairSpec)(nil),                          // 28: dcm.core.v1.KvPairSpec
-	(*StoredKvPair)(nil),                        // 29: dcm.core.v1.StoredKvPair
-	(*StoredMeshCluster)(nil),                   // 30: dcm.core.v1.StoredMeshCluster
-	(*KeyValue)(nil),                            // 31: dcm.core.v1.KeyValue
-	(*CreateKvPairRequest)(nil),                 // 32: dcm.core.v1.CreateKvPairRequest
-	(*CreateKvPairResponse)(nil),                // 33: dcm.core.v1.CreateKvPairResponse
-	(*GetKvPairRequest)(nil),                    // 34: dcm.core.v1.GetKvPairRequest
-	(*GetKvPairResponse)(nil),                   // 35: dcm.core.v1.GetKvPairResponse
-	(*ListKvPairsRequest)(nil),                  // 36: dcm.core.v1.ListKvPairsRequest
-	(*ListKvPairsResponse)(nil),                 // 37: dcm.core.v1.ListKvPairsResponse
-	(*UpdateKvPairRequest)(nil),                 // 38: dcm.core.v1.UpdateKvPairRequest
-	(*UpdateKvPairResponse)(nil),                // 39: dcm.core.v1.UpdateKvPairResponse
-	(*DeleteKvPairRequest)(nil),                 // 40: dcm.core.v1.DeleteKvPairRequest
-	(*DeleteKvPairResponse)(nil),                // 41: dcm.core.v1.DeleteKvPairResponse
-	(*v1.Metadata)(nil),                         // 42: dcm.types.v1.Metadata
-	(*Lifecycle)(nil),                           // 43: dcm.core.v1.Lifecycle
-	(*v1.Label)(nil),                            // 44: dcm.types.v1.Label
-	(*v11.UserPermission)(nil),                  // 45: dcm.user.v1.UserPermission
-	(*structpb.Struct)(nil),                     // 46: google.protobuf.Struct
-	(*structpb.Value)(nil),                      // 47: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 48: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 49: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 50: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 51: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 52: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 53: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 54: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 55: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 56: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 57: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 58: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 59: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 60: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 61: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 62: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 63: dcm.core.v1.GetQuotaUsageResponse
+	(*LogicalCloudUserEntry)(nil),               // 0: dcm.core.v1.LogicalCloudUserEntry
+	(*CreateLogicalCloudUserRequest)(nil),       // 1: dcm.core.v1.CreateLogicalCloudUserRequest
+	(*CreateLogicalCloudUserResponse)(nil),      // 2: dcm.core.v1.CreateLogicalCloudUserResponse
+	(*ListLogicalCloudUsersRequest)(nil),        // 3: dcm.core.v1.ListLogicalCloudUsersRequest
+	(*ListLogicalCloudUsersResponse)(nil),       // 4: dcm.core.v1.ListLogicalCloudUsersResponse
+	(*GetLogicalCloudUserRequest)(nil),          // 5: dcm.core.v1.GetLogicalCloudUserRequest
+	(*GetLogicalCloudUserResponse)(nil),         // 6: dcm.core.v1.GetLogicalCloudUserResponse
+	(*DeleteLogicalCloudUserRequest)(nil),       // 7: dcm.core.v1.DeleteLogicalCloudUserRequest
+	(*DeleteLogicalCloudUserResponse)(nil),      // 8: dcm.core.v1.DeleteLogicalCloudUserResponse
+	(*DeleteLogicalCloudUsersRequest)(nil),      // 9: dcm.core.v1.DeleteLogicalCloudUsersRequest
+	(*DeleteLogicalCloudUsersResponse)(nil),     // 10: dcm.core.v1.DeleteLogicalCloudUsersResponse
+	(*LogicalCloud)(nil),                        // 11: dcm.core.v1.LogicalCloud
+	(*LogicalCloudSpec)(nil),                    // 12: dcm.core.v1.LogicalCloudSpec
+	(*ServiceMesh)(nil),                         // 13: dcm.core.v1.ServiceMesh
+	(*LogicalCloudUser)(nil),                    // 14: dcm.core.v1.LogicalCloudUser
+	(*CreateLogicalCloudRequest)(nil),           // 15: dcm.core.v1.CreateLogicalCloudRequest
+	(*CreateLogicalCloudResponse)(nil),          // 16: dcm.core.v1.CreateLogicalCloudResponse
+	(*CreateMeshLogicalCloudRequest)(nil),       // 17: dcm.core.v1.CreateMeshLogicalCloudRequest
+	(*CreateMeshLogicalCloudResponse)(nil),      // 18: dcm.core.v1.CreateMeshLogicalCloudResponse
+	(*GetLogicalCloudRequest)(nil),              // 19: dcm.core.v1.GetLogicalCloudRequest
+	(*GetLogicalCloudResponse)(nil),             // 20: dcm.core.v1.GetLogicalCloudResponse
+	(*ListLogicalCloudsRequest)(nil),            // 21: dcm.core.v1.ListLogicalCloudsRequest
+	(*ListLogicalCloudsResponse)(nil),           // 22: dcm.core.v1.ListLogicalCloudsResponse
+	(*UpdateLogicalCloudRequest)(nil),           // 23: dcm.core.v1.UpdateLogicalCloudRequest
+	(*UpdateLogicalCloudResponse)(nil),          // 24: dcm.core.v1.UpdateLogicalCloudResponse
+	(*DeleteLogicalCloudRequest)(nil),           // 25: dcm.core.v1.DeleteLogicalCloudRequest
+	(*DeleteLogicalCloudResponse)(nil),          // 26: dcm.core.v1.DeleteLogicalCloudResponse
+	(*ClusterReference)(nil),                    // 27: dcm.core.v1.ClusterReference
+	(*CreateClusterReferenceRequest)(nil),       // 28: dcm.core.v1.CreateClusterReferenceRequest
+	(*CreateClusterReferenceResponse)(nil),      // 29: dcm.core.v1.CreateClusterReferenceResponse
+	(*GetClusterReferenceRequest)(nil),          // 30: dcm.core.v1.GetClusterReferenceRequest
+	(*GetClusterReferenceResponse)(nil),         // 31: dcm.core.v1.GetClusterReferenceResponse
+	(*ListClusterReferencesRequest)(nil),        // 32: dcm.core.v1.ListClusterReferencesRequest
+	(*ListClusterReferencesResponse)(nil),       // 33: dcm.core.v1.ListClusterReferencesResponse
+	(*UpdateClusterReferenceRequest)(nil),       // 34: dcm.core.v1.UpdateClusterReferenceRequest
+	(*UpdateClusterReferenceResponse)(nil),      // 35: dcm.core.v1.UpdateClusterReferenceResponse
+	(*DeleteClusterReferenceRequest)(nil),       // 36: dcm.core.v1.DeleteClusterReferenceRequest
+	(*DeleteClusterReferenceResponse)(nil),      // 37: dcm.core.v1.DeleteClusterReferenceResponse
+	(*KvPair)(nil),                              // 38: dcm.core.v1.KvPair
+	(*KvPairSpec)(nil),                          // 39: dcm.core.v1.KvPairSpec
+	(*StoredKvPair)(nil),                        // 40: dcm.core.v1.StoredKvPair
+	(*StoredMeshCluster)(nil),                   // 41: dcm.core.v1.StoredMeshCluster
+	(*KeyValue)(nil),                            // 42: dcm.core.v1.KeyValue
+	(*CreateKvPairRequest)(nil),                 // 43: dcm.core.v1.CreateKvPairRequest
+	(*CreateKvPairResponse)(nil),                // 44: dcm.core.v1.CreateKvPairResponse
+	(*GetKvPairRequest)(nil),                    // 45: dcm.core.v1.GetKvPairRequest
+	(*GetKvPairResponse)(nil),                   // 46: dcm.core.v1.GetKvPairResponse
+	(*ListKvPairsRequest)(nil),                  // 47: dcm.core.v1.ListKvPairsRequest
+	(*ListKvPairsResponse)(nil),                 // 48: dcm.core.v1.ListKvPairsResponse
+	(*UpdateKvPairRequest)(nil),                 // 49: dcm.core.v1.UpdateKvPairRequest
+	(*UpdateKvPairResponse)(nil),                // 50: dcm.core.v1.UpdateKvPairResponse
+	(*DeleteKvPairRequest)(nil),                 // 51: dcm.core.v1.DeleteKvPairRequest
+	(*DeleteKvPairResponse)(nil),                // 52: dcm.core.v1.DeleteKvPairResponse
+	(*v1.UserPermission)(nil),                   // 53: dcm.user.v1.UserPermission
+	(*structpb.Struct)(nil),                     // 54: google.protobuf.Struct
+	(*v11.Metadata)(nil),                        // 55: dcm.types.v1.Metadata
+	(*Lifecycle)(nil),                           // 56: dcm.core.v1.Lifecycle
+	(*v11.Label)(nil),                           // 57: dcm.types.v1.Label
+	(*structpb.Value)(nil),                      // 58: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 59: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 60: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 61: dcm.core.v1.StopLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 62: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 63: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 64: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 65: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 66: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 67: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 68: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 69: dcm.core.v1.StopLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 70: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 71: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 72: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 73: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 74: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
-	42, // 0: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 1: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	43, // 2: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
-	3,  // 3: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
-	2,  // 4: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
-	44, // 5: dcm.core.v1.LogicalCloudSpec.labels:type_name -> dcm.types.v1.Label
-	45, // 6: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	42, // 7: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 8: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	46, // 9: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	47, // 10: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	0,  // 11: dcm.core.v1.CreateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	46, // 12: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	47, // 13: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	0,  // 14: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 15: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	0,  // 16: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	42, // 17: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	1,  // 18: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	43, // 19: dcm.core.v1.UpdateLogicalCloudRequest.lifecycle:type_name -> dcm.core.v1.Lifecycle
-	0,  // 20: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	42, // 21: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
-	42, // 22: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
-	16, // 23: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	16, // 24: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	16, // 25: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	42, // 26: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
-	16, // 27: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	42, // 28: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	28, // 29: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	46, // 30: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	42, // 31: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	31, // 32: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	27, // 33: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 34: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 35: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 36: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	27, // 37: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	27, // 38: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	4,  // 39: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	6,  // 40: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
-	8,  // 41: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	10, // 42: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	12, // 43: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	14, // 44: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	48, // 45: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	49, // 46: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	50, // 47: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	51, // 48: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	52, // 49: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	53, // 50: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	54, // 51: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	55, // 52: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
-	17, // 53: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	19, // 54: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	21, // 55: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	23, // 56: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	25, // 57: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	32, // 58: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	34, // 59: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	36, // 60: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	38, // 61: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	40, // 62: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	5,  // 63: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	7,  // 64: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
-	9,  // 65: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	11, // 66: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	13, // 67: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	15, // 68: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	56, // 69: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	57, // 70: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	58, // 71: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	59, // 72: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	60, // 73: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	61, // 74: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	62, // 75: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	63, // 76: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	18, // 77: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	20, // 78: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	22, // 79: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	24, // 80: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	26, // 81: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	33, // 82: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	35, // 83: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	37, // 84: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	39, // 85: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	41, // 86: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	63, // [63:87] is the sub-list for method output_type
-	39, // [39:63] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	53, // 0: dcm.core.v1.LogicalCloudUserEntry.permissions:type_name -> dcm.user.v1.UserPermission
+	54, // 1: dcm.core.v1.LogicalCloudUserEntry.quota:type_name -> google.protobuf.Struct
+	54, // 2: dcm.core.v1.CreateLogicalCloudUserRequest.user:type_name -> google.protobuf.Struct
+	0,  // 3: dcm.core.v1.CreateLogicalCloudUserResponse.entry:type_name -> dcm.core.v1.LogicalCloudUserEntry
+	0,  // 4: dcm.core.v1.ListLogicalCloudUsersResponse.users:type_name -> dcm.core.v1.LogicalCloudUserEntry
+	0,  // 5: dcm.core.v1.GetLogicalCloudUserResponse.user:type_name -> dcm.core.v1.LogicalCloudUserEntry
+	55, // 6: dcm.core.v1.LogicalCloud.metadata:type_name -> dcm.types.v1.Metadata
+	12, // 7: dcm.core.v1.LogicalCloud.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	56, // 8: dcm.core.v1.LogicalCloud.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	14, // 9: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
+	13, // 10: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
+	57, // 11: dcm.core.v1.LogicalCloudSpec.labels:type_name -> dcm.types.v1.Label
+	53, // 12: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	55, // 13: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	12, // 14: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	54, // 15: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	58, // 16: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	11, // 17: dcm.core.v1.CreateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	54, // 18: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	58, // 19: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	11, // 20: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	11, // 21: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	11, // 22: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
+	55, // 23: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	12, // 24: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	56, // 25: dcm.core.v1.UpdateLogicalCloudRequest.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	11, // 26: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	55, // 27: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
+	55, // 28: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 29: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	27, // 30: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	27, // 31: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	55, // 32: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 33: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	55, // 34: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	39, // 35: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	54, // 36: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	55, // 37: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	42, // 38: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	38, // 39: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 40: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 41: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 42: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	38, // 43: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 44: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	15, // 45: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	17, // 46: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
+	19, // 47: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	21, // 48: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	23, // 49: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	25, // 50: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	59, // 51: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	60, // 52: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	61, // 53: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	62, // 54: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	63, // 55: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	64, // 56: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	65, // 57: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	66, // 58: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	28, // 59: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	30, // 60: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	32, // 61: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	34, // 62: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	36, // 63: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	43, // 64: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	45, // 65: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	47, // 66: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	49, // 67: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	51, // 68: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	1,  // 69: dcm.core.v1.LogicalCloudService.CreateLogicalCloudUser:input_type -> dcm.core.v1.CreateLogicalCloudUserRequest
+	3,  // 70: dcm.core.v1.LogicalCloudService.ListLogicalCloudUsers:input_type -> dcm.core.v1.ListLogicalCloudUsersRequest
+	5,  // 71: dcm.core.v1.LogicalCloudService.GetLogicalCloudUser:input_type -> dcm.core.v1.GetLogicalCloudUserRequest
+	7,  // 72: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUser:input_type -> dcm.core.v1.DeleteLogicalCloudUserRequest
+	9,  // 73: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUsers:input_type -> dcm.core.v1.DeleteLogicalCloudUsersRequest
+	16, // 74: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	18, // 75: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
+	20, // 76: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	22, // 77: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	24, // 78: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	26, // 79: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	67, // 80: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	68, // 81: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	69, // 82: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	70, // 83: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	71, // 84: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	72, // 85: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	73, // 86: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	74, // 87: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	29, // 88: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	31, // 89: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	33, // 90: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	35, // 91: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	37, // 92: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	44, // 93: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	46, // 94: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	48, // 95: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	50, // 96: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	52, // 97: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	2,  // 98: dcm.core.v1.LogicalCloudService.CreateLogicalCloudUser:output_type -> dcm.core.v1.CreateLogicalCloudUserResponse
+	4,  // 99: dcm.core.v1.LogicalCloudService.ListLogicalCloudUsers:output_type -> dcm.core.v1.ListLogicalCloudUsersResponse
+	6,  // 100: dcm.core.v1.LogicalCloudService.GetLogicalCloudUser:output_type -> dcm.core.v1.GetLogicalCloudUserResponse
+	8,  // 101: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUser:output_type -> dcm.core.v1.DeleteLogicalCloudUserResponse
+	10, // 102: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUsers:output_type -> dcm.core.v1.DeleteLogicalCloudUsersResponse
+	74, // [74:103] is the sub-list for method output_type
+	45, // [45:74] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }
@@ -3290,15 +4036,15 @@ func file_dcm_core_v1_logical_cloud_proto_init() {
 		return
 	}
 	file_dcm_core_v1_lifecycle_proto_init()
-	file_dcm_core_v1_logical_cloud_proto_msgTypes[1].OneofWrappers = []any{}
-	file_dcm_core_v1_logical_cloud_proto_msgTypes[4].OneofWrappers = []any{}
+	file_dcm_core_v1_logical_cloud_proto_msgTypes[12].OneofWrappers = []any{}
+	file_dcm_core_v1_logical_cloud_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_logical_cloud_proto_rawDesc), len(file_dcm_core_v1_logical_cloud_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

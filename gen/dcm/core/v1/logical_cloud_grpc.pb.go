@@ -44,6 +44,11 @@ const (
 	LogicalCloudService_ListKvPairs_FullMethodName                 = "/dcm.core.v1.LogicalCloudService/ListKvPairs"
 	LogicalCloudService_UpdateKvPair_FullMethodName                = "/dcm.core.v1.LogicalCloudService/UpdateKvPair"
 	LogicalCloudService_DeleteKvPair_FullMethodName                = "/dcm.core.v1.LogicalCloudService/DeleteKvPair"
+	LogicalCloudService_CreateLogicalCloudUser_FullMethodName      = "/dcm.core.v1.LogicalCloudService/CreateLogicalCloudUser"
+	LogicalCloudService_ListLogicalCloudUsers_FullMethodName       = "/dcm.core.v1.LogicalCloudService/ListLogicalCloudUsers"
+	LogicalCloudService_GetLogicalCloudUser_FullMethodName         = "/dcm.core.v1.LogicalCloudService/GetLogicalCloudUser"
+	LogicalCloudService_DeleteLogicalCloudUser_FullMethodName      = "/dcm.core.v1.LogicalCloudService/DeleteLogicalCloudUser"
+	LogicalCloudService_DeleteLogicalCloudUsers_FullMethodName     = "/dcm.core.v1.LogicalCloudService/DeleteLogicalCloudUsers"
 )
 
 // LogicalCloudServiceClient is the client API for LogicalCloudService service.
@@ -133,6 +138,25 @@ type LogicalCloudServiceClient interface {
 	UpdateKvPair(ctx context.Context, in *UpdateKvPairRequest, opts ...grpc.CallOption) (*UpdateKvPairResponse, error)
 	// DeleteKvPair removes a key-value pair record.
 	DeleteKvPair(ctx context.Context, in *DeleteKvPairRequest, opts ...grpc.CallOption) (*DeleteKvPairResponse, error)
+	// CreateLogicalCloudUser adds a user to an existing logical cloud: seed
+	// 002's user object (name, type, certificate, permissions, quota),
+	// checked as at creation; the clusters get it at the next .../update.
+	// Seed 002's POST .../logical-clouds with an existing logical cloud's
+	// name and a new user does the same.
+	CreateLogicalCloudUser(ctx context.Context, in *CreateLogicalCloudUserRequest, opts ...grpc.CallOption) (*CreateLogicalCloudUserResponse, error)
+	// ListLogicalCloudUsers reads a logical cloud's users with the
+	// permissions each holds and its quota (seed 002's {"users": [...]}).
+	ListLogicalCloudUsers(ctx context.Context, in *ListLogicalCloudUsersRequest, opts ...grpc.CallOption) (*ListLogicalCloudUsersResponse, error)
+	// GetLogicalCloudUser reads one user with its permissions and quota.
+	GetLogicalCloudUser(ctx context.Context, in *GetLogicalCloudUserRequest, opts ...grpc.CallOption) (*GetLogicalCloudUserResponse, error)
+	// DeleteLogicalCloudUser removes a user, the permissions granted to it
+	// alone and its quota; the clusters lose it at the next .../update. The
+	// last user stays (409 LAST_USER).
+	DeleteLogicalCloudUser(ctx context.Context, in *DeleteLogicalCloudUserRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudUserResponse, error)
+	// DeleteLogicalCloudUsers would remove every user: a logical cloud keeps
+	// at least one, so it answers 409 LAST_USER (remove users one by one;
+	// the last goes with the logical cloud).
+	DeleteLogicalCloudUsers(ctx context.Context, in *DeleteLogicalCloudUsersRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudUsersResponse, error)
 }
 
 type logicalCloudServiceClient struct {
@@ -392,6 +416,56 @@ func (c *logicalCloudServiceClient) DeleteKvPair(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *logicalCloudServiceClient) CreateLogicalCloudUser(ctx context.Context, in *CreateLogicalCloudUserRequest, opts ...grpc.CallOption) (*CreateLogicalCloudUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateLogicalCloudUserResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_CreateLogicalCloudUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) ListLogicalCloudUsers(ctx context.Context, in *ListLogicalCloudUsersRequest, opts ...grpc.CallOption) (*ListLogicalCloudUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLogicalCloudUsersResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_ListLogicalCloudUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) GetLogicalCloudUser(ctx context.Context, in *GetLogicalCloudUserRequest, opts ...grpc.CallOption) (*GetLogicalCloudUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLogicalCloudUserResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_GetLogicalCloudUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) DeleteLogicalCloudUser(ctx context.Context, in *DeleteLogicalCloudUserRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteLogicalCloudUserResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_DeleteLogicalCloudUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) DeleteLogicalCloudUsers(ctx context.Context, in *DeleteLogicalCloudUsersRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteLogicalCloudUsersResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_DeleteLogicalCloudUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogicalCloudServiceServer is the server API for LogicalCloudService service.
 // All implementations must embed UnimplementedLogicalCloudServiceServer
 // for forward compatibility.
@@ -479,6 +553,25 @@ type LogicalCloudServiceServer interface {
 	UpdateKvPair(context.Context, *UpdateKvPairRequest) (*UpdateKvPairResponse, error)
 	// DeleteKvPair removes a key-value pair record.
 	DeleteKvPair(context.Context, *DeleteKvPairRequest) (*DeleteKvPairResponse, error)
+	// CreateLogicalCloudUser adds a user to an existing logical cloud: seed
+	// 002's user object (name, type, certificate, permissions, quota),
+	// checked as at creation; the clusters get it at the next .../update.
+	// Seed 002's POST .../logical-clouds with an existing logical cloud's
+	// name and a new user does the same.
+	CreateLogicalCloudUser(context.Context, *CreateLogicalCloudUserRequest) (*CreateLogicalCloudUserResponse, error)
+	// ListLogicalCloudUsers reads a logical cloud's users with the
+	// permissions each holds and its quota (seed 002's {"users": [...]}).
+	ListLogicalCloudUsers(context.Context, *ListLogicalCloudUsersRequest) (*ListLogicalCloudUsersResponse, error)
+	// GetLogicalCloudUser reads one user with its permissions and quota.
+	GetLogicalCloudUser(context.Context, *GetLogicalCloudUserRequest) (*GetLogicalCloudUserResponse, error)
+	// DeleteLogicalCloudUser removes a user, the permissions granted to it
+	// alone and its quota; the clusters lose it at the next .../update. The
+	// last user stays (409 LAST_USER).
+	DeleteLogicalCloudUser(context.Context, *DeleteLogicalCloudUserRequest) (*DeleteLogicalCloudUserResponse, error)
+	// DeleteLogicalCloudUsers would remove every user: a logical cloud keeps
+	// at least one, so it answers 409 LAST_USER (remove users one by one;
+	// the last goes with the logical cloud).
+	DeleteLogicalCloudUsers(context.Context, *DeleteLogicalCloudUsersRequest) (*DeleteLogicalCloudUsersResponse, error)
 	mustEmbedUnimplementedLogicalCloudServiceServer()
 }
 
@@ -560,6 +653,21 @@ func (UnimplementedLogicalCloudServiceServer) UpdateKvPair(context.Context, *Upd
 }
 func (UnimplementedLogicalCloudServiceServer) DeleteKvPair(context.Context, *DeleteKvPairRequest) (*DeleteKvPairResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteKvPair not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) CreateLogicalCloudUser(context.Context, *CreateLogicalCloudUserRequest) (*CreateLogicalCloudUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateLogicalCloudUser not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) ListLogicalCloudUsers(context.Context, *ListLogicalCloudUsersRequest) (*ListLogicalCloudUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLogicalCloudUsers not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) GetLogicalCloudUser(context.Context, *GetLogicalCloudUserRequest) (*GetLogicalCloudUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLogicalCloudUser not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) DeleteLogicalCloudUser(context.Context, *DeleteLogicalCloudUserRequest) (*DeleteLogicalCloudUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudUser not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) DeleteLogicalCloudUsers(context.Context, *DeleteLogicalCloudUsersRequest) (*DeleteLogicalCloudUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudUsers not implemented")
 }
 func (UnimplementedLogicalCloudServiceServer) mustEmbedUnimplementedLogicalCloudServiceServer() {}
 func (UnimplementedLogicalCloudServiceServer) testEmbeddedByValue()                             {}
@@ -1007,6 +1115,96 @@ func _LogicalCloudService_DeleteKvPair_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogicalCloudService_CreateLogicalCloudUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateLogicalCloudUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).CreateLogicalCloudUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_CreateLogicalCloudUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).CreateLogicalCloudUser(ctx, req.(*CreateLogicalCloudUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_ListLogicalCloudUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLogicalCloudUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).ListLogicalCloudUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_ListLogicalCloudUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).ListLogicalCloudUsers(ctx, req.(*ListLogicalCloudUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_GetLogicalCloudUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLogicalCloudUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).GetLogicalCloudUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_GetLogicalCloudUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).GetLogicalCloudUser(ctx, req.(*GetLogicalCloudUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_DeleteLogicalCloudUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLogicalCloudUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).DeleteLogicalCloudUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_DeleteLogicalCloudUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).DeleteLogicalCloudUser(ctx, req.(*DeleteLogicalCloudUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_DeleteLogicalCloudUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLogicalCloudUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).DeleteLogicalCloudUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_DeleteLogicalCloudUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).DeleteLogicalCloudUsers(ctx, req.(*DeleteLogicalCloudUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogicalCloudService_ServiceDesc is the grpc.ServiceDesc for LogicalCloudService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1105,6 +1303,26 @@ var LogicalCloudService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteKvPair",
 			Handler:    _LogicalCloudService_DeleteKvPair_Handler,
+		},
+		{
+			MethodName: "CreateLogicalCloudUser",
+			Handler:    _LogicalCloudService_CreateLogicalCloudUser_Handler,
+		},
+		{
+			MethodName: "ListLogicalCloudUsers",
+			Handler:    _LogicalCloudService_ListLogicalCloudUsers_Handler,
+		},
+		{
+			MethodName: "GetLogicalCloudUser",
+			Handler:    _LogicalCloudService_GetLogicalCloudUser_Handler,
+		},
+		{
+			MethodName: "DeleteLogicalCloudUser",
+			Handler:    _LogicalCloudService_DeleteLogicalCloudUser_Handler,
+		},
+		{
+			MethodName: "DeleteLogicalCloudUsers",
+			Handler:    _LogicalCloudService_DeleteLogicalCloudUsers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -8,11 +8,9 @@ package namespacev1
 
 import (
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
-	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -23,242 +21,38 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// PutLogicalCloudFactsRequest carries one logical cloud's facts.
-type PutLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Facts         *v1.LogicalCloudFacts  `protobuf:"bytes,1,opt,name=facts,proto3" json:"facts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsRequest) Reset() {
-	*x = PutLogicalCloudFactsRequest{}
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_internal_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *PutLogicalCloudFactsRequest) GetFacts() *v1.LogicalCloudFacts {
-	if x != nil {
-		return x.Facts
-	}
-	return nil
-}
-
-// PutLogicalCloudFactsResponse is empty.
-type PutLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsResponse) Reset() {
-	*x = PutLogicalCloudFactsResponse{}
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_internal_proto_rawDescGZIP(), []int{1}
-}
-
-// DeleteLogicalCloudFactsRequest names a deleted logical cloud.
-type DeleteLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	LogicalCloud  string                 `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsRequest) Reset() {
-	*x = DeleteLogicalCloudFactsRequest{}
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_internal_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetProject() string {
-	if x != nil {
-		return x.Project
-	}
-	return ""
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetLogicalCloud() string {
-	if x != nil {
-		return x.LogicalCloud
-	}
-	return ""
-}
-
-// DeleteLogicalCloudFactsResponse is empty.
-type DeleteLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsResponse) Reset() {
-	*x = DeleteLogicalCloudFactsResponse{}
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_namespace_v1_internal_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_namespace_v1_internal_proto_rawDescGZIP(), []int{3}
-}
-
 var File_dcm_namespace_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_namespace_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdcm/namespace/v1/internal.proto\x12\x10dcm.namespace.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1edcm/namespace/v1/service.proto\x1a\x18dcm/types/v1/facts.proto\"T\n" +
-	"\x1bPutLogicalCloudFactsRequest\x125\n" +
-	"\x05facts\x18\x01 \x01(\v2\x1f.dcm.types.v1.LogicalCloudFactsR\x05facts\"\x1e\n" +
-	"\x1cPutLogicalCloudFactsResponse\"`\n" +
-	"\x1eDeleteLogicalCloudFactsRequest\x12\x18\n" +
-	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\"!\n" +
-	"\x1fDeleteLogicalCloudFactsResponse2\xdb\x04\n" +
+	"\x1fdcm/namespace/v1/internal.proto\x12\x10dcm.namespace.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1edcm/namespace/v1/service.proto2\xe4\x02\n" +
 	"\x18NamespaceInternalService\x12f\n" +
 	"\x0fCreateNamespace\x12(.dcm.namespace.v1.CreateNamespaceRequest\x1a).dcm.namespace.v1.CreateNamespaceResponse\x12f\n" +
 	"\x0fRenderNamespace\x12(.dcm.namespace.v1.RenderNamespaceRequest\x1a).dcm.namespace.v1.RenderNamespaceResponse\x12l\n" +
-	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponse\x12u\n" +
-	"\x14PutLogicalCloudFacts\x12-.dcm.namespace.v1.PutLogicalCloudFactsRequest\x1a..dcm.namespace.v1.PutLogicalCloudFactsResponse\x12~\n" +
-	"\x17DeleteLogicalCloudFacts\x120.dcm.namespace.v1.DeleteLogicalCloudFactsRequest\x1a1.dcm.namespace.v1.DeleteLogicalCloudFactsResponse\x1a\n" +
+	"\x11PurgeLogicalCloud\x12*.dcm.namespace.v1.PurgeLogicalCloudRequest\x1a+.dcm.namespace.v1.PurgeLogicalCloudResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreB=Z;github.com/dcm-project/dcm/gen/dcm/namespace/v1;namespacev1b\x06proto3"
 
-var (
-	file_dcm_namespace_v1_internal_proto_rawDescOnce sync.Once
-	file_dcm_namespace_v1_internal_proto_rawDescData []byte
-)
-
-func file_dcm_namespace_v1_internal_proto_rawDescGZIP() []byte {
-	file_dcm_namespace_v1_internal_proto_rawDescOnce.Do(func() {
-		file_dcm_namespace_v1_internal_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dcm_namespace_v1_internal_proto_rawDesc), len(file_dcm_namespace_v1_internal_proto_rawDesc)))
-	})
-	return file_dcm_namespace_v1_internal_proto_rawDescData
-}
-
-var file_dcm_namespace_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_dcm_namespace_v1_internal_proto_goTypes = []any{
-	(*PutLogicalCloudFactsRequest)(nil),     // 0: dcm.namespace.v1.PutLogicalCloudFactsRequest
-	(*PutLogicalCloudFactsResponse)(nil),    // 1: dcm.namespace.v1.PutLogicalCloudFactsResponse
-	(*DeleteLogicalCloudFactsRequest)(nil),  // 2: dcm.namespace.v1.DeleteLogicalCloudFactsRequest
-	(*DeleteLogicalCloudFactsResponse)(nil), // 3: dcm.namespace.v1.DeleteLogicalCloudFactsResponse
-	(*v1.LogicalCloudFacts)(nil),            // 4: dcm.types.v1.LogicalCloudFacts
-	(*CreateNamespaceRequest)(nil),          // 5: dcm.namespace.v1.CreateNamespaceRequest
-	(*RenderNamespaceRequest)(nil),          // 6: dcm.namespace.v1.RenderNamespaceRequest
-	(*PurgeLogicalCloudRequest)(nil),        // 7: dcm.namespace.v1.PurgeLogicalCloudRequest
-	(*CreateNamespaceResponse)(nil),         // 8: dcm.namespace.v1.CreateNamespaceResponse
-	(*RenderNamespaceResponse)(nil),         // 9: dcm.namespace.v1.RenderNamespaceResponse
-	(*PurgeLogicalCloudResponse)(nil),       // 10: dcm.namespace.v1.PurgeLogicalCloudResponse
+	(*CreateNamespaceRequest)(nil),    // 0: dcm.namespace.v1.CreateNamespaceRequest
+	(*RenderNamespaceRequest)(nil),    // 1: dcm.namespace.v1.RenderNamespaceRequest
+	(*PurgeLogicalCloudRequest)(nil),  // 2: dcm.namespace.v1.PurgeLogicalCloudRequest
+	(*CreateNamespaceResponse)(nil),   // 3: dcm.namespace.v1.CreateNamespaceResponse
+	(*RenderNamespaceResponse)(nil),   // 4: dcm.namespace.v1.RenderNamespaceResponse
+	(*PurgeLogicalCloudResponse)(nil), // 5: dcm.namespace.v1.PurgeLogicalCloudResponse
 }
 var file_dcm_namespace_v1_internal_proto_depIdxs = []int32{
-	4,  // 0: dcm.namespace.v1.PutLogicalCloudFactsRequest.facts:type_name -> dcm.types.v1.LogicalCloudFacts
-	5,  // 1: dcm.namespace.v1.NamespaceInternalService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
-	6,  // 2: dcm.namespace.v1.NamespaceInternalService.RenderNamespace:input_type -> dcm.namespace.v1.RenderNamespaceRequest
-	7,  // 3: dcm.namespace.v1.NamespaceInternalService.PurgeLogicalCloud:input_type -> dcm.namespace.v1.PurgeLogicalCloudRequest
-	0,  // 4: dcm.namespace.v1.NamespaceInternalService.PutLogicalCloudFacts:input_type -> dcm.namespace.v1.PutLogicalCloudFactsRequest
-	2,  // 5: dcm.namespace.v1.NamespaceInternalService.DeleteLogicalCloudFacts:input_type -> dcm.namespace.v1.DeleteLogicalCloudFactsRequest
-	8,  // 6: dcm.namespace.v1.NamespaceInternalService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
-	9,  // 7: dcm.namespace.v1.NamespaceInternalService.RenderNamespace:output_type -> dcm.namespace.v1.RenderNamespaceResponse
-	10, // 8: dcm.namespace.v1.NamespaceInternalService.PurgeLogicalCloud:output_type -> dcm.namespace.v1.PurgeLogicalCloudResponse
-	1,  // 9: dcm.namespace.v1.NamespaceInternalService.PutLogicalCloudFacts:output_type -> dcm.namespace.v1.PutLogicalCloudFactsResponse
-	3,  // 10: dcm.namespace.v1.NamespaceInternalService.DeleteLogicalCloudFacts:output_type -> dcm.namespace.v1.DeleteLogicalCloudFactsResponse
-	6,  // [6:11] is the sub-list for method output_type
-	1,  // [1:6] is the sub-list for method input_type
-	1,  // [1:1] is the sub-list for extension type_name
-	1,  // [1:1] is the sub-list for extension extendee
-	0,  // [0:1] is the sub-list for field type_name
+	0, // 0: dcm.namespace.v1.NamespaceInternalService.CreateNamespace:input_type -> dcm.namespace.v1.CreateNamespaceRequest
+	1, // 1: dcm.namespace.v1.NamespaceInternalService.RenderNamespace:input_type -> dcm.namespace.v1.RenderNamespaceRequest
+	2, // 2: dcm.namespace.v1.NamespaceInternalService.PurgeLogicalCloud:input_type -> dcm.namespace.v1.PurgeLogicalCloudRequest
+	3, // 3: dcm.namespace.v1.NamespaceInternalService.CreateNamespace:output_type -> dcm.namespace.v1.CreateNamespaceResponse
+	4, // 4: dcm.namespace.v1.NamespaceInternalService.RenderNamespace:output_type -> dcm.namespace.v1.RenderNamespaceResponse
+	5, // 5: dcm.namespace.v1.NamespaceInternalService.PurgeLogicalCloud:output_type -> dcm.namespace.v1.PurgeLogicalCloudResponse
+	3, // [3:6] is the sub-list for method output_type
+	0, // [0:3] is the sub-list for method input_type
+	0, // [0:0] is the sub-list for extension type_name
+	0, // [0:0] is the sub-list for extension extendee
+	0, // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_dcm_namespace_v1_internal_proto_init() }
@@ -273,13 +67,12 @@ func file_dcm_namespace_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_namespace_v1_internal_proto_rawDesc), len(file_dcm_namespace_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   0,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_dcm_namespace_v1_internal_proto_goTypes,
 		DependencyIndexes: file_dcm_namespace_v1_internal_proto_depIdxs,
-		MessageInfos:      file_dcm_namespace_v1_internal_proto_msgTypes,
 	}.Build()
 	File_dcm_namespace_v1_internal_proto = out.File
 	file_dcm_namespace_v1_internal_proto_goTypes = nil

@@ -19,11 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NamespaceInternalService_CreateNamespace_FullMethodName         = "/dcm.namespace.v1.NamespaceInternalService/CreateNamespace"
-	NamespaceInternalService_RenderNamespace_FullMethodName         = "/dcm.namespace.v1.NamespaceInternalService/RenderNamespace"
-	NamespaceInternalService_PurgeLogicalCloud_FullMethodName       = "/dcm.namespace.v1.NamespaceInternalService/PurgeLogicalCloud"
-	NamespaceInternalService_PutLogicalCloudFacts_FullMethodName    = "/dcm.namespace.v1.NamespaceInternalService/PutLogicalCloudFacts"
-	NamespaceInternalService_DeleteLogicalCloudFacts_FullMethodName = "/dcm.namespace.v1.NamespaceInternalService/DeleteLogicalCloudFacts"
+	NamespaceInternalService_CreateNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceInternalService/CreateNamespace"
+	NamespaceInternalService_RenderNamespace_FullMethodName   = "/dcm.namespace.v1.NamespaceInternalService/RenderNamespace"
+	NamespaceInternalService_PurgeLogicalCloud_FullMethodName = "/dcm.namespace.v1.NamespaceInternalService/PurgeLogicalCloud"
 )
 
 // NamespaceInternalServiceClient is the client API for NamespaceInternalService service.
@@ -47,15 +45,6 @@ type NamespaceInternalServiceClient interface {
 	// PurgeLogicalCloud removes the namespace record of a logical cloud that
 	// core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error)
 }
 
 type namespaceInternalServiceClient struct {
@@ -96,26 +85,6 @@ func (c *namespaceInternalServiceClient) PurgeLogicalCloud(ctx context.Context, 
 	return out, nil
 }
 
-func (c *namespaceInternalServiceClient) PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PutLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, NamespaceInternalService_PutLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *namespaceInternalServiceClient) DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, NamespaceInternalService_DeleteLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // NamespaceInternalServiceServer is the server API for NamespaceInternalService service.
 // All implementations must embed UnimplementedNamespaceInternalServiceServer
 // for forward compatibility.
@@ -137,15 +106,6 @@ type NamespaceInternalServiceServer interface {
 	// PurgeLogicalCloud removes the namespace record of a logical cloud that
 	// core is deleting; rerunning it is harmless.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error)
 	mustEmbedUnimplementedNamespaceInternalServiceServer()
 }
 
@@ -164,12 +124,6 @@ func (UnimplementedNamespaceInternalServiceServer) RenderNamespace(context.Conte
 }
 func (UnimplementedNamespaceInternalServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
-}
-func (UnimplementedNamespaceInternalServiceServer) PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PutLogicalCloudFacts not implemented")
-}
-func (UnimplementedNamespaceInternalServiceServer) DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudFacts not implemented")
 }
 func (UnimplementedNamespaceInternalServiceServer) mustEmbedUnimplementedNamespaceInternalServiceServer() {
 }
@@ -247,42 +201,6 @@ func _NamespaceInternalService_PurgeLogicalCloud_Handler(srv interface{}, ctx co
 	return interceptor(ctx, in, info, handler)
 }
 
-func _NamespaceInternalService_PutLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PutLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NamespaceInternalServiceServer).PutLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NamespaceInternalService_PutLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceInternalServiceServer).PutLogicalCloudFacts(ctx, req.(*PutLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _NamespaceInternalService_DeleteLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NamespaceInternalServiceServer).DeleteLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NamespaceInternalService_DeleteLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NamespaceInternalServiceServer).DeleteLogicalCloudFacts(ctx, req.(*DeleteLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // NamespaceInternalService_ServiceDesc is the grpc.ServiceDesc for NamespaceInternalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -301,14 +219,6 @@ var NamespaceInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeLogicalCloud",
 			Handler:    _NamespaceInternalService_PurgeLogicalCloud_Handler,
-		},
-		{
-			MethodName: "PutLogicalCloudFacts",
-			Handler:    _NamespaceInternalService_PutLogicalCloudFacts_Handler,
-		},
-		{
-			MethodName: "DeleteLogicalCloudFacts",
-			Handler:    _NamespaceInternalService_DeleteLogicalCloudFacts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -8,11 +8,9 @@ package quotav1
 
 import (
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
-	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -23,237 +21,33 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// PutLogicalCloudFactsRequest carries one logical cloud's facts.
-type PutLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Facts         *v1.LogicalCloudFacts  `protobuf:"bytes,1,opt,name=facts,proto3" json:"facts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsRequest) Reset() {
-	*x = PutLogicalCloudFactsRequest{}
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_internal_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *PutLogicalCloudFactsRequest) GetFacts() *v1.LogicalCloudFacts {
-	if x != nil {
-		return x.Facts
-	}
-	return nil
-}
-
-// PutLogicalCloudFactsResponse is empty.
-type PutLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsResponse) Reset() {
-	*x = PutLogicalCloudFactsResponse{}
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_internal_proto_rawDescGZIP(), []int{1}
-}
-
-// DeleteLogicalCloudFactsRequest names a deleted logical cloud.
-type DeleteLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	LogicalCloud  string                 `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsRequest) Reset() {
-	*x = DeleteLogicalCloudFactsRequest{}
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_internal_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetProject() string {
-	if x != nil {
-		return x.Project
-	}
-	return ""
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetLogicalCloud() string {
-	if x != nil {
-		return x.LogicalCloud
-	}
-	return ""
-}
-
-// DeleteLogicalCloudFactsResponse is empty.
-type DeleteLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsResponse) Reset() {
-	*x = DeleteLogicalCloudFactsResponse{}
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_internal_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_internal_proto_rawDescGZIP(), []int{3}
-}
-
 var File_dcm_quota_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/quota/v1/internal.proto\x12\fdcm.quota.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1adcm/quota/v1/service.proto\x1a\x18dcm/types/v1/facts.proto\"T\n" +
-	"\x1bPutLogicalCloudFactsRequest\x125\n" +
-	"\x05facts\x18\x01 \x01(\v2\x1f.dcm.types.v1.LogicalCloudFactsR\x05facts\"\x1e\n" +
-	"\x1cPutLogicalCloudFactsResponse\"`\n" +
-	"\x1eDeleteLogicalCloudFactsRequest\x12\x18\n" +
-	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\"!\n" +
-	"\x1fDeleteLogicalCloudFactsResponse2\xc6\x03\n" +
+	"\x1bdcm/quota/v1/internal.proto\x12\fdcm.quota.v1\x1a\x1adcm/access/v1/access.proto\x1a\x1adcm/quota/v1/service.proto2\xdf\x01\n" +
 	"\x14QuotaInternalService\x12U\n" +
 	"\fRenderQuotas\x12!.dcm.quota.v1.RenderQuotasRequest\x1a\".dcm.quota.v1.RenderQuotasResponse\x12d\n" +
-	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponse\x12m\n" +
-	"\x14PutLogicalCloudFacts\x12).dcm.quota.v1.PutLogicalCloudFactsRequest\x1a*.dcm.quota.v1.PutLogicalCloudFactsResponse\x12v\n" +
-	"\x17DeleteLogicalCloudFacts\x12,.dcm.quota.v1.DeleteLogicalCloudFactsRequest\x1a-.dcm.quota.v1.DeleteLogicalCloudFactsResponse\x1a\n" +
+	"\x11PurgeLogicalCloud\x12&.dcm.quota.v1.PurgeLogicalCloudRequest\x1a'.dcm.quota.v1.PurgeLogicalCloudResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreB5Z3github.com/dcm-project/dcm/gen/dcm/quota/v1;quotav1b\x06proto3"
 
-var (
-	file_dcm_quota_v1_internal_proto_rawDescOnce sync.Once
-	file_dcm_quota_v1_internal_proto_rawDescData []byte
-)
-
-func file_dcm_quota_v1_internal_proto_rawDescGZIP() []byte {
-	file_dcm_quota_v1_internal_proto_rawDescOnce.Do(func() {
-		file_dcm_quota_v1_internal_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dcm_quota_v1_internal_proto_rawDesc), len(file_dcm_quota_v1_internal_proto_rawDesc)))
-	})
-	return file_dcm_quota_v1_internal_proto_rawDescData
-}
-
-var file_dcm_quota_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_dcm_quota_v1_internal_proto_goTypes = []any{
-	(*PutLogicalCloudFactsRequest)(nil),     // 0: dcm.quota.v1.PutLogicalCloudFactsRequest
-	(*PutLogicalCloudFactsResponse)(nil),    // 1: dcm.quota.v1.PutLogicalCloudFactsResponse
-	(*DeleteLogicalCloudFactsRequest)(nil),  // 2: dcm.quota.v1.DeleteLogicalCloudFactsRequest
-	(*DeleteLogicalCloudFactsResponse)(nil), // 3: dcm.quota.v1.DeleteLogicalCloudFactsResponse
-	(*v1.LogicalCloudFacts)(nil),            // 4: dcm.types.v1.LogicalCloudFacts
-	(*RenderQuotasRequest)(nil),             // 5: dcm.quota.v1.RenderQuotasRequest
-	(*PurgeLogicalCloudRequest)(nil),        // 6: dcm.quota.v1.PurgeLogicalCloudRequest
-	(*RenderQuotasResponse)(nil),            // 7: dcm.quota.v1.RenderQuotasResponse
-	(*PurgeLogicalCloudResponse)(nil),       // 8: dcm.quota.v1.PurgeLogicalCloudResponse
+	(*RenderQuotasRequest)(nil),       // 0: dcm.quota.v1.RenderQuotasRequest
+	(*PurgeLogicalCloudRequest)(nil),  // 1: dcm.quota.v1.PurgeLogicalCloudRequest
+	(*RenderQuotasResponse)(nil),      // 2: dcm.quota.v1.RenderQuotasResponse
+	(*PurgeLogicalCloudResponse)(nil), // 3: dcm.quota.v1.PurgeLogicalCloudResponse
 }
 var file_dcm_quota_v1_internal_proto_depIdxs = []int32{
-	4, // 0: dcm.quota.v1.PutLogicalCloudFactsRequest.facts:type_name -> dcm.types.v1.LogicalCloudFacts
-	5, // 1: dcm.quota.v1.QuotaInternalService.RenderQuotas:input_type -> dcm.quota.v1.RenderQuotasRequest
-	6, // 2: dcm.quota.v1.QuotaInternalService.PurgeLogicalCloud:input_type -> dcm.quota.v1.PurgeLogicalCloudRequest
-	0, // 3: dcm.quota.v1.QuotaInternalService.PutLogicalCloudFacts:input_type -> dcm.quota.v1.PutLogicalCloudFactsRequest
-	2, // 4: dcm.quota.v1.QuotaInternalService.DeleteLogicalCloudFacts:input_type -> dcm.quota.v1.DeleteLogicalCloudFactsRequest
-	7, // 5: dcm.quota.v1.QuotaInternalService.RenderQuotas:output_type -> dcm.quota.v1.RenderQuotasResponse
-	8, // 6: dcm.quota.v1.QuotaInternalService.PurgeLogicalCloud:output_type -> dcm.quota.v1.PurgeLogicalCloudResponse
-	1, // 7: dcm.quota.v1.QuotaInternalService.PutLogicalCloudFacts:output_type -> dcm.quota.v1.PutLogicalCloudFactsResponse
-	3, // 8: dcm.quota.v1.QuotaInternalService.DeleteLogicalCloudFacts:output_type -> dcm.quota.v1.DeleteLogicalCloudFactsResponse
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0, // 0: dcm.quota.v1.QuotaInternalService.RenderQuotas:input_type -> dcm.quota.v1.RenderQuotasRequest
+	1, // 1: dcm.quota.v1.QuotaInternalService.PurgeLogicalCloud:input_type -> dcm.quota.v1.PurgeLogicalCloudRequest
+	2, // 2: dcm.quota.v1.QuotaInternalService.RenderQuotas:output_type -> dcm.quota.v1.RenderQuotasResponse
+	3, // 3: dcm.quota.v1.QuotaInternalService.PurgeLogicalCloud:output_type -> dcm.quota.v1.PurgeLogicalCloudResponse
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
+	0, // [0:0] is the sub-list for extension type_name
+	0, // [0:0] is the sub-list for extension extendee
+	0, // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_dcm_quota_v1_internal_proto_init() }
@@ -268,13 +62,12 @@ func file_dcm_quota_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_quota_v1_internal_proto_rawDesc), len(file_dcm_quota_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   0,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_dcm_quota_v1_internal_proto_goTypes,
 		DependencyIndexes: file_dcm_quota_v1_internal_proto_depIdxs,
-		MessageInfos:      file_dcm_quota_v1_internal_proto_msgTypes,
 	}.Build()
 	File_dcm_quota_v1_internal_proto = out.File
 	file_dcm_quota_v1_internal_proto_goTypes = nil

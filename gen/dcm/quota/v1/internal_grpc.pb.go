@@ -19,10 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QuotaInternalService_RenderQuotas_FullMethodName            = "/dcm.quota.v1.QuotaInternalService/RenderQuotas"
-	QuotaInternalService_PurgeLogicalCloud_FullMethodName       = "/dcm.quota.v1.QuotaInternalService/PurgeLogicalCloud"
-	QuotaInternalService_PutLogicalCloudFacts_FullMethodName    = "/dcm.quota.v1.QuotaInternalService/PutLogicalCloudFacts"
-	QuotaInternalService_DeleteLogicalCloudFacts_FullMethodName = "/dcm.quota.v1.QuotaInternalService/DeleteLogicalCloudFacts"
+	QuotaInternalService_RenderQuotas_FullMethodName      = "/dcm.quota.v1.QuotaInternalService/RenderQuotas"
+	QuotaInternalService_PurgeLogicalCloud_FullMethodName = "/dcm.quota.v1.QuotaInternalService/PurgeLogicalCloud"
 )
 
 // QuotaInternalServiceClient is the client API for QuotaInternalService service.
@@ -43,15 +41,6 @@ type QuotaInternalServiceClient interface {
 	// PurgeLogicalCloud removes every quota of a logical cloud that core is
 	// deleting; rerunning it is harmless.
 	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error)
 }
 
 type quotaInternalServiceClient struct {
@@ -82,26 +71,6 @@ func (c *quotaInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in *
 	return out, nil
 }
 
-func (c *quotaInternalServiceClient) PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PutLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, QuotaInternalService_PutLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *quotaInternalServiceClient) DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, QuotaInternalService_DeleteLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // QuotaInternalServiceServer is the server API for QuotaInternalService service.
 // All implementations must embed UnimplementedQuotaInternalServiceServer
 // for forward compatibility.
@@ -120,15 +89,6 @@ type QuotaInternalServiceServer interface {
 	// PurgeLogicalCloud removes every quota of a logical cloud that core is
 	// deleting; rerunning it is harmless.
 	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error)
 	mustEmbedUnimplementedQuotaInternalServiceServer()
 }
 
@@ -144,12 +104,6 @@ func (UnimplementedQuotaInternalServiceServer) RenderQuotas(context.Context, *Re
 }
 func (UnimplementedQuotaInternalServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
-}
-func (UnimplementedQuotaInternalServiceServer) PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PutLogicalCloudFacts not implemented")
-}
-func (UnimplementedQuotaInternalServiceServer) DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudFacts not implemented")
 }
 func (UnimplementedQuotaInternalServiceServer) mustEmbedUnimplementedQuotaInternalServiceServer() {}
 func (UnimplementedQuotaInternalServiceServer) testEmbeddedByValue()                              {}
@@ -208,42 +162,6 @@ func _QuotaInternalService_PurgeLogicalCloud_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
-func _QuotaInternalService_PutLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PutLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(QuotaInternalServiceServer).PutLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: QuotaInternalService_PutLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(QuotaInternalServiceServer).PutLogicalCloudFacts(ctx, req.(*PutLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _QuotaInternalService_DeleteLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(QuotaInternalServiceServer).DeleteLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: QuotaInternalService_DeleteLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(QuotaInternalServiceServer).DeleteLogicalCloudFacts(ctx, req.(*DeleteLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // QuotaInternalService_ServiceDesc is the grpc.ServiceDesc for QuotaInternalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -258,14 +176,6 @@ var QuotaInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeLogicalCloud",
 			Handler:    _QuotaInternalService_PurgeLogicalCloud_Handler,
-		},
-		{
-			MethodName: "PutLogicalCloudFacts",
-			Handler:    _QuotaInternalService_PutLogicalCloudFacts_Handler,
-		},
-		{
-			MethodName: "DeleteLogicalCloudFacts",
-			Handler:    _QuotaInternalService_DeleteLogicalCloudFacts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -35,7 +35,33 @@ type Quota struct {
 	// spec is the ResourceQuota's hard map: Kubernetes resource names
 	// ("cpu", "limits.memory", "requests.nvidia.com/gpu") to quantities, given
 	// as strings or numbers and answered as canonical strings.
-	Spec          *structpb.Struct `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	//
+	// spec may instead be Kubernetes' ResourceQuotaSpec, as seed 002's
+	// TenantResourceQuota gives it: {"hard": {...}, "scopes": [...],
+	// "scopeSelector": {"matchExpressions": [{"scopeName", "operator",
+	// "values"}]}}; its scopes are then read from there (and must not be
+	// given in scopes or scope-selector as well). Answers give the hard map
+	// here and the scopes below.
+	Spec *structpb.Struct `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	// scopes are the ResourceQuota's scopes: it tracks only the objects
+	// that match every one (Terminating, NotTerminating, BestEffort,
+	// NotBestEffort, PriorityClass, CrossNamespacePodAffinity,
+	// VolumeAttributesClass), checked with Kubernetes' rules.
+	Scopes []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// scope_selector is the ResourceQuota's scopeSelector: expressions a
+	// tracked object must match, checked with Kubernetes' rules.
+	ScopeSelector *ScopeSelector `protobuf:"bytes,5,opt,name=scope_selector,json=scope-selector,proto3" json:"scope_selector,omitempty"`
+	// user is the user of the logical cloud this quota was given for (seed
+	// 002's user.quota), empty for the logical cloud's own quotas.
+	// Kubernetes cannot bound one user inside a namespace: the quotas of all
+	// the users of a logical cloud become one ResourceQuota, users-total,
+	// whose hard map is their sum, and it bounds the namespace, all users
+	// together (see enforced_by). A user's quota has no scopes.
+	User string `protobuf:"bytes,6,opt,name=user,proto3" json:"user,omitempty"`
+	// enforced_by names the ResourceQuota in the logical cloud's namespace
+	// that enforces this quota: the quota's own name, or "users-total" for
+	// a user's quota, and what it limits. Output only: ignored on input.
+	EnforcedBy    *Enforcement `protobuf:"bytes,7,opt,name=enforced_by,json=enforced-by,proto3" json:"enforced_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,6 +110,210 @@ func (x *Quota) GetSpec() *structpb.Struct {
 	return nil
 }
 
+func (x *Quota) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *Quota) GetScopeSelector() *ScopeSelector {
+	if x != nil {
+		return x.ScopeSelector
+	}
+	return nil
+}
+
+func (x *Quota) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Quota) GetEnforcedBy() *Enforcement {
+	if x != nil {
+		return x.EnforcedBy
+	}
+	return nil
+}
+
+// Enforcement says which ResourceQuota enforces a quota, and on what.
+type Enforcement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resource_quota is the ResourceQuota's name in the namespace.
+	ResourceQuota string `protobuf:"bytes,1,opt,name=resource_quota,json=resource-quota,proto3" json:"resource_quota,omitempty"`
+	// limits is "namespace": a ResourceQuota bounds everything in its
+	// namespace that its scopes match, whoever creates it.
+	Limits string `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	// note says so in words for a user's quota.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Enforcement) Reset() {
+	*x = Enforcement{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Enforcement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Enforcement) ProtoMessage() {}
+
+func (x *Enforcement) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Enforcement.ProtoReflect.Descriptor instead.
+func (*Enforcement) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Enforcement) GetResourceQuota() string {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return ""
+}
+
+func (x *Enforcement) GetLimits() string {
+	if x != nil {
+		return x.Limits
+	}
+	return ""
+}
+
+func (x *Enforcement) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// ScopeSelector is Kubernetes' ScopeSelector.
+type ScopeSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// match_expressions must all match.
+	MatchExpressions []*ScopeRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=match-expressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ScopeSelector) Reset() {
+	*x = ScopeSelector{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScopeSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScopeSelector) ProtoMessage() {}
+
+func (x *ScopeSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScopeSelector.ProtoReflect.Descriptor instead.
+func (*ScopeSelector) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ScopeSelector) GetMatchExpressions() []*ScopeRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// ScopeRequirement is Kubernetes' ScopedResourceSelectorRequirement.
+type ScopeRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// scope_name is the scope the expression reads.
+	ScopeName string `protobuf:"bytes,1,opt,name=scope_name,json=scope-name,proto3" json:"scope_name,omitempty"`
+	// operator is In, NotIn, Exists or DoesNotExist.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// values are required for In and NotIn, forbidden for Exists and
+	// DoesNotExist.
+	Values        []string `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScopeRequirement) Reset() {
+	*x = ScopeRequirement{}
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScopeRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScopeRequirement) ProtoMessage() {}
+
+func (x *ScopeRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScopeRequirement.ProtoReflect.Descriptor instead.
+func (*ScopeRequirement) Descriptor() ([]byte, []int) {
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ScopeRequirement) GetScopeName() string {
+	if x != nil {
+		return x.ScopeName
+	}
+	return ""
+}
+
+func (x *ScopeRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ScopeRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // StoredQuota is how the quota service stores a Quota: resource names hold
 // dots, so the hard map is a list (not part of the API).
 type StoredQuota struct {
@@ -91,14 +321,20 @@ type StoredQuota struct {
 	// metadata as given.
 	Metadata *v1.Metadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// hard ordered by resource name.
-	Hard          []*ResourceAmount `protobuf:"bytes,2,rep,name=hard,proto3" json:"hard,omitempty"`
+	Hard []*ResourceAmount `protobuf:"bytes,2,rep,name=hard,proto3" json:"hard,omitempty"`
+	// scopes as given.
+	Scopes []string `protobuf:"bytes,3,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// scope_selector as given (camelCase keys: no dots).
+	ScopeSelector *ScopeSelector `protobuf:"bytes,4,opt,name=scope_selector,json=scopeSelector,proto3" json:"scope_selector,omitempty"`
+	// user the quota was given for.
+	User          string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredQuota) Reset() {
 	*x = StoredQuota{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +346,7 @@ func (x *StoredQuota) String() string {
 func (*StoredQuota) ProtoMessage() {}
 
 func (x *StoredQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[1]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +359,7 @@ func (x *StoredQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredQuota.ProtoReflect.Descriptor instead.
 func (*StoredQuota) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StoredQuota) GetMetadata() *v1.Metadata {
@@ -140,6 +376,27 @@ func (x *StoredQuota) GetHard() []*ResourceAmount {
 	return nil
 }
 
+func (x *StoredQuota) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *StoredQuota) GetScopeSelector() *ScopeSelector {
+	if x != nil {
+		return x.ScopeSelector
+	}
+	return nil
+}
+
+func (x *StoredQuota) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 // ResourceAmount is one entry of a quota's hard map.
 type ResourceAmount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -153,7 +410,7 @@ type ResourceAmount struct {
 
 func (x *ResourceAmount) Reset() {
 	*x = ResourceAmount{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +422,7 @@ func (x *ResourceAmount) String() string {
 func (*ResourceAmount) ProtoMessage() {}
 
 func (x *ResourceAmount) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[2]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +435,7 @@ func (x *ResourceAmount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAmount.ProtoReflect.Descriptor instead.
 func (*ResourceAmount) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResourceAmount) GetResource() string {
@@ -210,7 +467,7 @@ type CreateQuotaRequest struct {
 
 func (x *CreateQuotaRequest) Reset() {
 	*x = CreateQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +479,7 @@ func (x *CreateQuotaRequest) String() string {
 func (*CreateQuotaRequest) ProtoMessage() {}
 
 func (x *CreateQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[3]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +492,7 @@ func (x *CreateQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQuotaRequest.ProtoReflect.Descriptor instead.
 func (*CreateQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateQuotaRequest) GetProject() string {
@@ -270,7 +527,7 @@ type CreateQuotaResponse struct {
 
 func (x *CreateQuotaResponse) Reset() {
 	*x = CreateQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +539,7 @@ func (x *CreateQuotaResponse) String() string {
 func (*CreateQuotaResponse) ProtoMessage() {}
 
 func (x *CreateQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[4]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +552,7 @@ func (x *CreateQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQuotaResponse.ProtoReflect.Descriptor instead.
 func (*CreateQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateQuotaResponse) GetQuota() *Quota {
@@ -320,7 +577,7 @@ type GetQuotaRequest struct {
 
 func (x *GetQuotaRequest) Reset() {
 	*x = GetQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +589,7 @@ func (x *GetQuotaRequest) String() string {
 func (*GetQuotaRequest) ProtoMessage() {}
 
 func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[5]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +602,7 @@ func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetQuotaRequest) GetProject() string {
@@ -380,7 +637,7 @@ type GetQuotaResponse struct {
 
 func (x *GetQuotaResponse) Reset() {
 	*x = GetQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +649,7 @@ func (x *GetQuotaResponse) String() string {
 func (*GetQuotaResponse) ProtoMessage() {}
 
 func (x *GetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[6]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +662,7 @@ func (x *GetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetQuotaResponse) GetQuota() *Quota {
@@ -435,7 +692,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +704,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[7]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +717,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListQuotasRequest) GetProject() string {
@@ -505,7 +762,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +774,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[8]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +787,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*Quota {
@@ -564,7 +821,7 @@ type UpdateQuotaRequest struct {
 
 func (x *UpdateQuotaRequest) Reset() {
 	*x = UpdateQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +833,7 @@ func (x *UpdateQuotaRequest) String() string {
 func (*UpdateQuotaRequest) ProtoMessage() {}
 
 func (x *UpdateQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[9]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +846,7 @@ func (x *UpdateQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateQuotaRequest.ProtoReflect.Descriptor instead.
 func (*UpdateQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateQuotaRequest) GetProject() string {
@@ -631,7 +888,7 @@ type UpdateQuotaResponse struct {
 
 func (x *UpdateQuotaResponse) Reset() {
 	*x = UpdateQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[10]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +900,7 @@ func (x *UpdateQuotaResponse) String() string {
 func (*UpdateQuotaResponse) ProtoMessage() {}
 
 func (x *UpdateQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[10]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +913,7 @@ func (x *UpdateQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateQuotaResponse.ProtoReflect.Descriptor instead.
 func (*UpdateQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateQuotaResponse) GetQuota() *Quota {
@@ -681,7 +938,7 @@ type DeleteQuotaRequest struct {
 
 func (x *DeleteQuotaRequest) Reset() {
 	*x = DeleteQuotaRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[11]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +950,7 @@ func (x *DeleteQuotaRequest) String() string {
 func (*DeleteQuotaRequest) ProtoMessage() {}
 
 func (x *DeleteQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[11]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +963,7 @@ func (x *DeleteQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQuotaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteQuotaRequest) GetProject() string {
@@ -739,7 +996,7 @@ type DeleteQuotaResponse struct {
 
 func (x *DeleteQuotaResponse) Reset() {
 	*x = DeleteQuotaResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[12]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +1008,7 @@ func (x *DeleteQuotaResponse) String() string {
 func (*DeleteQuotaResponse) ProtoMessage() {}
 
 func (x *DeleteQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[12]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +1021,7 @@ func (x *DeleteQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQuotaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 // PurgeLogicalCloudRequest names the logical cloud being deleted.
@@ -780,7 +1037,7 @@ type PurgeLogicalCloudRequest struct {
 
 func (x *PurgeLogicalCloudRequest) Reset() {
 	*x = PurgeLogicalCloudRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[13]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1049,7 @@ func (x *PurgeLogicalCloudRequest) String() string {
 func (*PurgeLogicalCloudRequest) ProtoMessage() {}
 
 func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[13]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1062,7 @@ func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*PurgeLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PurgeLogicalCloudRequest) GetProject() string {
@@ -833,7 +1090,7 @@ type PurgeLogicalCloudResponse struct {
 
 func (x *PurgeLogicalCloudResponse) Reset() {
 	*x = PurgeLogicalCloudResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[14]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1102,7 @@ func (x *PurgeLogicalCloudResponse) String() string {
 func (*PurgeLogicalCloudResponse) ProtoMessage() {}
 
 func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[14]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1115,7 @@ func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
@@ -887,7 +1144,7 @@ type RenderQuotasRequest struct {
 
 func (x *RenderQuotasRequest) Reset() {
 	*x = RenderQuotasRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[15]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1156,7 @@ func (x *RenderQuotasRequest) String() string {
 func (*RenderQuotasRequest) ProtoMessage() {}
 
 func (x *RenderQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[15]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1169,7 @@ func (x *RenderQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderQuotasRequest.ProtoReflect.Descriptor instead.
 func (*RenderQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenderQuotasRequest) GetProject() string {
@@ -959,7 +1216,7 @@ type RenderQuotasResponse struct {
 
 func (x *RenderQuotasResponse) Reset() {
 	*x = RenderQuotasResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[16]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1228,7 @@ func (x *RenderQuotasResponse) String() string {
 func (*RenderQuotasResponse) ProtoMessage() {}
 
 func (x *RenderQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[16]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1241,7 @@ func (x *RenderQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderQuotasResponse.ProtoReflect.Descriptor instead.
 func (*RenderQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RenderQuotasResponse) GetManifests() []string {
@@ -1032,7 +1289,7 @@ type ContainerDefaults struct {
 
 func (x *ContainerDefaults) Reset() {
 	*x = ContainerDefaults{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[17]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1301,7 @@ func (x *ContainerDefaults) String() string {
 func (*ContainerDefaults) ProtoMessage() {}
 
 func (x *ContainerDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[17]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1314,7 @@ func (x *ContainerDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerDefaults.ProtoReflect.Descriptor instead.
 func (*ContainerDefaults) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ContainerDefaults) GetDefaultLimit() *structpb.Struct {
@@ -1095,7 +1352,7 @@ type StoredContainerDefaults struct {
 
 func (x *StoredContainerDefaults) Reset() {
 	*x = StoredContainerDefaults{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[18]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1364,7 @@ func (x *StoredContainerDefaults) String() string {
 func (*StoredContainerDefaults) ProtoMessage() {}
 
 func (x *StoredContainerDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[18]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1377,7 @@ func (x *StoredContainerDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredContainerDefaults.ProtoReflect.Descriptor instead.
 func (*StoredContainerDefaults) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StoredContainerDefaults) GetDefaultLimit() []*ResourceAmount {
@@ -1150,7 +1407,7 @@ type GetContainerDefaultsRequest struct {
 
 func (x *GetContainerDefaultsRequest) Reset() {
 	*x = GetContainerDefaultsRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[19]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1419,7 @@ func (x *GetContainerDefaultsRequest) String() string {
 func (*GetContainerDefaultsRequest) ProtoMessage() {}
 
 func (x *GetContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[19]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1432,7 @@ func (x *GetContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContainerDefaultsRequest.ProtoReflect.Descriptor instead.
 func (*GetContainerDefaultsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetContainerDefaultsRequest) GetProject() string {
@@ -1203,7 +1460,7 @@ type GetContainerDefaultsResponse struct {
 
 func (x *GetContainerDefaultsResponse) Reset() {
 	*x = GetContainerDefaultsResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[20]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1472,7 @@ func (x *GetContainerDefaultsResponse) String() string {
 func (*GetContainerDefaultsResponse) ProtoMessage() {}
 
 func (x *GetContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[20]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1485,7 @@ func (x *GetContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContainerDefaultsResponse.ProtoReflect.Descriptor instead.
 func (*GetContainerDefaultsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetContainerDefaultsResponse) GetContainerDefaults() *ContainerDefaults {
@@ -1253,7 +1510,7 @@ type UpdateContainerDefaultsRequest struct {
 
 func (x *UpdateContainerDefaultsRequest) Reset() {
 	*x = UpdateContainerDefaultsRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[21]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1522,7 @@ func (x *UpdateContainerDefaultsRequest) String() string {
 func (*UpdateContainerDefaultsRequest) ProtoMessage() {}
 
 func (x *UpdateContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[21]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1535,7 @@ func (x *UpdateContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateContainerDefaultsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateContainerDefaultsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateContainerDefaultsRequest) GetProject() string {
@@ -1313,7 +1570,7 @@ type UpdateContainerDefaultsResponse struct {
 
 func (x *UpdateContainerDefaultsResponse) Reset() {
 	*x = UpdateContainerDefaultsResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[22]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1582,7 @@ func (x *UpdateContainerDefaultsResponse) String() string {
 func (*UpdateContainerDefaultsResponse) ProtoMessage() {}
 
 func (x *UpdateContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[22]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1595,7 @@ func (x *UpdateContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateContainerDefaultsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateContainerDefaultsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateContainerDefaultsResponse) GetContainerDefaults() *ContainerDefaults {
@@ -1361,7 +1618,7 @@ type DeleteContainerDefaultsRequest struct {
 
 func (x *DeleteContainerDefaultsRequest) Reset() {
 	*x = DeleteContainerDefaultsRequest{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[23]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1630,7 @@ func (x *DeleteContainerDefaultsRequest) String() string {
 func (*DeleteContainerDefaultsRequest) ProtoMessage() {}
 
 func (x *DeleteContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[23]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1643,7 @@ func (x *DeleteContainerDefaultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteContainerDefaultsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteContainerDefaultsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteContainerDefaultsRequest) GetProject() string {
@@ -1412,7 +1669,7 @@ type DeleteContainerDefaultsResponse struct {
 
 func (x *DeleteContainerDefaultsResponse) Reset() {
 	*x = DeleteContainerDefaultsResponse{}
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[24]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1681,7 @@ func (x *DeleteContainerDefaultsResponse) String() string {
 func (*DeleteContainerDefaultsResponse) ProtoMessage() {}
 
 func (x *DeleteContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_quota_v1_service_proto_msgTypes[24]
+	mi := &file_dcm_quota_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,20 +1694,39 @@ func (x *DeleteContainerDefaultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteContainerDefaultsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteContainerDefaultsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_dcm_quota_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 var File_dcm_quota_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"p\n" +
+	"\x1adcm/quota/v1/service.proto\x12\fdcm.quota.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x9e\x02\n" +
 	"\x05Quota\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x12+\n" +
-	"\x04spec\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04spec\"s\n" +
+	"\x04spec\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04spec\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12C\n" +
+	"\x0escope_selector\x18\x05 \x01(\v2\x1b.dcm.quota.v1.ScopeSelectorR\x0escope-selector\x12\x12\n" +
+	"\x04user\x18\x06 \x01(\tR\x04user\x12;\n" +
+	"\venforced_by\x18\a \x01(\v2\x19.dcm.quota.v1.EnforcementR\venforced-by\"a\n" +
+	"\vEnforcement\x12&\n" +
+	"\x0eresource_quota\x18\x01 \x01(\tR\x0eresource-quota\x12\x16\n" +
+	"\x06limits\x18\x02 \x01(\tR\x06limits\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"]\n" +
+	"\rScopeSelector\x12L\n" +
+	"\x11match_expressions\x18\x01 \x03(\v2\x1e.dcm.quota.v1.ScopeRequirementR\x11match-expressions\"f\n" +
+	"\x10ScopeRequirement\x12\x1e\n" +
+	"\n" +
+	"scope_name\x18\x01 \x01(\tR\n" +
+	"scope-name\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\xe3\x01\n" +
 	"\vStoredQuota\x122\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x120\n" +
-	"\x04hard\x18\x02 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountR\x04hard\"H\n" +
+	"\x04hard\x18\x02 \x03(\v2\x1c.dcm.quota.v1.ResourceAmountR\x04hard\x12\x16\n" +
+	"\x06scopes\x18\x03 \x03(\tR\x06scopes\x12B\n" +
+	"\x0escope_selector\x18\x04 \x01(\v2\x1b.dcm.quota.v1.ScopeSelectorR\rscopeSelector\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\"H\n" +
 	"\x0eResourceAmount\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x1a\n" +
 	"\bquantity\x18\x02 \x01(\tR\bquantity\"\x9d\x01\n" +
@@ -1523,16 +1799,20 @@ const file_dcm_quota_v1_service_proto_rawDesc = "" +
 	"\x1eDeleteContainerDefaultsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"!\n" +
-	"\x1fDeleteContainerDefaultsResponse2\xab\f\n" +
+	"\x1fDeleteContainerDefaultsResponse2\xd5\f\n" +
 	"\fQuotaService\x12\xc3\x01\n" +
 	"\vCreateQuota\x12 .dcm.quota.v1.CreateQuotaRequest\x1a!.dcm.quota.v1.CreateQuotaResponse\"o\xc2\xf3\x18\x11\n" +
 	"\agateway\n" +
-	"\x04core\x10\x01\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xa5\x01\n" +
-	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"Z\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02T:\x05quotab\x05quota\"D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xba\x01\n" +
+	"\bGetQuota\x12\x1d.dcm.quota.v1.GetQuotaRequest\x1a\x1e.dcm.quota.v1.GetQuotaResponse\"o\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02Tb\x05quota\x12K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa5\x01\n" +
 	"\n" +
 	"ListQuotas\x12\x1f.dcm.quota.v1.ListQuotasRequest\x1a .dcm.quota.v1.ListQuotasResponse\"T\x82\xd3\xe4\x93\x02Nb\x06quotas\x12D/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas\x12\xb5\x01\n" +
-	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xa7\x01\n" +
-	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"S\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xd3\x01\n" +
+	"\vUpdateQuota\x12 .dcm.quota.v1.UpdateQuotaRequest\x1a!.dcm.quota.v1.UpdateQuotaResponse\"a\x82\xd3\xe4\x93\x02[:\x05quotab\x05quota\x1aK/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xbc\x01\n" +
+	"\vDeleteQuota\x12 .dcm.quota.v1.DeleteQuotaRequest\x1a!.dcm.quota.v1.DeleteQuotaResponse\"h\xc2\xf3\x18\x11\n" +
+	"\agateway\n" +
+	"\x04core\x10\x01\x82\xd3\xe4\x93\x02M*K/v2/projects/{project}/logical-clouds/{logical_cloud}/cluster-quotas/{name}\x12\xd3\x01\n" +
 	"\x14GetContainerDefaults\x12).dcm.quota.v1.GetContainerDefaultsRequest\x1a*.dcm.quota.v1.GetContainerDefaultsResponse\"d\x82\xd3\xe4\x93\x02^b\x12container_defaults\x12H/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x12\xf0\x01\n" +
 	"\x17UpdateContainerDefaults\x12,.dcm.quota.v1.UpdateContainerDefaultsRequest\x1a-.dcm.quota.v1.UpdateContainerDefaultsResponse\"x\x82\xd3\xe4\x93\x02r:\x12container_defaultsb\x12container_defaults\x1aH/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x12\xc8\x01\n" +
 	"\x17DeleteContainerDefaults\x12,.dcm.quota.v1.DeleteContainerDefaultsRequest\x1a-.dcm.quota.v1.DeleteContainerDefaultsResponse\"P\x82\xd3\xe4\x93\x02J*H/v2/projects/{project}/logical-clouds/{logical_cloud}/container-defaults\x1a\x0f\xc2\xf3\x18\v\n" +
@@ -1550,75 +1830,82 @@ func file_dcm_quota_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_quota_v1_service_proto_rawDescData
 }
 
-var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_dcm_quota_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_dcm_quota_v1_service_proto_goTypes = []any{
 	(*Quota)(nil),                           // 0: dcm.quota.v1.Quota
-	(*StoredQuota)(nil),                     // 1: dcm.quota.v1.StoredQuota
-	(*ResourceAmount)(nil),                  // 2: dcm.quota.v1.ResourceAmount
-	(*CreateQuotaRequest)(nil),              // 3: dcm.quota.v1.CreateQuotaRequest
-	(*CreateQuotaResponse)(nil),             // 4: dcm.quota.v1.CreateQuotaResponse
-	(*GetQuotaRequest)(nil),                 // 5: dcm.quota.v1.GetQuotaRequest
-	(*GetQuotaResponse)(nil),                // 6: dcm.quota.v1.GetQuotaResponse
-	(*ListQuotasRequest)(nil),               // 7: dcm.quota.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),              // 8: dcm.quota.v1.ListQuotasResponse
-	(*UpdateQuotaRequest)(nil),              // 9: dcm.quota.v1.UpdateQuotaRequest
-	(*UpdateQuotaResponse)(nil),             // 10: dcm.quota.v1.UpdateQuotaResponse
-	(*DeleteQuotaRequest)(nil),              // 11: dcm.quota.v1.DeleteQuotaRequest
-	(*DeleteQuotaResponse)(nil),             // 12: dcm.quota.v1.DeleteQuotaResponse
-	(*PurgeLogicalCloudRequest)(nil),        // 13: dcm.quota.v1.PurgeLogicalCloudRequest
-	(*PurgeLogicalCloudResponse)(nil),       // 14: dcm.quota.v1.PurgeLogicalCloudResponse
-	(*RenderQuotasRequest)(nil),             // 15: dcm.quota.v1.RenderQuotasRequest
-	(*RenderQuotasResponse)(nil),            // 16: dcm.quota.v1.RenderQuotasResponse
-	(*ContainerDefaults)(nil),               // 17: dcm.quota.v1.ContainerDefaults
-	(*StoredContainerDefaults)(nil),         // 18: dcm.quota.v1.StoredContainerDefaults
-	(*GetContainerDefaultsRequest)(nil),     // 19: dcm.quota.v1.GetContainerDefaultsRequest
-	(*GetContainerDefaultsResponse)(nil),    // 20: dcm.quota.v1.GetContainerDefaultsResponse
-	(*UpdateContainerDefaultsRequest)(nil),  // 21: dcm.quota.v1.UpdateContainerDefaultsRequest
-	(*UpdateContainerDefaultsResponse)(nil), // 22: dcm.quota.v1.UpdateContainerDefaultsResponse
-	(*DeleteContainerDefaultsRequest)(nil),  // 23: dcm.quota.v1.DeleteContainerDefaultsRequest
-	(*DeleteContainerDefaultsResponse)(nil), // 24: dcm.quota.v1.DeleteContainerDefaultsResponse
-	(*v1.Metadata)(nil),                     // 25: dcm.types.v1.Metadata
-	(*structpb.Struct)(nil),                 // 26: google.protobuf.Struct
+	(*Enforcement)(nil),                     // 1: dcm.quota.v1.Enforcement
+	(*ScopeSelector)(nil),                   // 2: dcm.quota.v1.ScopeSelector
+	(*ScopeRequirement)(nil),                // 3: dcm.quota.v1.ScopeRequirement
+	(*StoredQuota)(nil),                     // 4: dcm.quota.v1.StoredQuota
+	(*ResourceAmount)(nil),                  // 5: dcm.quota.v1.ResourceAmount
+	(*CreateQuotaRequest)(nil),              // 6: dcm.quota.v1.CreateQuotaRequest
+	(*CreateQuotaResponse)(nil),             // 7: dcm.quota.v1.CreateQuotaResponse
+	(*GetQuotaRequest)(nil),                 // 8: dcm.quota.v1.GetQuotaRequest
+	(*GetQuotaResponse)(nil),                // 9: dcm.quota.v1.GetQuotaResponse
+	(*ListQuotasRequest)(nil),               // 10: dcm.quota.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),              // 11: dcm.quota.v1.ListQuotasResponse
+	(*UpdateQuotaRequest)(nil),              // 12: dcm.quota.v1.UpdateQuotaRequest
+	(*UpdateQuotaResponse)(nil),             // 13: dcm.quota.v1.UpdateQuotaResponse
+	(*DeleteQuotaRequest)(nil),              // 14: dcm.quota.v1.DeleteQuotaRequest
+	(*DeleteQuotaResponse)(nil),             // 15: dcm.quota.v1.DeleteQuotaResponse
+	(*PurgeLogicalCloudRequest)(nil),        // 16: dcm.quota.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil),       // 17: dcm.quota.v1.PurgeLogicalCloudResponse
+	(*RenderQuotasRequest)(nil),             // 18: dcm.quota.v1.RenderQuotasRequest
+	(*RenderQuotasResponse)(nil),            // 19: dcm.quota.v1.RenderQuotasResponse
+	(*ContainerDefaults)(nil),               // 20: dcm.quota.v1.ContainerDefaults
+	(*StoredContainerDefaults)(nil),         // 21: dcm.quota.v1.StoredContainerDefaults
+	(*GetContainerDefaultsRequest)(nil),     // 22: dcm.quota.v1.GetContainerDefaultsRequest
+	(*GetContainerDefaultsResponse)(nil),    // 23: dcm.quota.v1.GetContainerDefaultsResponse
+	(*UpdateContainerDefaultsRequest)(nil),  // 24: dcm.quota.v1.UpdateContainerDefaultsRequest
+	(*UpdateContainerDefaultsResponse)(nil), // 25: dcm.quota.v1.UpdateContainerDefaultsResponse
+	(*DeleteContainerDefaultsRequest)(nil),  // 26: dcm.quota.v1.DeleteContainerDefaultsRequest
+	(*DeleteContainerDefaultsResponse)(nil), // 27: dcm.quota.v1.DeleteContainerDefaultsResponse
+	(*v1.Metadata)(nil),                     // 28: dcm.types.v1.Metadata
+	(*structpb.Struct)(nil),                 // 29: google.protobuf.Struct
 }
 var file_dcm_quota_v1_service_proto_depIdxs = []int32{
-	25, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
-	26, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
-	25, // 2: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
-	2,  // 3: dcm.quota.v1.StoredQuota.hard:type_name -> dcm.quota.v1.ResourceAmount
-	0,  // 4: dcm.quota.v1.CreateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 5: dcm.quota.v1.CreateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 6: dcm.quota.v1.GetQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 7: dcm.quota.v1.ListQuotasResponse.quotas:type_name -> dcm.quota.v1.Quota
-	0,  // 8: dcm.quota.v1.UpdateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
-	0,  // 9: dcm.quota.v1.UpdateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
-	26, // 10: dcm.quota.v1.ContainerDefaults.default_limit:type_name -> google.protobuf.Struct
-	26, // 11: dcm.quota.v1.ContainerDefaults.default_request:type_name -> google.protobuf.Struct
-	2,  // 12: dcm.quota.v1.StoredContainerDefaults.default_limit:type_name -> dcm.quota.v1.ResourceAmount
-	2,  // 13: dcm.quota.v1.StoredContainerDefaults.default_request:type_name -> dcm.quota.v1.ResourceAmount
-	17, // 14: dcm.quota.v1.GetContainerDefaultsResponse.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
-	17, // 15: dcm.quota.v1.UpdateContainerDefaultsRequest.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
-	17, // 16: dcm.quota.v1.UpdateContainerDefaultsResponse.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
-	3,  // 17: dcm.quota.v1.QuotaService.CreateQuota:input_type -> dcm.quota.v1.CreateQuotaRequest
-	5,  // 18: dcm.quota.v1.QuotaService.GetQuota:input_type -> dcm.quota.v1.GetQuotaRequest
-	7,  // 19: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
-	9,  // 20: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
-	11, // 21: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
-	19, // 22: dcm.quota.v1.QuotaService.GetContainerDefaults:input_type -> dcm.quota.v1.GetContainerDefaultsRequest
-	21, // 23: dcm.quota.v1.QuotaService.UpdateContainerDefaults:input_type -> dcm.quota.v1.UpdateContainerDefaultsRequest
-	23, // 24: dcm.quota.v1.QuotaService.DeleteContainerDefaults:input_type -> dcm.quota.v1.DeleteContainerDefaultsRequest
-	4,  // 25: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
-	6,  // 26: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
-	8,  // 27: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
-	10, // 28: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
-	12, // 29: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
-	20, // 30: dcm.quota.v1.QuotaService.GetContainerDefaults:output_type -> dcm.quota.v1.GetContainerDefaultsResponse
-	22, // 31: dcm.quota.v1.QuotaService.UpdateContainerDefaults:output_type -> dcm.quota.v1.UpdateContainerDefaultsResponse
-	24, // 32: dcm.quota.v1.QuotaService.DeleteContainerDefaults:output_type -> dcm.quota.v1.DeleteContainerDefaultsResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	28, // 0: dcm.quota.v1.Quota.metadata:type_name -> dcm.types.v1.Metadata
+	29, // 1: dcm.quota.v1.Quota.spec:type_name -> google.protobuf.Struct
+	2,  // 2: dcm.quota.v1.Quota.scope_selector:type_name -> dcm.quota.v1.ScopeSelector
+	1,  // 3: dcm.quota.v1.Quota.enforced_by:type_name -> dcm.quota.v1.Enforcement
+	3,  // 4: dcm.quota.v1.ScopeSelector.match_expressions:type_name -> dcm.quota.v1.ScopeRequirement
+	28, // 5: dcm.quota.v1.StoredQuota.metadata:type_name -> dcm.types.v1.Metadata
+	5,  // 6: dcm.quota.v1.StoredQuota.hard:type_name -> dcm.quota.v1.ResourceAmount
+	2,  // 7: dcm.quota.v1.StoredQuota.scope_selector:type_name -> dcm.quota.v1.ScopeSelector
+	0,  // 8: dcm.quota.v1.CreateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 9: dcm.quota.v1.CreateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 10: dcm.quota.v1.GetQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 11: dcm.quota.v1.ListQuotasResponse.quotas:type_name -> dcm.quota.v1.Quota
+	0,  // 12: dcm.quota.v1.UpdateQuotaRequest.quota:type_name -> dcm.quota.v1.Quota
+	0,  // 13: dcm.quota.v1.UpdateQuotaResponse.quota:type_name -> dcm.quota.v1.Quota
+	29, // 14: dcm.quota.v1.ContainerDefaults.default_limit:type_name -> google.protobuf.Struct
+	29, // 15: dcm.quota.v1.ContainerDefaults.default_request:type_name -> google.protobuf.Struct
+	5,  // 16: dcm.quota.v1.StoredContainerDefaults.default_limit:type_name -> dcm.quota.v1.ResourceAmount
+	5,  // 17: dcm.quota.v1.StoredContainerDefaults.default_request:type_name -> dcm.quota.v1.ResourceAmount
+	20, // 18: dcm.quota.v1.GetContainerDefaultsResponse.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
+	20, // 19: dcm.quota.v1.UpdateContainerDefaultsRequest.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
+	20, // 20: dcm.quota.v1.UpdateContainerDefaultsResponse.container_defaults:type_name -> dcm.quota.v1.ContainerDefaults
+	6,  // 21: dcm.quota.v1.QuotaService.CreateQuota:input_type -> dcm.quota.v1.CreateQuotaRequest
+	8,  // 22: dcm.quota.v1.QuotaService.GetQuota:input_type -> dcm.quota.v1.GetQuotaRequest
+	10, // 23: dcm.quota.v1.QuotaService.ListQuotas:input_type -> dcm.quota.v1.ListQuotasRequest
+	12, // 24: dcm.quota.v1.QuotaService.UpdateQuota:input_type -> dcm.quota.v1.UpdateQuotaRequest
+	14, // 25: dcm.quota.v1.QuotaService.DeleteQuota:input_type -> dcm.quota.v1.DeleteQuotaRequest
+	22, // 26: dcm.quota.v1.QuotaService.GetContainerDefaults:input_type -> dcm.quota.v1.GetContainerDefaultsRequest
+	24, // 27: dcm.quota.v1.QuotaService.UpdateContainerDefaults:input_type -> dcm.quota.v1.UpdateContainerDefaultsRequest
+	26, // 28: dcm.quota.v1.QuotaService.DeleteContainerDefaults:input_type -> dcm.quota.v1.DeleteContainerDefaultsRequest
+	7,  // 29: dcm.quota.v1.QuotaService.CreateQuota:output_type -> dcm.quota.v1.CreateQuotaResponse
+	9,  // 30: dcm.quota.v1.QuotaService.GetQuota:output_type -> dcm.quota.v1.GetQuotaResponse
+	11, // 31: dcm.quota.v1.QuotaService.ListQuotas:output_type -> dcm.quota.v1.ListQuotasResponse
+	13, // 32: dcm.quota.v1.QuotaService.UpdateQuota:output_type -> dcm.quota.v1.UpdateQuotaResponse
+	15, // 33: dcm.quota.v1.QuotaService.DeleteQuota:output_type -> dcm.quota.v1.DeleteQuotaResponse
+	23, // 34: dcm.quota.v1.QuotaService.GetContainerDefaults:output_type -> dcm.quota.v1.GetContainerDefaultsResponse
+	25, // 35: dcm.quota.v1.QuotaService.UpdateContainerDefaults:output_type -> dcm.quota.v1.UpdateContainerDefaultsResponse
+	27, // 36: dcm.quota.v1.QuotaService.DeleteContainerDefaults:output_type -> dcm.quota.v1.DeleteContainerDefaultsResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_dcm_quota_v1_service_proto_init() }
@@ -1632,7 +1919,7 @@ func file_dcm_quota_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_quota_v1_service_proto_rawDesc), len(file_dcm_quota_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,7 +9,7 @@ package trafficv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -707,28 +707,31 @@ func (x *DnsRunStatus) GetNextTry() *timestamppb.Timestamp {
 	return nil
 }
 
-// PutLogicalCloudFactsRequest carries one logical cloud's facts.
-type PutLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Facts         *v1.LogicalCloudFacts  `protobuf:"bytes,1,opt,name=facts,proto3" json:"facts,omitempty"`
+// PurgeLogicalCloudRequest names the logical cloud being deleted.
+type PurgeLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *PutLogicalCloudFactsRequest) Reset() {
-	*x = PutLogicalCloudFactsRequest{}
+func (x *PurgeLogicalCloudRequest) Reset() {
+	*x = PurgeLogicalCloudRequest{}
 	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *PutLogicalCloudFactsRequest) String() string {
+func (x *PurgeLogicalCloudRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*PutLogicalCloudFactsRequest) ProtoMessage() {}
+func (*PurgeLogicalCloudRequest) ProtoMessage() {}
 
-func (x *PutLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
+func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -740,130 +743,49 @@ func (x *PutLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use PutLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use PurgeLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudRequest) Descriptor() ([]byte, []int) {
 	return file_dcm_traffic_v1_internal_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *PutLogicalCloudFactsRequest) GetFacts() *v1.LogicalCloudFacts {
-	if x != nil {
-		return x.Facts
-	}
-	return nil
-}
-
-// PutLogicalCloudFactsResponse is empty.
-type PutLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsResponse) Reset() {
-	*x = PutLogicalCloudFactsResponse{}
-	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_internal_proto_rawDescGZIP(), []int{10}
-}
-
-// DeleteLogicalCloudFactsRequest names a deleted logical cloud.
-type DeleteLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	LogicalCloud  string                 `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsRequest) Reset() {
-	*x = DeleteLogicalCloudFactsRequest{}
-	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_internal_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetProject() string {
+func (x *PurgeLogicalCloudRequest) GetProject() string {
 	if x != nil {
 		return x.Project
 	}
 	return ""
 }
 
-func (x *DeleteLogicalCloudFactsRequest) GetLogicalCloud() string {
+func (x *PurgeLogicalCloudRequest) GetLogicalCloud() string {
 	if x != nil {
 		return x.LogicalCloud
 	}
 	return ""
 }
 
-// DeleteLogicalCloudFactsResponse is empty.
-type DeleteLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+// PurgeLogicalCloudResponse says how many records went.
+type PurgeLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed is the number of traffic intent groups removed.
+	Removed       int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DeleteLogicalCloudFactsResponse) Reset() {
-	*x = DeleteLogicalCloudFactsResponse{}
-	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[12]
+func (x *PurgeLogicalCloudResponse) Reset() {
+	*x = PurgeLogicalCloudResponse{}
+	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DeleteLogicalCloudFactsResponse) String() string {
+func (x *PurgeLogicalCloudResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DeleteLogicalCloudFactsResponse) ProtoMessage() {}
+func (*PurgeLogicalCloudResponse) ProtoMessage() {}
 
-func (x *DeleteLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[12]
+func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_traffic_v1_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,16 +796,23 @@ func (x *DeleteLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DeleteLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_traffic_v1_internal_proto_rawDescGZIP(), []int{12}
+// Deprecated: Use PurgeLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_traffic_v1_internal_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
 }
 
 var File_dcm_traffic_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1ddcm/traffic/v1/internal.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/facts.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x01\n" +
+	"\x1ddcm/traffic/v1/internal.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x01\n" +
 	"\rTrafficTarget\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12 \n" +
@@ -933,20 +862,17 @@ const file_dcm_traffic_v1_internal_proto_rawDesc = "" +
 	"\arecords\x18\t \x03(\tR\arecords\x12\x1a\n" +
 	"\bfailures\x18\n" +
 	" \x01(\x05R\bfailures\x126\n" +
-	"\bnext_try\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnext-try\"T\n" +
-	"\x1bPutLogicalCloudFactsRequest\x125\n" +
-	"\x05facts\x18\x01 \x01(\v2\x1f.dcm.types.v1.LogicalCloudFactsR\x05facts\"\x1e\n" +
-	"\x1cPutLogicalCloudFactsResponse\"`\n" +
-	"\x1eDeleteLogicalCloudFactsRequest\x12\x18\n" +
-	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\"!\n" +
-	"\x1fDeleteLogicalCloudFactsResponse2\x85\x05\n" +
+	"\bnext_try\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnext-try\"p\n" +
+	"\x18PurgeLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"5\n" +
+	"\x19PurgeLogicalCloudResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved2\x80\x04\n" +
 	"\x16TrafficInternalService\x12}\n" +
 	"\x18RenderTrafficIntentGroup\x12/.dcm.traffic.v1.RenderTrafficIntentGroupRequest\x1a0.dcm.traffic.v1.RenderTrafficIntentGroupResponse\x12\x80\x01\n" +
 	"\x19ReleaseTrafficIntentGroup\x120.dcm.traffic.v1.ReleaseTrafficIntentGroupRequest\x1a1.dcm.traffic.v1.ReleaseTrafficIntentGroupResponse\x12n\n" +
-	"\x13GetTrafficDnsStatus\x12*.dcm.traffic.v1.GetTrafficDnsStatusRequest\x1a+.dcm.traffic.v1.GetTrafficDnsStatusResponse\x12q\n" +
-	"\x14PutLogicalCloudFacts\x12+.dcm.traffic.v1.PutLogicalCloudFactsRequest\x1a,.dcm.traffic.v1.PutLogicalCloudFactsResponse\x12z\n" +
-	"\x17DeleteLogicalCloudFacts\x12..dcm.traffic.v1.DeleteLogicalCloudFactsRequest\x1a/.dcm.traffic.v1.DeleteLogicalCloudFactsResponse\x1a\n" +
+	"\x13GetTrafficDnsStatus\x12*.dcm.traffic.v1.GetTrafficDnsStatusRequest\x1a+.dcm.traffic.v1.GetTrafficDnsStatusResponse\x12h\n" +
+	"\x11PurgeLogicalCloud\x12(.dcm.traffic.v1.PurgeLogicalCloudRequest\x1a).dcm.traffic.v1.PurgeLogicalCloudResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreB9Z7github.com/dcm-project/dcm/gen/dcm/traffic/v1;trafficv1b\x06proto3"
 
@@ -962,7 +888,7 @@ func file_dcm_traffic_v1_internal_proto_rawDescGZIP() []byte {
 	return file_dcm_traffic_v1_internal_proto_rawDescData
 }
 
-var file_dcm_traffic_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_dcm_traffic_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_dcm_traffic_v1_internal_proto_goTypes = []any{
 	(*TrafficTarget)(nil),                     // 0: dcm.traffic.v1.TrafficTarget
 	(*RenderTrafficIntentGroupRequest)(nil),   // 1: dcm.traffic.v1.RenderTrafficIntentGroupRequest
@@ -973,35 +899,29 @@ var file_dcm_traffic_v1_internal_proto_goTypes = []any{
 	(*GetTrafficDnsStatusRequest)(nil),        // 6: dcm.traffic.v1.GetTrafficDnsStatusRequest
 	(*GetTrafficDnsStatusResponse)(nil),       // 7: dcm.traffic.v1.GetTrafficDnsStatusResponse
 	(*DnsRunStatus)(nil),                      // 8: dcm.traffic.v1.DnsRunStatus
-	(*PutLogicalCloudFactsRequest)(nil),       // 9: dcm.traffic.v1.PutLogicalCloudFactsRequest
-	(*PutLogicalCloudFactsResponse)(nil),      // 10: dcm.traffic.v1.PutLogicalCloudFactsResponse
-	(*DeleteLogicalCloudFactsRequest)(nil),    // 11: dcm.traffic.v1.DeleteLogicalCloudFactsRequest
-	(*DeleteLogicalCloudFactsResponse)(nil),   // 12: dcm.traffic.v1.DeleteLogicalCloudFactsResponse
-	(*timestamppb.Timestamp)(nil),             // 13: google.protobuf.Timestamp
-	(*v1.LogicalCloudFacts)(nil),              // 14: dcm.types.v1.LogicalCloudFacts
+	(*PurgeLogicalCloudRequest)(nil),          // 9: dcm.traffic.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil),         // 10: dcm.traffic.v1.PurgeLogicalCloudResponse
+	(*timestamppb.Timestamp)(nil),             // 11: google.protobuf.Timestamp
 }
 var file_dcm_traffic_v1_internal_proto_depIdxs = []int32{
 	0,  // 0: dcm.traffic.v1.RenderTrafficIntentGroupRequest.clusters:type_name -> dcm.traffic.v1.TrafficTarget
 	2,  // 1: dcm.traffic.v1.RenderTrafficIntentGroupResponse.clusters:type_name -> dcm.traffic.v1.TrafficManifests
 	8,  // 2: dcm.traffic.v1.GetTrafficDnsStatusResponse.runs:type_name -> dcm.traffic.v1.DnsRunStatus
-	13, // 3: dcm.traffic.v1.DnsRunStatus.last_sync:type_name -> google.protobuf.Timestamp
-	13, // 4: dcm.traffic.v1.DnsRunStatus.next_try:type_name -> google.protobuf.Timestamp
-	14, // 5: dcm.traffic.v1.PutLogicalCloudFactsRequest.facts:type_name -> dcm.types.v1.LogicalCloudFacts
-	1,  // 6: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:input_type -> dcm.traffic.v1.RenderTrafficIntentGroupRequest
-	4,  // 7: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:input_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupRequest
-	6,  // 8: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:input_type -> dcm.traffic.v1.GetTrafficDnsStatusRequest
-	9,  // 9: dcm.traffic.v1.TrafficInternalService.PutLogicalCloudFacts:input_type -> dcm.traffic.v1.PutLogicalCloudFactsRequest
-	11, // 10: dcm.traffic.v1.TrafficInternalService.DeleteLogicalCloudFacts:input_type -> dcm.traffic.v1.DeleteLogicalCloudFactsRequest
-	3,  // 11: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:output_type -> dcm.traffic.v1.RenderTrafficIntentGroupResponse
-	5,  // 12: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:output_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupResponse
-	7,  // 13: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:output_type -> dcm.traffic.v1.GetTrafficDnsStatusResponse
-	10, // 14: dcm.traffic.v1.TrafficInternalService.PutLogicalCloudFacts:output_type -> dcm.traffic.v1.PutLogicalCloudFactsResponse
-	12, // 15: dcm.traffic.v1.TrafficInternalService.DeleteLogicalCloudFacts:output_type -> dcm.traffic.v1.DeleteLogicalCloudFactsResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	11, // 3: dcm.traffic.v1.DnsRunStatus.last_sync:type_name -> google.protobuf.Timestamp
+	11, // 4: dcm.traffic.v1.DnsRunStatus.next_try:type_name -> google.protobuf.Timestamp
+	1,  // 5: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:input_type -> dcm.traffic.v1.RenderTrafficIntentGroupRequest
+	4,  // 6: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:input_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupRequest
+	6,  // 7: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:input_type -> dcm.traffic.v1.GetTrafficDnsStatusRequest
+	9,  // 8: dcm.traffic.v1.TrafficInternalService.PurgeLogicalCloud:input_type -> dcm.traffic.v1.PurgeLogicalCloudRequest
+	3,  // 9: dcm.traffic.v1.TrafficInternalService.RenderTrafficIntentGroup:output_type -> dcm.traffic.v1.RenderTrafficIntentGroupResponse
+	5,  // 10: dcm.traffic.v1.TrafficInternalService.ReleaseTrafficIntentGroup:output_type -> dcm.traffic.v1.ReleaseTrafficIntentGroupResponse
+	7,  // 11: dcm.traffic.v1.TrafficInternalService.GetTrafficDnsStatus:output_type -> dcm.traffic.v1.GetTrafficDnsStatusResponse
+	10, // 12: dcm.traffic.v1.TrafficInternalService.PurgeLogicalCloud:output_type -> dcm.traffic.v1.PurgeLogicalCloudResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_traffic_v1_internal_proto_init() }
@@ -1015,7 +935,7 @@ func file_dcm_traffic_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_traffic_v1_internal_proto_rawDesc), len(file_dcm_traffic_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

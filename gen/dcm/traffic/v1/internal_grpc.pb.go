@@ -22,8 +22,7 @@ const (
 	TrafficInternalService_RenderTrafficIntentGroup_FullMethodName  = "/dcm.traffic.v1.TrafficInternalService/RenderTrafficIntentGroup"
 	TrafficInternalService_ReleaseTrafficIntentGroup_FullMethodName = "/dcm.traffic.v1.TrafficInternalService/ReleaseTrafficIntentGroup"
 	TrafficInternalService_GetTrafficDnsStatus_FullMethodName       = "/dcm.traffic.v1.TrafficInternalService/GetTrafficDnsStatus"
-	TrafficInternalService_PutLogicalCloudFacts_FullMethodName      = "/dcm.traffic.v1.TrafficInternalService/PutLogicalCloudFacts"
-	TrafficInternalService_DeleteLogicalCloudFacts_FullMethodName   = "/dcm.traffic.v1.TrafficInternalService/DeleteLogicalCloudFacts"
+	TrafficInternalService_PurgeLogicalCloud_FullMethodName         = "/dcm.traffic.v1.TrafficInternalService/PurgeLogicalCloud"
 )
 
 // TrafficInternalServiceClient is the client API for TrafficInternalService service.
@@ -52,15 +51,10 @@ type TrafficInternalServiceClient interface {
 	ReleaseTrafficIntentGroup(ctx context.Context, in *ReleaseTrafficIntentGroupRequest, opts ...grpc.CallOption) (*ReleaseTrafficIntentGroupResponse, error)
 	// GetTrafficDnsStatus reads the state of the group's external-dns runs.
 	GetTrafficDnsStatus(ctx context.Context, in *GetTrafficDnsStatusRequest, opts ...grpc.CallOption) (*GetTrafficDnsStatusResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error)
+	// PurgeLogicalCloud removes the traffic intent groups (their intents and
+	// DNS runs) of a logical cloud that core is deleting, as the namespace,
+	// user and quota services remove theirs; rerunning it is harmless.
+	PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error)
 }
 
 type trafficInternalServiceClient struct {
@@ -101,20 +95,10 @@ func (c *trafficInternalServiceClient) GetTrafficDnsStatus(ctx context.Context, 
 	return out, nil
 }
 
-func (c *trafficInternalServiceClient) PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error) {
+func (c *trafficInternalServiceClient) PurgeLogicalCloud(ctx context.Context, in *PurgeLogicalCloudRequest, opts ...grpc.CallOption) (*PurgeLogicalCloudResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PutLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, TrafficInternalService_PutLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *trafficInternalServiceClient) DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, TrafficInternalService_DeleteLogicalCloudFacts_FullMethodName, in, out, cOpts...)
+	out := new(PurgeLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, TrafficInternalService_PurgeLogicalCloud_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -147,15 +131,10 @@ type TrafficInternalServiceServer interface {
 	ReleaseTrafficIntentGroup(context.Context, *ReleaseTrafficIntentGroupRequest) (*ReleaseTrafficIntentGroupResponse, error)
 	// GetTrafficDnsStatus reads the state of the group's external-dns runs.
 	GetTrafficDnsStatus(context.Context, *GetTrafficDnsStatusRequest) (*GetTrafficDnsStatusResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error)
+	// PurgeLogicalCloud removes the traffic intent groups (their intents and
+	// DNS runs) of a logical cloud that core is deleting, as the namespace,
+	// user and quota services remove theirs; rerunning it is harmless.
+	PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error)
 	mustEmbedUnimplementedTrafficInternalServiceServer()
 }
 
@@ -175,11 +154,8 @@ func (UnimplementedTrafficInternalServiceServer) ReleaseTrafficIntentGroup(conte
 func (UnimplementedTrafficInternalServiceServer) GetTrafficDnsStatus(context.Context, *GetTrafficDnsStatusRequest) (*GetTrafficDnsStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTrafficDnsStatus not implemented")
 }
-func (UnimplementedTrafficInternalServiceServer) PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PutLogicalCloudFacts not implemented")
-}
-func (UnimplementedTrafficInternalServiceServer) DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudFacts not implemented")
+func (UnimplementedTrafficInternalServiceServer) PurgeLogicalCloud(context.Context, *PurgeLogicalCloudRequest) (*PurgeLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeLogicalCloud not implemented")
 }
 func (UnimplementedTrafficInternalServiceServer) mustEmbedUnimplementedTrafficInternalServiceServer() {
 }
@@ -257,38 +233,20 @@ func _TrafficInternalService_GetTrafficDnsStatus_Handler(srv interface{}, ctx co
 	return interceptor(ctx, in, info, handler)
 }
 
-func _TrafficInternalService_PutLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PutLogicalCloudFactsRequest)
+func _TrafficInternalService_PurgeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeLogicalCloudRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(TrafficInternalServiceServer).PutLogicalCloudFacts(ctx, in)
+		return srv.(TrafficInternalServiceServer).PurgeLogicalCloud(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: TrafficInternalService_PutLogicalCloudFacts_FullMethodName,
+		FullMethod: TrafficInternalService_PurgeLogicalCloud_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TrafficInternalServiceServer).PutLogicalCloudFacts(ctx, req.(*PutLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _TrafficInternalService_DeleteLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(TrafficInternalServiceServer).DeleteLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: TrafficInternalService_DeleteLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TrafficInternalServiceServer).DeleteLogicalCloudFacts(ctx, req.(*DeleteLogicalCloudFactsRequest))
+		return srv.(TrafficInternalServiceServer).PurgeLogicalCloud(ctx, req.(*PurgeLogicalCloudRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -313,12 +271,8 @@ var TrafficInternalService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TrafficInternalService_GetTrafficDnsStatus_Handler,
 		},
 		{
-			MethodName: "PutLogicalCloudFacts",
-			Handler:    _TrafficInternalService_PutLogicalCloudFacts_Handler,
-		},
-		{
-			MethodName: "DeleteLogicalCloudFacts",
-			Handler:    _TrafficInternalService_DeleteLogicalCloudFacts_Handler,
+			MethodName: "PurgeLogicalCloud",
+			Handler:    _TrafficInternalService_PurgeLogicalCloud_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -831,8 +831,10 @@ type TrafficIntentGroup struct {
 	// description is free text (or metadata.description).
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// logical_cloud is the logical cloud of the group's project whose
-	// clusters and namespace the intents apply to; required at create (an
-	// update may leave it out), it never changes.
+	// clusters and namespace the intents apply to. A create may leave it
+	// out (seed 004's group is {name, description}): an update then sets it,
+	// once, and apply needs it (409 until then). Once set it never changes;
+	// an update may leave it out.
 	LogicalCloud string `protobuf:"bytes,4,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// applied tells whether the group's objects are on the clusters (set by
 	// apply and update, cleared by terminate); output only.

@@ -9,7 +9,7 @@ package userv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "github.com/dcm-project/dcm/gen/dcm/access/v1"
-	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -125,178 +125,6 @@ func (x *ListLogicalCloudPermissionsResponse) GetUserPermissions() []*UserPermis
 	return nil
 }
 
-// PutLogicalCloudFactsRequest carries one logical cloud's facts.
-type PutLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Facts         *v1.LogicalCloudFacts  `protobuf:"bytes,1,opt,name=facts,proto3" json:"facts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsRequest) Reset() {
-	*x = PutLogicalCloudFactsRequest{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *PutLogicalCloudFactsRequest) GetFacts() *v1.LogicalCloudFacts {
-	if x != nil {
-		return x.Facts
-	}
-	return nil
-}
-
-// PutLogicalCloudFactsResponse is empty.
-type PutLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutLogicalCloudFactsResponse) Reset() {
-	*x = PutLogicalCloudFactsResponse{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *PutLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*PutLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{3}
-}
-
-// DeleteLogicalCloudFactsRequest names a deleted logical cloud.
-type DeleteLogicalCloudFactsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	LogicalCloud  string                 `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsRequest) Reset() {
-	*x = DeleteLogicalCloudFactsRequest{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsRequest) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetProject() string {
-	if x != nil {
-		return x.Project
-	}
-	return ""
-}
-
-func (x *DeleteLogicalCloudFactsRequest) GetLogicalCloud() string {
-	if x != nil {
-		return x.LogicalCloud
-	}
-	return ""
-}
-
-// DeleteLogicalCloudFactsResponse is empty.
-type DeleteLogicalCloudFactsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteLogicalCloudFactsResponse) Reset() {
-	*x = DeleteLogicalCloudFactsResponse{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteLogicalCloudFactsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteLogicalCloudFactsResponse) ProtoMessage() {}
-
-func (x *DeleteLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
-func (*DeleteLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{5}
-}
-
 // ListLogicalCloudsPermissionsRequest names logical clouds of one project.
 type ListLogicalCloudsPermissionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -308,7 +136,7 @@ type ListLogicalCloudsPermissionsRequest struct {
 
 func (x *ListLogicalCloudsPermissionsRequest) Reset() {
 	*x = ListLogicalCloudsPermissionsRequest{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[6]
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +148,7 @@ func (x *ListLogicalCloudsPermissionsRequest) String() string {
 func (*ListLogicalCloudsPermissionsRequest) ProtoMessage() {}
 
 func (x *ListLogicalCloudsPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[6]
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +161,7 @@ func (x *ListLogicalCloudsPermissionsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use ListLogicalCloudsPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{6}
+	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListLogicalCloudsPermissionsRequest) GetProject() string {
@@ -361,7 +189,7 @@ type LogicalCloudPermissions struct {
 
 func (x *LogicalCloudPermissions) Reset() {
 	*x = LogicalCloudPermissions{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[7]
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +201,7 @@ func (x *LogicalCloudPermissions) String() string {
 func (*LogicalCloudPermissions) ProtoMessage() {}
 
 func (x *LogicalCloudPermissions) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[7]
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +214,7 @@ func (x *LogicalCloudPermissions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudPermissions.ProtoReflect.Descriptor instead.
 func (*LogicalCloudPermissions) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{7}
+	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LogicalCloudPermissions) GetLogicalCloud() string {
@@ -414,7 +242,7 @@ type ListLogicalCloudsPermissionsResponse struct {
 
 func (x *ListLogicalCloudsPermissionsResponse) Reset() {
 	*x = ListLogicalCloudsPermissionsResponse{}
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[8]
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +254,7 @@ func (x *ListLogicalCloudsPermissionsResponse) String() string {
 func (*ListLogicalCloudsPermissionsResponse) ProtoMessage() {}
 
 func (x *ListLogicalCloudsPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_internal_proto_msgTypes[8]
+	mi := &file_dcm_user_v1_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +267,7 @@ func (x *ListLogicalCloudsPermissionsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ListLogicalCloudsPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListLogicalCloudsPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{8}
+	return file_dcm_user_v1_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListLogicalCloudsPermissionsResponse) GetLogicalClouds() []*LogicalCloudPermissions {
@@ -453,19 +281,12 @@ var File_dcm_user_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_user_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/user/v1/internal.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/facts.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\"z\n" +
+	"\x1adcm/user/v1/internal.proto\x12\vdcm.user.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\"z\n" +
 	"\"ListLogicalCloudPermissionsRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"n\n" +
 	"#ListLogicalCloudPermissionsResponse\x12G\n" +
-	"\x10user_permissions\x18\x01 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\"T\n" +
-	"\x1bPutLogicalCloudFactsRequest\x125\n" +
-	"\x05facts\x18\x01 \x01(\v2\x1f.dcm.types.v1.LogicalCloudFactsR\x05facts\"\x1e\n" +
-	"\x1cPutLogicalCloudFactsResponse\"`\n" +
-	"\x1eDeleteLogicalCloudFactsRequest\x12\x18\n" +
-	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\"!\n" +
-	"\x1fDeleteLogicalCloudFactsResponse\"g\n" +
+	"\x10user_permissions\x18\x01 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\"g\n" +
 	"#ListLogicalCloudsPermissionsRequest\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12&\n" +
 	"\x0elogical_clouds\x18\x02 \x03(\tR\x0elogical-clouds\"\x88\x01\n" +
@@ -473,7 +294,7 @@ const file_dcm_user_v1_internal_proto_rawDesc = "" +
 	"\rlogical_cloud\x18\x01 \x01(\tR\rlogical-cloud\x12G\n" +
 	"\x10user_permissions\x18\x02 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\"t\n" +
 	"$ListLogicalCloudsPermissionsResponse\x12L\n" +
-	"\x0elogical_clouds\x18\x01 \x03(\v2$.dcm.user.v1.LogicalCloudPermissionsR\x0elogical-clouds2\xf9\x06\n" +
+	"\x0elogical_clouds\x18\x01 \x03(\v2$.dcm.user.v1.LogicalCloudPermissionsR\x0elogical-clouds2\x96\x05\n" +
 	"\x13UserInternalService\x12M\n" +
 	"\n" +
 	"CreateUser\x12\x1e.dcm.user.v1.CreateUserRequest\x1a\x1f.dcm.user.v1.CreateUserResponse\x12P\n" +
@@ -481,9 +302,7 @@ const file_dcm_user_v1_internal_proto_rawDesc = "" +
 	"\x12GetUserCredentials\x12&.dcm.user.v1.GetUserCredentialsRequest\x1a'.dcm.user.v1.GetUserCredentialsResponse\x12b\n" +
 	"\x11PurgeLogicalCloud\x12%.dcm.user.v1.PurgeLogicalCloudRequest\x1a&.dcm.user.v1.PurgeLogicalCloudResponse\x12\x80\x01\n" +
 	"\x1bListLogicalCloudPermissions\x12/.dcm.user.v1.ListLogicalCloudPermissionsRequest\x1a0.dcm.user.v1.ListLogicalCloudPermissionsResponse\x12\x83\x01\n" +
-	"\x1cListLogicalCloudsPermissions\x120.dcm.user.v1.ListLogicalCloudsPermissionsRequest\x1a1.dcm.user.v1.ListLogicalCloudsPermissionsResponse\x12k\n" +
-	"\x14PutLogicalCloudFacts\x12(.dcm.user.v1.PutLogicalCloudFactsRequest\x1a).dcm.user.v1.PutLogicalCloudFactsResponse\x12t\n" +
-	"\x17DeleteLogicalCloudFacts\x12+.dcm.user.v1.DeleteLogicalCloudFactsRequest\x1a,.dcm.user.v1.DeleteLogicalCloudFactsResponse\x1a\n" +
+	"\x1cListLogicalCloudsPermissions\x120.dcm.user.v1.ListLogicalCloudsPermissionsRequest\x1a1.dcm.user.v1.ListLogicalCloudsPermissionsResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreB3Z1github.com/dcm-project/dcm/gen/dcm/user/v1;userv1b\x06proto3"
 
@@ -499,54 +318,44 @@ func file_dcm_user_v1_internal_proto_rawDescGZIP() []byte {
 	return file_dcm_user_v1_internal_proto_rawDescData
 }
 
-var file_dcm_user_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_dcm_user_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_dcm_user_v1_internal_proto_goTypes = []any{
 	(*ListLogicalCloudPermissionsRequest)(nil),   // 0: dcm.user.v1.ListLogicalCloudPermissionsRequest
 	(*ListLogicalCloudPermissionsResponse)(nil),  // 1: dcm.user.v1.ListLogicalCloudPermissionsResponse
-	(*PutLogicalCloudFactsRequest)(nil),          // 2: dcm.user.v1.PutLogicalCloudFactsRequest
-	(*PutLogicalCloudFactsResponse)(nil),         // 3: dcm.user.v1.PutLogicalCloudFactsResponse
-	(*DeleteLogicalCloudFactsRequest)(nil),       // 4: dcm.user.v1.DeleteLogicalCloudFactsRequest
-	(*DeleteLogicalCloudFactsResponse)(nil),      // 5: dcm.user.v1.DeleteLogicalCloudFactsResponse
-	(*ListLogicalCloudsPermissionsRequest)(nil),  // 6: dcm.user.v1.ListLogicalCloudsPermissionsRequest
-	(*LogicalCloudPermissions)(nil),              // 7: dcm.user.v1.LogicalCloudPermissions
-	(*ListLogicalCloudsPermissionsResponse)(nil), // 8: dcm.user.v1.ListLogicalCloudsPermissionsResponse
-	(*UserPermission)(nil),                       // 9: dcm.user.v1.UserPermission
-	(*v1.LogicalCloudFacts)(nil),                 // 10: dcm.types.v1.LogicalCloudFacts
-	(*CreateUserRequest)(nil),                    // 11: dcm.user.v1.CreateUserRequest
-	(*RenderUsersRequest)(nil),                   // 12: dcm.user.v1.RenderUsersRequest
-	(*GetUserCredentialsRequest)(nil),            // 13: dcm.user.v1.GetUserCredentialsRequest
-	(*PurgeLogicalCloudRequest)(nil),             // 14: dcm.user.v1.PurgeLogicalCloudRequest
-	(*CreateUserResponse)(nil),                   // 15: dcm.user.v1.CreateUserResponse
-	(*RenderUsersResponse)(nil),                  // 16: dcm.user.v1.RenderUsersResponse
-	(*GetUserCredentialsResponse)(nil),           // 17: dcm.user.v1.GetUserCredentialsResponse
-	(*PurgeLogicalCloudResponse)(nil),            // 18: dcm.user.v1.PurgeLogicalCloudResponse
+	(*ListLogicalCloudsPermissionsRequest)(nil),  // 2: dcm.user.v1.ListLogicalCloudsPermissionsRequest
+	(*LogicalCloudPermissions)(nil),              // 3: dcm.user.v1.LogicalCloudPermissions
+	(*ListLogicalCloudsPermissionsResponse)(nil), // 4: dcm.user.v1.ListLogicalCloudsPermissionsResponse
+	(*UserPermission)(nil),                       // 5: dcm.user.v1.UserPermission
+	(*CreateUserRequest)(nil),                    // 6: dcm.user.v1.CreateUserRequest
+	(*RenderUsersRequest)(nil),                   // 7: dcm.user.v1.RenderUsersRequest
+	(*GetUserCredentialsRequest)(nil),            // 8: dcm.user.v1.GetUserCredentialsRequest
+	(*PurgeLogicalCloudRequest)(nil),             // 9: dcm.user.v1.PurgeLogicalCloudRequest
+	(*CreateUserResponse)(nil),                   // 10: dcm.user.v1.CreateUserResponse
+	(*RenderUsersResponse)(nil),                  // 11: dcm.user.v1.RenderUsersResponse
+	(*GetUserCredentialsResponse)(nil),           // 12: dcm.user.v1.GetUserCredentialsResponse
+	(*PurgeLogicalCloudResponse)(nil),            // 13: dcm.user.v1.PurgeLogicalCloudResponse
 }
 var file_dcm_user_v1_internal_proto_depIdxs = []int32{
-	9,  // 0: dcm.user.v1.ListLogicalCloudPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
-	10, // 1: dcm.user.v1.PutLogicalCloudFactsRequest.facts:type_name -> dcm.types.v1.LogicalCloudFacts
-	9,  // 2: dcm.user.v1.LogicalCloudPermissions.user_permissions:type_name -> dcm.user.v1.UserPermission
-	7,  // 3: dcm.user.v1.ListLogicalCloudsPermissionsResponse.logical_clouds:type_name -> dcm.user.v1.LogicalCloudPermissions
-	11, // 4: dcm.user.v1.UserInternalService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
-	12, // 5: dcm.user.v1.UserInternalService.RenderUsers:input_type -> dcm.user.v1.RenderUsersRequest
-	13, // 6: dcm.user.v1.UserInternalService.GetUserCredentials:input_type -> dcm.user.v1.GetUserCredentialsRequest
-	14, // 7: dcm.user.v1.UserInternalService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
-	0,  // 8: dcm.user.v1.UserInternalService.ListLogicalCloudPermissions:input_type -> dcm.user.v1.ListLogicalCloudPermissionsRequest
-	6,  // 9: dcm.user.v1.UserInternalService.ListLogicalCloudsPermissions:input_type -> dcm.user.v1.ListLogicalCloudsPermissionsRequest
-	2,  // 10: dcm.user.v1.UserInternalService.PutLogicalCloudFacts:input_type -> dcm.user.v1.PutLogicalCloudFactsRequest
-	4,  // 11: dcm.user.v1.UserInternalService.DeleteLogicalCloudFacts:input_type -> dcm.user.v1.DeleteLogicalCloudFactsRequest
-	15, // 12: dcm.user.v1.UserInternalService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
-	16, // 13: dcm.user.v1.UserInternalService.RenderUsers:output_type -> dcm.user.v1.RenderUsersResponse
-	17, // 14: dcm.user.v1.UserInternalService.GetUserCredentials:output_type -> dcm.user.v1.GetUserCredentialsResponse
-	18, // 15: dcm.user.v1.UserInternalService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
-	1,  // 16: dcm.user.v1.UserInternalService.ListLogicalCloudPermissions:output_type -> dcm.user.v1.ListLogicalCloudPermissionsResponse
-	8,  // 17: dcm.user.v1.UserInternalService.ListLogicalCloudsPermissions:output_type -> dcm.user.v1.ListLogicalCloudsPermissionsResponse
-	3,  // 18: dcm.user.v1.UserInternalService.PutLogicalCloudFacts:output_type -> dcm.user.v1.PutLogicalCloudFactsResponse
-	5,  // 19: dcm.user.v1.UserInternalService.DeleteLogicalCloudFacts:output_type -> dcm.user.v1.DeleteLogicalCloudFactsResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	5,  // 0: dcm.user.v1.ListLogicalCloudPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
+	5,  // 1: dcm.user.v1.LogicalCloudPermissions.user_permissions:type_name -> dcm.user.v1.UserPermission
+	3,  // 2: dcm.user.v1.ListLogicalCloudsPermissionsResponse.logical_clouds:type_name -> dcm.user.v1.LogicalCloudPermissions
+	6,  // 3: dcm.user.v1.UserInternalService.CreateUser:input_type -> dcm.user.v1.CreateUserRequest
+	7,  // 4: dcm.user.v1.UserInternalService.RenderUsers:input_type -> dcm.user.v1.RenderUsersRequest
+	8,  // 5: dcm.user.v1.UserInternalService.GetUserCredentials:input_type -> dcm.user.v1.GetUserCredentialsRequest
+	9,  // 6: dcm.user.v1.UserInternalService.PurgeLogicalCloud:input_type -> dcm.user.v1.PurgeLogicalCloudRequest
+	0,  // 7: dcm.user.v1.UserInternalService.ListLogicalCloudPermissions:input_type -> dcm.user.v1.ListLogicalCloudPermissionsRequest
+	2,  // 8: dcm.user.v1.UserInternalService.ListLogicalCloudsPermissions:input_type -> dcm.user.v1.ListLogicalCloudsPermissionsRequest
+	10, // 9: dcm.user.v1.UserInternalService.CreateUser:output_type -> dcm.user.v1.CreateUserResponse
+	11, // 10: dcm.user.v1.UserInternalService.RenderUsers:output_type -> dcm.user.v1.RenderUsersResponse
+	12, // 11: dcm.user.v1.UserInternalService.GetUserCredentials:output_type -> dcm.user.v1.GetUserCredentialsResponse
+	13, // 12: dcm.user.v1.UserInternalService.PurgeLogicalCloud:output_type -> dcm.user.v1.PurgeLogicalCloudResponse
+	1,  // 13: dcm.user.v1.UserInternalService.ListLogicalCloudPermissions:output_type -> dcm.user.v1.ListLogicalCloudPermissionsResponse
+	4,  // 14: dcm.user.v1.UserInternalService.ListLogicalCloudsPermissions:output_type -> dcm.user.v1.ListLogicalCloudsPermissionsResponse
+	9,  // [9:15] is the sub-list for method output_type
+	3,  // [3:9] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_dcm_user_v1_internal_proto_init() }
@@ -561,7 +370,7 @@ func file_dcm_user_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_user_v1_internal_proto_rawDesc), len(file_dcm_user_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

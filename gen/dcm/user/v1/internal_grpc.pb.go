@@ -25,8 +25,6 @@ const (
 	UserInternalService_PurgeLogicalCloud_FullMethodName            = "/dcm.user.v1.UserInternalService/PurgeLogicalCloud"
 	UserInternalService_ListLogicalCloudPermissions_FullMethodName  = "/dcm.user.v1.UserInternalService/ListLogicalCloudPermissions"
 	UserInternalService_ListLogicalCloudsPermissions_FullMethodName = "/dcm.user.v1.UserInternalService/ListLogicalCloudsPermissions"
-	UserInternalService_PutLogicalCloudFacts_FullMethodName         = "/dcm.user.v1.UserInternalService/PutLogicalCloudFacts"
-	UserInternalService_DeleteLogicalCloudFacts_FullMethodName      = "/dcm.user.v1.UserInternalService/DeleteLogicalCloudFacts"
 )
 
 // UserInternalServiceClient is the client API for UserInternalService service.
@@ -71,15 +69,6 @@ type UserInternalServiceClient interface {
 	// clouds of one project at once (a page of core's logical clouds), each
 	// ordered by name: one call per page, not one per logical cloud.
 	ListLogicalCloudsPermissions(ctx context.Context, in *ListLogicalCloudsPermissionsRequest, opts ...grpc.CallOption) (*ListLogicalCloudsPermissionsResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error)
 }
 
 type userInternalServiceClient struct {
@@ -150,26 +139,6 @@ func (c *userInternalServiceClient) ListLogicalCloudsPermissions(ctx context.Con
 	return out, nil
 }
 
-func (c *userInternalServiceClient) PutLogicalCloudFacts(ctx context.Context, in *PutLogicalCloudFactsRequest, opts ...grpc.CallOption) (*PutLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PutLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, UserInternalService_PutLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *userInternalServiceClient) DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteLogicalCloudFactsResponse)
-	err := c.cc.Invoke(ctx, UserInternalService_DeleteLogicalCloudFacts_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // UserInternalServiceServer is the server API for UserInternalService service.
 // All implementations must embed UnimplementedUserInternalServiceServer
 // for forward compatibility.
@@ -212,15 +181,6 @@ type UserInternalServiceServer interface {
 	// clouds of one project at once (a page of core's logical clouds), each
 	// ordered by name: one call per page, not one per logical cloud.
 	ListLogicalCloudsPermissions(context.Context, *ListLogicalCloudsPermissionsRequest) (*ListLogicalCloudsPermissionsResponse, error)
-	// PutLogicalCloudFacts stores what core tells of a logical cloud (its
-	// facts: level, namespace, users, clusters, being deleted): the parent
-	// checks of the public API read them, never core. Core tells them when
-	// it creates the logical cloud, when they change and on every reconcile;
-	// putting the same facts again is harmless.
-	PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error)
-	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
-	// at the end of its cascade); forgetting one not known is harmless.
-	DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error)
 	mustEmbedUnimplementedUserInternalServiceServer()
 }
 
@@ -248,12 +208,6 @@ func (UnimplementedUserInternalServiceServer) ListLogicalCloudPermissions(contex
 }
 func (UnimplementedUserInternalServiceServer) ListLogicalCloudsPermissions(context.Context, *ListLogicalCloudsPermissionsRequest) (*ListLogicalCloudsPermissionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLogicalCloudsPermissions not implemented")
-}
-func (UnimplementedUserInternalServiceServer) PutLogicalCloudFacts(context.Context, *PutLogicalCloudFactsRequest) (*PutLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PutLogicalCloudFacts not implemented")
-}
-func (UnimplementedUserInternalServiceServer) DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudFacts not implemented")
 }
 func (UnimplementedUserInternalServiceServer) mustEmbedUnimplementedUserInternalServiceServer() {}
 func (UnimplementedUserInternalServiceServer) testEmbeddedByValue()                             {}
@@ -384,42 +338,6 @@ func _UserInternalService_ListLogicalCloudsPermissions_Handler(srv interface{}, 
 	return interceptor(ctx, in, info, handler)
 }
 
-func _UserInternalService_PutLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PutLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserInternalServiceServer).PutLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserInternalService_PutLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserInternalServiceServer).PutLogicalCloudFacts(ctx, req.(*PutLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _UserInternalService_DeleteLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteLogicalCloudFactsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserInternalServiceServer).DeleteLogicalCloudFacts(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserInternalService_DeleteLogicalCloudFacts_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserInternalServiceServer).DeleteLogicalCloudFacts(ctx, req.(*DeleteLogicalCloudFactsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // UserInternalService_ServiceDesc is the grpc.ServiceDesc for UserInternalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -450,14 +368,6 @@ var UserInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLogicalCloudsPermissions",
 			Handler:    _UserInternalService_ListLogicalCloudsPermissions_Handler,
-		},
-		{
-			MethodName: "PutLogicalCloudFacts",
-			Handler:    _UserInternalService_PutLogicalCloudFacts_Handler,
-		},
-		{
-			MethodName: "DeleteLogicalCloudFacts",
-			Handler:    _UserInternalService_DeleteLogicalCloudFacts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

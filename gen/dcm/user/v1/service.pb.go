@@ -662,98 +662,6 @@ func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
-// DeleteUsersRequest names the logical cloud.
-type DeleteUsersRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// project is the project's name.
-	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	// logical_cloud is the logical cloud's name.
-	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteUsersRequest) Reset() {
-	*x = DeleteUsersRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteUsersRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteUsersRequest) ProtoMessage() {}
-
-func (x *DeleteUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteUsersRequest.ProtoReflect.Descriptor instead.
-func (*DeleteUsersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *DeleteUsersRequest) GetProject() string {
-	if x != nil {
-		return x.Project
-	}
-	return ""
-}
-
-func (x *DeleteUsersRequest) GetLogicalCloud() string {
-	if x != nil {
-		return x.LogicalCloud
-	}
-	return ""
-}
-
-// DeleteUsersResponse is empty.
-type DeleteUsersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteUsersResponse) Reset() {
-	*x = DeleteUsersResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteUsersResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteUsersResponse) ProtoMessage() {}
-
-func (x *DeleteUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteUsersResponse.ProtoReflect.Descriptor instead.
-func (*DeleteUsersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{11}
-}
-
 // CreateUserPermissionRequest names the logical cloud and carries the permission.
 type CreateUserPermissionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -769,7 +677,7 @@ type CreateUserPermissionRequest struct {
 
 func (x *CreateUserPermissionRequest) Reset() {
 	*x = CreateUserPermissionRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[12]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +689,7 @@ func (x *CreateUserPermissionRequest) String() string {
 func (*CreateUserPermissionRequest) ProtoMessage() {}
 
 func (x *CreateUserPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[12]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +702,7 @@ func (x *CreateUserPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserPermissionRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateUserPermissionRequest) GetProject() string {
@@ -829,7 +737,7 @@ type CreateUserPermissionResponse struct {
 
 func (x *CreateUserPermissionResponse) Reset() {
 	*x = CreateUserPermissionResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[13]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +749,7 @@ func (x *CreateUserPermissionResponse) String() string {
 func (*CreateUserPermissionResponse) ProtoMessage() {}
 
 func (x *CreateUserPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[13]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +762,7 @@ func (x *CreateUserPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserPermissionResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateUserPermissionResponse) GetUserPermission() *UserPermission {
@@ -879,7 +787,7 @@ type GetUserPermissionRequest struct {
 
 func (x *GetUserPermissionRequest) Reset() {
 	*x = GetUserPermissionRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[14]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +799,7 @@ func (x *GetUserPermissionRequest) String() string {
 func (*GetUserPermissionRequest) ProtoMessage() {}
 
 func (x *GetUserPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[14]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +812,7 @@ func (x *GetUserPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionRequest.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetUserPermissionRequest) GetProject() string {
@@ -939,7 +847,7 @@ type GetUserPermissionResponse struct {
 
 func (x *GetUserPermissionResponse) Reset() {
 	*x = GetUserPermissionResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[15]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +859,7 @@ func (x *GetUserPermissionResponse) String() string {
 func (*GetUserPermissionResponse) ProtoMessage() {}
 
 func (x *GetUserPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[15]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +872,7 @@ func (x *GetUserPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserPermissionResponse.ProtoReflect.Descriptor instead.
 func (*GetUserPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetUserPermissionResponse) GetUserPermission() *UserPermission {
@@ -994,7 +902,7 @@ type ListUserPermissionsRequest struct {
 
 func (x *ListUserPermissionsRequest) Reset() {
 	*x = ListUserPermissionsRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[16]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +914,7 @@ func (x *ListUserPermissionsRequest) String() string {
 func (*ListUserPermissionsRequest) ProtoMessage() {}
 
 func (x *ListUserPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[16]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +927,7 @@ func (x *ListUserPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListUserPermissionsRequest) GetProject() string {
@@ -1064,7 +972,7 @@ type ListUserPermissionsResponse struct {
 
 func (x *ListUserPermissionsResponse) Reset() {
 	*x = ListUserPermissionsResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[17]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +984,7 @@ func (x *ListUserPermissionsResponse) String() string {
 func (*ListUserPermissionsResponse) ProtoMessage() {}
 
 func (x *ListUserPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[17]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +997,7 @@ func (x *ListUserPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListUserPermissionsResponse) GetUserPermissions() []*UserPermission {
@@ -1123,7 +1031,7 @@ type UpdateUserPermissionRequest struct {
 
 func (x *UpdateUserPermissionRequest) Reset() {
 	*x = UpdateUserPermissionRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[18]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1043,7 @@ func (x *UpdateUserPermissionRequest) String() string {
 func (*UpdateUserPermissionRequest) ProtoMessage() {}
 
 func (x *UpdateUserPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[18]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1056,7 @@ func (x *UpdateUserPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserPermissionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateUserPermissionRequest) GetProject() string {
@@ -1190,7 +1098,7 @@ type UpdateUserPermissionResponse struct {
 
 func (x *UpdateUserPermissionResponse) Reset() {
 	*x = UpdateUserPermissionResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[19]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1110,7 @@ func (x *UpdateUserPermissionResponse) String() string {
 func (*UpdateUserPermissionResponse) ProtoMessage() {}
 
 func (x *UpdateUserPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[19]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1123,7 @@ func (x *UpdateUserPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserPermissionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateUserPermissionResponse) GetUserPermission() *UserPermission {
@@ -1240,7 +1148,7 @@ type DeleteUserPermissionRequest struct {
 
 func (x *DeleteUserPermissionRequest) Reset() {
 	*x = DeleteUserPermissionRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[20]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1160,7 @@ func (x *DeleteUserPermissionRequest) String() string {
 func (*DeleteUserPermissionRequest) ProtoMessage() {}
 
 func (x *DeleteUserPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[20]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1173,7 @@ func (x *DeleteUserPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserPermissionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteUserPermissionRequest) GetProject() string {
@@ -1298,7 +1206,7 @@ type DeleteUserPermissionResponse struct {
 
 func (x *DeleteUserPermissionResponse) Reset() {
 	*x = DeleteUserPermissionResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[21]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1218,7 @@ func (x *DeleteUserPermissionResponse) String() string {
 func (*DeleteUserPermissionResponse) ProtoMessage() {}
 
 func (x *DeleteUserPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[21]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1231,7 @@ func (x *DeleteUserPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserPermissionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 // PurgeLogicalCloudRequest names the logical cloud being deleted.
@@ -1339,7 +1247,7 @@ type PurgeLogicalCloudRequest struct {
 
 func (x *PurgeLogicalCloudRequest) Reset() {
 	*x = PurgeLogicalCloudRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[22]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1259,7 @@ func (x *PurgeLogicalCloudRequest) String() string {
 func (*PurgeLogicalCloudRequest) ProtoMessage() {}
 
 func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[22]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1272,7 @@ func (x *PurgeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*PurgeLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PurgeLogicalCloudRequest) GetProject() string {
@@ -1392,7 +1300,7 @@ type PurgeLogicalCloudResponse struct {
 
 func (x *PurgeLogicalCloudResponse) Reset() {
 	*x = PurgeLogicalCloudResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[23]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1312,7 @@ func (x *PurgeLogicalCloudResponse) String() string {
 func (*PurgeLogicalCloudResponse) ProtoMessage() {}
 
 func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[23]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1325,7 @@ func (x *PurgeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*PurgeLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PurgeLogicalCloudResponse) GetRemoved() int64 {
@@ -1446,7 +1354,7 @@ type RenderUsersRequest struct {
 
 func (x *RenderUsersRequest) Reset() {
 	*x = RenderUsersRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[24]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1366,7 @@ func (x *RenderUsersRequest) String() string {
 func (*RenderUsersRequest) ProtoMessage() {}
 
 func (x *RenderUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[24]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1379,7 @@ func (x *RenderUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderUsersRequest.ProtoReflect.Descriptor instead.
 func (*RenderUsersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenderUsersRequest) GetProject() string {
@@ -1515,7 +1423,7 @@ type RenderUsersResponse struct {
 
 func (x *RenderUsersResponse) Reset() {
 	*x = RenderUsersResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[25]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1435,7 @@ func (x *RenderUsersResponse) String() string {
 func (*RenderUsersResponse) ProtoMessage() {}
 
 func (x *RenderUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[25]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1448,7 @@ func (x *RenderUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderUsersResponse.ProtoReflect.Descriptor instead.
 func (*RenderUsersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenderUsersResponse) GetManifests() []string {
@@ -1580,7 +1488,7 @@ type RenderedUser struct {
 
 func (x *RenderedUser) Reset() {
 	*x = RenderedUser{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[26]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1500,7 @@ func (x *RenderedUser) String() string {
 func (*RenderedUser) ProtoMessage() {}
 
 func (x *RenderedUser) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[26]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1513,7 @@ func (x *RenderedUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderedUser.ProtoReflect.Descriptor instead.
 func (*RenderedUser) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RenderedUser) GetName() string {
@@ -1671,7 +1579,7 @@ type GetUserCredentialsRequest struct {
 
 func (x *GetUserCredentialsRequest) Reset() {
 	*x = GetUserCredentialsRequest{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[27]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1591,7 @@ func (x *GetUserCredentialsRequest) String() string {
 func (*GetUserCredentialsRequest) ProtoMessage() {}
 
 func (x *GetUserCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[27]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1604,7 @@ func (x *GetUserCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*GetUserCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetUserCredentialsRequest) GetProject() string {
@@ -1749,7 +1657,7 @@ type GetUserCredentialsResponse struct {
 
 func (x *GetUserCredentialsResponse) Reset() {
 	*x = GetUserCredentialsResponse{}
-	mi := &file_dcm_user_v1_service_proto_msgTypes[28]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1669,7 @@ func (x *GetUserCredentialsResponse) String() string {
 func (*GetUserCredentialsResponse) ProtoMessage() {}
 
 func (x *GetUserCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_user_v1_service_proto_msgTypes[28]
+	mi := &file_dcm_user_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1682,7 @@ func (x *GetUserCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*GetUserCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_dcm_user_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetUserCredentialsResponse) GetUser() *RenderedUser {
@@ -1835,11 +1743,7 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x14\n" +
-	"\x12DeleteUserResponse\"j\n" +
-	"\x12DeleteUsersRequest\x12#\n" +
-	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
-	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"\x15\n" +
-	"\x13DeleteUsersResponse\"\xc2\x01\n" +
+	"\x12DeleteUserResponse\"\xc2\x01\n" +
 	"\x1bCreateUserPermissionRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12M\n" +
@@ -1902,13 +1806,16 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\x05level\x18\x05 \x01(\tR\x05level\"d\n" +
 	"\x1aGetUserCredentialsResponse\x12-\n" +
 	"\x04user\x18\x01 \x01(\v2\x19.dcm.user.v1.RenderedUserR\x04user\x12\x17\n" +
-	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\xb7\r\n" +
-	"\vUserService\x12\x95\x01\n" +
-	"\aGetUser\x12\x1b.dcm.user.v1.GetUserRequest\x1a\x1c.dcm.user.v1.GetUserResponse\"O\x82\xd3\xe4\x93\x02Ib\x04user\x12A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x8f\x01\n" +
-	"\tListUsers\x12\x1d.dcm.user.v1.ListUsersRequest\x1a\x1e.dcm.user.v1.ListUsersResponse\"C\x82\xd3\xe4\x93\x02=\x12;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\x98\x01\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem2\xe5\n" +
 	"\n" +
-	"DeleteUser\x12\x1e.dcm.user.v1.DeleteUserRequest\x1a\x1f.dcm.user.v1.DeleteUserResponse\"I\x82\xd3\xe4\x93\x02C*A/v2/projects/{project}/logical-clouds/{logical_cloud}/user/{name}\x12\x95\x01\n" +
-	"\vDeleteUsers\x12\x1f.dcm.user.v1.DeleteUsersRequest\x1a .dcm.user.v1.DeleteUsersResponse\"C\x82\xd3\xe4\x93\x02=*;/v2/projects/{project}/logical-clouds/{logical_cloud}/users\x12\xf3\x01\n" +
+	"\vUserService\x12R\n" +
+	"\aGetUser\x12\x1b.dcm.user.v1.GetUserRequest\x1a\x1c.dcm.user.v1.GetUserResponse\"\f\xc2\xf3\x18\b\n" +
+	"\x04core\x10\x01\x12X\n" +
+	"\tListUsers\x12\x1d.dcm.user.v1.ListUsersRequest\x1a\x1e.dcm.user.v1.ListUsersResponse\"\f\xc2\xf3\x18\b\n" +
+	"\x04core\x10\x01\x12[\n" +
+	"\n" +
+	"DeleteUser\x12\x1e.dcm.user.v1.DeleteUserRequest\x1a\x1f.dcm.user.v1.DeleteUserResponse\"\f\xc2\xf3\x18\b\n" +
+	"\x04core\x10\x01\x12\xf3\x01\n" +
 	"\x14CreateUserPermission\x12(.dcm.user.v1.CreateUserPermissionRequest\x1a).dcm.user.v1.CreateUserPermissionResponse\"\x85\x01\xc2\xf3\x18\x11\n" +
 	"\agateway\n" +
 	"\x04core\x10\x01\x82\xd3\xe4\x93\x02j:\x0fuser_permissionb\x0fuser_permission\"F/v2/projects/{project}/logical-clouds/{logical_cloud}/user-permissions\x12\xca\x01\n" +
@@ -1930,7 +1837,7 @@ func file_dcm_user_v1_service_proto_rawDescGZIP() []byte {
 	return file_dcm_user_v1_service_proto_rawDescData
 }
 
-var file_dcm_user_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_dcm_user_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_dcm_user_v1_service_proto_goTypes = []any{
 	(*User)(nil),                         // 0: dcm.user.v1.User
 	(*UserPermission)(nil),               // 1: dcm.user.v1.UserPermission
@@ -1942,29 +1849,27 @@ var file_dcm_user_v1_service_proto_goTypes = []any{
 	(*ListUsersResponse)(nil),            // 7: dcm.user.v1.ListUsersResponse
 	(*DeleteUserRequest)(nil),            // 8: dcm.user.v1.DeleteUserRequest
 	(*DeleteUserResponse)(nil),           // 9: dcm.user.v1.DeleteUserResponse
-	(*DeleteUsersRequest)(nil),           // 10: dcm.user.v1.DeleteUsersRequest
-	(*DeleteUsersResponse)(nil),          // 11: dcm.user.v1.DeleteUsersResponse
-	(*CreateUserPermissionRequest)(nil),  // 12: dcm.user.v1.CreateUserPermissionRequest
-	(*CreateUserPermissionResponse)(nil), // 13: dcm.user.v1.CreateUserPermissionResponse
-	(*GetUserPermissionRequest)(nil),     // 14: dcm.user.v1.GetUserPermissionRequest
-	(*GetUserPermissionResponse)(nil),    // 15: dcm.user.v1.GetUserPermissionResponse
-	(*ListUserPermissionsRequest)(nil),   // 16: dcm.user.v1.ListUserPermissionsRequest
-	(*ListUserPermissionsResponse)(nil),  // 17: dcm.user.v1.ListUserPermissionsResponse
-	(*UpdateUserPermissionRequest)(nil),  // 18: dcm.user.v1.UpdateUserPermissionRequest
-	(*UpdateUserPermissionResponse)(nil), // 19: dcm.user.v1.UpdateUserPermissionResponse
-	(*DeleteUserPermissionRequest)(nil),  // 20: dcm.user.v1.DeleteUserPermissionRequest
-	(*DeleteUserPermissionResponse)(nil), // 21: dcm.user.v1.DeleteUserPermissionResponse
-	(*PurgeLogicalCloudRequest)(nil),     // 22: dcm.user.v1.PurgeLogicalCloudRequest
-	(*PurgeLogicalCloudResponse)(nil),    // 23: dcm.user.v1.PurgeLogicalCloudResponse
-	(*RenderUsersRequest)(nil),           // 24: dcm.user.v1.RenderUsersRequest
-	(*RenderUsersResponse)(nil),          // 25: dcm.user.v1.RenderUsersResponse
-	(*RenderedUser)(nil),                 // 26: dcm.user.v1.RenderedUser
-	(*GetUserCredentialsRequest)(nil),    // 27: dcm.user.v1.GetUserCredentialsRequest
-	(*GetUserCredentialsResponse)(nil),   // 28: dcm.user.v1.GetUserCredentialsResponse
-	(*v1.Metadata)(nil),                  // 29: dcm.types.v1.Metadata
+	(*CreateUserPermissionRequest)(nil),  // 10: dcm.user.v1.CreateUserPermissionRequest
+	(*CreateUserPermissionResponse)(nil), // 11: dcm.user.v1.CreateUserPermissionResponse
+	(*GetUserPermissionRequest)(nil),     // 12: dcm.user.v1.GetUserPermissionRequest
+	(*GetUserPermissionResponse)(nil),    // 13: dcm.user.v1.GetUserPermissionResponse
+	(*ListUserPermissionsRequest)(nil),   // 14: dcm.user.v1.ListUserPermissionsRequest
+	(*ListUserPermissionsResponse)(nil),  // 15: dcm.user.v1.ListUserPermissionsResponse
+	(*UpdateUserPermissionRequest)(nil),  // 16: dcm.user.v1.UpdateUserPermissionRequest
+	(*UpdateUserPermissionResponse)(nil), // 17: dcm.user.v1.UpdateUserPermissionResponse
+	(*DeleteUserPermissionRequest)(nil),  // 18: dcm.user.v1.DeleteUserPermissionRequest
+	(*DeleteUserPermissionResponse)(nil), // 19: dcm.user.v1.DeleteUserPermissionResponse
+	(*PurgeLogicalCloudRequest)(nil),     // 20: dcm.user.v1.PurgeLogicalCloudRequest
+	(*PurgeLogicalCloudResponse)(nil),    // 21: dcm.user.v1.PurgeLogicalCloudResponse
+	(*RenderUsersRequest)(nil),           // 22: dcm.user.v1.RenderUsersRequest
+	(*RenderUsersResponse)(nil),          // 23: dcm.user.v1.RenderUsersResponse
+	(*RenderedUser)(nil),                 // 24: dcm.user.v1.RenderedUser
+	(*GetUserCredentialsRequest)(nil),    // 25: dcm.user.v1.GetUserCredentialsRequest
+	(*GetUserCredentialsResponse)(nil),   // 26: dcm.user.v1.GetUserCredentialsResponse
+	(*v1.Metadata)(nil),                  // 27: dcm.types.v1.Metadata
 }
 var file_dcm_user_v1_service_proto_depIdxs = []int32{
-	29, // 0: dcm.user.v1.UserPermission.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 0: dcm.user.v1.UserPermission.metadata:type_name -> dcm.types.v1.Metadata
 	0,  // 1: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
 	0,  // 2: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
 	0,  // 3: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
@@ -1975,28 +1880,26 @@ var file_dcm_user_v1_service_proto_depIdxs = []int32{
 	1,  // 8: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
 	1,  // 9: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
 	1,  // 10: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	26, // 11: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
-	26, // 12: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
+	24, // 11: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
+	24, // 12: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
 	4,  // 13: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
 	6,  // 14: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
 	8,  // 15: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
-	10, // 16: dcm.user.v1.UserService.DeleteUsers:input_type -> dcm.user.v1.DeleteUsersRequest
-	12, // 17: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
-	14, // 18: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
-	16, // 19: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
-	18, // 20: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
-	20, // 21: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
-	5,  // 22: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
-	7,  // 23: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
-	9,  // 24: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
-	11, // 25: dcm.user.v1.UserService.DeleteUsers:output_type -> dcm.user.v1.DeleteUsersResponse
-	13, // 26: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
-	15, // 27: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
-	17, // 28: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
-	19, // 29: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
-	21, // 30: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
-	22, // [22:31] is the sub-list for method output_type
-	13, // [13:22] is the sub-list for method input_type
+	10, // 16: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
+	12, // 17: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
+	14, // 18: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
+	16, // 19: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
+	18, // 20: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
+	5,  // 21: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
+	7,  // 22: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
+	9,  // 23: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
+	11, // 24: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
+	13, // 25: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
+	15, // 26: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
+	17, // 27: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
+	19, // 28: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
+	21, // [21:29] is the sub-list for method output_type
+	13, // [13:21] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -2013,7 +1916,7 @@ func file_dcm_user_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_user_v1_service_proto_rawDesc), len(file_dcm_user_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,7 +22,6 @@ const (
 	UserService_GetUser_FullMethodName              = "/dcm.user.v1.UserService/GetUser"
 	UserService_ListUsers_FullMethodName            = "/dcm.user.v1.UserService/ListUsers"
 	UserService_DeleteUser_FullMethodName           = "/dcm.user.v1.UserService/DeleteUser"
-	UserService_DeleteUsers_FullMethodName          = "/dcm.user.v1.UserService/DeleteUsers"
 	UserService_CreateUserPermission_FullMethodName = "/dcm.user.v1.UserService/CreateUserPermission"
 	UserService_GetUserPermission_FullMethodName    = "/dcm.user.v1.UserService/GetUserPermission"
 	UserService_ListUserPermissions_FullMethodName  = "/dcm.user.v1.UserService/ListUserPermissions"
@@ -37,14 +36,16 @@ const (
 // UserService owns the users of each logical cloud and their permissions.
 // Every call checks with core that the logical cloud exists.
 type UserServiceClient interface {
-	// GetUser reads one user.
+	// GetUser reads one user. Core calls it: the users routes are core's
+	// (LogicalCloudService, which adds each user's permissions and quota).
 	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error)
-	// ListUsers reads a logical cloud's users (seed 002's {"users": [...]}).
+	// ListUsers reads a logical cloud's users, ordered by name (for core's
+	// GET .../users).
 	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
-	// DeleteUser removes one user.
+	// DeleteUser removes one user, with the permissions granted to it
+	// alone; the permissions it shares with other users no longer name it
+	// (core's DELETE .../users/{user}).
 	DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error)
-	// DeleteUsers removes every user of a logical cloud.
-	DeleteUsers(ctx context.Context, in *DeleteUsersRequest, opts ...grpc.CallOption) (*DeleteUsersResponse, error)
 	// CreateUserPermission adds a permission to a logical cloud's users (all
 	// of them, or those it names).
 	CreateUserPermission(ctx context.Context, in *CreateUserPermissionRequest, opts ...grpc.CallOption) (*CreateUserPermissionResponse, error)
@@ -90,16 +91,6 @@ func (c *userServiceClient) DeleteUser(ctx context.Context, in *DeleteUserReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteUserResponse)
 	err := c.cc.Invoke(ctx, UserService_DeleteUser_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *userServiceClient) DeleteUsers(ctx context.Context, in *DeleteUsersRequest, opts ...grpc.CallOption) (*DeleteUsersResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteUsersResponse)
-	err := c.cc.Invoke(ctx, UserService_DeleteUsers_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -163,14 +154,16 @@ func (c *userServiceClient) DeleteUserPermission(ctx context.Context, in *Delete
 // UserService owns the users of each logical cloud and their permissions.
 // Every call checks with core that the logical cloud exists.
 type UserServiceServer interface {
-	// GetUser reads one user.
+	// GetUser reads one user. Core calls it: the users routes are core's
+	// (LogicalCloudService, which adds each user's permissions and quota).
 	GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error)
-	// ListUsers reads a logical cloud's users (seed 002's {"users": [...]}).
+	// ListUsers reads a logical cloud's users, ordered by name (for core's
+	// GET .../users).
 	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
-	// DeleteUser removes one user.
+	// DeleteUser removes one user, with the permissions granted to it
+	// alone; the permissions it shares with other users no longer name it
+	// (core's DELETE .../users/{user}).
 	DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error)
-	// DeleteUsers removes every user of a logical cloud.
-	DeleteUsers(context.Context, *DeleteUsersRequest) (*DeleteUsersResponse, error)
 	// CreateUserPermission adds a permission to a logical cloud's users (all
 	// of them, or those it names).
 	CreateUserPermission(context.Context, *CreateUserPermissionRequest) (*CreateUserPermissionResponse, error)
@@ -200,9 +193,6 @@ func (UnimplementedUserServiceServer) ListUsers(context.Context, *ListUsersReque
 }
 func (UnimplementedUserServiceServer) DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteUser not implemented")
-}
-func (UnimplementedUserServiceServer) DeleteUsers(context.Context, *DeleteUsersRequest) (*DeleteUsersResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteUsers not implemented")
 }
 func (UnimplementedUserServiceServer) CreateUserPermission(context.Context, *CreateUserPermissionRequest) (*CreateUserPermissionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateUserPermission not implemented")
@@ -290,24 +280,6 @@ func _UserService_DeleteUser_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(UserServiceServer).DeleteUser(ctx, req.(*DeleteUserRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _UserService_DeleteUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteUsersRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(UserServiceServer).DeleteUsers(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: UserService_DeleteUsers_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UserServiceServer).DeleteUsers(ctx, req.(*DeleteUsersRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -420,10 +392,6 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteUser",
 			Handler:    _UserService_DeleteUser_Handler,
-		},
-		{
-			MethodName: "DeleteUsers",
-			Handler:    _UserService_DeleteUsers_Handler,
 		},
 		{
 			MethodName: "CreateUserPermission",

@@ -22,6 +22,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/auth/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	_ "github.com/dcm-project/dcm/gen/dcm/facts/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/keys/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
 	_ "github.com/dcm-project/dcm/gen/dcm/quota/v1"

@@ -73,6 +73,9 @@ func Table(t reflect.Type) string {
 		if f.Tag.Get("secret") == "true" {
 			usage += ". Secret: redacted from the logged config"
 		}
+		if only, ok := f.Tag.Lookup("programs"); ok {
+			usage += ". Read by the " + strings.ReplaceAll(only, ",", " and ") + " programs only; to any other it is unknown (the variable ignored, the flag refused)"
+		}
 		flag := "(none)"
 		if fl := f.Tag.Get("flag"); fl != "" {
 			flag = "`-" + fl + "`"

@@ -106,7 +106,7 @@ func planMeshCloud(req *corev1.CreateMeshLogicalCloudRequest, g grants) (*plan, 
 func (s *ControlPlanes) enableMesh(ctx context.Context, req *corev1.CreateMeshLogicalCloudRequest, cur *corev1.LogicalCloud) (*corev1.CreateMeshLogicalCloudResponse, error) {
 	project, name := req.GetProject(), req.GetName()
 	if field := newCloudOnly(req); field != "" {
-		return nil, errs.AlreadyExists("logical cloud %q exists: %s is for a new logical cloud only (an existing one keeps its users; permissions are at .../user-permissions, quotas at .../cluster-quotas, clusters at .../cluster-references)", name, field)
+		return nil, errs.AlreadyExists("logical cloud %q exists: %s is for a new logical cloud only (users are added at .../users, permissions at .../user-permissions, quotas at .../cluster-quotas, clusters at .../cluster-references)", name, field)
 	}
 	spec := cur.GetSpec()
 	mesh, _, err := planMesh(&corev1.LogicalCloudSpec{ServiceMesh: &corev1.ServiceMesh{Enabled: true, Namespace: req.GetNamespace()}},

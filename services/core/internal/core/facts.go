@@ -14,11 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
-	namespacev1 "github.com/dcm-project/dcm/gen/dcm/namespace/v1"
-	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
-	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
+	factsv1 "github.com/dcm-project/dcm/gen/dcm/facts/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
-	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 )
@@ -31,8 +28,9 @@ import (
 //
 //   - at create, after storing its record and before making the parts:
 //     a child that refuses fails the create, which is rolled back;
-//   - when the facts change: a cluster reference added or removed (the
-//     level, namespace and users never change after creation);
+//   - when the facts change: a cluster reference or a user added or
+//     removed (users.go; the level and namespace never change after
+//     creation);
 //   - at delete: "deleting" before each service's purge (a service not
 //     told is not purged, and the cleanup loop retries), and the facts
 //     forgotten after the purges, before core removes its own record;
@@ -45,76 +43,22 @@ import (
 // every removal (DeleteLogicalCloud, abandon, the cleanup loop): a stale
 // put can never land after a removal forgot the facts.
 
-// factsTeller is one service's PutLogicalCloudFacts and
-// DeleteLogicalCloudFacts.
-type factsTeller struct {
-	name   string
-	put    func(context.Context, *typesv1.LogicalCloudFacts) error
-	forget func(ctx context.Context, project, lc string) error
+// FactsPeer is a program serving the facts contract
+// (dcm.facts.v1.LogicalCloudFactsInternalService, platform/facts), named by
+// the services it serves it for: one call tells them all.
+type FactsPeer struct {
+	Name   string
+	Client factsv1.LogicalCloudFactsInternalServiceClient
 }
 
 // Facts tells the namespace, user, quota and traffic services the facts
 // of the logical clouds, and forgets them there.
 type Facts struct {
-	clouds     *store.Records[*corev1.LogicalCloud]
-	refs       *store.Records[*corev1.ClusterReference]
-	locks      *keyLocks
-	namespaces namespacev1.NamespaceInternalServiceClient
-	users      userv1.UserInternalServiceClient
-	quotas     quotav1.QuotaInternalServiceClient
-	traffic    trafficv1.TrafficInternalServiceClient
-	log        *zap.Logger
-}
-
-// tellers are the services core tells; one whose client is not configured
-// (a unit test's partial Peers) is left out.
-func (s *Facts) tellers() []factsTeller {
-	var out []factsTeller
-	if c := s.namespaces; c != nil {
-		out = append(out, factsTeller{"namespace service",
-			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
-				_, err := c.PutLogicalCloudFacts(ctx, &namespacev1.PutLogicalCloudFactsRequest{Facts: f})
-				return err
-			},
-			func(ctx context.Context, project, lc string) error {
-				_, err := c.DeleteLogicalCloudFacts(ctx, &namespacev1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
-				return err
-			}})
-	}
-	if c := s.users; c != nil {
-		out = append(out, factsTeller{"user service",
-			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
-				_, err := c.PutLogicalCloudFacts(ctx, &userv1.PutLogicalCloudFactsRequest{Facts: f})
-				return err
-			},
-			func(ctx context.Context, project, lc string) error {
-				_, err := c.DeleteLogicalCloudFacts(ctx, &userv1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
-				return err
-			}})
-	}
-	if c := s.quotas; c != nil {
-		out = append(out, factsTeller{"quota service",
-			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
-				_, err := c.PutLogicalCloudFacts(ctx, &quotav1.PutLogicalCloudFactsRequest{Facts: f})
-				return err
-			},
-			func(ctx context.Context, project, lc string) error {
-				_, err := c.DeleteLogicalCloudFacts(ctx, &quotav1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
-				return err
-			}})
-	}
-	if c := s.traffic; c != nil {
-		out = append(out, factsTeller{"traffic service",
-			func(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
-				_, err := c.PutLogicalCloudFacts(ctx, &trafficv1.PutLogicalCloudFactsRequest{Facts: f})
-				return err
-			},
-			func(ctx context.Context, project, lc string) error {
-				_, err := c.DeleteLogicalCloudFacts(ctx, &trafficv1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc})
-				return err
-			}})
-	}
-	return out
+	clouds *store.Records[*corev1.LogicalCloud]
+	refs   *store.Records[*corev1.ClusterReference]
+	locks  *keyLocks
+	peers  []FactsPeer
+	log    *zap.Logger
 }
 
 // factsOf are the facts of logical cloud c of project referencing
@@ -125,22 +69,19 @@ func factsOf(project string, c *corev1.LogicalCloud, clusters []string) *typesv1
 		Level: c.GetSpec().GetLevel(), Namespace: c.GetSpec().GetNamespace(),
 		Clusters: slices.Sorted(slices.Values(clusters)),
 	}
-	if u := c.GetSpec().GetUser().GetUserName(); u != "" && c.GetSpec().GetLevel() != levelAdmin {
-		f.Users = []string{u}
-	}
+	f.Users = usersOf(c)
 	return f
 }
 
 // tell puts f in every service at once; the error names each service that
 // refused.
 func (s *Facts) tell(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
-	ts := s.tellers()
-	failed := make([]error, len(ts))
+	failed := make([]error, len(s.peers))
 	var g errgroup.Group
-	for i, t := range ts {
+	for i, p := range s.peers {
 		g.Go(func() error {
-			if err := t.put(ctx, f); err != nil {
-				failed[i] = fmt.Errorf("tell the %s the facts of logical cloud %q: %w", t.name, f.GetName(), err)
+			if _, err := p.Client.PutLogicalCloudFacts(ctx, &factsv1.PutLogicalCloudFactsRequest{Facts: f}); err != nil {
+				failed[i] = fmt.Errorf("tell the %s the facts of logical cloud %q: %w", p.Name, f.GetName(), err)
 			}
 			return nil
 		})
@@ -151,13 +92,13 @@ func (s *Facts) tell(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 
 // forget deletes the facts of logical cloud lc of project in every service.
 func (s *Facts) forget(ctx context.Context, project, lc string) error {
-	ts := s.tellers()
-	failed := make([]error, len(ts))
+	failed := make([]error, len(s.peers))
 	var g errgroup.Group
-	for i, t := range ts {
+	for i, p := range s.peers {
 		g.Go(func() error {
-			if err := t.forget(ctx, project, lc); err != nil {
-				failed[i] = fmt.Errorf("%s: forget logical cloud facts: %w", t.name, err)
+			req := &factsv1.DeleteLogicalCloudFactsRequest{Project: project, LogicalCloud: lc}
+			if _, err := p.Client.DeleteLogicalCloudFacts(ctx, req); err != nil {
+				failed[i] = fmt.Errorf("%s: forget logical cloud facts: %w", p.Name, err)
 			}
 			return nil
 		})

@@ -50,6 +50,9 @@ type Peers struct {
 	Mesh            servicemeshv1.ServiceMeshServiceClient
 	Traffic         trafficv1.TrafficServiceClient
 	TrafficInternal trafficv1.TrafficInternalServiceClient
+	// Facts are the programs serving the facts contract for the namespace,
+	// user, quota and traffic services (facts.go): one per address.
+	Facts []FactsPeer
 }
 
 // LogicalClouds is the LogicalCloudService: a thin type composed of the
@@ -81,6 +84,7 @@ type LogicalClouds struct {
 	*Kubeconfigs
 	*QuotaUsage
 	*Facts
+	*Users
 	*Labels
 	traffic *TrafficRollouts
 }
@@ -129,8 +133,7 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 	ro := &rollouts{rsync: peers.RsyncInternal, log: log}
 	refs := store.NewRecords(st, ClusterReferencesCollection, "cluster reference",
 		func() *corev1.ClusterReference { return &corev1.ClusterReference{} })
-	facts := &Facts{clouds: reader.clouds, refs: refs, locks: locks, log: log,
-		namespaces: peers.Namespaces, users: peers.UsersInternal, quotas: peers.QuotasInternal, traffic: peers.TrafficInternal}
+	facts := &Facts{clouds: reader.clouds, refs: refs, locks: locks, peers: peers.Facts, log: log}
 	references := &References{cloudReader: reader, refs: refs,
 		kvs:   store.NewRecords(st, KvPairsCollection, "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
 		rsync: peers.RsyncInternal, facts: facts, log: log}
@@ -146,12 +149,17 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 	clouds := &Clouds{cloudReader: reader, rollouts: ro, locks: locks,
 		namespaces: peers.Namespaces, users: peers.Users, usersInternal: peers.UsersInternal, quotas: peers.Quotas,
 		quotasInternal: peers.QuotasInternal, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, caDist: peers.CaDistInternal,
-		facts: facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
+		trafficInternal: peers.TrafficInternal,
+		facts:           facts, references: references, meshes: meshes, traffic: traffic, log: log, tenancy: set.Tenancy}
+	users := &Users{cloudReader: reader, locks: locks, users: peers.Users, usersInternal: peers.UsersInternal, quotas: peers.Quotas,
+		facts: facts, log: log, tenancy: set.Tenancy}
+	clouds.userAdder = users
 	lifecycle := &Lifecycle{cloudReader: reader, rollouts: ro, locks: locks, namespaces: peers.Namespaces, quotas: peers.QuotasInternal,
 		users: peers.UsersInternal, meshInternal: peers.MeshInternal, references: references, meshes: meshes, traffic: traffic,
 		log: log, watchMax: set.WatchMax}
 	return &LogicalClouds{
 		Clouds:        clouds,
+		Users:         users,
 		ControlPlanes: &ControlPlanes{cloudReader: reader, lcs: clouds, meshes: meshes, meshInternal: peers.MeshInternal, tenancy: set.Tenancy},
 		Lifecycle:     lifecycle,
 		References:    references,
@@ -179,11 +187,17 @@ type Clouds struct {
 	rsync          rsyncv1.RsyncInternalServiceClient
 	meshInternal   servicemeshv1.ServiceMeshInternalServiceClient
 	caDist         cadistv1.CaDistInternalServiceClient
-	facts          *Facts
-	references     *References
-	meshes         *Meshes
-	traffic        *TrafficRollouts
-	log            *zap.Logger
+	// trafficInternal purges a deleted logical cloud's traffic intent
+	// groups; traffic holds core's records of the applied ones.
+	trafficInternal trafficv1.TrafficInternalServiceClient
+	facts           *Facts
+	// userAdder adds users to an existing logical cloud (seed 002's
+	// second POST of the same name).
+	userAdder  *Users
+	references *References
+	meshes     *Meshes
+	traffic    *TrafficRollouts
+	log        *zap.Logger
 	// Tenancy is the installation's isolation settings (reserved
 	// namespaces, quota maximum).
 	tenancy Tenancy
@@ -226,6 +240,17 @@ func (s *cloudReader) cloud(ctx context.Context, project, lc string) (*corev1.Lo
 // in their services. If any of that fails, what was made is removed again
 // (retried in the background if a service is down) and the error returned.
 func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
+	if req.GetName() != "" && req.GetMetadata() == nil && req.GetSpec() == nil {
+		// Seed 002's flat body naming an existing logical cloud adds its
+		// users (docs/logical-clouds.md, "Users").
+		cur, err := s.cloud(ctx, req.GetProject(), req.GetName())
+		switch {
+		case err == nil:
+			return s.addedUsers(ctx, req, cur)
+		case errs.Code(err) != codes.NotFound:
+			return nil, err
+		}
+	}
 	p, err := planCreate(req, grants{Tenancy: s.tenancy, mayGrant: server.MayGrant(ctx)})
 	if err != nil {
 		return nil, err
@@ -261,6 +286,21 @@ func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogic
 	}
 	resp.Message = createdMessage(p)
 	return resp, nil
+}
+
+// addedUsers adds the users of seed 002's flat body to existing logical
+// cloud cur, and answers as a create does.
+func (s *Clouds) addedUsers(ctx context.Context, req *corev1.CreateLogicalCloudRequest, cur *corev1.LogicalCloud) (*corev1.CreateLogicalCloudResponse, error) {
+	c, added, err := s.userAdder.addToExisting(ctx, req, cur)
+	if err != nil {
+		return nil, err
+	}
+	s.shown(ctx, req.GetProject(), c)
+	name := c.GetMetadata().GetName()
+	return &corev1.CreateLogicalCloudResponse{
+		Name: name, LogicalCloudName: name, Namespace: c.GetSpec().GetNamespace(),
+		UserName: added[0].GetName(), User: added[0].GetName(), Message: addedMessage, LogicalCloud: c,
+	}, nil
 }
 
 // createdMessage is the 201 body's message for plan p (seed 002's words).
@@ -649,6 +689,8 @@ func (s *Clouds) finishDelete(ctx context.Context, project, lc string) bool {
 	note("user service", err)
 	_, err = s.quotasInternal.PurgeLogicalCloud(ctx, &quotav1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("quota service", err)
+	_, err = s.trafficInternal.PurgeLogicalCloud(ctx, &trafficv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
+	note("traffic service", err)
 	_, err = s.meshInternal.PurgeLogicalCloud(ctx, &servicemeshv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})
 	note("service mesh service", err)
 	_, err = s.caDist.PurgeLogicalCloud(ctx, &cadistv1.PurgeLogicalCloudRequest{Project: project, LogicalCloud: lc})

@@ -136,6 +136,7 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 		return nil, err
 	}
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: userName, Type: userType}
+	lc.Spec.Users = []string{userName}
 	p := &plan{project: project, lc: lc, users: []*userv1.User{{Name: userName, Type: userType, Certificate: u.GetCertificate()}}}
 	for i, perm := range u.GetUserPermissions() {
 		// protovalidate has checked the name; the rule and namespace are ours.
@@ -247,12 +248,21 @@ func parseLevel(level string) (string, error) {
 	return "", errs.Invalid("spec.level", "%q is not a level: standard (1), admin (0) or privileged", level)
 }
 
+// parseUserType reads a user's type as the seeds spell it, in any case
+// (seed 000 writes "certificate, Token, UNPW", seed 002 "certificate,
+// APIKey, UNPW"): certificate and token are stored lower-case; the
+// seeds' other kinds have no Kubernetes meaning DCM could give them and
+// are refused naming why (docs/logical-clouds.md, "User types").
 func parseUserType(field, t string) (string, error) {
-	switch t {
+	switch strings.ToLower(strings.TrimSpace(t)) {
 	case "", userCertificate:
 		return userCertificate, nil
 	case userToken:
 		return userToken, nil
+	case "unpw":
+		return "", errs.Invalid(field, "%q (user name and password) is not supported: Kubernetes has no password authentication (removed in 1.19); use %q or %q", t, userCertificate, userToken)
+	case "apikey":
+		return "", errs.Invalid(field, "%q is not supported: Kubernetes has no API keys; a bearer token is %q (a ServiceAccount token), else %q", t, userToken, userCertificate)
 	}
 	return "", errs.Invalid(field, "%q is not supported: users authenticate with a %q (a client certificate) or a %q (a ServiceAccount token)", t, userCertificate, userToken)
 }
@@ -315,7 +325,7 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 		lc.Spec.FollowLabels = req.FollowLabels
 	}
 	if res := req.GetResources(); res != nil {
-		if err := checkQuota("resources", res, g); err != nil {
+		if _, _, err := checkQuota("resources", res, g); err != nil {
 			return nil, err
 		}
 		p.quotas = append(p.quotas, &quotav1.Quota{
@@ -328,15 +338,26 @@ func planFlat(req *corev1.CreateLogicalCloudRequest, g grants) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var userHard [][]kube.Amount
 	for i, u := range users {
-		if err := addFlatUser(p, fmt.Sprintf("%s[%d]", field, i), u, g); err != nil {
+		hard, err := addFlatUser(p, fmt.Sprintf("%s[%d]", field, i), u, g)
+		if err != nil {
 			return nil, err
+		}
+		if hard != nil {
+			userHard = append(userHard, hard)
+			// The users' quotas become one ResourceQuota, their sum,
+			// which bounds the namespace: it is held to the maximum.
+			if err := kube.CheckUsersTotal(fmt.Sprintf("%s[%d].quota", field, i), kube.SumHard(userHard), g.MaxQuota, g.mayGrant); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(p.users) == 0 {
 		p.users = []*userv1.User{{Name: name, Type: "certificate"}}
 	}
 	lc.Spec.User = &corev1.LogicalCloudUser{UserName: p.users[0].GetName(), Type: p.users[0].GetType()}
+	lc.Spec.Users = userNames(p.users)
 	return p, nil
 }
 
@@ -363,37 +384,40 @@ func userObjects(v *structpb.Value) ([]*structpb.Struct, string, error) {
 
 // addFlatUser adds one seed 002 user: the user, its permissions (a
 // permission named after the user, or "<user>-<i>" for a list, granted to
-// that user only) and its quota (a quota named "<user>-quota").
-func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
+// that user only) and its quota (a quota named "<user>-quota" for that
+// user, whose hard map it answers: Kubernetes cannot bound one user in a
+// namespace, so the quota service sums the users' quotas into one
+// ResourceQuota for the namespace).
+func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) ([]kube.Amount, error) {
 	f := u.GetFields()
 	for k := range f {
 		if !slices.Contains([]string{"name", "type", "certificate", "permissions", "quota"}, k) {
-			return errs.Invalid(field+"."+k, "unknown field %q", k)
+			return nil, errs.Invalid(field+"."+k, "unknown field %q", k)
 		}
 	}
 	name, err := stringField(field+".name", f["name"])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkName(field+".name", name); err != nil {
-		return err
+		return nil, err
 	}
 	if slices.ContainsFunc(p.users, func(o *userv1.User) bool { return o.GetName() == name }) {
-		return errs.Invalid(field+".name", "user %q is given twice", name)
+		return nil, errs.Invalid(field+".name", "user %q is given twice", name)
 	}
 	typ, err := stringField(field+".type", f["type"])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if typ, err = parseUserType(field+".type", typ); err != nil {
-		return err
+		return nil, err
 	}
 	cert, err := stringField(field+".certificate", f["certificate"])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkUserCSR(field+".certificate", typ, cert, p.project, p.lc.GetMetadata().GetName(), name); err != nil {
-		return err
+		return nil, err
 	}
 	p.users = append(p.users, &userv1.User{Name: name, Type: typ, Certificate: cert})
 
@@ -405,12 +429,12 @@ func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 	case *structpb.Value_ListValue:
 		for i, e := range k.ListValue.GetValues() {
 			if e.GetStructValue() == nil {
-				return errs.Invalid(fmt.Sprintf("%s.permissions[%d]", field, i), "must be an object")
+				return nil, errs.Invalid(fmt.Sprintf("%s.permissions[%d]", field, i), "must be an object")
 			}
 			rules = append(rules, e.GetStructValue())
 		}
 	default:
-		return errs.Invalid(field+".permissions", "must be an object or a list of objects")
+		return nil, errs.Invalid(field+".permissions", "must be an object or a list of objects")
 	}
 	for i, r := range rules {
 		pf, pname := field+".permissions", name
@@ -418,48 +442,55 @@ func addFlatUser(p *plan, field string, u *structpb.Struct, g grants) error {
 			pf, pname = fmt.Sprintf("%s[%d]", pf, i), fmt.Sprintf("%s-%d", name, i)
 		}
 		if err := checkName(field+".name", pname); err != nil {
-			return err
+			return nil, err
 		}
 		perm, err := flatRule(pf, pname, r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The user's permissions are its own: bound to it alone, never
 		// to the logical cloud's other users.
 		perm.Users = []string{name}
 		if err := addPermission(p, pf, perm, g); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if q := f["quota"]; q != nil {
 		hard := q.GetStructValue()
 		if hard == nil {
-			return errs.Invalid(field+".quota", "must be an object of resource quantities")
+			return nil, errs.Invalid(field+".quota", "must be an object of resource quantities")
 		}
-		if err := checkQuota(field+".quota", hard, g); err != nil {
-			return err
+		amounts, sc, err := checkQuota(field+".quota", hard, g)
+		if err != nil {
+			return nil, err
+		}
+		if !sc.Empty() {
+			return nil, errs.Invalid(field+".quota.scopes", "a user's quota is summed with the other users' into one ResourceQuota (%s), which has no scopes: give scoped quotas to the logical cloud (resources, or .../cluster-quotas)", kube.UsersTotalName)
 		}
 		qname := name + "-quota"
 		if err := checkName(field+".name", qname); err != nil {
-			return err
+			return nil, err
 		}
 		p.quotas = append(p.quotas, &quotav1.Quota{
 			Metadata: &typesv1.Metadata{Name: qname, Description: "quota of user " + name},
 			Spec:     hard,
+			User:     name,
 		})
 		p.quotaFields = append(p.quotaFields, field+".quota")
+		return amounts, nil
 	}
-	return nil
+	return nil, nil
 }
 
-// checkQuota checks a quota's hard map, and that only an admin goes over
-// the installation's maximum.
-func checkQuota(field string, hard *structpb.Struct, g grants) error {
-	amounts, err := kube.ParseHard(field, hard)
+// checkQuota checks a quota, its hard map or Kubernetes' ResourceQuotaSpec
+// with scopes (kube.ParseQuotaSpec), and that only an admin goes over the
+// installation's maximum.
+func checkQuota(field string, spec *structpb.Struct, g grants) ([]kube.Amount, kube.Scopes, error) {
+	amounts, sc, _, err := kube.ParseQuotaSpec(field, spec)
 	if err != nil {
-		return err
+		return nil, sc, err
 	}
-	return kube.CheckMax(field, amounts, g.MaxQuota, g.mayGrant)
+	return amounts, sc, kube.CheckMax(field, amounts, g.MaxQuota, g.mayGrant)
 }
 
 // flatRule reads seed 002's {"apiGroups", "resources", "verbs"}.

@@ -49,3 +49,27 @@ func TestPlanGivesEachUserItsPermissions(t *testing.T) {
 	require.Equal(t, codes.InvalidArgument, errs.Code(err), "%v", err)
 	require.Equal(t, "spec.user.user-permissions[0].users[1]", errs.FieldOf(status.Convert(err)))
 }
+
+// TestFactsTellEveryUser: the facts core tells carry every user of the
+// logical cloud: all of seed 002's flat body's users (spec.users), not
+// only the first (spec.user), and those added later; a record from before
+// spec.users tells its spec.user; an admin logical cloud has none.
+func TestFactsTellEveryUser(t *testing.T) {
+	t.Parallel()
+	req := &corev1.CreateLogicalCloudRequest{}
+	require.NoError(t, protojson.Unmarshal([]byte(`{"name": "lc-1", "user": [{"name": "user-2"}, {"name": "user-1"}]}`), req))
+	req.Project = "p1"
+	p, err := planCreate(req, grants{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"user-1", "user-2"}, p.lc.GetSpec().GetUsers())
+	require.Equal(t, []string{"user-1", "user-2"}, factsOf("p1", p.lc, nil).GetUsers())
+	require.Equal(t, "user-2", p.lc.GetSpec().GetUser().GetUserName(), "spec.user is the body's first user")
+
+	old := &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: "old"},
+		Spec: &corev1.LogicalCloudSpec{Level: levelStandard, Namespace: "old", User: &corev1.LogicalCloudUser{UserName: "u"}}}
+	require.Equal(t, []string{"u"}, factsOf("p1", old, nil).GetUsers())
+	old.Spec.Users = []string{"u", "v"}
+	require.Equal(t, []string{"u", "v"}, factsOf("p1", old, nil).GetUsers())
+	admin := &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: "adm"}, Spec: &corev1.LogicalCloudSpec{Level: levelAdmin}}
+	require.Empty(t, factsOf("p1", admin, nil).GetUsers())
+}

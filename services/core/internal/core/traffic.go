@@ -171,6 +171,12 @@ func (t *TrafficRollouts) transition(ctx context.Context, verb string, g groupRe
 	if !slices.Contains(from, st.GetState()) {
 		return nil, errs.Because(errs.ReasonWrongState, "traffic intent group %q is %s: %s needs it to be %s", g.group, st.GetState(), verb, strings.Join(from, " or "))
 	}
+	if lc == "" {
+		// Created without one (seed 004's body {name, description}):
+		// never applied, so only apply gets here.
+		return nil, errs.Because(errs.ReasonWrongState, "traffic intent group %q names no logical cloud: set its logical-cloud first "+
+			"(PUT .../traffic-intent-groups/%s with {\"logical-cloud\": \"<logical cloud of project %s>\"}), then %s it", g.group, g.group, g.project, verb)
+	}
 	if found && rec.GetLogicalCloud() != lc && st.GetState() != TrafficTerminated {
 		return nil, errs.FailedPrecondition("traffic intent group %q is applied to logical cloud %q, not %q", g.group, rec.GetLogicalCloud(), lc)
 	}

@@ -11,7 +11,7 @@ import (
 // several ways, and API.md serves them all. The contracts bind each method
 // once, under /v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups
 // (proto/dcm/traffic/v1/service.proto, proto/dcm/core/v1/traffic.proto);
-// trafficAliases rewrites the other spellings onto those URLs before the
+// aliases rewrites the other spellings onto those URLs before the
 // router sees them, so that each is not a generated route of its own:
 //
 //	/v2/project/...                                → /v2/projects/...
@@ -23,7 +23,12 @@ import (
 //	.../{version}/intent/{group}/connectivity/dnsproviders      → .../dnsproviders
 //
 // each followed by whatever the URL goes on with ("/{name}", "/apply",
-// "/status"). Only paths under .../rb/... are read; a literal segment is
+// "/status"). The seeds also write collection and item URLs with a
+// trailing slash (seed 001's GET .../cluster-references/, seed 004's
+// POST .../traffic-intent-groups/): one trailing slash is dropped from
+// every path first (canonicalPath), so every route, in either dialect,
+// answers its URL with and without it. Only paths under .../rb/... are
+// aliased; a literal segment is
 // compared decoded, as the router compares it, so a percent-encoded
 // spelling is rewritten as the plain one is (an encoded '/' is refused
 // before this, by secure). Authorization, the audit's route and the
@@ -42,11 +47,11 @@ var intentAliases = []struct {
 	{[]string{"dnsproviders"}, "dnsproviders"},
 }
 
-// trafficAliases serves next the request with its path rewritten onto the
-// canonical spelling (canonicalTrafficPath), or as it is.
-func trafficAliases(next http.Handler) http.Handler {
+// aliases serves next the request with its path rewritten onto the
+// canonical spelling (canonicalPath), or as it is.
+func aliases(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := canonicalTrafficPath(r.URL.EscapedPath())
+		p, ok := canonicalPath(r.URL.EscapedPath())
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -67,7 +72,7 @@ func trafficAliases(next http.Handler) http.Handler {
 	})
 }
 
-// sentPathKey holds the path a request sent, when trafficAliases rewrote
+// sentPathKey holds the path a request sent, when aliases rewrote
 // it: a 404 or 405 names the URL the client sent.
 type sentPathKey struct{}
 
@@ -77,6 +82,20 @@ func sentPath(r *http.Request) string {
 		return p
 	}
 	return r.URL.Path
+}
+
+// canonicalPath is escaped, a URL's escaped path, without one trailing
+// slash ("/" itself stays) and in the spelling the contracts bind
+// (canonicalTrafficPath), and whether that differs from it.
+func canonicalPath(escaped string) (string, bool) {
+	trimmed := false
+	if len(escaped) > 1 && strings.HasSuffix(escaped, "/") {
+		escaped, trimmed = escaped[:len(escaped)-1], true
+	}
+	if p, ok := canonicalTrafficPath(escaped); ok {
+		return p, true
+	}
+	return escaped, trimmed
 }
 
 // canonicalTrafficPath is escaped, a URL's escaped path, in the spelling

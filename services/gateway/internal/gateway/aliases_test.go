@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
 )
 
@@ -34,6 +36,20 @@ func aliasesOf(path string) []string {
 	return out
 }
 
+// variable is a URL template's {field}.
+var variable = regexp.MustCompile(`\{[^}]*\}`)
+
+// auditedGateway is a test gateway whose audit lines are observed, and
+// the URLs the contracts bind.
+func auditedGateway(t *testing.T) (http.Handler, *observer.ObservedLogs, []server.HTTPBinding) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	h := testGateway(t, zap.New(core))
+	bs, err := server.HTTPBindings()
+	require.NoError(t, err)
+	return h, logs, bs
+}
+
 // TestTrafficAliasesReachTheirRPC: every spelling of every traffic URL
 // the contracts bind (186 routes: the 170 of the traffic service and the
 // 16 of core's traffic lifecycle, which were additional_bindings before)
@@ -43,11 +59,7 @@ func aliasesOf(path string) []string {
 // audit names the binding's route.
 func TestTrafficAliasesReachTheirRPC(t *testing.T) {
 	t.Parallel()
-	core, logs := observer.New(zap.InfoLevel)
-	h := testGateway(t, zap.New(core))
-	bs, err := server.HTTPBindings()
-	require.NoError(t, err)
-	variable := regexp.MustCompile(`\{[^}]*\}`)
+	h, logs, bs := auditedGateway(t)
 	n := 0
 	for _, b := range bs {
 		if !strings.Contains(b.Path, "/rb/") {
@@ -124,4 +136,48 @@ func TestTrafficAliasNotFoundNamesTheURLSent(t *testing.T) {
 	h.ServeHTTP(w, req)
 	require.Equal(t, 404, w.Code, "%s", w.Body)
 	require.Contains(t, w.Body.String(), "no route for GET /v2/project/a/rb/c/v/traffic-intent-sets/g/nothing")
+}
+
+// TestTrailingSlashReachesEveryRoute: every URL the contracts bind, and
+// the traffic aliases of each, sent with one trailing slash (as seeds 001
+// and 004 write their collection URLs) reaches the same method as sent
+// without, in both dialects, and the audit names the path sent.
+func TestTrailingSlashReachesEveryRoute(t *testing.T) {
+	t.Parallel()
+	h, logs, bs := auditedGateway(t)
+	// send answers the status and the audit's rpc and object.
+	send := func(method, path, dialect string) (int, string, string) {
+		req := httptest.NewRequest(method, path, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+pki.AdminTokenPrefix+"x")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(DialectHeader, dialect)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		got := logs.TakeAll()
+		require.NotEmpty(t, got, "%s %s: no audit line", method, path)
+		line := got[len(got)-1].ContextMap()
+		rpc, _ := line["rpc"].(string)
+		return w.Code, rpc, line["object"].(string)
+	}
+	n := 0
+	for _, b := range bs {
+		path := variable.ReplaceAllString(b.Path, "x1")
+		spellings := []string{path}
+		if strings.Contains(b.Path, "/rb/") {
+			spellings = aliasesOf(path)
+		}
+		for _, p := range spellings {
+			for _, dialect := range []string{DialectDCM, DialectEMCO} {
+				n++
+				code, rpc, _ := send(b.Method, p, dialect)
+				require.Equal(t, 503, code, "%s %s: the unreachable service", b.Method, p)
+				require.Equal(t, b.RPC, rpc, "%s %s", b.Method, p)
+				slashCode, slashRPC, object := send(b.Method, p+"/", dialect)
+				require.Equal(t, code, slashCode, "%s %s/", b.Method, p)
+				require.Equal(t, rpc, slashRPC, "%s %s/", b.Method, p)
+				require.Equal(t, p+"/", object, "the audit's object is the path sent")
+			}
+		}
+	}
+	require.Greater(t, n, 400, "URLs tried")
 }

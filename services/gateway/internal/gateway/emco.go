@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
+	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/errs"
@@ -456,6 +457,41 @@ func toEMCOPermission(p *userv1.UserPermission) emcoPermission {
 	return out
 }
 
+// emcoQuota is EMCO's cluster quota: metadata and the hard map as spec;
+// a scoped quota's spec is Kubernetes' ResourceQuotaSpec ({hard, scopes,
+// scopeSelector}), the form its body may take.
+type emcoQuota struct {
+	Metadata emcoMetadata   `json:"metadata"`
+	Spec     map[string]any `json:"spec"`
+}
+
+func toEMCOQuota(q *quotav1.Quota) emcoQuota {
+	out := emcoQuota{Metadata: toEMCOMetadata(q.GetMetadata()), Spec: q.GetSpec().AsMap()}
+	if out.Spec == nil {
+		out.Spec = map[string]any{}
+	}
+	if len(q.GetScopes()) == 0 && q.GetScopeSelector() == nil {
+		return out
+	}
+	spec := map[string]any{"hard": out.Spec}
+	if len(q.GetScopes()) > 0 {
+		spec["scopes"] = q.GetScopes()
+	}
+	if sel := q.GetScopeSelector(); sel != nil {
+		exprs := make([]map[string]any, 0, len(sel.GetMatchExpressions()))
+		for _, e := range sel.GetMatchExpressions() {
+			m := map[string]any{"scopeName": e.GetScopeName(), "operator": e.GetOperator()}
+			if len(e.GetValues()) > 0 {
+				m["values"] = e.GetValues()
+			}
+			exprs = append(exprs, m)
+		}
+		spec["scopeSelector"] = map[string]any{"matchExpressions": exprs}
+	}
+	out.Spec = spec
+	return out
+}
+
 // each maps a list to EMCO's shapes (never null: EMCO answers []).
 func each[M any, E any](in []M, f func(M) E) []E {
 	out := make([]E, 0, len(in))
@@ -491,6 +527,10 @@ func inEMCO(ctx context.Context, resp proto.Message) (any, error) {
 		return toEMCOPermission(b), nil
 	case []*userv1.UserPermission:
 		return each(b, toEMCOPermission), nil
+	case *quotav1.Quota:
+		return toEMCOQuota(b), nil
+	case []*quotav1.Quota:
+		return each(b, toEMCOQuota), nil
 	}
 	return resp, nil
 }

@@ -115,7 +115,7 @@ func New(ctx context.Context, conns Conns, auth *Authenticator, auditLog *zap.Lo
 	if err := CheckDialect(limits.Dialect); err != nil {
 		return nil, err
 	}
-	root.Handle("/", trafficAliases(watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux))))))
+	root.Handle("/", aliases(watchParam(limits, multipartClusters(dialects(limits.Dialect, noBodyOn204(mux))))))
 	// The API document and its page hold no data: they are served before
 	// authentication, to anyone (no credential is looked at, so none fails
 	// and the failed-authentication limiter never counts them).

@@ -3,11 +3,13 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/proto"
@@ -31,29 +33,53 @@ type lenientJSON struct {
 	*runtime.JSONPb
 }
 
-// NewDecoder implements runtime.Marshaler.
+// NewDecoder implements runtime.Marshaler. A body that is not JSON is
+// refused saying where it stops being JSON (syntaxAt).
 func (l *lenientJSON) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
-		md := descriptorOf(v)
-		if md == nil || md.ParentFile().Package() != lenientPackage {
-			return l.JSONPb.NewDecoder(r).Decode(v)
-		}
-		var body any
-		d := json.NewDecoder(r)
-		d.UseNumber()
-		if err := d.Decode(&body); err != nil {
-			// io.EOF (no body) is the caller's to accept.
-			return err
-		}
-		if err := rewrite(body, md, ""); err != nil {
-			return err
-		}
-		b, err := json.Marshal(body)
+		// readBody has read the body whole already: this copies it.
+		raw, err := io.ReadAll(r)
 		if err != nil {
 			return err
 		}
-		return l.JSONPb.NewDecoder(bytes.NewReader(b)).Decode(v)
+		return syntaxAt(raw, l.decode(bytes.NewReader(raw), v))
 	})
+}
+
+// syntaxAt is err, and if it is a JSON syntax error in raw, the line
+// and column of the byte it stopped at (the seeds' // comments, say).
+func syntaxAt(raw []byte, err error) error {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) || se.Offset < 1 || se.Offset > int64(len(raw)) {
+		return err
+	}
+	before := raw[:se.Offset-1]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+	return fmt.Errorf("%w (line %d, column %d)", err, line, col)
+}
+
+// decode decodes r into v.
+func (l *lenientJSON) decode(r io.Reader, v any) error {
+	md := descriptorOf(v)
+	if md == nil || md.ParentFile().Package() != lenientPackage {
+		return l.JSONPb.NewDecoder(r).Decode(v)
+	}
+	var body any
+	d := json.NewDecoder(r)
+	d.UseNumber()
+	if err := d.Decode(&body); err != nil {
+		// io.EOF (no body) is the caller's to accept.
+		return err
+	}
+	if err := rewrite(body, md, ""); err != nil {
+		return err
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return l.JSONPb.NewDecoder(bytes.NewReader(b)).Decode(v)
 }
 
 // descriptorOf is the message v decodes into: grpc-gateway passes the

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -66,4 +67,29 @@ func TestLenientDecoderOtherPackages(t *testing.T) {
 	err = lenient().NewDecoder(strings.NewReader(`{"enabled": "true"}`)).Decode(&sm)
 	require.Error(t, err, "core's bodies are decoded as sent")
 	require.Error(t, protojson.Unmarshal([]byte(`{"enabled": "true"}`), &corev1.ServiceMesh{}))
+}
+
+// TestSyntaxErrorSaysWhere: a body that is not JSON (the seeds' //
+// comments, a missing comma) is refused with the line and column where
+// it stops being JSON, in runes, for every package's bodies; no body
+// stays io.EOF for grpc-gateway to accept.
+func TestSyntaxErrorSaysWhere(t *testing.T) {
+	t.Parallel()
+	for body, where := range map[string]string{
+		"{\n\"metadata\" : {\n\"name\": \"lc-1\", //unique name\n}}": "line 3, column 17",
+		`{"metadata": {"name": "lc-1" "description": "x"}}`:          "line 1, column 30",
+		"{\n  \"metadata\": {\"description\": \"é\" // x\n}}":        "line 2, column 35",
+		"{\"name\": \"g\",\n \"description\": \"d\",\n}":             "line 3, column 1",
+	} {
+		var lc *corev1.CreateLogicalCloudRequest
+		err := lenient().NewDecoder(strings.NewReader(body)).Decode(&lc)
+		require.Error(t, err, body)
+		require.Contains(t, err.Error(), "("+where+")", body)
+		var g *trafficv1.TrafficIntentGroup
+		err = lenient().NewDecoder(strings.NewReader(body)).Decode(&g)
+		require.Error(t, err, body)
+		require.Contains(t, err.Error(), "("+where+")", "%s (the traffic service's lenient decoding)", body)
+	}
+	var lc *corev1.CreateLogicalCloudRequest
+	require.ErrorIs(t, lenient().NewDecoder(strings.NewReader("")).Decode(&lc), io.EOF)
 }

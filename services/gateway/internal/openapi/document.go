@@ -315,7 +315,7 @@ func errorSchema() (map[string]any, error) {
 // TestReasonsComplete checks none is missing).
 var Reasons = []errs.Reason{
 	errs.ReasonWrongState, errs.ReasonStillDeleting, errs.ReasonReferenced, errs.ReasonOwnedByOther,
-	errs.ReasonNotManaged, errs.ReasonConcurrentUpdate, errs.ReasonNotIssued, errs.ReasonMeshLimit,
+	errs.ReasonNotManaged, errs.ReasonConcurrentUpdate, errs.ReasonNotIssued, errs.ReasonMeshLimit, errs.ReasonLastUser,
 }
 
 func reasonNames() []string {

@@ -84,21 +84,9 @@ func (s *Service) exists(ctx context.Context, project, lc string) error {
 	return err
 }
 
-// PutLogicalCloudFacts implements namespacev1.NamespaceInternalServiceServer.
-func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *namespacev1.PutLogicalCloudFactsRequest) (*namespacev1.PutLogicalCloudFactsResponse, error) {
-	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
-		return nil, err
-	}
-	return &namespacev1.PutLogicalCloudFactsResponse{}, nil
-}
-
-// DeleteLogicalCloudFacts implements namespacev1.NamespaceInternalServiceServer.
-func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *namespacev1.DeleteLogicalCloudFactsRequest) (*namespacev1.DeleteLogicalCloudFactsResponse, error) {
-	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	return &namespacev1.DeleteLogicalCloudFactsResponse{}, nil
-}
+// Facts is the service's copy of the logical clouds' facts, which core
+// tells it through the facts contract (platform/facts.Serve).
+func (s *Service) Facts() *facts.Facts { return s.facts }
 
 // shown is the namespace named name (core's spec.namespace) with its
 // derived labels.

@@ -151,10 +151,11 @@ type conflict struct {
 	quota, hardRes, hard string
 }
 
-// namedHard is a quota as rendered: its name and hard map.
+// namedHard is a quota as rendered: its name, hard map and scopes.
 type namedHard struct {
-	name string
-	hard []kube.Amount
+	name   string
+	hard   []kube.Amount
+	scopes kube.Scopes
 }
 
 // misfit is the first default of d that a container cannot have: a
@@ -228,12 +229,29 @@ func (s *Service) defaultsFor(ctx context.Context, parent string) (Defaults, str
 	return d.over(s.containerDefaults), SourceLogicalCloud, nil
 }
 
-// rendered is what the quotas of a logical cloud are on its clusters:
-// each laid over the base.
+// rendered is what the quotas of a logical cloud are on its clusters,
+// in order: each quota of the logical cloud laid over the base (a scoped
+// one over what of the base its scopes can track); the users' quotas
+// summed into one, users-total, laid over the base, after them; and when
+// every one is scoped, the base alone as "default", which bounds what the
+// scopes leave out.
 func (s *Service) rendered(qs []*quotav1.StoredQuota) []namedHard {
 	out := make([]namedHard, 0, len(qs))
+	unscoped := false
 	for _, q := range qs {
-		out = append(out, namedHard{name: q.GetMetadata().GetName(), hard: kube.MergeHard(s.base, amounts(q.GetHard()))})
+		if q.GetUser() != "" {
+			continue
+		}
+		sc := scopesOf(q.GetScopes(), q.GetScopeSelector())
+		unscoped = unscoped || sc.Empty()
+		out = append(out, namedHard{name: q.GetMetadata().GetName(), hard: kube.MergeHard(sc.ForScopes(s.base), amounts(q.GetHard())), scopes: sc})
+	}
+	if slices.ContainsFunc(qs, func(q *quotav1.StoredQuota) bool { return q.GetUser() != "" }) {
+		out = append(out, namedHard{name: UsersTotalName, hard: kube.MergeHard(s.base, usersTotal(qs))})
+		unscoped = true
+	}
+	if !unscoped && len(out) > 0 && len(s.base) > 0 {
+		out = append(out, namedHard{name: DefaultName, hard: s.base})
 	}
 	return out
 }

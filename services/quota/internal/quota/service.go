@@ -34,6 +34,17 @@ import (
 // DefaultName is the name the default quota is shown under.
 const DefaultName = "default"
 
+// UsersTotalName names the one ResourceQuota the quotas of a logical
+// cloud's users become (kube.UsersTotalName).
+const UsersTotalName = kube.UsersTotalName
+
+// LimitsNamespace is what every rendered ResourceQuota bounds.
+const LimitsNamespace = "namespace"
+
+// userNote says what a user's quota is on the clusters.
+const userNote = "Kubernetes cannot bound one user inside a namespace: this user's figures are added to the other users' quotas into ResourceQuota " +
+	UsersTotalName + ", which bounds the whole namespace (all users together), not this user alone"
+
 // Service is the quota service's gRPC API.
 type Service struct {
 	quotav1.UnimplementedQuotaServiceServer
@@ -96,21 +107,9 @@ func (s *Service) cloud(ctx context.Context, project, lc string) (*typesv1.Logic
 	return s.facts.Parent(ctx, project, lc)
 }
 
-// PutLogicalCloudFacts implements quotav1.QuotaInternalServiceServer.
-func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *quotav1.PutLogicalCloudFactsRequest) (*quotav1.PutLogicalCloudFactsResponse, error) {
-	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
-		return nil, err
-	}
-	return &quotav1.PutLogicalCloudFactsResponse{}, nil
-}
-
-// DeleteLogicalCloudFacts implements quotav1.QuotaInternalServiceServer.
-func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *quotav1.DeleteLogicalCloudFactsRequest) (*quotav1.DeleteLogicalCloudFactsResponse, error) {
-	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	return &quotav1.DeleteLogicalCloudFactsResponse{}, nil
-}
+// Facts is the service's copy of the logical clouds' facts, which core
+// tells it through the facts contract (platform/facts.Serve).
+func (s *Service) Facts() *facts.Facts { return s.facts }
 
 // namespaced reads a logical cloud that has a namespace to put quotas in:
 // FailedPrecondition for an admin one, which has none.
@@ -130,26 +129,96 @@ func (s *Service) exists(project, lc string) func(context.Context) error {
 	return s.facts.Check(project, lc)
 }
 
-// stored checks a quota, and that only an admin goes over the maximum,
-// and returns its stored form.
+// stored checks a quota (its hard map and scopes with Kubernetes' rules,
+// given in the project's form or as Kubernetes' ResourceQuotaSpec in
+// spec), and that only an admin goes over the maximum, and returns its
+// stored form.
 func (s *Service) stored(ctx context.Context, q *quotav1.Quota) (*quotav1.StoredQuota, error) {
-	hard, err := kube.ParseHard("quota.spec", q.GetSpec())
+	hard, sc, k8s, err := kube.ParseQuotaSpec("quota.spec", q.GetSpec())
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case k8s && (len(q.GetScopes()) > 0 || q.GetScopeSelector() != nil):
+		return nil, errs.Invalid("quota.scopes", "spec is a ResourceQuotaSpec with its own scopes and scopeSelector: give the scopes there or here, not both")
+	case !k8s:
+		sc = scopesOf(q.GetScopes(), q.GetScopeSelector())
+		if err := kube.CheckScopes("quota", kube.APIScopeFields, hard, sc); err != nil {
+			return nil, err
+		}
 	}
 	if err := kube.CheckMax("quota.spec", hard, s.maxQuota, server.MayGrant(ctx)); err != nil {
 		return nil, err
 	}
-	out := &quotav1.StoredQuota{Metadata: q.GetMetadata()}
+	name := q.GetMetadata().GetName()
+	if name == UsersTotalName {
+		return nil, errs.Invalid("quota.metadata.name", "%q is the ResourceQuota the users' quotas are summed into: choose another name", name)
+	}
+	if u := q.GetUser(); u != "" {
+		if msgs := validation.IsDNS1123Label(u); len(msgs) > 0 {
+			return nil, errs.Invalid("quota.user", "%q is not a user name: %s", u, strings.Join(msgs, "; "))
+		}
+		if !sc.Empty() {
+			return nil, errs.Invalid("quota.scopes", "a user's quota is summed with the other users' into one ResourceQuota (%s), which has no scopes: give scoped quotas to the logical cloud (without user)", UsersTotalName)
+		}
+	}
+	if name == DefaultName && !sc.Empty() {
+		return nil, errs.Invalid("quota.metadata.name", "%q is where the default quota bounds what scoped quotas leave out: a scoped quota needs another name", name)
+	}
+	out := &quotav1.StoredQuota{Metadata: q.GetMetadata(), Scopes: sc.Scopes, User: q.GetUser()}
+	if sc.Selector != nil {
+		out.ScopeSelector = &quotav1.ScopeSelector{MatchExpressions: []*quotav1.ScopeRequirement{}}
+		for _, r := range *sc.Selector {
+			out.ScopeSelector.MatchExpressions = append(out.ScopeSelector.MatchExpressions,
+				&quotav1.ScopeRequirement{ScopeName: r.ScopeName, Operator: r.Operator, Values: r.Values})
+		}
+	}
 	for _, a := range hard {
 		out.Hard = append(out.Hard, &quotav1.ResourceAmount{Resource: a.Resource, Quantity: a.Quantity})
 	}
 	return out, nil
 }
 
+// scopesOf reads the scopes of a quota.
+func scopesOf(scopes []string, sel *quotav1.ScopeSelector) kube.Scopes {
+	out := kube.Scopes{Scopes: scopes}
+	if sel != nil {
+		reqs := make([]kube.ScopeRequirement, 0, len(sel.GetMatchExpressions()))
+		for _, r := range sel.GetMatchExpressions() {
+			reqs = append(reqs, kube.ScopeRequirement{ScopeName: r.GetScopeName(), Operator: r.GetOperator(), Values: r.GetValues()})
+		}
+		out.Selector = &reqs
+	}
+	return out
+}
+
 // api is the API form of a stored quota.
 func api(q *quotav1.StoredQuota) *quotav1.Quota {
-	return &quotav1.Quota{Metadata: q.GetMetadata(), Spec: kube.HardStruct(amounts(q.GetHard()))}
+	out := &quotav1.Quota{Metadata: q.GetMetadata(), Spec: kube.HardStruct(amounts(q.GetHard())),
+		Scopes: q.GetScopes(), ScopeSelector: q.GetScopeSelector(), User: q.GetUser(),
+		EnforcedBy: &quotav1.Enforcement{ResourceQuota: q.GetMetadata().GetName(), Limits: LimitsNamespace}}
+	if q.GetUser() != "" {
+		out.EnforcedBy.ResourceQuota, out.EnforcedBy.Note = UsersTotalName, userNote
+	}
+	return out
+}
+
+// checkUsersTotal refuses, unless the caller may grant more, users'
+// quotas (the set a logical cloud would have) whose sum, the namespace's
+// users-total quota, is above the installation's maximum.
+func (s *Service) checkUsersTotal(ctx context.Context, qs []*quotav1.StoredQuota) error {
+	return kube.CheckUsersTotal("quota.spec", usersTotal(qs), s.maxQuota, server.MayGrant(ctx))
+}
+
+// usersTotal is the users' quotas among qs summed (kube.SumHard).
+func usersTotal(qs []*quotav1.StoredQuota) []kube.Amount {
+	var users [][]kube.Amount
+	for _, q := range qs {
+		if q.GetUser() != "" {
+			users = append(users, amounts(q.GetHard()))
+		}
+	}
+	return kube.SumHard(users)
 }
 
 // defaultFor is the default quota as shown for a logical cloud, or nil if
@@ -189,6 +258,9 @@ func (s *Service) CreateQuota(ctx context.Context, req *quotav1.CreateQuotaReque
 		return nil, err
 	}
 	if err := s.checkQuotas(ctx, "quota.spec", parent, append(own, q)); err != nil {
+		return nil, err
+	}
+	if err := s.checkUsersTotal(ctx, append(own, q)); err != nil {
 		return nil, err
 	}
 	err = s.quotas.CreateChecked(ctx, store.Key(parent, q.GetMetadata().GetName()), parent, q, s.exists(project, lc))
@@ -286,12 +358,23 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 	if err != nil {
 		return nil, err
 	}
+	if i := slices.IndexFunc(own, func(o *quotav1.StoredQuota) bool { return o.GetMetadata().GetName() == req.GetName() }); i >= 0 {
+		if err := keepUserAndScopes(req.GetQuota(), own[i], q); err != nil {
+			return nil, err
+		}
+	}
 	after := slices.DeleteFunc(own, func(o *quotav1.StoredQuota) bool { return o.GetMetadata().GetName() == req.GetName() })
 	if err := s.checkQuotas(ctx, "quota.spec", parent, append(after, q)); err != nil {
 		return nil, err
 	}
+	if err := s.checkUsersTotal(ctx, append(after, q)); err != nil {
+		return nil, err
+	}
 	_, err = s.quotas.Modify(ctx, id, func(cur *quotav1.StoredQuota) error {
-		cur.Metadata, cur.Hard = q.GetMetadata(), q.GetHard()
+		if err := keepUserAndScopes(req.GetQuota(), cur, q); err != nil {
+			return err
+		}
+		cur.Metadata, cur.Hard, cur.Scopes, cur.ScopeSelector, cur.User = q.GetMetadata(), q.GetHard(), q.GetScopes(), q.GetScopeSelector(), q.GetUser()
 		return nil
 	})
 	if errs.Code(err) == codes.NotFound && req.GetName() == DefaultName {
@@ -307,6 +390,34 @@ func (s *Service) UpdateQuota(ctx context.Context, req *quotav1.UpdateQuotaReque
 		return nil, err
 	}
 	return &quotav1.UpdateQuotaResponse{Quota: api(q)}, nil
+}
+
+// keepUserAndScopes checks a quota's update (given, stored as q) against
+// what is stored (cur): a quota given without user stays its user's; its
+// user cannot change; nor can its scopes, which Kubernetes keeps for the
+// life of a ResourceQuota (its scopeSelector may change).
+func keepUserAndScopes(given *quotav1.Quota, cur, q *quotav1.StoredQuota) error {
+	switch u := q.GetUser(); {
+	case u == "":
+		q.User = cur.GetUser()
+	case u != cur.GetUser():
+		return errs.Invalid("quota.user", "a quota's user cannot change (%q to %q): delete the quota and create it again", cur.GetUser(), u)
+	}
+	if !sameSet(cur.GetScopes(), q.GetScopes()) {
+		field := "quota.scopes"
+		if given.GetSpec().GetFields()["hard"].GetStructValue() != nil {
+			field = "quota.spec.scopes"
+		}
+		return errs.Invalid(field, "Kubernetes does not let a ResourceQuota's scopes change (%v to %v): delete the quota and create it again", cur.GetScopes(), q.GetScopes())
+	}
+	return nil
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // DeleteQuota implements quotav1.QuotaServiceServer.
@@ -368,10 +479,9 @@ func (s *Service) RenderQuotas(ctx context.Context, req *quotav1.RenderQuotasReq
 			c.res, c.value, c.res, c.hard, envLimit)
 	}
 	out := &quotav1.RenderQuotasResponse{Namespace: ns, Manifests: []string{}, Names: []string{}}
-	for _, q := range qs {
-		name := q.GetMetadata().GetName()
-		out.Manifests = append(out.Manifests, resourceQuota(name, ns, kube.Labels(project, lc), kube.MergeHard(s.base, amounts(q.GetHard()))))
-		out.Names = append(out.Names, name)
+	for _, q := range s.rendered(qs) {
+		out.Manifests = append(out.Manifests, resourceQuota(q, ns, kube.Labels(project, lc)))
+		out.Names = append(out.Names, q.name)
 	}
 	if m := limitRange(ns, kube.Labels(project, lc), d); m != "" {
 		out.Manifests = append(out.Manifests, m)
@@ -389,13 +499,24 @@ func amounts(hard []*quotav1.ResourceAmount) []kube.Amount {
 }
 
 // resourceQuota renders a quota as a ResourceQuota object.
-func resourceQuota(name, namespace string, labels map[string]string, hard []kube.Amount) string {
-	h := make(map[string]string, len(hard))
-	for _, a := range hard {
-		h[a.Resource] = a.Quantity
+func resourceQuota(q namedHard, namespace string, labels map[string]string) string {
+	spec := map[string]any{"hard": amountMap(q.hard)}
+	if len(q.scopes.Scopes) > 0 {
+		spec["scopes"] = q.scopes.Scopes
 	}
-	return kube.Manifest("v1", "ResourceQuota", kube.Meta{Name: name, Namespace: namespace, Labels: labels},
-		map[string]any{"spec": map[string]any{"hard": h}})
+	if sel := q.scopes.Selector; sel != nil {
+		exprs := make([]any, 0, len(*sel))
+		for _, r := range *sel {
+			e := map[string]any{"scopeName": r.ScopeName, "operator": r.Operator}
+			if len(r.Values) > 0 {
+				e["values"] = r.Values
+			}
+			exprs = append(exprs, e)
+		}
+		spec["scopeSelector"] = map[string]any{"matchExpressions": exprs}
+	}
+	return kube.Manifest("v1", "ResourceQuota", kube.Meta{Name: q.name, Namespace: namespace, Labels: labels},
+		map[string]any{"spec": spec})
 }
 
 // PurgeLogicalCloud implements quotav1.QuotaInternalServiceServer.

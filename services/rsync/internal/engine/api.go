@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,9 +18,24 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
+// api is what the gRPC service calls (the Engine's exported methods):
+// rollouts' changes, stored and then made current, and their status. It
+// keeps what it answers up to date with the other replicas' changes
+// through replicas.
+type api struct {
+	*board
+	connect  Connector
+	rollouts *store.Records[*rsyncv1.StoredRollout]
+	stamps   *store.Stamps
+	replicas *replicas
+	shards   *shards
+	// writes is the Engine's count of store writes.
+	writes *atomic.Int64
+}
+
 // build checks and parses a desired state into its stored form: each
 // distinct manifest once.
-func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
+func (a *api) build(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
 	rec := &rsyncv1.StoredRollout{Owner: ownerID}
 	var objs []*object
 	index := map[string]int32{}
@@ -31,7 +47,7 @@ func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.
 			return nil, nil, errs.Invalid(field, "cluster %s is given twice", key)
 		}
 		seen[key] = true
-		if err := e.connect.Known(ctx, c.GetProvider(), c.GetCluster()); err != nil {
+		if err := a.connect.Known(ctx, c.GetProvider(), c.GetCluster()); err != nil {
 			if errs.Code(err) == codes.NotFound {
 				return nil, nil, errs.Invalid(field, "cluster %s is not registered", key)
 			}
@@ -78,9 +94,9 @@ func (e *Engine) build(ctx context.Context, ownerID string, clusters []*rsyncv1.
 }
 
 // waitLoaded waits until Run has loaded the stored state.
-func (e *Engine) waitLoaded(ctx context.Context) error {
+func (a *api) waitLoaded(ctx context.Context) error {
 	select {
-	case <-e.loaded:
+	case <-a.loaded:
 		return nil
 	case <-ctx.Done():
 		return errs.Unavailable(ctx.Err(), "the resource synchronizer is still starting")
@@ -89,31 +105,31 @@ func (e *Engine) waitLoaded(ctx context.Context) error {
 
 // Submit stores ownerID's first desired state (or a new one after its
 // rollout was deleted) and starts applying it.
-func (e *Engine) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return e.SubmitGuest(ctx, ownerID, "", nil, clusters)
+func (a *api) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return a.SubmitGuest(ctx, ownerID, "", nil, clusters)
 }
 
 // SubmitGuest is Submit for a rollout whose namespaced objects may also
 // go in the Namespaces of host (another owner): a traffic intent group's
 // in its logical cloud's namespace. repair false: drift on the clusters is
 // reported, not repaired (nil: repaired).
-func (e *Engine) SubmitGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+func (a *api) SubmitGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return a.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o != nil {
-			e.mu.Lock()
-			gone := o.rec.GetDeleting() && e.summary(o).GetSettled()
-			e.mu.Unlock()
+			a.mu.Lock()
+			gone := o.rec.GetDeleting() && o.summary().GetSettled()
+			a.mu.Unlock()
 			if !gone {
 				return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
 			}
 		}
-		return e.buildGuest(ctx, ownerID, host, repair != nil && !*repair, clusters)
+		return a.buildGuest(ctx, ownerID, host, repair != nil && !*repair, clusters)
 	})
 }
 
 // buildGuest is build with the rollout's host owner and drift setting.
-func (e *Engine) buildGuest(ctx context.Context, ownerID, host string, reportDriftOnly bool, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
-	rec, objs, err := e.build(ctx, ownerID, clusters)
+func (a *api) buildGuest(ctx context.Context, ownerID, host string, reportDriftOnly bool, clusters []*rsyncv1.ClusterResources) (*rsyncv1.StoredRollout, []*object, error) {
+	rec, objs, err := a.build(ctx, ownerID, clusters)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,14 +139,14 @@ func (e *Engine) buildGuest(ctx context.Context, ownerID, host string, reportDri
 
 // Update replaces ownerID's desired state: changes are applied, what was
 // dropped is deleted. It resumes a stopped rollout.
-func (e *Engine) Update(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return e.UpdateGuest(ctx, ownerID, "", nil, clusters)
+func (a *api) Update(ctx context.Context, ownerID string, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return a.UpdateGuest(ctx, ownerID, "", nil, clusters)
 }
 
 // UpdateGuest is Update with the rollout's host owner and drift setting
 // (see SubmitGuest; nil repair keeps the rollout's).
-func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+func (a *api) UpdateGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
+	return a.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o == nil {
 			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
 		}
@@ -141,20 +157,20 @@ func (e *Engine) UpdateGuest(ctx context.Context, ownerID, host string, repair *
 		if repair != nil {
 			reportOnly = !*repair
 		}
-		return e.buildGuest(ctx, ownerID, host, reportOnly, clusters)
+		return a.buildGuest(ctx, ownerID, host, reportOnly, clusters)
 	})
 }
 
 // Delete deletes everything of ownerID's from every cluster, in reverse
 // order. Deleting again is a no-op unless the rollout was stopped.
-func (e *Engine) Delete(ctx context.Context, ownerID string) (int64, error) {
-	return e.DeleteForced(ctx, ownerID, false)
+func (a *api) Delete(ctx context.Context, ownerID string) (int64, error) {
+	return a.DeleteForced(ctx, ownerID, false)
 }
 
 // DeleteForced is Delete; with force, the deletion settles at once: what
 // is not deleted yet is ORPHANED (orphans.go) and left on its cluster.
-func (e *Engine) DeleteForced(ctx context.Context, ownerID string, force bool) (int64, error) {
-	return e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+func (a *api) DeleteForced(ctx context.Context, ownerID string, force bool) (int64, error) {
+	return a.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o == nil {
 			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
 		}
@@ -169,8 +185,8 @@ func (e *Engine) DeleteForced(ctx context.Context, ownerID string, force bool) (
 
 // Stop halts ownerID's work: passes in flight stop at their next step and
 // retries are not scheduled until an update or delete.
-func (e *Engine) Stop(ctx context.Context, ownerID string) error {
-	_, err := e.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
+func (a *api) Stop(ctx context.Context, ownerID string) error {
+	_, err := a.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
 		if o == nil {
 			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
 		}
@@ -189,26 +205,26 @@ func (e *Engine) Stop(ctx context.Context, ownerID string) error {
 // stored and then made current. next runs under apiMu, not mu: it may read
 // o.rec and o.objs (changed only here) but must lock mu for anything else. A stop keeps the generation; every other
 // change is a new one.
-func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (*rsyncv1.StoredRollout, []*object, error)) (int64, error) {
-	if err := e.waitLoaded(ctx); err != nil {
+func (a *api) change(ctx context.Context, ownerID string, next func(*owner) (*rsyncv1.StoredRollout, []*object, error)) (int64, error) {
+	if err := a.waitLoaded(ctx); err != nil {
 		return 0, err
 	}
-	e.apiMu.Lock()
-	defer e.apiMu.Unlock()
+	a.apiMu.Lock()
+	defer a.apiMu.Unlock()
 	// Another replica may have changed the rollout since this one polled.
-	if err := e.refresh(ctx, ownerID); err != nil {
+	if err := a.replicas.refresh(ctx, ownerID); err != nil {
 		return 0, err
 	}
-	e.mu.Lock()
-	o := e.owners[ownerID]
-	e.mu.Unlock()
+	a.mu.Lock()
+	o := a.owners[ownerID]
+	a.mu.Unlock()
 	rec, objs, err := next(o)
 	if err != nil {
 		return 0, err
 	}
 	if rec == nil {
-		e.mu.Lock()
-		defer e.mu.Unlock()
+		a.mu.Lock()
+		defer a.mu.Unlock()
 		return o.rec.GetGeneration(), nil
 	}
 	stopping := rec.GetStopped()
@@ -227,15 +243,15 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 	}
 	if o == nil {
 		rec.Generation = 1
-		err = e.rollouts.Create(ctx, ownerID, "", rec, sealed...)
+		err = a.rollouts.Create(ctx, ownerID, "", rec, sealed...)
 	} else {
 		rec.Generation = o.rec.GetGeneration()
 		if !stopping {
 			rec.Generation++
 		}
-		err = e.rollouts.Update(ctx, ownerID, o.version, rec, sealed...)
+		err = a.rollouts.Update(ctx, ownerID, o.version, rec, sealed...)
 	}
-	e.writes.Add(1)
+	a.writes.Add(1)
 	if err != nil {
 		return 0, err
 	}
@@ -243,15 +259,15 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 	if o != nil {
 		version = o.version + 1
 	}
-	if err := e.stamps.Set(ctx, ownerID, version); err != nil {
+	if err := a.stamps.Set(ctx, ownerID, version); err != nil {
 		// The record is stored: the others see it at their next full poll.
-		e.log.Warn("stamp the rollout's version for the other replicas", zap.String("owner", ownerID), zap.Error(err))
+		a.log.Warn("stamp the rollout's version for the other replicas", zap.String("owner", ownerID), zap.Error(err))
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if o == nil {
 		o = &owner{version: 1, tasks: map[string]*task{}, changed: make(chan struct{})}
-		e.owners[ownerID] = o
+		a.owners[ownerID] = o
 	} else {
 		o.version++
 	}
@@ -259,25 +275,25 @@ func (e *Engine) change(ctx context.Context, ownerID string, next func(*owner) (
 	if !stopping {
 		o.trace = newPassTrace(ctx, rec.GetGeneration()) // its passes join ctx's trace (trace.go)
 	}
-	e.adopted(o)
+	a.replicas.adopted(o)
 	return rec.GetGeneration(), nil
 }
 
 // Status reports where ownerID's rollout stands.
-func (e *Engine) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutStatus, error) {
-	if err := e.waitLoaded(ctx); err != nil {
+func (a *api) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutStatus, error) {
+	if err := a.waitLoaded(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.known(ctx, ownerID); err != nil {
+	if err := a.known(ctx, ownerID); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	o, ok := e.owners[ownerID]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.owners[ownerID]
 	if !ok {
 		return nil, errs.NotFound("rollout %q not found", ownerID)
 	}
-	return e.status(o), nil
+	return o.status(), nil
 }
 
 // statesParallel bounds the owners States reads at once.
@@ -286,8 +302,8 @@ const statesParallel = 8
 // States reports where each of owners' rollouts stands, as Status does but
 // without the clusters: one call for many owners (a list page of logical
 // clouds, a scrape of the gauges). An owner with no rollout is left out.
-func (e *Engine) States(ctx context.Context, owners []string) ([]*rsyncv1.RolloutStatus, error) {
-	if err := e.waitLoaded(ctx); err != nil {
+func (a *api) States(ctx context.Context, owners []string) ([]*rsyncv1.RolloutStatus, error) {
+	if err := a.waitLoaded(ctx); err != nil {
 		return nil, err
 	}
 	out := make([]*rsyncv1.RolloutStatus, len(owners))
@@ -295,16 +311,16 @@ func (e *Engine) States(ctx context.Context, owners []string) ([]*rsyncv1.Rollou
 	g.SetLimit(statesParallel)
 	for i, id := range owners {
 		g.Go(func() error {
-			if err := e.known(gctx, id); err != nil {
+			if err := a.known(gctx, id); err != nil {
 				if errs.Code(err) == codes.NotFound {
 					return nil
 				}
 				return err
 			}
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if o, ok := e.owners[id]; ok {
-				out[i] = e.summary(o)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if o, ok := a.owners[id]; ok {
+				out[i] = o.summary()
 			}
 			return nil
 		})
@@ -318,22 +334,22 @@ func (e *Engine) States(ctx context.Context, owners []string) ([]*rsyncv1.Rollou
 // Watch sends ownerID's status now and after each change (at most every
 // 100 ms), until ctx ends, send fails or, with untilSettled, the status is
 // settled.
-func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, send func(*rsyncv1.RolloutStatus) error) error {
-	if err := e.waitLoaded(ctx); err != nil {
+func (a *api) Watch(ctx context.Context, ownerID string, untilSettled bool, send func(*rsyncv1.RolloutStatus) error) error {
+	if err := a.waitLoaded(ctx); err != nil {
 		return err
 	}
 	for {
-		if err := e.known(ctx, ownerID); err != nil {
+		if err := a.known(ctx, ownerID); err != nil {
 			return err
 		}
-		e.mu.Lock()
-		o, ok := e.owners[ownerID]
+		a.mu.Lock()
+		o, ok := a.owners[ownerID]
 		if !ok {
-			e.mu.Unlock()
+			a.mu.Unlock()
 			return errs.NotFound("rollout %q not found", ownerID)
 		}
-		st, changed := e.status(o), o.changed
-		e.mu.Unlock()
+		st, changed := o.status(), o.changed
+		a.mu.Unlock()
 		if err := send(st); err != nil {
 			return err
 		}
@@ -341,7 +357,7 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 			return nil
 		}
 		var poll <-chan time.Time // other replicas' clusters: their saves are read
-		if e.hasForeign(ownerID) {
+		if a.replicas.hasForeign(ownerID) {
 			poll = time.After(time.Second)
 		}
 		select {
@@ -361,45 +377,45 @@ func (e *Engine) Watch(ctx context.Context, ownerID string, untilSettled bool, s
 // known brings ownerID's rollout up to date with the store before it is
 // reported: adopted if another replica submitted or changed it, and the
 // saved states of the clusters other replicas work on read.
-func (e *Engine) known(ctx context.Context, ownerID string) error {
+func (a *api) known(ctx context.Context, ownerID string) error {
 	// Read your writes across replicas: a change another replica just
 	// stored is adopted now, not at the next poll (its stamp is written
 	// before that replica answers the change).
 	// With the store away, what this replica knows is answered.
-	stamp, stamped, err := e.stamps.Get(ctx, ownerID)
+	stamp, stamped, err := a.stamps.Get(ctx, ownerID)
 	if err != nil {
-		e.log.Debug("read the rollout's stamp; answering from memory", zap.String("owner", ownerID), zap.Error(err))
+		a.log.Debug("read the rollout's stamp; answering from memory", zap.String("owner", ownerID), zap.Error(err))
 		stamped = false
 	}
-	e.mu.Lock()
-	o, ok := e.owners[ownerID]
+	a.mu.Lock()
+	o, ok := a.owners[ownerID]
 	ok = ok && (!stamped || o.version == stamp)
-	e.mu.Unlock()
+	a.mu.Unlock()
 	if !ok {
-		e.apiMu.Lock()
-		err := e.refresh(ctx, ownerID)
-		e.apiMu.Unlock()
+		a.apiMu.Lock()
+		err := a.replicas.refresh(ctx, ownerID)
+		a.apiMu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
-	if err := e.refreshForeign(ctx, ownerID); err != nil {
+	if err := a.replicas.refreshForeign(ctx, ownerID); err != nil {
 		// Other replicas' clusters are shown as last read.
-		e.log.Debug("read other replicas' cluster states; answering from memory", zap.String("owner", ownerID), zap.Error(err))
+		a.log.Debug("read other replicas' cluster states; answering from memory", zap.String("owner", ownerID), zap.Error(err))
 	}
 	return nil
 }
 
 // status summarizes o, per cluster and resource. Called with mu held.
-func (e *Engine) status(o *owner) *rsyncv1.RolloutStatus { return e.statusOf(o, true) }
+func (o *owner) status() *rsyncv1.RolloutStatus { return o.statusOf(true) }
 
 // summary is o's status without its clusters (state, settled, counts):
 // nothing of the resources is copied. Called with mu held.
-func (e *Engine) summary(o *owner) *rsyncv1.RolloutStatus { return e.statusOf(o, false) }
+func (o *owner) summary() *rsyncv1.RolloutStatus { return o.statusOf(false) }
 
 // statusOf summarizes o, with its clusters and their resources when
 // clusters is set. Called with mu held.
-func (e *Engine) statusOf(o *owner, clusters bool) *rsyncv1.RolloutStatus {
+func (o *owner) statusOf(clusters bool) *rsyncv1.RolloutStatus {
 	gen := o.rec.GetGeneration()
 	out := &rsyncv1.RolloutStatus{
 		Owner: o.rec.GetOwner(), Generation: gen, Deleting: o.rec.GetDeleting(), Stopped: o.rec.GetStopped(),

@@ -8,7 +8,7 @@ import (
 )
 
 func TestBackoffDoublesWithJitterUpToTheCap(t *testing.T) {
-	e := &Engine{cfg: Config{RetryBase: time.Second, RetryMax: time.Minute}}
+	e := &applier{retryBase: time.Second, retryMax: time.Minute}
 	for attempts, want := range map[int]time.Duration{
 		1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 6: 32 * time.Second, 7: time.Minute, 40: time.Minute,
 	} {

@@ -16,9 +16,12 @@
 // conformance_test.go runs the same behaviours against both. It must not
 // know about logical clouds or any other service.
 //
-// One file per concern: engine.go (state, load), reconcile.go (what each
-// task must do), worker.go (a goroutine per cluster, the concurrency
-// bound, sleeping until due), pass.go and step.go (doing it),
-// statuswriter.go (the single store writer of cluster states, with its own
-// lock), owner.go (ownership), api.go (what the gRPC API calls).
+// One type per part, each holding only what it uses (docs/rsync.md,
+// "Parts"): Engine (engine.go) builds them and starts their loops; api
+// (api.go: what the gRPC API calls), replicas (replicas.go, purge.go: the
+// rollouts in step with the store and the other replicas), shards
+// (shards.go: the leases), applier (worker.go, reconcile.go, pass.go,
+// step.go: applying), driftWatcher (driftwatch.go, driftrecord.go) and
+// statusWriter (statuswriter.go, trace.go: saving cluster states). They
+// share the in-memory state on a board, under its lock.
 package engine

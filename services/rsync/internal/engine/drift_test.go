@@ -112,7 +112,7 @@ func TestRenderPath(t *testing.T) {
 // other manager that comes back after its repair is not repaired again.
 func TestNoteDrift(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	e := &Engine{workers: map[string]*worker{"edge/c1": {kick: make(chan struct{}, 1)}}, log: zap.New(core)}
+	e := &driftWatcher{board: &board{workers: map[string]*worker{"edge/c1": {kick: make(chan struct{}, 1)}}, log: zap.New(core)}}
 	newTask := func(reportOnly bool) (*task, *rsyncv1.ResourceStatus) {
 		o := &owner{rec: &rsyncv1.StoredRollout{Owner: "lc/p/a", ReportDriftOnly: reportOnly}, changed: make(chan struct{})}
 		r := &rsyncv1.ResourceStatus{ApiVersion: "v1", Kind: "ResourceQuota", Namespace: "ns", Name: "q",

@@ -39,7 +39,7 @@ func lastDrift(t *task, r *rsyncv1.ResourceStatus) *rsyncv1.Drift {
 // wants drift repaired and r's newest drift record is not repaired yet.
 // A repair is forced: it takes back the fields another manager took.
 // Called with mu held.
-func (e *Engine) repairing(t *task, r *rsyncv1.ResourceStatus) bool {
+func (dw *driftWatcher) repairing(t *task, r *rsyncv1.ResourceStatus) bool {
 	if t.owner.rec.GetReportDriftOnly() || r.GetOperation() != rsyncv1.Operation_OPERATION_APPLY {
 		return false
 	}
@@ -51,7 +51,7 @@ func (e *Engine) repairing(t *task, r *rsyncv1.ResourceStatus) bool {
 // the owner only wants drift reported, r is marked for a repair and the
 // cluster's worker woken. The same drift noticed again before anything
 // else changed is not recorded twice. Called with mu held.
-func (e *Engine) noteDrift(t *task, r *rsyncv1.ResourceStatus, d *rsyncv1.Drift) {
+func (dw *driftWatcher) noteDrift(t *task, r *rsyncv1.ResourceStatus, d *rsyncv1.Drift) {
 	if !appliedAndOwned(r) {
 		return // a repair is under way, or the resource is being worked on
 	}
@@ -70,7 +70,7 @@ func (e *Engine) noteDrift(t *task, r *rsyncv1.ResourceStatus, d *rsyncv1.Drift)
 	if n := len(t.state.Drift); n > maxDrift {
 		t.state.Drift = slices.Clone(t.state.Drift[n-maxDrift:])
 	}
-	e.log.Info("drift: an applied object was changed on the cluster",
+	dw.log.Info("drift: an applied object was changed on the cluster",
 		zap.String("owner", t.owner.rec.GetOwner()), zap.String("cluster", clusterKey(t.provider, t.cluster)),
 		zap.String("object", describe(d.GetApiVersion(), d.GetKind(), d.GetNamespace(), d.GetName())),
 		zap.Bool("deleted", d.GetDeleted()), zap.Strings("fields", d.GetFields()), zap.Strings("managers", d.GetManagers()),
@@ -79,7 +79,7 @@ func (e *Engine) noteDrift(t *task, r *rsyncv1.ResourceStatus, d *rsyncv1.Drift)
 		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_PENDING, 0, nil, ""
 		r.Updated = timestamppb.Now()
 		t.next = time.Time{}
-		if w := e.workers[clusterKey(t.provider, t.cluster)]; w != nil {
+		if w := dw.workers[clusterKey(t.provider, t.cluster)]; w != nil {
 			select {
 			case w.kick <- struct{}{}:
 			default:
@@ -96,8 +96,8 @@ func (e *Engine) noteDrift(t *task, r *rsyncv1.ResourceStatus, d *rsyncv1.Drift)
 // repair: repaired, or why not (a retryable error is retried like any
 // step; its record says repaired once it is). Called with mu held, after
 // r was set from the step's outcome.
-func (e *Engine) noteRepair(t *task, r *rsyncv1.ResourceStatus, err error) {
-	if !e.repairing(t, r) {
+func (dw *driftWatcher) noteRepair(t *task, r *rsyncv1.ResourceStatus, err error) {
+	if !dw.repairing(t, r) {
 		return
 	}
 	d := lastDrift(t, r)
@@ -105,7 +105,7 @@ func (e *Engine) noteRepair(t *task, r *rsyncv1.ResourceStatus, err error) {
 	case err == nil:
 		d.Repaired, d.Error = true, ""
 		driftTotal.WithLabelValues(d.GetKind(), "repaired").Inc()
-		e.log.Info("drift: repaired", traceField(t), zap.String("owner", t.owner.rec.GetOwner()),
+		dw.log.Info("drift: repaired", traceField(t), zap.String("owner", t.owner.rec.GetOwner()),
 			zap.String("cluster", clusterKey(t.provider, t.cluster)),
 			zap.String("object", describe(d.GetApiVersion(), d.GetKind(), d.GetNamespace(), d.GetName())),
 			zap.Bool("deleted", d.GetDeleted()), zap.Strings("fields", d.GetFields()))

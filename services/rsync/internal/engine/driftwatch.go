@@ -20,16 +20,26 @@ import (
 // on its cluster, to watch them.
 const driftKindsEvery = 2 * time.Second
 
-// startDrift runs watchDrift for one cluster until ctx ends, counted in
-// e.running so that Run waits for it. Called with mu held.
-func (e *Engine) startDrift(ctx context.Context, provider, cluster string) {
-	if ctx == nil || e.cfg.DriftInterval < 0 {
+// driftWatcher finds drift on the clusters this replica works on and
+// records it (driftrecord.go): the watches, the periodic compares and the
+// repairs' outcomes. It holds the board for the tasks it reads and marks.
+type driftWatcher struct {
+	*board
+	connect Connector
+	// interval is Config.DriftInterval; negative: no drift is watched.
+	interval time.Duration
+}
+
+// start runs watchDrift for one cluster until ctx ends, counted in
+// the board's running so that Run waits for it. Called with mu held.
+func (dw *driftWatcher) start(ctx context.Context, provider, cluster string) {
+	if ctx == nil || dw.interval < 0 {
 		return
 	}
-	e.running.Add(1)
+	dw.running.Add(1)
 	go func() {
-		defer e.running.Done()
-		e.watchDrift(ctx, provider, cluster)
+		defer dw.running.Done()
+		dw.watchDrift(ctx, provider, cluster)
 	}()
 }
 
@@ -39,9 +49,9 @@ func (e *Engine) startDrift(ctx context.Context, provider, cluster string) {
 // time at a random point of the first interval, so that clusters spread
 // out), and on clusters whose client can watch (Kube), at once on each
 // change a watch per kind, filtered by ManagedLabel, reports.
-func (e *Engine) watchDrift(ctx context.Context, provider, cluster string) {
+func (dw *driftWatcher) watchDrift(ctx context.Context, provider, cluster string) {
 	ck := clusterKey(provider, cluster)
-	full := time.NewTimer(rand.N(e.cfg.DriftInterval) + time.Millisecond)
+	full := time.NewTimer(rand.N(dw.interval) + time.Millisecond)
 	defer full.Stop()
 	kinds := time.NewTicker(driftKindsEvery)
 	defer kinds.Stop()
@@ -61,45 +71,45 @@ func (e *Engine) watchDrift(ctx context.Context, provider, cluster string) {
 		case <-ctx.Done():
 			return
 		case <-full.C:
-			if cl, err := e.connect.Connect(ctx, provider, cluster); err == nil {
-				e.checkSome(ctx, cl, ck, "", nil, nil) // objects busy now: at the next compare
+			if cl, err := dw.connect.Connect(ctx, provider, cluster); err == nil {
+				dw.checkSome(ctx, cl, ck, "", nil, nil) // objects busy now: at the next compare
 			}
-			full.Reset(e.cfg.DriftInterval)
+			full.Reset(dw.interval)
 		case <-kinds.C:
-			cl, err := e.connect.Connect(ctx, provider, cluster)
+			cl, err := dw.connect.Connect(ctx, provider, cluster)
 			if err != nil {
 				continue
 			}
 			if w, ok := cl.(kindWatcher); ok {
-				e.syncWatches(ctx, w, ck, watches, events)
+				dw.syncWatches(ctx, w, ck, watches, events)
 			}
 			for key := range pendingKeys {
-				pendingKeys[key] = e.checkSome(ctx, cl, ck, key, nil, nil)
+				pendingKeys[key] = dw.checkSome(ctx, cl, ck, key, nil, nil)
 				if !pendingKeys[key] {
 					delete(pendingKeys, key)
 				}
 			}
 			for gvk := range pendingKinds {
-				if !e.checkSome(ctx, cl, ck, "", &gvk, nil) {
+				if !dw.checkSome(ctx, cl, ck, "", &gvk, nil) {
 					delete(pendingKinds, gvk)
 				}
 			}
 		case ev := <-events:
-			cl, err := e.connect.Connect(ctx, provider, cluster)
+			cl, err := dw.connect.Connect(ctx, provider, cluster)
 			if err != nil {
 				continue
 			}
 			switch {
 			case ev.resync:
-				if e.checkSome(ctx, cl, ck, "", &ev.gvk, nil) {
+				if dw.checkSome(ctx, cl, ck, "", &ev.gvk, nil) {
 					pendingKinds[ev.gvk] = true
 				}
 			case ev.deleted: // look again: gone, or only out of the watch's selector
-				if e.checkSome(ctx, cl, ck, ev.key, nil, nil) {
+				if dw.checkSome(ctx, cl, ck, ev.key, nil, nil) {
 					pendingKeys[ev.key] = true
 				}
 			default:
-				if e.checkSome(ctx, cl, ck, ev.key, nil, ev.obj) {
+				if dw.checkSome(ctx, cl, ck, ev.key, nil, ev.obj) {
 					pendingKeys[ev.key] = true
 				}
 			}
@@ -111,13 +121,13 @@ func (e *Engine) watchDrift(ctx context.Context, provider, cluster string) {
 // only, if not empty; of kind gvk only, if not nil) as checkDrift does
 // with seen. True if some could not be compared now, a pass being under
 // way on their task.
-func (e *Engine) checkSome(ctx context.Context, cl Cluster, ck, key string, gvk *schema.GroupVersionKind, seen *unstructured.Unstructured) bool {
-	items, busy := e.driftItems(ck, key)
+func (dw *driftWatcher) checkSome(ctx context.Context, cl Cluster, ck, key string, gvk *schema.GroupVersionKind, seen *unstructured.Unstructured) bool {
+	items, busy := dw.driftItems(ck, key)
 	for _, it := range items {
 		if gvk != nil && it.gvk != *gvk {
 			continue
 		}
-		if !e.checkDrift(ctx, cl, it, seen) {
+		if !dw.checkDrift(ctx, cl, it, seen) {
 			busy = true
 		}
 	}
@@ -140,10 +150,10 @@ type driftItem struct {
 // stopped nor deleting, on a task no pass is running on (busy: some task
 // was left out for that). A CSR is left out: the cluster deletes it once
 // issued, and it is not to be approved again.
-func (e *Engine) driftItems(ck, key string) (out []driftItem, busy bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, o := range e.owners {
+func (dw *driftWatcher) driftItems(ck, key string) (out []driftItem, busy bool) {
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	for _, o := range dw.owners {
 		t := o.tasks[ck]
 		if t == nil || o.rec.GetStopped() || o.rec.GetDeleting() {
 			continue
@@ -176,10 +186,10 @@ func appliedAndOwned(r *rsyncv1.ResourceStatus) bool {
 
 // still is it's resource if nothing touched it since driftItems read it;
 // nil otherwise. Called with mu held.
-func (e *Engine) still(it driftItem) *rsyncv1.ResourceStatus {
+func (dw *driftWatcher) still(it driftItem) *rsyncv1.ResourceStatus {
 	t := it.t
 	o := t.owner
-	if e.owners[o.rec.GetOwner()] != o || o.tasks[clusterKey(t.provider, t.cluster)] != t ||
+	if dw.owners[o.rec.GetOwner()] != o || o.tasks[clusterKey(t.provider, t.cluster)] != t ||
 		t.cancel != nil || o.rec.GetStopped() || o.rec.GetDeleting() {
 		return nil
 	}
@@ -200,7 +210,7 @@ func (e *Engine) still(it driftItem) *rsyncv1.ResourceStatus {
 // object is read again (the event may be older than rsync's last apply).
 // False if its resource changed meanwhile (a pass started): what was
 // read is not recorded.
-func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen *unstructured.Unstructured) bool {
+func (dw *driftWatcher) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen *unstructured.Unstructured) bool {
 	mine := FieldManager(it.t.owner.rec.GetOwner())
 	if seen != nil {
 		if fields, _ := driftOf(it.want, seen, mine); len(fields) == 0 {
@@ -211,7 +221,7 @@ func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen 
 	gone := isGone(err)
 	if err != nil && !gone {
 		if ctx.Err() == nil {
-			e.log.Debug("drift: read the object; next time", zap.String("object", it.key), zap.Error(err))
+			dw.log.Debug("drift: read the object; next time", zap.String("object", it.key), zap.Error(err))
 		}
 		return true
 	}
@@ -228,11 +238,11 @@ func (e *Engine) checkDrift(ctx context.Context, cl Cluster, it driftItem, seen 
 			return true
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	r := e.still(it)
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	r := dw.still(it)
 	if r != nil {
-		e.noteDrift(it.t, r, d)
+		dw.noteDrift(it.t, r, d)
 	}
 	return r != nil
 }
@@ -257,9 +267,9 @@ type kindWatcher interface {
 
 // syncWatches runs a watch for each kind applied on cluster ck and stops
 // those of kinds no longer applied there.
-func (e *Engine) syncWatches(ctx context.Context, w kindWatcher, ck string, watches map[schema.GroupVersionKind]context.CancelFunc, events chan<- driftEvent) {
+func (dw *driftWatcher) syncWatches(ctx context.Context, w kindWatcher, ck string, watches map[schema.GroupVersionKind]context.CancelFunc, events chan<- driftEvent) {
 	want := map[schema.GroupVersionKind]bool{}
-	items, _ := e.driftItems(ck, "")
+	items, _ := dw.driftItems(ck, "")
 	for _, it := range items {
 		want[it.gvk] = true
 	}
@@ -275,20 +285,20 @@ func (e *Engine) syncWatches(ctx context.Context, w kindWatcher, ck string, watc
 		}
 		wctx, stop := context.WithCancel(ctx)
 		watches[gvk] = stop
-		go e.watchKind(wctx, w, gvk, events)
+		go dw.watchKind(wctx, w, gvk, events)
 	}
 }
 
 // watchKind forwards the changes to one kind's managed objects until ctx
 // ends, watching again from the last version seen whenever the API server
 // ends a watch (from the start if that version is too old).
-func (e *Engine) watchKind(ctx context.Context, w kindWatcher, gvk schema.GroupVersionKind, events chan<- driftEvent) {
+func (dw *driftWatcher) watchKind(ctx context.Context, w kindWatcher, gvk schema.GroupVersionKind, events chan<- driftEvent) {
 	rv := ""
 	delay := time.Second
 	for ctx.Err() == nil {
 		wi, err := w.watchManaged(ctx, gvk, rv)
 		if err != nil {
-			e.log.Debug("drift: watch; again soon", zap.String("kind", gvk.String()), zap.Error(err))
+			dw.log.Debug("drift: watch; again soon", zap.String("kind", gvk.String()), zap.Error(err))
 			select {
 			case <-ctx.Done():
 				return
@@ -306,14 +316,14 @@ func (e *Engine) watchKind(ctx context.Context, w kindWatcher, gvk schema.GroupV
 				return
 			}
 		}
-		rv = e.forward(ctx, wi, rv, events)
+		rv = dw.forward(ctx, wi, rv, events)
 		wi.Stop()
 	}
 }
 
 // forward sends one watch's events on until it ends; it returns the
 // version to watch from next ("" to start over).
-func (e *Engine) forward(ctx context.Context, wi watch.Interface, rv string, events chan<- driftEvent) string {
+func (dw *driftWatcher) forward(ctx context.Context, wi watch.Interface, rv string, events chan<- driftEvent) string {
 	for {
 		var ev watch.Event
 		var ok bool

@@ -115,21 +115,28 @@ func (c *Config) defaults() {
 	}
 }
 
-// Engine applies owners' rollouts to clusters. Its in-memory state is
-// guarded by mu; a worker goroutine per cluster runs the passes
-// (worker.go, pass.go, step.go) toward what reconcile decided
-// (reconcile.go); the status writer saves cluster states (statuswriter.go).
+// Engine applies owners' rollouts to clusters. It is the composition
+// root of the parts, each a type of its own holding only what it uses:
+// the API the gRPC service calls (api, api.go), the shard leases
+// (shards, shards.go), the replicas' view of the store (replicas,
+// replicas.go, purge.go), the applying of rollouts on clusters (applier:
+// worker.go, reconcile.go, pass.go, step.go), drift (driftWatcher:
+// driftwatch.go, driftrecord.go) and the store writer of cluster states
+// (statusWriter: statuswriter.go, trace.go). They share the in-memory
+// state on a board, guarded by its mu.
 type Engine struct {
-	cfg      Config
-	log      *zap.Logger
-	connect  Connector
-	rollouts *store.Records[*rsyncv1.StoredRollout]
-	states   *store.Records[*rsyncv1.StoredClusterState]
-	sem      chan struct{}
-	loaded   chan struct{}
+	*api
+	board    *board
+	shards   *shards
+	replicas *replicas
+	saver    *statusWriter
 	// writes counts store writes (the benchmark reports them per cluster).
 	writes atomic.Int64
+}
 
+// board is the in-memory state the parts share, guarded by mu: the
+// rollouts (owners), the workers of the clusters and rsync's claims.
+type board struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	owners  map[string]*owner
@@ -137,18 +144,16 @@ type Engine struct {
 	// claims is rsync's record of who owns what on each cluster: by
 	// cluster key, the owner of each object (by key) it applied for that
 	// owner and has not deleted; the owned flags of the tasks' resources,
-	// indexed.
-	claims  map[string]map[string]string
+	// indexed (owner.go).
+	claims map[string]map[string]string
+	// running counts the goroutines of the workers and drift watches.
 	running sync.WaitGroup
-	// saver is the store writer of cluster states (statuswriter.go).
-	saver *statusWriter
-	// shards is this replica's share of the clusters (shards.go).
-	shards *shards
-	// stamps hold each rollout record's version, for the other replicas'
-	// polls (replicas.go).
-	stamps *store.Stamps
-	// apiMu serializes the API calls that change desired state.
+	// loaded is closed once the stored state is loaded.
+	loaded chan struct{}
+	// apiMu serializes the changes of desired state (the API's, the
+	// adoption of other replicas' and purges).
 	apiMu sync.Mutex
+	log   *zap.Logger
 }
 
 // owner is one rollout: its desired state and a task per cluster.
@@ -184,21 +189,33 @@ type task struct {
 // New makes an engine over st. Run starts it.
 func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engine {
 	cfg.defaults()
-	e := &Engine{
-		cfg: cfg, log: log, connect: connect,
-		rollouts: store.NewRecords(st, RolloutsCollection, "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} }),
-		states: store.NewRecords(st, ClusterStatesCollection, "rollout cluster state",
-			func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} }),
-		sem:     make(chan struct{}, cfg.Concurrency),
-		loaded:  make(chan struct{}),
-		owners:  map[string]*owner{},
-		workers: map[string]*worker{},
-		claims:  map[string]map[string]string{},
+	rollouts := store.NewRecords(st, RolloutsCollection, "rollout", func() *rsyncv1.StoredRollout { return &rsyncv1.StoredRollout{} })
+	states := store.NewRecords(st, ClusterStatesCollection, "rollout cluster state",
+		func() *rsyncv1.StoredClusterState { return &rsyncv1.StoredClusterState{} })
+	stamps := store.NewStamps(st, StampsCollection)
+	b := &board{
+		loaded: make(chan struct{}), owners: map[string]*owner{}, workers: map[string]*worker{},
+		claims: map[string]map[string]string{}, log: log,
 	}
-	e.shards = newShards(st, cfg)
-	e.stamps = store.NewStamps(st, StampsCollection)
-	e.saver = newStatusWriter(e.states, &e.mu, cfg.Checkpoint, &e.writes, log)
-	e.saver.epoch = e.epochOf
+	e := &Engine{board: b, shards: newShards(st, cfg, &b.mu, log)}
+	e.saver = newStatusWriter(states, &b.mu, cfg.Checkpoint, &e.writes, log)
+	e.saver.epoch = e.shards.epochOf
+	drift := &driftWatcher{board: b, connect: connect, interval: cfg.DriftInterval}
+	applier := &applier{
+		board: b, connect: connect, sem: make(chan struct{}, cfg.Concurrency),
+		shards: e.shards, saver: e.saver, drift: drift,
+		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, forceConflicts: cfg.ForceConflicts,
+		certificateWait: cfg.CertificateWait, deleteWait: cfg.DeleteWait,
+	}
+	e.replicas = &replicas{
+		board: b, rollouts: rollouts, states: states, stamps: stamps, shards: e.shards,
+		applier: applier, drift: drift, saver: e.saver, pollEvery: cfg.Poll, purgeAfter: cfg.PurgeAfter,
+	}
+	e.shards.take = e.replicas.activate
+	e.api = &api{
+		board: b, connect: connect, rollouts: rollouts, stamps: stamps,
+		replicas: e.replicas, shards: e.shards, writes: &e.writes,
+	}
 	return e
 }
 
@@ -208,7 +225,7 @@ func (e *Engine) StoreWrites() int64 { return e.writes.Load() }
 // Run loads the stored rollouts, resumes their work and runs until ctx
 // ends; then it waits for the passes in flight and saves their state.
 func (e *Engine) Run(ctx context.Context) error {
-	if err := e.load(ctx); err != nil {
+	if err := e.replicas.load(ctx); err != nil {
 		return fmt.Errorf("rsync engine: load: %w", err)
 	}
 	defer e.gauges()() // gauges.go
@@ -221,68 +238,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	lctx, endLeases := context.WithCancel(context.Background())
 	leasesDone := make(chan struct{})
 	go func() {
-		e.runLeases(lctx, ctx)
+		e.shards.runLeases(lctx, ctx)
 		close(leasesDone)
 	}()
-	go e.pollLoop(ctx)
+	go e.replicas.pollLoop(ctx)
 	<-ctx.Done()
-	e.running.Wait()
+	e.board.running.Wait()
 	close(stop)
 	<-stopped
 	endLeases()
 	<-leasesDone
-	return nil
-}
-
-// load reads every rollout and cluster state and starts the workers.
-func (e *Engine) load(ctx context.Context) error {
-	var recs []store.Item[*rsyncv1.StoredRollout]
-	err := retryStore(ctx, func() (err error) {
-		recs, err = e.rollouts.Children(ctx, "")
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	all, err := e.states.All(ctx)
-	if err != nil {
-		return err
-	}
-	saved, stale := newest(all)
-	e.dropStale(ctx, stale)
-	byOwner := map[string][]savedState{}
-	for _, s := range saved {
-		byOwner[s.msg.GetOwner()] = append(byOwner[s.msg.GetOwner()], s)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ctx = ctx
-	for _, it := range recs {
-		rec := it.Msg
-		o, err := e.newOwner(ctx, rec, it.Version)
-		if err != nil {
-			return err
-		}
-		var legacy []*task
-		for _, st := range byOwner[rec.GetOwner()] {
-			t := e.addTask(o, st.msg.GetProvider(), st.msg.GetCluster())
-			if e.install(t, st) {
-				legacy = append(legacy, t)
-			}
-		}
-		e.owners[rec.GetOwner()] = o
-		e.reconcile(o)
-		for _, t := range o.tasks {
-			t.resume()
-		}
-		restampAll(legacy)
-	}
-	e.indexClaims()
-	for _, o := range e.owners {
-		e.kickAll(o)
-	}
-	close(e.loaded)
-	e.log.Info("rsync engine started", zap.Int("rollouts", len(e.owners)), zap.Int("clusters", len(e.workers)))
 	return nil
 }
 
@@ -304,60 +269,7 @@ func retryStore(ctx context.Context, f func() error) error {
 	}
 }
 
-// newOwner makes the owner of a stored rollout, opening its sealed
-// manifests.
-func (e *Engine) newOwner(ctx context.Context, rec *rsyncv1.StoredRollout, version int64) (*owner, error) {
-	o := &owner{rec: rec, version: version, tasks: map[string]*task{}, changed: make(chan struct{})}
-	manifests, sensitive, err := e.openManifests(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	for i, m := range manifests {
-		obj, err := parseResource(fmt.Sprintf("manifests[%d]", i), m, sensitive[i])
-		if err != nil {
-			return nil, fmt.Errorf("stored rollout %q: %w", rec.GetOwner(), err)
-		}
-		o.objs = append(o.objs, obj)
-	}
-	return o, nil
-}
-
 func clusterKey(provider, cluster string) string { return provider + "/" + cluster }
-
-// addTask returns o's task on a cluster, making it and the cluster's
-// worker if needed. Called with mu held.
-func (e *Engine) addTask(o *owner, provider, cluster string) *task {
-	key := clusterKey(provider, cluster)
-	if t, ok := o.tasks[key]; ok {
-		return t
-	}
-	t := &task{owner: o, provider: provider, cluster: cluster, state: &rsyncv1.StoredClusterState{
-		Owner: o.rec.GetOwner(), Provider: provider, Cluster: cluster, OwnershipRecorded: true,
-	}}
-	o.tasks[key] = t
-	w, ok := e.workers[key]
-	if !ok {
-		w = &worker{kick: make(chan struct{}, 1), shard: shardOf(key, e.shards.n)}
-		e.workers[key] = w
-		e.running.Add(1)
-		go e.work(w)
-		if sl := e.active(w.shard); sl != nil {
-			e.startDrift(sl.ctx, provider, cluster) // drift: watched while the shard is held (driftwatch.go)
-		}
-	}
-	w.tasks = append(w.tasks, t)
-	return t
-}
-
-// kickAll wakes the workers of o's clusters. Called with mu held.
-func (e *Engine) kickAll(o *owner) {
-	for key := range o.tasks {
-		select {
-		case e.workers[key].kick <- struct{}{}:
-		default:
-		}
-	}
-}
 
 // notify wakes o's status watchers. Called with mu held.
 func (o *owner) notify() {

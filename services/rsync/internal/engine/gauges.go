@@ -68,12 +68,12 @@ type backlog struct {
 // status shows as not settled (api.go status: a resource not done is
 // pending or retrying), and RETRYING when it waits for a retry.
 func (e *Engine) backlog() backlog {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.board.mu.Lock()
+	defer e.board.mu.Unlock()
 	owners := map[*owner]struct{}{}
 	var b backlog
-	for _, w := range e.workers {
-		if e.active(w.shard) == nil {
+	for _, w := range e.board.workers {
+		if e.shards.active(w.shard) == nil {
 			continue // another replica's
 		}
 		retry := false

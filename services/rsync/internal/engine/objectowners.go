@@ -18,8 +18,8 @@ import (
 // are asked at most 16 at a time. Bad input is InvalidArgument naming the
 // field: a cluster given twice or not registered, a namespaced kind
 // without a namespace.
-func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, namespace, name string, clusters []*rsyncv1.ClusterRef) ([]*rsyncv1.ObjectOwner, error) {
-	if err := e.waitLoaded(ctx); err != nil {
+func (a *api) ObjectOwners(ctx context.Context, owner, apiVersion, kind, namespace, name string, clusters []*rsyncv1.ClusterRef) ([]*rsyncv1.ObjectOwner, error) {
+	if err := a.waitLoaded(ctx); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
@@ -29,7 +29,7 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 			return nil, errs.Invalid(field, "cluster %s is given twice", ck)
 		}
 		seen[ck] = true
-		if err := e.connect.Known(ctx, c.GetProvider(), c.GetCluster()); err != nil {
+		if err := a.connect.Known(ctx, c.GetProvider(), c.GetCluster()); err != nil {
 			if errs.Code(err) == codes.NotFound {
 				return nil, errs.Invalid(field, "cluster %s is not registered", ck)
 			}
@@ -44,12 +44,12 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 	for i, c := range clusters {
 		res := &rsyncv1.ObjectOwner{Provider: c.GetProvider(), Cluster: c.GetCluster()}
 		out[i] = res
-		e.mu.Lock()
+		a.mu.Lock()
 		var claimant string // rsync's record answers for the clusters this replica works on
-		if ck := clusterKey(c.GetProvider(), c.GetCluster()); e.active(shardOf(ck, e.shards.n)) != nil {
-			claimant = e.claimant(ck, key)
+		if ck := clusterKey(c.GetProvider(), c.GetCluster()); a.shards.active(shardOf(ck, a.shards.n)) != nil {
+			claimant = a.claimant(ck, key)
 		}
-		e.mu.Unlock()
+		a.mu.Unlock()
 		if claimant != "" {
 			res.Owner, res.State = claimant, rsyncv1.Ownership_OWNERSHIP_OTHER_OWNER
 			if claimant == owner {
@@ -62,7 +62,7 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cl, err := e.connect.Connect(ctx, res.GetProvider(), res.GetCluster())
+			cl, err := a.connect.Connect(ctx, res.GetProvider(), res.GetCluster())
 			if err != nil {
 				res.State, res.Error, failed[i] = rsyncv1.Ownership_OWNERSHIP_UNKNOWN, Cause(err), err
 				return
@@ -93,4 +93,12 @@ func (e *Engine) ObjectOwners(ctx context.Context, owner, apiVersion, kind, name
 		}
 	}
 	return out, nil
+}
+
+// ManagedBy is the owner rsync's record says manages an object on a
+// cluster; "" if none.
+func (a *api) ManagedBy(provider, cluster, apiVersion, kind, namespace, name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.claimant(clusterKey(provider, cluster), keyOf(apiVersion, kind, namespace, name))
 }

@@ -30,7 +30,7 @@ var ErrUnregistered = errors.New("the cluster is not registered")
 
 // orphan marks every resource of t that is not deleted ORPHANED, saying
 // why. Called with mu held.
-func (e *Engine) orphan(t *task, why string) {
+func (p *applier) orphan(t *task, why string) {
 	now := timestamppb.Now()
 	gen := t.owner.rec.GetGeneration()
 	changed := false

@@ -216,22 +216,22 @@ func onlyLegacy(err error) bool {
 
 // claimant is the owner rsync's record says manages an object on a
 // cluster; "" if none. Called with mu held.
-func (e *Engine) claimant(cluster, key string) string { return e.claims[cluster][key] }
+func (b *board) claimant(cluster, key string) string { return b.claims[cluster][key] }
 
 // setOwned records whether t's resource r is its owner's on the cluster,
 // in r and in the claims index. Called with mu held.
-func (e *Engine) setOwned(t *task, r *rsyncv1.ResourceStatus, owned bool) {
+func (b *board) setOwned(t *task, r *rsyncv1.ResourceStatus, owned bool) {
 	r.Owned = owned
 	ck, key := clusterKey(t.provider, t.cluster), keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())
 	owner := t.owner.rec.GetOwner()
 	switch {
 	case owned:
-		if e.claims[ck] == nil {
-			e.claims[ck] = map[string]string{}
+		if b.claims[ck] == nil {
+			b.claims[ck] = map[string]string{}
 		}
-		e.claims[ck][key] = owner
-	case e.claims[ck][key] == owner:
-		delete(e.claims[ck], key)
+		b.claims[ck][key] = owner
+	case b.claims[ck][key] == owner:
+		delete(b.claims[ck], key)
 	}
 }
 
@@ -239,10 +239,10 @@ func (e *Engine) setOwned(t *task, r *rsyncv1.ResourceStatus, owned bool) {
 // task. An object two owners' records both claim (objects applied by two
 // owners before they were stamped) is left out: its annotation decides,
 // the first owner to stamp it keeps it. Called with mu held.
-func (e *Engine) indexClaims() {
-	e.claims = map[string]map[string]string{}
+func (b *board) indexClaims() {
+	b.claims = map[string]map[string]string{}
 	contested := map[string]bool{}
-	for _, o := range e.owners {
+	for _, o := range b.owners {
 		for ck, t := range o.tasks {
 			for _, r := range t.state.GetResources() {
 				if !r.GetOwned() {
@@ -252,20 +252,20 @@ func (e *Engine) indexClaims() {
 				if contested[ck+" "+key] {
 					continue
 				}
-				if e.claims[ck] == nil {
-					e.claims[ck] = map[string]string{}
+				if b.claims[ck] == nil {
+					b.claims[ck] = map[string]string{}
 				}
-				if cur, ok := e.claims[ck][key]; ok && cur != o.rec.GetOwner() {
-					delete(e.claims[ck], key)
+				if cur, ok := b.claims[ck][key]; ok && cur != o.rec.GetOwner() {
+					delete(b.claims[ck], key)
 					contested[ck+" "+key] = true
 					continue
 				}
-				e.claims[ck][key] = o.rec.GetOwner()
+				b.claims[ck][key] = o.rec.GetOwner()
 			}
 		}
 	}
 	if len(contested) > 0 {
-		e.log.Warn("objects claimed by several owners' records; the first to stamp them keeps them", zap.Int("objects", len(contested)))
+		b.log.Warn("objects claimed by several owners' records; the first to stamp them keeps them", zap.Int("objects", len(contested)))
 	}
 }
 
@@ -290,12 +290,4 @@ func restamp(st *rsyncv1.StoredClusterState) {
 			r.State, r.Updated = rsyncv1.State_STATE_PENDING, now
 		}
 	}
-}
-
-// ManagedBy is the owner rsync's record says manages an object on a
-// cluster; "" if none.
-func (e *Engine) ManagedBy(provider, cluster, apiVersion, kind, namespace, name string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.claimant(clusterKey(provider, cluster), keyOf(apiVersion, kind, namespace, name))
 }

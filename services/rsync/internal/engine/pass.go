@@ -14,40 +14,40 @@ import (
 
 // pass works on t's resources in order until all are done, one needs a
 // retry (t then waits for it), or the owner changes.
-func (e *Engine) pass(parent context.Context, t *task) {
+func (p *applier) pass(parent context.Context, t *task) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	e.mu.Lock()
+	p.mu.Lock()
 	t.cancel = cancel
 	// Checkpoints count from the pass's start: a short pass writes once, at its end.
 	t.lastFlush = time.Now()
 	o := t.owner
 	gen := o.rec.GetGeneration()
-	ctx, endSpan := e.tracePass(ctx, t, gen) // one span per pass (trace.go)
-	e.mu.Unlock()
+	ctx, endSpan := p.saver.tracePass(ctx, t, gen) // one span per pass (trace.go)
+	p.mu.Unlock()
 	defer func() {
-		e.mu.Lock()
+		p.mu.Lock()
 		t.cancel = nil
-		e.mu.Unlock()
-		e.flush(t, true)
+		p.mu.Unlock()
+		p.saver.flush(t, true)
 	}()
 	defer endSpan()
 
-	cl, connErr := e.connect.Connect(ctx, t.provider, t.cluster)
+	cl, connErr := p.connect.Connect(ctx, t.provider, t.cluster)
 	if errors.Is(connErr, ErrUnregistered) {
-		e.mu.Lock()
+		p.mu.Lock()
 		if o.rec.GetGeneration() == gen {
-			e.orphan(t, unregisteredNote(t.provider, t.cluster))
+			p.orphan(t, unregisteredNote(t.provider, t.cluster))
 			t.state.Generation = gen
 		}
-		e.mu.Unlock()
+		p.mu.Unlock()
 		return
 	}
 	namespaces := map[string]error{} // what checkNamespace found, for this pass
 	for {
-		e.mu.Lock()
+		p.mu.Lock()
 		if ctx.Err() != nil || o.rec.GetGeneration() != gen || o.rec.GetStopped() {
-			e.mu.Unlock()
+			p.mu.Unlock()
 			return
 		}
 		i := t.nextStep(gen)
@@ -55,26 +55,26 @@ func (e *Engine) pass(parent context.Context, t *task) {
 			t.state.Generation = gen
 			t.dirty = true
 			o.notify()
-			e.mu.Unlock()
+			p.mu.Unlock()
 			return
 		}
 		r := proto.CloneOf(t.state.GetResources()[i])
 		obj := t.desired[keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())]
-		in := e.stepInfo(t, r)
-		e.mu.Unlock()
+		in := p.stepInfo(t, r)
+		p.mu.Unlock()
 
 		out := outcome{err: connErr, owned: r.GetOwned()}
 		if connErr == nil {
-			out = e.step(ctx, cl, in, r, obj, namespaces)
+			out = p.step(ctx, cl, in, r, obj, namespaces)
 		}
 		if ctx.Err() != nil {
 			return // stopped or superseded: the step's outcome is not recorded
 		}
-		retry := e.record(t, i, gen, out)
+		retry := p.record(t, i, gen, out)
 		if retry {
 			return
 		}
-		e.flush(t, false)
+		p.saver.flush(t, false)
 	}
 }
 
@@ -106,13 +106,13 @@ type stepInfo struct {
 }
 
 // stepInfo reads what resource r of t needs. Called with mu held.
-func (e *Engine) stepInfo(t *task, r *rsyncv1.ResourceStatus) stepInfo {
+func (p *applier) stepInfo(t *task, r *rsyncv1.ResourceStatus) stepInfo {
 	o := t.owner
 	owner := o.rec.GetOwner()
 	ck := clusterKey(t.provider, t.cluster)
 	key := keyOf(r.GetApiVersion(), r.GetKind(), r.GetNamespace(), r.GetName())
-	in := stepInfo{owner: owner, owned: r.GetOwned(), host: o.rec.GetHostOwner(), repair: e.repairing(t, r)}
-	if c := e.claimant(ck, key); c != "" && c != owner {
+	in := stepInfo{owner: owner, owned: r.GetOwned(), host: o.rec.GetHostOwner(), repair: p.drift.repairing(t, r)}
+	if c := p.claimant(ck, key); c != "" && c != owner {
 		in.other = c
 	}
 	if ns := r.GetNamespace(); ns != "" && r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY {
@@ -124,7 +124,7 @@ func (e *Engine) stepInfo(t *task, r *rsyncv1.ResourceStatus) stepInfo {
 					in.nsOwned = 1
 				}
 			}
-		} else if c := e.claimant(ck, nsKey); c != "" && c != owner && c != in.host {
+		} else if c := p.claimant(ck, nsKey); c != "" && c != owner && c != in.host {
 			in.nsOther = c
 		}
 	}
@@ -150,19 +150,19 @@ type outcome struct {
 
 // record sets resource i of t from a step's outcome; true if t must now
 // wait for a retry.
-func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (p *applier) record(t *task, i int, gen int64, out outcome) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if t.owner.rec.GetGeneration() != gen {
 		return true
 	}
 	r := t.state.GetResources()[i]
-	e.setOwned(t, r, out.owned)
+	p.setOwned(t, r, out.owned)
 	now := time.Now()
 	r.Updated = timestamppb.New(now)
 	t.dirty = true
 	defer t.owner.notify()
-	defer e.noteRepair(t, r, out.err)
+	defer p.drift.noteRepair(t, r, out.err)
 	op := "apply"
 	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
 		op = "delete"
@@ -171,7 +171,7 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 	case err == nil:
 		operations.WithLabelValues(op, "ok").Inc()
 		if r.GetState() == rsyncv1.State_STATE_RETRYING {
-			e.log.Info("step succeeded after retries", traceField(t), zap.String("owner", t.owner.rec.GetOwner()),
+			p.log.Info("step succeeded after retries", traceField(t), zap.String("owner", t.owner.rec.GetOwner()),
 				zap.String("cluster", clusterKey(t.provider, t.cluster)), zap.String("operation", op),
 				zap.String("object", objectName(r.GetKind(), r.GetNamespace(), r.GetName())), zap.Int32("attempts", r.GetAttempts()+1))
 		}
@@ -184,15 +184,15 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 		operations.WithLabelValues(op, "retry").Inc()
 		// The delay is the backoff of the attempts before this one, as
 		// always (base, base, 2 base, 4 base, ...).
-		attempt, delay := r.GetAttempts()+1, e.backoff(int(r.GetAttempts()))
-		e.logFailure(t, r, op, err, attempt, delay)
+		attempt, delay := r.GetAttempts()+1, p.backoff(int(r.GetAttempts()))
+		p.logFailure(t, r, op, err, attempt, delay)
 		r.State, r.Attempts, r.LastError = rsyncv1.State_STATE_RETRYING, attempt, Cause(err)
 		t.next = now.Add(delay)
 		r.NextRetry = timestamppb.New(t.next)
 		return true
 	default:
 		operations.WithLabelValues(op, "failed").Inc()
-		e.logFailure(t, r, op, err, r.GetAttempts()+1, 0)
+		p.logFailure(t, r, op, err, r.GetAttempts()+1, 0)
 		r.State, r.Attempts, r.NextRetry, r.LastError = rsyncv1.State_STATE_FAILED, r.GetAttempts()+1, nil, Cause(err)
 		r.Generation = gen
 		return false
@@ -206,13 +206,13 @@ func (e *Engine) record(t *task, i int, gen int64, out outcome) bool {
 // 2, 4, 8, 16, ... as a reminder that it still fails; the other repeats
 // are at debug. A cluster down for an hour thus writes about five info
 // lines per resource it waits on, not one per backoff.
-func (e *Engine) logFailure(t *task, r *rsyncv1.ResourceStatus, op string, err error, attempt int32, delay time.Duration) {
+func (p *applier) logFailure(t *task, r *rsyncv1.ResourceStatus, op string, err error, attempt int32, delay time.Duration) {
 	lvl := zap.InfoLevel
 	retry := delay > 0
 	if retry && r.GetLastError() == Cause(err) && attempt&(attempt-1) != 0 {
 		lvl = zap.DebugLevel
 	}
-	ce := e.log.Check(lvl, "step failed")
+	ce := p.log.Check(lvl, "step failed")
 	if ce == nil {
 		return
 	}

@@ -28,87 +28,87 @@ var purged = promauto.NewCounter(prometheus.CounterOpts{
 })
 
 // sweep purges what is due, if this replica holds shard 0.
-func (e *Engine) sweep(ctx context.Context) {
-	e.mu.Lock()
-	if e.active(0) == nil {
-		e.mu.Unlock()
+func (rp *replicas) sweep(ctx context.Context) {
+	rp.mu.Lock()
+	if rp.shards.active(0) == nil {
+		rp.mu.Unlock()
 		return
 	}
 	var ids []string
-	for id, o := range e.owners {
+	for id, o := range rp.owners {
 		if o.rec.GetDeleting() && !o.rec.GetStopped() {
 			ids = append(ids, id)
 		}
 	}
-	e.mu.Unlock()
+	rp.mu.Unlock()
 	slices.Sort(ids)
 	for _, id := range ids {
-		if err := e.refreshForeign(ctx, id); err != nil {
+		if err := rp.refreshForeign(ctx, id); err != nil {
 			return
 		}
-		e.mu.Lock()
-		o := e.owners[id]
+		rp.mu.Lock()
+		o := rp.owners[id]
 		due := false
 		if o != nil {
-			st := e.summary(o)
+			st := o.summary()
 			switch {
-			case !st.GetSettled() || st.GetState() != rsyncv1.State_STATE_DELETED || e.saver.pending(o):
+			case !st.GetSettled() || st.GetState() != rsyncv1.State_STATE_DELETED || rp.saver.pending(o):
 				o.deletedAt = time.Time{}
 			case o.deletedAt.IsZero():
 				o.deletedAt = time.Now()
 			default:
-				due = time.Since(o.deletedAt) >= e.cfg.PurgeAfter
+				due = time.Since(o.deletedAt) >= rp.purgeAfter
 			}
 		}
 		var version int64
 		if due {
 			version = o.version
 		}
-		e.mu.Unlock()
+		rp.mu.Unlock()
 		if due {
-			e.purge(ctx, id, version)
+			rp.purge(ctx, id, version)
 		}
 	}
 }
 
 // purge removes a settled deletion's record (if still at version) and its
 // cluster states.
-func (e *Engine) purge(ctx context.Context, id string, version int64) {
-	e.apiMu.Lock()
-	defer e.apiMu.Unlock()
-	if err := e.rollouts.DeleteVersion(ctx, id, version); err != nil {
-		e.log.Debug("purge rollout: not now", zap.String("owner", id), zap.Error(err))
+func (rp *replicas) purge(ctx context.Context, id string, version int64) {
+	rp.apiMu.Lock()
+	defer rp.apiMu.Unlock()
+	if err := rp.rollouts.DeleteVersion(ctx, id, version); err != nil {
+		rp.log.Debug("purge rollout: not now", zap.String("owner", id), zap.Error(err))
 		return
 	}
-	if err := e.stamps.Delete(ctx, id); err != nil {
-		e.log.Debug("purge rollout: its stamp stays", zap.String("owner", id), zap.Error(err))
+	if err := rp.stamps.Delete(ctx, id); err != nil {
+		rp.log.Debug("purge rollout: its stamp stays", zap.String("owner", id), zap.Error(err))
 	}
-	if _, err := e.states.DeleteUnder(ctx, id); err != nil {
-		e.log.Warn("purge rollout: its cluster states stay until the next start", zap.String("owner", id), zap.Error(err))
+	if _, err := rp.states.DeleteUnder(ctx, id); err != nil {
+		rp.log.Warn("purge rollout: its cluster states stay until the next start", zap.String("owner", id), zap.Error(err))
 	}
 	purged.Inc()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if o := e.owners[id]; o != nil && o.version == version {
-		e.drop(o)
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if o := rp.owners[id]; o != nil && o.version == version {
+		rp.drop(o)
 	}
-	e.log.Info("purged a deleted rollout", zap.String("owner", id))
+	rp.log.Info("purged a deleted rollout", zap.String("owner", id))
 }
 
 // drop forgets an owner whose record is gone from the store: its tasks
 // leave their workers. Called with mu held.
-func (e *Engine) drop(o *owner) {
+func (rp *replicas) drop(o *owner) {
 	for key, t := range o.tasks {
 		if t.cancel != nil {
 			t.cancel()
 		}
-		if w := e.workers[key]; w != nil {
+		if w := rp.workers[key]; w != nil {
 			w.tasks = slices.DeleteFunc(w.tasks, func(x *task) bool { return x == t })
 			w.turn = 0
 		}
-		e.saver.forget(t)
+		rp.saver.forget(t)
 	}
-	delete(e.owners, o.rec.GetOwner())
-	e.indexClaims()
+	delete(rp.owners, o.rec.GetOwner())
+	rp.indexClaims()
 	o.notify()
 }

@@ -14,16 +14,16 @@ import (
 
 // reconcile brings every task of o to o's generation: what to apply, what
 // to delete. Called with mu held, after o.rec changed or on load.
-func (e *Engine) reconcile(o *owner) { e.reconcileWhere(o, nil) }
+func (p *applier) reconcile(o *owner) { p.reconcileWhere(o, nil) }
 
 // reconcileWhere is reconcile for the tasks of the clusters where says
 // (nil: all). Called with mu held.
-func (e *Engine) reconcileWhere(o *owner, where func(provider, cluster string) bool) {
+func (p *applier) reconcileWhere(o *owner, where func(provider, cluster string) bool) {
 	targets := map[string]*rsyncv1.StoredTarget{}
 	for _, tg := range o.rec.GetTargets() {
 		targets[clusterKey(tg.GetProvider(), tg.GetCluster())] = tg
 		if where == nil || where(tg.GetProvider(), tg.GetCluster()) {
-			e.addTask(o, tg.GetProvider(), tg.GetCluster())
+			p.addTask(o, tg.GetProvider(), tg.GetCluster())
 		}
 	}
 	for key, t := range o.tasks {
@@ -38,7 +38,7 @@ func (e *Engine) reconcileWhere(o *owner, where func(provider, cluster string) b
 		}
 		t.reconcile(o.rec.GetGeneration(), applyOrder(want))
 		if o.rec.GetForced() {
-			e.orphan(t, forcedNote(t.provider, t.cluster))
+			p.orphan(t, forcedNote(t.provider, t.cluster))
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
-// Sensitive resources (Resource.sensitive, e.g. a Secret holding a CA's
+// Sensitive resources (Resource.sensitive, rp.g. a Secret holding a CA's
 // key) never sit in clear in rsync's records: the rollout record keeps
 // their hash in place of the manifest and the manifests themselves as one
 // sealed secret of the record (store.Secret, under rsync's own keys); the
@@ -53,13 +53,13 @@ func sealedManifests(rec *rsyncv1.StoredRollout, objs []*object) (store.Secret, 
 
 // openManifests answers rec's manifests, the sealed ones opened, and which
 // of them are sensitive.
-func (e *Engine) openManifests(ctx context.Context, rec *rsyncv1.StoredRollout) ([]string, []bool, error) {
+func (rp *replicas) openManifests(ctx context.Context, rec *rsyncv1.StoredRollout) ([]string, []bool, error) {
 	manifests := append([]string(nil), rec.GetManifests()...)
 	sensitive := make([]bool, len(manifests))
 	if len(rec.GetSealed()) == 0 {
 		return manifests, sensitive, nil
 	}
-	b, err := e.rollouts.Secret(ctx, rec.GetOwner(), sealedSecret)
+	b, err := rp.rollouts.Secret(ctx, rec.GetOwner(), sealedSecret)
 	if err != nil {
 		return nil, nil, fmt.Errorf("stored rollout %q: open its sensitive manifests: %w", rec.GetOwner(), err)
 	}

@@ -51,9 +51,14 @@ type shardLease struct {
 	passes sync.WaitGroup
 }
 
-// shards is the replica's part of the lease protocol; held and renewed
-// are guarded by the engine's mu.
+// shards is the replica's part of the lease protocol: it holds the
+// leases, takes and yields shards, and says which shards are held; held is
+// guarded by mu (the board's).
 type shards struct {
+	mu  *sync.Mutex
+	log *zap.Logger
+	// take starts the work on newly held shards (replicas.activate).
+	take   func(ctx context.Context, got []store.Lease)
 	leases *store.Leases
 	name   string // the replica's name, stable across its restarts
 	holder string // name + "#" + this run
@@ -66,13 +71,14 @@ type shards struct {
 	watchdog *time.Timer
 }
 
-func newShards(st *store.Store, cfg Config) *shards {
+func newShards(st *store.Store, cfg Config, mu *sync.Mutex, log *zap.Logger) *shards {
 	name := cfg.Replica
 	if name == "" {
 		host, _ := os.Hostname()
 		name = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	return &shards{
+		mu: mu, log: log,
 		leases: store.NewLeases(st, LeaseCollection),
 		name:   name, holder: name + "#" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		n: cfg.Shards, ttl: cfg.LeaseTTL, every: cfg.LeaseRenew, margin: cfg.LeaseTTL * 6 / 10,
@@ -99,26 +105,35 @@ func (s *shards) sameReplica(holder string) bool {
 
 // active is the lease of shard i if this replica holds it. Called with mu
 // held.
-func (e *Engine) active(i int) *shardLease { return e.shards.held[i] }
+func (s *shards) active(i int) *shardLease { return s.held[i] }
+
+// epochOf is the epoch of the lease under which t's state may be written;
+// false when this replica does not hold t's shard. Called with mu held.
+func (s *shards) epochOf(t *task) (int64, bool) {
+	sl := s.active(shardOf(clusterKey(t.provider, t.cluster), s.n))
+	if sl == nil {
+		return 0, false
+	}
+	return sl.epoch, true
+}
 
 // runLeases keeps this replica's leases until lctx ends; then it stops
 // the work on its shards and yields them, so that the others take over at
 // once rather than when the leases expire. It takes no new shard once the
 // engine's ctx ended (the engine is stopping and saving its states).
-func (e *Engine) runLeases(lctx, ctx context.Context) {
-	s := e.shards
+func (s *shards) runLeases(lctx, ctx context.Context) {
 	s.watchdog = time.AfterFunc(time.Hour, func() {
-		e.log.Warn("could not renew the shard leases in time: stopping the work on their clusters", zap.Duration("margin", s.margin))
-		e.dropShards(nil)
+		s.log.Warn("could not renew the shard leases in time: stopping the work on their clusters", zap.Duration("margin", s.margin))
+		s.dropShards(nil)
 	})
 	defer s.watchdog.Stop()
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
-		e.leaseTick(lctx, ctx)
+		s.leaseTick(lctx, ctx)
 		select {
 		case <-lctx.Done():
-			e.yieldAll()
+			s.yieldAll()
 			return
 		case <-tick.C:
 		}
@@ -127,21 +142,20 @@ func (e *Engine) runLeases(lctx, ctx context.Context) {
 
 // leaseTick renews, lists, drops what was lost, takes what is free up to
 // this replica's share and yields the excess.
-func (e *Engine) leaseTick(lctx, ctx context.Context) {
-	s := e.shards
+func (s *shards) leaseTick(lctx, ctx context.Context) {
 	start := time.Now()
 	tctx, cancel := context.WithTimeout(lctx, s.every)
 	defer cancel()
 	if _, err := s.leases.RenewAll(tctx, s.holder, s.ttl); err != nil {
 		if lctx.Err() == nil {
-			e.log.Warn("renew shard leases", zap.Error(err))
+			s.log.Warn("renew shard leases", zap.Error(err))
 		}
 		return
 	}
 	list, err := s.leases.List(tctx)
 	if err != nil {
 		if lctx.Err() == nil {
-			e.log.Warn("list shard leases", zap.Error(err))
+			s.log.Warn("list shard leases", zap.Error(err))
 		}
 		return
 	}
@@ -169,9 +183,9 @@ func (e *Engine) leaseTick(lctx, ctx context.Context) {
 			free = append(free, l)
 		}
 	}
-	lost, idle := e.keepShards(mine)
+	lost, idle := s.keepShards(mine)
 	if lost > 0 {
-		e.log.Warn("shard leases taken over by another replica", zap.Int("shards", lost))
+		s.log.Warn("shard leases taken over by another replica", zap.Int("shards", lost))
 	}
 	s.watchdog.Reset(s.margin - time.Since(start))
 	if ctx.Err() != nil {
@@ -179,7 +193,7 @@ func (e *Engine) leaseTick(lctx, ctx context.Context) {
 	}
 	if !members[s.holder] { // first tick, or it expired while the store was away
 		if _, err := s.leases.Acquire(tctx, memberLeaseName(s.holder), s.holder, s.ttl); err != nil && !isHeld(err) {
-			e.log.Warn("acquire member lease", zap.Error(err))
+			s.log.Warn("acquire member lease", zap.Error(err))
 		}
 		members[s.holder] = true
 	}
@@ -202,10 +216,10 @@ func (e *Engine) leaseTick(lctx, ctx context.Context) {
 		}
 	}
 	if len(got) > 0 {
-		e.activate(ctx, got)
+		s.take(ctx, got)
 	}
 	if extra := len(mine) + len(got) - len(idle) - share; extra > 0 {
-		e.yieldSome(ctx, extra)
+		s.yieldSome(ctx, extra)
 	}
 }
 
@@ -227,78 +241,78 @@ func parseShard(name string, n int) (int, bool) {
 // returns how many it dropped and the leases of mine that are not being
 // worked on (dropped by the watchdog while a renewal was late: the leases
 // did not expire, so they are taken up again under the same epoch).
-func (e *Engine) keepShards(mine map[int]store.Lease) (int, []store.Lease) {
-	e.mu.Lock()
+func (s *shards) keepShards(mine map[int]store.Lease) (int, []store.Lease) {
+	s.mu.Lock()
 	var gone []int
-	for i := range e.shards.held {
+	for i := range s.held {
 		if _, ok := mine[i]; !ok {
 			gone = append(gone, i)
 		}
 	}
 	var idle []store.Lease
 	for i, l := range mine {
-		if e.shards.held[i] == nil {
+		if s.held[i] == nil {
 			idle = append(idle, l)
 		}
 	}
-	e.mu.Unlock()
+	s.mu.Unlock()
 	if len(gone) > 0 {
-		e.dropShards(gone)
+		s.dropShards(gone)
 	}
 	return len(gone), idle
 }
 
 // dropShards stops the work on shards (nil: all held) at once: their
 // passes end at their next step and their states are no longer written.
-func (e *Engine) dropShards(which []int) []*shardLease {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (s *shards) dropShards(which []int) []*shardLease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if which == nil {
-		for i := range e.shards.held {
+		for i := range s.held {
 			which = append(which, i)
 		}
 	}
 	var out []*shardLease
 	for _, i := range which {
-		if sl, ok := e.shards.held[i]; ok {
+		if sl, ok := s.held[i]; ok {
 			sl.cancel()
-			delete(e.shards.held, i)
+			delete(s.held, i)
 			out = append(out, sl)
 		}
 	}
-	heldShards.Set(float64(len(e.shards.held)))
+	heldShards.Set(float64(len(s.held)))
 	return out
 }
 
 // yieldSome gives up n of the held shards (the highest numbered) once
 // their passes stopped, for a replica that joined.
-func (e *Engine) yieldSome(ctx context.Context, n int) {
-	e.mu.Lock()
+func (s *shards) yieldSome(ctx context.Context, n int) {
+	s.mu.Lock()
 	var ids []int
-	for i := range e.shards.held {
+	for i := range s.held {
 		ids = append(ids, i)
 	}
-	e.mu.Unlock()
+	s.mu.Unlock()
 	slices.Sort(ids)
 	ids = ids[len(ids)-min(n, len(ids)):]
-	e.yield(ctx, ids)
+	s.yield(ctx, ids)
 }
 
 // yieldAll gives up every held shard (a graceful stop).
-func (e *Engine) yieldAll() {
+func (s *shards) yieldAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	e.yield(ctx, nil)
-	if err := e.shards.leases.Release(ctx, store.Lease{Name: memberLeaseName(e.shards.holder), Holder: e.shards.holder, Epoch: 1}); err != nil {
-		e.log.Warn("release member lease", zap.Error(err))
+	s.yield(ctx, nil)
+	if err := s.leases.Release(ctx, store.Lease{Name: memberLeaseName(s.holder), Holder: s.holder, Epoch: 1}); err != nil {
+		s.log.Warn("release member lease", zap.Error(err))
 	}
 }
 
 // yield stops the work on shards (nil: all), waits for their passes and
 // hands their leases back with their epochs.
-func (e *Engine) yield(ctx context.Context, which []int) {
-	list, err := e.shards.leases.List(ctx)
-	dropped := e.dropShards(which)
+func (s *shards) yield(ctx context.Context, which []int) {
+	list, err := s.leases.List(ctx)
+	dropped := s.dropShards(which)
 	for _, sl := range dropped {
 		sl.passes.Wait()
 	}
@@ -310,11 +324,11 @@ func (e *Engine) yield(ctx context.Context, which []int) {
 		want[shardLeaseName(i)] = true
 	}
 	for _, l := range list {
-		if l.Holder != e.shards.holder || strings.HasPrefix(l.Name, "member/") || (which != nil && !want[l.Name]) {
+		if l.Holder != s.holder || strings.HasPrefix(l.Name, "member/") || (which != nil && !want[l.Name]) {
 			continue
 		}
-		if err := e.shards.leases.Yield(ctx, l); err != nil {
-			e.log.Debug("yield shard lease", zap.String("lease", l.Name), zap.Error(err))
+		if err := s.leases.Yield(ctx, l); err != nil {
+			s.log.Debug("yield shard lease", zap.String("lease", l.Name), zap.Error(err))
 		}
 	}
 }

@@ -67,10 +67,10 @@ func newest(items []store.Item[*rsyncv1.StoredClusterState]) (keep []savedState,
 }
 
 // dropStale deletes older saves found by newest.
-func (e *Engine) dropStale(ctx context.Context, ids []string) {
+func (rp *replicas) dropStale(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		if err := e.states.Delete(ctx, id); err != nil && errs.Code(err) != codes.NotFound {
-			e.log.Debug("delete an older save of a cluster state", zap.String("id", id), zap.Error(err))
+		if err := rp.states.Delete(ctx, id); err != nil && errs.Code(err) != codes.NotFound {
+			rp.log.Debug("delete an older save of a cluster state", zap.String("id", id), zap.Error(err))
 		}
 	}
 }

@@ -53,8 +53,6 @@ func newStatusWriter(states *store.Records[*rsyncv1.StoredClusterState], tasks s
 
 // flush queues t's state for the store writer if it changed, at most once
 // per checkpoint interval unless force. Called without the engine's mu.
-func (e *Engine) flush(t *task, force bool) { e.saver.flush(t, force) }
-
 func (w *statusWriter) flush(t *task, force bool) {
 	w.tasks.Lock()
 	defer w.tasks.Unlock()

@@ -17,11 +17,11 @@ var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 
 // step applies or deletes one resource. namespaces caches, for a pass,
 // what checkNamespace found.
-func (e *Engine) step(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1.ResourceStatus, obj *object, namespaces map[string]error) outcome {
+func (p *applier) step(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1.ResourceStatus, obj *object, namespaces map[string]error) outcome {
 	if r.GetOperation() == rsyncv1.Operation_OPERATION_DELETE {
-		return e.remove(ctx, cl, in, r)
+		return p.remove(ctx, cl, in, r)
 	}
-	return e.apply(ctx, cl, in, obj, namespaces)
+	return p.apply(ctx, cl, in, obj, namespaces)
 }
 
 // apply applies one object for in.owner, stamped with the owner
@@ -34,14 +34,14 @@ func (e *Engine) step(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1.R
 // object is stored by then, so the second finds the first's annotation, a
 // field another manager owns with another value: a conflict, reported as
 // the refusal naming the first.
-func (e *Engine) apply(ctx context.Context, cl Cluster, in stepInfo, obj *object, namespaces map[string]error) outcome {
+func (p *applier) apply(ctx context.Context, cl Cluster, in stepInfo, obj *object, namespaces map[string]error) outcome {
 	u := obj.u
 	kind, ns, name := u.GetKind(), u.GetNamespace(), u.GetName()
 	if in.other != "" {
 		return outcome{err: refused(kind, ns, name, in.other)}
 	}
 	if ns != "" {
-		if err := e.checkNamespace(ctx, cl, in, ns, namespaces); err != nil {
+		if err := p.checkNamespace(ctx, cl, in, ns, namespaces); err != nil {
 			return outcome{err: err, owned: in.owned}
 		}
 	}
@@ -70,7 +70,7 @@ func (e *Engine) apply(ctx context.Context, cl Cluster, in stepInfo, obj *object
 		}
 	}
 	// A drift repair takes back the fields another manager changed.
-	force := (e.cfg.ForceConflicts || in.repair) && st != standingFree
+	force := (p.forceConflicts || in.repair) && st != standingFree
 	if force {
 		conditional()
 	}
@@ -94,7 +94,7 @@ func (e *Engine) apply(ctx context.Context, cl Cluster, in stepInfo, obj *object
 		return outcome{err: err, owned: mine}
 	}
 	if isCSR(u.GroupVersionKind()) {
-		return outcome{err: e.certify(ctx, cl, applied, manager), owned: true}
+		return outcome{err: p.certify(ctx, cl, applied, manager), owned: true}
 	}
 	return outcome{owned: true}
 }
@@ -103,7 +103,7 @@ func (e *Engine) apply(ctx context.Context, cl Cluster, in stepInfo, obj *object
 // owner's: one this rollout applies that was refused or failed, or one
 // another owner manages. A Namespace DCM did not create (kube-system) is
 // no reason to refuse; the object itself is checked after this.
-func (e *Engine) checkNamespace(ctx context.Context, cl Cluster, in stepInfo, ns string, namespaces map[string]error) error {
+func (p *applier) checkNamespace(ctx context.Context, cl Cluster, in stepInfo, ns string, namespaces map[string]error) error {
 	switch {
 	case in.nsOwned > 0:
 		return nil
@@ -132,7 +132,7 @@ func (e *Engine) checkNamespace(ctx context.Context, cl Cluster, in stepInfo, ns
 
 // certify is the CSR step: approve it, then wait for the signer to issue
 // the certificate.
-func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unstructured, manager string) error {
+func (p *applier) certify(ctx context.Context, cl Cluster, csr *unstructured.Unstructured, manager string) error {
 	approved, denied, cert := CSRState(csr)
 	if denied {
 		return Terminal(fmt.Errorf("CertificateSigningRequest %s was denied or failed", csr.GetName()))
@@ -145,7 +145,7 @@ func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unst
 			return err
 		}
 	}
-	return waitFor(ctx, e.cfg.CertificateWait, func() (bool, error) {
+	return waitFor(ctx, p.certificateWait, func() (bool, error) {
 		cur, err := cl.Get(ctx, csr.GroupVersionKind(), "", csr.GetName())
 		if err != nil {
 			return false, err
@@ -165,7 +165,7 @@ func (e *Engine) certify(ctx context.Context, cl Cluster, csr *unstructured.Unst
 // manifest applied). Anything else is left on the cluster: the resource is
 // deleted as far as the owner is concerned, with a note saying why the
 // object is still there.
-func (e *Engine) remove(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1.ResourceStatus) outcome {
+func (p *applier) remove(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1.ResourceStatus) outcome {
 	gvk := schemaGVK(r.GetApiVersion(), r.GetKind())
 	kind, ns, name := r.GetKind(), r.GetNamespace(), r.GetName()
 	live, err := cl.Get(ctx, gvk, ns, name)
@@ -192,7 +192,7 @@ func (e *Engine) remove(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1
 		default:
 			note += fmt.Sprintf("%s is not managed by DCM", objectName(kind, ns, name))
 		}
-		e.log.Info("delete: object is not the owner's; left on the cluster",
+		p.log.Info("delete: object is not the owner's; left on the cluster",
 			zap.String("owner", in.owner), zap.String("object", describe(r.GetApiVersion(), kind, ns, name)), zap.String("why", note))
 		return outcome{note: note}
 	}
@@ -205,7 +205,7 @@ func (e *Engine) remove(ctx context.Context, cl Cluster, in stepInfo, r *rsyncv1
 			return outcome{err: err, owned: true}
 		}
 	}
-	err = waitFor(ctx, e.cfg.DeleteWait, func() (bool, error) {
+	err = waitFor(ctx, p.deleteWait, func() (bool, error) {
 		cur, err := cl.Get(ctx, gvk, ns, name)
 		if isGone(err) {
 			return true, nil

@@ -64,7 +64,7 @@ func ownerAttributes(owner string) []attribute.KeyValue {
 
 // tracePass starts the span of a pass of t at generation gen and returns
 // what ends it (and counts the pass). Called with mu held; the end takes mu.
-func (e *Engine) tracePass(ctx context.Context, t *task, gen int64) (context.Context, func()) {
+func (w *statusWriter) tracePass(ctx context.Context, t *task, gen int64) (context.Context, func()) {
 	o := t.owner
 	op := "apply"
 	if o.rec.GetDeleting() {
@@ -83,14 +83,14 @@ func (e *Engine) tracePass(ctx context.Context, t *task, gen int64) (context.Con
 	ctx, span := telemetry.Tracer().Start(ctx, "rsync "+op, opts...)
 	start := time.Now()
 	return ctx, func() {
-		e.mu.Lock()
+		w.tasks.Lock()
 		result, last := passResult(t, gen)
 		measure := result == "converged" && o.trace.gen == gen && !o.trace.at.IsZero() && !o.trace.settled[ck]
 		if measure {
 			o.trace.settled[ck] = true
 		}
 		since := time.Since(o.trace.at)
-		e.mu.Unlock()
+		w.tasks.Unlock()
 		if measure {
 			convergeSeconds.WithLabelValues(ck).Observe(since.Seconds())
 		}

@@ -62,8 +62,8 @@ func (r *renewals) put(key string, uid types.UID, cert []byte) {
 // GetCertificate implements rsyncv1.RsyncInternalServiceServer: the certificate the
 // cluster's signer issued for the request, or a fresher one
 // RenewCertificate had it issue since.
-func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificateRequest) (*rsyncv1.GetCertificateResponse, error) {
-	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), csrGVK, "", req.GetName())
+func (rb *readbacks) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificateRequest) (*rsyncv1.GetCertificateResponse, error) {
+	obj, err := rb.read(ctx, req.GetProvider(), req.GetCluster(), csrGVK, "", req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificat
 	if cert == nil {
 		return nil, errs.FailedPrecondition("CertificateSigningRequest %q on %s/%s has no certificate yet", req.GetName(), req.GetProvider(), req.GetCluster())
 	}
-	if r := s.renewed.get(store.Key(req.GetProvider(), req.GetCluster(), req.GetName()), obj.GetUID()); r != nil && !notAfter(r).Before(notAfter(cert)) {
+	if r := rb.renewed.get(store.Key(req.GetProvider(), req.GetCluster(), req.GetName()), obj.GetUID()); r != nil && !notAfter(r).Before(notAfter(cert)) {
 		cert = r
 	}
 	return &rsyncv1.GetCertificateResponse{Certificate: cert}, nil
@@ -85,9 +85,9 @@ func (s *Service) GetCertificate(ctx context.Context, req *rsyncv1.GetCertificat
 // signed again: renewing never makes a new identity. The renewal request
 // is deleted once read (deleting a request does not revoke what was
 // issued); one left behind by a crash carries RenewsAnnotation.
-func (s *Service) RenewCertificate(ctx context.Context, req *rsyncv1.RenewCertificateRequest) (*rsyncv1.RenewCertificateResponse, error) {
+func (rb *readbacks) RenewCertificate(ctx context.Context, req *rsyncv1.RenewCertificateRequest) (*rsyncv1.RenewCertificateResponse, error) {
 	provider, cluster, name, owner := req.GetProvider(), req.GetCluster(), req.GetName(), req.GetOwner()
-	base, err := s.read(ctx, provider, cluster, csrGVK, "", name)
+	base, err := rb.read(ctx, provider, cluster, csrGVK, "", name)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (s *Service) RenewCertificate(ctx context.Context, req *rsyncv1.RenewCertif
 	if spec["expirationSeconds"] == nil {
 		unstructured.RemoveNestedField(fresh.Object, "spec", "expirationSeconds")
 	}
-	kube, err := s.connector.kube(ctx, provider, cluster)
+	kube, err := rb.connector.kube(ctx, provider, cluster)
 	if err != nil {
 		return nil, clusterError(ctx, provider, cluster, err)
 	}
@@ -126,23 +126,23 @@ func (s *Service) RenewCertificate(ctx context.Context, req *rsyncv1.RenewCertif
 	}
 	defer func() {
 		if err := kube.Delete(context.WithoutCancel(ctx), csrGVK, "", created.GetName(), created.GetUID()); err != nil {
-			s.log.Warn("delete a renewal CertificateSigningRequest", zap.String("name", created.GetName()),
+			rb.log.Warn("delete a renewal CertificateSigningRequest", zap.String("name", created.GetName()),
 				zap.String("cluster", store.Key(provider, cluster)), zap.Error(err))
 		}
 	}()
 	if err := kube.ApproveCSR(ctx, created, engine.FieldManager(owner)); err != nil {
 		return nil, clusterError(ctx, provider, cluster, err)
 	}
-	cert, err := s.awaitIssued(ctx, kube, created.GetName(), provider, cluster)
+	cert, err := rb.awaitIssued(ctx, kube, created.GetName(), provider, cluster)
 	if err != nil {
 		return nil, err
 	}
-	s.renewed.put(store.Key(provider, cluster, name), base.GetUID(), cert)
+	rb.renewed.put(store.Key(provider, cluster, name), base.GetUID(), cert)
 	return &rsyncv1.RenewCertificateResponse{Certificate: cert}, nil
 }
 
 // awaitIssued polls a request until its certificate is there.
-func (s *Service) awaitIssued(ctx context.Context, kube *engine.Kube, name, provider, cluster string) ([]byte, error) {
+func (rb *readbacks) awaitIssued(ctx context.Context, kube *engine.Kube, name, provider, cluster string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, renewWait)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)

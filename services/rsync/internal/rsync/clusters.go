@@ -23,7 +23,7 @@ import (
 const kubeconfigSecret = "kubeconfig"
 
 // CreateCluster implements rsyncv1.RsyncServiceServer.
-func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterRequest) (*rsyncv1.CreateClusterResponse, error) {
+func (rg *registry) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterRequest) (*rsyncv1.CreateClusterResponse, error) {
 	c := req.GetCluster()
 	kc := c.GetSpec().GetKubeconfig()
 	if kc == "" {
@@ -33,21 +33,21 @@ func (s *Service) CreateCluster(ctx context.Context, req *rsyncv1.CreateClusterR
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.providers.Get(ctx, req.GetProvider()); err != nil {
+	if _, err := rg.providers.Get(ctx, req.GetProvider()); err != nil {
 		return nil, err
 	}
 	stored := clusterRecord(c, statusOf(server, kc))
 	id := store.Key(req.GetProvider(), c.GetMetadata().GetName())
-	if err := s.clusters.Create(ctx, id, req.GetProvider(), stored, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)}); err != nil {
+	if err := rg.clusters.Create(ctx, id, req.GetProvider(), stored, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)}); err != nil {
 		return nil, err
 	}
-	s.registry.changed()
+	rg.changes.changed()
 	return &rsyncv1.CreateClusterResponse{Cluster: stored}, nil
 }
 
 // GetCluster implements rsyncv1.RsyncServiceServer.
-func (s *Service) GetCluster(ctx context.Context, req *rsyncv1.GetClusterRequest) (*rsyncv1.GetClusterResponse, error) {
-	c, err := s.clusters.Get(ctx, store.Key(req.GetProvider(), req.GetName()))
+func (rg *registry) GetCluster(ctx context.Context, req *rsyncv1.GetClusterRequest) (*rsyncv1.GetClusterResponse, error) {
+	c, err := rg.clusters.Get(ctx, store.Key(req.GetProvider(), req.GetName()))
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +55,15 @@ func (s *Service) GetCluster(ctx context.Context, req *rsyncv1.GetClusterRequest
 }
 
 // ListClusters implements rsyncv1.RsyncServiceServer.
-func (s *Service) ListClusters(ctx context.Context, req *rsyncv1.ListClustersRequest) (*rsyncv1.ListClustersResponse, error) {
-	if _, err := s.providers.Get(ctx, req.GetProvider()); err != nil {
+func (rg *registry) ListClusters(ctx context.Context, req *rsyncv1.ListClustersRequest) (*rsyncv1.ListClustersResponse, error) {
+	if _, err := rg.providers.Get(ctx, req.GetProvider()); err != nil {
 		return nil, err
 	}
 	page := store.PageOf(req)
 	if l := req.GetLabel(); l != "" {
 		page.Match = map[string]string{"spec.labels": l} // one of the labels
 	}
-	cs, next, err := s.clusters.ListPage(ctx, req.GetProvider(), page)
+	cs, next, err := rg.clusters.ListPage(ctx, req.GetProvider(), page)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Service) ListClusters(ctx context.Context, req *rsyncv1.ListClustersReq
 
 // UpdateCluster implements rsyncv1.RsyncServiceServer. The name is the
 // record's identity: a body naming another cluster is refused.
-func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterRequest) (*rsyncv1.UpdateClusterResponse, error) {
+func (rg *registry) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterRequest) (*rsyncv1.UpdateClusterResponse, error) {
 	in := req.GetCluster()
 	if n := in.GetMetadata().GetName(); n != req.GetName() {
 		return nil, errs.Invalid("cluster.metadata.name", "must equal the cluster in the path (%q), got %q", req.GetName(), n)
@@ -89,14 +89,14 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 		}
 	}
 	id := store.Key(req.GetProvider(), req.GetName())
-	cur, err := s.clusters.Get(ctx, id)
+	cur, err := rg.clusters.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if kc == "" && cur.Msg.GetSpec().GetAllowInsecure() && !in.GetSpec().GetAllowInsecure() {
 		// Turning the flag off keeps the stored kubeconfig: it must pass
 		// without the flag.
-		stored, err := s.clusters.Secret(ctx, id, kubeconfigSecret)
+		stored, err := rg.clusters.Secret(ctx, id, kubeconfigSecret)
 		if err != nil {
 			return nil, err
 		}
@@ -110,10 +110,10 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 		next.Status = statusOf(server, kc)
 		secrets = append(secrets, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)})
 	}
-	if err := s.clusters.Update(ctx, id, cur.Version, next, secrets...); err != nil {
+	if err := rg.clusters.Update(ctx, id, cur.Version, next, secrets...); err != nil {
 		return nil, err
 	}
-	s.registry.changed()
+	rg.changes.changed()
 	return &rsyncv1.UpdateClusterResponse{Cluster: next}, nil
 }
 
@@ -123,38 +123,38 @@ func (s *Service) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateClusterR
 // decides from its own records and asks nobody. The cluster is marked
 // first, so a hold added meanwhile either sees the mark (HoldCluster checks
 // the cluster after storing the hold) or is seen here.
-func (s *Service) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterRequest) (*rsyncv1.DeleteClusterResponse, error) {
+func (rg *registry) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteClusterRequest) (*rsyncv1.DeleteClusterResponse, error) {
 	id := store.Key(req.GetProvider(), req.GetName())
-	if _, err := s.clusters.MarkDeleting(ctx, id); err != nil {
+	if _, err := rg.clusters.MarkDeleting(ctx, id); err != nil {
 		return nil, err
 	}
-	owners, err := s.holders(ctx, req.GetProvider(), req.GetName())
+	owners, err := rg.holders(ctx, req.GetProvider(), req.GetName())
 	if err == nil && len(owners) > 0 {
 		err = errs.Because(errs.ReasonReferenced, "cluster %q is referenced by logical clouds %s: remove those references first",
 			id, strings.Join(owners, ", "))
 	}
 	if err != nil {
-		if uerr := s.clusters.Unmark(context.WithoutCancel(ctx), id); uerr != nil {
+		if uerr := rg.clusters.Unmark(context.WithoutCancel(ctx), id); uerr != nil {
 			return nil, errors.Join(err, uerr)
 		}
 		return nil, err
 	}
-	if err := s.clusters.Delete(ctx, id); err != nil {
+	if err := rg.clusters.Delete(ctx, id); err != nil {
 		return nil, err
 	}
-	s.registry.changed()
+	rg.changes.changed()
 	return &rsyncv1.DeleteClusterResponse{}, nil
 }
 
 // SelectClusters implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) SelectClusters(ctx context.Context, req *rsyncv1.SelectClustersRequest) (*rsyncv1.SelectClustersResponse, error) {
-	providers, err := s.providers.List(ctx, "")
+func (rg *registry) SelectClusters(ctx context.Context, req *rsyncv1.SelectClustersRequest) (*rsyncv1.SelectClustersResponse, error) {
+	providers, err := rg.providers.List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	out := &rsyncv1.SelectClustersResponse{}
 	for _, p := range providers {
-		cs, err := s.clusters.List(ctx, p.GetMetadata().GetName())
+		cs, err := rg.clusters.List(ctx, p.GetMetadata().GetName())
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
@@ -15,9 +16,9 @@ import (
 // connector gives the engine clients of registered clusters, cached per
 // cluster while its kubeconfig stays the same.
 type connector struct {
-	s     *Service
-	mu    sync.Mutex
-	cache map[string]cachedClient
+	clusters *store.Records[*rsyncv1.Cluster]
+	mu       sync.Mutex
+	cache    map[string]cachedClient
 }
 
 type cachedClient struct {
@@ -27,7 +28,7 @@ type cachedClient struct {
 
 // Known implements engine.Connector.
 func (c *connector) Known(ctx context.Context, provider, cluster string) error {
-	_, err := c.s.clusters.Get(ctx, store.Key(provider, cluster))
+	_, err := c.clusters.Get(ctx, store.Key(provider, cluster))
 	return err
 }
 
@@ -44,7 +45,7 @@ func (c *connector) Connect(ctx context.Context, provider, cluster string) (engi
 // kube is Connect's client of a registered cluster.
 func (c *connector) kube(ctx context.Context, provider, cluster string) (*engine.Kube, error) {
 	id := store.Key(provider, cluster)
-	rec, err := c.s.clusters.Get(ctx, id)
+	rec, err := c.clusters.Get(ctx, id)
 	if errs.Code(err) == codes.NotFound {
 		return nil, engine.Terminal(fmt.Errorf("cluster %s: %w", id, engine.ErrUnregistered))
 	}
@@ -58,7 +59,7 @@ func (c *connector) kube(ctx context.Context, provider, cluster string) (*engine
 	if ok && cached.fingerprint == fp {
 		return cached.client, nil
 	}
-	kc, err := c.s.clusters.Secret(ctx, id, kubeconfigSecret)
+	kc, err := c.clusters.Secret(ctx, id, kubeconfigSecret)
 	if err != nil {
 		return nil, err
 	}

@@ -21,16 +21,16 @@ import (
 // orphans").
 
 // HoldCluster implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) HoldCluster(ctx context.Context, req *rsyncv1.HoldClusterRequest) (*rsyncv1.HoldClusterResponse, error) {
+func (rg *registry) HoldCluster(ctx context.Context, req *rsyncv1.HoldClusterRequest) (*rsyncv1.HoldClusterResponse, error) {
 	cluster := store.Key(req.GetProvider(), req.GetCluster())
 	hold := &rsyncv1.StoredHold{Owner: req.GetOwner(), Provider: req.GetProvider(), Cluster: req.GetCluster()}
-	err := s.holds.CreateChecked(ctx, store.Key(cluster, req.GetOwner()), cluster, hold, func(ctx context.Context) error {
-		_, err := s.clusters.Get(ctx, cluster)
+	err := rg.holds.CreateChecked(ctx, store.Key(cluster, req.GetOwner()), cluster, hold, func(ctx context.Context) error {
+		_, err := rg.clusters.Get(ctx, cluster)
 		return err
 	})
 	if errs.Code(err) == codes.AlreadyExists {
 		// Held already: check the cluster is still there, as a new hold would.
-		if _, err := s.clusters.Get(ctx, cluster); err != nil {
+		if _, err := rg.clusters.Get(ctx, cluster); err != nil {
 			return nil, err
 		}
 		return &rsyncv1.HoldClusterResponse{}, nil
@@ -42,9 +42,9 @@ func (s *Service) HoldCluster(ctx context.Context, req *rsyncv1.HoldClusterReque
 }
 
 // ReleaseClusters implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) ReleaseClusters(ctx context.Context, req *rsyncv1.ReleaseClustersRequest) (*rsyncv1.ReleaseClustersResponse, error) {
+func (rg *registry) ReleaseClusters(ctx context.Context, req *rsyncv1.ReleaseClustersRequest) (*rsyncv1.ReleaseClustersResponse, error) {
 	if req.GetProvider() != "" || req.GetCluster() != "" {
-		err := s.holds.Delete(ctx, store.Key(req.GetProvider(), req.GetCluster(), req.GetOwner()))
+		err := rg.holds.Delete(ctx, store.Key(req.GetProvider(), req.GetCluster(), req.GetOwner()))
 		switch {
 		case err == nil:
 			return &rsyncv1.ReleaseClustersResponse{Removed: 1}, nil
@@ -54,13 +54,13 @@ func (s *Service) ReleaseClusters(ctx context.Context, req *rsyncv1.ReleaseClust
 			return nil, err
 		}
 	}
-	held, err := s.holds.Match(ctx, map[string]string{"owner": req.GetOwner()})
+	held, err := rg.holds.Match(ctx, map[string]string{"owner": req.GetOwner()})
 	if err != nil {
 		return nil, err
 	}
 	out := &rsyncv1.ReleaseClustersResponse{}
 	for _, h := range held {
-		err := s.holds.Delete(ctx, h.ID)
+		err := rg.holds.Delete(ctx, h.ID)
 		if err != nil && errs.Code(err) != codes.NotFound {
 			return nil, err
 		}
@@ -75,8 +75,8 @@ func (s *Service) ReleaseClusters(ctx context.Context, req *rsyncv1.ReleaseClust
 // for an owner "lc/project/lc"), ordered. A rollout alone does not hold
 // its clusters: unregistering a cluster never touches what is on it
 // (docs/security.md), and a logical cloud's clusters are its references.
-func (s *Service) holders(ctx context.Context, provider, cluster string) ([]string, error) {
-	held, err := s.holds.List(ctx, store.Key(provider, cluster))
+func (rg *registry) holders(ctx context.Context, provider, cluster string) ([]string, error) {
+	held, err := rg.holds.List(ctx, store.Key(provider, cluster))
 	if err != nil {
 		return nil, err
 	}

@@ -44,8 +44,8 @@ const (
 )
 
 // GetResourceQuotaStatus implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetResourceQuotaStatusRequest) (*rsyncv1.GetResourceQuotaStatusResponse, error) {
-	obj, err := s.read(ctx, req.GetProvider(), req.GetCluster(), quotaGVK, req.GetNamespace(), req.GetName())
+func (rb *readbacks) GetResourceQuotaStatus(ctx context.Context, req *rsyncv1.GetResourceQuotaStatusRequest) (*rsyncv1.GetResourceQuotaStatusResponse, error) {
+	obj, err := rb.read(ctx, req.GetProvider(), req.GetCluster(), quotaGVK, req.GetNamespace(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func tokenAllowed(peer, owner, where string) error {
 // applied (its dcm.io/owner annotation, or rsync's record) gets one: this
 // is no way to act as a cluster's own ServiceAccounts. The token is a
 // credential: it is never logged, nor quoted in an error.
-func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetServiceAccountTokenRequest) (*rsyncv1.GetServiceAccountTokenResponse, error) {
+func (rb *readbacks) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetServiceAccountTokenRequest) (*rsyncv1.GetServiceAccountTokenResponse, error) {
 	lifetime := time.Duration(req.GetExpirationSeconds()) * time.Second
 	switch {
 	case lifetime == 0:
@@ -88,14 +88,14 @@ func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetSe
 		return nil, errs.Invalid("expirationSeconds", "must be 0 (24 hours) or from 600 (10 minutes) to 2592000 (30 days), got %d", req.GetExpirationSeconds())
 	}
 	provider, cluster, ns, name := req.GetProvider(), req.GetCluster(), req.GetNamespace(), req.GetServiceAccount()
-	sa, err := s.read(ctx, provider, cluster, serviceAccountGVK, ns, name)
+	sa, err := rb.read(ctx, provider, cluster, serviceAccountGVK, ns, name)
 	if err != nil {
 		return nil, err
 	}
 	where := fmt.Sprintf("ServiceAccount %s/%s on cluster %s/%s", ns, name, provider, cluster)
 	owner := sa.GetAnnotations()[engine.OwnerAnnotation]
 	if owner == "" {
-		owner = s.engine.ManagedBy(provider, cluster, "v1", "ServiceAccount", ns, name)
+		owner = rb.engine.ManagedBy(provider, cluster, "v1", "ServiceAccount", ns, name)
 	}
 	if owner == "" {
 		return nil, errs.FailedPrecondition("%s is not managed by DCM: no token is issued for it", where)
@@ -103,7 +103,7 @@ func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetSe
 	if err := tokenAllowed(server.Peer(ctx).Subject, owner, where); err != nil {
 		return nil, err
 	}
-	kube, err := s.connector.kube(ctx, provider, cluster)
+	kube, err := rb.connector.kube(ctx, provider, cluster)
 	if err != nil {
 		return nil, clusterError(ctx, provider, cluster, err)
 	}
@@ -118,8 +118,8 @@ func (s *Service) GetServiceAccountToken(ctx context.Context, req *rsyncv1.GetSe
 }
 
 // GetObjectOwners implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) GetObjectOwners(ctx context.Context, req *rsyncv1.GetObjectOwnersRequest) (*rsyncv1.GetObjectOwnersResponse, error) {
-	out, err := s.engine.ObjectOwners(ctx, req.GetOwner(), req.GetApiVersion(), req.GetKind(), req.GetNamespace(), req.GetName(), req.GetClusters())
+func (rb *readbacks) GetObjectOwners(ctx context.Context, req *rsyncv1.GetObjectOwnersRequest) (*rsyncv1.GetObjectOwnersResponse, error) {
+	out, err := rb.engine.ObjectOwners(ctx, req.GetOwner(), req.GetApiVersion(), req.GetKind(), req.GetNamespace(), req.GetName(), req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +137,10 @@ func quantities(list corev1.ResourceList) []*rsyncv1.ResourceQuantity {
 
 // read gets one object from a registered cluster, mapping the cluster's
 // answer to a gRPC code: missing is NotFound, unreachable is Unavailable.
-func (s *Service) read(ctx context.Context, provider, cluster string, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
-	cl, err := s.connector.Connect(ctx, provider, cluster)
+func (rb *readbacks) read(ctx context.Context, provider, cluster string, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	cl, err := rb.connector.Connect(ctx, provider, cluster)
 	if err != nil {
-		if kerr := s.connector.Known(ctx, provider, cluster); errs.Code(kerr) == codes.NotFound {
+		if kerr := rb.connector.Known(ctx, provider, cluster); errs.Code(kerr) == codes.NotFound {
 			return nil, errs.NotFound("cluster %s/%s not found", provider, cluster)
 		}
 		return nil, err
@@ -170,8 +170,8 @@ func clusterError(ctx context.Context, provider, cluster string, err error) erro
 
 // GetClusterConnection implements rsyncv1.RsyncInternalServiceServer: the server
 // and CA of the kubeconfig's current context, never its credentials.
-func (s *Service) GetClusterConnection(ctx context.Context, req *rsyncv1.GetClusterConnectionRequest) (*rsyncv1.GetClusterConnectionResponse, error) {
-	kc, err := s.kubeconfig(ctx, req.GetProvider(), req.GetCluster())
+func (rb *readbacks) GetClusterConnection(ctx context.Context, req *rsyncv1.GetClusterConnectionRequest) (*rsyncv1.GetClusterConnectionResponse, error) {
+	kc, err := rb.kubeconfig(ctx, req.GetProvider(), req.GetCluster())
 	if err != nil {
 		return nil, err
 	}
@@ -185,10 +185,10 @@ func (s *Service) GetClusterConnection(ctx context.Context, req *rsyncv1.GetClus
 }
 
 // kubeconfig reads a registered cluster's sealed kubeconfig.
-func (s *Service) kubeconfig(ctx context.Context, provider, cluster string) ([]byte, error) {
+func (rb *readbacks) kubeconfig(ctx context.Context, provider, cluster string) ([]byte, error) {
 	id := store.Key(provider, cluster)
-	if _, err := s.clusters.Get(ctx, id); err != nil {
+	if _, err := rb.clusters.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.clusters.Secret(ctx, id, kubeconfigSecret)
+	return rb.clusters.Secret(ctx, id, kubeconfigSecret)
 }

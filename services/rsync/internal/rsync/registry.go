@@ -46,16 +46,16 @@ func (r *registryChanges) wait() <-chan struct{} {
 // registry now, then what changes in it, read from the store (so a change
 // made through any replica is seen) when this replica changes a cluster
 // and every RegistryPoll.
-func (s *Service) WatchClusters(_ *rsyncv1.WatchClustersRequest, stream rsyncv1.RsyncInternalService_WatchClustersServer) error {
+func (rg *registry) WatchClusters(_ *rsyncv1.WatchClustersRequest, stream rsyncv1.RsyncInternalService_WatchClustersServer) error {
 	ctx := stream.Context()
-	poll := s.RegistryPoll
+	poll := rg.RegistryPoll
 	if poll <= 0 {
 		poll = DefaultRegistryPoll
 	}
 	var seen map[string]*rsyncv1.Cluster
 	for {
-		wake := s.registry.wait() // before the read: a change after it wakes us
-		now, err := s.registryNow(ctx)
+		wake := rg.changes.wait() // before the read: a change after it wakes us
+		now, err := rg.registryNow(ctx)
 		if err != nil {
 			return err
 		}
@@ -79,14 +79,14 @@ func (s *Service) WatchClusters(_ *rsyncv1.WatchClustersRequest, stream rsyncv1.
 }
 
 // registryNow is every registered cluster, by "provider/cluster".
-func (s *Service) registryNow(ctx context.Context) (map[string]*rsyncv1.Cluster, error) {
-	providers, err := s.providers.List(ctx, "")
+func (rg *registry) registryNow(ctx context.Context) (map[string]*rsyncv1.Cluster, error) {
+	providers, err := rg.providers.List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*rsyncv1.Cluster{}
 	for _, p := range providers {
-		cs, err := s.clusters.List(ctx, p.GetMetadata().GetName())
+		cs, err := rg.clusters.List(ctx, p.GetMetadata().GetName())
 		if err != nil {
 			return nil, err
 		}

@@ -7,8 +7,8 @@ import (
 )
 
 // SubmitRollout implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutRequest) (*rsyncv1.SubmitRolloutResponse, error) {
-	gen, err := s.engine.SubmitGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
+func (ro *rollouts) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutRequest) (*rsyncv1.SubmitRolloutResponse, error) {
+	gen, err := ro.engine.SubmitGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
@@ -16,8 +16,8 @@ func (s *Service) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutR
 }
 
 // UpdateRollout implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutRequest) (*rsyncv1.UpdateRolloutResponse, error) {
-	gen, err := s.engine.UpdateGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
+func (ro *rollouts) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutRequest) (*rsyncv1.UpdateRolloutResponse, error) {
+	gen, err := ro.engine.UpdateGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
@@ -25,8 +25,8 @@ func (s *Service) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutR
 }
 
 // DeleteRollout implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutRequest) (*rsyncv1.DeleteRolloutResponse, error) {
-	gen, err := s.engine.DeleteForced(ctx, req.GetOwner(), req.GetForce())
+func (ro *rollouts) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutRequest) (*rsyncv1.DeleteRolloutResponse, error) {
+	gen, err := ro.engine.DeleteForced(ctx, req.GetOwner(), req.GetForce())
 	if err != nil {
 		return nil, err
 	}
@@ -34,16 +34,16 @@ func (s *Service) DeleteRollout(ctx context.Context, req *rsyncv1.DeleteRolloutR
 }
 
 // StopRollout implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) StopRollout(ctx context.Context, req *rsyncv1.StopRolloutRequest) (*rsyncv1.StopRolloutResponse, error) {
-	if err := s.engine.Stop(ctx, req.GetOwner()); err != nil {
+func (ro *rollouts) StopRollout(ctx context.Context, req *rsyncv1.StopRolloutRequest) (*rsyncv1.StopRolloutResponse, error) {
+	if err := ro.engine.Stop(ctx, req.GetOwner()); err != nil {
 		return nil, err
 	}
 	return &rsyncv1.StopRolloutResponse{}, nil
 }
 
 // GetRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutStatusRequest) (*rsyncv1.GetRolloutStatusResponse, error) {
-	st, err := s.engine.Status(ctx, req.GetOwner())
+func (ro *rollouts) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutStatusRequest) (*rsyncv1.GetRolloutStatusResponse, error) {
+	st, err := ro.engine.Status(ctx, req.GetOwner())
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +51,8 @@ func (s *Service) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRolloutS
 }
 
 // GetRolloutStates implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) GetRolloutStates(ctx context.Context, req *rsyncv1.GetRolloutStatesRequest) (*rsyncv1.GetRolloutStatesResponse, error) {
-	sts, err := s.engine.States(ctx, req.GetOwners())
+func (ro *rollouts) GetRolloutStates(ctx context.Context, req *rsyncv1.GetRolloutStatesRequest) (*rsyncv1.GetRolloutStatesResponse, error) {
+	sts, err := ro.engine.States(ctx, req.GetOwners())
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +60,8 @@ func (s *Service) GetRolloutStates(ctx context.Context, req *rsyncv1.GetRolloutS
 }
 
 // WatchRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
-func (s *Service) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncInternalService_WatchRolloutStatusServer) error {
-	return s.engine.Watch(stream.Context(), req.GetOwner(), req.GetUntilSettled(), func(st *rsyncv1.RolloutStatus) error {
+func (ro *rollouts) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncInternalService_WatchRolloutStatusServer) error {
+	return ro.engine.Watch(stream.Context(), req.GetOwner(), req.GetUntilSettled(), func(st *rsyncv1.RolloutStatus) error {
 		return stream.Send(&rsyncv1.WatchRolloutStatusResponse{Status: st})
 	})
 }

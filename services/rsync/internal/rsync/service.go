@@ -18,41 +18,78 @@ import (
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
 
-// Service is the resource synchronizer's gRPC API.
+// Service is the resource synchronizer's gRPC API: the composition of its
+// parts, each a type holding only what it uses, whose methods are the
+// RPCs: the cluster registry (registry: providers.go, clusters.go,
+// holds.go), the rollouts (rollouts: rollouts.go, the engine's API) and
+// the read-backs from clusters (readbacks: readbacks.go,
+// certificates.go).
 type Service struct {
+	*registry
+	*rollouts
+	*readbacks
+	unimplemented
+	engine *engine.Engine
+}
+
+// unimplemented answers the RPCs no part implements. It is embedded a
+// level deeper than the parts, so that their methods win.
+type unimplemented struct {
 	rsyncv1.UnimplementedRsyncServiceServer
 	rsyncv1.UnimplementedRsyncInternalServiceServer
+}
+
+// registry is the cluster registry: providers, clusters (whose admin
+// kubeconfigs are sealed at rest and never returned) and the holds of
+// owners on clusters.
+type registry struct {
 	providers *store.Records[*rsyncv1.ClusterProvider]
 	clusters  *store.Records[*rsyncv1.Cluster]
 	// holds is rsync's own record of which owners hold which cluster
 	// (HoldCluster): DeleteCluster decides from it, never asking core.
-	holds     *store.Records[*rsyncv1.StoredHold]
-	engine    *engine.Engine
-	connector *connector
-	renewed   renewals
-	log       *zap.Logger
-	// registry wakes the cluster watches (WatchClusters) at a change made
-	// through this replica.
-	registry *registryChanges
+	holds *store.Records[*rsyncv1.StoredHold]
+	// changes wakes the cluster watches (WatchClusters, registry.go) at a
+	// change made through this replica.
+	changes *registryChanges
 	// RegistryPoll is how often a cluster watch reads the registry for
 	// other replicas' changes (DefaultRegistryPoll when 0).
 	RegistryPoll time.Duration
 }
 
+// rollouts serves the rollouts through the engine.
+type rollouts struct {
+	engine *engine.Engine
+}
+
+// readbacks reads what registered clusters hold (issued and renewed
+// certificates, quota usage, ServiceAccount tokens, connection info, who
+// owns an object) through their clients.
+type readbacks struct {
+	clusters  *store.Records[*rsyncv1.Cluster]
+	connector *connector
+	engine    *engine.Engine
+	renewed   renewals
+	log       *zap.Logger
+}
+
 // New opens the service's collections on st and makes the engine (Run
 // starts it). It calls no other service.
 func New(st *store.Store, cfg engine.Config, log *zap.Logger) *Service {
-	s := &Service{
-		log:      log,
-		registry: newRegistryChanges(),
+	reg := &registry{
+		changes: newRegistryChanges(),
 		providers: store.NewRecords(st, ProvidersCollection, "cluster provider",
 			func() *rsyncv1.ClusterProvider { return &rsyncv1.ClusterProvider{} }),
 		clusters: store.NewRecords(st, ClustersCollection, "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
 		holds:    store.NewRecords(st, HoldsCollection, "cluster hold", func() *rsyncv1.StoredHold { return &rsyncv1.StoredHold{} }),
 	}
-	s.connector = &connector{s: s, cache: map[string]cachedClient{}}
-	s.engine = engine.New(st, s.connector, cfg, log)
-	return s
+	conn := &connector{clusters: reg.clusters, cache: map[string]cachedClient{}}
+	eng := engine.New(st, conn, cfg, log)
+	return &Service{
+		registry:  reg,
+		rollouts:  &rollouts{engine: eng},
+		readbacks: &readbacks{clusters: reg.clusters, connector: conn, engine: eng, log: log},
+		engine:    eng,
+	}
 }
 
 // Run runs the engine until ctx ends (a server background loop).

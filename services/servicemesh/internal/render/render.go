@@ -31,6 +31,11 @@ const (
 	// revision on a cluster: one logical cloud per revision per cluster
 	// (the injector selects pods by revision alone).
 	RevisionClaimPrefix = "dcm.mesh.revision."
+	// DenyAllPolicy names the AuthorizationPolicy that denies every
+	// request to the workloads of the logical cloud's namespace until an
+	// ALLOW policy (a traffic intent's) admits it. The dot keeps it apart
+	// from the traffic controller's names, which have none.
+	DenyAllPolicy = "dcm.deny-all"
 	// NetworkLabel is Istio's network label (istiod reads its own
 	// namespace's).
 	NetworkLabel = "topology.istio.io/network"
@@ -194,6 +199,19 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 		},
 	})); err != nil {
 		return nil, err
+	}
+	// Seed 004's deny-all "during istio installation": in the workload
+	// namespace an AuthorizationPolicy with an empty spec, which Istio
+	// reads as an ALLOW policy that matches nothing, so its workloads take
+	// no request (from inside or outside the mesh) until a traffic
+	// intent's ALLOW policy names the clients: Istio allows what any ALLOW
+	// policy matches. The Istio namespace has none: its gateways carry
+	// the traffic intents route.
+	if in.WorkloadNamespace != "" {
+		if err := add(kube.Manifest("security.istio.io/v1", "AuthorizationPolicy", kube.Meta{Name: DenyAllPolicy, Namespace: in.WorkloadNamespace, Labels: labels},
+			map[string]any{"spec": map[string]any{}})); err != nil {
+			return nil, err
+		}
 	}
 	releases := append([]release{
 		{baseChart, "base-" + in.Revision, map[string]any{

@@ -90,9 +90,10 @@ func TestRenderTwoClusters(t *testing.T) {
 				require.Empty(t, o.Metadata.Namespace, o.Kind+" "+o.Metadata.Name)
 				require.Contains(t, o.Metadata.Name, "lc1", "cluster-scoped %s %s carries the revision", o.Kind, o.Metadata.Name)
 			} else if o.Metadata.Namespace != "lc1-istio-system" {
-				// istiod's Role and RoleBinding in the workload namespace (rbac.go).
+				// istiod's Role and RoleBinding in the workload namespace
+				// (rbac.go), and its deny-all.
 				require.Equal(t, "lc1-ns", o.Metadata.Namespace, o.Kind+" "+o.Metadata.Name)
-				require.Contains(t, []string{"Role", "RoleBinding"}, o.Kind, o.Metadata.Name)
+				require.Contains(t, []string{"Role", "RoleBinding", "AuthorizationPolicy"}, o.Kind, o.Metadata.Name)
 			}
 			require.NotEqual(t, "istiod-default-validator", o.Metadata.Name)
 			require.NotContains(t, m.JSON, "caBundle\":\"", "no caBundle is ever rendered")
@@ -145,6 +146,11 @@ func TestRenderTwoClusters(t *testing.T) {
 					require.Contains(t, m.JSON, `"port":15443`)
 					require.Equal(t, id, o.Metadata.Labels["topology.istio.io/network"])
 				}
+			case "AuthorizationPolicy":
+				require.Equal(t, render.DenyAllPolicy, o.Metadata.Name)
+				require.Equal(t, "lc1-ns", o.Metadata.Namespace, "the workloads' namespace, never the gateways'")
+				require.Equal(t, "security.istio.io/v1", o.raw["apiVersion"])
+				require.Equal(t, map[string]any{}, o.raw["spec"], "an empty spec: an ALLOW policy that matches nothing")
 			case "Gateway":
 				require.Equal(t, render.CrossNetworkGateway, o.Metadata.Name)
 				require.Contains(t, m.JSON, `"selector":{"app":"istio-eastwestgateway","dcm.io/logical-cloud":"lc1","dcm.io/project":"p1","istio":"eastwestgateway"}`)
@@ -155,6 +161,7 @@ func TestRenderTwoClusters(t *testing.T) {
 			require.NotZero(t, kinds[k], k)
 		}
 		require.Equal(t, 4, kinds["Deployment"], "istiod and the east-west, ingress and egress gateways")
+		require.Equal(t, 1, kinds["AuthorizationPolicy"], "the workload namespace's deny-all")
 		golden(t, "lc1-"+c.Cluster, jsons)
 	}
 	// The same input, the same bytes.

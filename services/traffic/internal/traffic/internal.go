@@ -35,22 +35,6 @@ func (i *Internal) Register(r grpc.ServiceRegistrar) {
 	trafficv1.RegisterTrafficInternalServiceServer(r, i)
 }
 
-// PutLogicalCloudFacts implements trafficv1.TrafficInternalServiceServer.
-func (i *Internal) PutLogicalCloudFacts(ctx context.Context, req *trafficv1.PutLogicalCloudFactsRequest) (*trafficv1.PutLogicalCloudFactsResponse, error) {
-	if err := i.svc.clouds.Put(ctx, req.GetFacts()); err != nil {
-		return nil, err
-	}
-	return &trafficv1.PutLogicalCloudFactsResponse{}, nil
-}
-
-// DeleteLogicalCloudFacts implements trafficv1.TrafficInternalServiceServer.
-func (i *Internal) DeleteLogicalCloudFacts(ctx context.Context, req *trafficv1.DeleteLogicalCloudFactsRequest) (*trafficv1.DeleteLogicalCloudFactsResponse, error) {
-	if err := i.svc.clouds.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	return &trafficv1.DeleteLogicalCloudFactsResponse{}, nil
-}
-
 // RenderTrafficIntentGroup implements trafficv1.TrafficInternalServiceServer.
 func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.RenderTrafficIntentGroupRequest) (*trafficv1.RenderTrafficIntentGroupResponse, error) {
 	l, err := i.svc.Load(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup())
@@ -144,6 +128,18 @@ func (i *Internal) ReleaseTrafficIntentGroup(ctx context.Context, req *trafficv1
 		return nil, err
 	}
 	return &trafficv1.ReleaseTrafficIntentGroupResponse{}, nil
+}
+
+// PurgeLogicalCloud implements trafficv1.TrafficInternalServiceServer: the
+// groups of a logical cloud core is deleting go, with their intents and
+// DNS runs (core's cascade, as for the namespace, user and quota
+// services).
+func (i *Internal) PurgeLogicalCloud(ctx context.Context, req *trafficv1.PurgeLogicalCloudRequest) (*trafficv1.PurgeLogicalCloudResponse, error) {
+	n, err := i.svc.PurgeLogicalCloud(ctx, req.GetProject(), req.GetLogicalCloud(), i.dns.Release)
+	if err != nil {
+		return nil, err
+	}
+	return &trafficv1.PurgeLogicalCloudResponse{Removed: n}, nil
 }
 
 // GetTrafficDnsStatus implements trafficv1.TrafficInternalServiceServer.

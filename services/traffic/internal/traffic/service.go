@@ -5,6 +5,7 @@ package traffic
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -82,6 +83,10 @@ func New(st *store.Store) *Service {
 	return s
 }
 
+// Facts is the service's copy of the logical clouds' facts, which core
+// tells it through the facts contract (platform/facts.Serve).
+func (s *Service) Facts() *facts.Facts { return s.clouds }
+
 // Register serves the API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) { trafficv1.RegisterTrafficServiceServer(r, s) }
 
@@ -109,9 +114,18 @@ func metadataOf(g *trafficv1.TrafficIntentGroup) *typesv1.Metadata {
 
 // cloudExists is the group create's parent check: the logical cloud must be
 // one of the URL's project (looked up there only, so a group never targets
-// another project's logical cloud).
+// another project's logical cloud). A group that names none yet needs a
+// project the service knows, one with a logical cloud: the service knows
+// projects only through their logical clouds, and a group applies to one.
 func (s *Service) cloudExists(project, lc string) func(context.Context) error {
 	return func(ctx context.Context) error {
+		if lc == "" {
+			known, err := s.clouds.HasAny(ctx, project)
+			if err == nil && !known {
+				err = errs.NotFound("project %q has no logical cloud (or does not exist): a traffic intent group applies to one of its logical clouds", project)
+			}
+			return err
+		}
 		_, err := s.clouds.Parent(ctx, project, lc)
 		if errs.Code(err) == codes.NotFound {
 			return errs.Invalid("traffic_intent_group.logical-cloud", "%q is not a logical cloud of project %q", lc, project)
@@ -177,8 +191,16 @@ func (s *Service) UpdateTrafficIntentGroup(ctx context.Context, req *trafficv1.U
 		return nil, err
 	}
 	g := cur.Msg
-	if lc := in.GetLogicalCloud(); lc != "" && lc != g.GetLogicalCloud() {
-		return nil, errs.Invalid(f+"logical-cloud", "%q is not the group's logical cloud %q: it never changes", lc, g.GetLogicalCloud())
+	switch lc := in.GetLogicalCloud(); {
+	case lc == "" || lc == g.GetLogicalCloud():
+	case g.GetLogicalCloud() == "":
+		// Created without one (seed 004's body): set once, here.
+		if err := s.cloudExists(req.GetProject(), lc)(ctx); err != nil {
+			return nil, err
+		}
+		g.LogicalCloud = lc
+	default:
+		return nil, errs.Invalid(f+"logical-cloud", "%q is not the group's logical cloud %q: it never changes once set", lc, g.GetLogicalCloud())
 	}
 	g.Description = desc
 	g.Metadata = metadataOf(g)
@@ -209,19 +231,56 @@ func (s *Service) DeleteTrafficIntentGroup(ctx context.Context, req *trafficv1.D
 	if g.GetApplied() {
 		return nil, errors.Join(errs.Because(errs.ReasonWrongState, "traffic intent group %q is applied: terminate it first", req.GetName()), s.groups.Unmark(bg, id))
 	}
+	if err := s.removeMarked(bg, id); err != nil {
+		// Unmarked, the group can be deleted again; its intents removed so far stay removed.
+		return nil, errors.Join(err, s.groups.Unmark(bg, id))
+	}
+	return &trafficv1.DeleteTrafficIntentGroupResponse{}, nil
+}
+
+// removeMarked removes group id, marked for deletion, with its intents of
+// every kind; the group's record goes last.
+func (s *Service) removeMarked(ctx context.Context, id string) error {
 	for _, under := range []func(context.Context, string) (int64, error){
 		s.intercluster.recs.DeleteUnder, s.intracluster.recs.DeleteUnder, s.outbound.recs.DeleteUnder,
 		s.inbound.recs.DeleteUnder, s.dns.recs.DeleteUnder,
 	} {
-		if _, err := under(bg, id); err != nil {
-			// Unmarked, the group can be deleted again; its intents removed so far stay removed.
-			return nil, errors.Join(err, s.groups.Unmark(bg, id))
+		if _, err := under(ctx, id); err != nil {
+			return err
 		}
 	}
-	if err := s.groups.Delete(bg, id); err != nil {
-		return nil, err
+	return s.groups.Delete(ctx, id)
+}
+
+// PurgeLogicalCloud removes every traffic intent group of logical cloud lc
+// of project with its intents (core is deleting the logical cloud, which
+// it does only once no group is applied to it), and reports how many went.
+// release runs first for each group (its DNS runs). A group marked by a
+// removal that stopped half way is finished; rerunning it is harmless.
+func (s *Service) PurgeLogicalCloud(ctx context.Context, project, lc string, release func(ctx context.Context, id string) error) (int64, error) {
+	groups, err := s.groups.Match(ctx, map[string]string{"logical_cloud": lc})
+	if err != nil {
+		return 0, err
 	}
-	return &trafficv1.DeleteTrafficIntentGroupResponse{}, nil
+	var n int64
+	for _, g := range groups {
+		if p, _, _ := strings.Cut(g.Parent, "/"); p != project {
+			continue
+		}
+		if err := release(ctx, g.ID); err != nil {
+			return n, err
+		}
+		if !g.Deleting {
+			if _, err := s.groups.MarkDeleting(ctx, g.ID); err != nil && errs.Code(err) != codes.NotFound {
+				return n, err
+			}
+		}
+		if err := s.removeMarked(ctx, g.ID); err != nil && errs.Code(err) != codes.NotFound {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // Loaded is a group with every intent of every kind, each list ordered by

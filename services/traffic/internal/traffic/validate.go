@@ -195,10 +195,9 @@ func checkGroup(field string, g *trafficv1.TrafficIntentGroup) (*trafficv1.Traff
 	if g.GetMetadata().GetName() != "" && !isLabel(name) {
 		return nil, errs.Invalid(field+"metadata.name", "%q is not a DNS-1123 label", name)
 	}
+	// The logical cloud may be left out (seed 004's group is {name,
+	// description}): it is set later, once, and apply needs it.
 	out := &trafficv1.TrafficIntentGroup{Name: name, Description: desc, LogicalCloud: g.GetLogicalCloud()}
-	if out.GetLogicalCloud() == "" {
-		return nil, errs.Invalid(field+"logical-cloud", "is required: the logical cloud of the project the intents apply to")
-	}
 	out.Metadata = metadataOf(out)
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,21 +96,9 @@ func (s *Service) exists(project, lc string) func(context.Context) error {
 	return s.facts.Check(project, lc)
 }
 
-// PutLogicalCloudFacts implements userv1.UserInternalServiceServer.
-func (s *Service) PutLogicalCloudFacts(ctx context.Context, req *userv1.PutLogicalCloudFactsRequest) (*userv1.PutLogicalCloudFactsResponse, error) {
-	if err := s.facts.Put(ctx, req.GetFacts()); err != nil {
-		return nil, err
-	}
-	return &userv1.PutLogicalCloudFactsResponse{}, nil
-}
-
-// DeleteLogicalCloudFacts implements userv1.UserInternalServiceServer.
-func (s *Service) DeleteLogicalCloudFacts(ctx context.Context, req *userv1.DeleteLogicalCloudFactsRequest) (*userv1.DeleteLogicalCloudFactsResponse, error) {
-	if err := s.facts.Delete(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	return &userv1.DeleteLogicalCloudFactsResponse{}, nil
-}
+// Facts is the service's copy of the logical clouds' facts, which core
+// tells it through the facts contract (platform/facts.Serve).
+func (s *Service) Facts() *facts.Facts { return s.facts }
 
 // CreateUser implements userv1.UserInternalServiceServer. Core calls it
 // while it creates the logical cloud (never for an admin one), so there is
@@ -160,26 +149,49 @@ func (s *Service) ListUsers(ctx context.Context, req *userv1.ListUsersRequest) (
 	return &userv1.ListUsersResponse{Users: us, NextPageToken: next}, nil
 }
 
-// DeleteUser implements userv1.UserServiceServer.
+// DeleteUser implements userv1.UserServiceServer (core calls it for
+// DELETE .../users/{user}). The user's permissions go first: one granted
+// to it alone is deleted, one it shares no longer names it. Never left
+// naming no user, which would grant it to every user, nor kept for a
+// user of the same name added later. A retry after a failure finds
+// nothing left to strip.
 func (s *Service) DeleteUser(ctx context.Context, req *userv1.DeleteUserRequest) (*userv1.DeleteUserResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
+	project, lc, name := req.GetProject(), req.GetLogicalCloud(), req.GetName()
+	if _, err := s.cloud(ctx, project, lc); err != nil {
 		return nil, err
 	}
-	if err := s.users.Delete(ctx, store.Key(req.GetProject(), req.GetLogicalCloud(), req.GetName())); err != nil {
+	id := store.Key(project, lc, name)
+	if _, err := s.users.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	perms, err := s.perms.List(ctx, store.Key(project, lc))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range perms {
+		if !slices.Contains(p.GetUsers(), name) {
+			continue
+		}
+		pid := store.Key(project, lc, p.GetPermissionName())
+		if len(p.GetUsers()) == 1 {
+			err = s.perms.Delete(ctx, pid)
+		} else {
+			_, err = s.perms.Modify(ctx, pid, func(cur *userv1.UserPermission) error {
+				if rest := slices.DeleteFunc(slices.Clone(cur.GetUsers()), func(u string) bool { return u == name }); len(rest) > 0 {
+					cur.Users = rest
+					return nil
+				}
+				return errs.Aborted("permission %q changed while user %q was deleted; retry", p.GetPermissionName(), name)
+			})
+		}
+		if err != nil && errs.Code(err) != codes.NotFound {
+			return nil, err
+		}
+	}
+	if err := s.users.Delete(ctx, id); err != nil {
 		return nil, err
 	}
 	return &userv1.DeleteUserResponse{}, nil
-}
-
-// DeleteUsers implements userv1.UserServiceServer.
-func (s *Service) DeleteUsers(ctx context.Context, req *userv1.DeleteUsersRequest) (*userv1.DeleteUsersResponse, error) {
-	if _, err := s.cloud(ctx, req.GetProject(), req.GetLogicalCloud()); err != nil {
-		return nil, err
-	}
-	if _, err := s.users.DeleteUnder(ctx, store.Key(req.GetProject(), req.GetLogicalCloud())); err != nil {
-		return nil, err
-	}
-	return &userv1.DeleteUsersResponse{}, nil
 }
 
 // checkPermission checks a permission against the logical cloud's level

@@ -296,3 +296,41 @@ func TestListLogicalCloudPermissionsNeverCallsCore(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none.GetUserPermissions())
 }
+
+// TestDeleteUserTakesItsPermissions: deleting a user deletes the
+// permissions granted to it alone and takes its name out of those it
+// shares; a permission for every user stays. None is left naming no user
+// (which would grant it to every user), and a user of the same name added
+// later holds none of the old user's permissions.
+func TestDeleteUserTakesItsPermissions(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns")
+	for _, u := range []string{"alice", "bob"} {
+		_, err := c.CreateUser(ctx, &userv1.CreateUserRequest{Project: "p", LogicalCloud: "lc", User: &userv1.User{Name: u, Type: "token"}})
+		require.NoError(t, err)
+	}
+	perm := func(name string, users ...string) {
+		_, err := c.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{Project: "p", LogicalCloud: "lc",
+			UserPermission: &userv1.UserPermission{PermissionName: name, ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, Users: users}})
+		require.NoError(t, err)
+	}
+	perm("alice-only", "alice")
+	perm("shared", "alice", "bob")
+	perm("bob-only", "bob")
+	perm("everyone")
+	_, err := c.DeleteUser(ctx, &userv1.DeleteUserRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
+	require.NoError(t, err)
+	left, err := c.ListLogicalCloudPermissions(ctx, &userv1.ListLogicalCloudPermissionsRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, p := range left.GetUserPermissions() {
+		got[p.GetPermissionName()] = p.GetUsers()
+	}
+	require.Equal(t, map[string][]string{"bob-only": {"bob"}, "shared": {"bob"}, "everyone": nil}, got)
+	_, err = c.GetUser(ctx, &userv1.GetUserRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
+	require.Equal(t, codes.NotFound, status.Code(err))
+	_, err = c.DeleteUser(ctx, &userv1.DeleteUserRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
+	require.Equal(t, codes.NotFound, status.Code(err), "a user deleted is not found again")
+}
