@@ -10,6 +10,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
+	"github.com/dcm-project/dcm/services/core"
 )
 
 // labelChanges is GET .../status's label-changes.
@@ -205,4 +206,46 @@ func TestClustersByLabelOneCoreReplicaActs(t *testing.T) {
 	require.Equal(t, []string{"joined edge/c2: cluster edge/c2 joined: it carries label edge"}, r.labelReasons(lc))
 	_, gen = s.state(t, lc)
 	require.Equal(t, int64(2), gen, "the rollout was updated once")
+}
+
+// TestClustersByLabelConvergeAfterCoreRestart: a cluster registered with
+// a logical cloud's label while no core replica runs (the registry
+// change streamed to nobody) is joined once a core replica starts again:
+// core compares every following logical cloud with the registry at start
+// (and every DCM_LABELS_INTERVAL), not only at the changes it hears of.
+func TestClustersByLabelConvergeAfterCoreRestart(t *testing.T) {
+	t.Parallel()
+	s := startReplicated(t)
+	r := s.gw[2]
+	register := func(name string) {
+		t.Helper()
+		kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/"+name)
+		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
+		require.NoError(t, err)
+		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	}
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	register("c1")
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
+	lc := "/v2/projects/p1/logical-clouds/lc-1"
+	r.want(202, "POST", lc+"/apply", "")
+	_, gen := s.state(t, lc)
+	require.Equal(t, int64(1), gen)
+
+	for _, stop := range s.stops[core.Name] {
+		stop()
+	}
+	register("c2") // rsync's: no core is told
+	s.restart[core.Name][0]()
+	r = s.gw[0] // core replica 0's gateway: replica 1 stays down
+	eventually(t, "c2 joins lc-1 after the restart", func() bool {
+		return slices.Contains(r.labelReasons(lc), "joined edge/c2: cluster edge/c2 joined: it carries label edge")
+	})
+	require.Contains(t, r.want(200, "GET", lc+"/cluster-references", ""), `"cluster-name":"c2"`)
+	var st struct {
+		Generation int64 `json:"generation,string"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.Equal(t, int64(2), st.Generation, "rolled out to c2")
 }

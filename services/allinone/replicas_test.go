@@ -47,6 +47,9 @@ type replicated struct {
 	stops  map[string][]func() // a replica's stop, by program name
 	client *http.Client
 	ca     *pki.CA
+
+	// restart starts a stopped replica again, as it was started.
+	restart map[string][]func()
 }
 
 func startReplicated(t *testing.T) *replicated {
@@ -55,7 +58,7 @@ func startReplicated(t *testing.T) *replicated {
 		t.Skip("starts the suite as separate programs, some replicated: not in -short (make test-unit)")
 	}
 	data := t.TempDir()
-	s := &replicated{addrs: map[string][]string{}, stops: map[string][]func(){}}
+	s := &replicated{addrs: map[string][]string{}, stops: map[string][]func(){}, restart: map[string][]func(){}}
 	s.addrs = loopbackAddrs(t, map[string]int{rsync.Name: 1, core.Name: 2, namespace.Name: 2, user.Name: 2, quota.Name: 1,
 		servicemesh.Name: 1, cadist.Name: 1, traffic.Name: 1})
 	// peers names every replica of each service, and (for the gateway)
@@ -80,7 +83,9 @@ func startReplicated(t *testing.T) *replicated {
 	}
 	for i, p := range servicePrograms { // rsync first: it runs the embedded store
 		for _, addr := range s.addrs[p.name] {
-			prog := start(p.name, p.build, true, slices.Concat(every, []string{"-grpc-addr", addr}, storeArgs)...)
+			args := slices.Concat(every, []string{"-grpc-addr", addr}, storeArgs)
+			prog := start(p.name, p.build, true, args...)
+			s.restart[p.name] = append(s.restart[p.name], func() { start(p.name, p.build, true, args...) })
 			if i == 0 {
 				s.store = prog.Env.Store
 				if storeArgs == nil {
