@@ -242,10 +242,16 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 				return err
 			}
 		}
-		for _, k := range releases {
+		for _, k := range slices.Clone(releases) {
 			reason, err := l.releaseReason(ctx, k, labels)
 			if err != nil {
 				return err
+			}
+			if reason == "" {
+				// It carries the labels: it was missing from the selection
+				// only while marked for a deletion (refused, or under way).
+				releases = slices.DeleteFunc(releases, func(o string) bool { return o == k })
+				continue
 			}
 			change(k, labelReleased, reason)
 			if !referenced[k] {
@@ -255,6 +261,9 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 			if err := l.references.removeReference(ctx, project, lc, provider, cluster); err != nil {
 				return err
 			}
+		}
+		if len(changes) == 0 {
+			return nil
 		}
 		if err := l.facts.tellLocked(ctx, project, lc); err != nil {
 			l.log.Warn("tell the services a logical cloud's clusters; the reconcile will", zap.String("logical_cloud", key), zap.Error(err))
@@ -267,6 +276,9 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 		_, err := l.lifecycle.transitionLocked(ctx, "follow the cluster labels", project, lc, updateFrom, phaseApplying, l.lifecycle.rollOut(project, lc, true))
 		return err
 	}()
+	if len(changes) == 0 {
+		return err
+	}
 	if err != nil {
 		// Recorded as failed, the labelled clusters unchanged: the next
 		// pass tries again.
@@ -299,7 +311,8 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 }
 
 // releaseReason says why cluster k ("provider/cluster") no longer carries
-// labels: the labels it lost, or that it is gone from the registry.
+// labels: the labels it lost, or that it is gone from the registry; ""
+// if it carries them all.
 func (l *Labels) releaseReason(ctx context.Context, k string, labels []string) (string, error) {
 	provider, cluster, _ := strings.Cut(k, "/")
 	resp, err := l.registry.GetCluster(ctx, &rsyncv1.GetClusterRequest{Provider: provider, Name: cluster})
@@ -315,15 +328,15 @@ func (l *Labels) releaseReason(ctx context.Context, k string, labels []string) (
 			lost = append(lost, lb)
 		}
 	}
+	if len(lost) == 0 {
+		return "", nil
+	}
 	return "it no longer carries " + labelWords(lost), nil
 }
 
 // labelWords names labels in a reason: "label a" or "labels a, b".
 func labelWords(labels []string) string {
-	switch len(labels) {
-	case 0:
-		return "its labels"
-	case 1:
+	if len(labels) == 1 {
 		return "label " + labels[0]
 	}
 	return "labels " + strings.Join(labels, ", ")
