@@ -171,34 +171,46 @@ func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 	}
 }
 
+// appliedByLabel applies, on the replicated suite, project p1's logical
+// cloud lc-1 with cluster-labels "edge", on cluster edge/c1 (a loopback
+// address where nothing listens: the rollout retries, which is all a
+// transition needs), and returns its path.
+func appliedByLabel(t *testing.T, s *replicated) string {
+	t.Helper()
+	r := s.gw[2]
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	registerEdge(t, s, "c1")
+	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
+	lc := "/v2/projects/p1/logical-clouds/lc-1"
+	r.want(202, "POST", lc+"/apply", "")
+	return lc
+}
+
+// registerEdge registers cluster name under provider edge with label
+// "edge", at a loopback address where nothing listens.
+func registerEdge(t *testing.T, s *replicated, name string) {
+	t.Helper()
+	kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/"+name)
+	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
+	require.NoError(t, err)
+	s.gw[2].want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+}
+
 // TestClustersByLabelOneCoreReplicaActs: two core replicas on one store
 // both hear of a cluster registered with a logical cloud's label; the
 // logical cloud's transition lock lets one of them act: the rollout is
-// updated once (one generation more) and the join is recorded once. (The
-// clusters are loopback addresses where nothing listens: the rollout
-// retries, which is all a transition needs.)
+// updated once (one generation more) and the join is recorded once.
 func TestClustersByLabelOneCoreReplicaActs(t *testing.T) {
 	t.Parallel()
 	s := startReplicated(t)
 	r := s.gw[2]
-	register := func(name string) {
-		t.Helper()
-		kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/"+name)
-		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
-		require.NoError(t, err)
-		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
-	}
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
-	register("c1")
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
-	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	r.want(202, "POST", lc+"/apply", "")
+	lc := appliedByLabel(t, s)
 	state, gen := s.state(t, lc)
 	require.Equal(t, "Instantiating", state)
 	require.Equal(t, int64(1), gen)
 
-	register("c2")
+	registerEdge(t, s, "c2")
 	eventually(t, "c2 joins lc-1", func() bool { _, gen := s.state(t, lc); return gen > 1 })
 	// The replica that did not act either found the lock taken (and
 	// skipped) or, after it, c2 recorded (and had nothing to do).
@@ -217,26 +229,14 @@ func TestClustersByLabelConvergeAfterCoreRestart(t *testing.T) {
 	t.Parallel()
 	s := startReplicated(t)
 	r := s.gw[2]
-	register := func(name string) {
-		t.Helper()
-		kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/"+name)
-		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
-		require.NoError(t, err)
-		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
-	}
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
-	register("c1")
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
-	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	r.want(202, "POST", lc+"/apply", "")
+	lc := appliedByLabel(t, s)
 	_, gen := s.state(t, lc)
 	require.Equal(t, int64(1), gen)
 
 	for _, stop := range s.stops[core.Name] {
 		stop()
 	}
-	register("c2") // rsync's: no core is told
+	registerEdge(t, s, "c2") // rsync's: no core is told
 	s.restart[core.Name][0]()
 	r = s.gw[0] // core replica 0's gateway: replica 1 stays down
 	eventually(t, "c2 joins lc-1 after the restart", func() bool {
