@@ -590,7 +590,9 @@ func (p *process) kill() {
 // the listen of the program told it (a port from Listen(":0") was, under a
 // loaded machine: "address already in use"). Each is chosen at random in
 // [10000, the range's start) and checked by listening on it; all are held
-// until the last is found.
+// until the last is found. A port is handed out once per process: a test
+// whose program has stopped and freed its port does not see it given to
+// another test's program before it restarts on it.
 func FreePorts(n int) ([]int, error) {
 	low := 32768
 	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -612,6 +614,9 @@ func FreePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("kubetest: no free loopback port below %d after 1000 tries", low)
 		}
 		port := 10000 + rand.IntN(low-10000)
+		if !handOut(port) {
+			continue
+		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
@@ -620,6 +625,26 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// handedOut is every port FreePorts has given in this process.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// handOut marks port given and says whether it was not given before.
+func handOut(port int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[port] {
+		return false
+	}
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
+	handedOut.ports[port] = true
+	return true
 }
 
 // FreeAddr is a loopback address ("127.0.0.1:<port>") of FreePorts.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
 )
 
@@ -45,7 +47,7 @@ func TestDevOverlayTopology(t *testing.T) {
 		require.Empty(t, prog.Env.Config.MongoURIFile, "%s: its own embedded store", p.name)
 	}
 	f := pki.ProgramFiles(dir, gateway.Name)
-	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0",
+	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-core-addr", strings.Join(addrs[core.Name], ","), "-http-addr", "127.0.0.1:0",
 		"-http-tls-cert-file", f.HTTPCert, "-http-tls-key-file", f.HTTPKey)
 	client := adminClient(t, dir, gw.Env.TLS.Pool())
 	r := &rest{t: t, c: client, base: "https://" + gw.Server.HTTPAddr()}
