@@ -13,12 +13,18 @@ import (
 	"github.com/dcm-project/dcm/services/traffic/internal/dns"
 )
 
-// The DNS allow-list routes (docs/traffic.md "DNS allow-list"): the
-// gateway lets a project's members reach them; writing is decided here,
-// for admins only, as core decides admin-only levels.
+// AllowLists is the part that serves the DNS allow-list routes
+// (docs/traffic.md "DNS allow-list"): the gateway lets a project's members
+// reach them; writing is decided here, for admins only, as core decides
+// admin-only levels. It also checks a DNS provider intent against its
+// project's list (bindDNS).
+type AllowLists struct {
+	// allow are the projects' DNS allow-lists (the DNS runs read them too).
+	allow *dns.AllowLists
+}
 
 // GetDnsAllowList implements trafficv1.TrafficServiceServer.
-func (s *Service) GetDnsAllowList(ctx context.Context, req *trafficv1.GetDnsAllowListRequest) (*trafficv1.GetDnsAllowListResponse, error) {
+func (s *AllowLists) GetDnsAllowList(ctx context.Context, req *trafficv1.GetDnsAllowListRequest) (*trafficv1.GetDnsAllowListResponse, error) {
 	m, err := s.allow.Get(ctx, req.GetProject())
 	if err != nil {
 		return nil, err
@@ -27,7 +33,7 @@ func (s *Service) GetDnsAllowList(ctx context.Context, req *trafficv1.GetDnsAllo
 }
 
 // PutDnsAllowList implements trafficv1.TrafficServiceServer.
-func (s *Service) PutDnsAllowList(ctx context.Context, req *trafficv1.PutDnsAllowListRequest) (*trafficv1.PutDnsAllowListResponse, error) {
+func (s *AllowLists) PutDnsAllowList(ctx context.Context, req *trafficv1.PutDnsAllowListRequest) (*trafficv1.PutDnsAllowListResponse, error) {
 	if !server.MayGrant(ctx) {
 		return nil, errs.Forbidden("", "only an admin sets a project's DNS allow-list: it says which DNS servers and zones the project may change")
 	}
@@ -39,7 +45,7 @@ func (s *Service) PutDnsAllowList(ctx context.Context, req *trafficv1.PutDnsAllo
 }
 
 // DeleteDnsAllowList implements trafficv1.TrafficServiceServer.
-func (s *Service) DeleteDnsAllowList(ctx context.Context, req *trafficv1.DeleteDnsAllowListRequest) (*trafficv1.DeleteDnsAllowListResponse, error) {
+func (s *AllowLists) DeleteDnsAllowList(ctx context.Context, req *trafficv1.DeleteDnsAllowListRequest) (*trafficv1.DeleteDnsAllowListResponse, error) {
 	if !server.MayGrant(ctx) {
 		return nil, errs.Forbidden("", "only an admin removes a project's DNS allow-list")
 	}
@@ -57,7 +63,7 @@ func (s *Service) DeleteDnsAllowList(ctx context.Context, req *trafficv1.DeleteD
 //   - rfc2136-insecure true (unsigned updates) is for admins only;
 //   - every entry's servers, zones and names must be on the project's
 //     DNS allow-list.
-func (s *Service) bindDNS(ctx context.Context, field, id string, m *trafficv1.DnsProviderIntent) error {
+func (s *AllowLists) bindDNS(ctx context.Context, field, id string, m *trafficv1.DnsProviderIntent) error {
 	group, _ := cutLast(id)
 	project, _, _ := strings.Cut(id, "/")
 	al, err := s.allow.Of(ctx, project)

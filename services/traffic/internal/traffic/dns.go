@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -13,6 +14,14 @@ import (
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/netcheck"
 )
+
+// DNSIntents is the part that serves the DNS provider intents: their
+// collection, whose records keep the providers' credentials sealed
+// (intents.go, sealCredentials), and their checks, the project's DNS
+// allow-list among them (AllowLists.bindDNS).
+type DNSIntents struct {
+	dns *intents[*trafficv1.DnsProviderIntent]
+}
 
 // providerRFC2136 is the one external-dns provider this build runs.
 const providerRFC2136 = "rfc2136"
@@ -156,4 +165,48 @@ func checkSelector(field, s string) error {
 		}
 	}
 	return nil
+}
+
+// CreateDnsProviderIntent implements trafficv1.TrafficServiceServer.
+func (s *DNSIntents) CreateDnsProviderIntent(ctx context.Context, req *trafficv1.CreateDnsProviderIntentRequest) (*trafficv1.CreateDnsProviderIntentResponse, error) {
+	m, err := s.dns.create(ctx, req, req.GetDnsProviderIntent())
+	if err != nil {
+		return nil, err
+	}
+	return &trafficv1.CreateDnsProviderIntentResponse{DnsProviderIntent: m}, nil
+}
+
+// GetDnsProviderIntent implements trafficv1.TrafficServiceServer.
+func (s *DNSIntents) GetDnsProviderIntent(ctx context.Context, req *trafficv1.GetDnsProviderIntentRequest) (*trafficv1.GetDnsProviderIntentResponse, error) {
+	m, err := s.dns.get(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &trafficv1.GetDnsProviderIntentResponse{DnsProviderIntent: m}, nil
+}
+
+// ListDnsProviderIntents implements trafficv1.TrafficServiceServer.
+func (s *DNSIntents) ListDnsProviderIntents(ctx context.Context, req *trafficv1.ListDnsProviderIntentsRequest) (*trafficv1.ListDnsProviderIntentsResponse, error) {
+	ms, next, err := s.dns.list(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &trafficv1.ListDnsProviderIntentsResponse{DnsProviderIntents: ms, NextPageToken: next}, nil
+}
+
+// UpdateDnsProviderIntent implements trafficv1.TrafficServiceServer.
+func (s *DNSIntents) UpdateDnsProviderIntent(ctx context.Context, req *trafficv1.UpdateDnsProviderIntentRequest) (*trafficv1.UpdateDnsProviderIntentResponse, error) {
+	m, err := s.dns.update(ctx, req, req.GetDnsProviderIntent())
+	if err != nil {
+		return nil, err
+	}
+	return &trafficv1.UpdateDnsProviderIntentResponse{DnsProviderIntent: m}, nil
+}
+
+// DeleteDnsProviderIntent implements trafficv1.TrafficServiceServer.
+func (s *DNSIntents) DeleteDnsProviderIntent(ctx context.Context, req *trafficv1.DeleteDnsProviderIntentRequest) (*trafficv1.DeleteDnsProviderIntentResponse, error) {
+	if err := s.dns.delete(ctx, req); err != nil {
+		return nil, err
+	}
+	return &trafficv1.DeleteDnsProviderIntentResponse{}, nil
 }

@@ -54,7 +54,8 @@ type intents[M named] struct {
 	// seal, if set, takes the secrets out of a body about to be stored
 	// under id (update: the record exists and keeps what is not replaced).
 	seal func(ctx context.Context, field string, recs *store.Records[M], id string, m M, update bool) ([]store.Secret, error)
-	s    *Service
+	// groups are the traffic intent groups, read for the parent check.
+	groups *store.Records[*trafficv1.TrafficIntentGroup]
 }
 
 func setName(m proto.Message, name string) {
@@ -68,7 +69,7 @@ func groupKey(r groupReq) string { return store.Key(parentOf(r), r.GetGroup()) }
 // intent never outlives its group: the group's deletion marks it first).
 func (k *intents[M]) groupExists(gk string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		_, err := k.s.groups.Get(ctx, gk)
+		_, err := k.groups.Get(ctx, gk)
 		return err
 	}
 }
@@ -116,7 +117,7 @@ func (k *intents[M]) list(ctx context.Context, r interface {
 }) ([]M, string, error) {
 	gk := groupKey(r)
 	// A missing group is 404, not an empty list.
-	if _, err := k.s.groups.Get(ctx, gk); err != nil {
+	if _, err := k.groups.Get(ctx, gk); err != nil {
 		return nil, "", err
 	}
 	return k.recs.ListPage(ctx, gk, store.PageOf(r))
@@ -248,6 +249,6 @@ func openCredentials(ctx context.Context, recs *store.Records[*trafficv1.DnsProv
 	return out, nil
 }
 
-func (s *Service) credentials(ctx context.Context, id string) (map[string]map[string]string, error) {
-	return openCredentials(ctx, s.dns.recs, id)
+func (s *Groups) credentials(ctx context.Context, id string) (map[string]map[string]string, error) {
+	return openCredentials(ctx, s.dnsIntents.dns.recs, id)
 }

@@ -22,13 +22,19 @@ import (
 // runs' status it reads back.
 type Internal struct {
 	trafficv1.UnimplementedTrafficInternalServiceServer
-	svc *Service
-	dns *dns.Controller
+	// groups loads a group with its intents, records it applied or not,
+	// and purges a logical cloud's groups.
+	groups *Groups
+	// allow are the projects' DNS allow-lists, checked again at render.
+	allow *dns.AllowLists
+	dns   *dns.Controller
 }
 
 // Internal serves the internal API over s's records, keeping d's DNS runs
 // in step with what is applied.
-func (s *Service) Internal(d *dns.Controller) *Internal { return &Internal{svc: s, dns: d} }
+func (s *Service) Internal(d *dns.Controller) *Internal {
+	return &Internal{groups: s.Groups, allow: s.AllowLists.allow, dns: d}
+}
 
 // Register serves the internal API on r.
 func (i *Internal) Register(r grpc.ServiceRegistrar) {
@@ -37,7 +43,7 @@ func (i *Internal) Register(r grpc.ServiceRegistrar) {
 
 // RenderTrafficIntentGroup implements trafficv1.TrafficInternalServiceServer.
 func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.RenderTrafficIntentGroupRequest) (*trafficv1.RenderTrafficIntentGroupResponse, error) {
-	l, err := i.svc.Load(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup())
+	l, err := i.groups.Load(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup())
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +69,7 @@ func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.
 	// The project's DNS allow-list as it is now: an intent stored under a
 	// wider one is not applied once an admin narrowed it.
 	if len(dr) > 0 {
-		al, err := i.svc.allow.Of(ctx, req.GetProject())
+		al, err := i.allow.Of(ctx, req.GetProject())
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +82,7 @@ func (i *Internal) RenderTrafficIntentGroup(ctx context.Context, req *trafficv1.
 	if err := i.dns.Set(ctx, group, dr); err != nil {
 		return nil, err
 	}
-	if err := i.svc.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), true); err != nil {
+	if err := i.groups.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), true); err != nil {
 		return nil, err
 	}
 	resp := &trafficv1.RenderTrafficIntentGroupResponse{}
@@ -123,7 +129,7 @@ func (i *Internal) ReleaseTrafficIntentGroup(ctx context.Context, req *trafficv1
 	if err := i.dns.Release(ctx, groupKey(req)); err != nil {
 		return nil, err
 	}
-	err := i.svc.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), false)
+	err := i.groups.SetApplied(ctx, req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup(), false)
 	if err != nil && errs.Code(err) != codes.NotFound {
 		return nil, err
 	}
@@ -135,7 +141,7 @@ func (i *Internal) ReleaseTrafficIntentGroup(ctx context.Context, req *trafficv1
 // DNS runs (core's cascade, as for the namespace, user and quota
 // services).
 func (i *Internal) PurgeLogicalCloud(ctx context.Context, req *trafficv1.PurgeLogicalCloudRequest) (*trafficv1.PurgeLogicalCloudResponse, error) {
-	n, err := i.svc.PurgeLogicalCloud(ctx, req.GetProject(), req.GetLogicalCloud(), i.dns.Release)
+	n, err := i.groups.PurgeLogicalCloud(ctx, req.GetProject(), req.GetLogicalCloud(), i.dns.Release)
 	if err != nil {
 		return nil, err
 	}

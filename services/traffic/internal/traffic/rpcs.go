@@ -1,6 +1,6 @@
 package traffic
 
-// The RPCs of the five intent kinds: each is its kind's generic operation
+// The RPCs of four intent kinds (DNS provider intents: dns.go): each is its kind's generic operation
 // (intents.go) on the request's body.
 
 import (
@@ -9,8 +9,18 @@ import (
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 )
 
+// Intents is the part that serves four intent kinds: each kind's
+// collection and checks (intents.go), under the groups it reads to check
+// a parent. DNS provider intents are DNSIntents' (dns.go).
+type Intents struct {
+	intercluster *intents[*trafficv1.InterclusterIntent]
+	intracluster *intents[*trafficv1.ConnectivityIntent]
+	outbound     *intents[*trafficv1.ConnectivityIntent]
+	inbound      *intents[*trafficv1.ConnectivityIntent]
+}
+
 // CreateInterclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) CreateInterclusterIntent(ctx context.Context, req *trafficv1.CreateInterclusterIntentRequest) (*trafficv1.CreateInterclusterIntentResponse, error) {
+func (s *Intents) CreateInterclusterIntent(ctx context.Context, req *trafficv1.CreateInterclusterIntentRequest) (*trafficv1.CreateInterclusterIntentResponse, error) {
 	m, err := s.intercluster.create(ctx, req, req.GetInterclusterIntent())
 	if err != nil {
 		return nil, err
@@ -19,7 +29,7 @@ func (s *Service) CreateInterclusterIntent(ctx context.Context, req *trafficv1.C
 }
 
 // GetInterclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) GetInterclusterIntent(ctx context.Context, req *trafficv1.GetInterclusterIntentRequest) (*trafficv1.GetInterclusterIntentResponse, error) {
+func (s *Intents) GetInterclusterIntent(ctx context.Context, req *trafficv1.GetInterclusterIntentRequest) (*trafficv1.GetInterclusterIntentResponse, error) {
 	m, err := s.intercluster.get(ctx, req)
 	if err != nil {
 		return nil, err
@@ -28,7 +38,7 @@ func (s *Service) GetInterclusterIntent(ctx context.Context, req *trafficv1.GetI
 }
 
 // ListInterclusterIntents implements trafficv1.TrafficServiceServer.
-func (s *Service) ListInterclusterIntents(ctx context.Context, req *trafficv1.ListInterclusterIntentsRequest) (*trafficv1.ListInterclusterIntentsResponse, error) {
+func (s *Intents) ListInterclusterIntents(ctx context.Context, req *trafficv1.ListInterclusterIntentsRequest) (*trafficv1.ListInterclusterIntentsResponse, error) {
 	ms, next, err := s.intercluster.list(ctx, req)
 	if err != nil {
 		return nil, err
@@ -37,7 +47,7 @@ func (s *Service) ListInterclusterIntents(ctx context.Context, req *trafficv1.Li
 }
 
 // UpdateInterclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) UpdateInterclusterIntent(ctx context.Context, req *trafficv1.UpdateInterclusterIntentRequest) (*trafficv1.UpdateInterclusterIntentResponse, error) {
+func (s *Intents) UpdateInterclusterIntent(ctx context.Context, req *trafficv1.UpdateInterclusterIntentRequest) (*trafficv1.UpdateInterclusterIntentResponse, error) {
 	m, err := s.intercluster.update(ctx, req, req.GetInterclusterIntent())
 	if err != nil {
 		return nil, err
@@ -46,7 +56,7 @@ func (s *Service) UpdateInterclusterIntent(ctx context.Context, req *trafficv1.U
 }
 
 // DeleteInterclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) DeleteInterclusterIntent(ctx context.Context, req *trafficv1.DeleteInterclusterIntentRequest) (*trafficv1.DeleteInterclusterIntentResponse, error) {
+func (s *Intents) DeleteInterclusterIntent(ctx context.Context, req *trafficv1.DeleteInterclusterIntentRequest) (*trafficv1.DeleteInterclusterIntentResponse, error) {
 	if err := s.intercluster.delete(ctx, req); err != nil {
 		return nil, err
 	}
@@ -54,7 +64,7 @@ func (s *Service) DeleteInterclusterIntent(ctx context.Context, req *trafficv1.D
 }
 
 // CreateIntraclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) CreateIntraclusterIntent(ctx context.Context, req *trafficv1.CreateIntraclusterIntentRequest) (*trafficv1.CreateIntraclusterIntentResponse, error) {
+func (s *Intents) CreateIntraclusterIntent(ctx context.Context, req *trafficv1.CreateIntraclusterIntentRequest) (*trafficv1.CreateIntraclusterIntentResponse, error) {
 	m, err := s.intracluster.create(ctx, req, req.GetIntraclusterIntent())
 	if err != nil {
 		return nil, err
@@ -63,7 +73,7 @@ func (s *Service) CreateIntraclusterIntent(ctx context.Context, req *trafficv1.C
 }
 
 // GetIntraclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) GetIntraclusterIntent(ctx context.Context, req *trafficv1.GetIntraclusterIntentRequest) (*trafficv1.GetIntraclusterIntentResponse, error) {
+func (s *Intents) GetIntraclusterIntent(ctx context.Context, req *trafficv1.GetIntraclusterIntentRequest) (*trafficv1.GetIntraclusterIntentResponse, error) {
 	m, err := s.intracluster.get(ctx, req)
 	if err != nil {
 		return nil, err
@@ -72,7 +82,7 @@ func (s *Service) GetIntraclusterIntent(ctx context.Context, req *trafficv1.GetI
 }
 
 // ListIntraclusterIntents implements trafficv1.TrafficServiceServer.
-func (s *Service) ListIntraclusterIntents(ctx context.Context, req *trafficv1.ListIntraclusterIntentsRequest) (*trafficv1.ListIntraclusterIntentsResponse, error) {
+func (s *Intents) ListIntraclusterIntents(ctx context.Context, req *trafficv1.ListIntraclusterIntentsRequest) (*trafficv1.ListIntraclusterIntentsResponse, error) {
 	ms, next, err := s.intracluster.list(ctx, req)
 	if err != nil {
 		return nil, err
@@ -81,7 +91,7 @@ func (s *Service) ListIntraclusterIntents(ctx context.Context, req *trafficv1.Li
 }
 
 // UpdateIntraclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) UpdateIntraclusterIntent(ctx context.Context, req *trafficv1.UpdateIntraclusterIntentRequest) (*trafficv1.UpdateIntraclusterIntentResponse, error) {
+func (s *Intents) UpdateIntraclusterIntent(ctx context.Context, req *trafficv1.UpdateIntraclusterIntentRequest) (*trafficv1.UpdateIntraclusterIntentResponse, error) {
 	m, err := s.intracluster.update(ctx, req, req.GetIntraclusterIntent())
 	if err != nil {
 		return nil, err
@@ -90,7 +100,7 @@ func (s *Service) UpdateIntraclusterIntent(ctx context.Context, req *trafficv1.U
 }
 
 // DeleteIntraclusterIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) DeleteIntraclusterIntent(ctx context.Context, req *trafficv1.DeleteIntraclusterIntentRequest) (*trafficv1.DeleteIntraclusterIntentResponse, error) {
+func (s *Intents) DeleteIntraclusterIntent(ctx context.Context, req *trafficv1.DeleteIntraclusterIntentRequest) (*trafficv1.DeleteIntraclusterIntentResponse, error) {
 	if err := s.intracluster.delete(ctx, req); err != nil {
 		return nil, err
 	}
@@ -98,7 +108,7 @@ func (s *Service) DeleteIntraclusterIntent(ctx context.Context, req *trafficv1.D
 }
 
 // CreateExternalOutboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) CreateExternalOutboundIntent(ctx context.Context, req *trafficv1.CreateExternalOutboundIntentRequest) (*trafficv1.CreateExternalOutboundIntentResponse, error) {
+func (s *Intents) CreateExternalOutboundIntent(ctx context.Context, req *trafficv1.CreateExternalOutboundIntentRequest) (*trafficv1.CreateExternalOutboundIntentResponse, error) {
 	m, err := s.outbound.create(ctx, req, req.GetExternalOutboundIntent())
 	if err != nil {
 		return nil, err
@@ -107,7 +117,7 @@ func (s *Service) CreateExternalOutboundIntent(ctx context.Context, req *traffic
 }
 
 // GetExternalOutboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) GetExternalOutboundIntent(ctx context.Context, req *trafficv1.GetExternalOutboundIntentRequest) (*trafficv1.GetExternalOutboundIntentResponse, error) {
+func (s *Intents) GetExternalOutboundIntent(ctx context.Context, req *trafficv1.GetExternalOutboundIntentRequest) (*trafficv1.GetExternalOutboundIntentResponse, error) {
 	m, err := s.outbound.get(ctx, req)
 	if err != nil {
 		return nil, err
@@ -116,7 +126,7 @@ func (s *Service) GetExternalOutboundIntent(ctx context.Context, req *trafficv1.
 }
 
 // ListExternalOutboundIntents implements trafficv1.TrafficServiceServer.
-func (s *Service) ListExternalOutboundIntents(ctx context.Context, req *trafficv1.ListExternalOutboundIntentsRequest) (*trafficv1.ListExternalOutboundIntentsResponse, error) {
+func (s *Intents) ListExternalOutboundIntents(ctx context.Context, req *trafficv1.ListExternalOutboundIntentsRequest) (*trafficv1.ListExternalOutboundIntentsResponse, error) {
 	ms, next, err := s.outbound.list(ctx, req)
 	if err != nil {
 		return nil, err
@@ -125,7 +135,7 @@ func (s *Service) ListExternalOutboundIntents(ctx context.Context, req *trafficv
 }
 
 // UpdateExternalOutboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) UpdateExternalOutboundIntent(ctx context.Context, req *trafficv1.UpdateExternalOutboundIntentRequest) (*trafficv1.UpdateExternalOutboundIntentResponse, error) {
+func (s *Intents) UpdateExternalOutboundIntent(ctx context.Context, req *trafficv1.UpdateExternalOutboundIntentRequest) (*trafficv1.UpdateExternalOutboundIntentResponse, error) {
 	m, err := s.outbound.update(ctx, req, req.GetExternalOutboundIntent())
 	if err != nil {
 		return nil, err
@@ -134,7 +144,7 @@ func (s *Service) UpdateExternalOutboundIntent(ctx context.Context, req *traffic
 }
 
 // DeleteExternalOutboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) DeleteExternalOutboundIntent(ctx context.Context, req *trafficv1.DeleteExternalOutboundIntentRequest) (*trafficv1.DeleteExternalOutboundIntentResponse, error) {
+func (s *Intents) DeleteExternalOutboundIntent(ctx context.Context, req *trafficv1.DeleteExternalOutboundIntentRequest) (*trafficv1.DeleteExternalOutboundIntentResponse, error) {
 	if err := s.outbound.delete(ctx, req); err != nil {
 		return nil, err
 	}
@@ -142,7 +152,7 @@ func (s *Service) DeleteExternalOutboundIntent(ctx context.Context, req *traffic
 }
 
 // CreateExternalInboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) CreateExternalInboundIntent(ctx context.Context, req *trafficv1.CreateExternalInboundIntentRequest) (*trafficv1.CreateExternalInboundIntentResponse, error) {
+func (s *Intents) CreateExternalInboundIntent(ctx context.Context, req *trafficv1.CreateExternalInboundIntentRequest) (*trafficv1.CreateExternalInboundIntentResponse, error) {
 	m, err := s.inbound.create(ctx, req, req.GetExternalInboundIntent())
 	if err != nil {
 		return nil, err
@@ -151,7 +161,7 @@ func (s *Service) CreateExternalInboundIntent(ctx context.Context, req *trafficv
 }
 
 // GetExternalInboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) GetExternalInboundIntent(ctx context.Context, req *trafficv1.GetExternalInboundIntentRequest) (*trafficv1.GetExternalInboundIntentResponse, error) {
+func (s *Intents) GetExternalInboundIntent(ctx context.Context, req *trafficv1.GetExternalInboundIntentRequest) (*trafficv1.GetExternalInboundIntentResponse, error) {
 	m, err := s.inbound.get(ctx, req)
 	if err != nil {
 		return nil, err
@@ -160,7 +170,7 @@ func (s *Service) GetExternalInboundIntent(ctx context.Context, req *trafficv1.G
 }
 
 // ListExternalInboundIntents implements trafficv1.TrafficServiceServer.
-func (s *Service) ListExternalInboundIntents(ctx context.Context, req *trafficv1.ListExternalInboundIntentsRequest) (*trafficv1.ListExternalInboundIntentsResponse, error) {
+func (s *Intents) ListExternalInboundIntents(ctx context.Context, req *trafficv1.ListExternalInboundIntentsRequest) (*trafficv1.ListExternalInboundIntentsResponse, error) {
 	ms, next, err := s.inbound.list(ctx, req)
 	if err != nil {
 		return nil, err
@@ -169,7 +179,7 @@ func (s *Service) ListExternalInboundIntents(ctx context.Context, req *trafficv1
 }
 
 // UpdateExternalInboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) UpdateExternalInboundIntent(ctx context.Context, req *trafficv1.UpdateExternalInboundIntentRequest) (*trafficv1.UpdateExternalInboundIntentResponse, error) {
+func (s *Intents) UpdateExternalInboundIntent(ctx context.Context, req *trafficv1.UpdateExternalInboundIntentRequest) (*trafficv1.UpdateExternalInboundIntentResponse, error) {
 	m, err := s.inbound.update(ctx, req, req.GetExternalInboundIntent())
 	if err != nil {
 		return nil, err
@@ -178,53 +188,9 @@ func (s *Service) UpdateExternalInboundIntent(ctx context.Context, req *trafficv
 }
 
 // DeleteExternalInboundIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) DeleteExternalInboundIntent(ctx context.Context, req *trafficv1.DeleteExternalInboundIntentRequest) (*trafficv1.DeleteExternalInboundIntentResponse, error) {
+func (s *Intents) DeleteExternalInboundIntent(ctx context.Context, req *trafficv1.DeleteExternalInboundIntentRequest) (*trafficv1.DeleteExternalInboundIntentResponse, error) {
 	if err := s.inbound.delete(ctx, req); err != nil {
 		return nil, err
 	}
 	return &trafficv1.DeleteExternalInboundIntentResponse{}, nil
-}
-
-// CreateDnsProviderIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) CreateDnsProviderIntent(ctx context.Context, req *trafficv1.CreateDnsProviderIntentRequest) (*trafficv1.CreateDnsProviderIntentResponse, error) {
-	m, err := s.dns.create(ctx, req, req.GetDnsProviderIntent())
-	if err != nil {
-		return nil, err
-	}
-	return &trafficv1.CreateDnsProviderIntentResponse{DnsProviderIntent: m}, nil
-}
-
-// GetDnsProviderIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) GetDnsProviderIntent(ctx context.Context, req *trafficv1.GetDnsProviderIntentRequest) (*trafficv1.GetDnsProviderIntentResponse, error) {
-	m, err := s.dns.get(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &trafficv1.GetDnsProviderIntentResponse{DnsProviderIntent: m}, nil
-}
-
-// ListDnsProviderIntents implements trafficv1.TrafficServiceServer.
-func (s *Service) ListDnsProviderIntents(ctx context.Context, req *trafficv1.ListDnsProviderIntentsRequest) (*trafficv1.ListDnsProviderIntentsResponse, error) {
-	ms, next, err := s.dns.list(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &trafficv1.ListDnsProviderIntentsResponse{DnsProviderIntents: ms, NextPageToken: next}, nil
-}
-
-// UpdateDnsProviderIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) UpdateDnsProviderIntent(ctx context.Context, req *trafficv1.UpdateDnsProviderIntentRequest) (*trafficv1.UpdateDnsProviderIntentResponse, error) {
-	m, err := s.dns.update(ctx, req, req.GetDnsProviderIntent())
-	if err != nil {
-		return nil, err
-	}
-	return &trafficv1.UpdateDnsProviderIntentResponse{DnsProviderIntent: m}, nil
-}
-
-// DeleteDnsProviderIntent implements trafficv1.TrafficServiceServer.
-func (s *Service) DeleteDnsProviderIntent(ctx context.Context, req *trafficv1.DeleteDnsProviderIntentRequest) (*trafficv1.DeleteDnsProviderIntentResponse, error) {
-	if err := s.dns.delete(ctx, req); err != nil {
-		return nil, err
-	}
-	return &trafficv1.DeleteDnsProviderIntentResponse{}, nil
 }
