@@ -28,8 +28,19 @@ import (
 // be one the project may use (mayUse: it lists the project, or is shared). A logical cloud thus keeps
 // its root when the project's default changes; RotateCa moves it.
 
+// cloudCAs is the logical clouds' CA state: which root signs a logical
+// cloud's intermediates, its changes and their overlap, and the roots a
+// bundle trusts. It writes the roots collection only to make the
+// installation's root (defaultRoot).
+type cloudCAs struct {
+	*rootKeys
+	clouds  *store.Records[*cadistv1.LogicalCloudCa]
+	now     func() time.Time
+	overlap time.Duration
+}
+
 // cloudCA reads a logical cloud's CA state; nil if it has none.
-func (s *Service) cloudCA(ctx context.Context, project, lc string) (*cadistv1.LogicalCloudCa, error) {
+func (s *cloudCAs) cloudCA(ctx context.Context, project, lc string) (*cadistv1.LogicalCloudCa, error) {
 	v, err := s.clouds.Get(ctx, cloudKey(project, lc))
 	if errs.Code(err) == codes.NotFound {
 		return nil, nil
@@ -40,7 +51,7 @@ func (s *Service) cloudCA(ctx context.Context, project, lc string) (*cadistv1.Lo
 // settleRoot decides which root signs the logical cloud's intermediates
 // for a request naming requested (empty: none), records it and answers the
 // state with the root.
-func (s *Service) settleRoot(ctx context.Context, project, lc, requested string) (*cadistv1.LogicalCloudCa, *signingRoot, error) {
+func (s *cloudCAs) settleRoot(ctx context.Context, project, lc, requested string) (*cadistv1.LogicalCloudCa, *signingRoot, error) {
 	key := cloudKey(project, lc)
 	cur, err := s.clouds.Get(ctx, key)
 	exists := err == nil
@@ -102,7 +113,7 @@ func (s *Service) settleRoot(ctx context.Context, project, lc, requested string)
 // overlaps: the trusted roots would go from {new, old} to {third, new},
 // neither a subset of the other, which istiod refuses. Going back to the
 // previous root swaps the two and is allowed.
-func (s *Service) checkRootChange(ca *cadistv1.LogicalCloudCa, root string) error {
+func (s *cloudCAs) checkRootChange(ca *cadistv1.LogicalCloudCa, root string) error {
 	if ca == nil || root == ca.GetRoot() || root == ca.GetPreviousRoot() || !s.overlapping(ca) {
 		return nil
 	}
@@ -113,7 +124,7 @@ func (s *Service) checkRootChange(ca *cadistv1.LogicalCloudCa, root string) erro
 
 // moveRoot makes root the logical cloud's root; a change starts an
 // overlap with the root it replaces.
-func (s *Service) moveRoot(ca *cadistv1.LogicalCloudCa, root string) {
+func (s *cloudCAs) moveRoot(ca *cadistv1.LogicalCloudCa, root string) {
 	if ca.GetRoot() == root {
 		return
 	}
@@ -121,13 +132,13 @@ func (s *Service) moveRoot(ca *cadistv1.LogicalCloudCa, root string) {
 		now := s.now()
 		ca.PreviousRoot = ca.GetRoot()
 		ca.RotatedAt = now.UTC().Format(time.RFC3339Nano)
-		ca.OverlapUntil = now.Add(s.opts.Overlap).UTC().Format(time.RFC3339Nano)
+		ca.OverlapUntil = now.Add(s.overlap).UTC().Format(time.RFC3339Nano)
 	}
 	ca.Root = root
 }
 
 // overlapping tells whether the previous root is still trusted.
-func (s *Service) overlapping(ca *cadistv1.LogicalCloudCa) bool {
+func (s *cloudCAs) overlapping(ca *cadistv1.LogicalCloudCa) bool {
 	if ca.GetPreviousRoot() == "" {
 		return false
 	}
@@ -136,7 +147,7 @@ func (s *Service) overlapping(ca *cadistv1.LogicalCloudCa) bool {
 }
 
 // expireOverlap drops the previous root once the overlap has passed.
-func (s *Service) expireOverlap(ca *cadistv1.LogicalCloudCa) {
+func (s *cloudCAs) expireOverlap(ca *cadistv1.LogicalCloudCa) {
 	if ca.GetPreviousRoot() != "" && !s.overlapping(ca) {
 		ca.PreviousRoot, ca.OverlapUntil = "", ""
 	}
@@ -145,7 +156,7 @@ func (s *Service) expireOverlap(ca *cadistv1.LogicalCloudCa) {
 // defaultRoot is the root of a project's logical clouds that name none:
 // the project's default root, else the installation's, made now if it is
 // not there yet.
-func (s *Service) defaultRoot(ctx context.Context, project string) (string, error) {
+func (s *cloudCAs) defaultRoot(ctx context.Context, project string) (string, error) {
 	all, err := s.roots.List(ctx, "")
 	if err != nil {
 		return "", err
@@ -184,7 +195,7 @@ func (s *Service) defaultRoot(ctx context.Context, project string) (string, erro
 // public fills in a bundle's trusted roots for an answer: the root that
 // signed it, the logical cloud's root and, during an overlap, the root
 // before it; the signing root first. A root deleted since is left out.
-func (s *Service) public(ctx context.Context, ca *cadistv1.LogicalCloudCa, b *cadistv1.Bundle) *cadistv1.Bundle {
+func (s *cloudCAs) public(ctx context.Context, ca *cadistv1.LogicalCloudCa, b *cadistv1.Bundle) *cadistv1.Bundle {
 	out := proto.Clone(b).(*cadistv1.Bundle)
 	names := []string{b.GetRoot()}
 	if ca != nil {

@@ -7,7 +7,7 @@ import (
 
 // IntermediateIDs are the ids of every intermediate record, revoked ones
 // included, sorted.
-func (s *Service) IntermediateIDs(ctx context.Context) ([]string, error) {
+func (s *Intermediates) IntermediateIDs(ctx context.Context) ([]string, error) {
 	all, err := s.intermediates.All(ctx)
 	if err != nil {
 		return nil, err

@@ -66,8 +66,28 @@ func findLive(items []intermediate, provider, cluster string) (live *intermediat
 	return live, lastGen
 }
 
+// Intermediates is the intermediates' API for the service mesh service and
+// core: issue, read with the key, revoke and purge; and the pruning of
+// revoked records.
+type Intermediates struct {
+	*issuer
+	// retention is how long a revoked intermediate's record is kept.
+	retention time.Duration
+}
+
+// issuer issues and revokes a cluster's intermediate, for Intermediates
+// and Rotation.
+type issuer struct {
+	*cloudCAs
+	intermediates *store.Records[*cadistv1.Bundle]
+	now           func() time.Time
+	// lifetime is how long an intermediate is valid (capped by its
+	// root's expiry).
+	lifetime time.Duration
+}
+
 // IssueIntermediates implements cadistv1.CaDistInternalServiceServer.
-func (s *Service) IssueIntermediates(ctx context.Context, req *cadistv1.IssueIntermediatesRequest) (*cadistv1.IssueIntermediatesResponse, error) {
+func (s *Intermediates) IssueIntermediates(ctx context.Context, req *cadistv1.IssueIntermediatesRequest) (*cadistv1.IssueIntermediatesResponse, error) {
 	if err := checkTrustDomain(req.GetTrustDomain()); err != nil {
 		return nil, errs.Invalid("trust-domain", "%v", err)
 	}
@@ -102,7 +122,7 @@ func (s *Service) IssueIntermediates(ctx context.Context, req *cadistv1.IssueInt
 // signed it for this trust domain and these DNS names and less than
 // renewAfter of its life has passed, and otherwise revokes it and issues
 // the next one.
-func (s *Service) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, items []intermediate, c *cadistv1.MeshCluster, trustDomain string, dns []string) (*cadistv1.Bundle, error) {
+func (s *issuer) ensure(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, items []intermediate, c *cadistv1.MeshCluster, trustDomain string, dns []string) (*cadistv1.Bundle, error) {
 	live, lastGen := findLive(items, c.GetProvider(), c.GetCluster())
 	if live != nil {
 		b := live.Msg
@@ -133,7 +153,7 @@ const renewAfter = 2.0 / 3
 
 // dueForRenewal tells whether an intermediate is past renewAfter of its
 // life (or unreadable).
-func (s *Service) dueForRenewal(b *cadistv1.Bundle) bool {
+func (s *issuer) dueForRenewal(b *cadistv1.Bundle) bool {
 	certs, err := parseCerts(b.GetCaCert())
 	if err != nil || len(certs) == 0 {
 		return true
@@ -145,7 +165,7 @@ func (s *Service) dueForRenewal(b *cadistv1.Bundle) bool {
 
 // revoke marks an intermediate revoked, and when, conditionally on the
 // version read.
-func (s *Service) revoke(ctx context.Context, it intermediate) error {
+func (s *issuer) revoke(ctx context.Context, it intermediate) error {
 	it.Msg.Revoked = true
 	it.Msg.RevokedAt = s.now().UTC().Format(time.RFC3339Nano)
 	return s.intermediates.Update(ctx, it.ID, it.Version, it.Msg)
@@ -156,7 +176,7 @@ func (s *Service) revoke(ctx context.Context, it intermediate) error {
 // generation number is never taken again), and answers how many went. A
 // revoked record from before revocations were dated is dated now. The
 // root generator's loop runs it.
-func (s *Service) PruneRevoked(ctx context.Context) (int, error) {
+func (s *Intermediates) PruneRevoked(ctx context.Context) (int, error) {
 	all, err := s.intermediates.All(ctx)
 	if err != nil {
 		return 0, err
@@ -181,7 +201,7 @@ func (s *Service) PruneRevoked(ctx context.Context) (int, error) {
 		case perr != nil:
 			b.RevokedAt = now.UTC().Format(time.RFC3339Nano)
 			err = s.intermediates.Update(ctx, it.ID, it.Version, b)
-		case now.Sub(at) < s.opts.RevokedRetention || generation(it.ID) >= last[clusterOf(b)]:
+		case now.Sub(at) < s.retention || generation(it.ID) >= last[clusterOf(b)]:
 			continue
 		default:
 			if err = s.intermediates.DeleteVersion(ctx, it.ID, it.Version); err == nil {
@@ -198,13 +218,13 @@ func (s *Service) PruneRevoked(ctx context.Context) (int, error) {
 }
 
 // issue makes and stores generation gen of a cluster's intermediate.
-func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, project, lc, provider, cluster, trustDomain string, dns []string, gen int) (*cadistv1.Bundle, error) {
+func (s *issuer) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *signingRoot, project, lc, provider, cluster, trustDomain string, dns []string, gen int) (*cadistv1.Bundle, error) {
 	now := s.now()
 	path, err := parseCerts(root.chain) // the root's certificate, then its issuers
 	if err != nil {
 		return nil, errs.Internal(err, "stored root is unreadable")
 	}
-	notAfter := now.Add(s.opts.IntermediateLifetime)
+	notAfter := now.Add(s.lifetime)
 	for _, c := range path {
 		if c.NotAfter.Before(notAfter) {
 			notAfter = c.NotAfter
@@ -249,7 +269,7 @@ func (s *Service) issue(ctx context.Context, ca *cadistv1.LogicalCloudCa, root *
 func rootCertURL(root string) string { return "/v2/cadist/roots/" + root + "/certificate" }
 
 // GetIntermediate implements cadistv1.CaDistInternalServiceServer.
-func (s *Service) GetIntermediate(ctx context.Context, req *cadistv1.GetIntermediateRequest) (*cadistv1.GetIntermediateResponse, error) {
+func (s *Intermediates) GetIntermediate(ctx context.Context, req *cadistv1.GetIntermediateRequest) (*cadistv1.GetIntermediateResponse, error) {
 	items, err := s.intermediates.Children(ctx, cloudKey(req.GetProject(), req.GetLogicalCloud()))
 	if err != nil {
 		return nil, err
@@ -272,7 +292,7 @@ func (s *Service) GetIntermediate(ctx context.Context, req *cadistv1.GetIntermed
 }
 
 // RevokeIntermediates implements cadistv1.CaDistInternalServiceServer.
-func (s *Service) RevokeIntermediates(ctx context.Context, req *cadistv1.RevokeIntermediatesRequest) (*cadistv1.RevokeIntermediatesResponse, error) {
+func (s *Intermediates) RevokeIntermediates(ctx context.Context, req *cadistv1.RevokeIntermediatesRequest) (*cadistv1.RevokeIntermediatesResponse, error) {
 	var n int32
 	err := retry(func() error {
 		items, err := s.intermediates.Children(ctx, cloudKey(req.GetProject(), req.GetLogicalCloud()))
@@ -310,7 +330,7 @@ func listed(clusters []*cadistv1.MeshCluster, b *cadistv1.Bundle) bool {
 }
 
 // PurgeLogicalCloud implements cadistv1.CaDistInternalServiceServer.
-func (s *Service) PurgeLogicalCloud(ctx context.Context, req *cadistv1.PurgeLogicalCloudRequest) (*cadistv1.PurgeLogicalCloudResponse, error) {
+func (s *Intermediates) PurgeLogicalCloud(ctx context.Context, req *cadistv1.PurgeLogicalCloudRequest) (*cadistv1.PurgeLogicalCloudResponse, error) {
 	key := cloudKey(req.GetProject(), req.GetLogicalCloud())
 	if _, err := s.intermediates.DeleteUnder(ctx, key); err != nil {
 		return nil, err

@@ -17,8 +17,19 @@ import (
 // when nobody woke it (a create served by another replica).
 const rescan = 30 * time.Second
 
+// Generator is the service's background loop: it generates the roots
+// created without a certificate and prunes the revoked intermediates.
+type Generator struct {
+	roots  *store.Records[*cadistv1.Root]
+	pruner *Intermediates
+	now    func() time.Time
+	log    *zap.Logger
+	// wake tells the root generator there is work (buffered, one).
+	wake chan struct{}
+}
+
 // kick wakes the generator; it never blocks.
-func (s *Service) kick() {
+func (s *Generator) kick() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -28,8 +39,8 @@ func (s *Service) kick() {
 // Run generates the keys of the roots created without a certificate, off
 // the request path (an RSA 4096 key takes seconds), until ctx ends. It
 // starts with the roots a previous run left generating.
-func (s *Service) Run(ctx context.Context) error {
-	log := s.opts.Log
+func (s *Generator) Run(ctx context.Context) error {
+	log := s.log
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -39,7 +50,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if err := s.generatePending(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("root generation", zap.Error(err))
 		}
-		if _, err := s.PruneRevoked(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.pruner.PruneRevoked(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("prune revoked intermediates", zap.Error(err))
 		}
 		select {
@@ -52,7 +63,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // generatePending generates every root in state generating.
-func (s *Service) generatePending(ctx context.Context) error {
+func (s *Generator) generatePending(ctx context.Context) error {
 	pending, err := s.roots.Match(ctx, map[string]string{"state": StateGenerating})
 	if err != nil {
 		return err
@@ -77,7 +88,7 @@ func (s *Service) generatePending(ctx context.Context) error {
 // generate makes one root's key and certificate and marks it ready,
 // conditionally on the version read: a root deleted (or recreated)
 // meanwhile is left alone.
-func (s *Service) generate(ctx context.Context, it store.Item[*cadistv1.Root]) error {
+func (s *Generator) generate(ctx context.Context, it store.Item[*cadistv1.Root]) error {
 	r := it.Msg
 	key, err := newKey(r.GetKeyType())
 	if err != nil {

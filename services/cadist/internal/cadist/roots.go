@@ -24,13 +24,24 @@ import (
 // PEMContentType is the content type of GET /v2/cadist/roots/{root}/certificate.
 const PEMContentType = "application/x-pem-file"
 
+// Roots is the roots' API: create, read, list, check and delete. A root
+// created without a certificate is left to the generator.
+type Roots struct {
+	roots *store.Records[*cadistv1.Root]
+	// intermediates is read only: a root that signs a live intermediate
+	// is not deleted.
+	intermediates *store.Records[*cadistv1.Bundle]
+	generator     *Generator
+	now           func() time.Time
+}
+
 // CreateRoot implements cadistv1.CaDistServiceServer. With no certificate
 // it stores the root as generating and answers at once; the generator
 // (Run) makes the key and certificate in the background. Otherwise the
 // certificate must be one PEM CA certificate able to sign intermediates,
 // chain its issuers if it is not self-signed, and private_key, if given,
 // its matching key.
-func (s *Service) CreateRoot(ctx context.Context, req *cadistv1.CreateRootRequest) (*cadistv1.CreateRootResponse, error) {
+func (s *Roots) CreateRoot(ctx context.Context, req *cadistv1.CreateRootRequest) (*cadistv1.CreateRootResponse, error) {
 	in := req.GetRoot()
 	if err := s.checkProjects(ctx, in.GetMetadata().GetName(), in.GetProjects()); err != nil {
 		return nil, err
@@ -70,14 +81,14 @@ func (s *Service) CreateRoot(ctx context.Context, req *cadistv1.CreateRootReques
 		return nil, err
 	}
 	if r.GetState() == StateGenerating {
-		s.kick()
+		s.generator.kick()
 	}
 	return &cadistv1.CreateRootResponse{Root: r}, nil
 }
 
 // checkImport checks an imported root: its certificate, chain and key.
 // Messages never quote the key.
-func (s *Service) checkImport(in *cadistv1.Root) (*x509.Certificate, error) {
+func (s *Roots) checkImport(in *cadistv1.Root) (*x509.Certificate, error) {
 	now := s.now()
 	if in.GetKeyType() != "" {
 		return nil, errs.Invalid("root.key-type", "is for a generated root only (an imported root's key type is its certificate's)")
@@ -167,7 +178,7 @@ func checkSigner(c *x509.Certificate, now time.Time, self bool) error {
 }
 
 // checkProjects refuses a project another root is the default for.
-func (s *Service) checkProjects(ctx context.Context, name string, projects []string) error {
+func (s *Roots) checkProjects(ctx context.Context, name string, projects []string) error {
 	if len(projects) == 0 {
 		return nil
 	}
@@ -211,7 +222,7 @@ func errNoRoot(name string) error {
 }
 
 // visibleRoot reads a root the caller may see.
-func (s *Service) visibleRoot(ctx context.Context, name string) (*cadistv1.Root, error) {
+func (s *Roots) visibleRoot(ctx context.Context, name string) (*cadistv1.Root, error) {
 	r, err := s.roots.Get(ctx, name)
 	if errs.Code(err) == codes.NotFound {
 		return nil, errNoRoot(name)
@@ -227,7 +238,7 @@ func (s *Service) visibleRoot(ctx context.Context, name string) (*cadistv1.Root,
 
 // GetRoot implements cadistv1.CaDistServiceServer: a caller that is not
 // an admin sees only the roots its project may use (mayUse).
-func (s *Service) GetRoot(ctx context.Context, req *cadistv1.GetRootRequest) (*cadistv1.GetRootResponse, error) {
+func (s *Roots) GetRoot(ctx context.Context, req *cadistv1.GetRootRequest) (*cadistv1.GetRootResponse, error) {
 	r, err := s.visibleRoot(ctx, req.GetName())
 	if err != nil {
 		return nil, err
@@ -238,7 +249,7 @@ func (s *Service) GetRoot(ctx context.Context, req *cadistv1.GetRootRequest) (*c
 // ListRoots implements cadistv1.CaDistServiceServer: a caller that is not
 // an admin sees only the roots its project may use (mayUse); its pages
 // may then hold fewer roots than page-size.
-func (s *Service) ListRoots(ctx context.Context, req *cadistv1.ListRootsRequest) (*cadistv1.ListRootsResponse, error) {
+func (s *Roots) ListRoots(ctx context.Context, req *cadistv1.ListRootsRequest) (*cadistv1.ListRootsResponse, error) {
 	rs, next, err := s.roots.ListPage(ctx, "", store.PageOf(req))
 	if err != nil {
 		return nil, err
@@ -250,7 +261,7 @@ func (s *Service) ListRoots(ctx context.Context, req *cadistv1.ListRootsRequest)
 }
 
 // CheckRoot implements cadistv1.CaDistInternalServiceServer.
-func (s *Service) CheckRoot(ctx context.Context, req *cadistv1.CheckRootRequest) (*cadistv1.CheckRootResponse, error) {
+func (s *Roots) CheckRoot(ctx context.Context, req *cadistv1.CheckRootRequest) (*cadistv1.CheckRootResponse, error) {
 	r, err := s.roots.Get(ctx, req.GetRoot())
 	if errs.Code(err) == codes.NotFound {
 		return nil, errs.Invalid("root", "no root %q (see GET /v2/cadist/roots)", req.GetRoot())
@@ -276,7 +287,7 @@ func checkUse(r *cadistv1.Root, project string) error {
 
 // DeleteRoot implements cadistv1.CaDistServiceServer. A root that signed a
 // live intermediate stays: its logical clouds' workloads trust it.
-func (s *Service) DeleteRoot(ctx context.Context, req *cadistv1.DeleteRootRequest) (*cadistv1.DeleteRootResponse, error) {
+func (s *Roots) DeleteRoot(ctx context.Context, req *cadistv1.DeleteRootRequest) (*cadistv1.DeleteRootResponse, error) {
 	used, err := s.intermediates.Match(ctx, map[string]string{"root": req.GetName()})
 	if err != nil {
 		return nil, err
@@ -295,7 +306,7 @@ func (s *Service) DeleteRoot(ctx context.Context, req *cadistv1.DeleteRootReques
 
 // GetRootCertificate implements cadistv1.CaDistServiceServer: the root's
 // trust anchor as PEM.
-func (s *Service) GetRootCertificate(ctx context.Context, req *cadistv1.GetRootCertificateRequest) (*httpbody.HttpBody, error) {
+func (s *Roots) GetRootCertificate(ctx context.Context, req *cadistv1.GetRootCertificateRequest) (*httpbody.HttpBody, error) {
 	r, err := s.visibleRoot(ctx, req.GetName())
 	if err != nil {
 		return nil, err
@@ -328,8 +339,13 @@ type signingRoot struct {
 	key   crypto.Signer
 }
 
+// rootKeys loads the roots that sign, with their keys.
+type rootKeys struct {
+	roots *store.Records[*cadistv1.Root]
+}
+
 // signer loads a root able to sign: ready, with its key.
-func (s *Service) signer(ctx context.Context, name string) (*signingRoot, error) {
+func (s *rootKeys) signer(ctx context.Context, name string) (*signingRoot, error) {
 	r, err := s.roots.Get(ctx, name)
 	if errs.Code(err) == codes.NotFound {
 		return nil, errs.Invalid("root", "no root %q (see GET /v2/cadist/roots)", name)

@@ -52,19 +52,40 @@ type Options struct {
 	Log *zap.Logger
 }
 
-// Service is the CA-distribution service's gRPC API, public and internal.
+// Service is the CA-distribution service's gRPC API, public and internal:
+// a thin type composed of the parts that each do one job, with only the
+// collections and settings that job uses. The gRPC methods are the parts'
+// own, promoted:
+//
+//   - Roots: create, read, list, check and delete of roots (roots.go);
+//   - Generator: the background loop that generates the roots created
+//     without a certificate and prunes revoked intermediates (rootgen.go);
+//   - Bundles: the public bundle of a cluster's intermediate (bundles.go);
+//   - Rotation: RotateCa (rotation.go);
+//   - Intermediates: issue, read, revoke, prune and purge of
+//     intermediates (intermediates.go).
+//
+// The parts share helpers: rootKeys loads a root able to sign (roots.go),
+// cloudCAs is the logical clouds' CA state, which root signs and which
+// roots a bundle trusts (clouds.go), and issuer issues and revokes a
+// cluster's intermediate (intermediates.go).
 type Service struct {
-	cadistv1.UnimplementedCaDistServiceServer
-	cadistv1.UnimplementedCaDistInternalServiceServer
-	roots         *store.Records[*cadistv1.Root]
-	intermediates *store.Records[*cadistv1.Bundle]
-	clouds        *store.Records[*cadistv1.LogicalCloudCa]
-	opts          Options
-	// wake tells the root generator there is work (buffered, one).
-	wake chan struct{}
+	unimplemented
+	*Roots
+	*Generator
+	*Bundles
+	*Rotation
+	*Intermediates
 }
 
-// New opens the service's collections on st.
+// unimplemented answers the RPCs no part serves; one level down, so that
+// the parts' methods, one level up, win.
+type unimplemented struct {
+	cadistv1.UnimplementedCaDistServiceServer
+	cadistv1.UnimplementedCaDistInternalServiceServer
+}
+
+// New opens the service's collections on st and wires the parts.
 func New(st *store.Store, opts Options) *Service {
 	if opts.IntermediateLifetime <= 0 {
 		opts.IntermediateLifetime = DefaultIntermediateLifetime
@@ -78,12 +99,20 @@ func New(st *store.Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	roots := store.NewRecords(st, RootsCollection, "root", func() *cadistv1.Root { return &cadistv1.Root{} })
+	intermediates := store.NewRecords(st, IntermediatesCollection, "intermediate", func() *cadistv1.Bundle { return &cadistv1.Bundle{} })
+	cas := &cloudCAs{rootKeys: &rootKeys{roots: roots},
+		clouds: store.NewRecords(st, LogicalCloudCAsCollection, "logical cloud CA", func() *cadistv1.LogicalCloudCa { return &cadistv1.LogicalCloudCa{} }),
+		now:    opts.Now, overlap: opts.Overlap}
+	iss := &issuer{cloudCAs: cas, intermediates: intermediates, now: opts.Now, lifetime: opts.IntermediateLifetime}
+	ims := &Intermediates{issuer: iss, retention: opts.RevokedRetention}
+	gen := &Generator{roots: roots, pruner: ims, now: opts.Now, log: opts.Log, wake: make(chan struct{}, 1)}
 	return &Service{
-		roots:         store.NewRecords(st, RootsCollection, "root", func() *cadistv1.Root { return &cadistv1.Root{} }),
-		intermediates: store.NewRecords(st, IntermediatesCollection, "intermediate", func() *cadistv1.Bundle { return &cadistv1.Bundle{} }),
-		clouds:        store.NewRecords(st, LogicalCloudCAsCollection, "logical cloud CA", func() *cadistv1.LogicalCloudCa { return &cadistv1.LogicalCloudCa{} }),
-		opts:          opts,
-		wake:          make(chan struct{}, 1),
+		Roots:         &Roots{roots: roots, intermediates: intermediates, generator: gen, now: opts.Now},
+		Generator:     gen,
+		Bundles:       &Bundles{cloudCAs: cas, intermediates: intermediates},
+		Rotation:      &Rotation{issuer: iss},
+		Intermediates: ims,
 	}
 }
 
@@ -92,5 +121,3 @@ func (s *Service) Register(r grpc.ServiceRegistrar) {
 	cadistv1.RegisterCaDistServiceServer(r, s)
 	cadistv1.RegisterCaDistInternalServiceServer(r, s)
 }
-
-func (s *Service) now() time.Time { return s.opts.Now() }

@@ -1,0 +1,13 @@
+package quota_test
+
+import (
+	"testing"
+
+	"github.com/dcm-project/dcm/platform/typesize"
+)
+
+// TestTypesStaySmall: no type of the quota service declares more than 25 methods
+// (issue 31, "one type, one job").
+func TestTypesStaySmall(t *testing.T) {
+	typesize.Check(t, ".", 25)
+}
