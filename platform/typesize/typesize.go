@@ -1,8 +1,6 @@
 // Package typesize counts the methods each type of a Go package declares,
 // so that a test can keep every type to one job (issue 31: "one type, one
-// job"). A package's test calls Check on its own directory:
-//
-//	func TestTypesStaySmall(t *testing.T) { typesize.Check(t, ".", 25) }
+// job"). TestEveryTypeStaysSmall holds every package of the project to 25.
 //
 // The count is of the methods declared with the type (or a pointer to it)
 // as receiver in the package's non-test files; methods a type gets by
@@ -20,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 )
 
 // Methods counts the methods each type of the package in dir declares, by
@@ -91,17 +88,4 @@ func Over(dir string, max int) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// Check fails t when a type of the package in dir declares more than max
-// methods, naming each.
-func Check(t testing.TB, dir string, max int) {
-	t.Helper()
-	over, err := Over(dir, max)
-	if err != nil {
-		t.Fatalf("count the methods of %s: %v", dir, err)
-	}
-	if len(over) > 0 {
-		t.Errorf("types of %s with more than %d methods (split them along their jobs):\n  %s", dir, max, strings.Join(over, "\n  "))
-	}
 }

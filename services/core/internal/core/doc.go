@@ -3,7 +3,7 @@
 // ControlPlanes, Lifecycle, References, Kubeconfigs, QuotaUsage, Facts,
 // with Meshes and TrafficRollouts beside them), and the token service that
 // mints, revokes and checks the REST gateway's bearer tokens (Tokens). No
-// type declares more than 25 methods (TestTypesStaySmall).
+// type declares more than 25 methods (platform/typesize's TestEveryTypeStaysSmall).
 //
 // Core tells, the services below never ask back: at apply it sends the
 // namespace, quota and user services what it read of the logical cloud,
