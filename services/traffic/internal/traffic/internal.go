@@ -33,7 +33,7 @@ type Internal struct {
 // Internal serves the internal API over s's records, keeping d's DNS runs
 // in step with what is applied.
 func (s *Service) Internal(d *dns.Controller) *Internal {
-	return &Internal{groups: s.Groups, allow: s.AllowLists.allow, dns: d}
+	return &Internal{groups: s.Groups, allow: s.allow, dns: d}
 }
 
 // Register serves the internal API on r.
