@@ -194,7 +194,7 @@ func TestErrorOf(t *testing.T) {
 }
 
 func TestHelpAndCompletion(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"apply", "--help"}, {"logical-cloud", "status", "--help"}, {"token", "create", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"apply", "--help"}, {"logical-cloud", "status", "--help"}, {"token", "create", "--help"}, {"proxy", "--help"}} {
 		var out strings.Builder
 		root := newRoot()
 		root.SetArgs(args)
