@@ -47,28 +47,39 @@ func (d *dcmctl) startProxy(env []string, args ...string) string {
 	return m[1]
 }
 
-// plain sends a plain-HTTP request (as emcoctl does) with an optional
-// bearer token of its own; it returns the status and the body.
+// bearer adds a bearer token to every request, as emcoctl -t does.
+type bearer string
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// plain sends a plain-HTTP request (as emcoctl does), with token as its
+// own bearer token unless empty; it returns the status and the body.
 func plain(t *testing.T, method, u, body, token string) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, u, rd)
-	require.NoError(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	c := http.DefaultClient
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		c = &http.Client{Transport: bearer(token)}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	code, b := call(t, c, method, u, body)
+	return code, string(b)
+}
+
+// firstWatched reads the first message of a status watch stream.
+func firstWatched(t *testing.T, body io.Reader) *lcStatus {
+	t.Helper()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(nil, 16<<20)
+	require.True(t, sc.Scan(), "a first status before the watch ends: %v", sc.Err())
+	var line struct {
+		Result *lcStatus `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
+	require.NotNil(t, line.Result, "%s", sc.Text())
+	return line.Result
 }
 
 // TestDcmctlProxy runs `dcmctl proxy` (the TLS in front of emcoctl, which
@@ -163,15 +174,7 @@ func TestDcmctlProxy(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = resp.Body.Close() }()
 		require.Equal(t, 200, resp.StatusCode)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 16<<20)
-		require.True(t, sc.Scan(), "a first status through the proxy before the watch ends: %v", sc.Err())
-		var line struct {
-			Result *lcStatus `json:"result"`
-		}
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
-		require.NotNil(t, line.Result, "%s", sc.Text())
-		require.Equal(t, "Instantiating", line.Result.State)
+		require.Equal(t, "Instantiating", firstWatched(t, resp.Body).State)
 		require.NoError(t, ctx.Err(), "the first message came before the deadline")
 	})
 }
