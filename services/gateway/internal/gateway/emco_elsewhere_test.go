@@ -15,6 +15,20 @@ import (
 	"github.com/dcm-project/dcm/platform/pki"
 )
 
+// callGateway sends a request with a bearer token in a dialect and
+// answers the status and the error body.
+func callGateway(t *testing.T, h http.Handler, method, path, token, dialect, body string) (int, errs.Body) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(DialectHeader, dialect)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	var b errs.Body
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b), w.Body.String())
+	return w.Code, b
+}
+
 // samplePaths are request paths under one of Elsewhere's patterns: each *
 // a name, a last ** nothing, one segment and two.
 func samplePaths(pattern string) []string {
@@ -35,14 +49,7 @@ func TestEMCOElsewhereAnswers(t *testing.T) {
 	t.Parallel()
 	h := testGateway(t, zap.NewNop())
 	call := func(method, path, dialect string) (int, errs.Body) {
-		req := httptest.NewRequest(method, path, strings.NewReader(`{"metadata":{"name":"n1"}}`))
-		req.Header.Set("Authorization", "Bearer "+pki.AdminTokenPrefix+"x")
-		req.Header.Set(DialectHeader, dialect)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		var b errs.Body
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b), w.Body.String())
-		return w.Code, b
+		return callGateway(t, h, method, path, pki.AdminTokenPrefix+"x", dialect, `{"metadata":{"name":"n1"}}`)
 	}
 	for _, e := range Elsewhere {
 		for _, path := range samplePaths(e.Pattern) {

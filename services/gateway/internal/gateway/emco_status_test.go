@@ -191,14 +191,7 @@ func TestEMCOStatusRefusedAtTheGateway(t *testing.T) {
 	t.Parallel()
 	h := testGateway(t, zap.NewNop())
 	call := func(token, dialect, query string) (int, errs.Body) {
-		req := httptest.NewRequest("GET", "/v2/projects/a/logical-clouds/lc1/status?"+query, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set(DialectHeader, dialect)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		var b errs.Body
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b), w.Body.String())
-		return w.Code, b
+		return callGateway(t, h, "GET", "/v2/projects/a/logical-clouds/lc1/status?"+query, token, dialect, "")
 	}
 	admin := pki.AdminTokenPrefix + "x"
 	code, b := call(admin, DialectEMCO, "output=full")
