@@ -433,3 +433,27 @@ func TestTokenFromFileStdinOrEnvironment(t *testing.T) {
 		t.Errorf("$DCMCTL_TOKEN not sent: %q", seen)
 	}
 }
+
+// TestSettledReadsTheProjectsStatus: an emcoctl instantiate of a logical
+// cloud already instantiated is left alone also against a gateway that
+// speaks EMCO by default, whose status in EMCO's shape has no state:
+// dcmctl asks for the project's dialect. (Before, it sent no dialect, and
+// the EMCO-shaped answer read as not settled.)
+func TestSettledReadsTheProjectsStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Dcm-Dialect") == "dcm" {
+			_, _ = w.Write([]byte(`{"state":"Instantiated"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"deployedStatus":"Instantiated","readyStatus":"Ready"}`))
+	}))
+	defer srv.Close()
+	c, err := newClient(&Context{Server: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled, err := settledFor(c, &document{anchor: "projects/p1/logical-clouds/lc1/instantiate"}, "instantiate")
+	if err != nil || !settled {
+		t.Errorf("settled %v, %v: want true", settled, err)
+	}
+}

@@ -33,8 +33,15 @@ var dialectBodies = map[protoreflect.FullName]string{
 }
 
 // clustersRPC takes EMCO's multipart cluster registration (multipart.go)
-// on its POST binding.
-var clustersRPC = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/CreateCluster"
+// on its POST binding, clusterRPC EMCO's multipart update (emcoctl's
+// update) on its PUT binding.
+// statusRPC answers EMCO's status query (emco_status.go) on its GET
+// binding.
+var (
+	clustersRPC = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/CreateCluster"
+	clusterRPC  = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/UpdateCluster"
+	statusRPC   = "/" + string(corev1.LogicalCloudService_ServiceDesc.ServiceName) + "/GetLogicalCloudStatus"
+)
 
 func nameOf(m proto.Message) protoreflect.FullName { return m.ProtoReflect().Descriptor().FullName() }
 
@@ -47,23 +54,29 @@ type dialectRoute struct {
 }
 
 // dialectRoutes are the bindings whose bodies are dialectBodies';
-// clustersRoute is clustersRPC's POST binding. routesErr, if not nil, says
-// why they could not be read: New refuses to start with it.
-var dialectRoutes, clustersRoute, routesErr = readRoutes()
+// clustersRoute is clustersRPC's POST binding, clusterRoute clusterRPC's
+// PUT binding, statusRoute statusRPC's GET binding. routesErr, if not nil,
+// says why they could not be read: New refuses to start with it.
+var dialectRoutes, clustersRoute, clusterRoute, statusRoute, routesErr = readRoutes()
 
-func readRoutes() ([]dialectRoute, string, error) {
+func readRoutes() ([]dialectRoute, string, string, string, error) {
 	bs, err := server.HTTPBindings()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", "", err
 	}
 	var out []dialectRoute
-	clusters := ""
+	clusters, cluster, status := "", "", ""
 	for _, b := range bs {
-		if b.RPC == clustersRPC && b.Method == "POST" && clusters == "" {
-			if err := checkTemplate(b.Path); err != nil {
-				return nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+		for _, want := range []struct {
+			rpc, method string
+			into        *string
+		}{{clustersRPC, "POST", &clusters}, {clusterRPC, "PUT", &cluster}, {statusRPC, "GET", &status}} {
+			if b.RPC == want.rpc && b.Method == want.method && *want.into == "" {
+				if err := checkTemplate(b.Path); err != nil {
+					return nil, "", "", "", fmt.Errorf("%s: %w", b.RPC, err)
+				}
+				*want.into = b.Path
 			}
-			clusters = b.Path
 		}
 		if b.Body == nil {
 			continue
@@ -73,19 +86,25 @@ func readRoutes() ([]dialectRoute, string, error) {
 			continue
 		}
 		if err := checkTemplate(b.Path); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+			return nil, "", "", "", fmt.Errorf("%s: %w", b.RPC, err)
 		}
 		out = append(out, dialectRoute{method: b.Method, kind: kind, template: b.Path})
 	}
 	for name, kind := range dialectBodies {
 		if !hasKind(out, kind) {
-			return nil, "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
+			return nil, "", "", "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
 		}
 	}
 	if clusters == "" {
-		return nil, "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
+		return nil, "", "", "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
 	}
-	return out, clusters, nil
+	if cluster == "" {
+		return nil, "", "", "", fmt.Errorf("%s has no PUT binding: EMCO's multipart cluster update has no route", clusterRPC)
+	}
+	if status == "" {
+		return nil, "", "", "", fmt.Errorf("%s has no GET binding: EMCO's status query has no route", statusRPC)
+	}
+	return out, clusters, cluster, status, nil
 }
 
 func hasKind(rs []dialectRoute, kind string) bool {
