@@ -27,6 +27,10 @@ func TestEMCOStatusParams(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &emcoStatusQuery{instance: "3", deployed: true, output: "detail", clusters: true, resources: true,
 		cluster: []string{"cp+c1", "cp+c2"}, resource: []string{"r1"}}, q)
+	// emcoctl's own query: type is in EMCO's route and has no effect.
+	q, err = parseEMCOStatus("status=ready&type=rsync&output=summary")
+	require.NoError(t, err)
+	require.Equal(t, &emcoStatusQuery{output: "summary"}, q)
 	// "+" in a query is a space: EMCO's clients send %2B (Go's url.Values).
 	_, err = parseEMCOStatus("cluster=cp+c1")
 	requireField(t, err, "cluster")
