@@ -150,7 +150,7 @@ check-generated: generate
 lint: $(BUF) $(GOLANGCI)
 	$(GO) vet $(PKGS)
 	$(BUF) lint
-	$(GOLANGCI) run $(foreach m,$(shell $(GO) list -m -f '{{.Dir}}'),$(m)/...)
+	$(GOLANGCI) run --allow-parallel-runners $(foreach m,$(shell $(GO) list -m -f '{{.Dir}}'),$(m)/...)
 
 ## breaking: buf breaking against the previous commit, once it has protos
 breaking: $(BUF)
