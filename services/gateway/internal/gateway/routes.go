@@ -46,22 +46,31 @@ type dialectRoute struct {
 	template string
 }
 
+// A bodyRoute is a binding with a request body: the message it decodes
+// into, whose keys the EMCO dialect reads as EMCO would (emcokeys.go).
+type bodyRoute struct {
+	method, template string
+	body             protoreflect.MessageDescriptor
+}
+
 // dialectRoutes are the bindings whose bodies are dialectBodies';
+// bodyRoutes every binding with a body whose URL matchTemplate reads;
 // clustersRoute is clustersRPC's POST binding. routesErr, if not nil, says
 // why they could not be read: New refuses to start with it.
-var dialectRoutes, clustersRoute, routesErr = readRoutes()
+var dialectRoutes, bodyRoutes, clustersRoute, routesErr = readRoutes()
 
-func readRoutes() ([]dialectRoute, string, error) {
+func readRoutes() ([]dialectRoute, []bodyRoute, string, error) {
 	bs, err := server.HTTPBindings()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	var out []dialectRoute
+	var bodies []bodyRoute
 	clusters := ""
 	for _, b := range bs {
 		if b.RPC == clustersRPC && b.Method == "POST" && clusters == "" {
 			if err := checkTemplate(b.Path); err != nil {
-				return nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+				return nil, nil, "", fmt.Errorf("%s: %w", b.RPC, err)
 			}
 			clusters = b.Path
 		}
@@ -70,22 +79,52 @@ func readRoutes() ([]dialectRoute, string, error) {
 		}
 		kind, ok := dialectBodies[b.Body.FullName()]
 		if !ok {
+			if checkTemplate(b.Path) == nil {
+				bodies = append(bodies, bodyRoute{method: b.Method, template: b.Path, body: b.Body})
+			}
 			continue
 		}
 		if err := checkTemplate(b.Path); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+			return nil, nil, "", fmt.Errorf("%s: %w", b.RPC, err)
 		}
 		out = append(out, dialectRoute{method: b.Method, kind: kind, template: b.Path})
+		bodies = append(bodies, bodyRoute{method: b.Method, template: b.Path, body: b.Body})
 	}
 	for name, kind := range dialectBodies {
 		if !hasKind(out, kind) {
-			return nil, "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
+			return nil, nil, "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
 		}
 	}
 	if clusters == "" {
-		return nil, "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
+		return nil, nil, "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
 	}
-	return out, clusters, nil
+	return out, bodies, clusters, nil
+}
+
+// bodyMessage is the message r's body decodes into: of the bodyRoutes r
+// matches, the one with the most literal segments (grpc-gateway's
+// bindings never differ only in a variable), nil for none.
+func bodyMessage(method, path string) protoreflect.MessageDescriptor {
+	var best protoreflect.MessageDescriptor
+	most := -1
+	for _, rt := range bodyRoutes {
+		if rt.method != method {
+			continue
+		}
+		if _, ok := matchTemplate(rt.template, path, true); !ok {
+			continue
+		}
+		lit := 0
+		for _, seg := range strings.Split(rt.template, "/") {
+			if _, v := templateVar(seg); !v {
+				lit++
+			}
+		}
+		if lit > most {
+			best, most = rt.body, lit
+		}
+	}
+	return best
 }
 
 func hasKind(rs []dialectRoute, kind string) bool {
