@@ -57,7 +57,7 @@ func TestEMCOKeysAsEMCODecodes(t *testing.T) {
 	// The key EMCO's own examples write (examples/*: "loadbalancerIp").
 	refBody := `{"metadata":{"name":"ref-c1"},"spec":{"clusterprovider":"edge","Cluster":"c1","loadbalancerIp":"10.0.0.2","certificate":"","site":"a"}}`
 	_, answer = send(400, "dcm", "POST", lc+"/cluster-references", refBody)
-	require.Contains(t, answer, `"field":"spec.clusterprovider"`)
+	require.Contains(t, answer, `"field":"spec.Cluster"`)
 	ignored, _ = send(201, "emco", "POST", lc+"/cluster-references", refBody)
 	require.Equal(t, "spec.site", ignored)
 	require.JSONEq(t, `{"metadata":{"name":"ref-c1","description":"","userData1":"","userData2":""},"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"10.0.0.2"}`,

@@ -317,7 +317,8 @@ func referenceToDCM(body map[string]any) (bool, error) {
 		"cluster": "cluster-name", "cluster-name": "cluster-name",
 		"loadBalancerIP": "loadbalancer-ip", "loadbalancer-ip": "loadbalancer-ip",
 	}
-	for k, v := range spec {
+	for _, k := range sortedKeys(spec) { // in order: the first unknown key is the one named
+		v := spec[k]
 		if k == "certificate" {
 			// EMCO answers the user's certificate here once it has one;
 			// a client sends back what it read. The certificate is the
@@ -363,7 +364,8 @@ func permissionToDCM(path string, body map[string]any) (bool, error) {
 			return false, errs.Invalid(path+"spec", "is an object: namespace, apiGroups, resources, verbs")
 		}
 		delete(body, "spec")
-		for k, v := range spec {
+		for _, k := range sortedKeys(spec) {
+			v := spec[k]
 			switch k {
 			case "namespace", "apiGroups", "resources", "verbs":
 			default:

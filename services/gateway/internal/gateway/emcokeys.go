@@ -65,10 +65,10 @@ var (
 	}
 )
 
-// foldKey is the key of names obj's key k stands for, as EMCO decodes it:
-// k itself, else the one name equal to it ignoring case. ok is false when
-// k names none. Two keys of obj standing for one name are an error at
-// path.
+// foldKey renames obj's key k to the one of names it stands for, as EMCO
+// decodes it (k itself, else the name equal to it ignoring case), and
+// answers that name; ok is false when k names none. Two keys of obj
+// standing for one name are an error at path.
 func foldKey(obj map[string]any, k string, names []string, path string) (string, bool, error) {
 	var to string
 	for _, n := range names {
@@ -87,6 +87,8 @@ func foldKey(obj map[string]any, k string, names []string, path string) (string,
 			return "", false, errs.Invalid(path+to, "is given twice, as %q and %q: give one", other, k)
 		}
 	}
+	obj[to] = obj[k]
+	delete(obj, k)
 	return to, true, nil
 }
 
@@ -121,16 +123,11 @@ func foldShape(obj map[string]any, s *emcoShape, path string) ([]string, error) 
 			}
 			continue
 		}
-		v := obj[k]
-		if to != k {
-			delete(obj, k)
-			obj[to] = v
-		}
 		sub := s.keys[to]
 		if sub == nil {
 			continue
 		}
-		for i, item := range objects(v) {
+		for i, item := range objects(obj[to]) {
 			p := path + to + "."
 			if i >= 0 {
 				p = path + to + "[" + strconv.Itoa(i) + "]."
@@ -186,16 +183,11 @@ func foldMessage(obj map[string]any, md protoreflect.MessageDescriptor, path str
 			ignored = append(ignored, path+k)
 			continue
 		}
-		v := obj[k]
-		if to != k {
-			delete(obj, k)
-			obj[to] = v
-		}
 		fd := fields.ByJSONName(to)
 		if fd == nil {
 			fd = fields.ByName(protoreflect.Name(to))
 		}
-		got, err := foldValue(v, fd, path+to)
+		got, err := foldValue(obj[to], fd, path+to)
 		if err != nil {
 			return nil, err
 		}

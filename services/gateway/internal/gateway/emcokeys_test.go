@@ -53,7 +53,7 @@ func TestEMCODialectReadsKeysAsEMCO(t *testing.T) {
 			"metadata.colour, spec.owner, spec.user.userPermissions[0].spec.extra, unknown", ""},
 		{"cluster reference as EMCO's examples spell it", "POST", lcs + "/lc1/cluster-references",
 			`{"metadata":{"name":"r"},"spec":{"clusterprovider":"p","Cluster":"c","loadbalancerIp":"0.0.0.0","certificate":"","zone":"a"}}`,
-			`{"metadata":{"name":"r"},"cluster-provider":"p","cluster-name":"c","loadbalancer-ip":"0.0.0.0"}`, "spec.zone", "spec.clusterprovider"},
+			`{"metadata":{"name":"r"},"cluster-provider":"p","cluster-name":"c","loadbalancer-ip":"0.0.0.0"}`, "spec.zone", "spec.Cluster"},
 		{"user permission, the project's keys in other cases", "POST", lcs + "/lc1/user-permissions",
 			`{"Permission-Name":"p","NAMESPACE":"ns","apigroups":["apps"],"Resources":["deployments"],"verbs":["get"],"users":[],"x":1}`,
 			`{"permission-name":"p","namespace":"ns","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"],"users":[]}`, "x", ""},
