@@ -125,7 +125,7 @@ fuzz:
 test-unit:
 	$(GO) test -short -count=1 $(PKGS)
 
-## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, the configuration table in docs/configuration.md, the gRPC caller table in docs/security.md, the database roles in docs/store.md, dcmctl's REST route table (cmd/dcmctl/routes_gen.go) and the copy of external-dns's DNSEndpoint CRD
+## generate: wipe gen/ (keeping its go.mod, go.sum), regenerate it and the OpenAPI document from proto/, the configuration table in docs/configuration.md, the gRPC caller table in docs/security.md, the database roles in docs/store.md, the list of EMCO's resources DCM does not serve in docs/emco.md, dcmctl's REST route table (cmd/dcmctl/routes_gen.go) and the copy of external-dns's DNSEndpoint CRD
 generate: $(BUF)
 	$(BUF) format -w
 	find gen -mindepth 1 -maxdepth 1 ! -name go.mod ! -name go.sum -exec rm -rf {} +
@@ -133,6 +133,7 @@ generate: $(BUF)
 	$(GO) run ./platform/server/cmd/confdoc docs/configuration.md
 	$(GO) run ./platform/server/cmd/calltable docs/security.md
 	$(GO) run ./services/allinone/cmd/storedoc docs/store.md
+	$(GO) run ./services/gateway/cmd/emcodoc docs/emco.md
 	$(GO) run ./platform/server/cmd/routetable cmd/dcmctl/routes_gen.go
 	dir=$$(GOFLAGS=-mod=mod $(GO) mod download -json sigs.k8s.io/external-dns@v0.22.0 | grep -o '"Dir": *"[^"]*"' | cut -d'"' -f4); \
 		test -n "$$dir"; install -D -m 0644 "$$dir/config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml" \

@@ -17,6 +17,11 @@ import (
 
 var emcoHeader = http.Header{"Dcm-Dialect": {"emco"}}
 
+// dcmHeader asks for the project's shapes, whatever the gateway's default
+// dialect: a gateway speaking EMCO by default answers the status in EMCO's
+// shape (docs/emco.md), which has no state.
+var dcmHeader = http.Header{"Dcm-Dialect": {"dcm"}}
+
 // lifecycleVerbs are emcoctl anchors that call a verb rather than name a
 // collection.
 var lifecycleVerbs = map[string]bool{"instantiate": true, "apply": true, "update": true, "stop": true, "terminate": true}
@@ -120,7 +125,7 @@ func settledFor(c *client, d *document, verb string) (bool, error) {
 		return false, nil
 	}
 	lc := "/v2/" + strings.TrimSuffix(d.anchor, "/"+verb)
-	v, err := c.getJSON(lc+"/status", nil)
+	v, err := c.getJSON(lc+"/status", dcmHeader)
 	if err != nil {
 		return false, err
 	}

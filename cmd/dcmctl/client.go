@@ -71,6 +71,28 @@ func newClient(ctx *Context) (*client, error) {
 	if err := checkServer(ctx); err != nil {
 		return nil, err
 	}
+	tr, err := transport(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A redirect never takes the token off https.
+	redirect := func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != "https" && ctx.Token != "" {
+			return fmt.Errorf("redirected to %s: dcmctl sends a credential only over https://", req.URL.Redacted())
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &client{server: strings.TrimRight(ctx.Server, "/"), token: ctx.Token,
+		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second, CheckRedirect: redirect},
+		stream: &http.Client{Transport: tr, CheckRedirect: redirect}}, nil
+}
+
+// transport speaks TLS to the context's server: its CA (else the
+// system's), its client certificate when it has one.
+func transport(ctx *Context) (*http.Transport, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ctx.CA != "" {
 		pem, err := os.ReadFile(ctx.CA)
@@ -90,20 +112,7 @@ func newClient(ctx *Context) (*client, error) {
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
-	tr := &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
-	// A redirect never takes the token off https.
-	redirect := func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != "https" && ctx.Token != "" {
-			return fmt.Errorf("redirected to %s: dcmctl sends a credential only over https://", req.URL.Redacted())
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-	return &client{server: strings.TrimRight(ctx.Server, "/"), token: ctx.Token,
-		http:   &http.Client{Transport: tr, Timeout: 60 * time.Second, CheckRedirect: redirect},
-		stream: &http.Client{Transport: tr, CheckRedirect: redirect}}, nil
+	return &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}, nil
 }
 
 // tokenEnv names the environment variable that holds a bearer token: it
@@ -111,6 +120,16 @@ func newClient(ctx *Context) (*client, error) {
 const tokenEnv = "DCMCTL_TOKEN"
 
 func (g *globals) client() (*client, error) {
+	ctx, err := g.credential()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(ctx)
+}
+
+// credential is the current context, with $DCMCTL_TOKEN, when set, as its
+// credential.
+func (g *globals) credential() (*Context, error) {
 	ctx, err := g.current()
 	if err != nil {
 		return nil, err
@@ -122,7 +141,7 @@ func (g *globals) client() (*client, error) {
 		c.Token, c.Cert, c.Key = tok, "", ""
 		ctx = &c
 	}
-	return newClient(ctx)
+	return ctx, nil
 }
 
 // request builds a request to path (under the server) with a JSON body

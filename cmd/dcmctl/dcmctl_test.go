@@ -194,7 +194,7 @@ func TestErrorOf(t *testing.T) {
 }
 
 func TestHelpAndCompletion(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"apply", "--help"}, {"logical-cloud", "status", "--help"}, {"token", "create", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"apply", "--help"}, {"logical-cloud", "status", "--help"}, {"token", "create", "--help"}, {"proxy", "--help"}} {
 		var out strings.Builder
 		root := newRoot()
 		root.SetArgs(args)
@@ -431,5 +431,29 @@ func TestTokenFromFileStdinOrEnvironment(t *testing.T) {
 	}
 	if len(seen) == 0 || seen[0] != "Bearer dcm_env" {
 		t.Errorf("$DCMCTL_TOKEN not sent: %q", seen)
+	}
+}
+
+// TestSettledReadsTheProjectsStatus: an emcoctl instantiate of a logical
+// cloud already instantiated is left alone also against a gateway that
+// speaks EMCO by default, whose status in EMCO's shape has no state:
+// dcmctl asks for the project's dialect. (Before, it sent no dialect, and
+// the EMCO-shaped answer read as not settled.)
+func TestSettledReadsTheProjectsStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Dcm-Dialect") == "dcm" {
+			_, _ = w.Write([]byte(`{"state":"Instantiated"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"deployedStatus":"Instantiated","readyStatus":"Ready"}`))
+	}))
+	defer srv.Close()
+	c, err := newClient(&Context{Server: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled, err := settledFor(c, &document{anchor: "projects/p1/logical-clouds/lc1/instantiate"}, "instantiate")
+	if err != nil || !settled {
+		t.Errorf("settled %v, %v: want true", settled, err)
 	}
 }

@@ -27,6 +27,12 @@ type formPart struct{ name, content string }
 // (a file named "filename"); it returns the status and the body.
 func postForm(t *testing.T, c *http.Client, url string, parts ...formPart) (int, string) {
 	t.Helper()
+	return sendForm(t, c, "POST", url, parts...)
+}
+
+// sendForm sends parts as postForm does, with method.
+func sendForm(t *testing.T, c *http.Client, method, url string, parts ...formPart) (int, string) {
+	t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	for _, p := range parts {
@@ -43,7 +49,7 @@ func postForm(t *testing.T, c *http.Client, url string, parts ...formPart) (int,
 		require.NoError(t, err)
 	}
 	require.NoError(t, mw.Close())
-	req, err := http.NewRequest("POST", url, &b)
+	req, err := http.NewRequest(method, url, &b)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	resp, err := c.Do(req)
@@ -198,4 +204,74 @@ func decodeClusters(t *testing.T, body string) []struct {
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &cs), body)
 	return cs
+}
+
+// TestMultipartClusterUpdate updates a cluster the way emcoctl's update
+// sends it (PUT .../clusters/{name}, the same multipart form) through the
+// whole program: the description, user data and labels are replaced, the
+// kubeconfig with the file part's, or kept without one; a bad form or
+// kubeconfig changes nothing, and a tenant gets 403.
+func TestMultipartClusterUpdate(t *testing.T) {
+	t.Parallel()
+	s := stacktest.StartWith(t, stacktest.Options{})
+	r := newREST(t, s)
+	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"emco-provider"}}`)
+	const clusters = "/v2/cluster-providers/emco-provider/clusters"
+	fingerprint := func(kc string) string {
+		sum := sha256.Sum256([]byte(kc))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	// Loopback where nothing listens: nothing is reached for.
+	kc1, _ := kubeconfig(t, s.CA, "https://127.0.0.1:1/one")
+	kc2, _ := kubeconfig(t, s.CA, "https://127.0.0.1:1/two")
+	code, body := postForm(t, s.Admin, s.URL+clusters, formPart{"metadata", `{"metadata":{"name":"mp-u"}}`}, formPart{"file", kc1})
+	require.Equal(t, 201, code, body)
+
+	// emcoctl's update: metadata and file, PUT to the cluster's URL.
+	code, body = sendForm(t, s.Admin, "PUT", s.URL+clusters+"/mp-u",
+		formPart{"metadata", `{"metadata":{"name":"mp-u","description":"moved","userData1":"u1"},"spec":{"labels":["edge"]}}`}, formPart{"file", kc2})
+	require.Equal(t, 200, code, body)
+	updated := `{"metadata":{"name":"mp-u","description":"moved","userData1":"u1","userData2":""},
+		"spec":{"kubeconfig":"","labels":["edge"],"allow-insecure":false},
+		"status":{"server":"https://127.0.0.1:1/two","kubeconfig-fingerprint":"` + fingerprint(kc2) + `"}}`
+	require.JSONEq(t, updated, body)
+	r.is(200, "GET", clusters+"/mp-u", "", updated)
+
+	// Without a file part the stored kubeconfig stays.
+	code, body = sendForm(t, s.Admin, "PUT", s.URL+clusters+"/mp-u", formPart{"metadata", `{"metadata":{"name":"mp-u","description":"again"}}`})
+	require.Equal(t, 200, code, body)
+	kept := `{"metadata":{"name":"mp-u","description":"again","userData1":"","userData2":""},
+		"spec":{"kubeconfig":"","labels":[],"allow-insecure":false},
+		"status":{"server":"https://127.0.0.1:1/two","kubeconfig-fingerprint":"` + fingerprint(kc2) + `"}}`
+	require.JSONEq(t, kept, body)
+
+	// Refusals change nothing.
+	for _, tc := range []struct {
+		name, path string
+		parts      []formPart
+		code       int
+		field      string
+	}{
+		{name: "not a kubeconfig", path: "/mp-u", parts: []formPart{{"metadata", `{"metadata":{"name":"mp-u"}}`}, {"file", "just text"}}, code: 400, field: "file"},
+		{name: "empty file", path: "/mp-u", parts: []formPart{{"metadata", `{"metadata":{"name":"mp-u"}}`}, {"file", ""}}, code: 400, field: "file"},
+		{name: "another name", path: "/mp-u", parts: []formPart{{"metadata", `{"metadata":{"name":"mp-v"}}`}, {"file", kc1}}, code: 400, field: "metadata.name"},
+		{name: "unknown key", path: "/mp-u", parts: []formPart{{"metadata", `{"metadata":{"name":"mp-u"},"spec":{"gitOps":{}}}`}}, code: 400, field: "gitOps"},
+		{name: "no such cluster", path: "/mp-x", parts: []formPart{{"metadata", `{"metadata":{"name":"mp-x"}}`}, {"file", kc1}}, code: 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := sendForm(t, s.Admin, "PUT", s.URL+clusters+tc.path, tc.parts...)
+			require.Equal(t, tc.code, code, body)
+			var e struct {
+				Field string `json:"field"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+			require.Equal(t, tc.field, e.Field, body)
+			newREST(t, s).is(200, "GET", clusters+"/mp-u", "", kept)
+		})
+	}
+
+	pa := s.Issue(t, pki.Identity{Subject: "pa-mpu", Role: pki.RoleProjectAdmin, Project: "p1"}, time.Now().Add(time.Hour))
+	code, body = sendForm(t, s.Client(&pa), "PUT", s.URL+clusters+"/mp-u", formPart{"metadata", `{"metadata":{"name":"mp-u","description":"tenant"}}`})
+	require.Equal(t, 403, code, body)
+	r.is(200, "GET", clusters+"/mp-u", "", kept)
 }

@@ -1,7 +1,6 @@
 package allinone_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -113,14 +112,7 @@ func TestWatchBounds(t *testing.T) {
 		resp, err := c.Do(req)
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 16<<20)
-		require.True(t, sc.Scan(), "a first status: %v", sc.Err())
-		var line struct {
-			Result *lcStatus `json:"result"`
-		}
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
-		require.NotNil(t, line.Result)
+		firstWatched(t, resp.Body)
 		require.Equal(t, "1", openWatches(t, s))
 
 		cancel()

@@ -65,6 +65,9 @@ type spoken struct {
 	// body is the message the request's body decodes into, if any:
 	// EMCO's dialect reads its keys as EMCO would (emcokeys.go).
 	body protoreflect.MessageDescriptor
+	// status is EMCO's status query, on the status route in EMCO's
+	// dialect (emco_status.go).
+	status *emcoStatusQuery
 }
 
 func dialectOf(ctx context.Context) spoken {
@@ -99,6 +102,17 @@ func dialects(def string, next http.Handler) http.Handler {
 		}
 		sp.body = bodyMessage(r.Method, r.URL.Path)
 		w.Header().Set(DialectHeader, sp.dialect)
+		// EMCO's status parameters are read for a caller the route serves
+		// only: anyone else gets the route's 403, whatever they hold.
+		if vars, ok := matchTemplate(statusRoute, r.URL.Path, true); ok && r.Method == http.MethodGet && sp.dialect == DialectEMCO &&
+			Authorize(auditOf(r.Context()).id, r.Method, routeOf(statusRoute, vars)) {
+			q, err := parseEMCOStatus(r.URL.RawQuery)
+			if err != nil {
+				errs.WriteHTTP(w, errs.ToStatus(err))
+				return
+			}
+			sp.status = q
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dialectKey{}, sp)))
 	})
 }
@@ -542,6 +556,10 @@ func inEMCO(ctx context.Context, resp proto.Message) (any, error) {
 		body = rb.XXX_ResponseBody()
 	}
 	switch b := body.(type) {
+	case *corev1.LogicalCloudStatus:
+		if q := dialectOf(ctx).status; q != nil {
+			return q.answer(b)
+		}
 	case *corev1.LogicalCloud:
 		return toEMCOLogicalCloud(b), nil
 	case []*corev1.LogicalCloud:

@@ -250,8 +250,13 @@ func decodeError(ctx context.Context, msg string) *status.Status {
 	return errs.ToStatus(errs.Invalid(field, "invalid request: %s", msg))
 }
 
-// routingError answers URLs and methods that no route serves.
+// routingError answers URLs and methods that no route serves; a URL of
+// one of EMCO's other controllers with what DCM does instead (Elsewhere).
 func routingError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+	if e, ok := elsewhere(r.URL.Path); ok {
+		answerElsewhere(w, e)
+		return
+	}
 	c := codes.NotFound
 	if code == http.StatusMethodNotAllowed {
 		c = codes.Unimplemented

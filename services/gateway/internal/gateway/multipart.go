@@ -38,16 +38,23 @@ const (
 // /v2/cluster-providers/{p}/clusters as multipart/form-data with a
 // `metadata` part (EMCO's cluster body, JSON) and a `file` part (the
 // kubeconfig, as text), and hands it on as the JSON body the route takes:
-// the metadata part with the file as spec.kubeconfig. A bad form is 400
-// naming the part; the route's own errors about the kubeconfig name the
-// `file` part. Every other request passes as it is.
+// the metadata part with the file as spec.kubeconfig. emcoctl's update
+// sends the same form as PUT .../clusters/{name}: it is the cluster's
+// update (UpdateCluster), and without a file part the stored kubeconfig
+// is kept, as an empty spec.kubeconfig keeps it on the JSON route. A bad
+// form is 400 naming the part; the route's own errors about the
+// kubeconfig name the `file` part. Every other request passes as it is.
 //
 // Parts are streamed and each is read up to its limit, never further.
 // The kubeconfig is a secret: it is neither logged nor quoted in an error.
 func multipartClusters(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		vars, ok := matchTemplate(clustersRoute, r.URL.Path, false)
-		if r.Method != http.MethodPost || !ok {
+		route := clustersRoute
+		if r.Method == http.MethodPut {
+			route = clusterRoute
+		}
+		vars, ok := matchTemplate(route, r.URL.Path, false)
+		if (r.Method != http.MethodPost && r.Method != http.MethodPut) || !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -60,12 +67,12 @@ func multipartClusters(next http.Handler) http.Handler {
 		// only for a caller the route would serve, so a tenant gets the
 		// 403 it gets for the JSON body, and no parsing.
 		a := auditOf(r.Context())
-		if !Authorize(a.id, r.Method, routeOf(clustersRoute, vars)) {
-			a.route = clustersRoute
+		if !Authorize(a.id, r.Method, routeOf(route, vars)) {
+			a.route = route
 			forbid(w, a)
 			return
 		}
-		body, err := clusterFromForm(r.Body, params["boundary"])
+		body, err := clusterFromForm(r.Body, params["boundary"], r.Method == http.MethodPut)
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
@@ -90,8 +97,9 @@ func multipartClusters(next http.Handler) http.Handler {
 }
 
 // clusterFromForm reads the form and returns the JSON body of
-// CreateCluster, or an InvalidArgument naming the part.
-func clusterFromForm(body io.Reader, boundary string) ([]byte, error) {
+// CreateCluster (of UpdateCluster when update, where the file part may be
+// left out), or an InvalidArgument naming the part.
+func clusterFromForm(body io.Reader, boundary string, update bool) ([]byte, error) {
 	if boundary == "" {
 		return nil, errs.Invalid("body", "multipart/form-data without a boundary")
 	}
@@ -144,6 +152,8 @@ func clusterFromForm(body io.Reader, boundary string) ([]byte, error) {
 	}
 	kc, ok := parts[partFile]
 	switch {
+	case !ok && update:
+		// No kubeconfig: the stored one is kept.
 	case !ok:
 		return nil, errs.Invalid(partFile, "is required: the cluster's admin kubeconfig")
 	case len(kc) == 0:
@@ -182,6 +192,14 @@ func clusterJSON(meta []byte, kubeconfig string) ([]byte, error) {
 	}
 	if _, ok := spec["kubeconfig"]; ok {
 		return nil, errs.Invalid(partMetadata+".spec.kubeconfig", "is not taken here: the kubeconfig is the %q part", partFile)
+	}
+	if kubeconfig == "" {
+		// An update without a file part: the stored kubeconfig is kept.
+		b, err := json.Marshal(top)
+		if err != nil {
+			return nil, fmt.Errorf("encode the cluster: %w", err)
+		}
+		return b, nil
 	}
 	kc, err := json.Marshal(kubeconfig)
 	if err != nil {

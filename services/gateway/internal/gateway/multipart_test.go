@@ -246,7 +246,11 @@ func TestMultipartClustersPassesOthers(t *testing.T) {
 		{name: "JSON registration", method: "POST", path: "/v2/cluster-providers/edge/clusters", contentType: "application/json"},
 		{name: "no content type", method: "POST", path: "/v2/cluster-providers/edge/clusters"},
 		{name: "multipart/mixed", method: "POST", path: "/v2/cluster-providers/edge/clusters", contentType: "multipart/mixed; boundary=x"},
-		{name: "PUT of a cluster", method: "PUT", path: "/v2/cluster-providers/edge/clusters/c1", multipart: true},
+		{name: "PUT of the list", method: "PUT", path: "/v2/cluster-providers/edge/clusters", multipart: true},
+		{name: "POST of a cluster", method: "POST", path: "/v2/cluster-providers/edge/clusters/c1", multipart: true},
+		{name: "PATCH of a cluster", method: "PATCH", path: "/v2/cluster-providers/edge/clusters/c1", multipart: true},
+		{name: "PUT of a cluster's label", method: "PUT", path: "/v2/cluster-providers/edge/clusters/c1/labels", multipart: true},
+		{name: "JSON update", method: "PUT", path: "/v2/cluster-providers/edge/clusters/c1", contentType: "application/json"},
 		{name: "GET of the list", method: "GET", path: "/v2/cluster-providers/edge/clusters", multipart: true},
 		{name: "two segments", method: "POST", path: "/v2/cluster-providers/edge/x/clusters", multipart: true},
 		{name: "no provider", method: "POST", path: "/v2/cluster-providers//clusters", multipart: true},
@@ -348,4 +352,74 @@ func TestMultipartClustersAuthorizes(t *testing.T) {
 			require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
 		})
 	}
+}
+
+// TestMultipartClusterUpdate: emcoctl's update, the same form as PUT
+// .../clusters/{name}, goes on as UpdateCluster's JSON body; without a
+// file part the stored kubeconfig is kept (no spec.kubeconfig), an empty
+// one is refused, the route's kubeconfig errors name the file part, and only an admin's form is read.
+func TestMultipartClusterUpdate(t *testing.T) {
+	t.Parallel()
+	kc, err := json.Marshal(testKubeconfig)
+	require.NoError(t, err)
+	const path = "/v2/cluster-providers/edge/clusters/c1"
+	put := func(t *testing.T, parts ...part) *http.Request {
+		body, ct := form(t, parts...)
+		req := httptest.NewRequest("PUT", path, body)
+		req.Header.Set("Content-Type", ct)
+		return req
+	}
+	meta := part{name: "metadata", content: `{"metadata":{"name":"c1","description":"updated"},"spec":{"labels":["edge"]}}`}
+	t.Run("with a kubeconfig", func(t *testing.T) {
+		t.Parallel()
+		rec, got := serveMultipart(t, put(t, meta, part{name: "file", filename: "filename", content: testKubeconfig}), nil)
+		require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+		require.Equal(t, "PUT", got.method)
+		require.Equal(t, path, got.path)
+		require.Equal(t, "application/json", got.contentType)
+		require.JSONEq(t, `{"metadata":{"name":"c1","description":"updated"},"spec":{"labels":["edge"],"kubeconfig":`+string(kc)+`}}`, got.body)
+	})
+	t.Run("without a file part", func(t *testing.T) {
+		t.Parallel()
+		rec, got := serveMultipart(t, put(t, meta), nil)
+		require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+		require.JSONEq(t, `{"metadata":{"name":"c1","description":"updated"},"spec":{"labels":["edge"]}}`, got.body)
+	})
+	for name, tc := range map[string]struct {
+		parts        []part
+		field, words string
+	}{
+		"empty file":     {[]part{meta, {name: "file", filename: "kc"}}, "file", "empty"},
+		"no metadata":    {[]part{{name: "file", filename: "kc", content: testKubeconfig}}, "metadata", "required"},
+		"unknown part":   {[]part{meta, {name: "kubeconfig", content: "x"}}, "kubeconfig", "unknown part"},
+		"kubeconfig key": {[]part{{name: "metadata", content: `{"metadata":{"name":"c1"},"spec":{"kubeconfig":""}}`}}, "metadata.spec.kubeconfig", `"file" part`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec, got := serveMultipart(t, put(t, tc.parts...), nil)
+			require.False(t, got.called)
+			require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+			var e errs.Body
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e), rec.Body.String())
+			require.Equal(t, tc.field, e.Field)
+			require.Contains(t, e.Message, tc.words)
+		})
+	}
+	t.Run("the route's kubeconfig error names the file", func(t *testing.T) {
+		t.Parallel()
+		rec, _ := serveMultipart(t, put(t, meta, part{name: "file", filename: "kc", content: testKubeconfig}), func(w http.ResponseWriter) {
+			errs.WriteHTTP(w, errs.ToStatus(errs.Invalid("spec.kubeconfig", "is bad")))
+		})
+		require.Equal(t, http.StatusBadRequest, rec.Code)
+		var e errs.Body
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e), rec.Body.String())
+		require.Equal(t, "file", e.Field)
+		require.Equal(t, "file: is bad", e.Message)
+	})
+	t.Run("a project admin's form is not read", func(t *testing.T) {
+		t.Parallel()
+		rec, got := serveMultipartAs(t, pki.Identity{Subject: "pa", Role: pki.RoleProjectAdmin, Project: "p1"}, put(t, meta), nil)
+		require.False(t, got.called)
+		require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
+	})
 }

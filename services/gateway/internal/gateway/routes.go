@@ -33,8 +33,15 @@ var dialectBodies = map[protoreflect.FullName]string{
 }
 
 // clustersRPC takes EMCO's multipart cluster registration (multipart.go)
-// on its POST binding.
-var clustersRPC = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/CreateCluster"
+// on its POST binding, clusterRPC EMCO's multipart update (emcoctl's
+// update) on its PUT binding.
+// statusRPC answers EMCO's status query (emco_status.go) on its GET
+// binding.
+var (
+	clustersRPC = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/CreateCluster"
+	clusterRPC  = "/" + string(rsyncv1.RsyncService_ServiceDesc.ServiceName) + "/UpdateCluster"
+	statusRPC   = "/" + string(corev1.LogicalCloudService_ServiceDesc.ServiceName) + "/GetLogicalCloudStatus"
+)
 
 func nameOf(m proto.Message) protoreflect.FullName { return m.ProtoReflect().Descriptor().FullName() }
 
@@ -46,85 +53,58 @@ type dialectRoute struct {
 	template string
 }
 
-// A bodyRoute is a binding with a request body: the message it decodes
-// into, whose keys the EMCO dialect reads as EMCO would (emcokeys.go).
-type bodyRoute struct {
-	method, template string
-	body             protoreflect.MessageDescriptor
-}
-
 // dialectRoutes are the bindings whose bodies are dialectBodies';
-// bodyRoutes every binding with a body whose URL matchTemplate reads;
-// clustersRoute is clustersRPC's POST binding. routesErr, if not nil, says
-// why they could not be read: New refuses to start with it.
-var dialectRoutes, bodyRoutes, clustersRoute, routesErr = readRoutes()
+// clustersRoute is clustersRPC's POST binding, clusterRoute clusterRPC's
+// PUT binding, statusRoute statusRPC's GET binding. routesErr, if not nil,
+// says why they could not be read: New refuses to start with it.
+var dialectRoutes, clustersRoute, clusterRoute, statusRoute, routesErr = readRoutes()
 
-func readRoutes() ([]dialectRoute, []bodyRoute, string, error) {
+func readRoutes() ([]dialectRoute, string, string, string, error) {
 	bs, err := server.HTTPBindings()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, "", "", "", err
 	}
 	var out []dialectRoute
-	var bodies []bodyRoute
-	clusters := ""
+	clusters, cluster, status := "", "", ""
 	for _, b := range bs {
-		if b.RPC == clustersRPC && b.Method == "POST" && clusters == "" {
-			if err := checkTemplate(b.Path); err != nil {
-				return nil, nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+		for _, want := range []struct {
+			rpc, method string
+			into        *string
+		}{{clustersRPC, "POST", &clusters}, {clusterRPC, "PUT", &cluster}, {statusRPC, "GET", &status}} {
+			if b.RPC == want.rpc && b.Method == want.method && *want.into == "" {
+				if err := checkTemplate(b.Path); err != nil {
+					return nil, "", "", "", fmt.Errorf("%s: %w", b.RPC, err)
+				}
+				*want.into = b.Path
 			}
-			clusters = b.Path
 		}
 		if b.Body == nil {
 			continue
 		}
 		kind, ok := dialectBodies[b.Body.FullName()]
 		if !ok {
-			if checkTemplate(b.Path) == nil {
-				bodies = append(bodies, bodyRoute{method: b.Method, template: b.Path, body: b.Body})
-			}
 			continue
 		}
 		if err := checkTemplate(b.Path); err != nil {
-			return nil, nil, "", fmt.Errorf("%s: %w", b.RPC, err)
+			return nil, "", "", "", fmt.Errorf("%s: %w", b.RPC, err)
 		}
 		out = append(out, dialectRoute{method: b.Method, kind: kind, template: b.Path})
-		bodies = append(bodies, bodyRoute{method: b.Method, template: b.Path, body: b.Body})
 	}
 	for name, kind := range dialectBodies {
 		if !hasKind(out, kind) {
-			return nil, nil, "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
+			return nil, "", "", "", fmt.Errorf("no binding takes a %s body (%s): the EMCO dialect would rewrite none", kind, name)
 		}
 	}
 	if clusters == "" {
-		return nil, nil, "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
+		return nil, "", "", "", fmt.Errorf("%s has no POST binding: EMCO's multipart cluster form has no route", clustersRPC)
 	}
-	return out, bodies, clusters, nil
-}
-
-// bodyMessage is the message r's body decodes into: of the bodyRoutes r
-// matches, the one with the most literal segments (grpc-gateway's
-// bindings never differ only in a variable), nil for none.
-func bodyMessage(method, path string) protoreflect.MessageDescriptor {
-	var best protoreflect.MessageDescriptor
-	most := -1
-	for _, rt := range bodyRoutes {
-		if rt.method != method {
-			continue
-		}
-		if _, ok := matchTemplate(rt.template, path, true); !ok {
-			continue
-		}
-		lit := 0
-		for _, seg := range strings.Split(rt.template, "/") {
-			if _, v := templateVar(seg); !v {
-				lit++
-			}
-		}
-		if lit > most {
-			best, most = rt.body, lit
-		}
+	if cluster == "" {
+		return nil, "", "", "", fmt.Errorf("%s has no PUT binding: EMCO's multipart cluster update has no route", clusterRPC)
 	}
-	return best
+	if status == "" {
+		return nil, "", "", "", fmt.Errorf("%s has no GET binding: EMCO's status query has no route", statusRPC)
+	}
+	return out, clusters, cluster, status, nil
 }
 
 func hasKind(rs []dialectRoute, kind string) bool {
@@ -191,4 +171,52 @@ func matchTemplate(tmpl, path string, slash bool) (map[string]string, bool) {
 		}
 	}
 	return params, true
+}
+
+// A bodyRoute is a binding with a request body: the message it decodes
+// into, whose keys the EMCO dialect reads as EMCO would (emcokeys.go).
+type bodyRoute struct {
+	method, template string
+	body             protoreflect.MessageDescriptor
+}
+
+// bodyRoutes are every binding with a body whose URL matchTemplate reads
+// (none if the bindings cannot be read: routesErr says why).
+var bodyRoutes = readBodyRoutes()
+
+func readBodyRoutes() []bodyRoute {
+	bs, _ := server.HTTPBindings()
+	var out []bodyRoute
+	for _, b := range bs {
+		if b.Body != nil && checkTemplate(b.Path) == nil {
+			out = append(out, bodyRoute{method: b.Method, template: b.Path, body: b.Body})
+		}
+	}
+	return out
+}
+
+// bodyMessage is the message r's body decodes into: of the bodyRoutes r
+// matches, the one with the most literal segments (grpc-gateway's
+// bindings never differ only in a variable), nil for none.
+func bodyMessage(method, path string) protoreflect.MessageDescriptor {
+	var best protoreflect.MessageDescriptor
+	most := -1
+	for _, rt := range bodyRoutes {
+		if rt.method != method {
+			continue
+		}
+		if _, ok := matchTemplate(rt.template, path, true); !ok {
+			continue
+		}
+		lit := 0
+		for _, seg := range strings.Split(rt.template, "/") {
+			if _, v := templateVar(seg); !v {
+				lit++
+			}
+		}
+		if lit > most {
+			best, most = rt.body, lit
+		}
+	}
+	return best
 }

@@ -76,6 +76,16 @@ func TestClustersRouteFromBinding(t *testing.T) {
 	}
 }
 
+// TestClusterRouteFromBinding: EMCO's multipart update is read on
+// UpdateCluster's PUT binding.
+func TestClusterRouteFromBinding(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "/v2/cluster-providers/{provider}/clusters/{name}", clusterRoute)
+	p, ok := matchTemplate(clusterRoute, "/v2/cluster-providers/cp1/clusters/c1", false)
+	require.True(t, ok)
+	require.Equal(t, map[string]string{"provider": "cp1", "name": "c1"}, p)
+}
+
 // TestCheckTemplate: a template the matcher would read wrong is refused,
 // naming it.
 func TestCheckTemplate(t *testing.T) {
