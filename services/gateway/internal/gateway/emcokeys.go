@@ -110,22 +110,11 @@ func foldShape(obj map[string]any, s *emcoShape, path string) ([]string, error) 
 	for n := range s.keys {
 		names = append(names, n)
 	}
-	var ignored []string
-	for _, k := range sortedKeys(obj) {
-		to, ok, err := foldKey(obj, k, names, path)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			if s.closed {
-				delete(obj, k)
-				ignored = append(ignored, path+k)
-			}
-			continue
-		}
+	return foldKeys(obj, names, path, s.closed, func(to string) ([]string, error) {
+		var ignored []string
 		sub := s.keys[to]
 		if sub == nil {
-			continue
+			return nil, nil
 		}
 		for i, item := range objects(obj[to]) {
 			p := path + to + "."
@@ -138,6 +127,33 @@ func foldShape(obj map[string]any, s *emcoShape, path string) ([]string, error) 
 			}
 			ignored = append(ignored, got...)
 		}
+		return ignored, nil
+	})
+}
+
+// foldKeys folds each of obj's keys to the one of names it stands for
+// (foldKey), drops a key naming none when drop, and runs below on each
+// folded key's value; it answers the paths of the keys dropped here and
+// below.
+func foldKeys(obj map[string]any, names []string, path string, drop bool, below func(to string) ([]string, error)) ([]string, error) {
+	var ignored []string
+	for _, k := range sortedKeys(obj) {
+		to, ok, err := foldKey(obj, k, names, path)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if drop {
+				delete(obj, k)
+				ignored = append(ignored, path+k)
+			}
+			continue
+		}
+		got, err := below(to)
+		if err != nil {
+			return nil, err
+		}
+		ignored = append(ignored, got...)
 	}
 	return ignored, nil
 }
@@ -172,28 +188,13 @@ func foldMessage(obj map[string]any, md protoreflect.MessageDescriptor, path str
 	for i := range fields.Len() {
 		names = append(names, fields.Get(i).JSONName(), string(fields.Get(i).Name()))
 	}
-	var ignored []string
-	for _, k := range sortedKeys(obj) {
-		to, ok, err := foldKey(obj, k, names, path)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			delete(obj, k)
-			ignored = append(ignored, path+k)
-			continue
-		}
+	return foldKeys(obj, names, path, true, func(to string) ([]string, error) {
 		fd := fields.ByJSONName(to)
 		if fd == nil {
 			fd = fields.ByName(protoreflect.Name(to))
 		}
-		got, err := foldValue(obj[to], fd, path+to)
-		if err != nil {
-			return nil, err
-		}
-		ignored = append(ignored, got...)
-	}
-	return ignored, nil
+		return foldValue(obj[to], fd, path+to)
+	})
 }
 
 // foldValue folds the objects in v, field fd's value at path.
