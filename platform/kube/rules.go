@@ -51,7 +51,10 @@ const networkingAPIGroup = "networking.k8s.io"
 // escalate, bind, impersonate, approve or sign verb, no nodes or CSR
 // approval, no "*" verb on RBAC objects, and no write to resourcequotas,
 // limitranges or namespaces (nor to "*" resources of the core group,
-// which include them), nor to networkpolicies (nor "*" of their group). The error names the field and the rule.
+// which include them), nor to networkpolicies (nor "*" of their group);
+// but "*" in every list, in the logical cloud's own namespace, is namespace
+// admin (IsNamespaceAdmin), rendered as NamespaceAdminRules. The error
+// names the field and the rule.
 func CheckGrant(field, level, lcNamespace string, g Grant, mayGrant bool) (string, error) {
 	ns, err := PermissionNamespace(join(field, "namespace"), level, lcNamespace, g.Namespace)
 	if err != nil {
@@ -68,6 +71,10 @@ func CheckGrant(field, level, lcNamespace string, g Grant, mayGrant bool) (strin
 		return "", errs.Forbidden(join(field, "namespace"), "only an admin may grant a permission %s: a logical cloud's own namespace is %q", where, lcNamespace)
 	}
 	if level == LevelPrivileged {
+		return ns, nil
+	}
+	if ns == lcNamespace && ns != "" && IsNamespaceAdmin(g.APIGroups, g.Resources, g.Verbs) {
+		// Rendered as namespace admin, not as "*" (nsadmin.go).
 		return ns, nil
 	}
 	for i, v := range g.Verbs {

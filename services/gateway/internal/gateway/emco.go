@@ -14,6 +14,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	quotav1 "github.com/dcm-project/dcm/gen/dcm/quota/v1"
@@ -61,6 +62,9 @@ type dialectKey struct{}
 type spoken struct {
 	dialect, kind string
 	chosen        bool
+	// body is the message the request's body decodes into, if any:
+	// EMCO's dialect reads its keys as EMCO would (emcokeys.go).
+	body protoreflect.MessageDescriptor
 	// status is EMCO's status query, on the status route in EMCO's
 	// dialect (emco_status.go).
 	status *emcoStatusQuery
@@ -96,6 +100,7 @@ func dialects(def string, next http.Handler) http.Handler {
 				break
 			}
 		}
+		sp.body = bodyMessage(r.Method, r.URL.Path)
 		w.Header().Set(DialectHeader, sp.dialect)
 		// EMCO's status parameters are read for a caller the route serves
 		// only: anyone else gets the route's 403, whatever they hold.
@@ -135,11 +140,14 @@ func readBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 			return
 		}
 		putBody(r, raw)
-		if sp, _ := r.Context().Value(dialectKey{}).(*spoken); sp != nil && sp.kind != "" && isJSON(r) {
-			emco, err := rewriteBody(r, raw, sp.kind)
+		if sp, _ := r.Context().Value(dialectKey{}).(*spoken); sp != nil && (sp.kind != "" || sp.dialect == DialectEMCO && sp.body != nil) && isJSON(r) {
+			emco, ignored, err := rewriteBody(r, raw, sp)
 			if err != nil {
 				errs.WriteHTTP(w, errs.ToStatus(err))
 				return
+			}
+			if len(ignored) > 0 {
+				w.Header().Set(IgnoredHeader, strings.Join(ignored, ", "))
 			}
 			if emco && !sp.chosen {
 				sp.dialect = DialectEMCO
@@ -173,18 +181,27 @@ func isJSON(r *http.Request) bool {
 // rewriteBody puts raw, r's body, back in the project's shape if it is a
 // JSON object. It reports whether the body used EMCO's spellings. A body
 // that is not a JSON object stays as it was, for the decoder to refuse.
-func rewriteBody(r *http.Request, raw []byte, kind string) (bool, error) {
+// In EMCO's dialect the keys are read as EMCO reads them (emcokeys.go):
+// it answers the paths of the keys ignored, sorted.
+func rewriteBody(r *http.Request, raw []byte, sp *spoken) (bool, []string, error) {
 	put := func(b []byte) { putBody(r, b) }
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var body map[string]any
 	if err := d.Decode(&body); err != nil || body == nil {
 		put(raw)
-		return false, nil
+		return false, nil, nil
 	}
 	before, err := json.Marshal(body)
 	if err != nil {
-		return false, errs.Invalid("body", "%v", err)
+		return false, nil, errs.Invalid("body", "%v", err)
+	}
+	kind, folding := sp.kind, sp.dialect == DialectEMCO
+	var ignored []string
+	if s := emcoShapes[kind]; folding && s != nil {
+		if ignored, err = foldShape(body, s, ""); err != nil {
+			return false, nil, err
+		}
 	}
 	var emco bool
 	switch kind {
@@ -196,11 +213,21 @@ func rewriteBody(r *http.Request, raw []byte, kind string) (bool, error) {
 		emco, err = permissionToDCM("", body)
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
+	if folding && sp.body != nil {
+		got, err := foldMessage(body, sp.body, "")
+		if err != nil {
+			return false, nil, err
+		}
+		for _, p := range got {
+			ignored = append(ignored, emcoField(kind, p))
+		}
+	}
+	sort.Strings(ignored)
 	b, err := json.Marshal(body)
 	if err != nil {
-		return false, errs.Invalid("body", "%v", err)
+		return false, nil, errs.Invalid("body", "%v", err)
 	}
 	if bytes.Equal(b, before) {
 		// Nothing to rewrite: the body goes on byte for byte, for the
@@ -208,7 +235,7 @@ func rewriteBody(r *http.Request, raw []byte, kind string) (bool, error) {
 		b = raw
 	}
 	put(b)
-	return emco, nil
+	return emco, ignored, nil
 }
 
 // renameKey moves obj[from] to obj[to]; both given is a mistake.
@@ -304,7 +331,8 @@ func referenceToDCM(body map[string]any) (bool, error) {
 		"cluster": "cluster-name", "cluster-name": "cluster-name",
 		"loadBalancerIP": "loadbalancer-ip", "loadbalancer-ip": "loadbalancer-ip",
 	}
-	for k, v := range spec {
+	for _, k := range sortedKeys(spec) { // in order: the first unknown key is the one named
+		v := spec[k]
 		if k == "certificate" {
 			// EMCO answers the user's certificate here once it has one;
 			// a client sends back what it read. The certificate is the
@@ -350,7 +378,8 @@ func permissionToDCM(path string, body map[string]any) (bool, error) {
 			return false, errs.Invalid(path+"spec", "is an object: namespace, apiGroups, resources, verbs")
 		}
 		delete(body, "spec")
-		for k, v := range spec {
+		for _, k := range sortedKeys(spec) {
+			v := spec[k]
 			switch k {
 			case "namespace", "apiGroups", "resources", "verbs":
 			default:

@@ -172,3 +172,51 @@ func matchTemplate(tmpl, path string, slash bool) (map[string]string, bool) {
 	}
 	return params, true
 }
+
+// A bodyRoute is a binding with a request body: the message it decodes
+// into, whose keys the EMCO dialect reads as EMCO would (emcokeys.go).
+type bodyRoute struct {
+	method, template string
+	body             protoreflect.MessageDescriptor
+}
+
+// bodyRoutes are every binding with a body whose URL matchTemplate reads
+// (none if the bindings cannot be read: routesErr says why).
+var bodyRoutes = readBodyRoutes()
+
+func readBodyRoutes() []bodyRoute {
+	bs, _ := server.HTTPBindings()
+	var out []bodyRoute
+	for _, b := range bs {
+		if b.Body != nil && checkTemplate(b.Path) == nil {
+			out = append(out, bodyRoute{method: b.Method, template: b.Path, body: b.Body})
+		}
+	}
+	return out
+}
+
+// bodyMessage is the message r's body decodes into: of the bodyRoutes r
+// matches, the one with the most literal segments (grpc-gateway's
+// bindings never differ only in a variable), nil for none.
+func bodyMessage(method, path string) protoreflect.MessageDescriptor {
+	var best protoreflect.MessageDescriptor
+	most := -1
+	for _, rt := range bodyRoutes {
+		if rt.method != method {
+			continue
+		}
+		if _, ok := matchTemplate(rt.template, path, true); !ok {
+			continue
+		}
+		lit := 0
+		for _, seg := range strings.Split(rt.template, "/") {
+			if _, v := templateVar(seg); !v {
+				lit++
+			}
+		}
+		if lit > most {
+			best, most = rt.body, lit
+		}
+	}
+	return best
+}

@@ -13,6 +13,12 @@ func Render(project, lc, namespace string, lifetime time.Duration, users []*user
 	return target{project: project, lc: lc, namespace: namespace, certLifetime: lifetime}.render(users, perms)
 }
 
+// RenderAt is Render for a logical cloud at level, with no users.
+func RenderAt(level, namespace string, perms []*userv1.UserPermission) []string {
+	manifests, _ := target{project: "p", lc: "lc", namespace: namespace, level: level}.render(nil, perms)
+	return manifests
+}
+
 // KeySecret names the sealed key of a user whose CSR the service made
 // (tests write records as an earlier version did).
 const KeySecret = keySecret

@@ -20,6 +20,7 @@ const rbacGroup = "rbac.authorization.k8s.io"
 type target struct {
 	project, lc string
 	namespace   string // the logical cloud's namespace
+	level       string // the logical cloud's level
 	// certLifetime is how long the certificates the clusters issue for
 	// the CSRs are valid (DCM_CERT_LIFETIME).
 	certLifetime time.Duration
@@ -101,7 +102,8 @@ func grantees(users []*userv1.User, subjects map[string]map[string]string, p *us
 }
 
 // role is a permission's Role (ClusterRole when it is cluster-wide) and
-// the binding of the same name that grants it to subjects.
+// the binding of the same name that grants it to subjects. EMCO's "*" in
+// the namespace below level privileged is namespace admin's rules.
 func (t target) role(p *userv1.UserPermission, subjects []map[string]string) []string {
 	roleKind, bindingKind := "Role", "RoleBinding"
 	name := p.GetPermissionName()
@@ -115,9 +117,14 @@ func (t target) role(p *userv1.UserPermission, subjects []map[string]string) []s
 		name = t.shared(name)
 	}
 	meta := kube.Meta{Name: name, Namespace: p.GetNamespace(), Labels: t.labels()}
-	rule := map[string]any{"apiGroups": p.GetApiGroups(), "resources": p.GetResources(), "verbs": p.GetVerbs()}
+	rules := []any{map[string]any{"apiGroups": p.GetApiGroups(), "resources": p.GetResources(), "verbs": p.GetVerbs()}}
+	if p.GetNamespace() == t.namespace && t.level != kube.LevelPrivileged && kube.IsNamespaceAdmin(p.GetApiGroups(), p.GetResources(), p.GetVerbs()) {
+		// EMCO's "*" below level privileged: namespace admin, less what
+		// DCM keeps (kube.NamespaceAdminRules).
+		rules = kube.NamespaceAdminRules()
+	}
 	return []string{
-		kube.Manifest(rbacGroup+"/v1", roleKind, meta, map[string]any{"rules": []any{rule}}),
+		kube.Manifest(rbacGroup+"/v1", roleKind, meta, map[string]any{"rules": rules}),
 		kube.Manifest(rbacGroup+"/v1", bindingKind, meta, map[string]any{
 			"roleRef":  map[string]string{"apiGroup": rbacGroup, "kind": roleKind, "name": name},
 			"subjects": subjects,

@@ -3,6 +3,7 @@ package user_test
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +219,47 @@ func TestRenderBindsEachPermissionToItsUsers(t *testing.T) {
 		"all":    {u1, u2, robot},
 		"gone":   {},
 	}, got)
+}
+
+// TestRenderNamespaceAdmin: EMCO's "*" permission in the logical cloud's
+// namespace is rendered as namespace admin below level privileged (no "*",
+// no write to quotas, limit ranges or network policies), as given at
+// privileged and outside the namespace.
+func TestRenderNamespaceAdmin(t *testing.T) {
+	t.Parallel()
+	all := []string{"*"}
+	raw := []any{map[string]any{"apiGroups": []any{"*"}, "resources": []any{"*"}, "verbs": []any{"*"}}}
+	perms := []*userv1.UserPermission{
+		{PermissionName: "all", Namespace: "ns-1", ApiGroups: all, Resources: all, Verbs: all},
+		{PermissionName: "other", Namespace: "ns-2", ApiGroups: all, Resources: all, Verbs: all},
+	}
+	writes := []string{"create", "update", "patch", "delete", "deletecollection", "*", "escalate", "bind", "impersonate"}
+	std := user.RenderAt("standard", "ns-1", perms)
+	role := decode(t, std[0])
+	require.Equal(t, "ns-1", role.Metadata.Namespace)
+	require.NotEmpty(t, role.Rules)
+	for _, r := range role.Rules {
+		for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs} {
+			require.NotContains(t, list, "*", "%+v", r)
+		}
+		for _, res := range r.Resources {
+			if slices.Contains([]string{"resourcequotas", "limitranges", "networkpolicies", "namespaces"}, res) {
+				for _, v := range r.Verbs {
+					require.NotContains(t, writes, v, "%s %s", v, res)
+				}
+			}
+		}
+	}
+	require.Equal(t, raw, rulesOf(t, std[2]), "outside the namespace: as given")
+	priv := user.RenderAt("privileged", "ns-1", perms)
+	require.Equal(t, raw, rulesOf(t, priv[0]), "privileged: as given")
+}
+
+// rulesOf is a manifest's rules as JSON values.
+func rulesOf(t *testing.T, manifest string) []any {
+	var m struct {
+		Rules []any `json:"rules"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(manifest), &m))
+	return m.Rules
 }

@@ -82,7 +82,7 @@ func (s *Service) told(project, lc, level, namespace string) (target, error) {
 	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
 		return target{}, errs.Invalid("namespace", "%q is not a namespace name: %s", namespace, strings.Join(msgs, "; "))
 	}
-	return target{project: project, lc: lc, namespace: namespace, certLifetime: s.certLifetime}, nil
+	return target{project: project, lc: lc, namespace: namespace, level: level, certLifetime: s.certLifetime}, nil
 }
 
 // cloud reads the facts core told of the logical cloud: NotFound if the
