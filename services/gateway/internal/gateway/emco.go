@@ -164,18 +164,19 @@ func putBody(r *http.Request, b []byte) {
 	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
 }
 
-// isJSON reports whether r carries a body that is (or claims no type and
-// may be) JSON.
+// isJSON reports whether r carries a body the router decodes as JSON:
+// every body whatever its Content-Type (the marshaler is registered for
+// runtime.MIMEWildcard), as EMCO decodes its bodies with encoding/json
+// without reading the header (src/dcm/api/logicalCloudHandler.go) and
+// curl -d, used in EMCO's docs, sends application/x-www-form-urlencoded.
+// A multipart form is not: multipartClusters turns it into JSON on the
+// clusters' routes, and every other route's decoder refuses it.
 func isJSON(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err != nil || !strings.HasPrefix(mt, "multipart/")
 }
 
 // rewriteBody puts raw, r's body, back in the project's shape if it is a

@@ -23,6 +23,12 @@ import (
 // they refused it, the error answer.
 func through(t *testing.T, def, method, path, header, body string) (seen string, sp spoken, code int, answer string) {
 	t.Helper()
+	return throughAs(t, def, method, path, header, "application/json", body)
+}
+
+// throughAs is through with the request's Content-Type (none when empty).
+func throughAs(t *testing.T, def, method, path, header, contentType, body string) (seen string, sp spoken, code int, answer string) {
+	t.Helper()
 	routed := readBody(func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
 		b, err := io.ReadAll(r.Body)
 		require.NoError(t, err)
@@ -32,7 +38,9 @@ func through(t *testing.T, def, method, path, header, body string) (seen string,
 	})
 	h := dialects(def, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { routed(w, r, nil) }))
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	if header != "" {
 		req.Header.Set(DialectHeader, header)
 	}
@@ -115,6 +123,29 @@ func TestDialectChoice(t *testing.T) {
 	twice := `{"permission-name":"a","permission-name":"b"}`
 	seen, _, _, _ = through(t, DialectDCM, "POST", "/v2/projects/p/logical-clouds/lc/user-permissions", "", twice)
 	require.Equal(t, twice, seen, "a body with nothing to rewrite goes on byte for byte (the decoder refuses the key given twice)")
+}
+
+// TestDialectWhateverContentType: the router decodes every body as JSON
+// whatever its Content-Type (runtime.MIMEWildcard), as EMCO does
+// (encoding/json on the body, the header unread), and curl -d, used in
+// EMCO's docs, sends application/x-www-form-urlencoded. Such a body is
+// read as EMCO's, keys folded, like a JSON one; a multipart form (turned
+// into JSON before, on the clusters' routes only) is left as it is.
+func TestDialectWhateverContentType(t *testing.T) {
+	t.Parallel()
+	path := "/v2/projects/p/logical-clouds"
+	body := `{"metadata":{"name":"lc1"},"spec":{"namespace":"ns1","user":{"UserName":"u1","type":"certificate"}}}`
+	want := `{"metadata":{"name":"lc1"},"spec":{"namespace":"ns1","user":{"user-name":"u1","type":"certificate"}}}`
+	for _, ct := range []string{"application/json", "", "application/x-www-form-urlencoded", "text/plain; charset=utf-8", "application/merge-patch+json", "not a media type;;"} {
+		seen, sp, code, answer := throughAs(t, DialectEMCO, "POST", path, "", ct, body)
+		require.Equal(t, 299, code, "%q: %s", ct, answer)
+		require.JSONEq(t, want, seen, "Content-Type %q", ct)
+		require.Equal(t, DialectEMCO, sp.dialect, "Content-Type %q", ct)
+	}
+	form := "multipart/form-data; boundary=b"
+	seen, _, code, _ := throughAs(t, DialectEMCO, "POST", path, "", form, body)
+	require.Equal(t, 299, code)
+	require.Equal(t, body, seen, "a multipart body goes on as it was")
 }
 
 func TestDialectRefusals(t *testing.T) {
