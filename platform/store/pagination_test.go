@@ -145,3 +145,35 @@ func TestListPageTokens(t *testing.T) {
 	require.Equal(t, codes.InvalidArgument, errs.Code(err))
 	require.Equal(t, "page-size", errs.FieldOf(errs.ToStatus(err)))
 }
+
+// TestListUnder reads the live children of several parents at once: each
+// parent's in id order, none of a parent not asked for, none marked for
+// deletion, an empty list for a parent with none.
+func TestListUnder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.Open(t)
+	recs := store.NewRecords(s, "under", "thing", func() *structpb.Struct { return &structpb.Struct{} })
+	for _, parent := range []string{"a", "b", "c"} {
+		for _, i := range []int{2, 0, 1} {
+			id := fmt.Sprintf("%s/%d", parent, i)
+			require.NoError(t, recs.Create(ctx, id, parent, newStruct(t, map[string]any{"id": id})))
+		}
+	}
+	_, err := recs.MarkDeleting(ctx, "b/1")
+	require.NoError(t, err)
+	got, err := recs.ListUnder(ctx, []string{"a", "b", "empty"})
+	require.NoError(t, err)
+	ids := map[string][]string{}
+	for parent, ms := range got {
+		for _, m := range ms {
+			ids[parent] = append(ids[parent], m.GetFields()["id"].GetStringValue())
+		}
+	}
+	require.Equal(t, map[string][]string{"a": {"a/0", "a/1", "a/2"}, "b": {"b/0", "b/2"}}, ids)
+	none, err := recs.ListUnder(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	_, err = recs.ListUnder(ctx, make([]string, store.MaxPageSize+1))
+	require.Error(t, err)
+}

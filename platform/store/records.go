@@ -133,6 +133,27 @@ func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 	return out, nil
 }
 
+// ListUnder reads every live object under each of parents in one store
+// command, by parent, each parent's ordered by id: a page of parents'
+// children without one command per parent. At most MaxPageSize parents.
+func (r *Records[M]) ListUnder(ctx context.Context, parents []string) (map[string][]M, error) {
+	if len(parents) > MaxPageSize {
+		return nil, fmt.Errorf("list %s under %d parents: at most %d at once", r.kind, len(parents), MaxPageSize)
+	}
+	out := make(map[string][]M, len(parents))
+	if len(parents) == 0 {
+		return out, nil
+	}
+	items, err := r.find(ctx, bson.D{{Key: "parent", Value: bson.D{{Key: "$in", Value: parents}}}, live})
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		out[it.Parent] = append(out[it.Parent], it.Msg)
+	}
+	return out, nil
+}
+
 // Pages of a list (docs/conventions.md "Lists"): ordered by id, each page
 // starts after the last id of the one before, so items that exist from
 // the first page to the last are listed once each, whatever is created or

@@ -522,13 +522,18 @@ func (s *Service) ListLogicalCloudsPermissions(ctx context.Context, req *userv1.
 	if len(req.GetLogicalClouds()) > store.MaxPageSize {
 		return nil, errs.Invalid("logical-clouds", "at most %d logical clouds at once, got %d", store.MaxPageSize, len(req.GetLogicalClouds()))
 	}
-	out := &userv1.ListLogicalCloudsPermissionsResponse{}
+	// One store command for the page, not one per logical cloud.
+	keys := make([]string, 0, len(req.GetLogicalClouds()))
 	for _, lc := range req.GetLogicalClouds() {
-		ps, err := s.perms.List(ctx, store.Key(req.GetProject(), lc))
-		if err != nil {
-			return nil, err
-		}
-		out.LogicalClouds = append(out.LogicalClouds, &userv1.LogicalCloudPermissions{LogicalCloud: lc, UserPermissions: ps})
+		keys = append(keys, store.Key(req.GetProject(), lc))
+	}
+	byKey, err := s.perms.ListUnder(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := &userv1.ListLogicalCloudsPermissionsResponse{}
+	for i, lc := range req.GetLogicalClouds() {
+		out.LogicalClouds = append(out.LogicalClouds, &userv1.LogicalCloudPermissions{LogicalCloud: lc, UserPermissions: byKey[keys[i]]})
 	}
 	return out, nil
 }
