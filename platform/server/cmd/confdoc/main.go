@@ -9,12 +9,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"reflect"
 	"strings"
 
+	"github.com/dcm-project/dcm/platform/docgen"
 	"github.com/dcm-project/dcm/platform/server"
 )
 
@@ -36,23 +36,7 @@ func main() {
 
 // rewrite replaces the generated table in the file at path.
 func rewrite(path string) error {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q markers", path, begin, end)
-	}
-	var out bytes.Buffer
-	out.Write(old[:i+len(begin)])
-	out.WriteString("\n")
-	out.WriteString(Table(reflect.TypeFor[server.Config]()))
-	out.Write(old[j:])
-	if bytes.Equal(out.Bytes(), old) {
-		return nil
-	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
+	return docgen.Replace(path, begin, end, Table(reflect.TypeFor[server.Config]()))
 }
 
 // Table renders one Markdown row per field of t that has an env tag.

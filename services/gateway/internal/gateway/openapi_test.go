@@ -13,12 +13,11 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/gateway/internal/openapi"
 )
 
@@ -27,55 +26,25 @@ import (
 // JSON names), to the full RPC method they call.
 func restBindings(t *testing.T) map[string]string {
 	t.Helper()
+	bindings, err := server.HTTPBindings()
+	require.NoError(t, err)
 	out := map[string]string{}
 	variable := regexp.MustCompile(`\{([^}=]+)(=[^}]*)?\}`)
-	protoregistry.GlobalFiles.RangeFiles(func(f protoreflect.FileDescriptor) bool {
-		if !strings.HasPrefix(string(f.Package()), "dcm.") {
-			return true
-		}
-		for i := range f.Services().Len() {
-			svc := f.Services().Get(i)
-			for j := range svc.Methods().Len() {
-				m := svc.Methods().Get(j)
-				rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
-				if rule == nil {
-					continue
-				}
-				full := "/" + string(svc.FullName()) + "/" + string(m.Name())
-				for _, r := range append([]*annotations.HttpRule{rule}, rule.GetAdditionalBindings()...) {
-					verb, tmpl := bindingOf(r)
-					require.NotEmpty(t, verb, "%s has a binding of a kind this test does not know", full)
-					path := variable.ReplaceAllStringFunc(tmpl, func(v string) string {
-						name := variable.FindStringSubmatch(v)[1]
-						fd := m.Input().Fields().ByName(protoreflect.Name(name))
-						require.NotNil(t, fd, "%s: %s is not a field of %s", full, name, m.Input().FullName())
-						return "{" + fd.JSONName() + "}"
-					})
-					key := verb + " " + path
-					require.NotContains(t, out, key, "two RPCs on %s", key)
-					out[key] = full
-				}
-			}
-		}
-		return true
-	})
-	return out
-}
-
-func bindingOf(r *annotations.HttpRule) (verb, path string) {
-	switch p := r.GetPattern().(type) {
-	case *annotations.HttpRule_Get:
-		return "get", p.Get
-	case *annotations.HttpRule_Post:
-		return "post", p.Post
-	case *annotations.HttpRule_Put:
-		return "put", p.Put
-	case *annotations.HttpRule_Delete:
-		return "delete", p.Delete
-	case *annotations.HttpRule_Patch:
-		return "patch", p.Patch
+	for _, b := range bindings {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(b.RPC, "/"), "/", ".")))
+		require.NoError(t, err, b.RPC)
+		in := d.(protoreflect.MethodDescriptor).Input()
+		path := variable.ReplaceAllStringFunc(b.Path, func(v string) string {
+			name := variable.FindStringSubmatch(v)[1]
+			fd := in.Fields().ByName(protoreflect.Name(name))
+			require.NotNil(t, fd, "%s: %s is not a field of %s", b.RPC, name, in.FullName())
+			return "{" + fd.JSONName() + "}"
+		})
+		key := strings.ToLower(b.Method) + " " + path
+		require.NotContains(t, out, key, "two RPCs on %s", key)
+		out[key] = b.RPC
 	}
-	return "", ""
+	return out
 }
 
 type docOp struct {
