@@ -29,6 +29,7 @@ type api struct {
 	stamps   *store.Stamps
 	replicas *replicas
 	shards   *shards
+	saver    *statusWriter
 	// writes is the Engine's count of store writes.
 	writes *atomic.Int64
 }
@@ -284,7 +285,10 @@ func (a *api) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutStatu
 	if err := a.waitLoaded(ctx); err != nil {
 		return nil, err
 	}
-	if err := a.known(ctx, ownerID); err != nil {
+	// Fresh: a caller deciding on the answer (core, before it deletes a
+	// terminated logical cloud) sees what the replica that last answered
+	// it had saved, however recently this one read the store.
+	if err := a.known(ctx, ownerID, true); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
@@ -293,7 +297,18 @@ func (a *api) Status(ctx context.Context, ownerID string) (*rsyncv1.RolloutStatu
 	if !ok {
 		return nil, errs.NotFound("rollout %q not found", ownerID)
 	}
-	return o.status(), nil
+	return a.report(o, true), nil
+}
+
+// report is o's status (with its clusters when clusters is set), settled
+// only once this replica's states of o are saved: what one replica shows
+// settled, every other shows settled too. Called with mu held.
+func (a *api) report(o *owner, clusters bool) *rsyncv1.RolloutStatus {
+	st := o.statusOf(clusters)
+	if st.GetSettled() && !a.saver.saved(o) {
+		st.Settled = false
+	}
+	return st
 }
 
 // statesParallel bounds the owners States reads at once.
@@ -311,7 +326,7 @@ func (a *api) States(ctx context.Context, owners []string) ([]*rsyncv1.RolloutSt
 	g.SetLimit(statesParallel)
 	for i, id := range owners {
 		g.Go(func() error {
-			if err := a.known(gctx, id); err != nil {
+			if err := a.known(gctx, id, false); err != nil {
 				if errs.Code(err) == codes.NotFound {
 					return nil
 				}
@@ -320,7 +335,7 @@ func (a *api) States(ctx context.Context, owners []string) ([]*rsyncv1.RolloutSt
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			if o, ok := a.owners[id]; ok {
-				out[i] = o.summary()
+				out[i] = a.report(o, false)
 			}
 			return nil
 		})
@@ -339,7 +354,7 @@ func (a *api) Watch(ctx context.Context, ownerID string, untilSettled bool, send
 		return err
 	}
 	for {
-		if err := a.known(ctx, ownerID); err != nil {
+		if err := a.known(ctx, ownerID, false); err != nil {
 			return err
 		}
 		a.mu.Lock()
@@ -348,7 +363,7 @@ func (a *api) Watch(ctx context.Context, ownerID string, untilSettled bool, send
 			a.mu.Unlock()
 			return errs.NotFound("rollout %q not found", ownerID)
 		}
-		st, changed := o.status(), o.changed
+		st, changed := a.report(o, true), o.changed
 		a.mu.Unlock()
 		if err := send(st); err != nil {
 			return err
@@ -376,8 +391,9 @@ func (a *api) Watch(ctx context.Context, ownerID string, untilSettled bool, send
 
 // known brings ownerID's rollout up to date with the store before it is
 // reported: adopted if another replica submitted or changed it, and the
-// saved states of the clusters other replicas work on read.
-func (a *api) known(ctx context.Context, ownerID string) error {
+// saved states of the clusters other replicas work on read (at most every
+// half second unless fresh).
+func (a *api) known(ctx context.Context, ownerID string, fresh bool) error {
 	// Read your writes across replicas: a change another replica just
 	// stored is adopted now, not at the next poll (its stamp is written
 	// before that replica answers the change).
@@ -399,7 +415,7 @@ func (a *api) known(ctx context.Context, ownerID string) error {
 			return err
 		}
 	}
-	if err := a.replicas.refreshForeign(ctx, ownerID); err != nil {
+	if err := a.replicas.refreshForeign(ctx, ownerID, fresh); err != nil {
 		// Other replicas' clusters are shown as last read.
 		a.log.Debug("read other replicas' cluster states; answering from memory", zap.String("owner", ownerID), zap.Error(err))
 	}

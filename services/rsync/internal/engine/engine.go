@@ -214,7 +214,7 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 	e.shards.take = e.replicas.activate
 	e.api = &api{
 		board: b, connect: connect, rollouts: rollouts, stamps: stamps,
-		replicas: e.replicas, shards: e.shards, writes: &e.writes,
+		replicas: e.replicas, shards: e.shards, saver: e.saver, writes: &e.writes,
 	}
 	return e
 }

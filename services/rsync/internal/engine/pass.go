@@ -39,6 +39,7 @@ func (p *applier) pass(parent context.Context, t *task) {
 		if o.rec.GetGeneration() == gen {
 			p.orphan(t, unregisteredNote(t.provider, t.cluster))
 			t.state.Generation = gen
+			p.saver.flushLocked(t, true)
 		}
 		p.mu.Unlock()
 		return
@@ -54,6 +55,7 @@ func (p *applier) pass(parent context.Context, t *task) {
 		if i < 0 {
 			t.state.Generation = gen
 			t.dirty = true
+			p.saver.flushLocked(t, true) // queued before a watcher reads it settled
 			o.notify()
 			p.mu.Unlock()
 			return

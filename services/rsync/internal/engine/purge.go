@@ -43,7 +43,7 @@ func (rp *replicas) sweep(ctx context.Context) {
 	rp.mu.Unlock()
 	slices.Sort(ids)
 	for _, id := range ids {
-		if err := rp.refreshForeign(ctx, id); err != nil {
+		if err := rp.refreshForeign(ctx, id, false); err != nil {
 			return
 		}
 		rp.mu.Lock()

@@ -339,13 +339,15 @@ func (t *task) resume() {
 }
 
 // refreshForeign reads the saved states of ownerID's clusters that other
-// replicas work on, at most every half second: what Status and Watch show
-// of them is their holder's last save (at most Config.Checkpoint old).
-func (rp *replicas) refreshForeign(ctx context.Context, ownerID string) error {
+// replicas work on, at most every half second unless fresh: what Status
+// and Watch show of them is their holder's last save (at most
+// Config.Checkpoint old while under way; a holder reports its own
+// clusters settled only once saved, api.report).
+func (rp *replicas) refreshForeign(ctx context.Context, ownerID string, fresh bool) error {
 	rp.mu.Lock()
 	o := rp.owners[ownerID]
 	need := false
-	if o != nil && time.Since(o.refreshed) >= 500*time.Millisecond {
+	if o != nil && (fresh || time.Since(o.refreshed) >= 500*time.Millisecond) {
 		for _, t := range o.tasks {
 			if _, ok := rp.shards.epochOf(t); !ok {
 				need = true

@@ -134,6 +134,61 @@ func TestReplicasServeTheAPI(t *testing.T) {
 	waitFor(t, a, owner, "deleted", settledIn(rsyncv1.State_STATE_DELETED))
 }
 
+// TestSettledOnOneReplicaIsSettledOnAll: what one replica answers
+// settled, the other answers settled at once. A replica shows its own
+// clusters settled only once their states are saved, and a one-shot
+// status reads the other replica's saves however recently it read them
+// (core deletes a terminated logical cloud on the status of whichever
+// replica it asks).
+func TestSettledOnOneReplicaIsSettledOnAll(t *testing.T) {
+	h := kubetest.ForTests(t, 3)
+	st := storetest.Open(t)
+	replicas := map[string]*engine.Engine{
+		"a": runReplica(t, st, newKubeClusters(h), "a", testConfig),
+		"b": runReplica(t, st, newKubeClusters(h), "b", testConfig),
+	}
+	holders := waitSplit(t, store.NewLeases(st, "rsync_leases"), "a", "b")
+	// x works cluster 0; y is the other replica.
+	x, y := replicas["a"], replicas["b"]
+	if holders[engine.ShardOf("edge", h.Clusters[0].Name, shards)] == "b" {
+		x, y = y, x
+	}
+
+	ctx := context.Background()
+	const owner, ns = "lc/p/settled", "tenant-settled"
+	both := func(what string, ok func(*rsyncv1.RolloutStatus) bool) {
+		t.Helper()
+		for name, e := range map[string]*engine.Engine{"the replica working cluster 0": x, "the other": y} {
+			now, err := e.Status(ctx, owner)
+			require.NoError(t, err)
+			require.True(t, ok(now), "%s, %s: %v settled %v, %d of %d ready", what, name, now.GetState(), now.GetSettled(), now.GetReady(), now.GetTotal())
+		}
+	}
+	for i, want := range []rsyncv1.State{rsyncv1.State_STATE_APPLIED, rsyncv1.State_STATE_APPLIED, rsyncv1.State_STATE_DELETED} {
+		release := x.HoldSaves(t)
+		var err error
+		switch i {
+		case 0:
+			_, err = y.Submit(ctx, owner, rollout(h, configMaps(ns, 5), 0, 1, 2))
+		case 1:
+			_, err = y.Update(ctx, owner, rollout(h, configMaps(ns, 6), 0, 1, 2))
+		default:
+			_, err = y.Delete(ctx, owner)
+		}
+		require.NoError(t, err)
+		what := fmt.Sprintf("step %d (%v)", i, want)
+		waitFor(t, x, owner, what+": done on the clusters", func(st *rsyncv1.RolloutStatus) bool {
+			return st.GetGeneration() == int64(i+1) && st.GetReady() == st.GetTotal() && st.GetState() != rsyncv1.State_STATE_RETRYING
+		})
+		both(what+", unsaved", func(st *rsyncv1.RolloutStatus) bool { return !st.GetSettled() })
+		release()
+		var last *rsyncv1.RolloutStatus
+		require.NoError(t, x.Watch(ctx, owner, true, func(st *rsyncv1.RolloutStatus) error { last = st; return nil }))
+		require.True(t, settledIn(want)(last), "%s, watched: %v settled %v", what, last.GetState(), last.GetSettled())
+		both(what+", at once", settledIn(want))
+	}
+}
+
 // TestKilledReplicaIsTakenOver runs three replicas as processes on one
 // store, kills the one working the most clusters with SIGKILL in the
 // middle of a rollout (150 ConfigMaps and a CertificateSigningRequest per

@@ -38,10 +38,14 @@ type statusWriter struct {
 	// held.
 	epoch func(*task) (int64, bool)
 
-	mu      sync.Mutex
-	q       []*task
-	queued  map[*task]bool
-	writing bool
+	mu     sync.Mutex
+	q      []*task
+	queued map[*task]bool
+	// current is the task whose state is being written, nil when none.
+	current *task
+	// gate is read-held around each write; a test holds the writes by
+	// taking it (HoldSaves).
+	gate sync.RWMutex
 }
 
 func newStatusWriter(states *store.Records[*rsyncv1.StoredClusterState], tasks sync.Locker, checkpoint time.Duration, writes *atomic.Int64, log *zap.Logger) *statusWriter {
@@ -56,6 +60,13 @@ func newStatusWriter(states *store.Records[*rsyncv1.StoredClusterState], tasks s
 func (w *statusWriter) flush(t *task, force bool) {
 	w.tasks.Lock()
 	defer w.tasks.Unlock()
+	w.flushLocked(t, force)
+}
+
+// flushLocked is flush called with the engine's mu held: a pass that ends
+// queues its state before it tells the watchers, so that no status read in
+// between shows it settled and unsaved (saved).
+func (w *statusWriter) flushLocked(t *task, force bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !t.dirty || w.queued[t] || (!force && time.Since(t.lastFlush) < w.checkpoint) {
@@ -98,7 +109,7 @@ func (w *statusWriter) next() (t *task, snap *rsyncv1.StoredClusterState, versio
 		snap.Epoch = epoch
 		version, prev = t.stateVersion, t.stateID
 		t.dirty = false
-		w.writing = true
+		w.current = t
 		return t, snap, version, prev
 	}
 	return nil, nil, 0, ""
@@ -111,10 +122,11 @@ func (w *statusWriter) written(t *task, version int64, id string, err error) {
 	defer w.tasks.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.writing = false
+	w.current = nil
 	if err == nil {
 		storeWrites.WithLabelValues("ok").Inc()
 		t.stateVersion, t.stateID = version, id
+		t.owner.notify() // a watcher waiting for it to be saved (saved)
 		return
 	}
 	storeWrites.WithLabelValues("error").Inc()
@@ -142,7 +154,9 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 		}
 
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		w.gate.RLock()
 		version, id, err := w.write(wctx, snap, version, prev)
+		w.gate.RUnlock()
 		cancel()
 		w.written(t, version, id, err)
 		if err == nil {
@@ -162,7 +176,7 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 func (w *statusWriter) pending(o *owner) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.writing {
+	if w.current != nil {
 		return true
 	}
 	for t := range w.queued {
@@ -171,6 +185,26 @@ func (w *statusWriter) pending(o *owner) bool {
 		}
 	}
 	return false
+}
+
+// saved says whether every state of o this replica queued for the store
+// is written: what it shows of its own clusters is then what the other
+// replicas read of them, and a status is not reported settled before
+// that (api.report), or one replica could answer a settled rollout that
+// another, reading the store a moment later, still shows under way.
+// Called with tasks held.
+func (w *statusWriter) saved(o *owner) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current != nil && w.current.owner == o {
+		return false
+	}
+	for t := range w.queued {
+		if t.owner == o {
+			return false
+		}
+	}
+	return true
 }
 
 // forget drops t from the queue (its owner was purged). Called with tasks
@@ -189,7 +223,7 @@ func (w *statusWriter) unsaved() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(w.q)
-	if w.writing {
+	if w.current != nil {
 		n++
 	}
 	return n
