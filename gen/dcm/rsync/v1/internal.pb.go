@@ -571,14 +571,16 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"\n" +
 	"KIND_ADDED\x10\x01\x12\x17\n" +
 	"\x13KIND_LABELS_CHANGED\x10\x02\x12\x10\n" +
-	"\fKIND_DELETED\x10\x032\xf1\r\n" +
+	"\fKIND_DELETED\x10\x032\xab\x0f\n" +
 	"\x14RsyncInternalService\x12[\n" +
 	"\x0eSelectClusters\x12#.dcm.rsync.v1.SelectClustersRequest\x1a$.dcm.rsync.v1.SelectClustersResponse\x12Z\n" +
 	"\rWatchClusters\x12\".dcm.rsync.v1.WatchClustersRequest\x1a#.dcm.rsync.v1.WatchClustersResponse0\x01\x12X\n" +
 	"\rSubmitRollout\x12\".dcm.rsync.v1.SubmitRolloutRequest\x1a#.dcm.rsync.v1.SubmitRolloutResponse\x12X\n" +
 	"\rUpdateRollout\x12\".dcm.rsync.v1.UpdateRolloutRequest\x1a#.dcm.rsync.v1.UpdateRolloutResponse\x12X\n" +
 	"\rDeleteRollout\x12\".dcm.rsync.v1.DeleteRolloutRequest\x1a#.dcm.rsync.v1.DeleteRolloutResponse\x12R\n" +
-	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12o\n" +
+	"\vStopRollout\x12 .dcm.rsync.v1.StopRolloutRequest\x1a!.dcm.rsync.v1.StopRolloutResponse\x12X\n" +
+	"\rResumeRollout\x12\".dcm.rsync.v1.ResumeRolloutRequest\x1a#.dcm.rsync.v1.ResumeRolloutResponse\x12^\n" +
+	"\x0fRollbackRollout\x12$.dcm.rsync.v1.RollbackRolloutRequest\x1a%.dcm.rsync.v1.RollbackRolloutResponse\x12o\n" +
 	"\x10GetRolloutStatus\x12%.dcm.rsync.v1.GetRolloutStatusRequest\x1a&.dcm.rsync.v1.GetRolloutStatusResponse\"\f\xc2\xf3\x18\b\n" +
 	"\x04core\x10\x01\x12o\n" +
 	"\x10GetRolloutStates\x12%.dcm.rsync.v1.GetRolloutStatesRequest\x1a&.dcm.rsync.v1.GetRolloutStatesResponse\"\f\xc2\xf3\x18\b\n" +
@@ -629,29 +631,33 @@ var file_dcm_rsync_v1_internal_proto_goTypes = []any{
 	(*UpdateRolloutRequest)(nil),           // 11: dcm.rsync.v1.UpdateRolloutRequest
 	(*DeleteRolloutRequest)(nil),           // 12: dcm.rsync.v1.DeleteRolloutRequest
 	(*StopRolloutRequest)(nil),             // 13: dcm.rsync.v1.StopRolloutRequest
-	(*GetRolloutStatusRequest)(nil),        // 14: dcm.rsync.v1.GetRolloutStatusRequest
-	(*GetRolloutStatesRequest)(nil),        // 15: dcm.rsync.v1.GetRolloutStatesRequest
-	(*WatchRolloutStatusRequest)(nil),      // 16: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*GetCertificateRequest)(nil),          // 17: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 18: dcm.rsync.v1.RenewCertificateRequest
-	(*GetResourceQuotaStatusRequest)(nil),  // 19: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetClusterConnectionRequest)(nil),    // 20: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetServiceAccountTokenRequest)(nil),  // 21: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetObjectOwnersRequest)(nil),         // 22: dcm.rsync.v1.GetObjectOwnersRequest
-	(*SelectClustersResponse)(nil),         // 23: dcm.rsync.v1.SelectClustersResponse
-	(*SubmitRolloutResponse)(nil),          // 24: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 25: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 26: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 27: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 28: dcm.rsync.v1.GetRolloutStatusResponse
-	(*GetRolloutStatesResponse)(nil),       // 29: dcm.rsync.v1.GetRolloutStatesResponse
-	(*WatchRolloutStatusResponse)(nil),     // 30: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 31: dcm.rsync.v1.GetCertificateResponse
-	(*RenewCertificateResponse)(nil),       // 32: dcm.rsync.v1.RenewCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 33: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 34: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenResponse)(nil), // 35: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersResponse)(nil),        // 36: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ResumeRolloutRequest)(nil),           // 14: dcm.rsync.v1.ResumeRolloutRequest
+	(*RollbackRolloutRequest)(nil),         // 15: dcm.rsync.v1.RollbackRolloutRequest
+	(*GetRolloutStatusRequest)(nil),        // 16: dcm.rsync.v1.GetRolloutStatusRequest
+	(*GetRolloutStatesRequest)(nil),        // 17: dcm.rsync.v1.GetRolloutStatesRequest
+	(*WatchRolloutStatusRequest)(nil),      // 18: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*GetCertificateRequest)(nil),          // 19: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 20: dcm.rsync.v1.RenewCertificateRequest
+	(*GetResourceQuotaStatusRequest)(nil),  // 21: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetClusterConnectionRequest)(nil),    // 22: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetServiceAccountTokenRequest)(nil),  // 23: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetObjectOwnersRequest)(nil),         // 24: dcm.rsync.v1.GetObjectOwnersRequest
+	(*SelectClustersResponse)(nil),         // 25: dcm.rsync.v1.SelectClustersResponse
+	(*SubmitRolloutResponse)(nil),          // 26: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutResponse)(nil),          // 27: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutResponse)(nil),          // 28: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutResponse)(nil),            // 29: dcm.rsync.v1.StopRolloutResponse
+	(*ResumeRolloutResponse)(nil),          // 30: dcm.rsync.v1.ResumeRolloutResponse
+	(*RollbackRolloutResponse)(nil),        // 31: dcm.rsync.v1.RollbackRolloutResponse
+	(*GetRolloutStatusResponse)(nil),       // 32: dcm.rsync.v1.GetRolloutStatusResponse
+	(*GetRolloutStatesResponse)(nil),       // 33: dcm.rsync.v1.GetRolloutStatesResponse
+	(*WatchRolloutStatusResponse)(nil),     // 34: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*GetCertificateResponse)(nil),         // 35: dcm.rsync.v1.GetCertificateResponse
+	(*RenewCertificateResponse)(nil),       // 36: dcm.rsync.v1.RenewCertificateResponse
+	(*GetResourceQuotaStatusResponse)(nil), // 37: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*GetClusterConnectionResponse)(nil),   // 38: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenResponse)(nil), // 39: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersResponse)(nil),        // 40: dcm.rsync.v1.GetObjectOwnersResponse
 }
 var file_dcm_rsync_v1_internal_proto_depIdxs = []int32{
 	8,  // 0: dcm.rsync.v1.WatchClustersResponse.changes:type_name -> dcm.rsync.v1.ClusterChange
@@ -662,36 +668,40 @@ var file_dcm_rsync_v1_internal_proto_depIdxs = []int32{
 	11, // 5: dcm.rsync.v1.RsyncInternalService.UpdateRollout:input_type -> dcm.rsync.v1.UpdateRolloutRequest
 	12, // 6: dcm.rsync.v1.RsyncInternalService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
 	13, // 7: dcm.rsync.v1.RsyncInternalService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
-	14, // 8: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
-	15, // 9: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
-	16, // 10: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
-	17, // 11: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
-	18, // 12: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
-	19, // 13: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
-	20, // 14: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	21, // 15: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
-	22, // 16: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
-	1,  // 17: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
-	3,  // 18: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
-	23, // 19: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	7,  // 20: dcm.rsync.v1.RsyncInternalService.WatchClusters:output_type -> dcm.rsync.v1.WatchClustersResponse
-	24, // 21: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	25, // 22: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	26, // 23: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	27, // 24: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	28, // 25: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	29, // 26: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
-	30, // 27: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	31, // 28: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	32, // 29: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
-	33, // 30: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	34, // 31: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	35, // 32: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
-	36, // 33: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
-	2,  // 34: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
-	4,  // 35: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
-	19, // [19:36] is the sub-list for method output_type
-	2,  // [2:19] is the sub-list for method input_type
+	14, // 8: dcm.rsync.v1.RsyncInternalService.ResumeRollout:input_type -> dcm.rsync.v1.ResumeRolloutRequest
+	15, // 9: dcm.rsync.v1.RsyncInternalService.RollbackRollout:input_type -> dcm.rsync.v1.RollbackRolloutRequest
+	16, // 10: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
+	17, // 11: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
+	18, // 12: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
+	19, // 13: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
+	20, // 14: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
+	21, // 15: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
+	22, // 16: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
+	23, // 17: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
+	24, // 18: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
+	1,  // 19: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
+	3,  // 20: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
+	25, // 21: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	7,  // 22: dcm.rsync.v1.RsyncInternalService.WatchClusters:output_type -> dcm.rsync.v1.WatchClustersResponse
+	26, // 23: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
+	27, // 24: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
+	28, // 25: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
+	29, // 26: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
+	30, // 27: dcm.rsync.v1.RsyncInternalService.ResumeRollout:output_type -> dcm.rsync.v1.ResumeRolloutResponse
+	31, // 28: dcm.rsync.v1.RsyncInternalService.RollbackRollout:output_type -> dcm.rsync.v1.RollbackRolloutResponse
+	32, // 29: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
+	33, // 30: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
+	34, // 31: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
+	35, // 32: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
+	36, // 33: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
+	37, // 34: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
+	38, // 35: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
+	39, // 36: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
+	40, // 37: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
+	2,  // 38: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
+	4,  // 39: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
+	21, // [21:40] is the sub-list for method output_type
+	2,  // [2:21] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name

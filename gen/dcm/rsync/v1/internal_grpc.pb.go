@@ -25,6 +25,8 @@ const (
 	RsyncInternalService_UpdateRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/UpdateRollout"
 	RsyncInternalService_DeleteRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/DeleteRollout"
 	RsyncInternalService_StopRollout_FullMethodName            = "/dcm.rsync.v1.RsyncInternalService/StopRollout"
+	RsyncInternalService_ResumeRollout_FullMethodName          = "/dcm.rsync.v1.RsyncInternalService/ResumeRollout"
+	RsyncInternalService_RollbackRollout_FullMethodName        = "/dcm.rsync.v1.RsyncInternalService/RollbackRollout"
 	RsyncInternalService_GetRolloutStatus_FullMethodName       = "/dcm.rsync.v1.RsyncInternalService/GetRolloutStatus"
 	RsyncInternalService_GetRolloutStates_FullMethodName       = "/dcm.rsync.v1.RsyncInternalService/GetRolloutStates"
 	RsyncInternalService_WatchRolloutStatus_FullMethodName     = "/dcm.rsync.v1.RsyncInternalService/WatchRolloutStatus"
@@ -77,6 +79,14 @@ type RsyncInternalServiceClient interface {
 	// StopRollout halts an owner's retries and pending work; UpdateRollout or
 	// DeleteRollout resume it.
 	StopRollout(ctx context.Context, in *StopRolloutRequest, opts ...grpc.CallOption) (*StopRolloutResponse, error)
+	// ResumeRollout continues a paused progressive rollout: its failures so
+	// far no longer count. FailedPrecondition (reason WRONG_STATE) when it
+	// is not paused.
+	ResumeRollout(ctx context.Context, in *ResumeRolloutRequest, opts ...grpc.CallOption) (*ResumeRolloutResponse, error)
+	// RollbackRollout makes the previous generation's desired state a new
+	// generation, given to every cluster at once. FailedPrecondition (reason
+	// WRONG_STATE) when no previous generation is kept.
+	RollbackRollout(ctx context.Context, in *RollbackRolloutRequest, opts ...grpc.CallOption) (*RollbackRolloutResponse, error)
 	// GetRolloutStatus reports where an owner's rollout stands, per cluster
 	// and per resource.
 	GetRolloutStatus(ctx context.Context, in *GetRolloutStatusRequest, opts ...grpc.CallOption) (*GetRolloutStatusResponse, error)
@@ -196,6 +206,26 @@ func (c *rsyncInternalServiceClient) StopRollout(ctx context.Context, in *StopRo
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StopRolloutResponse)
 	err := c.cc.Invoke(ctx, RsyncInternalService_StopRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncInternalServiceClient) ResumeRollout(ctx context.Context, in *ResumeRolloutRequest, opts ...grpc.CallOption) (*ResumeRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeRolloutResponse)
+	err := c.cc.Invoke(ctx, RsyncInternalService_ResumeRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rsyncInternalServiceClient) RollbackRollout(ctx context.Context, in *RollbackRolloutRequest, opts ...grpc.CallOption) (*RollbackRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackRolloutResponse)
+	err := c.cc.Invoke(ctx, RsyncInternalService_RollbackRollout_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +390,14 @@ type RsyncInternalServiceServer interface {
 	// StopRollout halts an owner's retries and pending work; UpdateRollout or
 	// DeleteRollout resume it.
 	StopRollout(context.Context, *StopRolloutRequest) (*StopRolloutResponse, error)
+	// ResumeRollout continues a paused progressive rollout: its failures so
+	// far no longer count. FailedPrecondition (reason WRONG_STATE) when it
+	// is not paused.
+	ResumeRollout(context.Context, *ResumeRolloutRequest) (*ResumeRolloutResponse, error)
+	// RollbackRollout makes the previous generation's desired state a new
+	// generation, given to every cluster at once. FailedPrecondition (reason
+	// WRONG_STATE) when no previous generation is kept.
+	RollbackRollout(context.Context, *RollbackRolloutRequest) (*RollbackRolloutResponse, error)
 	// GetRolloutStatus reports where an owner's rollout stands, per cluster
 	// and per resource.
 	GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error)
@@ -433,6 +471,12 @@ func (UnimplementedRsyncInternalServiceServer) DeleteRollout(context.Context, *D
 }
 func (UnimplementedRsyncInternalServiceServer) StopRollout(context.Context, *StopRolloutRequest) (*StopRolloutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopRollout not implemented")
+}
+func (UnimplementedRsyncInternalServiceServer) ResumeRollout(context.Context, *ResumeRolloutRequest) (*ResumeRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeRollout not implemented")
+}
+func (UnimplementedRsyncInternalServiceServer) RollbackRollout(context.Context, *RollbackRolloutRequest) (*RollbackRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RollbackRollout not implemented")
 }
 func (UnimplementedRsyncInternalServiceServer) GetRolloutStatus(context.Context, *GetRolloutStatusRequest) (*GetRolloutStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRolloutStatus not implemented")
@@ -585,6 +629,42 @@ func _RsyncInternalService_StopRollout_Handler(srv interface{}, ctx context.Cont
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RsyncInternalServiceServer).StopRollout(ctx, req.(*StopRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncInternalService_ResumeRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncInternalServiceServer).ResumeRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncInternalService_ResumeRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncInternalServiceServer).ResumeRollout(ctx, req.(*ResumeRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RsyncInternalService_RollbackRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RsyncInternalServiceServer).RollbackRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RsyncInternalService_RollbackRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RsyncInternalServiceServer).RollbackRollout(ctx, req.(*RollbackRolloutRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -806,6 +886,14 @@ var RsyncInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopRollout",
 			Handler:    _RsyncInternalService_StopRollout_Handler,
+		},
+		{
+			MethodName: "ResumeRollout",
+			Handler:    _RsyncInternalService_ResumeRollout_Handler,
+		},
+		{
+			MethodName: "RollbackRollout",
+			Handler:    _RsyncInternalService_RollbackRollout_Handler,
 		},
 		{
 			MethodName: "GetRolloutStatus",

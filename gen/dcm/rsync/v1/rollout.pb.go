@@ -11,6 +11,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -364,7 +365,10 @@ type SubmitRolloutRequest struct {
 	// deleted on a cluster by someone else (drift). Absent or true: it
 	// applies the desired state again and records the repair; false: it
 	// records the drift only.
-	Repair        *bool `protobuf:"varint,4,opt,name=repair,proto3,oneof" json:"repair,omitempty"`
+	Repair *bool `protobuf:"varint,4,opt,name=repair,proto3,oneof" json:"repair,omitempty"`
+	// strategy says how the generation reaches the clusters; absent: all at
+	// once.
+	Strategy      *RolloutStrategy `protobuf:"bytes,5,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +431,13 @@ func (x *SubmitRolloutRequest) GetRepair() bool {
 	return false
 }
 
+func (x *SubmitRolloutRequest) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
 // SubmitRolloutResponse tells the generation now desired.
 type SubmitRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -483,7 +494,9 @@ type UpdateRolloutRequest struct {
 	// host_owner: as SubmitRolloutRequest's; it replaces the rollout's.
 	HostOwner string `protobuf:"bytes,3,opt,name=host_owner,json=hostOwner,proto3" json:"host_owner,omitempty"`
 	// repair: as SubmitRolloutRequest's; absent keeps the rollout's setting.
-	Repair        *bool `protobuf:"varint,4,opt,name=repair,proto3,oneof" json:"repair,omitempty"`
+	Repair *bool `protobuf:"varint,4,opt,name=repair,proto3,oneof" json:"repair,omitempty"`
+	// strategy: as SubmitRolloutRequest's; it replaces the rollout's.
+	Strategy      *RolloutStrategy `protobuf:"bytes,5,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +559,218 @@ func (x *UpdateRolloutRequest) GetRepair() bool {
 	return false
 }
 
+func (x *UpdateRolloutRequest) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+// RolloutStrategy says how a new generation reaches a rollout's clusters
+// (the engine's stages.go). Not progressive: every cluster at once.
+// Progressive: in the order of the request's clusters (then the clusters
+// dropped from it), at most max_concurrency clusters at a time; a wave
+// starts once every cluster of the previous one settled and soak passed
+// since; once more than max_failures clusters failed the rollout pauses
+// (ResumeRollout, RollbackRollout). A deletion always goes to every
+// cluster at once.
+type RolloutStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// progressive turns waves on.
+	Progressive bool `protobuf:"varint,1,opt,name=progressive,proto3" json:"progressive,omitempty"`
+	// max_concurrency is how many clusters a wave holds.
+	MaxConcurrency int32 `protobuf:"varint,2,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	// max_failures is how many clusters may fail before the rollout pauses.
+	MaxFailures int32 `protobuf:"varint,3,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
+	// soak is how long a settled wave is watched before the next starts.
+	Soak          *durationpb.Duration `protobuf:"bytes,4,opt,name=soak,proto3" json:"soak,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutStrategy) Reset() {
+	*x = RolloutStrategy{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStrategy) ProtoMessage() {}
+
+func (x *RolloutStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStrategy.ProtoReflect.Descriptor instead.
+func (*RolloutStrategy) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RolloutStrategy) GetProgressive() bool {
+	if x != nil {
+		return x.Progressive
+	}
+	return false
+}
+
+func (x *RolloutStrategy) GetMaxConcurrency() int32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *RolloutStrategy) GetMaxFailures() int32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *RolloutStrategy) GetSoak() *durationpb.Duration {
+	if x != nil {
+		return x.Soak
+	}
+	return nil
+}
+
+// RolloutProgress is where a progressive rollout's current generation
+// stands.
+type RolloutProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// wave counts the waves started for the generation (1: the first).
+	Wave int32 `protobuf:"varint,1,opt,name=wave,proto3" json:"wave,omitempty"`
+	// admitted is how many clusters, in the rollout's order, were given the
+	// generation; the others keep their previous one.
+	Admitted int32 `protobuf:"varint,2,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// total is how many clusters the generation goes to in all.
+	Total int32 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// paused is true once failures exceeded the strategy's max_failures:
+	// no more clusters are given the generation until ResumeRollout.
+	Paused bool `protobuf:"varint,4,opt,name=paused,proto3" json:"paused,omitempty"`
+	// failed names the clusters ("provider/cluster") that failed the
+	// generation and count toward max_failures.
+	Failed []string `protobuf:"bytes,5,rep,name=failed,proto3" json:"failed,omitempty"`
+	// forgiven names the clusters whose failures no longer count (they
+	// failed before a ResumeRollout).
+	Forgiven []string `protobuf:"bytes,6,rep,name=forgiven,proto3" json:"forgiven,omitempty"`
+	// wave_settled is when the current wave's clusters all settled; the next
+	// wave starts soak after it.
+	WaveSettled *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=wave_settled,json=waveSettled,proto3" json:"wave_settled,omitempty"`
+	// strategy is the rollout's.
+	Strategy *RolloutStrategy `protobuf:"bytes,8,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// rollback_available is true while the rollout keeps the previous
+	// generation's desired state (RollbackRollout).
+	RollbackAvailable bool `protobuf:"varint,9,opt,name=rollback_available,json=rollbackAvailable,proto3" json:"rollback_available,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RolloutProgress) Reset() {
+	*x = RolloutProgress{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutProgress) ProtoMessage() {}
+
+func (x *RolloutProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutProgress.ProtoReflect.Descriptor instead.
+func (*RolloutProgress) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RolloutProgress) GetWave() int32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *RolloutProgress) GetAdmitted() int32 {
+	if x != nil {
+		return x.Admitted
+	}
+	return 0
+}
+
+func (x *RolloutProgress) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *RolloutProgress) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *RolloutProgress) GetFailed() []string {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *RolloutProgress) GetForgiven() []string {
+	if x != nil {
+		return x.Forgiven
+	}
+	return nil
+}
+
+func (x *RolloutProgress) GetWaveSettled() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaveSettled
+	}
+	return nil
+}
+
+func (x *RolloutProgress) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *RolloutProgress) GetRollbackAvailable() bool {
+	if x != nil {
+		return x.RollbackAvailable
+	}
+	return false
+}
+
 // UpdateRolloutResponse tells the generation now desired.
 type UpdateRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -557,7 +782,7 @@ type UpdateRolloutResponse struct {
 
 func (x *UpdateRolloutResponse) Reset() {
 	*x = UpdateRolloutResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[5]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +794,7 @@ func (x *UpdateRolloutResponse) String() string {
 func (*UpdateRolloutResponse) ProtoMessage() {}
 
 func (x *UpdateRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[5]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +807,7 @@ func (x *UpdateRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRolloutResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{5}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateRolloutResponse) GetGeneration() int64 {
@@ -607,7 +832,7 @@ type DeleteRolloutRequest struct {
 
 func (x *DeleteRolloutRequest) Reset() {
 	*x = DeleteRolloutRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[6]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +844,7 @@ func (x *DeleteRolloutRequest) String() string {
 func (*DeleteRolloutRequest) ProtoMessage() {}
 
 func (x *DeleteRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[6]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +857,7 @@ func (x *DeleteRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRolloutRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{6}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteRolloutRequest) GetOwner() string {
@@ -660,7 +885,7 @@ type DeleteRolloutResponse struct {
 
 func (x *DeleteRolloutResponse) Reset() {
 	*x = DeleteRolloutResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[7]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +897,7 @@ func (x *DeleteRolloutResponse) String() string {
 func (*DeleteRolloutResponse) ProtoMessage() {}
 
 func (x *DeleteRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[7]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +910,7 @@ func (x *DeleteRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRolloutResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{7}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteRolloutResponse) GetGeneration() int64 {
@@ -706,7 +931,7 @@ type StopRolloutRequest struct {
 
 func (x *StopRolloutRequest) Reset() {
 	*x = StopRolloutRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[8]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +943,7 @@ func (x *StopRolloutRequest) String() string {
 func (*StopRolloutRequest) ProtoMessage() {}
 
 func (x *StopRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[8]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +956,7 @@ func (x *StopRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRolloutRequest.ProtoReflect.Descriptor instead.
 func (*StopRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{8}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StopRolloutRequest) GetOwner() string {
@@ -750,7 +975,7 @@ type StopRolloutResponse struct {
 
 func (x *StopRolloutResponse) Reset() {
 	*x = StopRolloutResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[9]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +987,7 @@ func (x *StopRolloutResponse) String() string {
 func (*StopRolloutResponse) ProtoMessage() {}
 
 func (x *StopRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[9]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1000,182 @@ func (x *StopRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRolloutResponse.ProtoReflect.Descriptor instead.
 func (*StopRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{9}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{11}
+}
+
+// ResumeRolloutRequest names the rollout.
+type ResumeRolloutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner names the rollout.
+	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRolloutRequest) Reset() {
+	*x = ResumeRolloutRequest{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRolloutRequest) ProtoMessage() {}
+
+func (x *ResumeRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRolloutRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ResumeRolloutRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// ResumeRolloutResponse is empty.
+type ResumeRolloutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRolloutResponse) Reset() {
+	*x = ResumeRolloutResponse{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRolloutResponse) ProtoMessage() {}
+
+func (x *ResumeRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRolloutResponse.ProtoReflect.Descriptor instead.
+func (*ResumeRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{13}
+}
+
+// RollbackRolloutRequest names the rollout.
+type RollbackRolloutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner names the rollout.
+	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRolloutRequest) Reset() {
+	*x = RollbackRolloutRequest{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRolloutRequest) ProtoMessage() {}
+
+func (x *RollbackRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRolloutRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RollbackRolloutRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// RollbackRolloutResponse tells the generation now desired.
+type RollbackRolloutResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation counts the owner's submits, updates and deletes.
+	Generation    int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRolloutResponse) Reset() {
+	*x = RollbackRolloutResponse{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRolloutResponse) ProtoMessage() {}
+
+func (x *RollbackRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRolloutResponse.ProtoReflect.Descriptor instead.
+func (*RollbackRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RollbackRolloutResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // GetRolloutStatusRequest names the rollout.
@@ -789,7 +1189,7 @@ type GetRolloutStatusRequest struct {
 
 func (x *GetRolloutStatusRequest) Reset() {
 	*x = GetRolloutStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[10]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +1201,7 @@ func (x *GetRolloutStatusRequest) String() string {
 func (*GetRolloutStatusRequest) ProtoMessage() {}
 
 func (x *GetRolloutStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[10]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +1214,7 @@ func (x *GetRolloutStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{10}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRolloutStatusRequest) GetOwner() string {
@@ -835,7 +1235,7 @@ type GetRolloutStatusResponse struct {
 
 func (x *GetRolloutStatusResponse) Reset() {
 	*x = GetRolloutStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[11]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1247,7 @@ func (x *GetRolloutStatusResponse) String() string {
 func (*GetRolloutStatusResponse) ProtoMessage() {}
 
 func (x *GetRolloutStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[11]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1260,7 @@ func (x *GetRolloutStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{11}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetRolloutStatusResponse) GetStatus() *RolloutStatus {
@@ -881,7 +1281,7 @@ type GetRolloutStatesRequest struct {
 
 func (x *GetRolloutStatesRequest) Reset() {
 	*x = GetRolloutStatesRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1293,7 @@ func (x *GetRolloutStatesRequest) String() string {
 func (*GetRolloutStatesRequest) ProtoMessage() {}
 
 func (x *GetRolloutStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[12]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1306,7 @@ func (x *GetRolloutStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStatesRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutStatesRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{12}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRolloutStatesRequest) GetOwners() []string {
@@ -928,7 +1328,7 @@ type GetRolloutStatesResponse struct {
 
 func (x *GetRolloutStatesResponse) Reset() {
 	*x = GetRolloutStatesResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1340,7 @@ func (x *GetRolloutStatesResponse) String() string {
 func (*GetRolloutStatesResponse) ProtoMessage() {}
 
 func (x *GetRolloutStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[13]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1353,7 @@ func (x *GetRolloutStatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStatesResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutStatesResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{13}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRolloutStatesResponse) GetStatuses() []*RolloutStatus {
@@ -976,7 +1376,7 @@ type WatchRolloutStatusRequest struct {
 
 func (x *WatchRolloutStatusRequest) Reset() {
 	*x = WatchRolloutStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1388,7 @@ func (x *WatchRolloutStatusRequest) String() string {
 func (*WatchRolloutStatusRequest) ProtoMessage() {}
 
 func (x *WatchRolloutStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[14]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1401,7 @@ func (x *WatchRolloutStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRolloutStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchRolloutStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{14}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchRolloutStatusRequest) GetOwner() string {
@@ -1029,7 +1429,7 @@ type WatchRolloutStatusResponse struct {
 
 func (x *WatchRolloutStatusResponse) Reset() {
 	*x = WatchRolloutStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1441,7 @@ func (x *WatchRolloutStatusResponse) String() string {
 func (*WatchRolloutStatusResponse) ProtoMessage() {}
 
 func (x *WatchRolloutStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[15]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1454,7 @@ func (x *WatchRolloutStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRolloutStatusResponse.ProtoReflect.Descriptor instead.
 func (*WatchRolloutStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{15}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchRolloutStatusResponse) GetStatus() *RolloutStatus {
@@ -1087,14 +1487,17 @@ type RolloutStatus struct {
 	// total counts the resources over every cluster.
 	Total int32 `protobuf:"varint,8,opt,name=total,proto3" json:"total,omitempty"`
 	// clusters ordered by provider and name.
-	Clusters      []*RolloutClusterStatus `protobuf:"bytes,9,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*RolloutClusterStatus `protobuf:"bytes,9,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// progress of a progressive rollout's generation; absent for one that
+	// goes to every cluster at once.
+	Progress      *RolloutProgress `protobuf:"bytes,10,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RolloutStatus) Reset() {
 	*x = RolloutStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1509,7 @@ func (x *RolloutStatus) String() string {
 func (*RolloutStatus) ProtoMessage() {}
 
 func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[16]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1522,7 @@ func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
 func (*RolloutStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{16}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RolloutStatus) GetOwner() string {
@@ -1185,6 +1588,13 @@ func (x *RolloutStatus) GetClusters() []*RolloutClusterStatus {
 	return nil
 }
 
+func (x *RolloutStatus) GetProgress() *RolloutProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
 // RolloutClusterStatus is where one cluster of a rollout stands.
 type RolloutClusterStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1213,7 +1623,7 @@ type RolloutClusterStatus struct {
 
 func (x *RolloutClusterStatus) Reset() {
 	*x = RolloutClusterStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1635,7 @@ func (x *RolloutClusterStatus) String() string {
 func (*RolloutClusterStatus) ProtoMessage() {}
 
 func (x *RolloutClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[17]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1648,7 @@ func (x *RolloutClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutClusterStatus.ProtoReflect.Descriptor instead.
 func (*RolloutClusterStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{17}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RolloutClusterStatus) GetProvider() string {
@@ -1337,7 +1747,7 @@ type Drift struct {
 
 func (x *Drift) Reset() {
 	*x = Drift{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1759,7 @@ func (x *Drift) String() string {
 func (*Drift) ProtoMessage() {}
 
 func (x *Drift) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[18]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1772,7 @@ func (x *Drift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drift.ProtoReflect.Descriptor instead.
 func (*Drift) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{18}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Drift) GetTime() *timestamppb.Timestamp {
@@ -1473,7 +1883,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1895,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[19]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1908,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{19}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1607,7 +2017,7 @@ type GetCertificateRequest struct {
 
 func (x *GetCertificateRequest) Reset() {
 	*x = GetCertificateRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +2029,7 @@ func (x *GetCertificateRequest) String() string {
 func (*GetCertificateRequest) ProtoMessage() {}
 
 func (x *GetCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[20]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +2042,7 @@ func (x *GetCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{20}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetCertificateRequest) GetProvider() string {
@@ -1675,7 +2085,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +2097,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[21]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +2110,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{21}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewCertificateRequest) GetOwner() string {
@@ -1742,7 +2152,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +2164,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[22]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +2177,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{22}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RenewCertificateResponse) GetCertificate() []byte {
@@ -1788,7 +2198,7 @@ type GetCertificateResponse struct {
 
 func (x *GetCertificateResponse) Reset() {
 	*x = GetCertificateResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +2210,7 @@ func (x *GetCertificateResponse) String() string {
 func (*GetCertificateResponse) ProtoMessage() {}
 
 func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[23]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2223,7 @@ func (x *GetCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{23}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetCertificateResponse) GetCertificate() []byte {
@@ -1840,7 +2250,7 @@ type GetResourceQuotaStatusRequest struct {
 
 func (x *GetResourceQuotaStatusRequest) Reset() {
 	*x = GetResourceQuotaStatusRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2262,7 @@ func (x *GetResourceQuotaStatusRequest) String() string {
 func (*GetResourceQuotaStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[24]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2275,7 @@ func (x *GetResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{24}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetResourceQuotaStatusRequest) GetProvider() string {
@@ -1909,7 +2319,7 @@ type GetResourceQuotaStatusResponse struct {
 
 func (x *GetResourceQuotaStatusResponse) Reset() {
 	*x = GetResourceQuotaStatusResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2331,7 @@ func (x *GetResourceQuotaStatusResponse) String() string {
 func (*GetResourceQuotaStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[25]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2344,7 @@ func (x *GetResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{25}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetResourceQuotaStatusResponse) GetHard() []*ResourceQuantity {
@@ -1964,7 +2374,7 @@ type ResourceQuantity struct {
 
 func (x *ResourceQuantity) Reset() {
 	*x = ResourceQuantity{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2386,7 @@ func (x *ResourceQuantity) String() string {
 func (*ResourceQuantity) ProtoMessage() {}
 
 func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[26]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2399,7 @@ func (x *ResourceQuantity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceQuantity.ProtoReflect.Descriptor instead.
 func (*ResourceQuantity) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{26}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResourceQuantity) GetResource() string {
@@ -2019,7 +2429,7 @@ type GetClusterConnectionRequest struct {
 
 func (x *GetClusterConnectionRequest) Reset() {
 	*x = GetClusterConnectionRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2441,7 @@ func (x *GetClusterConnectionRequest) String() string {
 func (*GetClusterConnectionRequest) ProtoMessage() {}
 
 func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[27]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2454,7 @@ func (x *GetClusterConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{27}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetClusterConnectionRequest) GetProvider() string {
@@ -2077,7 +2487,7 @@ type GetClusterConnectionResponse struct {
 
 func (x *GetClusterConnectionResponse) Reset() {
 	*x = GetClusterConnectionResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2499,7 @@ func (x *GetClusterConnectionResponse) String() string {
 func (*GetClusterConnectionResponse) ProtoMessage() {}
 
 func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[28]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2512,7 @@ func (x *GetClusterConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterConnectionResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{28}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetClusterConnectionResponse) GetServer() string {
@@ -2153,7 +2563,7 @@ type GetServiceAccountTokenRequest struct {
 
 func (x *GetServiceAccountTokenRequest) Reset() {
 	*x = GetServiceAccountTokenRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2575,7 @@ func (x *GetServiceAccountTokenRequest) String() string {
 func (*GetServiceAccountTokenRequest) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[29]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2588,7 @@ func (x *GetServiceAccountTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{29}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetServiceAccountTokenRequest) GetProvider() string {
@@ -2238,7 +2648,7 @@ type GetServiceAccountTokenResponse struct {
 
 func (x *GetServiceAccountTokenResponse) Reset() {
 	*x = GetServiceAccountTokenResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2660,7 @@ func (x *GetServiceAccountTokenResponse) String() string {
 func (*GetServiceAccountTokenResponse) ProtoMessage() {}
 
 func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[30]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2673,7 @@ func (x *GetServiceAccountTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountTokenResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountTokenResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{30}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetServiceAccountTokenResponse) GetToken() []byte {
@@ -2301,7 +2711,7 @@ type GetObjectOwnersRequest struct {
 
 func (x *GetObjectOwnersRequest) Reset() {
 	*x = GetObjectOwnersRequest{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2723,7 @@ func (x *GetObjectOwnersRequest) String() string {
 func (*GetObjectOwnersRequest) ProtoMessage() {}
 
 func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[31]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2736,7 @@ func (x *GetObjectOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersRequest.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{31}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetObjectOwnersRequest) GetOwner() string {
@@ -2384,7 +2794,7 @@ type ClusterRef struct {
 
 func (x *ClusterRef) Reset() {
 	*x = ClusterRef{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2806,7 @@ func (x *ClusterRef) String() string {
 func (*ClusterRef) ProtoMessage() {}
 
 func (x *ClusterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[32]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2819,7 @@ func (x *ClusterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRef.ProtoReflect.Descriptor instead.
 func (*ClusterRef) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{32}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ClusterRef) GetProvider() string {
@@ -2437,7 +2847,7 @@ type GetObjectOwnersResponse struct {
 
 func (x *GetObjectOwnersResponse) Reset() {
 	*x = GetObjectOwnersResponse{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2859,7 @@ func (x *GetObjectOwnersResponse) String() string {
 func (*GetObjectOwnersResponse) ProtoMessage() {}
 
 func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[33]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2872,7 @@ func (x *GetObjectOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectOwnersResponse.ProtoReflect.Descriptor instead.
 func (*GetObjectOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{33}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetObjectOwnersResponse) GetClusters() []*ObjectOwner {
@@ -2491,7 +2901,7 @@ type ObjectOwner struct {
 
 func (x *ObjectOwner) Reset() {
 	*x = ObjectOwner{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2913,7 @@ func (x *ObjectOwner) String() string {
 func (*ObjectOwner) ProtoMessage() {}
 
 func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[34]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2926,7 @@ func (x *ObjectOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectOwner.ProtoReflect.Descriptor instead.
 func (*ObjectOwner) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{34}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ObjectOwner) GetProvider() string {
@@ -2588,14 +2998,22 @@ type StoredRollout struct {
 	// generation (empty when it was not traced): the passes of a replica
 	// that did not receive it (after a restart, or a shard taken over)
 	// join its trace all the same.
-	TraceParent   string `protobuf:"bytes,11,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	TraceParent string `protobuf:"bytes,11,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	// strategy is how a generation reaches the clusters (absent: all at once).
+	Strategy *RolloutStrategy `protobuf:"bytes,12,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// progress is where a progressive generation stands (stages.go).
+	Progress *RolloutProgress `protobuf:"bytes,13,opt,name=progress,proto3" json:"progress,omitempty"`
+	// previous is the desired state of the generation before this one,
+	// kept for RollbackRollout while the strategy is progressive; its sealed
+	// manifests are the record's sealed secret "previous-sensitive".
+	Previous      *StoredPrevious `protobuf:"bytes,14,opt,name=previous,proto3" json:"previous,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredRollout) Reset() {
 	*x = StoredRollout{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +3025,7 @@ func (x *StoredRollout) String() string {
 func (*StoredRollout) ProtoMessage() {}
 
 func (x *StoredRollout) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[35]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +3038,7 @@ func (x *StoredRollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredRollout.ProtoReflect.Descriptor instead.
 func (*StoredRollout) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{35}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StoredRollout) GetOwner() string {
@@ -2700,6 +3118,100 @@ func (x *StoredRollout) GetTraceParent() string {
 	return ""
 }
 
+func (x *StoredRollout) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *StoredRollout) GetProgress() *RolloutProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *StoredRollout) GetPrevious() *StoredPrevious {
+	if x != nil {
+		return x.Previous
+	}
+	return nil
+}
+
+// StoredPrevious is the desired state of a rollout's previous generation.
+type StoredPrevious struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation it was.
+	Generation int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// manifests as StoredRollout's.
+	Manifests []string `protobuf:"bytes,2,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	// targets as StoredRollout's.
+	Targets []*StoredTarget `protobuf:"bytes,3,rep,name=targets,proto3" json:"targets,omitempty"`
+	// sealed as StoredRollout's.
+	Sealed        []int32 `protobuf:"varint,4,rep,packed,name=sealed,proto3" json:"sealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredPrevious) Reset() {
+	*x = StoredPrevious{}
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredPrevious) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredPrevious) ProtoMessage() {}
+
+func (x *StoredPrevious) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredPrevious.ProtoReflect.Descriptor instead.
+func (*StoredPrevious) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *StoredPrevious) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *StoredPrevious) GetManifests() []string {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
+func (x *StoredPrevious) GetTargets() []*StoredTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *StoredPrevious) GetSealed() []int32 {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
 // StoredTarget is one cluster of a StoredRollout.
 type StoredTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2715,7 +3227,7 @@ type StoredTarget struct {
 
 func (x *StoredTarget) Reset() {
 	*x = StoredTarget{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[36]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +3239,7 @@ func (x *StoredTarget) String() string {
 func (*StoredTarget) ProtoMessage() {}
 
 func (x *StoredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[36]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +3252,7 @@ func (x *StoredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredTarget.ProtoReflect.Descriptor instead.
 func (*StoredTarget) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{36}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StoredTarget) GetProvider() string {
@@ -2795,7 +3307,7 @@ type StoredClusterState struct {
 
 func (x *StoredClusterState) Reset() {
 	*x = StoredClusterState{}
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[37]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +3319,7 @@ func (x *StoredClusterState) String() string {
 func (*StoredClusterState) ProtoMessage() {}
 
 func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[37]
+	mi := &file_dcm_rsync_v1_rollout_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3332,7 @@ func (x *StoredClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredClusterState.ProtoReflect.Descriptor instead.
 func (*StoredClusterState) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{37}
+	return file_dcm_rsync_v1_rollout_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StoredClusterState) GetOwner() string {
@@ -2883,33 +3395,52 @@ var File_dcm_rsync_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/rsync/v1/rollout.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\x01\n" +
+	"\x1adcm/rsync/v1/rollout.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\x01\n" +
 	"\x10ClusterResources\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12?\n" +
 	"\tresources\x18\x03 \x03(\v2\x16.dcm.rsync.v1.ResourceB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\tresources\"Q\n" +
 	"\bResource\x12'\n" +
 	"\bmanifest\x18\x01 \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80@R\bmanifest\x12\x1c\n" +
-	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xf3\x01\n" +
+	"\tsensitive\x18\x02 \x01(\bR\tsensitive\"\xae\x02\n" +
 	"\x14SubmitRolloutRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*r(\x10\x01\x18\xfd\x012!^[a-z0-9]([-a-z0-9./]*[a-z0-9])?$R\x05owner\x12E\n" +
 	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\x12'\n" +
 	"\n" +
 	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\x12\x1b\n" +
-	"\x06repair\x18\x04 \x01(\bH\x00R\x06repair\x88\x01\x01B\t\n" +
+	"\x06repair\x18\x04 \x01(\bH\x00R\x06repair\x88\x01\x01\x129\n" +
+	"\bstrategy\x18\x05 \x01(\v2\x1d.dcm.rsync.v1.RolloutStrategyR\bstrategyB\t\n" +
 	"\a_repair\"7\n" +
 	"\x15SubmitRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
-	"generation\"\xd0\x01\n" +
+	"generation\"\x8b\x02\n" +
 	"\x14UpdateRolloutRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\x12E\n" +
 	"\bclusters\x18\x02 \x03(\v2\x1e.dcm.rsync.v1.ClusterResourcesB\t\xbaH\x06\x92\x01\x03\x10\x90NR\bclusters\x12'\n" +
 	"\n" +
 	"host_owner\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xfd\x01R\thostOwner\x12\x1b\n" +
-	"\x06repair\x18\x04 \x01(\bH\x00R\x06repair\x88\x01\x01B\t\n" +
-	"\a_repair\"7\n" +
+	"\x06repair\x18\x04 \x01(\bH\x00R\x06repair\x88\x01\x01\x129\n" +
+	"\bstrategy\x18\x05 \x01(\v2\x1d.dcm.rsync.v1.RolloutStrategyR\bstrategyB\t\n" +
+	"\a_repair\"\xd6\x01\n" +
+	"\x0fRolloutStrategy\x12 \n" +
+	"\vprogressive\x18\x01 \x01(\bR\vprogressive\x123\n" +
+	"\x0fmax_concurrency\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x0emaxConcurrency\x12-\n" +
+	"\fmax_failures\x18\x03 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\vmaxFailures\x12=\n" +
+	"\x04soak\x18\x04 \x01(\v2\x19.google.protobuf.DurationB\x0e\xbaH\v\xaa\x01\b\"\x04\b\x80\xa3\x052\x00R\x04soak\"\xcc\x02\n" +
+	"\x0fRolloutProgress\x12\x12\n" +
+	"\x04wave\x18\x01 \x01(\x05R\x04wave\x12\x1a\n" +
+	"\badmitted\x18\x02 \x01(\x05R\badmitted\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x05R\x05total\x12\x16\n" +
+	"\x06paused\x18\x04 \x01(\bR\x06paused\x12\x16\n" +
+	"\x06failed\x18\x05 \x03(\tR\x06failed\x12\x1a\n" +
+	"\bforgiven\x18\x06 \x03(\tR\bforgiven\x12=\n" +
+	"\fwave_settled\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vwaveSettled\x129\n" +
+	"\bstrategy\x18\b \x01(\v2\x1d.dcm.rsync.v1.RolloutStrategyR\bstrategy\x12-\n" +
+	"\x12rollback_available\x18\t \x01(\bR\x11rollbackAvailable\"7\n" +
 	"\x15UpdateRolloutResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
@@ -2925,7 +3456,18 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x12StopRolloutRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\"\x15\n" +
-	"\x13StopRolloutResponse\";\n" +
+	"\x13StopRolloutResponse\"8\n" +
+	"\x14ResumeRolloutRequest\x12 \n" +
+	"\x05owner\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\"\x17\n" +
+	"\x15ResumeRolloutResponse\":\n" +
+	"\x16RollbackRolloutRequest\x12 \n" +
+	"\x05owner\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\"9\n" +
+	"\x17RollbackRolloutResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\";\n" +
 	"\x17GetRolloutStatusRequest\x12 \n" +
 	"\x05owner\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\"O\n" +
@@ -2940,7 +3482,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\xbaH\ar\x05\x10\x01\x18\xfd\x01R\x05owner\x12#\n" +
 	"\runtil_settled\x18\x02 \x01(\bR\funtilSettled\"Q\n" +
 	"\x1aWatchRolloutStatusResponse\x123\n" +
-	"\x06status\x18\x01 \x01(\v2\x1b.dcm.rsync.v1.RolloutStatusR\x06status\"\xac\x02\n" +
+	"\x06status\x18\x01 \x01(\v2\x1b.dcm.rsync.v1.RolloutStatusR\x06status\"\xe7\x02\n" +
 	"\rRolloutStatus\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -2952,7 +3494,9 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\asettled\x18\x06 \x01(\bR\asettled\x12\x14\n" +
 	"\x05ready\x18\a \x01(\x05R\x05ready\x12\x14\n" +
 	"\x05total\x18\b \x01(\x05R\x05total\x12>\n" +
-	"\bclusters\x18\t \x03(\v2\".dcm.rsync.v1.RolloutClusterStatusR\bclusters\"\xc9\x02\n" +
+	"\bclusters\x18\t \x03(\v2\".dcm.rsync.v1.RolloutClusterStatusR\bclusters\x129\n" +
+	"\bprogress\x18\n" +
+	" \x01(\v2\x1d.dcm.rsync.v1.RolloutProgressR\bprogress\"\xc9\x02\n" +
 	"\x14RolloutClusterStatus\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12)\n" +
@@ -3065,7 +3609,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.dcm.rsync.v1.OwnershipR\x05state\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xed\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x9d\x04\n" +
 	"\rStoredRollout\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
 	"\n" +
@@ -3081,7 +3625,17 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x11report_drift_only\x18\t \x01(\bR\x0freportDriftOnly\x12\x16\n" +
 	"\x06forced\x18\n" +
 	" \x01(\bR\x06forced\x12!\n" +
-	"\ftrace_parent\x18\v \x01(\tR\vtraceParent\"b\n" +
+	"\ftrace_parent\x18\v \x01(\tR\vtraceParent\x129\n" +
+	"\bstrategy\x18\f \x01(\v2\x1d.dcm.rsync.v1.RolloutStrategyR\bstrategy\x129\n" +
+	"\bprogress\x18\r \x01(\v2\x1d.dcm.rsync.v1.RolloutProgressR\bprogress\x128\n" +
+	"\bprevious\x18\x0e \x01(\v2\x1c.dcm.rsync.v1.StoredPreviousR\bprevious\"\x9c\x01\n" +
+	"\x0eStoredPrevious\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\x12\x1c\n" +
+	"\tmanifests\x18\x02 \x03(\tR\tmanifests\x124\n" +
+	"\atargets\x18\x03 \x03(\v2\x1a.dcm.rsync.v1.StoredTargetR\atargets\x12\x16\n" +
+	"\x06sealed\x18\x04 \x03(\x05R\x06sealed\"b\n" +
 	"\fStoredTarget\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
@@ -3131,7 +3685,7 @@ func file_dcm_rsync_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_dcm_rsync_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_dcm_rsync_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(State)(0),                             // 0: dcm.rsync.v1.State
 	(Operation)(0),                         // 1: dcm.rsync.v1.Operation
@@ -3141,72 +3695,90 @@ var file_dcm_rsync_v1_rollout_proto_goTypes = []any{
 	(*SubmitRolloutRequest)(nil),           // 5: dcm.rsync.v1.SubmitRolloutRequest
 	(*SubmitRolloutResponse)(nil),          // 6: dcm.rsync.v1.SubmitRolloutResponse
 	(*UpdateRolloutRequest)(nil),           // 7: dcm.rsync.v1.UpdateRolloutRequest
-	(*UpdateRolloutResponse)(nil),          // 8: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutRequest)(nil),           // 9: dcm.rsync.v1.DeleteRolloutRequest
-	(*DeleteRolloutResponse)(nil),          // 10: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutRequest)(nil),             // 11: dcm.rsync.v1.StopRolloutRequest
-	(*StopRolloutResponse)(nil),            // 12: dcm.rsync.v1.StopRolloutResponse
-	(*GetRolloutStatusRequest)(nil),        // 13: dcm.rsync.v1.GetRolloutStatusRequest
-	(*GetRolloutStatusResponse)(nil),       // 14: dcm.rsync.v1.GetRolloutStatusResponse
-	(*GetRolloutStatesRequest)(nil),        // 15: dcm.rsync.v1.GetRolloutStatesRequest
-	(*GetRolloutStatesResponse)(nil),       // 16: dcm.rsync.v1.GetRolloutStatesResponse
-	(*WatchRolloutStatusRequest)(nil),      // 17: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*WatchRolloutStatusResponse)(nil),     // 18: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*RolloutStatus)(nil),                  // 19: dcm.rsync.v1.RolloutStatus
-	(*RolloutClusterStatus)(nil),           // 20: dcm.rsync.v1.RolloutClusterStatus
-	(*Drift)(nil),                          // 21: dcm.rsync.v1.Drift
-	(*ResourceStatus)(nil),                 // 22: dcm.rsync.v1.ResourceStatus
-	(*GetCertificateRequest)(nil),          // 23: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 24: dcm.rsync.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),       // 25: dcm.rsync.v1.RenewCertificateResponse
-	(*GetCertificateResponse)(nil),         // 26: dcm.rsync.v1.GetCertificateResponse
-	(*GetResourceQuotaStatusRequest)(nil),  // 27: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetResourceQuotaStatusResponse)(nil), // 28: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*ResourceQuantity)(nil),               // 29: dcm.rsync.v1.ResourceQuantity
-	(*GetClusterConnectionRequest)(nil),    // 30: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetClusterConnectionResponse)(nil),   // 31: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenRequest)(nil),  // 32: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetServiceAccountTokenResponse)(nil), // 33: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersRequest)(nil),         // 34: dcm.rsync.v1.GetObjectOwnersRequest
-	(*ClusterRef)(nil),                     // 35: dcm.rsync.v1.ClusterRef
-	(*GetObjectOwnersResponse)(nil),        // 36: dcm.rsync.v1.GetObjectOwnersResponse
-	(*ObjectOwner)(nil),                    // 37: dcm.rsync.v1.ObjectOwner
-	(*StoredRollout)(nil),                  // 38: dcm.rsync.v1.StoredRollout
-	(*StoredTarget)(nil),                   // 39: dcm.rsync.v1.StoredTarget
-	(*StoredClusterState)(nil),             // 40: dcm.rsync.v1.StoredClusterState
-	(*timestamppb.Timestamp)(nil),          // 41: google.protobuf.Timestamp
+	(*RolloutStrategy)(nil),                // 8: dcm.rsync.v1.RolloutStrategy
+	(*RolloutProgress)(nil),                // 9: dcm.rsync.v1.RolloutProgress
+	(*UpdateRolloutResponse)(nil),          // 10: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutRequest)(nil),           // 11: dcm.rsync.v1.DeleteRolloutRequest
+	(*DeleteRolloutResponse)(nil),          // 12: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutRequest)(nil),             // 13: dcm.rsync.v1.StopRolloutRequest
+	(*StopRolloutResponse)(nil),            // 14: dcm.rsync.v1.StopRolloutResponse
+	(*ResumeRolloutRequest)(nil),           // 15: dcm.rsync.v1.ResumeRolloutRequest
+	(*ResumeRolloutResponse)(nil),          // 16: dcm.rsync.v1.ResumeRolloutResponse
+	(*RollbackRolloutRequest)(nil),         // 17: dcm.rsync.v1.RollbackRolloutRequest
+	(*RollbackRolloutResponse)(nil),        // 18: dcm.rsync.v1.RollbackRolloutResponse
+	(*GetRolloutStatusRequest)(nil),        // 19: dcm.rsync.v1.GetRolloutStatusRequest
+	(*GetRolloutStatusResponse)(nil),       // 20: dcm.rsync.v1.GetRolloutStatusResponse
+	(*GetRolloutStatesRequest)(nil),        // 21: dcm.rsync.v1.GetRolloutStatesRequest
+	(*GetRolloutStatesResponse)(nil),       // 22: dcm.rsync.v1.GetRolloutStatesResponse
+	(*WatchRolloutStatusRequest)(nil),      // 23: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*WatchRolloutStatusResponse)(nil),     // 24: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*RolloutStatus)(nil),                  // 25: dcm.rsync.v1.RolloutStatus
+	(*RolloutClusterStatus)(nil),           // 26: dcm.rsync.v1.RolloutClusterStatus
+	(*Drift)(nil),                          // 27: dcm.rsync.v1.Drift
+	(*ResourceStatus)(nil),                 // 28: dcm.rsync.v1.ResourceStatus
+	(*GetCertificateRequest)(nil),          // 29: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 30: dcm.rsync.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),       // 31: dcm.rsync.v1.RenewCertificateResponse
+	(*GetCertificateResponse)(nil),         // 32: dcm.rsync.v1.GetCertificateResponse
+	(*GetResourceQuotaStatusRequest)(nil),  // 33: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetResourceQuotaStatusResponse)(nil), // 34: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*ResourceQuantity)(nil),               // 35: dcm.rsync.v1.ResourceQuantity
+	(*GetClusterConnectionRequest)(nil),    // 36: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetClusterConnectionResponse)(nil),   // 37: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenRequest)(nil),  // 38: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetServiceAccountTokenResponse)(nil), // 39: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersRequest)(nil),         // 40: dcm.rsync.v1.GetObjectOwnersRequest
+	(*ClusterRef)(nil),                     // 41: dcm.rsync.v1.ClusterRef
+	(*GetObjectOwnersResponse)(nil),        // 42: dcm.rsync.v1.GetObjectOwnersResponse
+	(*ObjectOwner)(nil),                    // 43: dcm.rsync.v1.ObjectOwner
+	(*StoredRollout)(nil),                  // 44: dcm.rsync.v1.StoredRollout
+	(*StoredPrevious)(nil),                 // 45: dcm.rsync.v1.StoredPrevious
+	(*StoredTarget)(nil),                   // 46: dcm.rsync.v1.StoredTarget
+	(*StoredClusterState)(nil),             // 47: dcm.rsync.v1.StoredClusterState
+	(*durationpb.Duration)(nil),            // 48: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 49: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_rollout_proto_depIdxs = []int32{
 	4,  // 0: dcm.rsync.v1.ClusterResources.resources:type_name -> dcm.rsync.v1.Resource
 	3,  // 1: dcm.rsync.v1.SubmitRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
-	3,  // 2: dcm.rsync.v1.UpdateRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
-	19, // 3: dcm.rsync.v1.GetRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
-	19, // 4: dcm.rsync.v1.GetRolloutStatesResponse.statuses:type_name -> dcm.rsync.v1.RolloutStatus
-	19, // 5: dcm.rsync.v1.WatchRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
-	0,  // 6: dcm.rsync.v1.RolloutStatus.state:type_name -> dcm.rsync.v1.State
-	20, // 7: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
-	0,  // 8: dcm.rsync.v1.RolloutClusterStatus.state:type_name -> dcm.rsync.v1.State
-	22, // 9: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	21, // 10: dcm.rsync.v1.RolloutClusterStatus.drift:type_name -> dcm.rsync.v1.Drift
-	41, // 11: dcm.rsync.v1.Drift.time:type_name -> google.protobuf.Timestamp
-	1,  // 12: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
-	0,  // 13: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
-	41, // 14: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	41, // 15: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
-	29, // 16: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
-	29, // 17: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
-	41, // 18: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
-	35, // 19: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
-	37, // 20: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
-	2,  // 21: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
-	39, // 22: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
-	22, // 23: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
-	21, // 24: dcm.rsync.v1.StoredClusterState.drift:type_name -> dcm.rsync.v1.Drift
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	8,  // 2: dcm.rsync.v1.SubmitRolloutRequest.strategy:type_name -> dcm.rsync.v1.RolloutStrategy
+	3,  // 3: dcm.rsync.v1.UpdateRolloutRequest.clusters:type_name -> dcm.rsync.v1.ClusterResources
+	8,  // 4: dcm.rsync.v1.UpdateRolloutRequest.strategy:type_name -> dcm.rsync.v1.RolloutStrategy
+	48, // 5: dcm.rsync.v1.RolloutStrategy.soak:type_name -> google.protobuf.Duration
+	49, // 6: dcm.rsync.v1.RolloutProgress.wave_settled:type_name -> google.protobuf.Timestamp
+	8,  // 7: dcm.rsync.v1.RolloutProgress.strategy:type_name -> dcm.rsync.v1.RolloutStrategy
+	25, // 8: dcm.rsync.v1.GetRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
+	25, // 9: dcm.rsync.v1.GetRolloutStatesResponse.statuses:type_name -> dcm.rsync.v1.RolloutStatus
+	25, // 10: dcm.rsync.v1.WatchRolloutStatusResponse.status:type_name -> dcm.rsync.v1.RolloutStatus
+	0,  // 11: dcm.rsync.v1.RolloutStatus.state:type_name -> dcm.rsync.v1.State
+	26, // 12: dcm.rsync.v1.RolloutStatus.clusters:type_name -> dcm.rsync.v1.RolloutClusterStatus
+	9,  // 13: dcm.rsync.v1.RolloutStatus.progress:type_name -> dcm.rsync.v1.RolloutProgress
+	0,  // 14: dcm.rsync.v1.RolloutClusterStatus.state:type_name -> dcm.rsync.v1.State
+	28, // 15: dcm.rsync.v1.RolloutClusterStatus.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	27, // 16: dcm.rsync.v1.RolloutClusterStatus.drift:type_name -> dcm.rsync.v1.Drift
+	49, // 17: dcm.rsync.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	1,  // 18: dcm.rsync.v1.ResourceStatus.operation:type_name -> dcm.rsync.v1.Operation
+	0,  // 19: dcm.rsync.v1.ResourceStatus.state:type_name -> dcm.rsync.v1.State
+	49, // 20: dcm.rsync.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	49, // 21: dcm.rsync.v1.ResourceStatus.updated:type_name -> google.protobuf.Timestamp
+	35, // 22: dcm.rsync.v1.GetResourceQuotaStatusResponse.hard:type_name -> dcm.rsync.v1.ResourceQuantity
+	35, // 23: dcm.rsync.v1.GetResourceQuotaStatusResponse.used:type_name -> dcm.rsync.v1.ResourceQuantity
+	49, // 24: dcm.rsync.v1.GetServiceAccountTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	41, // 25: dcm.rsync.v1.GetObjectOwnersRequest.clusters:type_name -> dcm.rsync.v1.ClusterRef
+	43, // 26: dcm.rsync.v1.GetObjectOwnersResponse.clusters:type_name -> dcm.rsync.v1.ObjectOwner
+	2,  // 27: dcm.rsync.v1.ObjectOwner.state:type_name -> dcm.rsync.v1.Ownership
+	46, // 28: dcm.rsync.v1.StoredRollout.targets:type_name -> dcm.rsync.v1.StoredTarget
+	8,  // 29: dcm.rsync.v1.StoredRollout.strategy:type_name -> dcm.rsync.v1.RolloutStrategy
+	9,  // 30: dcm.rsync.v1.StoredRollout.progress:type_name -> dcm.rsync.v1.RolloutProgress
+	45, // 31: dcm.rsync.v1.StoredRollout.previous:type_name -> dcm.rsync.v1.StoredPrevious
+	46, // 32: dcm.rsync.v1.StoredPrevious.targets:type_name -> dcm.rsync.v1.StoredTarget
+	28, // 33: dcm.rsync.v1.StoredClusterState.resources:type_name -> dcm.rsync.v1.ResourceStatus
+	27, // 34: dcm.rsync.v1.StoredClusterState.drift:type_name -> dcm.rsync.v1.Drift
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_rollout_proto_init() }
@@ -3222,7 +3794,7 @@ func file_dcm_rsync_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_rollout_proto_rawDesc), len(file_dcm_rsync_v1_rollout_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   38,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -115,17 +115,7 @@ func (a *api) Submit(ctx context.Context, ownerID string, clusters []*rsyncv1.Cl
 // in its logical cloud's namespace. repair false: drift on the clusters is
 // reported, not repaired (nil: repaired).
 func (a *api) SubmitGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return a.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
-		if o != nil {
-			a.mu.Lock()
-			gone := o.rec.GetDeleting() && o.summary().GetSettled()
-			a.mu.Unlock()
-			if !gone {
-				return nil, nil, errs.AlreadyExists("rollout %q exists: update or delete it", ownerID)
-			}
-		}
-		return a.buildGuest(ctx, ownerID, host, repair != nil && !*repair, clusters)
-	})
+	return a.SubmitStaged(ctx, ownerID, host, repair, nil, clusters) // stages.go
 }
 
 // buildGuest is build with the rollout's host owner and drift setting.
@@ -147,19 +137,7 @@ func (a *api) Update(ctx context.Context, ownerID string, clusters []*rsyncv1.Cl
 // UpdateGuest is Update with the rollout's host owner and drift setting
 // (see SubmitGuest; nil repair keeps the rollout's).
 func (a *api) UpdateGuest(ctx context.Context, ownerID, host string, repair *bool, clusters []*rsyncv1.ClusterResources) (int64, error) {
-	return a.change(ctx, ownerID, func(o *owner) (*rsyncv1.StoredRollout, []*object, error) {
-		if o == nil {
-			return nil, nil, errs.NotFound("rollout %q not found", ownerID)
-		}
-		if o.rec.GetDeleting() {
-			return nil, nil, errs.FailedPrecondition("rollout %q is deleted: submit it anew", ownerID)
-		}
-		reportOnly := o.rec.GetReportDriftOnly()
-		if repair != nil {
-			reportOnly = !*repair
-		}
-		return a.buildGuest(ctx, ownerID, host, reportOnly, clusters)
-	})
+	return a.UpdateStaged(ctx, ownerID, host, repair, nil, clusters) // stages.go
 }
 
 // Delete deletes everything of ownerID's from every cluster, in reverse
@@ -207,6 +185,11 @@ func (a *api) Stop(ctx context.Context, ownerID string) error {
 // o.rec and o.objs (changed only here) but must lock mu for anything else. A stop keeps the generation; every other
 // change is a new one.
 func (a *api) change(ctx context.Context, ownerID string, next func(*owner) (*rsyncv1.StoredRollout, []*object, error)) (int64, error) {
+	return a.changeAs(ctx, ownerID, changeNew, next)
+}
+
+// changeAs is change; mode says what it makes of the generation (stages.go).
+func (a *api) changeAs(ctx context.Context, ownerID string, mode changeMode, next func(*owner) (*rsyncv1.StoredRollout, []*object, error)) (int64, error) {
 	if err := a.waitLoaded(ctx); err != nil {
 		return 0, err
 	}
@@ -228,11 +211,20 @@ func (a *api) change(ctx context.Context, ownerID string, next func(*owner) (*rs
 		defer a.mu.Unlock()
 		return o.rec.GetGeneration(), nil
 	}
-	stopping := rec.GetStopped()
+	stopping := rec.GetStopped() || mode == changeKeep
 	if !stopping {
 		rec.TraceParent = traceParent(ctx) // a stop keeps its generation's
 	}
 	var sealed []store.Secret
+	if !stopping {
+		prev, err := a.stage(o, rec, mode) // stages.go
+		if err != nil {
+			return 0, err
+		}
+		if prev != nil {
+			sealed = append(sealed, *prev)
+		}
+	}
 	if len(rec.GetSealed()) > 0 || (o != nil && len(o.rec.GetSealed()) > 0) {
 		// Replaced at every change, so a manifest no longer sensitive (or
 		// dropped) does not stay sealed in the record.
@@ -443,7 +435,8 @@ func (o *owner) statusOf(clusters bool) *rsyncv1.RolloutStatus {
 	var states []rsyncv1.State
 	for _, t := range o.sortedTasks() {
 		goal := rsyncv1.State_STATE_APPLIED
-		if o.rec.GetDeleting() || !targeted[clusterKey(t.provider, t.cluster)] {
+		waiting := o.waiting[clusterKey(t.provider, t.cluster)] // holds its previous generation (stages.go)
+		if (o.rec.GetDeleting() || !targeted[clusterKey(t.provider, t.cluster)]) && !waiting {
 			goal = rsyncv1.State_STATE_DELETED
 		}
 		cs := &rsyncv1.RolloutClusterStatus{Provider: t.provider, Cluster: t.cluster, Generation: t.state.GetGeneration()}
@@ -453,6 +446,10 @@ func (o *owner) statusOf(clusters bool) *rsyncv1.RolloutStatus {
 		var rs []rsyncv1.State
 		var latest time.Time
 		for _, r := range t.state.GetResources() {
+			gen := gen
+			if waiting {
+				gen = r.GetGeneration()
+			}
 			if clusters {
 				cs.Resources = append(cs.Resources, copyResource(r))
 			}
@@ -489,6 +486,7 @@ func (o *owner) statusOf(clusters bool) *rsyncv1.RolloutStatus {
 	}
 	out.State = summarize(states, goal, o.rec.GetStopped())
 	out.Settled = out.GetState() != rsyncv1.State_STATE_PENDING && out.GetState() != rsyncv1.State_STATE_RETRYING
+	stagedStatus(o, out) // stages.go
 	return out
 }
 

@@ -155,7 +155,7 @@ func (dw *driftWatcher) driftItems(ck, key string) (out []driftItem, busy bool) 
 	defer dw.mu.Unlock()
 	for _, o := range dw.owners {
 		t := o.tasks[ck]
-		if t == nil || o.rec.GetStopped() || o.rec.GetDeleting() {
+		if t == nil || o.rec.GetStopped() || o.rec.GetDeleting() || o.waiting[ck] {
 			continue
 		}
 		if t.cancel != nil {

@@ -130,6 +130,7 @@ type Engine struct {
 	shards   *shards
 	replicas *replicas
 	saver    *statusWriter
+	stager   *stager
 	// writes counts store writes (the benchmark reports them per cluster).
 	writes atomic.Int64
 }
@@ -170,6 +171,10 @@ type owner struct {
 	deletedAt time.Time
 	// trace is the change this replica received for rec's generation (trace.go).
 	trace passTrace
+	// waiting are the clusters not yet admitted to rec's generation by
+	// its progressive strategy, as of gatedGen (stages.go).
+	waiting  map[string]bool
+	gatedGen int64
 }
 
 // task is one owner on one cluster.
@@ -212,10 +217,12 @@ func New(st *store.Store, connect Connector, cfg Config, log *zap.Logger) *Engin
 		applier: applier, drift: drift, saver: e.saver, pollEvery: cfg.Poll, purgeAfter: cfg.PurgeAfter,
 	}
 	e.shards.take = e.replicas.activate
+	e.stager = &stager{board: b, replicas: e.replicas, shards: e.shards, every: min(cfg.Poll, 250*time.Millisecond)}
 	e.api = &api{
 		board: b, connect: connect, rollouts: rollouts, stamps: stamps,
 		replicas: e.replicas, shards: e.shards, saver: e.saver, writes: &e.writes,
 	}
+	e.stager.api = e.api
 	return e
 }
 
@@ -242,6 +249,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		close(leasesDone)
 	}()
 	go e.replicas.pollLoop(ctx)
+	go e.stager.run(ctx) // stages.go
 	<-ctx.Done()
 	e.board.running.Wait()
 	close(stop)

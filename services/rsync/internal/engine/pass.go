@@ -47,7 +47,7 @@ func (p *applier) pass(parent context.Context, t *task) {
 	namespaces := map[string]error{} // what checkNamespace found, for this pass
 	for {
 		p.mu.Lock()
-		if ctx.Err() != nil || o.rec.GetGeneration() != gen || o.rec.GetStopped() {
+		if ctx.Err() != nil || o.rec.GetGeneration() != gen || o.rec.GetStopped() || o.waiting[clusterKey(t.provider, t.cluster)] {
 			p.mu.Unlock()
 			return
 		}

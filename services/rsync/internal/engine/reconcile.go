@@ -19,15 +19,22 @@ func (p *applier) reconcile(o *owner) { p.reconcileWhere(o, nil) }
 // reconcileWhere is reconcile for the tasks of the clusters where says
 // (nil: all). Called with mu held.
 func (p *applier) reconcileWhere(o *owner, where func(provider, cluster string) bool) {
+	// A staged generation (stages.go): the clusters not yet admitted keep
+	// the previous one; those admitted before, at this generation, were
+	// reconciled then (only a takeover's where reconciles them again).
+	wasWaiting, sameGen := o.waiting, o.gatedGen == o.rec.GetGeneration() && o.rec.GetProgress() != nil
+	gate(o)
+	settledBefore := func(key string) bool { return where == nil && sameGen && !wasWaiting[key] && !o.waiting[key] }
 	targets := map[string]*rsyncv1.StoredTarget{}
 	for _, tg := range o.rec.GetTargets() {
-		targets[clusterKey(tg.GetProvider(), tg.GetCluster())] = tg
-		if where == nil || where(tg.GetProvider(), tg.GetCluster()) {
+		key := clusterKey(tg.GetProvider(), tg.GetCluster())
+		targets[key] = tg
+		if (where == nil || where(tg.GetProvider(), tg.GetCluster())) && !o.waiting[key] {
 			p.addTask(o, tg.GetProvider(), tg.GetCluster())
 		}
 	}
 	for key, t := range o.tasks {
-		if where != nil && !where(t.provider, t.cluster) {
+		if where != nil && !where(t.provider, t.cluster) || o.waiting[key] || settledBefore(key) {
 			continue
 		}
 		var want []*object
@@ -37,6 +44,9 @@ func (p *applier) reconcileWhere(o *owner, where func(provider, cluster string) 
 			}
 		}
 		t.reconcile(o.rec.GetGeneration(), applyOrder(want))
+		if o.rec.GetProgress() != nil {
+			p.finishIdle(t) // stages.go
+		}
 		if o.rec.GetForced() {
 			p.orphan(t, forcedNote(t.provider, t.cluster))
 		}

@@ -86,7 +86,7 @@ func (p *applier) due(w *worker, now time.Time) (*task, time.Duration) {
 	wait := time.Hour
 	for i := range w.tasks {
 		t := w.tasks[(w.turn+i)%len(w.tasks)]
-		if t.owner.rec.GetStopped() || t.nextStep(t.owner.rec.GetGeneration()) < 0 {
+		if t.owner.rec.GetStopped() || t.owner.waiting[clusterKey(t.provider, t.cluster)] || t.nextStep(t.owner.rec.GetGeneration()) < 0 {
 			continue
 		}
 		if !t.next.After(now) {

@@ -8,7 +8,7 @@ import (
 
 // SubmitRollout implements rsyncv1.RsyncInternalServiceServer.
 func (ro *rollouts) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRolloutRequest) (*rsyncv1.SubmitRolloutResponse, error) {
-	gen, err := ro.engine.SubmitGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
+	gen, err := ro.engine.SubmitStaged(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetStrategy(), req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
@@ -17,7 +17,7 @@ func (ro *rollouts) SubmitRollout(ctx context.Context, req *rsyncv1.SubmitRollou
 
 // UpdateRollout implements rsyncv1.RsyncInternalServiceServer.
 func (ro *rollouts) UpdateRollout(ctx context.Context, req *rsyncv1.UpdateRolloutRequest) (*rsyncv1.UpdateRolloutResponse, error) {
-	gen, err := ro.engine.UpdateGuest(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetClusters())
+	gen, err := ro.engine.UpdateStaged(ctx, req.GetOwner(), req.GetHostOwner(), req.Repair, req.GetStrategy(), req.GetClusters())
 	if err != nil {
 		return nil, err
 	}
@@ -39,6 +39,23 @@ func (ro *rollouts) StopRollout(ctx context.Context, req *rsyncv1.StopRolloutReq
 		return nil, err
 	}
 	return &rsyncv1.StopRolloutResponse{}, nil
+}
+
+// ResumeRollout implements rsyncv1.RsyncInternalServiceServer.
+func (ro *rollouts) ResumeRollout(ctx context.Context, req *rsyncv1.ResumeRolloutRequest) (*rsyncv1.ResumeRolloutResponse, error) {
+	if err := ro.engine.Resume(ctx, req.GetOwner()); err != nil {
+		return nil, err
+	}
+	return &rsyncv1.ResumeRolloutResponse{}, nil
+}
+
+// RollbackRollout implements rsyncv1.RsyncInternalServiceServer.
+func (ro *rollouts) RollbackRollout(ctx context.Context, req *rsyncv1.RollbackRolloutRequest) (*rsyncv1.RollbackRolloutResponse, error) {
+	gen, err := ro.engine.Rollback(ctx, req.GetOwner())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.RollbackRolloutResponse{Generation: gen}, nil
 }
 
 // GetRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
