@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -180,6 +181,21 @@ func TestRender(t *testing.T) {
 	}
 	if got := render(s, false); strings.Contains(got, "[") {
 		t.Fatalf("plain render has a bar:\n%s", got)
+	}
+}
+
+// status shows a progressive rollout's wave, read from the gateway's JSON.
+func TestRenderRolloutWave(t *testing.T) {
+	var s lcStatus
+	err := json.Unmarshal([]byte(`{"project": "p", "logical-cloud": "lc", "state": "Paused", "ready": 10, "total": 12,
+		"rollout": {"strategy": {"strategy": "progressive", "max-concurrency": "2", "max-failures": 0, "soak": "30s"},
+		"wave": 2, "admitted": 4, "total": 6, "paused": true, "failed": ["edge/c2"], "rollback-available": true}}`), &s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "p/lc: Paused 10/12\nrollout: wave 2, 4 of 6 clusters reached (2 at a time, max failures 0, soak 30s); failed: edge/c2; paused: resume or rollback\n"
+	if got := render(&s, false); got != want {
+		t.Fatalf("render =\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -211,6 +211,8 @@ var lcVerbs = map[string]string{
 	"apply":     "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud",
 	"update":    "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloudResources",
 	"stop":      "/dcm.core.v1.LogicalCloudService/StopLogicalCloud",
+	"resume":    "/dcm.core.v1.LogicalCloudService/ResumeLogicalCloud",
+	"rollback":  "/dcm.core.v1.LogicalCloudService/RollbackLogicalCloud",
 	"terminate": "/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud",
 }
 

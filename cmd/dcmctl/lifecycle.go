@@ -29,6 +29,40 @@ type lcStatus struct {
 		Total     int    `json:"total"`
 		LastError string `json:"last-error"`
 	} `json:"clusters"`
+	Rollout *lcWave `json:"rollout"`
+}
+
+// lcWave is a progressive rollout's wave (status.rollout).
+type lcWave struct {
+	Strategy struct {
+		MaxConcurrency string `json:"max-concurrency"`
+		MaxFailures    int    `json:"max-failures"`
+		Soak           string `json:"soak"`
+	} `json:"strategy"`
+	Wave              int      `json:"wave"`
+	Admitted          int      `json:"admitted"`
+	Total             int      `json:"total"`
+	Paused            bool     `json:"paused"`
+	Failed            []string `json:"failed"`
+	SoakUntil         string   `json:"soak-until"`
+	RollbackAvailable bool     `json:"rollback-available"`
+}
+
+// line is the wave's summary: "rollout: wave 2, 4 of 6 clusters reached
+// (2 at a time, max failures 0, soak 30s); paused: failed sim/c2".
+func (w *lcWave) line() string {
+	s := fmt.Sprintf("rollout: wave %d, %d of %d clusters reached (%s at a time, max failures %d, soak %s)",
+		w.Wave, w.Admitted, w.Total, w.Strategy.MaxConcurrency, w.Strategy.MaxFailures, w.Strategy.Soak)
+	if len(w.Failed) > 0 {
+		s += "; failed: " + strings.Join(w.Failed, ", ")
+	}
+	switch {
+	case w.Paused:
+		s += "; paused: resume or rollback"
+	case w.SoakUntil != "":
+		s += "; next wave after " + w.SoakUntil
+	}
+	return s
 }
 
 func (s *lcStatus) summary() string {
@@ -56,9 +90,9 @@ func logicalCloudCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "logical-cloud",
 		Aliases: []string{"lc"},
-		Short:   "a logical cloud's lifecycle: apply, update, stop, terminate, status",
+		Short:   "a logical cloud's lifecycle: apply, update, stop, resume, rollback, terminate, status",
 	}
-	for _, verb := range []string{"apply", "update", "stop", "terminate"} {
+	for _, verb := range []string{"apply", "update", "stop", "resume", "rollback", "terminate"} {
 		cmd.AddCommand(lcVerbCmd(g, verb))
 	}
 	cmd.AddCommand(lcStatusCmd(g))
@@ -185,6 +219,9 @@ func bar(ready, total, width int) string {
 func render(s *lcStatus, tty bool) string {
 	var b strings.Builder
 	b.WriteString(s.summary() + "\n")
+	if s.Rollout != nil && s.Rollout.Total > 0 {
+		b.WriteString(s.Rollout.line() + "\n")
+	}
 	width := 0
 	for _, c := range s.Clusters {
 		width = max(width, len(c.Provider)+1+len(c.Name))

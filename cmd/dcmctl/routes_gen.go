@@ -79,6 +79,12 @@ var routes = map[string][]route{
 	"/dcm.core.v1.LogicalCloudService/StopLogicalCloud": {
 		{"POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/stop"},
 	},
+	"/dcm.core.v1.LogicalCloudService/ResumeLogicalCloud": {
+		{"POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/resume"},
+	},
+	"/dcm.core.v1.LogicalCloudService/RollbackLogicalCloud": {
+		{"POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/rollback"},
+	},
 	"/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud": {
 		{"POST", "/v2/projects/{project}/logical-clouds/{logical_cloud}/terminate"},
 	},

@@ -104,6 +104,8 @@ func TestCommandRoutes(t *testing.T) {
 		{lc("POST", lcVerbs["apply"], nil), base + "/apply"},
 		{lc("POST", lcVerbs["update"], nil), base + "/update"},
 		{lc("POST", lcVerbs["stop"], nil), base + "/stop"},
+		{lc("POST", lcVerbs["resume"], nil), base + "/resume"},
+		{lc("POST", lcVerbs["rollback"], nil), base + "/rollback"},
 		{lc("POST", lcVerbs["terminate"], nil), base + "/terminate"},
 		{lc("GET", rpcLCStatus, nil), base + "/status"},
 		{lc("GET", rpcKubeconfig, map[string]string{"cluster_name": "c1"}), base + "/cluster-references/c1/kubeconfig"},

@@ -112,6 +112,8 @@ var fuzzRoutes = append([]fuzzRoute{
 	{"lc.instantiate", "POST", lcTemplate + "/instantiate", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/instantiate", nil},
 	{"lc.update-resources", "POST", lcTemplate + "/update", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/update", nil},
 	{"lc.stop", "POST", lcTemplate + "/stop", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/stop", nil},
+	{"lc.resume", "POST", lcTemplate + "/resume", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/resume", nil},
+	{"lc.rollback", "POST", lcTemplate + "/rollback", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/rollback", nil},
 	{"lc.terminate", "POST", lcTemplate + "/terminate", "/v2/projects/" + fzProject + "/logical-clouds/" + fzVerbsLC + "/terminate", nil},
 	{"clusterref.create", "POST", lcTemplate + "/cluster-references", fzLCPath + "/cluster-references",
 		func(m map[string]any) string {
@@ -211,6 +213,8 @@ var fuzzSeeds = append([]struct{ route, query, body string }{
 	{"lc.instantiate", "", `{}`},
 	{"lc.update-resources", "", ``},
 	{"lc.stop", "", ``},
+	{"lc.resume", "", ``},
+	{"lc.rollback", "", `{}`},
 	{"lc.terminate", "", ``},
 	{"clusterref.create", "", `{"cluster-provider":"fz-cp","cluster-name":"fz-cl2","loadbalancer-ip":"0.0.0.0"}`},
 	{"clusterref.create", "", `{"cluster-provider":"edge-provider","cluster-name":"cluster-1","loadbalancer-ip":"0.0.0.0"}`},

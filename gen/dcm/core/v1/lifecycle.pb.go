@@ -515,6 +515,417 @@ func (x *StopLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
 	return nil
 }
 
+// ResumeLogicalCloudRequest names a logical cloud (POST .../resume).
+type ResumeLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeLogicalCloudRequest) Reset() {
+	*x = ResumeLogicalCloudRequest{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeLogicalCloudRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeLogicalCloudRequest) ProtoMessage() {}
+
+func (x *ResumeLogicalCloudRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*ResumeLogicalCloudRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResumeLogicalCloudRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ResumeLogicalCloudRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// ResumeLogicalCloudResponse carries its status after the call.
+type ResumeLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status of the logical cloud.
+	Status        *LogicalCloudStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeLogicalCloudResponse) Reset() {
+	*x = ResumeLogicalCloudResponse{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeLogicalCloudResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeLogicalCloudResponse) ProtoMessage() {}
+
+func (x *ResumeLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*ResumeLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResumeLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// RollbackLogicalCloudRequest names a logical cloud (POST .../rollback).
+type RollbackLogicalCloudRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// logical_cloud is the logical cloud's name.
+	LogicalCloud  string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackLogicalCloudRequest) Reset() {
+	*x = RollbackLogicalCloudRequest{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackLogicalCloudRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackLogicalCloudRequest) ProtoMessage() {}
+
+func (x *RollbackLogicalCloudRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackLogicalCloudRequest.ProtoReflect.Descriptor instead.
+func (*RollbackLogicalCloudRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RollbackLogicalCloudRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RollbackLogicalCloudRequest) GetLogicalCloud() string {
+	if x != nil {
+		return x.LogicalCloud
+	}
+	return ""
+}
+
+// RollbackLogicalCloudResponse carries its status after the call.
+type RollbackLogicalCloudResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status of the logical cloud.
+	Status        *LogicalCloudStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackLogicalCloudResponse) Reset() {
+	*x = RollbackLogicalCloudResponse{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackLogicalCloudResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackLogicalCloudResponse) ProtoMessage() {}
+
+func (x *RollbackLogicalCloudResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackLogicalCloudResponse.ProtoReflect.Descriptor instead.
+func (*RollbackLogicalCloudResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RollbackLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// RolloutStrategy is how an apply or update reaches the clusters
+// (spec.rollout of a logical cloud; docs/fleet.md, "Staged rollouts").
+type RolloutStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is "all" (default: every cluster at once) or "progressive".
+	Strategy string `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// max_concurrency is how many clusters a progressive wave holds: a count
+	// ("2") or a percent of the clusters ("25%", rounded up); default 1.
+	MaxConcurrency string `protobuf:"bytes,2,opt,name=max_concurrency,json=max-concurrency,proto3" json:"max_concurrency,omitempty"`
+	// max_failures is how many clusters may fail before the rollout pauses
+	// (default 0: the first failure pauses it).
+	MaxFailures int32 `protobuf:"varint,3,opt,name=max_failures,json=max-failures,proto3" json:"max_failures,omitempty"`
+	// soak is how long a settled wave is watched before the next starts, a
+	// duration ("30s", "5m"; default 0, at most 24h).
+	Soak string `protobuf:"bytes,4,opt,name=soak,proto3" json:"soak,omitempty"`
+	// order_by_label orders the clusters by the value of this cluster label
+	// (clusters without it last, then by provider and name); empty: the
+	// order of the logical cloud's cluster references (by name).
+	OrderByLabel  string `protobuf:"bytes,5,opt,name=order_by_label,json=order-by-label,proto3" json:"order_by_label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutStrategy) Reset() {
+	*x = RolloutStrategy{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStrategy) ProtoMessage() {}
+
+func (x *RolloutStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStrategy.ProtoReflect.Descriptor instead.
+func (*RolloutStrategy) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RolloutStrategy) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *RolloutStrategy) GetMaxConcurrency() string {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return ""
+}
+
+func (x *RolloutStrategy) GetMaxFailures() int32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *RolloutStrategy) GetSoak() string {
+	if x != nil {
+		return x.Soak
+	}
+	return ""
+}
+
+func (x *RolloutStrategy) GetOrderByLabel() string {
+	if x != nil {
+		return x.OrderByLabel
+	}
+	return ""
+}
+
+// RolloutWave is where a progressive rollout stands.
+type RolloutWave struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is the logical cloud's.
+	Strategy *RolloutStrategy `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// wave counts the waves started for the current generation.
+	Wave int32 `protobuf:"varint,2,opt,name=wave,proto3" json:"wave,omitempty"`
+	// admitted is how many clusters were given the current generation; the
+	// others keep the previous one.
+	Admitted int32 `protobuf:"varint,3,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// total is how many clusters the generation goes to.
+	Total int32 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// paused is true when more clusters failed than max-failures.
+	Paused bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
+	// failed names the clusters ("provider/cluster") that failed the
+	// generation and count toward max-failures.
+	Failed []string `protobuf:"bytes,6,rep,name=failed,proto3" json:"failed,omitempty"`
+	// forgiven names the clusters that failed before a resume.
+	Forgiven []string `protobuf:"bytes,7,rep,name=forgiven,proto3" json:"forgiven,omitempty"`
+	// soak_until is when the next wave may start (the current one settled).
+	SoakUntil *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=soak_until,json=soak-until,proto3" json:"soak_until,omitempty"`
+	// rollback_available is true while POST .../rollback can return to the
+	// previous generation.
+	RollbackAvailable bool `protobuf:"varint,9,opt,name=rollback_available,json=rollback-available,proto3" json:"rollback_available,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RolloutWave) Reset() {
+	*x = RolloutWave{}
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutWave) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutWave) ProtoMessage() {}
+
+func (x *RolloutWave) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutWave.ProtoReflect.Descriptor instead.
+func (*RolloutWave) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RolloutWave) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *RolloutWave) GetWave() int32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *RolloutWave) GetAdmitted() int32 {
+	if x != nil {
+		return x.Admitted
+	}
+	return 0
+}
+
+func (x *RolloutWave) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *RolloutWave) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *RolloutWave) GetFailed() []string {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *RolloutWave) GetForgiven() []string {
+	if x != nil {
+		return x.Forgiven
+	}
+	return nil
+}
+
+func (x *RolloutWave) GetSoakUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SoakUntil
+	}
+	return nil
+}
+
+func (x *RolloutWave) GetRollbackAvailable() bool {
+	if x != nil {
+		return x.RollbackAvailable
+	}
+	return false
+}
+
 // TerminateLogicalCloudRequest names a logical cloud (POST .../terminate).
 type TerminateLogicalCloudRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -533,7 +944,7 @@ type TerminateLogicalCloudRequest struct {
 
 func (x *TerminateLogicalCloudRequest) Reset() {
 	*x = TerminateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +956,7 @@ func (x *TerminateLogicalCloudRequest) String() string {
 func (*TerminateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *TerminateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +969,7 @@ func (x *TerminateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*TerminateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{8}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TerminateLogicalCloudRequest) GetProject() string {
@@ -593,7 +1004,7 @@ type TerminateLogicalCloudResponse struct {
 
 func (x *TerminateLogicalCloudResponse) Reset() {
 	*x = TerminateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +1016,7 @@ func (x *TerminateLogicalCloudResponse) String() string {
 func (*TerminateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *TerminateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +1029,7 @@ func (x *TerminateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*TerminateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{9}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TerminateLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
@@ -641,7 +1052,7 @@ type GetLogicalCloudStatusRequest struct {
 
 func (x *GetLogicalCloudStatusRequest) Reset() {
 	*x = GetLogicalCloudStatusRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +1064,7 @@ func (x *GetLogicalCloudStatusRequest) String() string {
 func (*GetLogicalCloudStatusRequest) ProtoMessage() {}
 
 func (x *GetLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +1077,7 @@ func (x *GetLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{10}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetLogicalCloudStatusRequest) GetProject() string {
@@ -694,7 +1105,7 @@ type GetLogicalCloudStatusResponse struct {
 
 func (x *GetLogicalCloudStatusResponse) Reset() {
 	*x = GetLogicalCloudStatusResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +1117,7 @@ func (x *GetLogicalCloudStatusResponse) String() string {
 func (*GetLogicalCloudStatusResponse) ProtoMessage() {}
 
 func (x *GetLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +1130,7 @@ func (x *GetLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{11}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetLogicalCloudStatusResponse) GetStatus() *LogicalCloudStatus {
@@ -742,7 +1153,7 @@ type WatchLogicalCloudStatusRequest struct {
 
 func (x *WatchLogicalCloudStatusRequest) Reset() {
 	*x = WatchLogicalCloudStatusRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +1165,7 @@ func (x *WatchLogicalCloudStatusRequest) String() string {
 func (*WatchLogicalCloudStatusRequest) ProtoMessage() {}
 
 func (x *WatchLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +1178,7 @@ func (x *WatchLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogicalCloudStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchLogicalCloudStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{12}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchLogicalCloudStatusRequest) GetProject() string {
@@ -795,7 +1206,7 @@ type WatchLogicalCloudStatusResponse struct {
 
 func (x *WatchLogicalCloudStatusResponse) Reset() {
 	*x = WatchLogicalCloudStatusResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1218,7 @@ func (x *WatchLogicalCloudStatusResponse) String() string {
 func (*WatchLogicalCloudStatusResponse) ProtoMessage() {}
 
 func (x *WatchLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1231,7 @@ func (x *WatchLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogicalCloudStatusResponse.ProtoReflect.Descriptor instead.
 func (*WatchLogicalCloudStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{13}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchLogicalCloudStatusResponse) GetStatus() *LogicalCloudStatus {
@@ -839,7 +1250,7 @@ type LogicalCloudStatus struct {
 	// logical_cloud is the logical cloud's name.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// state is Created, Instantiating, Instantiated, InstantiateFailed,
-	// Terminating, Terminated or TerminateFailed.
+	// Paused, Terminating, Terminated or TerminateFailed.
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// stopped is true after /stop until the next /update or /terminate.
 	Stopped bool `protobuf:"varint,4,opt,name=stopped,proto3" json:"stopped,omitempty"`
@@ -857,14 +1268,17 @@ type LogicalCloudStatus struct {
 	Clusters []*ClusterStatus `protobuf:"bytes,9,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	// label_changes are the last clusters that joined or left the logical
 	// cloud by its cluster-labels, oldest first, each with its reason.
-	LabelChanges  []*LabelChange `protobuf:"bytes,10,rep,name=label_changes,json=label-changes,proto3" json:"label_changes,omitempty"`
+	LabelChanges []*LabelChange `protobuf:"bytes,10,rep,name=label_changes,json=label-changes,proto3" json:"label_changes,omitempty"`
+	// rollout is where a progressive rollout stands (spec.rollout); absent
+	// when the generation went to every cluster at once.
+	Rollout       *RolloutWave `protobuf:"bytes,21,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogicalCloudStatus) Reset() {
 	*x = LogicalCloudStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1290,7 @@ func (x *LogicalCloudStatus) String() string {
 func (*LogicalCloudStatus) ProtoMessage() {}
 
 func (x *LogicalCloudStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1303,7 @@ func (x *LogicalCloudStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudStatus.ProtoReflect.Descriptor instead.
 func (*LogicalCloudStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{14}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogicalCloudStatus) GetProject() string {
@@ -962,6 +1376,13 @@ func (x *LogicalCloudStatus) GetLabelChanges() []*LabelChange {
 	return nil
 }
 
+func (x *LogicalCloudStatus) GetRollout() *RolloutWave {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
 // ClusterStatus is a logical cloud's status on one cluster.
 type ClusterStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -990,7 +1411,7 @@ type ClusterStatus struct {
 
 func (x *ClusterStatus) Reset() {
 	*x = ClusterStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1423,7 @@ func (x *ClusterStatus) String() string {
 func (*ClusterStatus) ProtoMessage() {}
 
 func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1436,7 @@ func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
 func (*ClusterStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterStatus) GetClusterProvider() string {
@@ -1103,7 +1524,7 @@ type Drift struct {
 
 func (x *Drift) Reset() {
 	*x = Drift{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1536,7 @@ func (x *Drift) String() string {
 func (*Drift) ProtoMessage() {}
 
 func (x *Drift) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1549,7 @@ func (x *Drift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drift.ProtoReflect.Descriptor instead.
 func (*Drift) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Drift) GetTime() *timestamppb.Timestamp {
@@ -1228,7 +1649,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1661,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1674,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1339,7 +1760,7 @@ type GetKubeconfigRequest struct {
 
 func (x *GetKubeconfigRequest) Reset() {
 	*x = GetKubeconfigRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1772,7 @@ func (x *GetKubeconfigRequest) String() string {
 func (*GetKubeconfigRequest) ProtoMessage() {}
 
 func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1785,7 @@ func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*GetKubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetKubeconfigRequest) GetProject() string {
@@ -1415,7 +1836,7 @@ type GetQuotaUsageRequest struct {
 
 func (x *GetQuotaUsageRequest) Reset() {
 	*x = GetQuotaUsageRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1848,7 @@ func (x *GetQuotaUsageRequest) String() string {
 func (*GetQuotaUsageRequest) ProtoMessage() {}
 
 func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1861,7 @@ func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetQuotaUsageRequest) GetProject() string {
@@ -1468,7 +1889,7 @@ type GetQuotaUsageResponse struct {
 
 func (x *GetQuotaUsageResponse) Reset() {
 	*x = GetQuotaUsageResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1901,7 @@ func (x *GetQuotaUsageResponse) String() string {
 func (*GetQuotaUsageResponse) ProtoMessage() {}
 
 func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1914,7 @@ func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetQuotaUsageResponse) GetUsage() *QuotaUsage {
@@ -1517,7 +1938,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1950,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1963,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QuotaUsage) GetClusters() []*ClusterQuotaUsage {
@@ -1576,7 +1997,7 @@ type ClusterQuotaUsage struct {
 
 func (x *ClusterQuotaUsage) Reset() {
 	*x = ClusterQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +2009,7 @@ func (x *ClusterQuotaUsage) String() string {
 func (*ClusterQuotaUsage) ProtoMessage() {}
 
 func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +2022,7 @@ func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterQuotaUsage.ProtoReflect.Descriptor instead.
 func (*ClusterQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClusterQuotaUsage) GetClusterProvider() string {
@@ -1647,7 +2068,7 @@ type NamedQuotaUsage struct {
 
 func (x *NamedQuotaUsage) Reset() {
 	*x = NamedQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +2080,7 @@ func (x *NamedQuotaUsage) String() string {
 func (*NamedQuotaUsage) ProtoMessage() {}
 
 func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +2093,7 @@ func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedQuotaUsage.ProtoReflect.Descriptor instead.
 func (*NamedQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NamedQuotaUsage) GetName() string {
@@ -1710,7 +2131,7 @@ type QuotaAmounts struct {
 
 func (x *QuotaAmounts) Reset() {
 	*x = QuotaAmounts{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2143,7 @@ func (x *QuotaAmounts) String() string {
 func (*QuotaAmounts) ProtoMessage() {}
 
 func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2156,7 @@ func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaAmounts.ProtoReflect.Descriptor instead.
 func (*QuotaAmounts) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{24}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QuotaAmounts) GetHard() map[string]string {
@@ -1786,7 +2207,35 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"S\n" +
 	"\x18StopLogicalCloudResponse\x127\n" +
-	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\x8a\x01\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"q\n" +
+	"\x19ResumeLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"U\n" +
+	"\x1aResumeLogicalCloudResponse\x127\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"s\n" +
+	"\x1bRollbackLogicalCloudRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
+	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"W\n" +
+	"\x1cRollbackLogicalCloudResponse\x127\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\xdc\x01\n" +
+	"\x0fRolloutStrategy\x12#\n" +
+	"\bstrategy\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18 R\bstrategy\x121\n" +
+	"\x0fmax_concurrency\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18\x10R\x0fmax-concurrency\x12\"\n" +
+	"\fmax_failures\x18\x03 \x01(\x05R\fmax-failures\x12\x1b\n" +
+	"\x04soak\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18 R\x04soak\x120\n" +
+	"\x0eorder_by_label\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\xbd\x02R\x0eorder-by-label\"\xc5\x02\n" +
+	"\vRolloutWave\x128\n" +
+	"\bstrategy\x18\x01 \x01(\v2\x1c.dcm.core.v1.RolloutStrategyR\bstrategy\x12\x12\n" +
+	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12\x1a\n" +
+	"\badmitted\x18\x03 \x01(\x05R\badmitted\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\x05R\x05total\x12\x16\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\x12\x16\n" +
+	"\x06failed\x18\x06 \x03(\tR\x06failed\x12\x1a\n" +
+	"\bforgiven\x18\a \x03(\tR\bforgiven\x12:\n" +
+	"\n" +
+	"soak_until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"soak-until\x12.\n" +
+	"\x12rollback_available\x18\t \x01(\bR\x12rollback-available\"\x8a\x01\n" +
 	"\x1cTerminateLogicalCloudRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x14\n" +
@@ -1802,7 +2251,7 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"Z\n" +
 	"\x1fWatchLogicalCloudStatusResponse\x127\n" +
-	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\xea\x02\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\x9e\x03\n" +
 	"\x12LogicalCloudStatus\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\x12\x14\n" +
@@ -1816,7 +2265,8 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\vlast_errors\x18\b \x03(\tR\vlast-errors\x126\n" +
 	"\bclusters\x18\t \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\x12>\n" +
 	"\rlabel_changes\x18\n" +
-	" \x03(\v2\x18.dcm.core.v1.LabelChangeR\rlabel-changes\"\xa6\x02\n" +
+	" \x03(\v2\x18.dcm.core.v1.LabelChangeR\rlabel-changes\x122\n" +
+	"\arollout\x18\x15 \x01(\v2\x18.dcm.core.v1.RolloutWaveR\arollout\"\xa6\x02\n" +
 	"\rClusterStatus\x12*\n" +
 	"\x10cluster_provider\x18\x01 \x01(\tR\x10cluster-provider\x12\"\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\fcluster-name\x12\x14\n" +
@@ -1908,7 +2358,7 @@ func file_dcm_core_v1_lifecycle_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_lifecycle_proto_rawDescData
 }
 
-var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*Lifecycle)(nil),                           // 0: dcm.core.v1.Lifecycle
 	(*LabelChange)(nil),                         // 1: dcm.core.v1.LabelChange
@@ -1918,58 +2368,69 @@ var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*UpdateLogicalCloudResourcesResponse)(nil), // 5: dcm.core.v1.UpdateLogicalCloudResourcesResponse
 	(*StopLogicalCloudRequest)(nil),             // 6: dcm.core.v1.StopLogicalCloudRequest
 	(*StopLogicalCloudResponse)(nil),            // 7: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudRequest)(nil),        // 8: dcm.core.v1.TerminateLogicalCloudRequest
-	(*TerminateLogicalCloudResponse)(nil),       // 9: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusRequest)(nil),        // 10: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*GetLogicalCloudStatusResponse)(nil),       // 11: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusRequest)(nil),      // 12: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusResponse)(nil),     // 13: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*LogicalCloudStatus)(nil),                  // 14: dcm.core.v1.LogicalCloudStatus
-	(*ClusterStatus)(nil),                       // 15: dcm.core.v1.ClusterStatus
-	(*Drift)(nil),                               // 16: dcm.core.v1.Drift
-	(*ResourceStatus)(nil),                      // 17: dcm.core.v1.ResourceStatus
-	(*GetKubeconfigRequest)(nil),                // 18: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 19: dcm.core.v1.GetQuotaUsageRequest
-	(*GetQuotaUsageResponse)(nil),               // 20: dcm.core.v1.GetQuotaUsageResponse
-	(*QuotaUsage)(nil),                          // 21: dcm.core.v1.QuotaUsage
-	(*ClusterQuotaUsage)(nil),                   // 22: dcm.core.v1.ClusterQuotaUsage
-	(*NamedQuotaUsage)(nil),                     // 23: dcm.core.v1.NamedQuotaUsage
-	(*QuotaAmounts)(nil),                        // 24: dcm.core.v1.QuotaAmounts
-	nil,                                         // 25: dcm.core.v1.NamedQuotaUsage.HardEntry
-	nil,                                         // 26: dcm.core.v1.NamedQuotaUsage.UsedEntry
-	nil,                                         // 27: dcm.core.v1.QuotaAmounts.HardEntry
-	nil,                                         // 28: dcm.core.v1.QuotaAmounts.UsedEntry
-	(*timestamppb.Timestamp)(nil),               // 29: google.protobuf.Timestamp
+	(*ResumeLogicalCloudRequest)(nil),           // 8: dcm.core.v1.ResumeLogicalCloudRequest
+	(*ResumeLogicalCloudResponse)(nil),          // 9: dcm.core.v1.ResumeLogicalCloudResponse
+	(*RollbackLogicalCloudRequest)(nil),         // 10: dcm.core.v1.RollbackLogicalCloudRequest
+	(*RollbackLogicalCloudResponse)(nil),        // 11: dcm.core.v1.RollbackLogicalCloudResponse
+	(*RolloutStrategy)(nil),                     // 12: dcm.core.v1.RolloutStrategy
+	(*RolloutWave)(nil),                         // 13: dcm.core.v1.RolloutWave
+	(*TerminateLogicalCloudRequest)(nil),        // 14: dcm.core.v1.TerminateLogicalCloudRequest
+	(*TerminateLogicalCloudResponse)(nil),       // 15: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusRequest)(nil),        // 16: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*GetLogicalCloudStatusResponse)(nil),       // 17: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusRequest)(nil),      // 18: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusResponse)(nil),     // 19: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*LogicalCloudStatus)(nil),                  // 20: dcm.core.v1.LogicalCloudStatus
+	(*ClusterStatus)(nil),                       // 21: dcm.core.v1.ClusterStatus
+	(*Drift)(nil),                               // 22: dcm.core.v1.Drift
+	(*ResourceStatus)(nil),                      // 23: dcm.core.v1.ResourceStatus
+	(*GetKubeconfigRequest)(nil),                // 24: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 25: dcm.core.v1.GetQuotaUsageRequest
+	(*GetQuotaUsageResponse)(nil),               // 26: dcm.core.v1.GetQuotaUsageResponse
+	(*QuotaUsage)(nil),                          // 27: dcm.core.v1.QuotaUsage
+	(*ClusterQuotaUsage)(nil),                   // 28: dcm.core.v1.ClusterQuotaUsage
+	(*NamedQuotaUsage)(nil),                     // 29: dcm.core.v1.NamedQuotaUsage
+	(*QuotaAmounts)(nil),                        // 30: dcm.core.v1.QuotaAmounts
+	nil,                                         // 31: dcm.core.v1.NamedQuotaUsage.HardEntry
+	nil,                                         // 32: dcm.core.v1.NamedQuotaUsage.UsedEntry
+	nil,                                         // 33: dcm.core.v1.QuotaAmounts.HardEntry
+	nil,                                         // 34: dcm.core.v1.QuotaAmounts.UsedEntry
+	(*timestamppb.Timestamp)(nil),               // 35: google.protobuf.Timestamp
 }
 var file_dcm_core_v1_lifecycle_proto_depIdxs = []int32{
-	29, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
+	35, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
 	1,  // 1: dcm.core.v1.Lifecycle.label_changes:type_name -> dcm.core.v1.LabelChange
-	29, // 2: dcm.core.v1.LabelChange.time:type_name -> google.protobuf.Timestamp
-	14, // 3: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	14, // 4: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	14, // 5: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	14, // 6: dcm.core.v1.TerminateLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	14, // 7: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	14, // 8: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	15, // 9: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
-	1,  // 10: dcm.core.v1.LogicalCloudStatus.label_changes:type_name -> dcm.core.v1.LabelChange
-	17, // 11: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
-	16, // 12: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
-	29, // 13: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
-	29, // 14: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	21, // 15: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
-	22, // 16: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
-	24, // 17: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
-	23, // 18: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
-	25, // 19: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
-	26, // 20: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
-	27, // 21: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
-	28, // 22: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	35, // 2: dcm.core.v1.LabelChange.time:type_name -> google.protobuf.Timestamp
+	20, // 3: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 4: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 5: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 6: dcm.core.v1.ResumeLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 7: dcm.core.v1.RollbackLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	12, // 8: dcm.core.v1.RolloutWave.strategy:type_name -> dcm.core.v1.RolloutStrategy
+	35, // 9: dcm.core.v1.RolloutWave.soak_until:type_name -> google.protobuf.Timestamp
+	20, // 10: dcm.core.v1.TerminateLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 11: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 12: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	21, // 13: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
+	1,  // 14: dcm.core.v1.LogicalCloudStatus.label_changes:type_name -> dcm.core.v1.LabelChange
+	13, // 15: dcm.core.v1.LogicalCloudStatus.rollout:type_name -> dcm.core.v1.RolloutWave
+	23, // 16: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
+	22, // 17: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
+	35, // 18: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	35, // 19: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	27, // 20: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
+	28, // 21: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
+	30, // 22: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
+	29, // 23: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
+	31, // 24: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
+	32, // 25: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
+	33, // 26: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
+	34, // 27: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_lifecycle_proto_init() }
@@ -1983,7 +2444,7 @@ func file_dcm_core_v1_lifecycle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_lifecycle_proto_rawDesc), len(file_dcm_core_v1_lifecycle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

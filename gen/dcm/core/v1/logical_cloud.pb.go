@@ -802,6 +802,11 @@ type LogicalCloudSpec struct {
 	// "Clusters by label"). Unset is true; only a logical cloud with
 	// cluster-labels may set it.
 	FollowLabels *bool `protobuf:"varint,10,opt,name=follow_labels,json=follow-labels,proto3,oneof" json:"follow_labels,omitempty"`
+	// rollout is how an apply or update reaches the clusters: every cluster
+	// at once (absent, or strategy "all"), or in waves ("progressive";
+	// docs/fleet.md, "Staged rollouts"). A PUT with a spec replaces it; it
+	// takes effect on the next .../apply or .../update.
+	Rollout *RolloutStrategy `protobuf:"bytes,31,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	// users are the names of the logical cloud's users, ordered by name
 	// (none for an admin logical cloud). Output only: users are added with
 	// POST .../users (or seed 002's POST .../logical-clouds naming an
@@ -910,6 +915,13 @@ func (x *LogicalCloudSpec) GetFollowLabels() bool {
 		return *x.FollowLabels
 	}
 	return false
+}
+
+func (x *LogicalCloudSpec) GetRollout() *RolloutStrategy {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
 }
 
 func (x *LogicalCloudSpec) GetUsers() []string {
@@ -3602,7 +3614,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xee\x04\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xa6\x05\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -3617,7 +3629,8 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\x128\n" +
 	"\x12allow_ingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\x12allow-ingress-from\x12)\n" +
 	"\rfollow_labels\x18\n" +
-	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01\x12\x14\n" +
+	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01\x126\n" +
+	"\arollout\x18\x1f \x01(\v2\x1c.dcm.core.v1.RolloutStrategyR\arollout\x12\x14\n" +
 	"\x05users\x18\x14 \x03(\tR\x05usersB\x10\n" +
 	"\x0e_follow_labels\"r\n" +
 	"\vServiceMesh\x12\x18\n" +
@@ -3794,7 +3807,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x1d\n" +
 	"\x04name\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"\x16\n" +
-	"\x14DeleteKvPairResponse2\xec2\n" +
+	"\x14DeleteKvPairResponse2\xe05\n" +
 	"\x13LogicalCloudService\x12\x97\x01\n" +
 	"\x12CreateLogicalCloud\x12&.dcm.core.v1.CreateLogicalCloudRequest\x1a'.dcm.core.v1.CreateLogicalCloudResponse\"0\x82\xd3\xe4\x93\x02*:\x01*\"%/v2/projects/{project}/logical-clouds\x12\xb1\x01\n" +
 	"\x16CreateMeshLogicalCloud\x12*.dcm.core.v1.CreateMeshLogicalCloudRequest\x1a+.dcm.core.v1.CreateMeshLogicalCloudResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v2/projects/{project}/logical-clouds/control-plane\x12\xb9\x01\n" +
@@ -3805,7 +3818,9 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x12DeleteLogicalCloud\x12&.dcm.core.v1.DeleteLogicalCloudRequest\x1a'.dcm.core.v1.DeleteLogicalCloudResponse\"=\x82\xd3\xe4\x93\x027*5/v2/projects/{project}/logical-clouds/{logical_cloud}\x12\xfe\x01\n" +
 	"\x11ApplyLogicalCloud\x12%.dcm.core.v1.ApplyLogicalCloudRequest\x1a&.dcm.core.v1.ApplyLogicalCloudResponse\"\x99\x01\x82\xd3\xe4\x93\x02\x92\x01ZKb\x06status\"A/v2/projects/{project}/logical-clouds/{logical_cloud}/instantiateb\x06status\";/v2/projects/{project}/logical-clouds/{logical_cloud}/apply\x12\xce\x01\n" +
 	"\x1bUpdateLogicalCloudResources\x12/.dcm.core.v1.UpdateLogicalCloudResourcesRequest\x1a0.dcm.core.v1.UpdateLogicalCloudResourcesResponse\"L\x82\xd3\xe4\x93\x02Fb\x06status\"</v2/projects/{project}/logical-clouds/{logical_cloud}/update\x12\xab\x01\n" +
-	"\x10StopLogicalCloud\x12$.dcm.core.v1.StopLogicalCloudRequest\x1a%.dcm.core.v1.StopLogicalCloudResponse\"J\x82\xd3\xe4\x93\x02Db\x06status\":/v2/projects/{project}/logical-clouds/{logical_cloud}/stop\x12\xbf\x01\n" +
+	"\x10StopLogicalCloud\x12$.dcm.core.v1.StopLogicalCloudRequest\x1a%.dcm.core.v1.StopLogicalCloudResponse\"J\x82\xd3\xe4\x93\x02Db\x06status\":/v2/projects/{project}/logical-clouds/{logical_cloud}/stop\x12\xb3\x01\n" +
+	"\x12ResumeLogicalCloud\x12&.dcm.core.v1.ResumeLogicalCloudRequest\x1a'.dcm.core.v1.ResumeLogicalCloudResponse\"L\x82\xd3\xe4\x93\x02Fb\x06status\"</v2/projects/{project}/logical-clouds/{logical_cloud}/resume\x12\xbb\x01\n" +
+	"\x14RollbackLogicalCloud\x12(.dcm.core.v1.RollbackLogicalCloudRequest\x1a).dcm.core.v1.RollbackLogicalCloudResponse\"N\x82\xd3\xe4\x93\x02Hb\x06status\">/v2/projects/{project}/logical-clouds/{logical_cloud}/rollback\x12\xbf\x01\n" +
 	"\x15TerminateLogicalCloud\x12).dcm.core.v1.TerminateLogicalCloudRequest\x1a*.dcm.core.v1.TerminateLogicalCloudResponse\"O\x82\xd3\xe4\x93\x02Ib\x06status\"?/v2/projects/{project}/logical-clouds/{logical_cloud}/terminate\x12\xbc\x01\n" +
 	"\x15GetLogicalCloudStatus\x12).dcm.core.v1.GetLogicalCloudStatusRequest\x1a*.dcm.core.v1.GetLogicalCloudStatusResponse\"L\x82\xd3\xe4\x93\x02Fb\x06status\x12</v2/projects/{project}/logical-clouds/{logical_cloud}/status\x12\xca\x01\n" +
 	"\x17WatchLogicalCloudStatus\x12+.dcm.core.v1.WatchLogicalCloudStatusRequest\x1a,.dcm.core.v1.WatchLogicalCloudStatusResponse\"R\x82\xd3\xe4\x93\x02Lb\x06status\x12B/v2/projects/{project}/logical-clouds/{logical_cloud}/status/watch0\x01\x12\xc3\x02\n" +
@@ -3901,23 +3916,28 @@ var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*v11.Metadata)(nil),                        // 55: dcm.types.v1.Metadata
 	(*Lifecycle)(nil),                           // 56: dcm.core.v1.Lifecycle
 	(*v11.Label)(nil),                           // 57: dcm.types.v1.Label
-	(*structpb.Value)(nil),                      // 58: google.protobuf.Value
-	(*ApplyLogicalCloudRequest)(nil),            // 59: dcm.core.v1.ApplyLogicalCloudRequest
-	(*UpdateLogicalCloudResourcesRequest)(nil),  // 60: dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	(*StopLogicalCloudRequest)(nil),             // 61: dcm.core.v1.StopLogicalCloudRequest
-	(*TerminateLogicalCloudRequest)(nil),        // 62: dcm.core.v1.TerminateLogicalCloudRequest
-	(*GetLogicalCloudStatusRequest)(nil),        // 63: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusRequest)(nil),      // 64: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*GetKubeconfigRequest)(nil),                // 65: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 66: dcm.core.v1.GetQuotaUsageRequest
-	(*ApplyLogicalCloudResponse)(nil),           // 67: dcm.core.v1.ApplyLogicalCloudResponse
-	(*UpdateLogicalCloudResourcesResponse)(nil), // 68: dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	(*StopLogicalCloudResponse)(nil),            // 69: dcm.core.v1.StopLogicalCloudResponse
-	(*TerminateLogicalCloudResponse)(nil),       // 70: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusResponse)(nil),       // 71: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusResponse)(nil),     // 72: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*httpbody.HttpBody)(nil),                   // 73: google.api.HttpBody
-	(*GetQuotaUsageResponse)(nil),               // 74: dcm.core.v1.GetQuotaUsageResponse
+	(*RolloutStrategy)(nil),                     // 58: dcm.core.v1.RolloutStrategy
+	(*structpb.Value)(nil),                      // 59: google.protobuf.Value
+	(*ApplyLogicalCloudRequest)(nil),            // 60: dcm.core.v1.ApplyLogicalCloudRequest
+	(*UpdateLogicalCloudResourcesRequest)(nil),  // 61: dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	(*StopLogicalCloudRequest)(nil),             // 62: dcm.core.v1.StopLogicalCloudRequest
+	(*ResumeLogicalCloudRequest)(nil),           // 63: dcm.core.v1.ResumeLogicalCloudRequest
+	(*RollbackLogicalCloudRequest)(nil),         // 64: dcm.core.v1.RollbackLogicalCloudRequest
+	(*TerminateLogicalCloudRequest)(nil),        // 65: dcm.core.v1.TerminateLogicalCloudRequest
+	(*GetLogicalCloudStatusRequest)(nil),        // 66: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusRequest)(nil),      // 67: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*GetKubeconfigRequest)(nil),                // 68: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 69: dcm.core.v1.GetQuotaUsageRequest
+	(*ApplyLogicalCloudResponse)(nil),           // 70: dcm.core.v1.ApplyLogicalCloudResponse
+	(*UpdateLogicalCloudResourcesResponse)(nil), // 71: dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	(*StopLogicalCloudResponse)(nil),            // 72: dcm.core.v1.StopLogicalCloudResponse
+	(*ResumeLogicalCloudResponse)(nil),          // 73: dcm.core.v1.ResumeLogicalCloudResponse
+	(*RollbackLogicalCloudResponse)(nil),        // 74: dcm.core.v1.RollbackLogicalCloudResponse
+	(*TerminateLogicalCloudResponse)(nil),       // 75: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusResponse)(nil),       // 76: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusResponse)(nil),     // 77: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*httpbody.HttpBody)(nil),                   // 78: google.api.HttpBody
+	(*GetQuotaUsageResponse)(nil),               // 79: dcm.core.v1.GetQuotaUsageResponse
 }
 var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	53, // 0: dcm.core.v1.LogicalCloudUserEntry.permissions:type_name -> dcm.user.v1.UserPermission
@@ -3932,102 +3952,107 @@ var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	14, // 9: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
 	13, // 10: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
 	57, // 11: dcm.core.v1.LogicalCloudSpec.labels:type_name -> dcm.types.v1.Label
-	53, // 12: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
-	55, // 13: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	12, // 14: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	54, // 15: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	58, // 16: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	11, // 17: dcm.core.v1.CreateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	54, // 18: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
-	58, // 19: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
-	11, // 20: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	11, // 21: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	11, // 22: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
-	55, // 23: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
-	12, // 24: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
-	56, // 25: dcm.core.v1.UpdateLogicalCloudRequest.lifecycle:type_name -> dcm.core.v1.Lifecycle
-	11, // 26: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
-	55, // 27: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
-	55, // 28: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
-	27, // 29: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	27, // 30: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	27, // 31: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
-	55, // 32: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
-	27, // 33: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
-	55, // 34: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
-	39, // 35: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
-	54, // 36: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
-	55, // 37: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
-	42, // 38: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
-	38, // 39: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	38, // 40: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	38, // 41: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	38, // 42: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
-	38, // 43: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
-	38, // 44: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
-	15, // 45: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
-	17, // 46: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
-	19, // 47: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
-	21, // 48: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
-	23, // 49: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
-	25, // 50: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
-	59, // 51: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
-	60, // 52: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
-	61, // 53: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
-	62, // 54: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
-	63, // 55: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
-	64, // 56: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
-	65, // 57: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
-	66, // 58: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
-	28, // 59: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
-	30, // 60: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
-	32, // 61: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
-	34, // 62: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
-	36, // 63: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
-	43, // 64: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
-	45, // 65: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
-	47, // 66: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
-	49, // 67: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
-	51, // 68: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
-	1,  // 69: dcm.core.v1.LogicalCloudService.CreateLogicalCloudUser:input_type -> dcm.core.v1.CreateLogicalCloudUserRequest
-	3,  // 70: dcm.core.v1.LogicalCloudService.ListLogicalCloudUsers:input_type -> dcm.core.v1.ListLogicalCloudUsersRequest
-	5,  // 71: dcm.core.v1.LogicalCloudService.GetLogicalCloudUser:input_type -> dcm.core.v1.GetLogicalCloudUserRequest
-	7,  // 72: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUser:input_type -> dcm.core.v1.DeleteLogicalCloudUserRequest
-	9,  // 73: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUsers:input_type -> dcm.core.v1.DeleteLogicalCloudUsersRequest
-	16, // 74: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
-	18, // 75: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
-	20, // 76: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
-	22, // 77: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
-	24, // 78: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
-	26, // 79: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
-	67, // 80: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
-	68, // 81: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
-	69, // 82: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
-	70, // 83: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
-	71, // 84: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
-	72, // 85: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
-	73, // 86: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
-	74, // 87: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
-	29, // 88: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
-	31, // 89: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
-	33, // 90: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
-	35, // 91: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
-	37, // 92: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
-	44, // 93: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
-	46, // 94: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
-	48, // 95: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
-	50, // 96: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
-	52, // 97: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
-	2,  // 98: dcm.core.v1.LogicalCloudService.CreateLogicalCloudUser:output_type -> dcm.core.v1.CreateLogicalCloudUserResponse
-	4,  // 99: dcm.core.v1.LogicalCloudService.ListLogicalCloudUsers:output_type -> dcm.core.v1.ListLogicalCloudUsersResponse
-	6,  // 100: dcm.core.v1.LogicalCloudService.GetLogicalCloudUser:output_type -> dcm.core.v1.GetLogicalCloudUserResponse
-	8,  // 101: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUser:output_type -> dcm.core.v1.DeleteLogicalCloudUserResponse
-	10, // 102: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUsers:output_type -> dcm.core.v1.DeleteLogicalCloudUsersResponse
-	74, // [74:103] is the sub-list for method output_type
-	45, // [45:74] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	58, // 12: dcm.core.v1.LogicalCloudSpec.rollout:type_name -> dcm.core.v1.RolloutStrategy
+	53, // 13: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
+	55, // 14: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	12, // 15: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	54, // 16: dcm.core.v1.CreateLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	59, // 17: dcm.core.v1.CreateLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	11, // 18: dcm.core.v1.CreateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	54, // 19: dcm.core.v1.CreateMeshLogicalCloudRequest.resources:type_name -> google.protobuf.Struct
+	59, // 20: dcm.core.v1.CreateMeshLogicalCloudRequest.user:type_name -> google.protobuf.Value
+	11, // 21: dcm.core.v1.CreateMeshLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	11, // 22: dcm.core.v1.GetLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	11, // 23: dcm.core.v1.ListLogicalCloudsResponse.logical_clouds:type_name -> dcm.core.v1.LogicalCloud
+	55, // 24: dcm.core.v1.UpdateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
+	12, // 25: dcm.core.v1.UpdateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec
+	56, // 26: dcm.core.v1.UpdateLogicalCloudRequest.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	11, // 27: dcm.core.v1.UpdateLogicalCloudResponse.logical_cloud:type_name -> dcm.core.v1.LogicalCloud
+	55, // 28: dcm.core.v1.ClusterReference.metadata:type_name -> dcm.types.v1.Metadata
+	55, // 29: dcm.core.v1.CreateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 30: dcm.core.v1.CreateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	27, // 31: dcm.core.v1.GetClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	27, // 32: dcm.core.v1.ListClusterReferencesResponse.cluster_references:type_name -> dcm.core.v1.ClusterReference
+	55, // 33: dcm.core.v1.UpdateClusterReferenceRequest.metadata:type_name -> dcm.types.v1.Metadata
+	27, // 34: dcm.core.v1.UpdateClusterReferenceResponse.cluster_reference:type_name -> dcm.core.v1.ClusterReference
+	55, // 35: dcm.core.v1.KvPair.metadata:type_name -> dcm.types.v1.Metadata
+	39, // 36: dcm.core.v1.KvPair.spec:type_name -> dcm.core.v1.KvPairSpec
+	54, // 37: dcm.core.v1.KvPairSpec.kv:type_name -> google.protobuf.Struct
+	55, // 38: dcm.core.v1.StoredKvPair.metadata:type_name -> dcm.types.v1.Metadata
+	42, // 39: dcm.core.v1.StoredKvPair.pairs:type_name -> dcm.core.v1.KeyValue
+	38, // 40: dcm.core.v1.CreateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 41: dcm.core.v1.CreateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 42: dcm.core.v1.GetKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 43: dcm.core.v1.ListKvPairsResponse.kv_pairs:type_name -> dcm.core.v1.KvPair
+	38, // 44: dcm.core.v1.UpdateKvPairRequest.kv_pair:type_name -> dcm.core.v1.KvPair
+	38, // 45: dcm.core.v1.UpdateKvPairResponse.kv_pair:type_name -> dcm.core.v1.KvPair
+	15, // 46: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:input_type -> dcm.core.v1.CreateLogicalCloudRequest
+	17, // 47: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:input_type -> dcm.core.v1.CreateMeshLogicalCloudRequest
+	19, // 48: dcm.core.v1.LogicalCloudService.GetLogicalCloud:input_type -> dcm.core.v1.GetLogicalCloudRequest
+	21, // 49: dcm.core.v1.LogicalCloudService.ListLogicalClouds:input_type -> dcm.core.v1.ListLogicalCloudsRequest
+	23, // 50: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:input_type -> dcm.core.v1.UpdateLogicalCloudRequest
+	25, // 51: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:input_type -> dcm.core.v1.DeleteLogicalCloudRequest
+	60, // 52: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:input_type -> dcm.core.v1.ApplyLogicalCloudRequest
+	61, // 53: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:input_type -> dcm.core.v1.UpdateLogicalCloudResourcesRequest
+	62, // 54: dcm.core.v1.LogicalCloudService.StopLogicalCloud:input_type -> dcm.core.v1.StopLogicalCloudRequest
+	63, // 55: dcm.core.v1.LogicalCloudService.ResumeLogicalCloud:input_type -> dcm.core.v1.ResumeLogicalCloudRequest
+	64, // 56: dcm.core.v1.LogicalCloudService.RollbackLogicalCloud:input_type -> dcm.core.v1.RollbackLogicalCloudRequest
+	65, // 57: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:input_type -> dcm.core.v1.TerminateLogicalCloudRequest
+	66, // 58: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:input_type -> dcm.core.v1.GetLogicalCloudStatusRequest
+	67, // 59: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:input_type -> dcm.core.v1.WatchLogicalCloudStatusRequest
+	68, // 60: dcm.core.v1.LogicalCloudService.GetKubeconfig:input_type -> dcm.core.v1.GetKubeconfigRequest
+	69, // 61: dcm.core.v1.LogicalCloudService.GetQuotaUsage:input_type -> dcm.core.v1.GetQuotaUsageRequest
+	28, // 62: dcm.core.v1.LogicalCloudService.CreateClusterReference:input_type -> dcm.core.v1.CreateClusterReferenceRequest
+	30, // 63: dcm.core.v1.LogicalCloudService.GetClusterReference:input_type -> dcm.core.v1.GetClusterReferenceRequest
+	32, // 64: dcm.core.v1.LogicalCloudService.ListClusterReferences:input_type -> dcm.core.v1.ListClusterReferencesRequest
+	34, // 65: dcm.core.v1.LogicalCloudService.UpdateClusterReference:input_type -> dcm.core.v1.UpdateClusterReferenceRequest
+	36, // 66: dcm.core.v1.LogicalCloudService.DeleteClusterReference:input_type -> dcm.core.v1.DeleteClusterReferenceRequest
+	43, // 67: dcm.core.v1.LogicalCloudService.CreateKvPair:input_type -> dcm.core.v1.CreateKvPairRequest
+	45, // 68: dcm.core.v1.LogicalCloudService.GetKvPair:input_type -> dcm.core.v1.GetKvPairRequest
+	47, // 69: dcm.core.v1.LogicalCloudService.ListKvPairs:input_type -> dcm.core.v1.ListKvPairsRequest
+	49, // 70: dcm.core.v1.LogicalCloudService.UpdateKvPair:input_type -> dcm.core.v1.UpdateKvPairRequest
+	51, // 71: dcm.core.v1.LogicalCloudService.DeleteKvPair:input_type -> dcm.core.v1.DeleteKvPairRequest
+	1,  // 72: dcm.core.v1.LogicalCloudService.CreateLogicalCloudUser:input_type -> dcm.core.v1.CreateLogicalCloudUserRequest
+	3,  // 73: dcm.core.v1.LogicalCloudService.ListLogicalCloudUsers:input_type -> dcm.core.v1.ListLogicalCloudUsersRequest
+	5,  // 74: dcm.core.v1.LogicalCloudService.GetLogicalCloudUser:input_type -> dcm.core.v1.GetLogicalCloudUserRequest
+	7,  // 75: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUser:input_type -> dcm.core.v1.DeleteLogicalCloudUserRequest
+	9,  // 76: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUsers:input_type -> dcm.core.v1.DeleteLogicalCloudUsersRequest
+	16, // 77: dcm.core.v1.LogicalCloudService.CreateLogicalCloud:output_type -> dcm.core.v1.CreateLogicalCloudResponse
+	18, // 78: dcm.core.v1.LogicalCloudService.CreateMeshLogicalCloud:output_type -> dcm.core.v1.CreateMeshLogicalCloudResponse
+	20, // 79: dcm.core.v1.LogicalCloudService.GetLogicalCloud:output_type -> dcm.core.v1.GetLogicalCloudResponse
+	22, // 80: dcm.core.v1.LogicalCloudService.ListLogicalClouds:output_type -> dcm.core.v1.ListLogicalCloudsResponse
+	24, // 81: dcm.core.v1.LogicalCloudService.UpdateLogicalCloud:output_type -> dcm.core.v1.UpdateLogicalCloudResponse
+	26, // 82: dcm.core.v1.LogicalCloudService.DeleteLogicalCloud:output_type -> dcm.core.v1.DeleteLogicalCloudResponse
+	70, // 83: dcm.core.v1.LogicalCloudService.ApplyLogicalCloud:output_type -> dcm.core.v1.ApplyLogicalCloudResponse
+	71, // 84: dcm.core.v1.LogicalCloudService.UpdateLogicalCloudResources:output_type -> dcm.core.v1.UpdateLogicalCloudResourcesResponse
+	72, // 85: dcm.core.v1.LogicalCloudService.StopLogicalCloud:output_type -> dcm.core.v1.StopLogicalCloudResponse
+	73, // 86: dcm.core.v1.LogicalCloudService.ResumeLogicalCloud:output_type -> dcm.core.v1.ResumeLogicalCloudResponse
+	74, // 87: dcm.core.v1.LogicalCloudService.RollbackLogicalCloud:output_type -> dcm.core.v1.RollbackLogicalCloudResponse
+	75, // 88: dcm.core.v1.LogicalCloudService.TerminateLogicalCloud:output_type -> dcm.core.v1.TerminateLogicalCloudResponse
+	76, // 89: dcm.core.v1.LogicalCloudService.GetLogicalCloudStatus:output_type -> dcm.core.v1.GetLogicalCloudStatusResponse
+	77, // 90: dcm.core.v1.LogicalCloudService.WatchLogicalCloudStatus:output_type -> dcm.core.v1.WatchLogicalCloudStatusResponse
+	78, // 91: dcm.core.v1.LogicalCloudService.GetKubeconfig:output_type -> google.api.HttpBody
+	79, // 92: dcm.core.v1.LogicalCloudService.GetQuotaUsage:output_type -> dcm.core.v1.GetQuotaUsageResponse
+	29, // 93: dcm.core.v1.LogicalCloudService.CreateClusterReference:output_type -> dcm.core.v1.CreateClusterReferenceResponse
+	31, // 94: dcm.core.v1.LogicalCloudService.GetClusterReference:output_type -> dcm.core.v1.GetClusterReferenceResponse
+	33, // 95: dcm.core.v1.LogicalCloudService.ListClusterReferences:output_type -> dcm.core.v1.ListClusterReferencesResponse
+	35, // 96: dcm.core.v1.LogicalCloudService.UpdateClusterReference:output_type -> dcm.core.v1.UpdateClusterReferenceResponse
+	37, // 97: dcm.core.v1.LogicalCloudService.DeleteClusterReference:output_type -> dcm.core.v1.DeleteClusterReferenceResponse
+	44, // 98: dcm.core.v1.LogicalCloudService.CreateKvPair:output_type -> dcm.core.v1.CreateKvPairResponse
+	46, // 99: dcm.core.v1.LogicalCloudService.GetKvPair:output_type -> dcm.core.v1.GetKvPairResponse
+	48, // 100: dcm.core.v1.LogicalCloudService.ListKvPairs:output_type -> dcm.core.v1.ListKvPairsResponse
+	50, // 101: dcm.core.v1.LogicalCloudService.UpdateKvPair:output_type -> dcm.core.v1.UpdateKvPairResponse
+	52, // 102: dcm.core.v1.LogicalCloudService.DeleteKvPair:output_type -> dcm.core.v1.DeleteKvPairResponse
+	2,  // 103: dcm.core.v1.LogicalCloudService.CreateLogicalCloudUser:output_type -> dcm.core.v1.CreateLogicalCloudUserResponse
+	4,  // 104: dcm.core.v1.LogicalCloudService.ListLogicalCloudUsers:output_type -> dcm.core.v1.ListLogicalCloudUsersResponse
+	6,  // 105: dcm.core.v1.LogicalCloudService.GetLogicalCloudUser:output_type -> dcm.core.v1.GetLogicalCloudUserResponse
+	8,  // 106: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUser:output_type -> dcm.core.v1.DeleteLogicalCloudUserResponse
+	10, // 107: dcm.core.v1.LogicalCloudService.DeleteLogicalCloudUsers:output_type -> dcm.core.v1.DeleteLogicalCloudUsersResponse
+	77, // [77:108] is the sub-list for method output_type
+	46, // [46:77] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_logical_cloud_proto_init() }

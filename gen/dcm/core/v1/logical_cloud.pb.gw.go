@@ -569,6 +569,116 @@ func local_request_LogicalCloudService_StopLogicalCloud_0(ctx context.Context, m
 	return msg, metadata, err
 }
 
+func request_LogicalCloudService_ResumeLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ResumeLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ResumeLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_ResumeLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ResumeLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.ResumeLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_LogicalCloudService_RollbackLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RollbackLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.RollbackLogicalCloud(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_LogicalCloudService_RollbackLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, server LogicalCloudServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RollbackLogicalCloudRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["logical_cloud"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "logical_cloud")
+	}
+	protoReq.LogicalCloud, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "logical_cloud", err)
+	}
+	msg, err := server.RollbackLogicalCloud(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 var filter_LogicalCloudService_TerminateLogicalCloud_0 = &utilities.DoubleArray{Encoding: map[string]int{"project": 0, "logical_cloud": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
 
 func request_LogicalCloudService_TerminateLogicalCloud_0(ctx context.Context, marshaler runtime.Marshaler, client LogicalCloudServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
@@ -2829,6 +2939,46 @@ func RegisterLogicalCloudServiceHandlerServer(ctx context.Context, mux *runtime.
 		}
 		forward_LogicalCloudService_StopLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_StopLogicalCloud_0{resp.(*StopLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_ResumeLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/ResumeLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/resume"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_ResumeLogicalCloud_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_ResumeLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_ResumeLogicalCloud_0{resp.(*ResumeLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_RollbackLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/RollbackLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/rollback"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_LogicalCloudService_RollbackLogicalCloud_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_RollbackLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_RollbackLogicalCloud_0{resp.(*RollbackLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_LogicalCloudService_TerminateLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -3586,6 +3736,40 @@ func RegisterLogicalCloudServiceHandlerClient(ctx context.Context, mux *runtime.
 		}
 		forward_LogicalCloudService_StopLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_StopLogicalCloud_0{resp.(*StopLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_ResumeLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/ResumeLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/resume"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_ResumeLogicalCloud_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_ResumeLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_ResumeLogicalCloud_0{resp.(*ResumeLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_LogicalCloudService_RollbackLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.LogicalCloudService/RollbackLogicalCloud", runtime.WithHTTPPathPattern("/v2/projects/{project}/logical-clouds/{logical_cloud}/rollback"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_LogicalCloudService_RollbackLogicalCloud_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_LogicalCloudService_RollbackLogicalCloud_0(annotatedContext, mux, outboundMarshaler, w, req, response_LogicalCloudService_RollbackLogicalCloud_0{resp.(*RollbackLogicalCloudResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_LogicalCloudService_TerminateLogicalCloud_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -4131,6 +4315,24 @@ func (m response_LogicalCloudService_StopLogicalCloud_0) XXX_ResponseBody() inte
 	return response.Status
 }
 
+type response_LogicalCloudService_ResumeLogicalCloud_0 struct {
+	*ResumeLogicalCloudResponse
+}
+
+func (m response_LogicalCloudService_ResumeLogicalCloud_0) XXX_ResponseBody() interface{} {
+	response := m.ResumeLogicalCloudResponse
+	return response.Status
+}
+
+type response_LogicalCloudService_RollbackLogicalCloud_0 struct {
+	*RollbackLogicalCloudResponse
+}
+
+func (m response_LogicalCloudService_RollbackLogicalCloud_0) XXX_ResponseBody() interface{} {
+	response := m.RollbackLogicalCloudResponse
+	return response.Status
+}
+
 type response_LogicalCloudService_TerminateLogicalCloud_0 struct {
 	*TerminateLogicalCloudResponse
 }
@@ -4286,6 +4488,8 @@ var (
 	pattern_LogicalCloudService_ApplyLogicalCloud_1           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "instantiate"}, ""))
 	pattern_LogicalCloudService_UpdateLogicalCloudResources_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "update"}, ""))
 	pattern_LogicalCloudService_StopLogicalCloud_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "stop"}, ""))
+	pattern_LogicalCloudService_ResumeLogicalCloud_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "resume"}, ""))
+	pattern_LogicalCloudService_RollbackLogicalCloud_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "rollback"}, ""))
 	pattern_LogicalCloudService_TerminateLogicalCloud_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "terminate"}, ""))
 	pattern_LogicalCloudService_GetLogicalCloudStatus_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "status"}, ""))
 	pattern_LogicalCloudService_WatchLogicalCloudStatus_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 2, 6}, []string{"v2", "projects", "project", "logical-clouds", "logical_cloud", "status", "watch"}, ""))
@@ -4327,6 +4531,8 @@ var (
 	forward_LogicalCloudService_ApplyLogicalCloud_1           = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_UpdateLogicalCloudResources_0 = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_StopLogicalCloud_0            = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_ResumeLogicalCloud_0          = runtime.ForwardResponseMessage
+	forward_LogicalCloudService_RollbackLogicalCloud_0        = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_TerminateLogicalCloud_0       = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_GetLogicalCloudStatus_0       = runtime.ForwardResponseMessage
 	forward_LogicalCloudService_WatchLogicalCloudStatus_0     = runtime.ForwardResponseStream

@@ -29,6 +29,8 @@ const (
 	LogicalCloudService_ApplyLogicalCloud_FullMethodName           = "/dcm.core.v1.LogicalCloudService/ApplyLogicalCloud"
 	LogicalCloudService_UpdateLogicalCloudResources_FullMethodName = "/dcm.core.v1.LogicalCloudService/UpdateLogicalCloudResources"
 	LogicalCloudService_StopLogicalCloud_FullMethodName            = "/dcm.core.v1.LogicalCloudService/StopLogicalCloud"
+	LogicalCloudService_ResumeLogicalCloud_FullMethodName          = "/dcm.core.v1.LogicalCloudService/ResumeLogicalCloud"
+	LogicalCloudService_RollbackLogicalCloud_FullMethodName        = "/dcm.core.v1.LogicalCloudService/RollbackLogicalCloud"
 	LogicalCloudService_TerminateLogicalCloud_FullMethodName       = "/dcm.core.v1.LogicalCloudService/TerminateLogicalCloud"
 	LogicalCloudService_GetLogicalCloudStatus_FullMethodName       = "/dcm.core.v1.LogicalCloudService/GetLogicalCloudStatus"
 	LogicalCloudService_WatchLogicalCloudStatus_FullMethodName     = "/dcm.core.v1.LogicalCloudService/WatchLogicalCloudStatus"
@@ -98,6 +100,15 @@ type LogicalCloudServiceClient interface {
 	// StopLogicalCloud halts the resource synchronizer's retries for the
 	// logical cloud until the next update or terminate.
 	StopLogicalCloud(ctx context.Context, in *StopLogicalCloudRequest, opts ...grpc.CallOption) (*StopLogicalCloudResponse, error)
+	// ResumeLogicalCloud continues a Paused progressive rollout (the
+	// failures so far no longer count): 409 WRONG_STATE unless Paused.
+	ResumeLogicalCloud(ctx context.Context, in *ResumeLogicalCloudRequest, opts ...grpc.CallOption) (*ResumeLogicalCloudResponse, error)
+	// RollbackLogicalCloud returns every cluster to the previous
+	// generation's desired state, all at once: 409 WRONG_STATE unless the
+	// logical cloud is Paused, Instantiating, Instantiated or
+	// InstantiateFailed with a previous generation kept (a progressive
+	// update's).
+	RollbackLogicalCloud(ctx context.Context, in *RollbackLogicalCloudRequest, opts ...grpc.CallOption) (*RollbackLogicalCloudResponse, error)
 	// TerminateLogicalCloud removes everything the logical cloud put on
 	// every cluster, in reverse order; after it the logical cloud may be
 	// deleted (or applied again).
@@ -251,6 +262,26 @@ func (c *logicalCloudServiceClient) StopLogicalCloud(ctx context.Context, in *St
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StopLogicalCloudResponse)
 	err := c.cc.Invoke(ctx, LogicalCloudService_StopLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) ResumeLogicalCloud(ctx context.Context, in *ResumeLogicalCloudRequest, opts ...grpc.CallOption) (*ResumeLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_ResumeLogicalCloud_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logicalCloudServiceClient) RollbackLogicalCloud(ctx context.Context, in *RollbackLogicalCloudRequest, opts ...grpc.CallOption) (*RollbackLogicalCloudResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackLogicalCloudResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudService_RollbackLogicalCloud_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -513,6 +544,15 @@ type LogicalCloudServiceServer interface {
 	// StopLogicalCloud halts the resource synchronizer's retries for the
 	// logical cloud until the next update or terminate.
 	StopLogicalCloud(context.Context, *StopLogicalCloudRequest) (*StopLogicalCloudResponse, error)
+	// ResumeLogicalCloud continues a Paused progressive rollout (the
+	// failures so far no longer count): 409 WRONG_STATE unless Paused.
+	ResumeLogicalCloud(context.Context, *ResumeLogicalCloudRequest) (*ResumeLogicalCloudResponse, error)
+	// RollbackLogicalCloud returns every cluster to the previous
+	// generation's desired state, all at once: 409 WRONG_STATE unless the
+	// logical cloud is Paused, Instantiating, Instantiated or
+	// InstantiateFailed with a previous generation kept (a progressive
+	// update's).
+	RollbackLogicalCloud(context.Context, *RollbackLogicalCloudRequest) (*RollbackLogicalCloudResponse, error)
 	// TerminateLogicalCloud removes everything the logical cloud put on
 	// every cluster, in reverse order; after it the logical cloud may be
 	// deleted (or applied again).
@@ -608,6 +648,12 @@ func (UnimplementedLogicalCloudServiceServer) UpdateLogicalCloudResources(contex
 }
 func (UnimplementedLogicalCloudServiceServer) StopLogicalCloud(context.Context, *StopLogicalCloudRequest) (*StopLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) ResumeLogicalCloud(context.Context, *ResumeLogicalCloudRequest) (*ResumeLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeLogicalCloud not implemented")
+}
+func (UnimplementedLogicalCloudServiceServer) RollbackLogicalCloud(context.Context, *RollbackLogicalCloudRequest) (*RollbackLogicalCloudResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RollbackLogicalCloud not implemented")
 }
 func (UnimplementedLogicalCloudServiceServer) TerminateLogicalCloud(context.Context, *TerminateLogicalCloudRequest) (*TerminateLogicalCloudResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TerminateLogicalCloud not implemented")
@@ -848,6 +894,42 @@ func _LogicalCloudService_StopLogicalCloud_Handler(srv interface{}, ctx context.
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LogicalCloudServiceServer).StopLogicalCloud(ctx, req.(*StopLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_ResumeLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).ResumeLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_ResumeLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).ResumeLogicalCloud(ctx, req.(*ResumeLogicalCloudRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogicalCloudService_RollbackLogicalCloud_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackLogicalCloudRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudServiceServer).RollbackLogicalCloud(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudService_RollbackLogicalCloud_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudServiceServer).RollbackLogicalCloud(ctx, req.(*RollbackLogicalCloudRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1247,6 +1329,14 @@ var LogicalCloudService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopLogicalCloud",
 			Handler:    _LogicalCloudService_StopLogicalCloud_Handler,
+		},
+		{
+			MethodName: "ResumeLogicalCloud",
+			Handler:    _LogicalCloudService_ResumeLogicalCloud_Handler,
+		},
+		{
+			MethodName: "RollbackLogicalCloud",
+			Handler:    _LogicalCloudService_RollbackLogicalCloud_Handler,
 		},
 		{
 			MethodName: "TerminateLogicalCloud",

@@ -62,18 +62,21 @@ const (
 	StateTerminating       = "Terminating"
 	StateTerminated        = "Terminated"
 	StateTerminateFailed   = "TerminateFailed"
+	// StatePaused: a progressive rollout stopped after more clusters
+	// failed than its max-failures (rollout.go); resume or roll back.
+	StatePaused = "Paused"
 )
 
 // The states each transition starts from.
 var (
 	applyFrom  = []string{StateCreated, StateTerminated}
-	updateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
-	stopFrom   = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
+	updateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StatePaused}
+	stopFrom   = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StatePaused, StateTerminating, StateTerminateFailed}
 	// terminateFrom includes Terminating: a terminate stopped half way is
 	// resumed by terminating again, and one waiting on a cluster that is
 	// down is forced (?force=true): the documented exits from that state.
 	// A terminate under way is not asked for twice (409).
-	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminateFailed}
+	terminateFrom = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StatePaused, StateTerminating, StateTerminateFailed}
 	deleteFrom    = []string{StateCreated, StateTerminated}
 )
 
@@ -108,6 +111,8 @@ func derive(phase string, rs *rsyncv1.RolloutStatus) string {
 		return StateTerminateFailed
 	case phase == phaseTerminating:
 		return StateTerminating // the deletion was asked for; this status predates it
+	case rs.GetProgress().GetPaused() && !rs.GetStopped():
+		return StatePaused
 	case !rs.GetSettled() || rs.GetState() == rsyncv1.State_STATE_STOPPED:
 		return StateInstantiating
 	case rs.GetState() == rsyncv1.State_STATE_APPLIED:
@@ -165,6 +170,7 @@ func statusView(project, lc, phase string, rs *rsyncv1.RolloutStatus) *corev1.Lo
 	out := &corev1.LogicalCloudStatus{
 		Project: project, LogicalCloud: lc, State: derive(phase, rs),
 		Stopped: rs.GetStopped(), Ready: rs.GetReady(), Total: rs.GetTotal(), Generation: rs.GetGeneration(),
+		Rollout: waveView(rs.GetProgress()), // rollout.go
 	}
 	if rs == nil && phase == phaseApplying {
 		out.LastErrors = []string{"the resource synchronizer has no rollout for this logical cloud: POST .../update submits it again"}
@@ -324,7 +330,11 @@ func (s *Lifecycle) rollOut(project, lc string, update bool) func(ctx context.Co
 				return 0, err
 			}
 		}
-		gen, err := s.submit(ctx, project, lc, r.clusters, update)
+		strategy, clusters, err := s.staging(ctx, c.GetSpec().GetRollout(), r.clusters) // rollout.go
+		if err != nil {
+			return 0, err
+		}
+		gen, err := s.submitStaged(ctx, rolloutOwner(project, lc), "", strategy, clusters, update)
 		if err != nil {
 			return 0, err
 		}
@@ -392,27 +402,28 @@ func ownerName(owner string) string {
 	return strconv.Quote(owner)
 }
 
-// submit hands the rendered resources to the resource synchronizer as a
-// new rollout, or as an update of the existing one. Either falls back to
-// the other, so that a rollout submitted just before this program stopped
-// (its phase unsaved) is taken over rather than refused.
-func (s *rollouts) submit(ctx context.Context, project, lc string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
-	return s.submitAs(ctx, rolloutOwner(project, lc), "", clusters, update)
-}
-
-// submitAs is submit for any rollout owner (a logical cloud's, a traffic
-// intent group's), whose namespaced objects may go in the Namespaces of
+// submitAs hands rendered resources to the resource synchronizer as a new
+// rollout, or as an update of the existing one. Either falls back to the
+// other, so that a rollout submitted just before this program stopped
+// (its phase unsaved) is taken over rather than refused. It serves any
+// rollout owner (a logical cloud's, a traffic intent group's), whose namespaced objects may go in the Namespaces of
 // host besides its own (a traffic group's logical cloud; "": none).
 func (s *rollouts) submitAs(ctx context.Context, owner, host string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
+	return s.submitStaged(ctx, owner, host, nil, clusters, update)
+}
+
+// submitStaged is submitAs with a rollout strategy (nil: every cluster at
+// once; rollout.go).
+func (s *rollouts) submitStaged(ctx context.Context, owner, host string, st *rsyncv1.RolloutStrategy, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	if !update {
-		resp, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
+		resp, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters, Strategy: st})
 		if errs.Code(err) != codes.AlreadyExists {
 			return resp.GetGeneration(), err
 		}
 	}
-	resp, err := s.rsync.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
+	resp, err := s.rsync.UpdateRollout(ctx, &rsyncv1.UpdateRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters, Strategy: st})
 	if update && errs.Code(err) == codes.NotFound {
-		sub, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters})
+		sub, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters, Strategy: st})
 		return sub.GetGeneration(), err
 	}
 	return resp.GetGeneration(), err

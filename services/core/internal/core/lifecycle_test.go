@@ -41,6 +41,10 @@ func TestDerive(t *testing.T) {
 		{phaseApplying, rs(false, true, applied), StateInstantiated},
 		{phaseApplying, rs(false, true, failed), StateInstantiateFailed},
 		{phaseApplying, nil, StateInstantiateFailed},
+		// A progressive rollout paused (rollout.go); stopped, it shows so.
+		{phaseApplying, &rsyncv1.RolloutStatus{Settled: true, State: failed, Progress: &rsyncv1.RolloutProgress{Paused: true}}, StatePaused},
+		{phaseApplying, &rsyncv1.RolloutStatus{Settled: true, State: failed, Progress: &rsyncv1.RolloutProgress{}}, StateInstantiateFailed},
+		{phaseApplying, &rsyncv1.RolloutStatus{Settled: true, Stopped: true, State: stopped, Progress: &rsyncv1.RolloutProgress{Paused: true}}, StateInstantiating},
 		// Terminating.
 		{phaseTerminating, rs(true, false, pending), StateTerminating},
 		{phaseTerminating, rs(true, true, stopped), StateTerminating},
@@ -58,13 +62,15 @@ func TestDerive(t *testing.T) {
 // which apply and delete leave).
 func TestTransitions(t *testing.T) {
 	t.Parallel()
-	all := []string{StateCreated, StateInstantiating, StateInstantiated, StateInstantiateFailed, StateTerminating, StateTerminated, StateTerminateFailed}
-	from := map[string][]string{"apply": applyFrom, "update": updateFrom, "stop": stopFrom, "terminate": terminateFrom, "delete": deleteFrom}
+	all := []string{StateCreated, StateInstantiating, StateInstantiated, StateInstantiateFailed, StatePaused, StateTerminating, StateTerminated, StateTerminateFailed}
+	from := map[string][]string{"apply": applyFrom, "update": updateFrom, "stop": stopFrom, "terminate": terminateFrom, "delete": deleteFrom,
+		"resume": resumeFrom, "rollback": rollbackFrom}
 	want := map[string]map[string]bool{
 		StateCreated:           {"apply": true, "delete": true},
-		StateInstantiating:     {"update": true, "stop": true, "terminate": true},
-		StateInstantiated:      {"update": true, "stop": true, "terminate": true},
-		StateInstantiateFailed: {"update": true, "stop": true, "terminate": true},
+		StateInstantiating:     {"update": true, "stop": true, "terminate": true, "rollback": true},
+		StateInstantiated:      {"update": true, "stop": true, "terminate": true, "rollback": true},
+		StateInstantiateFailed: {"update": true, "stop": true, "terminate": true, "rollback": true},
+		StatePaused:            {"update": true, "stop": true, "terminate": true, "resume": true, "rollback": true},
 		StateTerminating:       {"stop": true, "terminate": true},
 		StateTerminated:        {"apply": true, "delete": true},
 		StateTerminateFailed:   {"stop": true, "terminate": true},

@@ -570,6 +570,12 @@ func (s *Clouds) UpdateLogicalCloud(ctx context.Context, req *corev1.UpdateLogic
 				return err
 			}
 			c.Spec.Labels = in.GetLabels()
+			// Replaced like the labels; the next .../apply or .../update
+			// follows it (rollout.go).
+			if err := checkRollout("spec.rollout", in.GetRollout()); err != nil {
+				return err
+			}
+			c.Spec.Rollout = in.GetRollout()
 			// Replaced like the labels; the clusters' dcm-ingress changes on
 			// the next .../update.
 			c.Spec.AllowIngressFrom = ingress

@@ -94,13 +94,16 @@ func planSpec(project string, md *typesv1.Metadata, spec *corev1.LogicalCloudSpe
 			return nil, err
 		}
 	}
+	if err := checkRollout("spec.rollout", spec.GetRollout()); err != nil { // rollout.go
+		return nil, err
+	}
 	u := spec.GetUser()
 	lc := &corev1.LogicalCloud{Metadata: md, Spec: &corev1.LogicalCloudSpec{Level: level, PodSecurity: cmp.Or(spec.GetPodSecurity(), g.PodSecurity)}}
 	mesh, root, err := planMesh(spec, name, level, cmp.Or(spec.GetNamespace(), name), g.Reserved, meshNamespaceField)
 	if err != nil {
 		return nil, err
 	}
-	lc.Spec.ServiceMesh, lc.Spec.CaRoot = mesh, root
+	lc.Spec.ServiceMesh, lc.Spec.CaRoot, lc.Spec.Rollout = mesh, root, spec.GetRollout()
 	if level == levelAdmin {
 		if spec.GetPodSecurity() != "" {
 			return nil, errs.Invalid("spec.pod-security", "an admin logical cloud has no namespace to enforce pod security in")

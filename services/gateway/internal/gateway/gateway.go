@@ -265,8 +265,9 @@ func routingError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 }
 
 // asyncVerbs start work that goes on after the answer: apply
-// (instantiate), update, stop and terminate.
-var asyncVerbs = regexp.MustCompile(`^(Apply|Stop|Terminate)[A-Za-z]+$|^Update[A-Za-z]+Resources$`)
+// (instantiate), update, stop, terminate, and a staged rollout's resume and
+// rollback.
+var asyncVerbs = regexp.MustCompile(`^(Apply|Stop|Terminate|Resume|Rollback)[A-Za-z]+$|^Update[A-Za-z]+Resources$`)
 
 // successStatus is the status a successful call of rpc (a method name, or
 // a full /package.Service/Method) answers: 201 for Create* calls, 204 for

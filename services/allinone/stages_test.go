@@ -1,0 +1,158 @@
+package allinone_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dcm-project/dcm/platform/kubetest"
+)
+
+// stagedStatus is the part of GET .../status a staged rollout test reads.
+type stagedStatus struct {
+	State   string `json:"state"`
+	Rollout *struct {
+		Wave              int      `json:"wave"`
+		Admitted          int      `json:"admitted"`
+		Total             int      `json:"total"`
+		Paused            bool     `json:"paused"`
+		Failed            []string `json:"failed"`
+		RollbackAvailable bool     `json:"rollback-available"`
+	} `json:"rollout"`
+}
+
+// denyTier makes cluster c's API server refuse namespace ns labelled
+// tier=v2, with a ValidatingAdmissionPolicy (no webhook server needed),
+// until the test ends; it returns once the policy is enforced.
+func denyTier(t *testing.T, c *kubetest.Cluster, ns string) {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	name := "deny-tier-" + ns
+	fail := admissionv1.Fail
+	invalid := metav1.StatusReasonInvalid
+	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression: "object.metadata.name != '" + ns + "' || !has(object.metadata.labels) || !('tier' in object.metadata.labels) || object.metadata.labels['tier'] != 'v2'",
+				Message:    "tier v2 is not allowed on this site",
+				Reason:     &invalid,
+			}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	eventually(t, "the policy is enforced", func() bool {
+		_, err := cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"v2"}}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err)
+	})
+}
+
+// tierOf is the tier label of namespace ns on cluster c ("" if none).
+func tierOf(t *testing.T, c *kubetest.Cluster, ns string) string {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	got, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	return got.GetLabels()["tier"]
+}
+
+// TestProgressiveUpdateOnRealClusters: a logical cloud on three real
+// clusters, updated one cluster at a time, with the second cluster's API
+// server refusing the change (an admission policy): the update pauses
+// after that failure, the third cluster keeps the previous generation,
+// resume is refused unless paused, and a rollback restores the previous
+// generation on every cluster the update reached.
+func TestProgressiveUpdateOnRealClusters(t *testing.T) {
+	r, h := onHarness(t, "stages")
+	lc := "/v2/projects/stages/logical-clouds/stg"
+
+	// A bad strategy is refused naming the field, and nothing is stored.
+	for field, rollout := range map[string]string{
+		"spec.rollout.strategy":        `{"strategy": "canary"}`,
+		"spec.rollout.max-concurrency": `{"strategy": "progressive", "max-concurrency": "0%"}`,
+		"spec.rollout.soak":            `{"strategy": "progressive", "soak": "forever"}`,
+		"spec.rollout.max-failures":    `{"strategy": "progressive", "max-failures": -1}`,
+	} {
+		b := r.want(400, "POST", "/v2/projects/stages/logical-clouds",
+			`{"metadata": {"name": "stg"}, "spec": {"namespace": "stg-ns", "rollout": `+rollout+`}}`)
+		require.Contains(t, b, field)
+		r.want(404, "GET", lc, "")
+	}
+	r.want(201, "POST", "/v2/projects/stages/logical-clouds",
+		`{"metadata": {"name": "stg"}, "spec": {"namespace": "stg-ns", "rollout": {"strategy": "progressive", "max-concurrency": "1", "max-failures": 0, "soak": "0s"}}}`)
+	for _, c := range h.Clusters {
+		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider": "edge", "cluster-name": "`+c.Name+`"}`)
+	}
+	r.want(202, "POST", lc+"/apply", "")
+	r.settle(lc, "Instantiated")
+	var st stagedStatus
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.Equal(t, 3, st.Rollout.Wave, "one cluster per wave")
+	require.Equal(t, 3, st.Rollout.Admitted)
+	b := r.want(409, "POST", lc+"/resume", "")
+	require.Contains(t, b, "is Instantiated")
+	require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
+
+	// The references' order is by provider and name: cluster-1, -2, -3.
+	byName := map[string]*kubetest.Cluster{}
+	for _, c := range h.Clusters {
+		byName[c.Name] = c
+	}
+	denyTier(t, byName["cluster-2"], "stg-ns")
+	r.want(200, "PUT", lc, `{"metadata": {"name": "stg"}, "spec": {"labels": {"tier": "v2"}, "rollout": {"strategy": "progressive", "max-concurrency": "1", "max-failures": 0, "soak": "0s"}}}`)
+	r.want(202, "POST", lc+"/update", "")
+	r.settle(lc, "Paused")
+	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.True(t, st.Rollout.Paused)
+	require.Equal(t, []string{"edge/cluster-2"}, st.Rollout.Failed)
+	require.Equal(t, 2, st.Rollout.Admitted)
+	require.True(t, st.Rollout.RollbackAvailable)
+	require.Equal(t, "v2", tierOf(t, byName["cluster-1"], "stg-ns"))
+	require.Equal(t, "", tierOf(t, byName["cluster-2"], "stg-ns"), "refused")
+	require.Equal(t, "", tierOf(t, byName["cluster-3"], "stg-ns"), "never reached: the previous generation")
+
+	r.want(202, "POST", lc+"/rollback", "")
+	r.settle(lc, "Instantiated")
+	for name, c := range byName {
+		require.Equal(t, "", tierOf(t, c, "stg-ns"), "%s holds the previous generation", name)
+	}
+	b = r.want(409, "POST", lc+"/rollback", "")
+	require.Contains(t, b, "no previous generation")
+	require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
+
+	r.want(202, "POST", lc+"/terminate", "")
+	r.settle(lc, "Terminated")
+}
