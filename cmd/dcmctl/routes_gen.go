@@ -162,6 +162,12 @@ var routes = map[string][]route{
 	"/dcm.core.v1.TrafficLifecycleService/TerminateTrafficIntentGroup": {
 		{"POST", "/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/terminate"},
 	},
+	"/dcm.core.v1.TrafficLifecycleService/ResumeTrafficIntentGroup": {
+		{"POST", "/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/resume"},
+	},
+	"/dcm.core.v1.TrafficLifecycleService/RollbackTrafficIntentGroup": {
+		{"POST", "/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/rollback"},
+	},
 	"/dcm.core.v1.TrafficLifecycleService/GetTrafficIntentGroupStatus": {
 		{"GET", "/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/status"},
 	},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
 // stagedStatus is the part of GET .../status a staged rollout test reads.
@@ -155,4 +156,41 @@ func TestProgressiveUpdateOnRealClusters(t *testing.T) {
 
 	r.want(202, "POST", lc+"/terminate", "")
 	r.settle(lc, "Terminated")
+}
+
+// TestTrafficGroupRolloutStrategy: a traffic intent group carries a
+// rollout strategy, checked at create and PUT (400 naming the field,
+// nothing stored); resume and rollback are refused naming the state when
+// the group is not paused, in both URL spellings.
+func TestTrafficGroupRolloutStrategy(t *testing.T) {
+	t.Parallel()
+	r := newREST(t, stacktest.Start(t))
+	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"tg"}}`)
+	r.want(201, "POST", "/v2/projects/tg/logical-clouds", `{"metadata":{"name":"lc"}}`)
+	const app = "/v2/projects/tg/rb/app/v1/traffic-intent-groups"
+	field := func(body string) string {
+		t.Helper()
+		f, _ := decodeMap(t, r.want(400, "POST", app, body))["field"].(string)
+		return f
+	}
+	require.Equal(t, "rollout.max-concurrency", field(`{"name":"g","logical-cloud":"lc","rollout":{"strategy":"progressive","max-concurrency":"150%"}}`))
+	require.Equal(t, "rollout.strategy", field(`{"name":"g","logical-cloud":"lc","rollout":{"strategy":"sometimes"}}`))
+	r.want(404, "GET", app+"/g", "")
+	r.want(201, "POST", app, `{"name":"g","logical-cloud":"lc","rollout":{"strategy":"progressive","max-concurrency":"50%","max-failures":1,"soak":"1m"}}`)
+	g := decodeMap(t, r.want(200, "GET", app+"/g", ""))
+	require.Equal(t, map[string]any{"strategy": "progressive", "max-concurrency": "50%", "max-failures": float64(1), "soak": "1m", "order-by-label": ""},
+		g["rollout"])
+	b := r.want(400, "PUT", app+"/g", `{"name":"g","rollout":{"strategy":"progressive","soak":"48h"}}`)
+	require.Equal(t, "rollout.soak", decodeMap(t, b)["field"])
+	require.Equal(t, "1m", decodeMap(t, r.want(200, "GET", app+"/g", ""))["rollout"].(map[string]any)["soak"], "nothing stored")
+	r.want(200, "PUT", app+"/g", `{"name":"g","rollout":{"strategy":"all"}}`)
+	require.Equal(t, "all", decodeMap(t, r.want(200, "GET", app+"/g", ""))["rollout"].(map[string]any)["strategy"])
+
+	for _, path := range []string{app + "/g", "/v2/project/tg/rb/app/v1/traffic-intent-sets/g"} {
+		for _, verb := range []string{"resume", "rollback"} {
+			b := r.want(409, "POST", path+"/"+verb, "")
+			require.Contains(t, b, `is Created`)
+			require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
+		}
+	}
 }

@@ -278,7 +278,7 @@ func trafficFuzzRoutes() []fuzzRoute {
 			out = append(out,
 				fuzzRoute{k + ".create", "POST", tmpl + "/" + bound, path + "/" + coll, under(path+"/"+coll, "name")},
 				fuzzRoute{k + ".update", "PUT", tmpl + "/" + bound + "/{name}", path + "/" + coll + "/" + fzTrafficGroup, nil})
-			for _, verb := range []string{"apply", "update", "terminate"} {
+			for _, verb := range []string{"apply", "update", "terminate", "resume", "rollback"} {
 				out = append(out, fuzzRoute{k + "." + verb, "POST", tmpl + "/" + bound + "/{group}/" + verb, path + "/" + coll + "/" + fzTrafficGroup + "/" + verb, nil})
 			}
 		}

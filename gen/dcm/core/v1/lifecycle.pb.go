@@ -8,7 +8,7 @@ package corev1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
-	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
+	v1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -717,99 +717,11 @@ func (x *RollbackLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
 	return nil
 }
 
-// RolloutStrategy is how an apply or update reaches the clusters
-// (spec.rollout of a logical cloud; docs/fleet.md, "Staged rollouts").
-type RolloutStrategy struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// strategy is "all" (default: every cluster at once) or "progressive".
-	Strategy string `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
-	// max_concurrency is how many clusters a progressive wave holds: a count
-	// ("2") or a percent of the clusters ("25%", rounded up); default 1.
-	MaxConcurrency string `protobuf:"bytes,2,opt,name=max_concurrency,json=max-concurrency,proto3" json:"max_concurrency,omitempty"`
-	// max_failures is how many clusters may fail before the rollout pauses
-	// (default 0: the first failure pauses it).
-	MaxFailures int32 `protobuf:"varint,3,opt,name=max_failures,json=max-failures,proto3" json:"max_failures,omitempty"`
-	// soak is how long a settled wave is watched before the next starts, a
-	// duration ("30s", "5m"; default 0, at most 24h).
-	Soak string `protobuf:"bytes,4,opt,name=soak,proto3" json:"soak,omitempty"`
-	// order_by_label orders the clusters by the value of this cluster label
-	// (clusters without it last, then by provider and name); empty: the
-	// order of the logical cloud's cluster references (by name).
-	OrderByLabel  string `protobuf:"bytes,5,opt,name=order_by_label,json=order-by-label,proto3" json:"order_by_label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RolloutStrategy) Reset() {
-	*x = RolloutStrategy{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RolloutStrategy) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RolloutStrategy) ProtoMessage() {}
-
-func (x *RolloutStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RolloutStrategy.ProtoReflect.Descriptor instead.
-func (*RolloutStrategy) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{12}
-}
-
-func (x *RolloutStrategy) GetStrategy() string {
-	if x != nil {
-		return x.Strategy
-	}
-	return ""
-}
-
-func (x *RolloutStrategy) GetMaxConcurrency() string {
-	if x != nil {
-		return x.MaxConcurrency
-	}
-	return ""
-}
-
-func (x *RolloutStrategy) GetMaxFailures() int32 {
-	if x != nil {
-		return x.MaxFailures
-	}
-	return 0
-}
-
-func (x *RolloutStrategy) GetSoak() string {
-	if x != nil {
-		return x.Soak
-	}
-	return ""
-}
-
-func (x *RolloutStrategy) GetOrderByLabel() string {
-	if x != nil {
-		return x.OrderByLabel
-	}
-	return ""
-}
-
 // RolloutWave is where a progressive rollout stands.
 type RolloutWave struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// strategy is the logical cloud's.
-	Strategy *RolloutStrategy `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// strategy is the logical cloud's (or the traffic intent group's).
+	Strategy *v1.RolloutStrategy `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	// wave counts the waves started for the current generation.
 	Wave int32 `protobuf:"varint,2,opt,name=wave,proto3" json:"wave,omitempty"`
 	// admitted is how many clusters were given the current generation; the
@@ -835,7 +747,7 @@ type RolloutWave struct {
 
 func (x *RolloutWave) Reset() {
 	*x = RolloutWave{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +759,7 @@ func (x *RolloutWave) String() string {
 func (*RolloutWave) ProtoMessage() {}
 
 func (x *RolloutWave) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,10 +772,10 @@ func (x *RolloutWave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutWave.ProtoReflect.Descriptor instead.
 func (*RolloutWave) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{13}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{12}
 }
 
-func (x *RolloutWave) GetStrategy() *RolloutStrategy {
+func (x *RolloutWave) GetStrategy() *v1.RolloutStrategy {
 	if x != nil {
 		return x.Strategy
 	}
@@ -944,7 +856,7 @@ type TerminateLogicalCloudRequest struct {
 
 func (x *TerminateLogicalCloudRequest) Reset() {
 	*x = TerminateLogicalCloudRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +868,7 @@ func (x *TerminateLogicalCloudRequest) String() string {
 func (*TerminateLogicalCloudRequest) ProtoMessage() {}
 
 func (x *TerminateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +881,7 @@ func (x *TerminateLogicalCloudRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateLogicalCloudRequest.ProtoReflect.Descriptor instead.
 func (*TerminateLogicalCloudRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{14}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TerminateLogicalCloudRequest) GetProject() string {
@@ -1004,7 +916,7 @@ type TerminateLogicalCloudResponse struct {
 
 func (x *TerminateLogicalCloudResponse) Reset() {
 	*x = TerminateLogicalCloudResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +928,7 @@ func (x *TerminateLogicalCloudResponse) String() string {
 func (*TerminateLogicalCloudResponse) ProtoMessage() {}
 
 func (x *TerminateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +941,7 @@ func (x *TerminateLogicalCloudResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateLogicalCloudResponse.ProtoReflect.Descriptor instead.
 func (*TerminateLogicalCloudResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TerminateLogicalCloudResponse) GetStatus() *LogicalCloudStatus {
@@ -1052,7 +964,7 @@ type GetLogicalCloudStatusRequest struct {
 
 func (x *GetLogicalCloudStatusRequest) Reset() {
 	*x = GetLogicalCloudStatusRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +976,7 @@ func (x *GetLogicalCloudStatusRequest) String() string {
 func (*GetLogicalCloudStatusRequest) ProtoMessage() {}
 
 func (x *GetLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +989,7 @@ func (x *GetLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetLogicalCloudStatusRequest) GetProject() string {
@@ -1105,7 +1017,7 @@ type GetLogicalCloudStatusResponse struct {
 
 func (x *GetLogicalCloudStatusResponse) Reset() {
 	*x = GetLogicalCloudStatusResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1029,7 @@ func (x *GetLogicalCloudStatusResponse) String() string {
 func (*GetLogicalCloudStatusResponse) ProtoMessage() {}
 
 func (x *GetLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1042,7 @@ func (x *GetLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogicalCloudStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetLogicalCloudStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetLogicalCloudStatusResponse) GetStatus() *LogicalCloudStatus {
@@ -1153,7 +1065,7 @@ type WatchLogicalCloudStatusRequest struct {
 
 func (x *WatchLogicalCloudStatusRequest) Reset() {
 	*x = WatchLogicalCloudStatusRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1077,7 @@ func (x *WatchLogicalCloudStatusRequest) String() string {
 func (*WatchLogicalCloudStatusRequest) ProtoMessage() {}
 
 func (x *WatchLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1090,7 @@ func (x *WatchLogicalCloudStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogicalCloudStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchLogicalCloudStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchLogicalCloudStatusRequest) GetProject() string {
@@ -1206,7 +1118,7 @@ type WatchLogicalCloudStatusResponse struct {
 
 func (x *WatchLogicalCloudStatusResponse) Reset() {
 	*x = WatchLogicalCloudStatusResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1130,7 @@ func (x *WatchLogicalCloudStatusResponse) String() string {
 func (*WatchLogicalCloudStatusResponse) ProtoMessage() {}
 
 func (x *WatchLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1143,7 @@ func (x *WatchLogicalCloudStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogicalCloudStatusResponse.ProtoReflect.Descriptor instead.
 func (*WatchLogicalCloudStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchLogicalCloudStatusResponse) GetStatus() *LogicalCloudStatus {
@@ -1278,7 +1190,7 @@ type LogicalCloudStatus struct {
 
 func (x *LogicalCloudStatus) Reset() {
 	*x = LogicalCloudStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1202,7 @@ func (x *LogicalCloudStatus) String() string {
 func (*LogicalCloudStatus) ProtoMessage() {}
 
 func (x *LogicalCloudStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1215,7 @@ func (x *LogicalCloudStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicalCloudStatus.ProtoReflect.Descriptor instead.
 func (*LogicalCloudStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogicalCloudStatus) GetProject() string {
@@ -1411,7 +1323,7 @@ type ClusterStatus struct {
 
 func (x *ClusterStatus) Reset() {
 	*x = ClusterStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1335,7 @@ func (x *ClusterStatus) String() string {
 func (*ClusterStatus) ProtoMessage() {}
 
 func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1348,7 @@ func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
 func (*ClusterStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClusterStatus) GetClusterProvider() string {
@@ -1524,7 +1436,7 @@ type Drift struct {
 
 func (x *Drift) Reset() {
 	*x = Drift{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1448,7 @@ func (x *Drift) String() string {
 func (*Drift) ProtoMessage() {}
 
 func (x *Drift) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1461,7 @@ func (x *Drift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drift.ProtoReflect.Descriptor instead.
 func (*Drift) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Drift) GetTime() *timestamppb.Timestamp {
@@ -1649,7 +1561,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1573,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1586,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResourceStatus) GetApiVersion() string {
@@ -1760,7 +1672,7 @@ type GetKubeconfigRequest struct {
 
 func (x *GetKubeconfigRequest) Reset() {
 	*x = GetKubeconfigRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1684,7 @@ func (x *GetKubeconfigRequest) String() string {
 func (*GetKubeconfigRequest) ProtoMessage() {}
 
 func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1697,7 @@ func (x *GetKubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*GetKubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{24}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetKubeconfigRequest) GetProject() string {
@@ -1836,7 +1748,7 @@ type GetQuotaUsageRequest struct {
 
 func (x *GetQuotaUsageRequest) Reset() {
 	*x = GetQuotaUsageRequest{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1760,7 @@ func (x *GetQuotaUsageRequest) String() string {
 func (*GetQuotaUsageRequest) ProtoMessage() {}
 
 func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[25]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1773,7 @@ func (x *GetQuotaUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{25}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetQuotaUsageRequest) GetProject() string {
@@ -1889,7 +1801,7 @@ type GetQuotaUsageResponse struct {
 
 func (x *GetQuotaUsageResponse) Reset() {
 	*x = GetQuotaUsageResponse{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +1813,7 @@ func (x *GetQuotaUsageResponse) String() string {
 func (*GetQuotaUsageResponse) ProtoMessage() {}
 
 func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[26]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +1826,7 @@ func (x *GetQuotaUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotaUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotaUsageResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{26}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetQuotaUsageResponse) GetUsage() *QuotaUsage {
@@ -1938,7 +1850,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +1862,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[27]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +1875,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{27}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QuotaUsage) GetClusters() []*ClusterQuotaUsage {
@@ -1997,7 +1909,7 @@ type ClusterQuotaUsage struct {
 
 func (x *ClusterQuotaUsage) Reset() {
 	*x = ClusterQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +1921,7 @@ func (x *ClusterQuotaUsage) String() string {
 func (*ClusterQuotaUsage) ProtoMessage() {}
 
 func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[28]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +1934,7 @@ func (x *ClusterQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterQuotaUsage.ProtoReflect.Descriptor instead.
 func (*ClusterQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{28}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClusterQuotaUsage) GetClusterProvider() string {
@@ -2068,7 +1980,7 @@ type NamedQuotaUsage struct {
 
 func (x *NamedQuotaUsage) Reset() {
 	*x = NamedQuotaUsage{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +1992,7 @@ func (x *NamedQuotaUsage) String() string {
 func (*NamedQuotaUsage) ProtoMessage() {}
 
 func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[29]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2005,7 @@ func (x *NamedQuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedQuotaUsage.ProtoReflect.Descriptor instead.
 func (*NamedQuotaUsage) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{29}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NamedQuotaUsage) GetName() string {
@@ -2131,7 +2043,7 @@ type QuotaAmounts struct {
 
 func (x *QuotaAmounts) Reset() {
 	*x = QuotaAmounts{}
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2055,7 @@ func (x *QuotaAmounts) String() string {
 func (*QuotaAmounts) ProtoMessage() {}
 
 func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[30]
+	mi := &file_dcm_core_v1_lifecycle_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2068,7 @@ func (x *QuotaAmounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaAmounts.ProtoReflect.Descriptor instead.
 func (*QuotaAmounts) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{30}
+	return file_dcm_core_v1_lifecycle_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *QuotaAmounts) GetHard() map[string]string {
@@ -2177,7 +2089,7 @@ var File_dcm_core_v1_lifecycle_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/core/v1/lifecycle.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\x01\n" +
+	"\x1bdcm/core/v1/lifecycle.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/types/v1/rollout.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\x01\n" +
 	"\tLifecycle\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1e\n" +
 	"\n" +
@@ -2217,15 +2129,9 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\"W\n" +
 	"\x1cRollbackLogicalCloudResponse\x127\n" +
-	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\xdc\x01\n" +
-	"\x0fRolloutStrategy\x12#\n" +
-	"\bstrategy\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18 R\bstrategy\x121\n" +
-	"\x0fmax_concurrency\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18\x10R\x0fmax-concurrency\x12\"\n" +
-	"\fmax_failures\x18\x03 \x01(\x05R\fmax-failures\x12\x1b\n" +
-	"\x04soak\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18 R\x04soak\x120\n" +
-	"\x0eorder_by_label\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\xbd\x02R\x0eorder-by-label\"\xc5\x02\n" +
-	"\vRolloutWave\x128\n" +
-	"\bstrategy\x18\x01 \x01(\v2\x1c.dcm.core.v1.RolloutStrategyR\bstrategy\x12\x12\n" +
+	"\x06status\x18\x01 \x01(\v2\x1f.dcm.core.v1.LogicalCloudStatusR\x06status\"\xc6\x02\n" +
+	"\vRolloutWave\x129\n" +
+	"\bstrategy\x18\x01 \x01(\v2\x1d.dcm.types.v1.RolloutStrategyR\bstrategy\x12\x12\n" +
 	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12\x1a\n" +
 	"\badmitted\x18\x03 \x01(\x05R\badmitted\x12\x14\n" +
 	"\x05total\x18\x04 \x01(\x05R\x05total\x12\x16\n" +
@@ -2358,7 +2264,7 @@ func file_dcm_core_v1_lifecycle_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_lifecycle_proto_rawDescData
 }
 
-var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_dcm_core_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*Lifecycle)(nil),                           // 0: dcm.core.v1.Lifecycle
 	(*LabelChange)(nil),                         // 1: dcm.core.v1.LabelChange
@@ -2372,60 +2278,60 @@ var file_dcm_core_v1_lifecycle_proto_goTypes = []any{
 	(*ResumeLogicalCloudResponse)(nil),          // 9: dcm.core.v1.ResumeLogicalCloudResponse
 	(*RollbackLogicalCloudRequest)(nil),         // 10: dcm.core.v1.RollbackLogicalCloudRequest
 	(*RollbackLogicalCloudResponse)(nil),        // 11: dcm.core.v1.RollbackLogicalCloudResponse
-	(*RolloutStrategy)(nil),                     // 12: dcm.core.v1.RolloutStrategy
-	(*RolloutWave)(nil),                         // 13: dcm.core.v1.RolloutWave
-	(*TerminateLogicalCloudRequest)(nil),        // 14: dcm.core.v1.TerminateLogicalCloudRequest
-	(*TerminateLogicalCloudResponse)(nil),       // 15: dcm.core.v1.TerminateLogicalCloudResponse
-	(*GetLogicalCloudStatusRequest)(nil),        // 16: dcm.core.v1.GetLogicalCloudStatusRequest
-	(*GetLogicalCloudStatusResponse)(nil),       // 17: dcm.core.v1.GetLogicalCloudStatusResponse
-	(*WatchLogicalCloudStatusRequest)(nil),      // 18: dcm.core.v1.WatchLogicalCloudStatusRequest
-	(*WatchLogicalCloudStatusResponse)(nil),     // 19: dcm.core.v1.WatchLogicalCloudStatusResponse
-	(*LogicalCloudStatus)(nil),                  // 20: dcm.core.v1.LogicalCloudStatus
-	(*ClusterStatus)(nil),                       // 21: dcm.core.v1.ClusterStatus
-	(*Drift)(nil),                               // 22: dcm.core.v1.Drift
-	(*ResourceStatus)(nil),                      // 23: dcm.core.v1.ResourceStatus
-	(*GetKubeconfigRequest)(nil),                // 24: dcm.core.v1.GetKubeconfigRequest
-	(*GetQuotaUsageRequest)(nil),                // 25: dcm.core.v1.GetQuotaUsageRequest
-	(*GetQuotaUsageResponse)(nil),               // 26: dcm.core.v1.GetQuotaUsageResponse
-	(*QuotaUsage)(nil),                          // 27: dcm.core.v1.QuotaUsage
-	(*ClusterQuotaUsage)(nil),                   // 28: dcm.core.v1.ClusterQuotaUsage
-	(*NamedQuotaUsage)(nil),                     // 29: dcm.core.v1.NamedQuotaUsage
-	(*QuotaAmounts)(nil),                        // 30: dcm.core.v1.QuotaAmounts
-	nil,                                         // 31: dcm.core.v1.NamedQuotaUsage.HardEntry
-	nil,                                         // 32: dcm.core.v1.NamedQuotaUsage.UsedEntry
-	nil,                                         // 33: dcm.core.v1.QuotaAmounts.HardEntry
-	nil,                                         // 34: dcm.core.v1.QuotaAmounts.UsedEntry
-	(*timestamppb.Timestamp)(nil),               // 35: google.protobuf.Timestamp
+	(*RolloutWave)(nil),                         // 12: dcm.core.v1.RolloutWave
+	(*TerminateLogicalCloudRequest)(nil),        // 13: dcm.core.v1.TerminateLogicalCloudRequest
+	(*TerminateLogicalCloudResponse)(nil),       // 14: dcm.core.v1.TerminateLogicalCloudResponse
+	(*GetLogicalCloudStatusRequest)(nil),        // 15: dcm.core.v1.GetLogicalCloudStatusRequest
+	(*GetLogicalCloudStatusResponse)(nil),       // 16: dcm.core.v1.GetLogicalCloudStatusResponse
+	(*WatchLogicalCloudStatusRequest)(nil),      // 17: dcm.core.v1.WatchLogicalCloudStatusRequest
+	(*WatchLogicalCloudStatusResponse)(nil),     // 18: dcm.core.v1.WatchLogicalCloudStatusResponse
+	(*LogicalCloudStatus)(nil),                  // 19: dcm.core.v1.LogicalCloudStatus
+	(*ClusterStatus)(nil),                       // 20: dcm.core.v1.ClusterStatus
+	(*Drift)(nil),                               // 21: dcm.core.v1.Drift
+	(*ResourceStatus)(nil),                      // 22: dcm.core.v1.ResourceStatus
+	(*GetKubeconfigRequest)(nil),                // 23: dcm.core.v1.GetKubeconfigRequest
+	(*GetQuotaUsageRequest)(nil),                // 24: dcm.core.v1.GetQuotaUsageRequest
+	(*GetQuotaUsageResponse)(nil),               // 25: dcm.core.v1.GetQuotaUsageResponse
+	(*QuotaUsage)(nil),                          // 26: dcm.core.v1.QuotaUsage
+	(*ClusterQuotaUsage)(nil),                   // 27: dcm.core.v1.ClusterQuotaUsage
+	(*NamedQuotaUsage)(nil),                     // 28: dcm.core.v1.NamedQuotaUsage
+	(*QuotaAmounts)(nil),                        // 29: dcm.core.v1.QuotaAmounts
+	nil,                                         // 30: dcm.core.v1.NamedQuotaUsage.HardEntry
+	nil,                                         // 31: dcm.core.v1.NamedQuotaUsage.UsedEntry
+	nil,                                         // 32: dcm.core.v1.QuotaAmounts.HardEntry
+	nil,                                         // 33: dcm.core.v1.QuotaAmounts.UsedEntry
+	(*timestamppb.Timestamp)(nil),               // 34: google.protobuf.Timestamp
+	(*v1.RolloutStrategy)(nil),                  // 35: dcm.types.v1.RolloutStrategy
 }
 var file_dcm_core_v1_lifecycle_proto_depIdxs = []int32{
-	35, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
+	34, // 0: dcm.core.v1.Lifecycle.changed:type_name -> google.protobuf.Timestamp
 	1,  // 1: dcm.core.v1.Lifecycle.label_changes:type_name -> dcm.core.v1.LabelChange
-	35, // 2: dcm.core.v1.LabelChange.time:type_name -> google.protobuf.Timestamp
-	20, // 3: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	20, // 4: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	20, // 5: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	20, // 6: dcm.core.v1.ResumeLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	20, // 7: dcm.core.v1.RollbackLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	12, // 8: dcm.core.v1.RolloutWave.strategy:type_name -> dcm.core.v1.RolloutStrategy
-	35, // 9: dcm.core.v1.RolloutWave.soak_until:type_name -> google.protobuf.Timestamp
-	20, // 10: dcm.core.v1.TerminateLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	20, // 11: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	20, // 12: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
-	21, // 13: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
+	34, // 2: dcm.core.v1.LabelChange.time:type_name -> google.protobuf.Timestamp
+	19, // 3: dcm.core.v1.ApplyLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	19, // 4: dcm.core.v1.UpdateLogicalCloudResourcesResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	19, // 5: dcm.core.v1.StopLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	19, // 6: dcm.core.v1.ResumeLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	19, // 7: dcm.core.v1.RollbackLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	35, // 8: dcm.core.v1.RolloutWave.strategy:type_name -> dcm.types.v1.RolloutStrategy
+	34, // 9: dcm.core.v1.RolloutWave.soak_until:type_name -> google.protobuf.Timestamp
+	19, // 10: dcm.core.v1.TerminateLogicalCloudResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	19, // 11: dcm.core.v1.GetLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	19, // 12: dcm.core.v1.WatchLogicalCloudStatusResponse.status:type_name -> dcm.core.v1.LogicalCloudStatus
+	20, // 13: dcm.core.v1.LogicalCloudStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
 	1,  // 14: dcm.core.v1.LogicalCloudStatus.label_changes:type_name -> dcm.core.v1.LabelChange
-	13, // 15: dcm.core.v1.LogicalCloudStatus.rollout:type_name -> dcm.core.v1.RolloutWave
-	23, // 16: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
-	22, // 17: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
-	35, // 18: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
-	35, // 19: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
-	27, // 20: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
-	28, // 21: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
-	30, // 22: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
-	29, // 23: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
-	31, // 24: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
-	32, // 25: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
-	33, // 26: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
-	34, // 27: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
+	12, // 15: dcm.core.v1.LogicalCloudStatus.rollout:type_name -> dcm.core.v1.RolloutWave
+	22, // 16: dcm.core.v1.ClusterStatus.resources:type_name -> dcm.core.v1.ResourceStatus
+	21, // 17: dcm.core.v1.ClusterStatus.drift:type_name -> dcm.core.v1.Drift
+	34, // 18: dcm.core.v1.Drift.time:type_name -> google.protobuf.Timestamp
+	34, // 19: dcm.core.v1.ResourceStatus.next_retry:type_name -> google.protobuf.Timestamp
+	26, // 20: dcm.core.v1.GetQuotaUsageResponse.usage:type_name -> dcm.core.v1.QuotaUsage
+	27, // 21: dcm.core.v1.QuotaUsage.clusters:type_name -> dcm.core.v1.ClusterQuotaUsage
+	29, // 22: dcm.core.v1.QuotaUsage.total:type_name -> dcm.core.v1.QuotaAmounts
+	28, // 23: dcm.core.v1.ClusterQuotaUsage.quotas:type_name -> dcm.core.v1.NamedQuotaUsage
+	30, // 24: dcm.core.v1.NamedQuotaUsage.hard:type_name -> dcm.core.v1.NamedQuotaUsage.HardEntry
+	31, // 25: dcm.core.v1.NamedQuotaUsage.used:type_name -> dcm.core.v1.NamedQuotaUsage.UsedEntry
+	32, // 26: dcm.core.v1.QuotaAmounts.hard:type_name -> dcm.core.v1.QuotaAmounts.HardEntry
+	33, // 27: dcm.core.v1.QuotaAmounts.used:type_name -> dcm.core.v1.QuotaAmounts.UsedEntry
 	28, // [28:28] is the sub-list for method output_type
 	28, // [28:28] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
@@ -2444,7 +2350,7 @@ func file_dcm_core_v1_lifecycle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_lifecycle_proto_rawDesc), len(file_dcm_core_v1_lifecycle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -806,7 +806,7 @@ type LogicalCloudSpec struct {
 	// at once (absent, or strategy "all"), or in waves ("progressive";
 	// docs/fleet.md, "Staged rollouts"). A PUT with a spec replaces it; it
 	// takes effect on the next .../apply or .../update.
-	Rollout *RolloutStrategy `protobuf:"bytes,31,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Rollout *v11.RolloutStrategy `protobuf:"bytes,31,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	// users are the names of the logical cloud's users, ordered by name
 	// (none for an admin logical cloud). Output only: users are added with
 	// POST .../users (or seed 002's POST .../logical-clouds naming an
@@ -917,7 +917,7 @@ func (x *LogicalCloudSpec) GetFollowLabels() bool {
 	return false
 }
 
-func (x *LogicalCloudSpec) GetRollout() *RolloutStrategy {
+func (x *LogicalCloudSpec) GetRollout() *v11.RolloutStrategy {
 	if x != nil {
 		return x.Rollout
 	}
@@ -3570,7 +3570,7 @@ var File_dcm_core_v1_logical_cloud_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xcf\x01\n" +
+	"\x1fdcm/core/v1/logical_cloud.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/core/v1/lifecycle.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x1adcm/types/v1/rollout.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x19dcm/user/v1/service.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xcf\x01\n" +
 	"\x15LogicalCloudUserEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12 \n" +
@@ -3614,7 +3614,7 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\fLogicalCloud\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\x121\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1d.dcm.core.v1.LogicalCloudSpecR\x04spec\x124\n" +
-	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xa6\x05\n" +
+	"\tlifecycle\x18\x03 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\"\xa7\x05\n" +
 	"\x10LogicalCloudSpec\x12I\n" +
 	"\tnamespace\x18\x01 \x01(\tB+\xbaH(r&\x18?2\"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$R\tnamespace\x12@\n" +
 	"\x05level\x18\x02 \x01(\tB*\xbaH'r%R\x00R\bstandardR\x05adminR\n" +
@@ -3629,8 +3629,8 @@ const file_dcm_core_v1_logical_cloud_proto_rawDesc = "" +
 	"\x06labels\x18\b \x03(\v2\x13.dcm.types.v1.LabelB\b\xbaH\x05\x92\x01\x02\x10@R\x06labels\x128\n" +
 	"\x12allow_ingress_from\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10@R\x12allow-ingress-from\x12)\n" +
 	"\rfollow_labels\x18\n" +
-	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01\x126\n" +
-	"\arollout\x18\x1f \x01(\v2\x1c.dcm.core.v1.RolloutStrategyR\arollout\x12\x14\n" +
+	" \x01(\bH\x00R\rfollow-labels\x88\x01\x01\x127\n" +
+	"\arollout\x18\x1f \x01(\v2\x1d.dcm.types.v1.RolloutStrategyR\arollout\x12\x14\n" +
 	"\x05users\x18\x14 \x03(\tR\x05usersB\x10\n" +
 	"\x0e_follow_labels\"r\n" +
 	"\vServiceMesh\x12\x18\n" +
@@ -3916,7 +3916,7 @@ var file_dcm_core_v1_logical_cloud_proto_goTypes = []any{
 	(*v11.Metadata)(nil),                        // 55: dcm.types.v1.Metadata
 	(*Lifecycle)(nil),                           // 56: dcm.core.v1.Lifecycle
 	(*v11.Label)(nil),                           // 57: dcm.types.v1.Label
-	(*RolloutStrategy)(nil),                     // 58: dcm.core.v1.RolloutStrategy
+	(*v11.RolloutStrategy)(nil),                 // 58: dcm.types.v1.RolloutStrategy
 	(*structpb.Value)(nil),                      // 59: google.protobuf.Value
 	(*ApplyLogicalCloudRequest)(nil),            // 60: dcm.core.v1.ApplyLogicalCloudRequest
 	(*UpdateLogicalCloudResourcesRequest)(nil),  // 61: dcm.core.v1.UpdateLogicalCloudResourcesRequest
@@ -3952,7 +3952,7 @@ var file_dcm_core_v1_logical_cloud_proto_depIdxs = []int32{
 	14, // 9: dcm.core.v1.LogicalCloudSpec.user:type_name -> dcm.core.v1.LogicalCloudUser
 	13, // 10: dcm.core.v1.LogicalCloudSpec.service_mesh:type_name -> dcm.core.v1.ServiceMesh
 	57, // 11: dcm.core.v1.LogicalCloudSpec.labels:type_name -> dcm.types.v1.Label
-	58, // 12: dcm.core.v1.LogicalCloudSpec.rollout:type_name -> dcm.core.v1.RolloutStrategy
+	58, // 12: dcm.core.v1.LogicalCloudSpec.rollout:type_name -> dcm.types.v1.RolloutStrategy
 	53, // 13: dcm.core.v1.LogicalCloudUser.user_permissions:type_name -> dcm.user.v1.UserPermission
 	55, // 14: dcm.core.v1.CreateLogicalCloudRequest.metadata:type_name -> dcm.types.v1.Metadata
 	12, // 15: dcm.core.v1.CreateLogicalCloudRequest.spec:type_name -> dcm.core.v1.LogicalCloudSpec

@@ -155,7 +155,11 @@ type TrafficIntentGroupStatus struct {
 	// clusters is the status on each cluster.
 	Clusters []*ClusterStatus `protobuf:"bytes,11,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	// dns are the group's external-dns runs.
-	Dns           []*v1.DnsRunStatus `protobuf:"bytes,12,rep,name=dns,proto3" json:"dns,omitempty"`
+	Dns []*v1.DnsRunStatus `protobuf:"bytes,12,rep,name=dns,proto3" json:"dns,omitempty"`
+	// rollout is where a progressive rollout of the group stands (its
+	// rollout strategy); absent when the generation went to every cluster
+	// at once.
+	Rollout       *RolloutWave `protobuf:"bytes,21,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +274,13 @@ func (x *TrafficIntentGroupStatus) GetClusters() []*ClusterStatus {
 func (x *TrafficIntentGroupStatus) GetDns() []*v1.DnsRunStatus {
 	if x != nil {
 		return x.Dns
+	}
+	return nil
+}
+
+func (x *TrafficIntentGroupStatus) GetRollout() *RolloutWave {
+	if x != nil {
+		return x.Rollout
 	}
 	return nil
 }
@@ -641,6 +652,244 @@ func (x *TerminateTrafficIntentGroupResponse) GetStatus() *TrafficIntentGroupSta
 	return nil
 }
 
+// ResumeTrafficIntentGroupRequest names a group (POST .../resume).
+type ResumeTrafficIntentGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group         string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeTrafficIntentGroupRequest) Reset() {
+	*x = ResumeTrafficIntentGroupRequest{}
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeTrafficIntentGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeTrafficIntentGroupRequest) ProtoMessage() {}
+
+func (x *ResumeTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeTrafficIntentGroupRequest.ProtoReflect.Descriptor instead.
+func (*ResumeTrafficIntentGroupRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResumeTrafficIntentGroupRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ResumeTrafficIntentGroupRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *ResumeTrafficIntentGroupRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ResumeTrafficIntentGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// ResumeTrafficIntentGroupResponse carries the status after the call.
+type ResumeTrafficIntentGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status of the group.
+	Status        *TrafficIntentGroupStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeTrafficIntentGroupResponse) Reset() {
+	*x = ResumeTrafficIntentGroupResponse{}
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeTrafficIntentGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeTrafficIntentGroupResponse) ProtoMessage() {}
+
+func (x *ResumeTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeTrafficIntentGroupResponse.ProtoReflect.Descriptor instead.
+func (*ResumeTrafficIntentGroupResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResumeTrafficIntentGroupResponse) GetStatus() *TrafficIntentGroupStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// RollbackTrafficIntentGroupRequest names a group (POST .../rollback).
+type RollbackTrafficIntentGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// project is the project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// composite_app is the composite application (rb) name.
+	CompositeApp string `protobuf:"bytes,2,opt,name=composite_app,json=rb,proto3" json:"composite_app,omitempty"`
+	// version is the composite application version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// group is the traffic intent group's name.
+	Group         string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackTrafficIntentGroupRequest) Reset() {
+	*x = RollbackTrafficIntentGroupRequest{}
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackTrafficIntentGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackTrafficIntentGroupRequest) ProtoMessage() {}
+
+func (x *RollbackTrafficIntentGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackTrafficIntentGroupRequest.ProtoReflect.Descriptor instead.
+func (*RollbackTrafficIntentGroupRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RollbackTrafficIntentGroupRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RollbackTrafficIntentGroupRequest) GetCompositeApp() string {
+	if x != nil {
+		return x.CompositeApp
+	}
+	return ""
+}
+
+func (x *RollbackTrafficIntentGroupRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *RollbackTrafficIntentGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// RollbackTrafficIntentGroupResponse carries the status after the call.
+type RollbackTrafficIntentGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status of the group.
+	Status        *TrafficIntentGroupStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackTrafficIntentGroupResponse) Reset() {
+	*x = RollbackTrafficIntentGroupResponse{}
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackTrafficIntentGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackTrafficIntentGroupResponse) ProtoMessage() {}
+
+func (x *RollbackTrafficIntentGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackTrafficIntentGroupResponse.ProtoReflect.Descriptor instead.
+func (*RollbackTrafficIntentGroupResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RollbackTrafficIntentGroupResponse) GetStatus() *TrafficIntentGroupStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // GetTrafficIntentGroupStatusRequest names a group (GET .../status).
 type GetTrafficIntentGroupStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -658,7 +907,7 @@ type GetTrafficIntentGroupStatusRequest struct {
 
 func (x *GetTrafficIntentGroupStatusRequest) Reset() {
 	*x = GetTrafficIntentGroupStatusRequest{}
-	mi := &file_dcm_core_v1_traffic_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +919,7 @@ func (x *GetTrafficIntentGroupStatusRequest) String() string {
 func (*GetTrafficIntentGroupStatusRequest) ProtoMessage() {}
 
 func (x *GetTrafficIntentGroupStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_traffic_proto_msgTypes[8]
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +932,7 @@ func (x *GetTrafficIntentGroupStatusRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use GetTrafficIntentGroupStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTrafficIntentGroupStatusRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{8}
+	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetTrafficIntentGroupStatusRequest) GetProject() string {
@@ -725,7 +974,7 @@ type GetTrafficIntentGroupStatusResponse struct {
 
 func (x *GetTrafficIntentGroupStatusResponse) Reset() {
 	*x = GetTrafficIntentGroupStatusResponse{}
-	mi := &file_dcm_core_v1_traffic_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +986,7 @@ func (x *GetTrafficIntentGroupStatusResponse) String() string {
 func (*GetTrafficIntentGroupStatusResponse) ProtoMessage() {}
 
 func (x *GetTrafficIntentGroupStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_core_v1_traffic_proto_msgTypes[9]
+	mi := &file_dcm_core_v1_traffic_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +999,7 @@ func (x *GetTrafficIntentGroupStatusResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use GetTrafficIntentGroupStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTrafficIntentGroupStatusResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{9}
+	return file_dcm_core_v1_traffic_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetTrafficIntentGroupStatusResponse) GetStatus() *TrafficIntentGroupStatus {
@@ -772,7 +1021,7 @@ const file_dcm_core_v1_traffic_proto_rawDesc = "" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x12#\n" +
 	"\rlogical_cloud\x18\x05 \x01(\tR\flogicalCloud\x124\n" +
 	"\tlifecycle\x18\x06 \x01(\v2\x16.dcm.core.v1.LifecycleR\tlifecycle\x12\x16\n" +
-	"\x06digest\x18\a \x01(\tR\x06digest\"\x91\x03\n" +
+	"\x06digest\x18\a \x01(\tR\x06digest\"\xc5\x03\n" +
 	"\x18TrafficIntentGroupStatus\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x19\n" +
 	"\rcomposite_app\x18\x02 \x01(\tR\x02rb\x12\x18\n" +
@@ -788,7 +1037,8 @@ const file_dcm_core_v1_traffic_proto_rawDesc = "" +
 	"\vlast_errors\x18\n" +
 	" \x03(\tR\vlast-errors\x126\n" +
 	"\bclusters\x18\v \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\x12.\n" +
-	"\x03dns\x18\f \x03(\v2\x1c.dcm.traffic.v1.DnsRunStatusR\x03dns\"\xb1\x01\n" +
+	"\x03dns\x18\f \x03(\v2\x1c.dcm.traffic.v1.DnsRunStatusR\x03dns\x122\n" +
+	"\arollout\x18\x15 \x01(\v2\x18.dcm.core.v1.RolloutWaveR\arollout\"\xb1\x01\n" +
 	"\x1eApplyTrafficIntentGroupRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
@@ -810,6 +1060,20 @@ const file_dcm_core_v1_traffic_proto_rawDesc = "" +
 	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\x12\x14\n" +
 	"\x05force\x18\x05 \x01(\bR\x05force\"d\n" +
 	"#TerminateTrafficIntentGroupResponse\x12=\n" +
+	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status\"\xb2\x01\n" +
+	"\x1fResumeTrafficIntentGroupRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\"a\n" +
+	" ResumeTrafficIntentGroupResponse\x12=\n" +
+	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status\"\xb4\x01\n" +
+	"!RollbackTrafficIntentGroupRequest\x12#\n" +
+	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
+	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
+	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
+	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\"c\n" +
+	"\"RollbackTrafficIntentGroupResponse\x12=\n" +
 	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status\"\xb5\x01\n" +
 	"\"GetTrafficIntentGroupStatusRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
@@ -817,11 +1081,13 @@ const file_dcm_core_v1_traffic_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aversion\x12\x1f\n" +
 	"\x05group\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x05group\"d\n" +
 	"#GetTrafficIntentGroupStatusResponse\x12=\n" +
-	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status2\xe6\a\n" +
+	"\x06status\x18\x01 \x01(\v2%.dcm.core.v1.TrafficIntentGroupStatusR\x06status2\xb6\v\n" +
 	"\x17TrafficLifecycleService\x12\xdd\x01\n" +
 	"\x17ApplyTrafficIntentGroup\x12+.dcm.core.v1.ApplyTrafficIntentGroupRequest\x1a,.dcm.core.v1.ApplyTrafficIntentGroupResponse\"g\x82\xd3\xe4\x93\x02ab\x06status\"W/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/apply\x12\xfc\x01\n" +
 	"!UpdateTrafficIntentGroupResources\x125.dcm.core.v1.UpdateTrafficIntentGroupResourcesRequest\x1a6.dcm.core.v1.UpdateTrafficIntentGroupResourcesResponse\"h\x82\xd3\xe4\x93\x02bb\x06status\"X/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/update\x12\xed\x01\n" +
-	"\x1bTerminateTrafficIntentGroup\x12/.dcm.core.v1.TerminateTrafficIntentGroupRequest\x1a0.dcm.core.v1.TerminateTrafficIntentGroupResponse\"k\x82\xd3\xe4\x93\x02eb\x06status\"[/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/terminate\x12\xea\x01\n" +
+	"\x1bTerminateTrafficIntentGroup\x12/.dcm.core.v1.TerminateTrafficIntentGroupRequest\x1a0.dcm.core.v1.TerminateTrafficIntentGroupResponse\"k\x82\xd3\xe4\x93\x02eb\x06status\"[/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/terminate\x12\xe1\x01\n" +
+	"\x18ResumeTrafficIntentGroup\x12,.dcm.core.v1.ResumeTrafficIntentGroupRequest\x1a-.dcm.core.v1.ResumeTrafficIntentGroupResponse\"h\x82\xd3\xe4\x93\x02bb\x06status\"X/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/resume\x12\xe9\x01\n" +
+	"\x1aRollbackTrafficIntentGroup\x12..dcm.core.v1.RollbackTrafficIntentGroupRequest\x1a/.dcm.core.v1.RollbackTrafficIntentGroupResponse\"j\x82\xd3\xe4\x93\x02db\x06status\"Z/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/rollback\x12\xea\x01\n" +
 	"\x1bGetTrafficIntentGroupStatus\x12/.dcm.core.v1.GetTrafficIntentGroupStatusRequest\x1a0.dcm.core.v1.GetTrafficIntentGroupStatusResponse\"h\x82\xd3\xe4\x93\x02bb\x06status\x12X/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/status\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
 
@@ -837,7 +1103,7 @@ func file_dcm_core_v1_traffic_proto_rawDescGZIP() []byte {
 	return file_dcm_core_v1_traffic_proto_rawDescData
 }
 
-var file_dcm_core_v1_traffic_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_dcm_core_v1_traffic_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_dcm_core_v1_traffic_proto_goTypes = []any{
 	(*TrafficRollout)(nil),                            // 0: dcm.core.v1.TrafficRollout
 	(*TrafficIntentGroupStatus)(nil),                  // 1: dcm.core.v1.TrafficIntentGroupStatus
@@ -847,33 +1113,45 @@ var file_dcm_core_v1_traffic_proto_goTypes = []any{
 	(*UpdateTrafficIntentGroupResourcesResponse)(nil), // 5: dcm.core.v1.UpdateTrafficIntentGroupResourcesResponse
 	(*TerminateTrafficIntentGroupRequest)(nil),        // 6: dcm.core.v1.TerminateTrafficIntentGroupRequest
 	(*TerminateTrafficIntentGroupResponse)(nil),       // 7: dcm.core.v1.TerminateTrafficIntentGroupResponse
-	(*GetTrafficIntentGroupStatusRequest)(nil),        // 8: dcm.core.v1.GetTrafficIntentGroupStatusRequest
-	(*GetTrafficIntentGroupStatusResponse)(nil),       // 9: dcm.core.v1.GetTrafficIntentGroupStatusResponse
-	(*Lifecycle)(nil),                                 // 10: dcm.core.v1.Lifecycle
-	(*ClusterStatus)(nil),                             // 11: dcm.core.v1.ClusterStatus
-	(*v1.DnsRunStatus)(nil),                           // 12: dcm.traffic.v1.DnsRunStatus
+	(*ResumeTrafficIntentGroupRequest)(nil),           // 8: dcm.core.v1.ResumeTrafficIntentGroupRequest
+	(*ResumeTrafficIntentGroupResponse)(nil),          // 9: dcm.core.v1.ResumeTrafficIntentGroupResponse
+	(*RollbackTrafficIntentGroupRequest)(nil),         // 10: dcm.core.v1.RollbackTrafficIntentGroupRequest
+	(*RollbackTrafficIntentGroupResponse)(nil),        // 11: dcm.core.v1.RollbackTrafficIntentGroupResponse
+	(*GetTrafficIntentGroupStatusRequest)(nil),        // 12: dcm.core.v1.GetTrafficIntentGroupStatusRequest
+	(*GetTrafficIntentGroupStatusResponse)(nil),       // 13: dcm.core.v1.GetTrafficIntentGroupStatusResponse
+	(*Lifecycle)(nil),                                 // 14: dcm.core.v1.Lifecycle
+	(*ClusterStatus)(nil),                             // 15: dcm.core.v1.ClusterStatus
+	(*v1.DnsRunStatus)(nil),                           // 16: dcm.traffic.v1.DnsRunStatus
+	(*RolloutWave)(nil),                               // 17: dcm.core.v1.RolloutWave
 }
 var file_dcm_core_v1_traffic_proto_depIdxs = []int32{
-	10, // 0: dcm.core.v1.TrafficRollout.lifecycle:type_name -> dcm.core.v1.Lifecycle
-	11, // 1: dcm.core.v1.TrafficIntentGroupStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
-	12, // 2: dcm.core.v1.TrafficIntentGroupStatus.dns:type_name -> dcm.traffic.v1.DnsRunStatus
-	1,  // 3: dcm.core.v1.ApplyTrafficIntentGroupResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
-	1,  // 4: dcm.core.v1.UpdateTrafficIntentGroupResourcesResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
-	1,  // 5: dcm.core.v1.TerminateTrafficIntentGroupResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
-	1,  // 6: dcm.core.v1.GetTrafficIntentGroupStatusResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
-	2,  // 7: dcm.core.v1.TrafficLifecycleService.ApplyTrafficIntentGroup:input_type -> dcm.core.v1.ApplyTrafficIntentGroupRequest
-	4,  // 8: dcm.core.v1.TrafficLifecycleService.UpdateTrafficIntentGroupResources:input_type -> dcm.core.v1.UpdateTrafficIntentGroupResourcesRequest
-	6,  // 9: dcm.core.v1.TrafficLifecycleService.TerminateTrafficIntentGroup:input_type -> dcm.core.v1.TerminateTrafficIntentGroupRequest
-	8,  // 10: dcm.core.v1.TrafficLifecycleService.GetTrafficIntentGroupStatus:input_type -> dcm.core.v1.GetTrafficIntentGroupStatusRequest
-	3,  // 11: dcm.core.v1.TrafficLifecycleService.ApplyTrafficIntentGroup:output_type -> dcm.core.v1.ApplyTrafficIntentGroupResponse
-	5,  // 12: dcm.core.v1.TrafficLifecycleService.UpdateTrafficIntentGroupResources:output_type -> dcm.core.v1.UpdateTrafficIntentGroupResourcesResponse
-	7,  // 13: dcm.core.v1.TrafficLifecycleService.TerminateTrafficIntentGroup:output_type -> dcm.core.v1.TerminateTrafficIntentGroupResponse
-	9,  // 14: dcm.core.v1.TrafficLifecycleService.GetTrafficIntentGroupStatus:output_type -> dcm.core.v1.GetTrafficIntentGroupStatusResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	14, // 0: dcm.core.v1.TrafficRollout.lifecycle:type_name -> dcm.core.v1.Lifecycle
+	15, // 1: dcm.core.v1.TrafficIntentGroupStatus.clusters:type_name -> dcm.core.v1.ClusterStatus
+	16, // 2: dcm.core.v1.TrafficIntentGroupStatus.dns:type_name -> dcm.traffic.v1.DnsRunStatus
+	17, // 3: dcm.core.v1.TrafficIntentGroupStatus.rollout:type_name -> dcm.core.v1.RolloutWave
+	1,  // 4: dcm.core.v1.ApplyTrafficIntentGroupResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
+	1,  // 5: dcm.core.v1.UpdateTrafficIntentGroupResourcesResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
+	1,  // 6: dcm.core.v1.TerminateTrafficIntentGroupResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
+	1,  // 7: dcm.core.v1.ResumeTrafficIntentGroupResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
+	1,  // 8: dcm.core.v1.RollbackTrafficIntentGroupResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
+	1,  // 9: dcm.core.v1.GetTrafficIntentGroupStatusResponse.status:type_name -> dcm.core.v1.TrafficIntentGroupStatus
+	2,  // 10: dcm.core.v1.TrafficLifecycleService.ApplyTrafficIntentGroup:input_type -> dcm.core.v1.ApplyTrafficIntentGroupRequest
+	4,  // 11: dcm.core.v1.TrafficLifecycleService.UpdateTrafficIntentGroupResources:input_type -> dcm.core.v1.UpdateTrafficIntentGroupResourcesRequest
+	6,  // 12: dcm.core.v1.TrafficLifecycleService.TerminateTrafficIntentGroup:input_type -> dcm.core.v1.TerminateTrafficIntentGroupRequest
+	8,  // 13: dcm.core.v1.TrafficLifecycleService.ResumeTrafficIntentGroup:input_type -> dcm.core.v1.ResumeTrafficIntentGroupRequest
+	10, // 14: dcm.core.v1.TrafficLifecycleService.RollbackTrafficIntentGroup:input_type -> dcm.core.v1.RollbackTrafficIntentGroupRequest
+	12, // 15: dcm.core.v1.TrafficLifecycleService.GetTrafficIntentGroupStatus:input_type -> dcm.core.v1.GetTrafficIntentGroupStatusRequest
+	3,  // 16: dcm.core.v1.TrafficLifecycleService.ApplyTrafficIntentGroup:output_type -> dcm.core.v1.ApplyTrafficIntentGroupResponse
+	5,  // 17: dcm.core.v1.TrafficLifecycleService.UpdateTrafficIntentGroupResources:output_type -> dcm.core.v1.UpdateTrafficIntentGroupResourcesResponse
+	7,  // 18: dcm.core.v1.TrafficLifecycleService.TerminateTrafficIntentGroup:output_type -> dcm.core.v1.TerminateTrafficIntentGroupResponse
+	9,  // 19: dcm.core.v1.TrafficLifecycleService.ResumeTrafficIntentGroup:output_type -> dcm.core.v1.ResumeTrafficIntentGroupResponse
+	11, // 20: dcm.core.v1.TrafficLifecycleService.RollbackTrafficIntentGroup:output_type -> dcm.core.v1.RollbackTrafficIntentGroupResponse
+	13, // 21: dcm.core.v1.TrafficLifecycleService.GetTrafficIntentGroupStatus:output_type -> dcm.core.v1.GetTrafficIntentGroupStatusResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_dcm_core_v1_traffic_proto_init() }
@@ -888,7 +1166,7 @@ func file_dcm_core_v1_traffic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_core_v1_traffic_proto_rawDesc), len(file_dcm_core_v1_traffic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -310,6 +310,180 @@ func local_request_TrafficLifecycleService_TerminateTrafficIntentGroup_0(ctx con
 	return msg, metadata, err
 }
 
+func request_TrafficLifecycleService_ResumeTrafficIntentGroup_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ResumeTrafficIntentGroupRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["composite_app"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "composite_app")
+	}
+	protoReq.CompositeApp, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "composite_app", err)
+	}
+	val, ok = pathParams["version"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "version")
+	}
+	protoReq.Version, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "version", err)
+	}
+	val, ok = pathParams["group"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "group")
+	}
+	protoReq.Group, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ResumeTrafficIntentGroup(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_TrafficLifecycleService_ResumeTrafficIntentGroup_0(ctx context.Context, marshaler runtime.Marshaler, server TrafficLifecycleServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ResumeTrafficIntentGroupRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["composite_app"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "composite_app")
+	}
+	protoReq.CompositeApp, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "composite_app", err)
+	}
+	val, ok = pathParams["version"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "version")
+	}
+	protoReq.Version, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "version", err)
+	}
+	val, ok = pathParams["group"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "group")
+	}
+	protoReq.Group, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	msg, err := server.ResumeTrafficIntentGroup(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_TrafficLifecycleService_RollbackTrafficIntentGroup_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RollbackTrafficIntentGroupRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["composite_app"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "composite_app")
+	}
+	protoReq.CompositeApp, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "composite_app", err)
+	}
+	val, ok = pathParams["version"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "version")
+	}
+	protoReq.Version, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "version", err)
+	}
+	val, ok = pathParams["group"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "group")
+	}
+	protoReq.Group, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.RollbackTrafficIntentGroup(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_TrafficLifecycleService_RollbackTrafficIntentGroup_0(ctx context.Context, marshaler runtime.Marshaler, server TrafficLifecycleServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RollbackTrafficIntentGroupRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["project"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project")
+	}
+	protoReq.Project, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project", err)
+	}
+	val, ok = pathParams["composite_app"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "composite_app")
+	}
+	protoReq.CompositeApp, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "composite_app", err)
+	}
+	val, ok = pathParams["version"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "version")
+	}
+	protoReq.Version, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "version", err)
+	}
+	val, ok = pathParams["group"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "group")
+	}
+	protoReq.Group, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "group", err)
+	}
+	msg, err := server.RollbackTrafficIntentGroup(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_TrafficLifecycleService_GetTrafficIntentGroupStatus_0(ctx context.Context, marshaler runtime.Marshaler, client TrafficLifecycleServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq GetTrafficIntentGroupStatusRequest
@@ -463,6 +637,46 @@ func RegisterTrafficLifecycleServiceHandlerServer(ctx context.Context, mux *runt
 		}
 		forward_TrafficLifecycleService_TerminateTrafficIntentGroup_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficLifecycleService_TerminateTrafficIntentGroup_0{resp.(*TerminateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_TrafficLifecycleService_ResumeTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.TrafficLifecycleService/ResumeTrafficIntentGroup", runtime.WithHTTPPathPattern("/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/resume"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_TrafficLifecycleService_ResumeTrafficIntentGroup_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficLifecycleService_ResumeTrafficIntentGroup_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficLifecycleService_ResumeTrafficIntentGroup_0{resp.(*ResumeTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_TrafficLifecycleService_RollbackTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/dcm.core.v1.TrafficLifecycleService/RollbackTrafficIntentGroup", runtime.WithHTTPPathPattern("/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/rollback"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_TrafficLifecycleService_RollbackTrafficIntentGroup_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficLifecycleService_RollbackTrafficIntentGroup_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficLifecycleService_RollbackTrafficIntentGroup_0{resp.(*RollbackTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodGet, pattern_TrafficLifecycleService_GetTrafficIntentGroupStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -574,6 +788,40 @@ func RegisterTrafficLifecycleServiceHandlerClient(ctx context.Context, mux *runt
 		}
 		forward_TrafficLifecycleService_TerminateTrafficIntentGroup_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficLifecycleService_TerminateTrafficIntentGroup_0{resp.(*TerminateTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_TrafficLifecycleService_ResumeTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.TrafficLifecycleService/ResumeTrafficIntentGroup", runtime.WithHTTPPathPattern("/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/resume"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_TrafficLifecycleService_ResumeTrafficIntentGroup_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficLifecycleService_ResumeTrafficIntentGroup_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficLifecycleService_ResumeTrafficIntentGroup_0{resp.(*ResumeTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_TrafficLifecycleService_RollbackTrafficIntentGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/dcm.core.v1.TrafficLifecycleService/RollbackTrafficIntentGroup", runtime.WithHTTPPathPattern("/v2/projects/{project}/rb/{composite_app}/{version}/traffic-intent-groups/{group}/rollback"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_TrafficLifecycleService_RollbackTrafficIntentGroup_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TrafficLifecycleService_RollbackTrafficIntentGroup_0(annotatedContext, mux, outboundMarshaler, w, req, response_TrafficLifecycleService_RollbackTrafficIntentGroup_0{resp.(*RollbackTrafficIntentGroupResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodGet, pattern_TrafficLifecycleService_GetTrafficIntentGroupStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -621,6 +869,24 @@ func (m response_TrafficLifecycleService_TerminateTrafficIntentGroup_0) XXX_Resp
 	return response.Status
 }
 
+type response_TrafficLifecycleService_ResumeTrafficIntentGroup_0 struct {
+	*ResumeTrafficIntentGroupResponse
+}
+
+func (m response_TrafficLifecycleService_ResumeTrafficIntentGroup_0) XXX_ResponseBody() interface{} {
+	response := m.ResumeTrafficIntentGroupResponse
+	return response.Status
+}
+
+type response_TrafficLifecycleService_RollbackTrafficIntentGroup_0 struct {
+	*RollbackTrafficIntentGroupResponse
+}
+
+func (m response_TrafficLifecycleService_RollbackTrafficIntentGroup_0) XXX_ResponseBody() interface{} {
+	response := m.RollbackTrafficIntentGroupResponse
+	return response.Status
+}
+
 type response_TrafficLifecycleService_GetTrafficIntentGroupStatus_0 struct {
 	*GetTrafficIntentGroupStatusResponse
 }
@@ -634,6 +900,8 @@ var (
 	pattern_TrafficLifecycleService_ApplyTrafficIntentGroup_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "apply"}, ""))
 	pattern_TrafficLifecycleService_UpdateTrafficIntentGroupResources_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "update"}, ""))
 	pattern_TrafficLifecycleService_TerminateTrafficIntentGroup_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "terminate"}, ""))
+	pattern_TrafficLifecycleService_ResumeTrafficIntentGroup_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "resume"}, ""))
+	pattern_TrafficLifecycleService_RollbackTrafficIntentGroup_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "rollback"}, ""))
 	pattern_TrafficLifecycleService_GetTrafficIntentGroupStatus_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 1, 0, 4, 1, 5, 5, 2, 6, 1, 0, 4, 1, 5, 7, 2, 8}, []string{"v2", "projects", "project", "rb", "composite_app", "version", "traffic-intent-groups", "group", "status"}, ""))
 )
 
@@ -641,5 +909,7 @@ var (
 	forward_TrafficLifecycleService_ApplyTrafficIntentGroup_0           = runtime.ForwardResponseMessage
 	forward_TrafficLifecycleService_UpdateTrafficIntentGroupResources_0 = runtime.ForwardResponseMessage
 	forward_TrafficLifecycleService_TerminateTrafficIntentGroup_0       = runtime.ForwardResponseMessage
+	forward_TrafficLifecycleService_ResumeTrafficIntentGroup_0          = runtime.ForwardResponseMessage
+	forward_TrafficLifecycleService_RollbackTrafficIntentGroup_0        = runtime.ForwardResponseMessage
 	forward_TrafficLifecycleService_GetTrafficIntentGroupStatus_0       = runtime.ForwardResponseMessage
 )

@@ -22,6 +22,8 @@ const (
 	TrafficLifecycleService_ApplyTrafficIntentGroup_FullMethodName           = "/dcm.core.v1.TrafficLifecycleService/ApplyTrafficIntentGroup"
 	TrafficLifecycleService_UpdateTrafficIntentGroupResources_FullMethodName = "/dcm.core.v1.TrafficLifecycleService/UpdateTrafficIntentGroupResources"
 	TrafficLifecycleService_TerminateTrafficIntentGroup_FullMethodName       = "/dcm.core.v1.TrafficLifecycleService/TerminateTrafficIntentGroup"
+	TrafficLifecycleService_ResumeTrafficIntentGroup_FullMethodName          = "/dcm.core.v1.TrafficLifecycleService/ResumeTrafficIntentGroup"
+	TrafficLifecycleService_RollbackTrafficIntentGroup_FullMethodName        = "/dcm.core.v1.TrafficLifecycleService/RollbackTrafficIntentGroup"
 	TrafficLifecycleService_GetTrafficIntentGroupStatus_FullMethodName       = "/dcm.core.v1.TrafficLifecycleService/GetTrafficIntentGroupStatus"
 )
 
@@ -45,6 +47,14 @@ type TrafficLifecycleServiceClient interface {
 	// TerminateTrafficIntentGroup removes the group's objects from every
 	// cluster and its DNS records from the DNS providers.
 	TerminateTrafficIntentGroup(ctx context.Context, in *TerminateTrafficIntentGroupRequest, opts ...grpc.CallOption) (*TerminateTrafficIntentGroupResponse, error)
+	// ResumeTrafficIntentGroup continues a Paused progressive rollout of the
+	// group (as a logical cloud's resume): 409 WRONG_STATE unless Paused.
+	ResumeTrafficIntentGroup(ctx context.Context, in *ResumeTrafficIntentGroupRequest, opts ...grpc.CallOption) (*ResumeTrafficIntentGroupResponse, error)
+	// RollbackTrafficIntentGroup returns the group's objects on every
+	// cluster to the previous generation (as a logical cloud's rollback):
+	// 409 WRONG_STATE unless Paused, Applying, Applied or ApplyFailed with a
+	// previous generation kept.
+	RollbackTrafficIntentGroup(ctx context.Context, in *RollbackTrafficIntentGroupRequest, opts ...grpc.CallOption) (*RollbackTrafficIntentGroupResponse, error)
 	// GetTrafficIntentGroupStatus reads the group's state, per cluster and
 	// per object what the resource synchronizer reports, and its DNS runs.
 	GetTrafficIntentGroupStatus(ctx context.Context, in *GetTrafficIntentGroupStatusRequest, opts ...grpc.CallOption) (*GetTrafficIntentGroupStatusResponse, error)
@@ -88,6 +98,26 @@ func (c *trafficLifecycleServiceClient) TerminateTrafficIntentGroup(ctx context.
 	return out, nil
 }
 
+func (c *trafficLifecycleServiceClient) ResumeTrafficIntentGroup(ctx context.Context, in *ResumeTrafficIntentGroupRequest, opts ...grpc.CallOption) (*ResumeTrafficIntentGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeTrafficIntentGroupResponse)
+	err := c.cc.Invoke(ctx, TrafficLifecycleService_ResumeTrafficIntentGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *trafficLifecycleServiceClient) RollbackTrafficIntentGroup(ctx context.Context, in *RollbackTrafficIntentGroupRequest, opts ...grpc.CallOption) (*RollbackTrafficIntentGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackTrafficIntentGroupResponse)
+	err := c.cc.Invoke(ctx, TrafficLifecycleService_RollbackTrafficIntentGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *trafficLifecycleServiceClient) GetTrafficIntentGroupStatus(ctx context.Context, in *GetTrafficIntentGroupStatusRequest, opts ...grpc.CallOption) (*GetTrafficIntentGroupStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetTrafficIntentGroupStatusResponse)
@@ -118,6 +148,14 @@ type TrafficLifecycleServiceServer interface {
 	// TerminateTrafficIntentGroup removes the group's objects from every
 	// cluster and its DNS records from the DNS providers.
 	TerminateTrafficIntentGroup(context.Context, *TerminateTrafficIntentGroupRequest) (*TerminateTrafficIntentGroupResponse, error)
+	// ResumeTrafficIntentGroup continues a Paused progressive rollout of the
+	// group (as a logical cloud's resume): 409 WRONG_STATE unless Paused.
+	ResumeTrafficIntentGroup(context.Context, *ResumeTrafficIntentGroupRequest) (*ResumeTrafficIntentGroupResponse, error)
+	// RollbackTrafficIntentGroup returns the group's objects on every
+	// cluster to the previous generation (as a logical cloud's rollback):
+	// 409 WRONG_STATE unless Paused, Applying, Applied or ApplyFailed with a
+	// previous generation kept.
+	RollbackTrafficIntentGroup(context.Context, *RollbackTrafficIntentGroupRequest) (*RollbackTrafficIntentGroupResponse, error)
 	// GetTrafficIntentGroupStatus reads the group's state, per cluster and
 	// per object what the resource synchronizer reports, and its DNS runs.
 	GetTrafficIntentGroupStatus(context.Context, *GetTrafficIntentGroupStatusRequest) (*GetTrafficIntentGroupStatusResponse, error)
@@ -139,6 +177,12 @@ func (UnimplementedTrafficLifecycleServiceServer) UpdateTrafficIntentGroupResour
 }
 func (UnimplementedTrafficLifecycleServiceServer) TerminateTrafficIntentGroup(context.Context, *TerminateTrafficIntentGroupRequest) (*TerminateTrafficIntentGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TerminateTrafficIntentGroup not implemented")
+}
+func (UnimplementedTrafficLifecycleServiceServer) ResumeTrafficIntentGroup(context.Context, *ResumeTrafficIntentGroupRequest) (*ResumeTrafficIntentGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeTrafficIntentGroup not implemented")
+}
+func (UnimplementedTrafficLifecycleServiceServer) RollbackTrafficIntentGroup(context.Context, *RollbackTrafficIntentGroupRequest) (*RollbackTrafficIntentGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RollbackTrafficIntentGroup not implemented")
 }
 func (UnimplementedTrafficLifecycleServiceServer) GetTrafficIntentGroupStatus(context.Context, *GetTrafficIntentGroupStatusRequest) (*GetTrafficIntentGroupStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTrafficIntentGroupStatus not implemented")
@@ -219,6 +263,42 @@ func _TrafficLifecycleService_TerminateTrafficIntentGroup_Handler(srv interface{
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TrafficLifecycleService_ResumeTrafficIntentGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeTrafficIntentGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficLifecycleServiceServer).ResumeTrafficIntentGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficLifecycleService_ResumeTrafficIntentGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficLifecycleServiceServer).ResumeTrafficIntentGroup(ctx, req.(*ResumeTrafficIntentGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TrafficLifecycleService_RollbackTrafficIntentGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackTrafficIntentGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficLifecycleServiceServer).RollbackTrafficIntentGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TrafficLifecycleService_RollbackTrafficIntentGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficLifecycleServiceServer).RollbackTrafficIntentGroup(ctx, req.(*RollbackTrafficIntentGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TrafficLifecycleService_GetTrafficIntentGroupStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetTrafficIntentGroupStatusRequest)
 	if err := dec(in); err != nil {
@@ -255,6 +335,14 @@ var TrafficLifecycleService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TerminateTrafficIntentGroup",
 			Handler:    _TrafficLifecycleService_TerminateTrafficIntentGroup_Handler,
+		},
+		{
+			MethodName: "ResumeTrafficIntentGroup",
+			Handler:    _TrafficLifecycleService_ResumeTrafficIntentGroup_Handler,
+		},
+		{
+			MethodName: "RollbackTrafficIntentGroup",
+			Handler:    _TrafficLifecycleService_RollbackTrafficIntentGroup_Handler,
 		},
 		{
 			MethodName: "GetTrafficIntentGroupStatus",

@@ -838,7 +838,11 @@ type TrafficIntentGroup struct {
 	LogicalCloud string `protobuf:"bytes,4,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// applied tells whether the group's objects are on the clusters (set by
 	// apply and update, cleared by terminate); output only.
-	Applied       bool `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
+	Applied bool `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
+	// rollout is how the group's apply and update reach the clusters, as a
+	// logical cloud's spec.rollout (docs/fleet.md, "Staged rollouts"); an
+	// update that gives it replaces it.
+	Rollout       *v1.RolloutStrategy `protobuf:"bytes,6,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -906,6 +910,13 @@ func (x *TrafficIntentGroup) GetApplied() bool {
 		return x.Applied
 	}
 	return false
+}
+
+func (x *TrafficIntentGroup) GetRollout() *v1.RolloutStrategy {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
 }
 
 // CreateTrafficIntentGroupRequest names the parent and carries the new traffic intent group.
@@ -5197,7 +5208,7 @@ var File_dcm_traffic_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"v\n" +
+	"\x1cdcm/traffic/v1/service.proto\x12\x0edcm.traffic.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x1adcm/types/v1/rollout.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"v\n" +
 	"\x0eTrafficCluster\x125\n" +
 	"\x10cluster_provider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x10cluster-provider\x12-\n" +
 	"\fcluster_name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\fcluster-name\"\xdd\x03\n" +
@@ -5278,13 +5289,14 @@ const file_dcm_traffic_v1_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12J\n" +
 	"\fdns_provider\x18\x03 \x03(\v2\x1b.dcm.traffic.v1.DnsProviderB\n" +
-	"\xbaH\a\x92\x01\x04\b\x01\x10dR\vdnsProvider\"\xe4\x01\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10dR\vdnsProvider\"\x9d\x02\n" +
 	"\x12TrafficIntentGroup\x122\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x12 \n" +
 	"\x04name\x18\x02 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x122\n" +
 	"\rlogical_cloud\x18\x04 \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12\x18\n" +
-	"\aapplied\x18\x05 \x01(\bR\aapplied\"\xef\x01\n" +
+	"\aapplied\x18\x05 \x01(\bR\aapplied\x127\n" +
+	"\arollout\x18\x06 \x01(\v2\x1d.dcm.types.v1.RolloutStrategyR\arollout\"\xef\x01\n" +
 	"\x1fCreateTrafficIntentGroupRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12$\n" +
 	"\rcomposite_app\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x02rb\x12#\n" +
@@ -5691,6 +5703,7 @@ var file_dcm_traffic_v1_service_proto_goTypes = []any{
 	nil,                                          // 75: dcm.traffic.v1.DnsProvider.ExternalDnsParametersEntry
 	nil,                                          // 76: dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
 	(*v1.Metadata)(nil),                          // 77: dcm.types.v1.Metadata
+	(*v1.RolloutStrategy)(nil),                   // 78: dcm.types.v1.RolloutStrategy
 }
 var file_dcm_traffic_v1_service_proto_depIdxs = []int32{
 	0,  // 0: dcm.traffic.v1.ClientService.clusters:type_name -> dcm.traffic.v1.TrafficCluster
@@ -5703,116 +5716,117 @@ var file_dcm_traffic_v1_service_proto_depIdxs = []int32{
 	76, // 7: dcm.traffic.v1.DnsProvider.provider_credentials:type_name -> dcm.traffic.v1.DnsProvider.ProviderCredentialsEntry
 	5,  // 8: dcm.traffic.v1.DnsProviderIntent.dns_provider:type_name -> dcm.traffic.v1.DnsProvider
 	77, // 9: dcm.traffic.v1.TrafficIntentGroup.metadata:type_name -> dcm.types.v1.Metadata
-	7,  // 10: dcm.traffic.v1.CreateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	7,  // 11: dcm.traffic.v1.CreateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	7,  // 12: dcm.traffic.v1.GetTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	7,  // 13: dcm.traffic.v1.ListTrafficIntentGroupsResponse.traffic_intent_groups:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	7,  // 14: dcm.traffic.v1.UpdateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	7,  // 15: dcm.traffic.v1.UpdateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
-	2,  // 16: dcm.traffic.v1.CreateInterclusterIntentRequest.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
-	2,  // 17: dcm.traffic.v1.CreateInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
-	2,  // 18: dcm.traffic.v1.GetInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
-	2,  // 19: dcm.traffic.v1.ListInterclusterIntentsResponse.intercluster_intents:type_name -> dcm.traffic.v1.InterclusterIntent
-	2,  // 20: dcm.traffic.v1.UpdateInterclusterIntentRequest.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
-	2,  // 21: dcm.traffic.v1.UpdateInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
-	4,  // 22: dcm.traffic.v1.CreateIntraclusterIntentRequest.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 23: dcm.traffic.v1.CreateIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 24: dcm.traffic.v1.GetIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 25: dcm.traffic.v1.ListIntraclusterIntentsResponse.intracluster_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 26: dcm.traffic.v1.UpdateIntraclusterIntentRequest.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 27: dcm.traffic.v1.UpdateIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 28: dcm.traffic.v1.CreateExternalOutboundIntentRequest.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 29: dcm.traffic.v1.CreateExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 30: dcm.traffic.v1.GetExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 31: dcm.traffic.v1.ListExternalOutboundIntentsResponse.external_outbound_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 32: dcm.traffic.v1.UpdateExternalOutboundIntentRequest.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 33: dcm.traffic.v1.UpdateExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 34: dcm.traffic.v1.CreateExternalInboundIntentRequest.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 35: dcm.traffic.v1.CreateExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 36: dcm.traffic.v1.GetExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 37: dcm.traffic.v1.ListExternalInboundIntentsResponse.external_inbound_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 38: dcm.traffic.v1.UpdateExternalInboundIntentRequest.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	4,  // 39: dcm.traffic.v1.UpdateExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
-	6,  // 40: dcm.traffic.v1.CreateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
-	6,  // 41: dcm.traffic.v1.CreateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
-	6,  // 42: dcm.traffic.v1.GetDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
-	6,  // 43: dcm.traffic.v1.ListDnsProviderIntentsResponse.dns_provider_intents:type_name -> dcm.traffic.v1.DnsProviderIntent
-	6,  // 44: dcm.traffic.v1.UpdateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
-	6,  // 45: dcm.traffic.v1.UpdateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
-	68, // 46: dcm.traffic.v1.GetDnsAllowListResponse.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
-	68, // 47: dcm.traffic.v1.PutDnsAllowListRequest.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
-	68, // 48: dcm.traffic.v1.PutDnsAllowListResponse.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
-	8,  // 49: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:input_type -> dcm.traffic.v1.CreateTrafficIntentGroupRequest
-	10, // 50: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:input_type -> dcm.traffic.v1.GetTrafficIntentGroupRequest
-	12, // 51: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:input_type -> dcm.traffic.v1.ListTrafficIntentGroupsRequest
-	14, // 52: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:input_type -> dcm.traffic.v1.UpdateTrafficIntentGroupRequest
-	16, // 53: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:input_type -> dcm.traffic.v1.DeleteTrafficIntentGroupRequest
-	18, // 54: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:input_type -> dcm.traffic.v1.CreateInterclusterIntentRequest
-	20, // 55: dcm.traffic.v1.TrafficService.GetInterclusterIntent:input_type -> dcm.traffic.v1.GetInterclusterIntentRequest
-	22, // 56: dcm.traffic.v1.TrafficService.ListInterclusterIntents:input_type -> dcm.traffic.v1.ListInterclusterIntentsRequest
-	24, // 57: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:input_type -> dcm.traffic.v1.UpdateInterclusterIntentRequest
-	26, // 58: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:input_type -> dcm.traffic.v1.DeleteInterclusterIntentRequest
-	28, // 59: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:input_type -> dcm.traffic.v1.CreateIntraclusterIntentRequest
-	30, // 60: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:input_type -> dcm.traffic.v1.GetIntraclusterIntentRequest
-	32, // 61: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:input_type -> dcm.traffic.v1.ListIntraclusterIntentsRequest
-	34, // 62: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:input_type -> dcm.traffic.v1.UpdateIntraclusterIntentRequest
-	36, // 63: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:input_type -> dcm.traffic.v1.DeleteIntraclusterIntentRequest
-	38, // 64: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:input_type -> dcm.traffic.v1.CreateExternalOutboundIntentRequest
-	40, // 65: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:input_type -> dcm.traffic.v1.GetExternalOutboundIntentRequest
-	42, // 66: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:input_type -> dcm.traffic.v1.ListExternalOutboundIntentsRequest
-	44, // 67: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:input_type -> dcm.traffic.v1.UpdateExternalOutboundIntentRequest
-	46, // 68: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:input_type -> dcm.traffic.v1.DeleteExternalOutboundIntentRequest
-	48, // 69: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:input_type -> dcm.traffic.v1.CreateExternalInboundIntentRequest
-	50, // 70: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:input_type -> dcm.traffic.v1.GetExternalInboundIntentRequest
-	52, // 71: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:input_type -> dcm.traffic.v1.ListExternalInboundIntentsRequest
-	54, // 72: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:input_type -> dcm.traffic.v1.UpdateExternalInboundIntentRequest
-	56, // 73: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:input_type -> dcm.traffic.v1.DeleteExternalInboundIntentRequest
-	58, // 74: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:input_type -> dcm.traffic.v1.CreateDnsProviderIntentRequest
-	60, // 75: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:input_type -> dcm.traffic.v1.GetDnsProviderIntentRequest
-	62, // 76: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:input_type -> dcm.traffic.v1.ListDnsProviderIntentsRequest
-	64, // 77: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:input_type -> dcm.traffic.v1.UpdateDnsProviderIntentRequest
-	66, // 78: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:input_type -> dcm.traffic.v1.DeleteDnsProviderIntentRequest
-	69, // 79: dcm.traffic.v1.TrafficService.GetDnsAllowList:input_type -> dcm.traffic.v1.GetDnsAllowListRequest
-	71, // 80: dcm.traffic.v1.TrafficService.PutDnsAllowList:input_type -> dcm.traffic.v1.PutDnsAllowListRequest
-	73, // 81: dcm.traffic.v1.TrafficService.DeleteDnsAllowList:input_type -> dcm.traffic.v1.DeleteDnsAllowListRequest
-	9,  // 82: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:output_type -> dcm.traffic.v1.CreateTrafficIntentGroupResponse
-	11, // 83: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:output_type -> dcm.traffic.v1.GetTrafficIntentGroupResponse
-	13, // 84: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:output_type -> dcm.traffic.v1.ListTrafficIntentGroupsResponse
-	15, // 85: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:output_type -> dcm.traffic.v1.UpdateTrafficIntentGroupResponse
-	17, // 86: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:output_type -> dcm.traffic.v1.DeleteTrafficIntentGroupResponse
-	19, // 87: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:output_type -> dcm.traffic.v1.CreateInterclusterIntentResponse
-	21, // 88: dcm.traffic.v1.TrafficService.GetInterclusterIntent:output_type -> dcm.traffic.v1.GetInterclusterIntentResponse
-	23, // 89: dcm.traffic.v1.TrafficService.ListInterclusterIntents:output_type -> dcm.traffic.v1.ListInterclusterIntentsResponse
-	25, // 90: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:output_type -> dcm.traffic.v1.UpdateInterclusterIntentResponse
-	27, // 91: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:output_type -> dcm.traffic.v1.DeleteInterclusterIntentResponse
-	29, // 92: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:output_type -> dcm.traffic.v1.CreateIntraclusterIntentResponse
-	31, // 93: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:output_type -> dcm.traffic.v1.GetIntraclusterIntentResponse
-	33, // 94: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:output_type -> dcm.traffic.v1.ListIntraclusterIntentsResponse
-	35, // 95: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:output_type -> dcm.traffic.v1.UpdateIntraclusterIntentResponse
-	37, // 96: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:output_type -> dcm.traffic.v1.DeleteIntraclusterIntentResponse
-	39, // 97: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:output_type -> dcm.traffic.v1.CreateExternalOutboundIntentResponse
-	41, // 98: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:output_type -> dcm.traffic.v1.GetExternalOutboundIntentResponse
-	43, // 99: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:output_type -> dcm.traffic.v1.ListExternalOutboundIntentsResponse
-	45, // 100: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:output_type -> dcm.traffic.v1.UpdateExternalOutboundIntentResponse
-	47, // 101: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:output_type -> dcm.traffic.v1.DeleteExternalOutboundIntentResponse
-	49, // 102: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:output_type -> dcm.traffic.v1.CreateExternalInboundIntentResponse
-	51, // 103: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:output_type -> dcm.traffic.v1.GetExternalInboundIntentResponse
-	53, // 104: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:output_type -> dcm.traffic.v1.ListExternalInboundIntentsResponse
-	55, // 105: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:output_type -> dcm.traffic.v1.UpdateExternalInboundIntentResponse
-	57, // 106: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:output_type -> dcm.traffic.v1.DeleteExternalInboundIntentResponse
-	59, // 107: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:output_type -> dcm.traffic.v1.CreateDnsProviderIntentResponse
-	61, // 108: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:output_type -> dcm.traffic.v1.GetDnsProviderIntentResponse
-	63, // 109: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:output_type -> dcm.traffic.v1.ListDnsProviderIntentsResponse
-	65, // 110: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:output_type -> dcm.traffic.v1.UpdateDnsProviderIntentResponse
-	67, // 111: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:output_type -> dcm.traffic.v1.DeleteDnsProviderIntentResponse
-	70, // 112: dcm.traffic.v1.TrafficService.GetDnsAllowList:output_type -> dcm.traffic.v1.GetDnsAllowListResponse
-	72, // 113: dcm.traffic.v1.TrafficService.PutDnsAllowList:output_type -> dcm.traffic.v1.PutDnsAllowListResponse
-	74, // 114: dcm.traffic.v1.TrafficService.DeleteDnsAllowList:output_type -> dcm.traffic.v1.DeleteDnsAllowListResponse
-	82, // [82:115] is the sub-list for method output_type
-	49, // [49:82] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	78, // 10: dcm.traffic.v1.TrafficIntentGroup.rollout:type_name -> dcm.types.v1.RolloutStrategy
+	7,  // 11: dcm.traffic.v1.CreateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 12: dcm.traffic.v1.CreateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 13: dcm.traffic.v1.GetTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 14: dcm.traffic.v1.ListTrafficIntentGroupsResponse.traffic_intent_groups:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 15: dcm.traffic.v1.UpdateTrafficIntentGroupRequest.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	7,  // 16: dcm.traffic.v1.UpdateTrafficIntentGroupResponse.traffic_intent_group:type_name -> dcm.traffic.v1.TrafficIntentGroup
+	2,  // 17: dcm.traffic.v1.CreateInterclusterIntentRequest.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 18: dcm.traffic.v1.CreateInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 19: dcm.traffic.v1.GetInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 20: dcm.traffic.v1.ListInterclusterIntentsResponse.intercluster_intents:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 21: dcm.traffic.v1.UpdateInterclusterIntentRequest.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	2,  // 22: dcm.traffic.v1.UpdateInterclusterIntentResponse.intercluster_intent:type_name -> dcm.traffic.v1.InterclusterIntent
+	4,  // 23: dcm.traffic.v1.CreateIntraclusterIntentRequest.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 24: dcm.traffic.v1.CreateIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 25: dcm.traffic.v1.GetIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 26: dcm.traffic.v1.ListIntraclusterIntentsResponse.intracluster_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 27: dcm.traffic.v1.UpdateIntraclusterIntentRequest.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 28: dcm.traffic.v1.UpdateIntraclusterIntentResponse.intracluster_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 29: dcm.traffic.v1.CreateExternalOutboundIntentRequest.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 30: dcm.traffic.v1.CreateExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 31: dcm.traffic.v1.GetExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 32: dcm.traffic.v1.ListExternalOutboundIntentsResponse.external_outbound_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 33: dcm.traffic.v1.UpdateExternalOutboundIntentRequest.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 34: dcm.traffic.v1.UpdateExternalOutboundIntentResponse.external_outbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 35: dcm.traffic.v1.CreateExternalInboundIntentRequest.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 36: dcm.traffic.v1.CreateExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 37: dcm.traffic.v1.GetExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 38: dcm.traffic.v1.ListExternalInboundIntentsResponse.external_inbound_intents:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 39: dcm.traffic.v1.UpdateExternalInboundIntentRequest.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	4,  // 40: dcm.traffic.v1.UpdateExternalInboundIntentResponse.external_inbound_intent:type_name -> dcm.traffic.v1.ConnectivityIntent
+	6,  // 41: dcm.traffic.v1.CreateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 42: dcm.traffic.v1.CreateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 43: dcm.traffic.v1.GetDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 44: dcm.traffic.v1.ListDnsProviderIntentsResponse.dns_provider_intents:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 45: dcm.traffic.v1.UpdateDnsProviderIntentRequest.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	6,  // 46: dcm.traffic.v1.UpdateDnsProviderIntentResponse.dns_provider_intent:type_name -> dcm.traffic.v1.DnsProviderIntent
+	68, // 47: dcm.traffic.v1.GetDnsAllowListResponse.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
+	68, // 48: dcm.traffic.v1.PutDnsAllowListRequest.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
+	68, // 49: dcm.traffic.v1.PutDnsAllowListResponse.dns_allow_list:type_name -> dcm.traffic.v1.DnsAllowList
+	8,  // 50: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:input_type -> dcm.traffic.v1.CreateTrafficIntentGroupRequest
+	10, // 51: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:input_type -> dcm.traffic.v1.GetTrafficIntentGroupRequest
+	12, // 52: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:input_type -> dcm.traffic.v1.ListTrafficIntentGroupsRequest
+	14, // 53: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:input_type -> dcm.traffic.v1.UpdateTrafficIntentGroupRequest
+	16, // 54: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:input_type -> dcm.traffic.v1.DeleteTrafficIntentGroupRequest
+	18, // 55: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:input_type -> dcm.traffic.v1.CreateInterclusterIntentRequest
+	20, // 56: dcm.traffic.v1.TrafficService.GetInterclusterIntent:input_type -> dcm.traffic.v1.GetInterclusterIntentRequest
+	22, // 57: dcm.traffic.v1.TrafficService.ListInterclusterIntents:input_type -> dcm.traffic.v1.ListInterclusterIntentsRequest
+	24, // 58: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:input_type -> dcm.traffic.v1.UpdateInterclusterIntentRequest
+	26, // 59: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:input_type -> dcm.traffic.v1.DeleteInterclusterIntentRequest
+	28, // 60: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:input_type -> dcm.traffic.v1.CreateIntraclusterIntentRequest
+	30, // 61: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:input_type -> dcm.traffic.v1.GetIntraclusterIntentRequest
+	32, // 62: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:input_type -> dcm.traffic.v1.ListIntraclusterIntentsRequest
+	34, // 63: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:input_type -> dcm.traffic.v1.UpdateIntraclusterIntentRequest
+	36, // 64: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:input_type -> dcm.traffic.v1.DeleteIntraclusterIntentRequest
+	38, // 65: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:input_type -> dcm.traffic.v1.CreateExternalOutboundIntentRequest
+	40, // 66: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:input_type -> dcm.traffic.v1.GetExternalOutboundIntentRequest
+	42, // 67: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:input_type -> dcm.traffic.v1.ListExternalOutboundIntentsRequest
+	44, // 68: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:input_type -> dcm.traffic.v1.UpdateExternalOutboundIntentRequest
+	46, // 69: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:input_type -> dcm.traffic.v1.DeleteExternalOutboundIntentRequest
+	48, // 70: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:input_type -> dcm.traffic.v1.CreateExternalInboundIntentRequest
+	50, // 71: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:input_type -> dcm.traffic.v1.GetExternalInboundIntentRequest
+	52, // 72: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:input_type -> dcm.traffic.v1.ListExternalInboundIntentsRequest
+	54, // 73: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:input_type -> dcm.traffic.v1.UpdateExternalInboundIntentRequest
+	56, // 74: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:input_type -> dcm.traffic.v1.DeleteExternalInboundIntentRequest
+	58, // 75: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:input_type -> dcm.traffic.v1.CreateDnsProviderIntentRequest
+	60, // 76: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:input_type -> dcm.traffic.v1.GetDnsProviderIntentRequest
+	62, // 77: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:input_type -> dcm.traffic.v1.ListDnsProviderIntentsRequest
+	64, // 78: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:input_type -> dcm.traffic.v1.UpdateDnsProviderIntentRequest
+	66, // 79: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:input_type -> dcm.traffic.v1.DeleteDnsProviderIntentRequest
+	69, // 80: dcm.traffic.v1.TrafficService.GetDnsAllowList:input_type -> dcm.traffic.v1.GetDnsAllowListRequest
+	71, // 81: dcm.traffic.v1.TrafficService.PutDnsAllowList:input_type -> dcm.traffic.v1.PutDnsAllowListRequest
+	73, // 82: dcm.traffic.v1.TrafficService.DeleteDnsAllowList:input_type -> dcm.traffic.v1.DeleteDnsAllowListRequest
+	9,  // 83: dcm.traffic.v1.TrafficService.CreateTrafficIntentGroup:output_type -> dcm.traffic.v1.CreateTrafficIntentGroupResponse
+	11, // 84: dcm.traffic.v1.TrafficService.GetTrafficIntentGroup:output_type -> dcm.traffic.v1.GetTrafficIntentGroupResponse
+	13, // 85: dcm.traffic.v1.TrafficService.ListTrafficIntentGroups:output_type -> dcm.traffic.v1.ListTrafficIntentGroupsResponse
+	15, // 86: dcm.traffic.v1.TrafficService.UpdateTrafficIntentGroup:output_type -> dcm.traffic.v1.UpdateTrafficIntentGroupResponse
+	17, // 87: dcm.traffic.v1.TrafficService.DeleteTrafficIntentGroup:output_type -> dcm.traffic.v1.DeleteTrafficIntentGroupResponse
+	19, // 88: dcm.traffic.v1.TrafficService.CreateInterclusterIntent:output_type -> dcm.traffic.v1.CreateInterclusterIntentResponse
+	21, // 89: dcm.traffic.v1.TrafficService.GetInterclusterIntent:output_type -> dcm.traffic.v1.GetInterclusterIntentResponse
+	23, // 90: dcm.traffic.v1.TrafficService.ListInterclusterIntents:output_type -> dcm.traffic.v1.ListInterclusterIntentsResponse
+	25, // 91: dcm.traffic.v1.TrafficService.UpdateInterclusterIntent:output_type -> dcm.traffic.v1.UpdateInterclusterIntentResponse
+	27, // 92: dcm.traffic.v1.TrafficService.DeleteInterclusterIntent:output_type -> dcm.traffic.v1.DeleteInterclusterIntentResponse
+	29, // 93: dcm.traffic.v1.TrafficService.CreateIntraclusterIntent:output_type -> dcm.traffic.v1.CreateIntraclusterIntentResponse
+	31, // 94: dcm.traffic.v1.TrafficService.GetIntraclusterIntent:output_type -> dcm.traffic.v1.GetIntraclusterIntentResponse
+	33, // 95: dcm.traffic.v1.TrafficService.ListIntraclusterIntents:output_type -> dcm.traffic.v1.ListIntraclusterIntentsResponse
+	35, // 96: dcm.traffic.v1.TrafficService.UpdateIntraclusterIntent:output_type -> dcm.traffic.v1.UpdateIntraclusterIntentResponse
+	37, // 97: dcm.traffic.v1.TrafficService.DeleteIntraclusterIntent:output_type -> dcm.traffic.v1.DeleteIntraclusterIntentResponse
+	39, // 98: dcm.traffic.v1.TrafficService.CreateExternalOutboundIntent:output_type -> dcm.traffic.v1.CreateExternalOutboundIntentResponse
+	41, // 99: dcm.traffic.v1.TrafficService.GetExternalOutboundIntent:output_type -> dcm.traffic.v1.GetExternalOutboundIntentResponse
+	43, // 100: dcm.traffic.v1.TrafficService.ListExternalOutboundIntents:output_type -> dcm.traffic.v1.ListExternalOutboundIntentsResponse
+	45, // 101: dcm.traffic.v1.TrafficService.UpdateExternalOutboundIntent:output_type -> dcm.traffic.v1.UpdateExternalOutboundIntentResponse
+	47, // 102: dcm.traffic.v1.TrafficService.DeleteExternalOutboundIntent:output_type -> dcm.traffic.v1.DeleteExternalOutboundIntentResponse
+	49, // 103: dcm.traffic.v1.TrafficService.CreateExternalInboundIntent:output_type -> dcm.traffic.v1.CreateExternalInboundIntentResponse
+	51, // 104: dcm.traffic.v1.TrafficService.GetExternalInboundIntent:output_type -> dcm.traffic.v1.GetExternalInboundIntentResponse
+	53, // 105: dcm.traffic.v1.TrafficService.ListExternalInboundIntents:output_type -> dcm.traffic.v1.ListExternalInboundIntentsResponse
+	55, // 106: dcm.traffic.v1.TrafficService.UpdateExternalInboundIntent:output_type -> dcm.traffic.v1.UpdateExternalInboundIntentResponse
+	57, // 107: dcm.traffic.v1.TrafficService.DeleteExternalInboundIntent:output_type -> dcm.traffic.v1.DeleteExternalInboundIntentResponse
+	59, // 108: dcm.traffic.v1.TrafficService.CreateDnsProviderIntent:output_type -> dcm.traffic.v1.CreateDnsProviderIntentResponse
+	61, // 109: dcm.traffic.v1.TrafficService.GetDnsProviderIntent:output_type -> dcm.traffic.v1.GetDnsProviderIntentResponse
+	63, // 110: dcm.traffic.v1.TrafficService.ListDnsProviderIntents:output_type -> dcm.traffic.v1.ListDnsProviderIntentsResponse
+	65, // 111: dcm.traffic.v1.TrafficService.UpdateDnsProviderIntent:output_type -> dcm.traffic.v1.UpdateDnsProviderIntentResponse
+	67, // 112: dcm.traffic.v1.TrafficService.DeleteDnsProviderIntent:output_type -> dcm.traffic.v1.DeleteDnsProviderIntentResponse
+	70, // 113: dcm.traffic.v1.TrafficService.GetDnsAllowList:output_type -> dcm.traffic.v1.GetDnsAllowListResponse
+	72, // 114: dcm.traffic.v1.TrafficService.PutDnsAllowList:output_type -> dcm.traffic.v1.PutDnsAllowListResponse
+	74, // 115: dcm.traffic.v1.TrafficService.DeleteDnsAllowList:output_type -> dcm.traffic.v1.DeleteDnsAllowListResponse
+	83, // [83:116] is the sub-list for method output_type
+	50, // [50:83] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_dcm_traffic_v1_service_proto_init() }

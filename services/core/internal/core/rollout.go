@@ -2,17 +2,16 @@ package core
 
 import (
 	"context"
-	"math"
 	"strconv"
-	"strings"
-	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/rollout"
 )
 
 // Staged rollouts (docs/fleet.md, "Staged rollouts"): a logical cloud's
@@ -21,86 +20,25 @@ import (
 // resource synchronizer runs the waves (its engine's stages.go) and
 // reports them, and core shows a paused rollout as Paused.
 
-const (
-	strategyAll         = "all"
-	strategyProgressive = "progressive"
-	// maxSoak bounds spec.rollout.soak.
-	maxSoak = 24 * time.Hour
-	// maxWave bounds a count in spec.rollout (the resource synchronizer
-	// takes at most 10,000 clusters per rollout).
-	maxWave = 10000
-)
-
-// The states resume and rollback start from.
+// The states resume and rollback start from, of a logical cloud and of a
+// traffic intent group.
 var (
-	resumeFrom   = []string{StatePaused}
-	rollbackFrom = []string{StatePaused, StateInstantiating, StateInstantiated, StateInstantiateFailed}
+	resumeFrom          = []string{StatePaused}
+	rollbackFrom        = []string{StatePaused, StateInstantiating, StateInstantiated, StateInstantiateFailed}
+	trafficResumeFrom   = []string{TrafficPaused}
+	trafficRollbackFrom = []string{TrafficPaused, TrafficApplying, TrafficApplied, TrafficApplyFailed}
 )
 
 // checkRollout refuses a rollout strategy naming the field at fault
 // (field is "spec.rollout").
-func checkRollout(field string, r *corev1.RolloutStrategy) error {
-	if r == nil {
-		return nil
-	}
-	switch r.GetStrategy() {
-	case "", strategyAll, strategyProgressive:
-	default:
-		return errs.Invalid(field+".strategy", "is %q: must be %q or %q", r.GetStrategy(), strategyAll, strategyProgressive)
-	}
-	if mc := r.GetMaxConcurrency(); mc != "" {
-		if _, _, err := parseConcurrency(field+".max-concurrency", mc); err != nil {
-			return err
-		}
-	}
-	if n := r.GetMaxFailures(); n < 0 || n > maxWave {
-		return errs.Invalid(field+".max-failures", "is %d: must be between 0 and %d", n, maxWave)
-	}
-	if s := r.GetSoak(); s != "" {
-		if _, err := parseSoak(field+".soak", s); err != nil {
-			return err
-		}
-	}
-	if l := r.GetOrderByLabel(); l != "" && strings.ContainsAny(l, " \t\n,") {
-		return errs.Invalid(field+".order-by-label", "is %q: must be one cluster label", l)
-	}
-	return nil
-}
-
-// parseConcurrency reads max-concurrency: a count of at least 1, or a
-// percent from 1% to 100% (percent true).
-func parseConcurrency(field, s string) (n int, percent bool, err error) {
-	num, percent := strings.CutSuffix(s, "%")
-	n, err = strconv.Atoi(num)
-	switch {
-	case err != nil:
-		return 0, false, errs.Invalid(field, "is %q: must be a count (\"2\") or a percent of the clusters (\"25%%\")", s)
-	case percent && (n < 1 || n > 100):
-		return 0, false, errs.Invalid(field, "is %q: a percent must be from 1%% to 100%%", s)
-	case !percent && (n < 1 || n > maxWave):
-		return 0, false, errs.Invalid(field, "is %q: a count must be from 1 to %d", s, maxWave)
-	}
-	return n, percent, nil
-}
-
-// parseSoak reads soak: a duration from 0 to maxSoak.
-func parseSoak(field, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		return 0, errs.Invalid(field, "is %q: must be a duration (\"30s\", \"5m\")", s)
-	case d < 0 || d > maxSoak:
-		return 0, errs.Invalid(field, "is %q: must be from 0s to %s", s, maxSoak)
-	}
-	return d, nil
-}
+func checkRollout(field string, r *typesv1.RolloutStrategy) error { return rollout.Check(field, r) }
 
 // staging is the resource synchronizer's strategy for a logical cloud's
 // spec.rollout and its clusters in the order the waves take them: those
 // carrying order-by-label first, each part in the references' order. nil
 // (every cluster at once) unless the strategy is progressive.
-func (s *rollouts) staging(ctx context.Context, r *corev1.RolloutStrategy, clusters []*rsyncv1.ClusterResources) (*rsyncv1.RolloutStrategy, []*rsyncv1.ClusterResources, error) {
-	if r.GetStrategy() != strategyProgressive {
+func (s *rollouts) staging(ctx context.Context, r *typesv1.RolloutStrategy, clusters []*rsyncv1.ClusterResources) (*rsyncv1.RolloutStrategy, []*rsyncv1.ClusterResources, error) {
+	if r.GetStrategy() != rollout.Progressive {
 		return nil, clusters, nil
 	}
 	// Checked when stored; checked again, as a record stored by hand could
@@ -108,18 +46,7 @@ func (s *rollouts) staging(ctx context.Context, r *corev1.RolloutStrategy, clust
 	if err := checkRollout("spec.rollout", r); err != nil {
 		return nil, nil, err
 	}
-	wave := 1
-	if mc := r.GetMaxConcurrency(); mc != "" {
-		n, percent, _ := parseConcurrency("spec.rollout.max-concurrency", mc)
-		wave = n
-		if percent {
-			wave = max(1, int(math.Ceil(float64(len(clusters))*float64(n)/100)))
-		}
-	}
-	var soak time.Duration
-	if r.GetSoak() != "" {
-		soak, _ = parseSoak("spec.rollout.soak", r.GetSoak())
-	}
+	wave, soak := rollout.WaveSize(r, len(clusters)), rollout.Soak(r)
 	ordered := clusters
 	if l := r.GetOrderByLabel(); l != "" {
 		resp, err := s.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: []string{l}})
@@ -151,10 +78,10 @@ func waveView(p *rsyncv1.RolloutProgress) *corev1.RolloutWave {
 	out := &corev1.RolloutWave{
 		Wave: p.GetWave(), Admitted: p.GetAdmitted(), Total: p.GetTotal(), Paused: p.GetPaused(),
 		Failed: p.GetFailed(), Forgiven: p.GetForgiven(), RollbackAvailable: p.GetRollbackAvailable(),
-		Strategy: &corev1.RolloutStrategy{Strategy: strategyAll},
+		Strategy: &typesv1.RolloutStrategy{Strategy: rollout.All},
 	}
 	if st.GetProgressive() {
-		out.Strategy = &corev1.RolloutStrategy{Strategy: strategyProgressive, MaxConcurrency: strconv.Itoa(int(st.GetMaxConcurrency())),
+		out.Strategy = &typesv1.RolloutStrategy{Strategy: rollout.Progressive, MaxConcurrency: strconv.Itoa(int(st.GetMaxConcurrency())),
 			MaxFailures: st.GetMaxFailures(), Soak: st.GetSoak().AsDuration().String()}
 	}
 	if ws := p.GetWaveSettled(); ws != nil && p.GetAdmitted() < p.GetTotal() && !p.GetPaused() {
@@ -193,4 +120,43 @@ func (s *Lifecycle) RollbackLogicalCloud(ctx context.Context, req *corev1.Rollba
 		return nil, err
 	}
 	return &corev1.RollbackLogicalCloudResponse{Status: st}, nil
+}
+
+// ResumeTrafficIntentGroup implements corev1.TrafficLifecycleServiceServer.
+func (t *TrafficRollouts) ResumeTrafficIntentGroup(ctx context.Context, req *corev1.ResumeTrafficIntentGroupRequest) (*corev1.ResumeTrafficIntentGroupResponse, error) {
+	g := groupRef{req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup()}
+	st, err := t.transition(ctx, "resume", g, trafficResumeFrom, phaseApplying, func(ctx context.Context, _, _ string) (int64, error) {
+		if _, err := t.rollouts.rsync.ResumeRollout(ctx, &rsyncv1.ResumeRolloutRequest{Owner: g.owner()}); err != nil {
+			return 0, err
+		}
+		return t.generation(ctx, g)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ResumeTrafficIntentGroupResponse{Status: st}, nil
+}
+
+// RollbackTrafficIntentGroup implements corev1.TrafficLifecycleServiceServer.
+func (t *TrafficRollouts) RollbackTrafficIntentGroup(ctx context.Context, req *corev1.RollbackTrafficIntentGroupRequest) (*corev1.RollbackTrafficIntentGroupResponse, error) {
+	g := groupRef{req.GetProject(), req.GetCompositeApp(), req.GetVersion(), req.GetGroup()}
+	st, err := t.transition(ctx, "rollback", g, trafficRollbackFrom, phaseApplying, func(ctx context.Context, _, state string) (int64, error) {
+		resp, err := t.rollouts.rsync.RollbackRollout(ctx, &rsyncv1.RollbackRolloutRequest{Owner: g.owner()})
+		if errs.ReasonOf(errs.ToStatus(err)) == errs.ReasonWrongState {
+			return 0, errs.Because(errs.ReasonWrongState, "traffic intent group %q is %s and keeps no previous generation to roll back to: "+
+				"only an apply or update with rollout.strategy progressive keeps one, until it is rolled back", g.group, state)
+		}
+		return resp.GetGeneration(), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.RollbackTrafficIntentGroupResponse{Status: st}, nil
+}
+
+// generation is the resource synchronizer's generation of g's rollout (a
+// resume keeps it; the group's transition stores it again).
+func (t *TrafficRollouts) generation(ctx context.Context, g groupRef) (int64, error) {
+	resp, err := t.rollouts.rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: g.owner()})
+	return resp.GetStatus().GetGeneration(), err
 }

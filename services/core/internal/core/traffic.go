@@ -36,12 +36,13 @@ const (
 	TrafficTerminating     = "Terminating"
 	TrafficTerminated      = "Terminated"
 	TrafficTerminateFailed = "TerminateFailed"
+	TrafficPaused          = "Paused" // a progressive rollout paused (rollout.go)
 )
 
 var (
 	trafficApplyFrom     = []string{TrafficCreated, TrafficTerminated}
-	trafficUpdateFrom    = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed}
-	trafficTerminateFrom = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed, TrafficTerminating, TrafficTerminateFailed}
+	trafficUpdateFrom    = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed, TrafficPaused}
+	trafficTerminateFrom = []string{TrafficApplying, TrafficApplied, TrafficApplyFailed, TrafficPaused, TrafficTerminating, TrafficTerminateFailed}
 	// trafficOnCloud are the logical cloud states a group applies to: its
 	// mesh's objects may still be on their way (the resource synchronizer
 	// retries a kind whose CRD is not there yet).
@@ -52,7 +53,7 @@ var (
 var trafficStates = map[string]string{
 	StateCreated: TrafficCreated, StateInstantiating: TrafficApplying, StateInstantiated: TrafficApplied,
 	StateInstantiateFailed: TrafficApplyFailed, StateTerminating: TrafficTerminating,
-	StateTerminated: TrafficTerminated, StateTerminateFailed: TrafficTerminateFailed,
+	StateTerminated: TrafficTerminated, StateTerminateFailed: TrafficTerminateFailed, StatePaused: TrafficPaused,
 }
 
 // trafficOwner is the resource synchronizer's owner id of a group.
@@ -124,7 +125,7 @@ func (t *TrafficRollouts) status(ctx context.Context, g groupRef, lc string, rec
 	out := &corev1.TrafficIntentGroupStatus{
 		Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, LogicalCloud: lc,
 		State: trafficStates[v.GetState()], Ready: v.GetReady(), Total: v.GetTotal(), Generation: v.GetGeneration(),
-		LastErrors: v.GetLastErrors(), Clusters: v.GetClusters(),
+		LastErrors: v.GetLastErrors(), Clusters: v.GetClusters(), Rollout: v.GetRollout(),
 	}
 	if rs == nil && phase == phaseApplying {
 		out.LastErrors = []string{"the resource synchronizer has no rollout for this group: POST .../update submits it again"}
@@ -336,9 +337,18 @@ func (t *TrafficRollouts) renderAndSubmit(ctx context.Context, g groupRef, lc st
 		}
 		clusters = append(clusters, cr)
 	}
+	grp, err := t.traffic.GetTrafficIntentGroup(ctx, &trafficv1.GetTrafficIntentGroupRequest{
+		Project: g.project, CompositeApp: g.rb, Version: g.version, Name: g.group})
+	if err != nil {
+		return 0, err
+	}
+	strategy, clusters, err := t.rollouts.staging(ctx, grp.GetTrafficIntentGroup().GetRollout(), clusters) // rollout.go
+	if err != nil {
+		return 0, err
+	}
 	// The objects go in the logical cloud's namespace, which its own
 	// rollout holds: the group's rollout is its guest there.
-	return t.rollouts.submitAs(ctx, g.owner(), rolloutOwner(g.project, lc), clusters, update)
+	return t.rollouts.submitStaged(ctx, g.owner(), rolloutOwner(g.project, lc), strategy, clusters, update)
 }
 
 // holds refuses (409 REFERENCED) to terminate a logical cloud that an

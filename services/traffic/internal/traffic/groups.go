@@ -11,6 +11,7 @@ import (
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/facts"
+	"github.com/dcm-project/dcm/platform/rollout"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -89,7 +90,8 @@ func (s *Groups) ListTrafficIntentGroups(ctx context.Context, req *trafficv1.Lis
 }
 
 // UpdateTrafficIntentGroup implements trafficv1.TrafficServiceServer: only
-// the description changes.
+// the description and the rollout strategy change (and the logical cloud,
+// once, if it was left out).
 func (s *Groups) UpdateTrafficIntentGroup(ctx context.Context, req *trafficv1.UpdateTrafficIntentGroupRequest) (*trafficv1.UpdateTrafficIntentGroupResponse, error) {
 	const f = "traffic_intent_group."
 	in := req.GetTrafficIntentGroup()
@@ -122,6 +124,14 @@ func (s *Groups) UpdateTrafficIntentGroup(ctx context.Context, req *trafficv1.Up
 		return nil, errs.Invalid(f+"logical-cloud", "%q is not the group's logical cloud %q: it never changes once set", lc, g.GetLogicalCloud())
 	}
 	g.Description = desc
+	if r := in.GetRollout(); r != nil {
+		// Given, it replaces the group's; the next apply or update follows
+		// it (docs/fleet.md, "Staged rollouts").
+		if err := rollout.Check(f+"rollout", r); err != nil {
+			return nil, err
+		}
+		g.Rollout = r
+	}
 	g.Metadata = metadataOf(g)
 	if err := s.groups.Update(ctx, id, cur.Version, g); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/rollout"
 )
 
 // Checks beyond the proto's rules (protovalidate runs before a call reaches
@@ -197,7 +198,10 @@ func checkGroup(field string, g *trafficv1.TrafficIntentGroup) (*trafficv1.Traff
 	}
 	// The logical cloud may be left out (seed 004's group is {name,
 	// description}): it is set later, once, and apply needs it.
-	out := &trafficv1.TrafficIntentGroup{Name: name, Description: desc, LogicalCloud: g.GetLogicalCloud()}
+	if err := rollout.Check(field+"rollout", g.GetRollout()); err != nil {
+		return nil, err
+	}
+	out := &trafficv1.TrafficIntentGroup{Name: name, Description: desc, LogicalCloud: g.GetLogicalCloud(), Rollout: g.GetRollout()}
 	out.Metadata = metadataOf(out)
 	return out, nil
 }
