@@ -91,7 +91,7 @@ func TestTrafficAliasesReachTheirRPC(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 186, n, "spellings of the traffic URLs")
+	require.Equal(t, 194, n, "spellings of the traffic URLs") // 4 per binding; resume and rollback added 8
 }
 
 // TestCanonicalTrafficPath: the rewrite itself, on the edges: encoded
