@@ -102,7 +102,8 @@ func gate(o *owner) {
 
 // stage prepares the record of a new generation: with a progressive
 // strategy, its progress (the first wave admitted) and the previous
-// generation's desired state (for a rollback); a rollback or a deletion
+// generation's desired state (for a rollback: the last one that reached
+// every cluster, when the current one did not); a rollback or a deletion
 // goes to every cluster at once and keeps no previous state. It answers
 // the sealed secret of the previous generation's sensitive manifests, if
 // any. Called under apiMu.
@@ -121,6 +122,13 @@ func (a *api) stage(o *owner, rec *rsyncv1.StoredRollout, mode changeMode) (*sto
 	a.mu.Unlock()
 	rec.Progress = &rsyncv1.RolloutProgress{Wave: 1, Total: int32(total), Admitted: int32(min(total, waveSize(st)))}
 	if o == nil || o.rec.GetDeleting() {
+		return nil, nil
+	}
+	if p := o.rec.GetProgress(); p != nil && (p.GetPaused() || p.GetAdmitted() < p.GetTotal()) {
+		// The current generation did not reach every cluster: the previous
+		// stays the one before it (what the clusters not reached hold),
+		// its sealed manifests as stored.
+		rec.Previous = o.rec.GetPrevious()
 		return nil, nil
 	}
 	prev := o.rec

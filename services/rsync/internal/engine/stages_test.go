@@ -307,3 +307,31 @@ func TestProgressiveSoakHoldsTheNextWave(t *testing.T) {
 		require.Equal(t, "", dataOn(t, sims[k]), "%s waits for the soak", k)
 	}
 }
+
+// An update of a paused rollout keeps as previous the generation before
+// the paused one (what the clusters not reached hold): a rollback after it
+// returns there, not to the half-rolled generation.
+func TestProgressiveUpdateOfPausedKeepsThePrevious(t *testing.T) {
+	t.Parallel()
+	conn, sims := stagedFleet()
+	e := runEngine(t, storetest.Open(t), conn)
+	ctx := context.Background()
+	const owner = "lc/p/again"
+	pausedAtV2(t, e, owner)
+	halt := &rsyncv1.RolloutStrategy{Progressive: true, MaxConcurrency: 2, Soak: durationpb.New(time.Hour)}
+	_, err := e.UpdateStaged(ctx, owner, "", nil, halt, versioned("v3"))
+	require.NoError(t, err)
+	waitFor(t, e, owner, "soaking after wave 1 of v3", func(st *rsyncv1.RolloutStatus) bool {
+		return st.GetGeneration() == 3 && st.GetProgress().GetWaveSettled() != nil
+	})
+	require.Equal(t, "v3", dataOn(t, sims["sim/c0"]))
+	require.Equal(t, "v1", dataOn(t, sims["sim/c5"]))
+	_, err = e.Rollback(ctx, owner)
+	require.NoError(t, err)
+	waitFor(t, e, owner, "rolled back", func(st *rsyncv1.RolloutStatus) bool {
+		return settledIn(rsyncv1.State_STATE_APPLIED)(st) && st.GetGeneration() == 4
+	})
+	for k, c := range sims {
+		require.Equal(t, "v1", dataOn(t, c), k)
+	}
+}
