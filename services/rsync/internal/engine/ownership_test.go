@@ -45,7 +45,14 @@ func TestFieldManager(t *testing.T) {
 // startEngine runs an engine on st until stop is called (or the test ends).
 func startEngine(t *testing.T, st *store.Store, conn engine.Connector) (*engine.Engine, func()) {
 	t.Helper()
-	e := engine.New(st, conn, testConfig, zap.NewNop())
+	return startNamed(t, st, conn, "", testConfig)
+}
+
+// startNamed is startEngine for a replica named name, with cfg.
+func startNamed(t *testing.T, st *store.Store, conn engine.Connector, name string, cfg engine.Config) (*engine.Engine, func()) {
+	t.Helper()
+	cfg.Replica = name
+	e := engine.New(st, conn, cfg, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()

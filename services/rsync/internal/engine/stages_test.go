@@ -8,14 +8,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/errs"
-	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
@@ -47,6 +45,13 @@ func stagedFleet() (engine.Clusters[engine.Cluster], map[string]*refusing) {
 		conn[key], sims[key] = c, c
 	}
 	return conn, sims
+}
+
+// stagedEngine runs an engine over stagedFleet until the test ends.
+func stagedEngine(t *testing.T) (*engine.Engine, map[string]*refusing) {
+	t.Helper()
+	conn, sims := stagedFleet()
+	return runEngine(t, storetest.Open(t), conn), sims
 }
 
 // versioned is a ConfigMap "app" in namespace "staged" with data v on
@@ -133,14 +138,12 @@ func checkPaused(t *testing.T, st *rsyncv1.RolloutStatus, sims map[string]*refus
 
 func TestProgressiveUpdatePausesAndRollsBack(t *testing.T) {
 	t.Parallel()
-	conn, sims := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, sims := stagedEngine(t)
 	ctx := context.Background()
 	const owner = "lc/p/staged"
 	st := pausedAtV2(t, e, owner)
 	checkPaused(t, st, sims)
 
-	// Nothing more happens while paused.
 	require.ErrorContains(t, e.Resume(ctx, "lc/p/nothing"), "not found")
 	gen, err := e.Rollback(ctx, owner)
 	require.NoError(t, err)
@@ -162,8 +165,7 @@ func TestProgressiveUpdatePausesAndRollsBack(t *testing.T) {
 
 func TestProgressiveResumeForgivesFailures(t *testing.T) {
 	t.Parallel()
-	conn, sims := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, sims := stagedEngine(t)
 	const owner = "lc/p/resumed"
 	pausedAtV2(t, e, owner)
 	require.NoError(t, e.Resume(context.Background(), owner))
@@ -180,8 +182,7 @@ func TestProgressiveResumeForgivesFailures(t *testing.T) {
 
 func TestAllAtOnceIsTheDefault(t *testing.T) {
 	t.Parallel()
-	conn, sims := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, sims := stagedEngine(t)
 	ctx := context.Background()
 	const owner = "lc/p/all"
 	_, err := e.Submit(ctx, owner, versioned("v1"))
@@ -200,8 +201,7 @@ func TestAllAtOnceIsTheDefault(t *testing.T) {
 
 func TestStrategyRefused(t *testing.T) {
 	t.Parallel()
-	conn, _ := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, _ := stagedEngine(t)
 	_, err := e.SubmitStaged(context.Background(), "lc/p/bad", "", nil, &rsyncv1.RolloutStrategy{Progressive: true}, versioned("v1"))
 	require.Equal(t, "strategy.max_concurrency", errs.FieldOf(errs.ToStatus(err)), "%v", err)
 	_, err = e.SubmitStaged(context.Background(), "lc/p/bad", "", nil,
@@ -221,11 +221,11 @@ func TestPausedRolloutSurvivesTakeover(t *testing.T) {
 	st := storetest.Open(t)
 	cfg := testConfig
 	const owner = "lc/p/takeover"
-	first := startReplica(t, st, conn, "first", cfg)
+	first, stopFirst := startNamed(t, st, conn, "first", cfg)
 	second := runReplica(t, st, conn, "second", cfg)
-	pausedAtV2(t, first.e, owner)
+	pausedAtV2(t, first, owner)
 	checkPaused(t, waitFor(t, second, owner, "paused as the second replica sees it", paused), sims)
-	first.stop()
+	stopFirst()
 
 	status := waitFor(t, second, owner, "paused on the second replica", paused)
 	checkPaused(t, status, sims)
@@ -238,38 +238,11 @@ func TestPausedRolloutSurvivesTakeover(t *testing.T) {
 	}
 }
 
-// stoppable is an engine a test stops before its end.
-type stoppable struct {
-	e    *engine.Engine
-	stop func()
-}
-
-// startReplica starts an engine named name on st; stop ends it (and waits).
-func startReplica(t *testing.T, st *store.Store, conn engine.Connector, name string, cfg engine.Config) stoppable {
-	t.Helper()
-	cfg.Replica = name
-	e := engine.New(st, conn, cfg, zap.NewNop())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	var stopped bool
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			require.NoError(t, <-done)
-		}
-	}
-	t.Cleanup(stop)
-	return stoppable{e: e, stop: stop}
-}
-
 // An update that changes nothing on a cluster still settles its wave: the
 // waves of an unchanged desired state all pass.
 func TestProgressiveUnchangedClustersSettleTheirWave(t *testing.T) {
 	t.Parallel()
-	conn, _ := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, _ := stagedEngine(t)
 	ctx := context.Background()
 	const owner = "lc/p/same"
 	_, err := e.SubmitStaged(ctx, owner, "", nil, twoAtATime, versioned("v1"))
@@ -287,8 +260,7 @@ func TestProgressiveUnchangedClustersSettleTheirWave(t *testing.T) {
 // The next wave waits for the soak time after the previous one settled.
 func TestProgressiveSoakHoldsTheNextWave(t *testing.T) {
 	t.Parallel()
-	conn, sims := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, sims := stagedEngine(t)
 	const owner = "lc/p/soak"
 	slow := &rsyncv1.RolloutStrategy{Progressive: true, MaxConcurrency: 2, Soak: durationpb.New(time.Hour)}
 	_, err := e.SubmitStaged(context.Background(), owner, "", nil, slow, versioned("v1"))
@@ -313,8 +285,7 @@ func TestProgressiveSoakHoldsTheNextWave(t *testing.T) {
 // returns there, not to the half-rolled generation.
 func TestProgressiveUpdateOfPausedKeepsThePrevious(t *testing.T) {
 	t.Parallel()
-	conn, sims := stagedFleet()
-	e := runEngine(t, storetest.Open(t), conn)
+	e, sims := stagedEngine(t)
 	ctx := context.Background()
 	const owner = "lc/p/again"
 	pausedAtV2(t, e, owner)
