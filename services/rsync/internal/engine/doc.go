@@ -21,7 +21,8 @@
 // (api.go: what the gRPC API calls), replicas (replicas.go, purge.go: the
 // rollouts in step with the store and the other replicas), shards
 // (shards.go: the leases), applier (worker.go, reconcile.go, pass.go,
-// step.go: applying), driftWatcher (driftwatch.go, driftrecord.go) and
-// statusWriter (statuswriter.go, trace.go: saving cluster states). They
+// step.go: applying), driftWatcher (driftwatch.go, driftrecord.go),
+// stager (stages.go: the waves of progressive rollouts) and statusWriter
+// (statuswriter.go, trace.go: saving cluster states). They
 // share the in-memory state on a board, under its lock.
 package engine
