@@ -300,6 +300,8 @@ func watchStatus(c *client, st string, out interface{ Write([]byte) (int, error)
 	}
 	if strings.HasSuffix(last.State, "Failed") {
 		say(out, "%s failed\n", last.LogicalCloud)
+	} else if last.State == "Paused" {
+		say(out, "%s paused: too many clusters failed; resume or rollback\n", last.LogicalCloud)
 	} else {
 		say(out, "%s did not settle: %s\n", last.LogicalCloud, last.State)
 	}

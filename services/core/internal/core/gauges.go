@@ -22,7 +22,7 @@ import (
 var (
 	cloudsDesc = prometheus.NewDesc("dcm_logical_clouds",
 		"Logical clouds by state, the word their status answers (Created, Instantiating, Instantiated, InstantiateFailed, "+
-			"Terminating, Terminated, TerminateFailed): the stored lifecycle and the resource synchronizer's status read at "+
+			"Terminating, Terminated, TerminateFailed, Paused): the stored lifecycle and the resource synchronizer's status read at "+
 			"scrape time, the same on every core replica.",
 		[]string{"state"}, nil)
 	cloudsErrorDesc = prometheus.NewDesc("dcm_logical_clouds_scrape_error",
@@ -38,7 +38,7 @@ const cloudsScrapeTimeout = 5 * time.Second
 // states are the states shown, each reported even when no logical cloud is
 // in it.
 var states = []string{StateCreated, StateInstantiating, StateInstantiated, StateInstantiateFailed,
-	StateTerminating, StateTerminated, StateTerminateFailed}
+	StateTerminating, StateTerminated, StateTerminateFailed, StatePaused}
 
 // countFunc counts the logical clouds of one core by state.
 type countFunc func(ctx context.Context) (map[string]int, error)

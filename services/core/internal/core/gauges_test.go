@@ -88,7 +88,7 @@ func TestLogicalCloudsGauge(t *testing.T) {
 	stop := c.add(countByState(st, rollouts))
 
 	zero := map[string]float64{"Created": 0, "Instantiating": 0, "Instantiated": 0, "InstantiateFailed": 0,
-		"Terminating": 0, "Terminated": 0, "TerminateFailed": 0}
+		"Terminating": 0, "Terminated": 0, "TerminateFailed": 0, "Paused": 0}
 	byState, scrapeErr := gather(t, c)
 	require.Zero(t, scrapeErr)
 	require.Equal(t, zero, byState, "every state, none yet")
@@ -113,6 +113,8 @@ func TestLogicalCloudsGauge(t *testing.T) {
 	put("a1", phaseApplying, applied())
 	put("a2", "applying", &rsyncv1.RolloutStatus{State: rsyncv1.State_STATE_RETRYING}) // an old phase word
 	put("a3", phaseApplying, nil)                                                      // rsync lost it
+	put("a4", phaseApplying, &rsyncv1.RolloutStatus{State: rsyncv1.State_STATE_FAILED, Settled: true,
+		Progress: &rsyncv1.RolloutProgress{Paused: true}}) // a staged update paused
 	put("t1", phaseTerminating, &rsyncv1.RolloutStatus{Deleting: true, State: rsyncv1.State_STATE_PENDING})
 	put("t2", phaseTerminating, &rsyncv1.RolloutStatus{Deleting: true, State: rsyncv1.State_STATE_FAILED, Settled: true})
 	put("t3", phaseTerminating, nil) // deleted everywhere, rollout gone
@@ -124,10 +126,10 @@ func TestLogicalCloudsGauge(t *testing.T) {
 	require.Zero(t, scrapeErr)
 	want := maps.Clone(zero)
 	maps.Copy(want, map[string]float64{"Created": 2, "Instantiated": 1, "Instantiating": 1, "InstantiateFailed": 1,
-		"Terminating": 1, "TerminateFailed": 1, "Terminated": 1})
+		"Terminating": 1, "TerminateFailed": 1, "Terminated": 1, "Paused": 1})
 	require.Equal(t, want, byState)
 	require.Len(t, rollouts.calls, 1, "one call per scrape")
-	require.ElementsMatch(t, []string{"lc/p1/a1", "lc/p1/a2", "lc/p1/a3", "lc/p1/t1", "lc/p1/t2", "lc/p1/t3"}, rollouts.calls[0],
+	require.ElementsMatch(t, []string{"lc/p1/a1", "lc/p1/a2", "lc/p1/a3", "lc/p1/a4", "lc/p1/t1", "lc/p1/t2", "lc/p1/t3"}, rollouts.calls[0],
 		"the applied live logical clouds only")
 
 	rollouts.statuses["lc/p1/a2"] = &rsyncv1.RolloutStatus{Owner: "lc/p1/a2", State: rsyncv1.State_STATE_APPLIED, Settled: true}
@@ -167,7 +169,7 @@ func TestLogicalCloudsGaugeErrors(t *testing.T) {
 	byPhase, scrapeErr := gather(t, c)
 	require.Zero(t, scrapeErr)
 	require.Equal(t, map[string]float64{"Created": 0, "Instantiating": 0, "Instantiated": 8, "InstantiateFailed": 0,
-		"Terminating": 0, "Terminated": 0, "TerminateFailed": 0}, byPhase, "two cores in one process: the sum")
+		"Terminating": 0, "Terminated": 0, "TerminateFailed": 0, "Paused": 0}, byPhase, "two cores in one process: the sum")
 
 	stopFailing := c.add(failing)
 	byPhase, scrapeErr = gather(t, c)

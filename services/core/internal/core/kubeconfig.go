@@ -22,7 +22,7 @@ import (
 )
 
 // The states in which a logical cloud's objects may be on its clusters.
-var liveStates = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed}
+var liveStates = []string{StateInstantiating, StateInstantiated, StateInstantiateFailed, StatePaused}
 
 // requireApplied refuses (FailedPrecondition) a logical cloud that is not
 // on its clusters: what it would have there is named in the message.

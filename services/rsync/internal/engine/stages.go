@@ -484,7 +484,11 @@ func progressOf(o *owner) *rsyncv1.RolloutProgress {
 func stagedStatus(o *owner, out *rsyncv1.RolloutStatus) {
 	out.Progress = progressOf(o)
 	switch p := o.rec.GetProgress(); {
-	case p == nil || o.rec.GetDeleting() || o.rec.GetStopped():
+	case p == nil || o.rec.GetDeleting():
+	case o.rec.GetStopped():
+		if len(o.waiting) > 0 && !p.GetPaused() {
+			out.State = rsyncv1.State_STATE_STOPPED // clusters are still to be reached
+		}
 	case p.GetPaused():
 		out.Settled = true
 	case len(o.waiting) > 0:

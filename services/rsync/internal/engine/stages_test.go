@@ -278,6 +278,10 @@ func TestProgressiveSoakHoldsTheNextWave(t *testing.T) {
 	for _, k := range []string{"sim/c2", "sim/c3", "sim/c4", "sim/c5"} {
 		require.Equal(t, "", dataOn(t, sims[k]), "%s waits for the soak", k)
 	}
+	// Stopped with clusters still to reach, it shows stopped, not applied.
+	require.NoError(t, e.Stop(context.Background(), owner))
+	st = waitFor(t, e, owner, "stopped", func(st *rsyncv1.RolloutStatus) bool { return st.GetStopped() })
+	require.Equal(t, rsyncv1.State_STATE_STOPPED, st.GetState())
 }
 
 // An update of a paused rollout keeps as previous the generation before
