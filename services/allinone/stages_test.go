@@ -3,14 +3,19 @@ package allinone_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
@@ -30,17 +35,17 @@ type stagedStatus struct {
 	} `json:"rollout"`
 }
 
-// denyTier makes cluster c's API server refuse namespace ns labelled
-// tier=v2, with a ValidatingAdmissionPolicy (no webhook server needed),
-// until the test ends; it returns once the policy is enforced.
-func denyTier(t *testing.T, c *kubetest.Cluster, ns string) {
+// deny makes cluster c's API server refuse (422 Invalid) the creates and
+// updates of resource (group, version) for which expr is false, with a
+// ValidatingAdmissionPolicy (no webhook server needed), until the test
+// ends; it returns once enforced says the policy is.
+func deny(t *testing.T, c *kubetest.Cluster, name, group, version, resource, expr string, enforced func(*restclient.Config) bool) {
 	t.Helper()
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
 	require.NoError(t, err)
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
-	name := "deny-tier-" + ns
 	fail := admissionv1.Fail
 	invalid := metav1.StatusReasonInvalid
 	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
@@ -50,14 +55,10 @@ func denyTier(t *testing.T, c *kubetest.Cluster, ns string) {
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionv1.RuleWithOperations{
 					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}},
+					Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource}},
 				},
 			}}},
-			Validations: []admissionv1.Validation{{
-				Expression: "object.metadata.name != '" + ns + "' || !has(object.metadata.labels) || !('tier' in object.metadata.labels) || object.metadata.labels['tier'] != 'v2'",
-				Message:    "tier v2 is not allowed on this site",
-				Reason:     &invalid,
-			}},
+			Validations: []admissionv1.Validation{{Expression: expr, Message: "not allowed on this site", Reason: &invalid}},
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -71,11 +72,21 @@ func denyTier(t *testing.T, c *kubetest.Cluster, ns string) {
 		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	eventually(t, "the policy is enforced", func() bool {
-		_, err := cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"v2"}}}`),
-			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err)
-	})
+	eventually(t, "the policy "+name+" is enforced", func() bool { return enforced(cfg) })
+}
+
+// denyTier makes cluster c refuse namespace ns labelled tier=v2.
+func denyTier(t *testing.T, c *kubetest.Cluster, ns string) {
+	t.Helper()
+	deny(t, c, "deny-tier-"+ns, "", "v1", "namespaces",
+		"object.metadata.name != '"+ns+"' || !has(object.metadata.labels) || !('tier' in object.metadata.labels) || object.metadata.labels['tier'] != 'v2'",
+		func(cfg *restclient.Config) bool {
+			cs, err := kubernetes.NewForConfig(cfg)
+			require.NoError(t, err)
+			_, err = cs.CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"v2"}}}`),
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return apierrors.IsInvalid(err)
+		})
 }
 
 // tierOf is the tier label of namespace ns on cluster c ("" if none).
@@ -193,4 +204,98 @@ func TestTrafficGroupRolloutStrategy(t *testing.T) {
 			require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
 		}
 	}
+}
+
+// serviceEntryHosts are the hosts of the ServiceEntries of traffic group
+// group in namespace ns on cluster c.
+func serviceEntryHosts(t *testing.T, c *kubetest.Cluster, ns, group string) []string {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	list, err := dyn.Resource(serviceEntries).Namespace(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "traffic.dcm.io/group=" + group})
+	require.NoError(t, err)
+	var out []string
+	for _, o := range list.Items {
+		hosts, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "hosts")
+		out = append(out, hosts...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var serviceEntries = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
+
+// TestProgressiveTrafficGroupOnRealClusters: a traffic intent group with a
+// progressive rollout, on a mesh logical cloud of three real clusters,
+// updated one cluster at a time while the second cluster refuses the new
+// ServiceEntry (an admission policy): the group pauses, the third cluster
+// keeps the previous ServiceEntry, and a rollback restores it on the
+// first.
+func TestProgressiveTrafficGroupOnRealClusters(t *testing.T) {
+	r, h := onHarness(t, "pst")
+	lc := "/v2/projects/pst/logical-clouds/mall"
+	r.want(201, "POST", "/v2/projects/pst/logical-clouds", meshBody("mall"))
+	byName := map[string]*kubetest.Cluster{}
+	for _, c := range h.Clusters {
+		byName[c.Name] = c
+		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider": "edge", "cluster-name": "`+c.Name+`"}`)
+	}
+	r.want(202, "POST", lc+"/apply", "")
+	r.settle(lc, "Instantiated")
+
+	base := "/v2/projects/pst/rb/mall/v1/"
+	group := base + "traffic-intent-groups/g"
+	r.want(201, "POST", base+"traffic-intent-groups",
+		`{"name": "g", "logical-cloud": "mall", "rollout": {"strategy": "progressive", "max-concurrency": "1", "soak": "0s"}}`)
+	outbound := func(host string) string {
+		return `{"description": "details reads books", "connectivityResource": [{"details": {"name": "details", "application": "mall",
+			"egressgateway": "false", "mutualTLS": "true", "port": "9080", "serviceMesh": "istio",
+			"clientServices": [{"clientServiceName": "` + host + `", "protocol": "HTTPS", "type": "external"}]}}]}`
+	}
+	r.want(201, "POST", base+"intent/g/connectivity/external/outbound", outbound("books.example.org"))
+	r.want(202, "POST", group+"/apply", "")
+	r.settleTraffic(group, "Applied")
+	for name, c := range byName {
+		require.Equal(t, []string{"books.example.org"}, serviceEntryHosts(t, c, "mall-ns", "g"), name)
+	}
+
+	deny(t, byName["cluster-2"], "deny-blocked-host", "networking.istio.io", "*", "serviceentries",
+		"!has(object.spec.hosts) || !object.spec.hosts.exists(h, h == 'blocked.example.org')",
+		func(cfg *restclient.Config) bool {
+			dyn, err := dynamic.NewForConfig(cfg)
+			require.NoError(t, err)
+			probe := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+				"metadata": map[string]any{"name": "probe", "namespace": "mall-ns"},
+				"spec":     map[string]any{"hosts": []any{"blocked.example.org"}, "ports": []any{map[string]any{"number": int64(443), "name": "https", "protocol": "HTTPS"}}},
+			}}
+			_, err = dyn.Resource(serviceEntries).Namespace("mall-ns").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return apierrors.IsInvalid(err)
+		})
+	r.want(200, "PUT", base+"intent/g/connectivity/external/outbound/details", outbound("blocked.example.org"))
+	r.want(202, "POST", group+"/update", "")
+	var st stagedStatus
+	eventually(t, "the group pauses", func() bool {
+		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", group+"/status", "")), &st))
+		return st.State == "Paused"
+	})
+	require.Equal(t, []string{"edge/cluster-2"}, st.Rollout.Failed)
+	require.Equal(t, 2, st.Rollout.Admitted)
+	require.Equal(t, []string{"blocked.example.org"}, serviceEntryHosts(t, byName["cluster-1"], "mall-ns", "g"))
+	// Refused there; the old entry (named after its host) was deleted as
+	// the pass went on: a failed cluster is what the update left.
+	require.NotContains(t, serviceEntryHosts(t, byName["cluster-2"], "mall-ns", "g"), "blocked.example.org", "refused")
+	require.Equal(t, []string{"books.example.org"}, serviceEntryHosts(t, byName["cluster-3"], "mall-ns", "g"), "never reached")
+
+	r.want(202, "POST", group+"/rollback", "")
+	r.settleTraffic(group, "Applied")
+	for name, c := range byName {
+		require.Equal(t, []string{"books.example.org"}, serviceEntryHosts(t, c, "mall-ns", "g"), name)
+	}
+	r.want(202, "POST", group+"/terminate", "")
+	r.settleTraffic(group, "Terminated")
+	r.want(202, "POST", lc+"/terminate", "")
+	r.settle(lc, "Terminated")
 }
