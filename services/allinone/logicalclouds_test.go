@@ -88,7 +88,7 @@ func TestLogicalCloudSeedSequence(t *testing.T) {
 		{"permission-name":"permission-2","namespace":"ns-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":[]}]`
 	showing := func(perms string) string {
 		return `{"metadata":{"name":"lc-1","description":"logical cloud for walmart finance department","userData1":"a","userData2":"b"},
-		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[],"users":["user-1"]},
+		"spec":{"namespace":"ns-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":` + perms + `,"certificate":""},"cluster-labels":[],"labels":[],"pod-security":"baseline","service-mesh":null,"rollout":null,"ca-root":"","allow-ingress-from":[],"users":["user-1"]},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":[],"label-changes":[]}}`
 	}
 	stored := showing(perms)
@@ -246,7 +246,7 @@ func TestLogicalCloudFlatBody(t *testing.T) {
 	flatStored := `{"metadata":{"name":"logical-cloud-1","description":"logical cloud for walmart finance department","userData1":"","userData2":""},
 		"spec":{"namespace":"logical-cloud-1","level":"standard","user":{"user-name":"user-1","type":"certificate","user-permissions":[
 		{"permission-name":"user-1","namespace":"logical-cloud-1","apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-1"]},
-		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"ca-root":"","allow-ingress-from":[],"users":["user-1","user-2"]},
+		{"permission-name":"user-2","namespace":"logical-cloud-1","apiGroups":[""],"resources":["configmaps"],"verbs":["*"],"metadata":null,"users":["user-2"]}],"certificate":""},"cluster-labels":["edge","sriov"],"labels":[],"pod-security":"baseline","service-mesh":null,"rollout":null,"ca-root":"","allow-ingress-from":[],"users":["user-1","user-2"]},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":["edge/c1"],"label-changes":[]}}`
 	r.is(201, "POST", "/v2/projects/p1/logical-clouds", flat, `{"name":"logical-cloud-1","logical-cloud-name":"logical-cloud-1","namespace":"logical-cloud-1",
 		"user-name":"user-1","user":"user-1","message":"logical cloud and associated user successfully created","logical-cloud":`+flatStored+`}`)
@@ -294,7 +294,7 @@ func TestLogicalCloudLevels(t *testing.T) {
 	base := "/v2/projects/p1/logical-clouds"
 
 	adminStored := `{"metadata":{"name":"admin-lc","description":"","userData1":"","userData2":""},
-		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"ca-root":"","allow-ingress-from":[],"users":[]},
+		"spec":{"namespace":"","level":"admin","user":null,"cluster-labels":[],"labels":[],"pod-security":"","service-mesh":null,"rollout":null,"ca-root":"","allow-ingress-from":[],"users":[]},
 		"lifecycle":{"phase":"Created","generation":"0","changed":null,"state":"Created","labelled-clusters":[],"label-changes":[]}}`
 	r.is(201, "POST", base, `{"metadata":{"name":"admin-lc"},"spec":{"level":"0"}}`,
 		`{"name":"admin-lc","logical-cloud-name":"admin-lc","namespace":"","user-name":"","user":"","message":"logical cloud created","logical-cloud":`+adminStored+`}`)

@@ -427,7 +427,7 @@ func TestSeedRequestsReplay(t *testing.T) {
 	// Terminate is refused as for any group never applied.
 	require.Contains(t, r.want(409, "POST", group+"/terminate", ""), `is Created: terminate needs it to be`)
 	r.is(200, "PUT", group, `{"name": "john", "description": "Traffic intent groups", "logical-cloud": "lc-1"}`,
-		`{"metadata":{"name":"john","description":"Traffic intent groups","userData1":"","userData2":""},"name":"john","description":"Traffic intent groups","logical-cloud":"lc-1","applied":false}`)
+		`{"metadata":{"name":"john","description":"Traffic intent groups","userData1":"","userData2":""},"name":"john","description":"Traffic intent groups","logical-cloud":"lc-1","applied":false,"rollout":null}`)
 	require.Contains(t, r.want(200, "GET", group+"/status", ""), `"logical-cloud":"lc-1"`)
 	require.Contains(t, r.want(400, "PUT", group, `{"logical-cloud": "lc-token"}`), "never changes")
 	r.want(204, "DELETE", group, "")
