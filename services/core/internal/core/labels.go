@@ -168,7 +168,9 @@ type labelDiff struct {
 }
 
 // none says there is nothing to do.
-func (d labelDiff) none() bool { return len(d.joins) == 0 && len(d.releases) == 0 && len(d.refused) == 0 }
+func (d labelDiff) none() bool {
+	return len(d.joins) == 0 && len(d.releases) == 0 && len(d.refused) == 0
+}
 
 // diff compares logical cloud c of project with the registry.
 func (l *Labels) diff(ctx context.Context, project string, c *corev1.LogicalCloud) (labelDiff, error) {
