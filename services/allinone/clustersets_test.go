@@ -89,13 +89,13 @@ func TestClusterSetsValidated(t *testing.T) {
 	s := stacktest.Start(t)
 	r := newREST(t, s)
 	for body, field := range map[string]string{
-		`{"metadata":{"name":"a"},"spec":{}}`: `"spec"`,
-		`{"metadata":{"name":"a"},"spec":{"all-clusters":true,"cluster-labels":["x"]}}`:                                                                         `"spec.all-clusters"`,
+		`{"metadata":{"name":"a"},"spec":{}}`:                                           `"spec"`,
+		`{"metadata":{"name":"a"},"spec":{"all-clusters":true,"cluster-labels":["x"]}}`: `"spec.all-clusters"`,
 		`{"metadata":{"name":"a"},"spec":{"clusters":[{"cluster-provider":"edge","cluster-name":"c1"},{"cluster-provider":"edge","cluster-name":"c1"}]}}`: `"spec.clusters[1]"`,
-		`{"metadata":{"name":"a"},"spec":{"cluster-provider":"Edge!"}}`:                                                                                         `"spec.cluster-provider"`,
-		`{"metadata":{"name":"a"},"spec":{"cluster-labels":["bad label"]}}`:                                                                                     `"spec.cluster-labels[0]"`,
-		`{"metadata":{"name":"A_1"},"spec":{"all-clusters":true}}`:                                                                                              `metadata.name`,
-		`{"metadata":{"name":"a"},"spec":{"all-clusters":true},"extra":1}`:                                                                                      `extra`,
+		`{"metadata":{"name":"a"},"spec":{"cluster-provider":"Edge!"}}`:                                                                                   `"spec.cluster-provider"`,
+		`{"metadata":{"name":"a"},"spec":{"cluster-labels":["bad label"]}}`:                                                                               `"spec.cluster-labels[0]"`,
+		`{"metadata":{"name":"A_1"},"spec":{"all-clusters":true}}`:                                                                                        `metadata.name`,
+		`{"metadata":{"name":"a"},"spec":{"all-clusters":true},"extra":1}`:                                                                                `extra`,
 	} {
 		got := r.want(400, "POST", "/v2/cluster-sets", body)
 		require.Contains(t, got, field, body)
