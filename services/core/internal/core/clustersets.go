@@ -14,6 +14,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/platform/store"
 )
 
@@ -67,6 +68,17 @@ func NewClusterSets(st *store.Store, registry rsyncv1.RsyncServiceClient, rsync 
 	}
 }
 
+// adminOnly refuses (403) a change of cluster sets or bindings by anyone
+// but an admin (or a service on its own): the gateway lets a
+// project-admin call every method under its project, bindings included,
+// and a project that bound itself a set would defeat them.
+func adminOnly(ctx context.Context, what string) error {
+	if server.MayGrant(ctx) {
+		return nil
+	}
+	return errs.Forbidden("", "only an admin %s: cluster sets say which clusters each project may use", what)
+}
+
 // checkSet refuses a set spec that names no cluster, mixes all-clusters
 // with another rule or names a cluster twice (protovalidate checks the
 // names and labels).
@@ -92,6 +104,9 @@ func checkSet(s *corev1.ClusterSet) error {
 // CreateClusterSet implements corev1.CoreServiceServer.
 func (c *ClusterSets) CreateClusterSet(ctx context.Context, req *corev1.CreateClusterSetRequest) (*corev1.CreateClusterSetResponse, error) {
 	s := req.GetClusterSet()
+	if err := adminOnly(ctx, "creates cluster sets"); err != nil {
+		return nil, err
+	}
 	if err := checkSet(s); err != nil {
 		return nil, err
 	}
@@ -125,6 +140,9 @@ func (c *ClusterSets) ListClusterSets(ctx context.Context, req *corev1.ListClust
 // more, the old spec is written back and the answer is 409 naming them.
 func (c *ClusterSets) UpdateClusterSet(ctx context.Context, req *corev1.UpdateClusterSetRequest) (*corev1.UpdateClusterSetResponse, error) {
 	name, s := req.GetName(), req.GetClusterSet()
+	if err := adminOnly(ctx, "changes cluster sets"); err != nil {
+		return nil, err
+	}
 	if n := s.GetMetadata().GetName(); n != name {
 		return nil, errs.Invalid("cluster_set.metadata.name", "must equal the set in the path (%q), got %q", name, n)
 	}
@@ -192,6 +210,9 @@ func (c *ClusterSets) stillAdmitted(ctx context.Context, name string, before fun
 // so a binding made meanwhile either finds it gone or is found here.
 func (c *ClusterSets) DeleteClusterSet(ctx context.Context, req *corev1.DeleteClusterSetRequest) (*corev1.DeleteClusterSetResponse, error) {
 	name := req.GetName()
+	if err := adminOnly(ctx, "deletes cluster sets"); err != nil {
+		return nil, err
+	}
 	if _, err := c.sets.MarkDeleting(ctx, name); err != nil {
 		return nil, err
 	}
@@ -221,6 +242,9 @@ func (c *ClusterSets) DeleteClusterSet(ctx context.Context, req *corev1.DeleteCl
 // marked before it is deleted, and their deletions look for bindings).
 func (c *ClusterSets) CreateClusterSetBinding(ctx context.Context, req *corev1.CreateClusterSetBindingRequest) (*corev1.CreateClusterSetBindingResponse, error) {
 	project, set := req.GetProject(), req.GetClusterSet()
+	if err := adminOnly(ctx, "binds cluster sets to projects"); err != nil {
+		return nil, err
+	}
 	b := &corev1.ClusterSetBinding{ClusterSet: set}
 	err := c.bindings.CreateChecked(ctx, store.Key(project, set), project, b, func(ctx context.Context) error {
 		if _, err := c.projects.Get(ctx, project); err != nil {
@@ -265,10 +289,21 @@ func (c *ClusterSets) ListClusterSetBindings(ctx context.Context, req *corev1.Li
 // marked first, so that a cluster reference checked meanwhile no longer
 // counts it (its check reads live bindings) or is found here.
 func (c *ClusterSets) DeleteClusterSetBinding(ctx context.Context, req *corev1.DeleteClusterSetBindingRequest) (*corev1.DeleteClusterSetBindingResponse, error) {
-	project, set := req.GetProject(), req.GetClusterSet()
+	if err := adminOnly(ctx, "unbinds cluster sets from projects"); err != nil {
+		return nil, err
+	}
+	if err := c.unbind(ctx, req.GetProject(), req.GetClusterSet()); err != nil {
+		return nil, err
+	}
+	return &corev1.DeleteClusterSetBindingResponse{}, nil
+}
+
+// unbind removes the binding of set to project, unless the project has
+// logical clouds on clusters only that set admits.
+func (c *ClusterSets) unbind(ctx context.Context, project, set string) error {
 	key := store.Key(project, set)
 	if _, err := c.bindings.MarkDeleting(ctx, key); err != nil {
-		return nil, err
+		return err
 	}
 	err := func() error {
 		after, err := c.gate(ctx, project)
@@ -290,14 +325,11 @@ func (c *ClusterSets) DeleteClusterSetBinding(ctx context.Context, req *corev1.D
 	}()
 	if err != nil {
 		if uerr := c.bindings.Unmark(context.WithoutCancel(ctx), key); uerr != nil {
-			return nil, errors.Join(err, uerr)
+			return errors.Join(err, uerr)
 		}
-		return nil, err
+		return err
 	}
-	if err := c.bindings.Delete(ctx, key); err != nil {
-		return nil, err
-	}
-	return &corev1.DeleteClusterSetBindingResponse{}, nil
+	return c.bindings.Delete(ctx, key)
 }
 
 // lost names the logical clouds of project on clusters that before

@@ -55,7 +55,7 @@ func TestDefaultClusterSetAtUpgrade(t *testing.T) {
 	require.Equal(t, []string{"default"}, boundTo(t, sets, "new"))
 
 	// The operator narrows old-1; a restart does not undo it.
-	_, err = sets.DeleteClusterSetBinding(ctx, &corev1.DeleteClusterSetBindingRequest{Project: "old-1", ClusterSet: "default"})
+	err = sets.unbind(ctx, "old-1", "default")
 	require.NoError(t, err)
 	require.NoError(t, NewClusterSets(st, nil, nil, "default", zap.NewNop()).EnsureDefault(ctx))
 	require.Empty(t, boundTo(t, sets, "old-1"))
