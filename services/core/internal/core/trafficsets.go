@@ -49,55 +49,48 @@ func checkIntentClusters(ctx context.Context, traffic trafficv1.TrafficServiceCl
 // (inter-cluster, intra-cluster, external outbound and inbound; DNS
 // provider intents name none) and the clusters each names.
 func groupClusters(ctx context.Context, traffic trafficv1.TrafficServiceClient, g groupRef) ([]intentCluster, error) {
+	// One page of each kind: its intents and the next page's token.
+	type page func(tok string) ([]proto.Message, string, error)
+	kinds := []struct {
+		name string
+		list page
+	}{
+		{"interclusterservice", func(tok string) ([]proto.Message, string, error) {
+			r, err := traffic.ListInterclusterIntents(ctx, &trafficv1.ListInterclusterIntentsRequest{
+				Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
+			return asMessages(r.GetInterclusterIntents()), r.GetNextPageToken(), err
+		}},
+		{"intraclusterservice", func(tok string) ([]proto.Message, string, error) {
+			r, err := traffic.ListIntraclusterIntents(ctx, &trafficv1.ListIntraclusterIntentsRequest{
+				Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
+			return asMessages(r.GetIntraclusterIntents()), r.GetNextPageToken(), err
+		}},
+		{"externaloutboundaccess", func(tok string) ([]proto.Message, string, error) {
+			r, err := traffic.ListExternalOutboundIntents(ctx, &trafficv1.ListExternalOutboundIntentsRequest{
+				Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
+			return asMessages(r.GetExternalOutboundIntents()), r.GetNextPageToken(), err
+		}},
+		{"externalinboundaccess", func(tok string) ([]proto.Message, string, error) {
+			r, err := traffic.ListExternalInboundIntents(ctx, &trafficv1.ListExternalInboundIntentsRequest{
+				Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
+			return asMessages(r.GetExternalInboundIntents()), r.GetNextPageToken(), err
+		}},
+	}
 	var out []intentCluster
-	add := func(kind string, intents []proto.Message) {
-		for _, in := range intents {
-			name := in.ProtoReflect().Get(in.ProtoReflect().Descriptor().Fields().ByName("name")).String()
-			walkClusters(in.ProtoReflect(), kind+"/"+name+": ", &out)
-		}
-	}
-	for tok := ""; ; {
-		r, err := traffic.ListInterclusterIntents(ctx, &trafficv1.ListInterclusterIntentsRequest{
-			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
-		if err != nil {
-			return nil, err
-		}
-		add("interclusterservice", asMessages(r.GetInterclusterIntents()))
-		if tok = r.GetNextPageToken(); tok == "" {
-			break
-		}
-	}
-	for tok := ""; ; {
-		r, err := traffic.ListIntraclusterIntents(ctx, &trafficv1.ListIntraclusterIntentsRequest{
-			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
-		if err != nil {
-			return nil, err
-		}
-		add("intraclusterservice", asMessages(r.GetIntraclusterIntents()))
-		if tok = r.GetNextPageToken(); tok == "" {
-			break
-		}
-	}
-	for tok := ""; ; {
-		r, err := traffic.ListExternalOutboundIntents(ctx, &trafficv1.ListExternalOutboundIntentsRequest{
-			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
-		if err != nil {
-			return nil, err
-		}
-		add("externaloutboundaccess", asMessages(r.GetExternalOutboundIntents()))
-		if tok = r.GetNextPageToken(); tok == "" {
-			break
-		}
-	}
-	for tok := ""; ; {
-		r, err := traffic.ListExternalInboundIntents(ctx, &trafficv1.ListExternalInboundIntentsRequest{
-			Project: g.project, CompositeApp: g.rb, Version: g.version, Group: g.group, PageToken: tok})
-		if err != nil {
-			return nil, err
-		}
-		add("externalinboundaccess", asMessages(r.GetExternalInboundIntents()))
-		if tok = r.GetNextPageToken(); tok == "" {
-			break
+	for _, k := range kinds {
+		for tok := ""; ; {
+			intents, next, err := k.list(tok)
+			if err != nil {
+				return nil, err
+			}
+			for _, in := range intents {
+				m := in.ProtoReflect()
+				name := m.Get(m.Descriptor().Fields().ByName("name")).String()
+				walkClusters(m, k.name+"/"+name+": ", &out)
+			}
+			if tok = next; tok == "" {
+				break
+			}
 		}
 	}
 	return out, nil
