@@ -406,15 +406,22 @@ func (c *ClusterSets) bindDefault(ctx context.Context, project string) error {
 // exists at all (a new installation, or one from before cluster sets) and
 // binds it to every project there is: today's behaviour, until an admin
 // narrows it. Once any set exists it does nothing, so a default set an
-// admin deleted is not made again while other sets exist. The set is
-// made before the projects are read: a project created meanwhile either
-// finds the set (CreateProject binds it) or is read here.
+// admin deleted is not made again while other sets exist.
+//
+// The projects are bound before the set is made, the set being the mark
+// that it was done: a start that stopped half way does it again. They are
+// read again once it is made: a project created meanwhile either found
+// the set (CreateProject binds it) or is read then.
 func (c *ClusterSets) EnsureDefault(ctx context.Context) error {
 	if c.defaultSet == "" {
 		return nil
 	}
 	all, err := c.sets.Match(ctx, nil)
 	if err != nil || len(all) > 0 {
+		return err
+	}
+	n, err := c.bindAll(ctx)
+	if err != nil {
 		return err
 	}
 	set := &corev1.ClusterSet{
@@ -424,9 +431,20 @@ func (c *ClusterSets) EnsureDefault(ctx context.Context) error {
 	if err := c.sets.Create(ctx, c.defaultSet, "", set); err != nil && errs.Code(err) != codes.AlreadyExists {
 		return err
 	}
-	projects, err := c.projects.Match(ctx, nil)
+	more, err := c.bindAll(ctx)
 	if err != nil {
 		return err
+	}
+	c.log.Info("default cluster set made and bound to the projects", zap.String("cluster_set", c.defaultSet), zap.Int("projects", n+more))
+	return nil
+}
+
+// bindAll binds the default set to every live project not bound to it
+// yet, and says to how many.
+func (c *ClusterSets) bindAll(ctx context.Context) (int, error) {
+	projects, err := c.projects.Match(ctx, nil)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, p := range projects {
@@ -438,11 +456,10 @@ func (c *ClusterSets) EnsureDefault(ctx context.Context) error {
 		case err == nil:
 			n++
 		case errs.Code(err) != codes.AlreadyExists && errs.Code(err) != codes.FailedPrecondition:
-			return err
+			return n, err
 		}
 	}
-	c.log.Info("default cluster set made and bound to the projects", zap.String("cluster_set", c.defaultSet), zap.Int("projects", n))
-	return nil
+	return n, nil
 }
 
 // unbindAll removes project's bindings (the project's deletion, after it

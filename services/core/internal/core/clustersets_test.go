@@ -60,6 +60,20 @@ func TestDefaultClusterSetAtUpgrade(t *testing.T) {
 	require.NoError(t, NewClusterSets(st, nil, nil, "default", zap.NewNop()).EnsureDefault(ctx))
 	require.Empty(t, boundTo(t, sets, "old-1"))
 
+	// A first start that stopped after binding one project (before the
+	// set, its mark, was made) is done again whole at the next.
+	st3 := storetest.Open(t)
+	half := NewClusterSets(st3, nil, nil, "default", zap.NewNop())
+	for _, p := range []string{"x", "y"} {
+		require.NoError(t, projectRecords(st3).Create(ctx, p, "", &corev1.Project{Metadata: &typesv1.Metadata{Name: p}}))
+	}
+	require.NoError(t, half.bindings.Create(ctx, "x/default", "x", &corev1.ClusterSetBinding{ClusterSet: "default"}))
+	require.NoError(t, half.EnsureDefault(ctx))
+	require.Equal(t, []string{"default"}, boundTo(t, half, "x"))
+	require.Equal(t, []string{"default"}, boundTo(t, half, "y"))
+	_, err = half.GetClusterSet(ctx, &corev1.GetClusterSetRequest{Name: "default"})
+	require.NoError(t, err)
+
 	// Off: a fresh installation gets no set, a new project no binding.
 	st2 := storetest.Open(t)
 	off := NewClusterSets(st2, nil, nil, "", zap.NewNop())
