@@ -1,6 +1,7 @@
 package allinone_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
@@ -126,8 +128,15 @@ func TestClusterSetsValidated(t *testing.T) {
 // the logical clouds, the clusters, the projects).
 func TestClusterSetsConfineProjects(t *testing.T) {
 	h := kubetest.ForTests(t, 2)
-	r := newREST(t, stacktest.Start(t))
+	s := stacktest.Start(t)
+	r := newREST(t, s)
 	c1, c2 := h.Clusters[0], h.Clusters[1]
+	// records counts a collection's records matching filter.
+	records := func(coll string, filter bson.D) int64 {
+		n, err := s.Env.Store.Database().Collection(coll).CountDocuments(context.Background(), filter)
+		require.NoError(t, err)
+		return n
+	}
 	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	putClusterLabels(t, r, c1, true, "edge-site", "zone-a")
 	putClusterLabels(t, r, c2, true, "edge-site", "zone-b")
@@ -147,6 +156,8 @@ func TestClusterSetsConfineProjects(t *testing.T) {
 	got = r.want(403, "POST", lc+"/cluster-providers/edge/cluster-references", fmt.Sprintf(`{"cluster-name":%q}`, c2.Name))
 	require.Contains(t, got, "cluster edge/"+c2.Name+" is "+rule)
 	require.Empty(t, refsOf(t, r, lc), "nothing stored")
+	require.Zero(t, records("cluster_references", bson.D{}), "no reference record")
+	require.Zero(t, records("cluster_holds", bson.D{{Key: "parent", Value: "edge/" + c2.Name}}), "cluster-2 not held in rsync")
 	r.want(201, "POST", lc+"/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q}`, c1.Name))
 	require.Equal(t, []string{c1.Name}, refsOf(t, r, lc))
 
@@ -159,6 +170,8 @@ func TestClusterSetsConfineProjects(t *testing.T) {
 	require.Contains(t, got, "cluster edge/"+c2.Name+" is "+rule)
 	require.Contains(t, got, `"cluster-labels"`)
 	r.want(404, "GET", "/v2/projects/tenant-a/logical-clouds/lc-sites", "")
+	require.Zero(t, records("logical_clouds", bson.D{{Key: "_id", Value: "tenant-a/lc-sites"}}), "no logical cloud record")
+	require.Zero(t, records("cluster_references", bson.D{{Key: "parent", Value: "tenant-a/lc-sites"}}))
 
 	// A followed selection that cluster-2 joins later: refused, reported.
 	zone := "/v2/projects/tenant-a/logical-clouds/lc-zone"
@@ -186,6 +199,7 @@ func TestClusterSetsConfineProjects(t *testing.T) {
 	got = r.want(403, "POST", base+"/g1/apply", "")
 	require.Contains(t, got, "interclusterservice/ratings: clientServices[0].clusters[0]: cluster edge/"+c2.Name+" is "+rule)
 	require.NotContains(t, r.want(200, "GET", base+"/g1/status", ""), `"Applied"`)
+	require.Zero(t, records("traffic_rollouts", bson.D{}), "no rollout record of the group")
 
 	// In use: not unbound, not narrowed, not deleted.
 	got = r.want(409, "DELETE", "/v2/projects/tenant-a/cluster-set-bindings/set-a", "")
