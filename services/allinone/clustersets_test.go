@@ -236,6 +236,7 @@ func TestClusterSetsConfineProjects(t *testing.T) {
 		bound := strings.Contains(r.want(200, "GET", "/v2/projects/tenant-a/cluster-set-bindings", ""), "set-b")
 		referenced := slices.Contains(refsOf(t, r, lc), c2.Name)
 		require.False(t, referenced && !bound, "round %d: unbind %d, reference %d: a reference outlived its binding", i, unbind, ref)
+		t.Logf("round %d: unbind %d, reference %d", i, unbind, ref)
 		if referenced {
 			r.want(204, "DELETE", lc+"/cluster-references/"+c2.Name, "")
 		}

@@ -161,12 +161,9 @@ func (c *ClusterSets) UpdateClusterSet(ctx context.Context, req *corev1.UpdateCl
 		return append(slices.DeleteFunc(slices.Clone(bound), func(o *corev1.ClusterSet) bool { return o.GetMetadata().GetName() == name }), old)
 	})
 	if err != nil {
-		wctx := context.WithoutCancel(ctx)
-		now, gerr := c.sets.Get(wctx, name)
-		if gerr == nil {
-			gerr = c.sets.Update(wctx, name, now.Version, old)
-		}
-		if gerr != nil {
+		// Back to the old spec, conditionally on the set being as this
+		// request left it (another PUT since is not undone).
+		if gerr := c.sets.Update(context.WithoutCancel(ctx), name, cur.Version+1, old); gerr != nil {
 			return nil, errors.Join(err, fmt.Errorf("write cluster set %q back: %w", name, gerr))
 		}
 		return nil, err
