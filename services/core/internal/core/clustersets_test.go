@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -150,4 +152,53 @@ func TestClusterSetRules(t *testing.T) {
 	require.Contains(t, err.Error(), "cluster-name: cluster edge/a is in none of project p's cluster sets (bound: s, s)")
 	g.sets = nil
 	require.Contains(t, g.refuse("cluster-labels", []string{"edge/a", "edge/b"}).Error(), "clusters edge/a, edge/b are in none of project p's cluster sets (it has none bound)")
+}
+
+// TestUnbindRacesReference: an unbinding and a cluster reference's
+// creation (its record written, then checked, as addReference does) run
+// at once, round after round, each started after a different number of
+// yields: a reference is never left without the binding that admits it.
+// Both may be refused (each saw the other); one alone may win.
+func TestUnbindRacesReference(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t)
+	sets := NewClusterSets(st, nil, nil, "", zap.NewNop())
+	require.NoError(t, sets.projects.Create(ctx, "p", "", &corev1.Project{Metadata: &typesv1.Metadata{Name: "p"}}))
+	require.NoError(t, sets.clouds.Create(ctx, "p/lc", "p", &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: "lc"}}))
+	s := &corev1.ClusterSet{Metadata: &typesv1.Metadata{Name: "s"}, Spec: &corev1.ClusterSetSpec{
+		Clusters: []*corev1.ClusterSetMember{{ClusterProvider: "edge", ClusterName: "c"}}}}
+	require.NoError(t, sets.sets.Create(ctx, "s", "", s))
+	ref := &corev1.ClusterReference{ClusterProvider: "edge", ClusterName: "c"}
+	outcomes := map[string]int{}
+	for i := range 60 {
+		require.NoError(t, sets.bindings.Create(ctx, "p/s", "p", &corev1.ClusterSetBinding{ClusterSet: "s"}))
+		var unbindErr, refErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range i % 12 {
+				runtime.Gosched()
+			}
+			unbindErr = sets.unbind(ctx, "p", "s")
+		}()
+		for range (i / 12) % 5 {
+			runtime.Gosched()
+		}
+		refErr = sets.refs.CreateChecked(ctx, "p/lc/edge/c", "p/lc", ref, func(ctx context.Context) error {
+			return sets.check(ctx, "p", "cluster-name", "edge", "c")
+		})
+		<-done
+		_, berr := sets.bindings.Get(ctx, "p/s")
+		_, rerr := sets.refs.Get(ctx, "p/lc/edge/c")
+		bound, referenced := berr == nil, rerr == nil
+		require.False(t, referenced && !bound, "round %d: unbind %v, reference %v: a reference outlived its binding", i, unbindErr, refErr)
+		outcomes[fmt.Sprintf("unbind %s, reference %s", errs.Code(unbindErr), errs.Code(refErr))]++
+		if referenced {
+			require.NoError(t, sets.refs.Delete(ctx, "p/lc/edge/c"))
+		}
+		if bound {
+			require.NoError(t, sets.unbind(ctx, "p", "s"))
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
 }
