@@ -127,7 +127,7 @@ func TestClusterSetsValidated(t *testing.T) {
 // cannot be unbound, narrowed or deleted while it is in use (409 naming
 // the logical clouds, the clusters, the projects).
 func TestClusterSetsConfineProjects(t *testing.T) {
-	h := kubetest.ForTests(t, 2)
+	h := kubetest.ForTests(t, 3) // the package's shared clusters; two used
 	s := stacktest.Start(t)
 	r := newREST(t, s)
 	c1, c2 := h.Clusters[0], h.Clusters[1]
