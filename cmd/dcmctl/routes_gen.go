@@ -51,6 +51,33 @@ var routes = map[string][]route{
 	"/dcm.core.v1.CoreService/DeleteProject": {
 		{"DELETE", "/v2/projects/{project}"},
 	},
+	"/dcm.core.v1.CoreService/CreateClusterSet": {
+		{"POST", "/v2/cluster-sets"},
+	},
+	"/dcm.core.v1.CoreService/GetClusterSet": {
+		{"GET", "/v2/cluster-sets/{name}"},
+	},
+	"/dcm.core.v1.CoreService/ListClusterSets": {
+		{"GET", "/v2/cluster-sets"},
+	},
+	"/dcm.core.v1.CoreService/UpdateClusterSet": {
+		{"PUT", "/v2/cluster-sets/{name}"},
+	},
+	"/dcm.core.v1.CoreService/DeleteClusterSet": {
+		{"DELETE", "/v2/cluster-sets/{name}"},
+	},
+	"/dcm.core.v1.CoreService/CreateClusterSetBinding": {
+		{"POST", "/v2/projects/{project}/cluster-set-bindings"},
+	},
+	"/dcm.core.v1.CoreService/GetClusterSetBinding": {
+		{"GET", "/v2/projects/{project}/cluster-set-bindings/{cluster_set}"},
+	},
+	"/dcm.core.v1.CoreService/ListClusterSetBindings": {
+		{"GET", "/v2/projects/{project}/cluster-set-bindings"},
+	},
+	"/dcm.core.v1.CoreService/DeleteClusterSetBinding": {
+		{"DELETE", "/v2/projects/{project}/cluster-set-bindings/{cluster_set}"},
+	},
 	"/dcm.core.v1.LogicalCloudService/CreateLogicalCloud": {
 		{"POST", "/v2/projects/{project}/logical-clouds"},
 	},

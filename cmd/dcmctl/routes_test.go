@@ -17,6 +17,7 @@ func TestKindsRoutes(t *testing.T) {
 		"Project":                "/v2/projects",
 		"ClusterProvider":        "/v2/cluster-providers",
 		"Cluster":                "/v2/cluster-providers/{provider}/clusters",
+		"ClusterSet":             "/v2/cluster-sets",
 		"LogicalCloud":           "/v2/projects/{project}/logical-clouds",
 		"ClusterReference":       "/v2/projects/{project}/logical-clouds/{logicalCloud}/cluster-references",
 		"UserPermission":         "/v2/projects/{project}/logical-clouds/{logicalCloud}/user-permissions",

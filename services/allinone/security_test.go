@@ -244,6 +244,16 @@ var authRoutes = []authRoute{
 	{"GET", "/v2/projects/a/dns-allow-list", "", []string{roleA, roleP, roleR, roleG}},
 	{"PUT", "/v2/projects/a/dns-allow-list", `{"servers":["192.0.2.53:53"],"zones":["example.com"]}`, []string{roleA}},
 	{"DELETE", "/v2/projects/a/dns-allow-list", "", []string{roleA}},
+	// cluster sets: read like the cluster registry, changed by admins
+	// alone; a project's bindings read by its members, changed by admins
+	// alone (core refuses a project-admin: 403 too)
+	{"GET", "/v2/cluster-sets", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/cluster-sets", `{"metadata":{"name":"s1"},"spec":{"all-clusters":true}}`, []string{roleA}},
+	{"PUT", "/v2/cluster-sets/s1", `{"metadata":{"name":"s1"},"spec":{"all-clusters":true}}`, []string{roleA}},
+	{"GET", "/v2/projects/a/cluster-set-bindings", "", []string{roleA, roleP, roleR, roleG}},
+	{"POST", "/v2/projects/a/cluster-set-bindings", `{"cluster-set":"s1"}`, []string{roleA}},
+	{"DELETE", "/v2/projects/a/cluster-set-bindings/s1", "", []string{roleA}},
+	{"GET", "/v2/projects/b/cluster-set-bindings", "", []string{roleA, roleG}},
 	{"DELETE", "/v2/project/b/rb/r/v1/traffic-intent-sets/g/externalinboundaccess/i", "", []string{roleA}},
 	{"PUT", "/v2/projects/a/rb/r/v1/traffic-intent-groups/g", `{"logical-cloud":"l"}`, []string{roleA, roleP}},
 	{"POST", "/v2/project/b/rb/r/v1/traffic-intent-groups/g/apply", "", []string{roleA}},

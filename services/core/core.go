@@ -37,7 +37,7 @@ var Collections = core.Collections
 // Build is the core service's app.Build: projects, logical clouds and the
 // token service, on the store, with clients of the services a logical
 // cloud spans and the loop that finishes interrupted deletions.
-func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, error) {
+func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options, error) {
 	st, err := env.StoreFor(Name)
 	if err != nil {
 		return nil, server.Options{}, err
@@ -80,9 +80,16 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		closeAll(context.Background())
 		return nil, server.Options{}, fmt.Errorf("DCM_MAX_MESHES_PER_PROJECT %d: must be 0 (no maximum) or more", cfg.MaxMeshesPerProject)
 	}
+	sets := core.NewClusterSets(st, peers.Rsync, peers.RsyncInternal, cfg.DefaultClusterSet, env.Log.Named("cluster-sets"))
+	// The default cluster set is there before the first request is
+	// served (a reference made right after start needs its binding).
+	if err := sets.EnsureDefault(ctx); err != nil {
+		closeAll(context.Background())
+		return nil, server.Options{}, fmt.Errorf("make the default cluster set %q (DCM_DEFAULT_CLUSTER_SET): %w", cfg.DefaultClusterSet, err)
+	}
 	clouds := core.NewLogicalClouds(st, peers, core.Settings{Tenancy: tenancy, TokenLifetime: cfg.TokenLifetime,
-		CertRenewPercent: cfg.CertRenewPercent, WatchMax: cfg.WatchMax, MaxMeshes: cfg.MaxMeshesPerProject}, env.Log.Named("logical-clouds"))
-	return []server.Service{core.NewProjects(st), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
+		CertRenewPercent: cfg.CertRenewPercent, WatchMax: cfg.WatchMax, MaxMeshes: cfg.MaxMeshesPerProject, ClusterSets: sets}, env.Log.Named("logical-clouds"))
+	return []server.Service{core.NewProjects(st, sets), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval),
 			clouds.Reconcile(cfg.FactsInterval), clouds.FollowLabels(cfg.LabelsInterval)},
 		OnStop: []func(context.Context){closeAll, core.CountLogicalClouds(st, peers.RsyncInternal)}, // dcm_logical_clouds until the program stops

@@ -511,7 +511,7 @@ var File_dcm_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_core_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19dcm/core/v1/service.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x19dcm/core/v1/project.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"R\n" +
+	"\x19dcm/core/v1/service.proto\x12\vdcm.core.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1ddcm/core/v1/cluster_set.proto\x1a\x19dcm/core/v1/project.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"R\n" +
 	"\x14CreateProjectRequest\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"G\n" +
 	"\x15CreateProjectResponse\x12.\n" +
@@ -535,14 +535,23 @@ const file_dcm_core_v1_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\v2\x14.dcm.core.v1.ProjectR\aproject\";\n" +
 	"\x14DeleteProjectRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\"\x17\n" +
-	"\x15DeleteProjectResponse2\x82\x05\n" +
+	"\x15DeleteProjectResponse2\xa5\x10\n" +
 	"\vCoreService\x12x\n" +
 	"\rCreateProject\x12!.dcm.core.v1.CreateProjectRequest\x1a\".dcm.core.v1.CreateProjectResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*b\aproject\"\f/v2/projects\x12v\n" +
 	"\n" +
 	"GetProject\x12\x1e.dcm.core.v1.GetProjectRequest\x1a\x1f.dcm.core.v1.GetProjectResponse\"'\x82\xd3\xe4\x93\x02!b\aproject\x12\x16/v2/projects/{project}\x12s\n" +
 	"\fListProjects\x12 .dcm.core.v1.ListProjectsRequest\x1a!.dcm.core.v1.ListProjectsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18b\bprojects\x12\f/v2/projects\x12\x82\x01\n" +
 	"\rUpdateProject\x12!.dcm.core.v1.UpdateProjectRequest\x1a\".dcm.core.v1.UpdateProjectResponse\"*\x82\xd3\xe4\x93\x02$:\x01*b\aproject\x1a\x16/v2/projects/{project}\x12v\n" +
-	"\rDeleteProject\x12!.dcm.core.v1.DeleteProjectRequest\x1a\".dcm.core.v1.DeleteProjectResponse\"\x1e\x82\xd3\xe4\x93\x02\x18*\x16/v2/projects/{project}\x1a\x0f\xc2\xf3\x18\v\n" +
+	"\rDeleteProject\x12!.dcm.core.v1.DeleteProjectRequest\x1a\".dcm.core.v1.DeleteProjectResponse\"\x1e\x82\xd3\xe4\x93\x02\x18*\x16/v2/projects/{project}\x12\x93\x01\n" +
+	"\x10CreateClusterSet\x12$.dcm.core.v1.CreateClusterSetRequest\x1a%.dcm.core.v1.CreateClusterSetResponse\"2\x82\xd3\xe4\x93\x02,:\vcluster_setb\vcluster_set\"\x10/v2/cluster-sets\x12\x84\x01\n" +
+	"\rGetClusterSet\x12!.dcm.core.v1.GetClusterSetRequest\x1a\".dcm.core.v1.GetClusterSetResponse\",\x82\xd3\xe4\x93\x02&b\vcluster_set\x12\x17/v2/cluster-sets/{name}\x12\x84\x01\n" +
+	"\x0fListClusterSets\x12#.dcm.core.v1.ListClusterSetsRequest\x1a$.dcm.core.v1.ListClusterSetsResponse\"&\x82\xd3\xe4\x93\x02 b\fcluster_sets\x12\x10/v2/cluster-sets\x12\x9a\x01\n" +
+	"\x10UpdateClusterSet\x12$.dcm.core.v1.UpdateClusterSetRequest\x1a%.dcm.core.v1.UpdateClusterSetResponse\"9\x82\xd3\xe4\x93\x023:\vcluster_setb\vcluster_set\x1a\x17/v2/cluster-sets/{name}\x12\x80\x01\n" +
+	"\x10DeleteClusterSet\x12$.dcm.core.v1.DeleteClusterSetRequest\x1a%.dcm.core.v1.DeleteClusterSetResponse\"\x1f\x82\xd3\xe4\x93\x02\x19*\x17/v2/cluster-sets/{name}\x12\xb5\x01\n" +
+	"\x17CreateClusterSetBinding\x12+.dcm.core.v1.CreateClusterSetBindingRequest\x1a,.dcm.core.v1.CreateClusterSetBindingResponse\"?\x82\xd3\xe4\x93\x029:\x01*b\abinding\"+/v2/projects/{project}/cluster-set-bindings\x12\xb7\x01\n" +
+	"\x14GetClusterSetBinding\x12(.dcm.core.v1.GetClusterSetBindingRequest\x1a).dcm.core.v1.GetClusterSetBindingResponse\"J\x82\xd3\xe4\x93\x02Db\abinding\x129/v2/projects/{project}/cluster-set-bindings/{cluster_set}\x12\xb0\x01\n" +
+	"\x16ListClusterSetBindings\x12*.dcm.core.v1.ListClusterSetBindingsRequest\x1a+.dcm.core.v1.ListClusterSetBindingsResponse\"=\x82\xd3\xe4\x93\x027b\bbindings\x12+/v2/projects/{project}/cluster-set-bindings\x12\xb7\x01\n" +
+	"\x17DeleteClusterSetBinding\x12+.dcm.core.v1.DeleteClusterSetBindingRequest\x1a,.dcm.core.v1.DeleteClusterSetBindingResponse\"A\x82\xd3\xe4\x93\x02;*9/v2/projects/{project}/cluster-set-bindings/{cluster_set}\x1a\x0f\xc2\xf3\x18\v\n" +
 	"\agateway\x10\x01B3Z1github.com/dcm-project/dcm/gen/dcm/core/v1;corev1b\x06proto3"
 
 var (
@@ -559,18 +568,36 @@ func file_dcm_core_v1_service_proto_rawDescGZIP() []byte {
 
 var file_dcm_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_dcm_core_v1_service_proto_goTypes = []any{
-	(*CreateProjectRequest)(nil),  // 0: dcm.core.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil), // 1: dcm.core.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),     // 2: dcm.core.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),    // 3: dcm.core.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),   // 4: dcm.core.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),  // 5: dcm.core.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),  // 6: dcm.core.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil), // 7: dcm.core.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),  // 8: dcm.core.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil), // 9: dcm.core.v1.DeleteProjectResponse
-	(*v1.Metadata)(nil),           // 10: dcm.types.v1.Metadata
-	(*Project)(nil),               // 11: dcm.core.v1.Project
+	(*CreateProjectRequest)(nil),            // 0: dcm.core.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),           // 1: dcm.core.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),               // 2: dcm.core.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),              // 3: dcm.core.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),             // 4: dcm.core.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),            // 5: dcm.core.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),            // 6: dcm.core.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),           // 7: dcm.core.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),            // 8: dcm.core.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),           // 9: dcm.core.v1.DeleteProjectResponse
+	(*v1.Metadata)(nil),                     // 10: dcm.types.v1.Metadata
+	(*Project)(nil),                         // 11: dcm.core.v1.Project
+	(*CreateClusterSetRequest)(nil),         // 12: dcm.core.v1.CreateClusterSetRequest
+	(*GetClusterSetRequest)(nil),            // 13: dcm.core.v1.GetClusterSetRequest
+	(*ListClusterSetsRequest)(nil),          // 14: dcm.core.v1.ListClusterSetsRequest
+	(*UpdateClusterSetRequest)(nil),         // 15: dcm.core.v1.UpdateClusterSetRequest
+	(*DeleteClusterSetRequest)(nil),         // 16: dcm.core.v1.DeleteClusterSetRequest
+	(*CreateClusterSetBindingRequest)(nil),  // 17: dcm.core.v1.CreateClusterSetBindingRequest
+	(*GetClusterSetBindingRequest)(nil),     // 18: dcm.core.v1.GetClusterSetBindingRequest
+	(*ListClusterSetBindingsRequest)(nil),   // 19: dcm.core.v1.ListClusterSetBindingsRequest
+	(*DeleteClusterSetBindingRequest)(nil),  // 20: dcm.core.v1.DeleteClusterSetBindingRequest
+	(*CreateClusterSetResponse)(nil),        // 21: dcm.core.v1.CreateClusterSetResponse
+	(*GetClusterSetResponse)(nil),           // 22: dcm.core.v1.GetClusterSetResponse
+	(*ListClusterSetsResponse)(nil),         // 23: dcm.core.v1.ListClusterSetsResponse
+	(*UpdateClusterSetResponse)(nil),        // 24: dcm.core.v1.UpdateClusterSetResponse
+	(*DeleteClusterSetResponse)(nil),        // 25: dcm.core.v1.DeleteClusterSetResponse
+	(*CreateClusterSetBindingResponse)(nil), // 26: dcm.core.v1.CreateClusterSetBindingResponse
+	(*GetClusterSetBindingResponse)(nil),    // 27: dcm.core.v1.GetClusterSetBindingResponse
+	(*ListClusterSetBindingsResponse)(nil),  // 28: dcm.core.v1.ListClusterSetBindingsResponse
+	(*DeleteClusterSetBindingResponse)(nil), // 29: dcm.core.v1.DeleteClusterSetBindingResponse
 }
 var file_dcm_core_v1_service_proto_depIdxs = []int32{
 	10, // 0: dcm.core.v1.CreateProjectRequest.metadata:type_name -> dcm.types.v1.Metadata
@@ -584,13 +611,31 @@ var file_dcm_core_v1_service_proto_depIdxs = []int32{
 	4,  // 8: dcm.core.v1.CoreService.ListProjects:input_type -> dcm.core.v1.ListProjectsRequest
 	6,  // 9: dcm.core.v1.CoreService.UpdateProject:input_type -> dcm.core.v1.UpdateProjectRequest
 	8,  // 10: dcm.core.v1.CoreService.DeleteProject:input_type -> dcm.core.v1.DeleteProjectRequest
-	1,  // 11: dcm.core.v1.CoreService.CreateProject:output_type -> dcm.core.v1.CreateProjectResponse
-	3,  // 12: dcm.core.v1.CoreService.GetProject:output_type -> dcm.core.v1.GetProjectResponse
-	5,  // 13: dcm.core.v1.CoreService.ListProjects:output_type -> dcm.core.v1.ListProjectsResponse
-	7,  // 14: dcm.core.v1.CoreService.UpdateProject:output_type -> dcm.core.v1.UpdateProjectResponse
-	9,  // 15: dcm.core.v1.CoreService.DeleteProject:output_type -> dcm.core.v1.DeleteProjectResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
+	12, // 11: dcm.core.v1.CoreService.CreateClusterSet:input_type -> dcm.core.v1.CreateClusterSetRequest
+	13, // 12: dcm.core.v1.CoreService.GetClusterSet:input_type -> dcm.core.v1.GetClusterSetRequest
+	14, // 13: dcm.core.v1.CoreService.ListClusterSets:input_type -> dcm.core.v1.ListClusterSetsRequest
+	15, // 14: dcm.core.v1.CoreService.UpdateClusterSet:input_type -> dcm.core.v1.UpdateClusterSetRequest
+	16, // 15: dcm.core.v1.CoreService.DeleteClusterSet:input_type -> dcm.core.v1.DeleteClusterSetRequest
+	17, // 16: dcm.core.v1.CoreService.CreateClusterSetBinding:input_type -> dcm.core.v1.CreateClusterSetBindingRequest
+	18, // 17: dcm.core.v1.CoreService.GetClusterSetBinding:input_type -> dcm.core.v1.GetClusterSetBindingRequest
+	19, // 18: dcm.core.v1.CoreService.ListClusterSetBindings:input_type -> dcm.core.v1.ListClusterSetBindingsRequest
+	20, // 19: dcm.core.v1.CoreService.DeleteClusterSetBinding:input_type -> dcm.core.v1.DeleteClusterSetBindingRequest
+	1,  // 20: dcm.core.v1.CoreService.CreateProject:output_type -> dcm.core.v1.CreateProjectResponse
+	3,  // 21: dcm.core.v1.CoreService.GetProject:output_type -> dcm.core.v1.GetProjectResponse
+	5,  // 22: dcm.core.v1.CoreService.ListProjects:output_type -> dcm.core.v1.ListProjectsResponse
+	7,  // 23: dcm.core.v1.CoreService.UpdateProject:output_type -> dcm.core.v1.UpdateProjectResponse
+	9,  // 24: dcm.core.v1.CoreService.DeleteProject:output_type -> dcm.core.v1.DeleteProjectResponse
+	21, // 25: dcm.core.v1.CoreService.CreateClusterSet:output_type -> dcm.core.v1.CreateClusterSetResponse
+	22, // 26: dcm.core.v1.CoreService.GetClusterSet:output_type -> dcm.core.v1.GetClusterSetResponse
+	23, // 27: dcm.core.v1.CoreService.ListClusterSets:output_type -> dcm.core.v1.ListClusterSetsResponse
+	24, // 28: dcm.core.v1.CoreService.UpdateClusterSet:output_type -> dcm.core.v1.UpdateClusterSetResponse
+	25, // 29: dcm.core.v1.CoreService.DeleteClusterSet:output_type -> dcm.core.v1.DeleteClusterSetResponse
+	26, // 30: dcm.core.v1.CoreService.CreateClusterSetBinding:output_type -> dcm.core.v1.CreateClusterSetBindingResponse
+	27, // 31: dcm.core.v1.CoreService.GetClusterSetBinding:output_type -> dcm.core.v1.GetClusterSetBindingResponse
+	28, // 32: dcm.core.v1.CoreService.ListClusterSetBindings:output_type -> dcm.core.v1.ListClusterSetBindingsResponse
+	29, // 33: dcm.core.v1.CoreService.DeleteClusterSetBinding:output_type -> dcm.core.v1.DeleteClusterSetBindingResponse
+	20, // [20:34] is the sub-list for method output_type
+	6,  // [6:20] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -601,6 +646,7 @@ func file_dcm_core_v1_service_proto_init() {
 	if File_dcm_core_v1_service_proto != nil {
 		return
 	}
+	file_dcm_core_v1_cluster_set_proto_init()
 	file_dcm_core_v1_project_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -19,11 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CoreService_CreateProject_FullMethodName = "/dcm.core.v1.CoreService/CreateProject"
-	CoreService_GetProject_FullMethodName    = "/dcm.core.v1.CoreService/GetProject"
-	CoreService_ListProjects_FullMethodName  = "/dcm.core.v1.CoreService/ListProjects"
-	CoreService_UpdateProject_FullMethodName = "/dcm.core.v1.CoreService/UpdateProject"
-	CoreService_DeleteProject_FullMethodName = "/dcm.core.v1.CoreService/DeleteProject"
+	CoreService_CreateProject_FullMethodName           = "/dcm.core.v1.CoreService/CreateProject"
+	CoreService_GetProject_FullMethodName              = "/dcm.core.v1.CoreService/GetProject"
+	CoreService_ListProjects_FullMethodName            = "/dcm.core.v1.CoreService/ListProjects"
+	CoreService_UpdateProject_FullMethodName           = "/dcm.core.v1.CoreService/UpdateProject"
+	CoreService_DeleteProject_FullMethodName           = "/dcm.core.v1.CoreService/DeleteProject"
+	CoreService_CreateClusterSet_FullMethodName        = "/dcm.core.v1.CoreService/CreateClusterSet"
+	CoreService_GetClusterSet_FullMethodName           = "/dcm.core.v1.CoreService/GetClusterSet"
+	CoreService_ListClusterSets_FullMethodName         = "/dcm.core.v1.CoreService/ListClusterSets"
+	CoreService_UpdateClusterSet_FullMethodName        = "/dcm.core.v1.CoreService/UpdateClusterSet"
+	CoreService_DeleteClusterSet_FullMethodName        = "/dcm.core.v1.CoreService/DeleteClusterSet"
+	CoreService_CreateClusterSetBinding_FullMethodName = "/dcm.core.v1.CoreService/CreateClusterSetBinding"
+	CoreService_GetClusterSetBinding_FullMethodName    = "/dcm.core.v1.CoreService/GetClusterSetBinding"
+	CoreService_ListClusterSetBindings_FullMethodName  = "/dcm.core.v1.CoreService/ListClusterSetBindings"
+	CoreService_DeleteClusterSetBinding_FullMethodName = "/dcm.core.v1.CoreService/DeleteClusterSetBinding"
 )
 
 // CoreServiceClient is the client API for CoreService service.
@@ -44,6 +53,26 @@ type CoreServiceClient interface {
 	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
 	// DeleteProject removes a project.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
+	// CreateClusterSet stores a new cluster set; its name must be unused.
+	CreateClusterSet(ctx context.Context, in *CreateClusterSetRequest, opts ...grpc.CallOption) (*CreateClusterSetResponse, error)
+	// GetClusterSet reads one cluster set.
+	GetClusterSet(ctx context.Context, in *GetClusterSetRequest, opts ...grpc.CallOption) (*GetClusterSetResponse, error)
+	// ListClusterSets reads the cluster sets, ordered by name.
+	ListClusterSets(ctx context.Context, in *ListClusterSetsRequest, opts ...grpc.CallOption) (*ListClusterSetsResponse, error)
+	// UpdateClusterSet replaces a cluster set; refused (409) if a project it
+	// is bound to would keep logical clouds on clusters no set of its admits.
+	UpdateClusterSet(ctx context.Context, in *UpdateClusterSetRequest, opts ...grpc.CallOption) (*UpdateClusterSetResponse, error)
+	// DeleteClusterSet removes a cluster set; refused (409) while bound.
+	DeleteClusterSet(ctx context.Context, in *DeleteClusterSetRequest, opts ...grpc.CallOption) (*DeleteClusterSetResponse, error)
+	// CreateClusterSetBinding binds a cluster set to a project.
+	CreateClusterSetBinding(ctx context.Context, in *CreateClusterSetBindingRequest, opts ...grpc.CallOption) (*CreateClusterSetBindingResponse, error)
+	// GetClusterSetBinding reads one of a project's bindings.
+	GetClusterSetBinding(ctx context.Context, in *GetClusterSetBindingRequest, opts ...grpc.CallOption) (*GetClusterSetBindingResponse, error)
+	// ListClusterSetBindings reads a project's bindings, ordered by set.
+	ListClusterSetBindings(ctx context.Context, in *ListClusterSetBindingsRequest, opts ...grpc.CallOption) (*ListClusterSetBindingsResponse, error)
+	// DeleteClusterSetBinding unbinds a set from a project; refused (409)
+	// while the project has logical clouds on clusters only that set admits.
+	DeleteClusterSetBinding(ctx context.Context, in *DeleteClusterSetBindingRequest, opts ...grpc.CallOption) (*DeleteClusterSetBindingResponse, error)
 }
 
 type coreServiceClient struct {
@@ -104,6 +133,96 @@ func (c *coreServiceClient) DeleteProject(ctx context.Context, in *DeleteProject
 	return out, nil
 }
 
+func (c *coreServiceClient) CreateClusterSet(ctx context.Context, in *CreateClusterSetRequest, opts ...grpc.CallOption) (*CreateClusterSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateClusterSetResponse)
+	err := c.cc.Invoke(ctx, CoreService_CreateClusterSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) GetClusterSet(ctx context.Context, in *GetClusterSetRequest, opts ...grpc.CallOption) (*GetClusterSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetClusterSetResponse)
+	err := c.cc.Invoke(ctx, CoreService_GetClusterSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) ListClusterSets(ctx context.Context, in *ListClusterSetsRequest, opts ...grpc.CallOption) (*ListClusterSetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClusterSetsResponse)
+	err := c.cc.Invoke(ctx, CoreService_ListClusterSets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) UpdateClusterSet(ctx context.Context, in *UpdateClusterSetRequest, opts ...grpc.CallOption) (*UpdateClusterSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateClusterSetResponse)
+	err := c.cc.Invoke(ctx, CoreService_UpdateClusterSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) DeleteClusterSet(ctx context.Context, in *DeleteClusterSetRequest, opts ...grpc.CallOption) (*DeleteClusterSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteClusterSetResponse)
+	err := c.cc.Invoke(ctx, CoreService_DeleteClusterSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) CreateClusterSetBinding(ctx context.Context, in *CreateClusterSetBindingRequest, opts ...grpc.CallOption) (*CreateClusterSetBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateClusterSetBindingResponse)
+	err := c.cc.Invoke(ctx, CoreService_CreateClusterSetBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) GetClusterSetBinding(ctx context.Context, in *GetClusterSetBindingRequest, opts ...grpc.CallOption) (*GetClusterSetBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetClusterSetBindingResponse)
+	err := c.cc.Invoke(ctx, CoreService_GetClusterSetBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) ListClusterSetBindings(ctx context.Context, in *ListClusterSetBindingsRequest, opts ...grpc.CallOption) (*ListClusterSetBindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClusterSetBindingsResponse)
+	err := c.cc.Invoke(ctx, CoreService_ListClusterSetBindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coreServiceClient) DeleteClusterSetBinding(ctx context.Context, in *DeleteClusterSetBindingRequest, opts ...grpc.CallOption) (*DeleteClusterSetBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteClusterSetBindingResponse)
+	err := c.cc.Invoke(ctx, CoreService_DeleteClusterSetBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoreServiceServer is the server API for CoreService service.
 // All implementations must embed UnimplementedCoreServiceServer
 // for forward compatibility.
@@ -122,6 +241,26 @@ type CoreServiceServer interface {
 	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
 	// DeleteProject removes a project.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
+	// CreateClusterSet stores a new cluster set; its name must be unused.
+	CreateClusterSet(context.Context, *CreateClusterSetRequest) (*CreateClusterSetResponse, error)
+	// GetClusterSet reads one cluster set.
+	GetClusterSet(context.Context, *GetClusterSetRequest) (*GetClusterSetResponse, error)
+	// ListClusterSets reads the cluster sets, ordered by name.
+	ListClusterSets(context.Context, *ListClusterSetsRequest) (*ListClusterSetsResponse, error)
+	// UpdateClusterSet replaces a cluster set; refused (409) if a project it
+	// is bound to would keep logical clouds on clusters no set of its admits.
+	UpdateClusterSet(context.Context, *UpdateClusterSetRequest) (*UpdateClusterSetResponse, error)
+	// DeleteClusterSet removes a cluster set; refused (409) while bound.
+	DeleteClusterSet(context.Context, *DeleteClusterSetRequest) (*DeleteClusterSetResponse, error)
+	// CreateClusterSetBinding binds a cluster set to a project.
+	CreateClusterSetBinding(context.Context, *CreateClusterSetBindingRequest) (*CreateClusterSetBindingResponse, error)
+	// GetClusterSetBinding reads one of a project's bindings.
+	GetClusterSetBinding(context.Context, *GetClusterSetBindingRequest) (*GetClusterSetBindingResponse, error)
+	// ListClusterSetBindings reads a project's bindings, ordered by set.
+	ListClusterSetBindings(context.Context, *ListClusterSetBindingsRequest) (*ListClusterSetBindingsResponse, error)
+	// DeleteClusterSetBinding unbinds a set from a project; refused (409)
+	// while the project has logical clouds on clusters only that set admits.
+	DeleteClusterSetBinding(context.Context, *DeleteClusterSetBindingRequest) (*DeleteClusterSetBindingResponse, error)
 	mustEmbedUnimplementedCoreServiceServer()
 }
 
@@ -146,6 +285,33 @@ func (UnimplementedCoreServiceServer) UpdateProject(context.Context, *UpdateProj
 }
 func (UnimplementedCoreServiceServer) DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteProject not implemented")
+}
+func (UnimplementedCoreServiceServer) CreateClusterSet(context.Context, *CreateClusterSetRequest) (*CreateClusterSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateClusterSet not implemented")
+}
+func (UnimplementedCoreServiceServer) GetClusterSet(context.Context, *GetClusterSetRequest) (*GetClusterSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetClusterSet not implemented")
+}
+func (UnimplementedCoreServiceServer) ListClusterSets(context.Context, *ListClusterSetsRequest) (*ListClusterSetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClusterSets not implemented")
+}
+func (UnimplementedCoreServiceServer) UpdateClusterSet(context.Context, *UpdateClusterSetRequest) (*UpdateClusterSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateClusterSet not implemented")
+}
+func (UnimplementedCoreServiceServer) DeleteClusterSet(context.Context, *DeleteClusterSetRequest) (*DeleteClusterSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteClusterSet not implemented")
+}
+func (UnimplementedCoreServiceServer) CreateClusterSetBinding(context.Context, *CreateClusterSetBindingRequest) (*CreateClusterSetBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateClusterSetBinding not implemented")
+}
+func (UnimplementedCoreServiceServer) GetClusterSetBinding(context.Context, *GetClusterSetBindingRequest) (*GetClusterSetBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetClusterSetBinding not implemented")
+}
+func (UnimplementedCoreServiceServer) ListClusterSetBindings(context.Context, *ListClusterSetBindingsRequest) (*ListClusterSetBindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClusterSetBindings not implemented")
+}
+func (UnimplementedCoreServiceServer) DeleteClusterSetBinding(context.Context, *DeleteClusterSetBindingRequest) (*DeleteClusterSetBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteClusterSetBinding not implemented")
 }
 func (UnimplementedCoreServiceServer) mustEmbedUnimplementedCoreServiceServer() {}
 func (UnimplementedCoreServiceServer) testEmbeddedByValue()                     {}
@@ -258,6 +424,168 @@ func _CoreService_DeleteProject_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoreService_CreateClusterSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateClusterSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).CreateClusterSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_CreateClusterSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).CreateClusterSet(ctx, req.(*CreateClusterSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_GetClusterSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).GetClusterSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_GetClusterSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).GetClusterSet(ctx, req.(*GetClusterSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_ListClusterSets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClusterSetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).ListClusterSets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_ListClusterSets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).ListClusterSets(ctx, req.(*ListClusterSetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_UpdateClusterSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateClusterSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).UpdateClusterSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_UpdateClusterSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).UpdateClusterSet(ctx, req.(*UpdateClusterSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_DeleteClusterSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteClusterSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).DeleteClusterSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_DeleteClusterSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).DeleteClusterSet(ctx, req.(*DeleteClusterSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_CreateClusterSetBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateClusterSetBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).CreateClusterSetBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_CreateClusterSetBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).CreateClusterSetBinding(ctx, req.(*CreateClusterSetBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_GetClusterSetBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterSetBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).GetClusterSetBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_GetClusterSetBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).GetClusterSetBinding(ctx, req.(*GetClusterSetBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_ListClusterSetBindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClusterSetBindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).ListClusterSetBindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_ListClusterSetBindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).ListClusterSetBindings(ctx, req.(*ListClusterSetBindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoreService_DeleteClusterSetBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteClusterSetBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoreServiceServer).DeleteClusterSetBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoreService_DeleteClusterSetBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoreServiceServer).DeleteClusterSetBinding(ctx, req.(*DeleteClusterSetBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoreService_ServiceDesc is the grpc.ServiceDesc for CoreService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +612,42 @@ var CoreService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteProject",
 			Handler:    _CoreService_DeleteProject_Handler,
+		},
+		{
+			MethodName: "CreateClusterSet",
+			Handler:    _CoreService_CreateClusterSet_Handler,
+		},
+		{
+			MethodName: "GetClusterSet",
+			Handler:    _CoreService_GetClusterSet_Handler,
+		},
+		{
+			MethodName: "ListClusterSets",
+			Handler:    _CoreService_ListClusterSets_Handler,
+		},
+		{
+			MethodName: "UpdateClusterSet",
+			Handler:    _CoreService_UpdateClusterSet_Handler,
+		},
+		{
+			MethodName: "DeleteClusterSet",
+			Handler:    _CoreService_DeleteClusterSet_Handler,
+		},
+		{
+			MethodName: "CreateClusterSetBinding",
+			Handler:    _CoreService_CreateClusterSetBinding_Handler,
+		},
+		{
+			MethodName: "GetClusterSetBinding",
+			Handler:    _CoreService_GetClusterSetBinding_Handler,
+		},
+		{
+			MethodName: "ListClusterSetBindings",
+			Handler:    _CoreService_ListClusterSetBindings_Handler,
+		},
+		{
+			MethodName: "DeleteClusterSetBinding",
+			Handler:    _CoreService_DeleteClusterSetBinding_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

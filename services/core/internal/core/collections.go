@@ -23,6 +23,11 @@ const (
 	TokensCollection = "tokens"
 	// LockCollection is the store collection of core's transition locks.
 	LockCollection = "core_locks"
+	// ClusterSetsCollection holds the cluster sets (clustersets.go).
+	ClusterSetsCollection = "cluster_sets"
+	// ClusterSetBindingsCollection holds the cluster sets' bindings to
+	// projects.
+	ClusterSetBindingsCollection = "cluster_set_bindings"
 )
 
 // Collections are the core service's store collections, the constants
@@ -30,4 +35,5 @@ const (
 var Collections = []string{
 	ProjectsCollection, LogicalCloudsCollection, ClusterReferencesCollection, KvPairsCollection,
 	MeshClustersCollection, TrafficRolloutsCollection, TokensCollection, LockCollection,
+	ClusterSetsCollection, ClusterSetBindingsCollection,
 }

@@ -40,6 +40,9 @@ const (
 	labelJoined   = "joined"
 	labelReleased = "released"
 	labelFailed   = "failed"
+	// labelRefused: the cluster carries the labels but the project's
+	// cluster sets do not admit it (clustersets.go); it is not joined.
+	labelRefused = "refused"
 )
 
 // registryRetryMax bounds the wait between attempts to watch the registry.
@@ -147,33 +150,83 @@ func (l *Labels) FollowAll(ctx context.Context) error {
 	return errors.Join(failed...)
 }
 
-// diff compares logical cloud c's clusters by label with the registry:
-// the clusters that carry its labels now, by "provider/cluster", and
-// those of them its labels did not put it on (joins, ordered), and those
-// its labels put it on that no longer carry them (releases).
-func (l *Labels) diff(ctx context.Context, c *corev1.LogicalCloud) (map[string]*rsyncv1.SelectedCluster, []string, []string, error) {
+// labelDiff is how logical cloud c's clusters by label differ from the
+// registry.
+type labelDiff struct {
+	// selected are the clusters that carry its labels now, by
+	// "provider/cluster".
+	selected map[string]*rsyncv1.SelectedCluster
+	// joins are those of them its labels did not put it on and that the
+	// project's cluster sets admit, ordered; releases those its labels put
+	// it on that no longer carry them.
+	joins, releases []string
+	// refused are the clusters that would join but that the project's
+	// sets do not admit, and that its label changes do not name as
+	// refused yet (newly refused); why says why, by cluster.
+	refused []string
+	why     map[string]string
+}
+
+// none says there is nothing to do.
+func (d labelDiff) none() bool {
+	return len(d.joins) == 0 && len(d.releases) == 0 && len(d.refused) == 0
+}
+
+// diff compares logical cloud c of project with the registry.
+func (l *Labels) diff(ctx context.Context, project string, c *corev1.LogicalCloud) (labelDiff, error) {
 	sel, err := l.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: c.GetSpec().GetClusterLabels()})
 	if err != nil {
-		return nil, nil, nil, err
+		return labelDiff{}, err
 	}
-	selected := map[string]*rsyncv1.SelectedCluster{}
+	d := labelDiff{selected: map[string]*rsyncv1.SelectedCluster{}, why: map[string]string{}}
 	for _, sc := range sel.GetClusters() {
-		selected[clusterKey(sc.GetProvider(), sc.GetName())] = sc
+		d.selected[clusterKey(sc.GetProvider(), sc.GetName())] = sc
 	}
 	was := c.GetLifecycle().GetLabelledClusters()
-	var joins, releases []string
-	for k := range selected {
+	var candidates []string
+	for k := range d.selected {
 		if !slices.Contains(was, k) {
-			joins = append(joins, k)
+			candidates = append(candidates, k)
 		}
 	}
-	slices.Sort(joins)
+	slices.Sort(candidates)
+	if len(candidates) > 0 {
+		g, err := l.references.sets.gate(ctx, project)
+		if err != nil {
+			return labelDiff{}, err
+		}
+		out, err := g.refused(ctx, candidates)
+		if err != nil {
+			return labelDiff{}, err
+		}
+		for _, k := range candidates {
+			switch {
+			case !slices.Contains(out, k):
+				d.joins = append(d.joins, k)
+			case lastChange(c, k) != labelRefused:
+				d.refused = append(d.refused, k)
+				d.why[k] = g.outside([]string{k})
+			}
+		}
+	}
 	for _, k := range was {
-		if selected[k] == nil {
-			releases = append(releases, k)
+		if d.selected[k] == nil {
+			d.releases = append(d.releases, k)
 		}
 	}
-	return selected, joins, releases, nil
+	return d, nil
+}
+
+// lastChange is the word of the newest of c's label changes of cluster k
+// ("" if none).
+func lastChange(c *corev1.LogicalCloud, k string) string {
+	chs := c.GetLifecycle().GetLabelChanges()
+	for i := len(chs) - 1; i >= 0; i-- {
+		if clusterKey(chs[i].GetClusterProvider(), chs[i].GetClusterName()) == k {
+			return chs[i].GetChange()
+		}
+	}
+	return ""
 }
 
 // follow brings one logical cloud (c, as read without its lock) in line
@@ -187,7 +240,7 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 		// selects by label again.
 		return nil
 	}
-	if _, joins, releases, err := l.diff(ctx, c); err != nil || len(joins) == 0 && len(releases) == 0 {
+	if d, err := l.diff(ctx, project, c); err != nil || d.none() {
 		return err
 	}
 	key := store.Key(project, lc)
@@ -212,10 +265,11 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 		return err
 	}
 	labels := c.GetSpec().GetClusterLabels()
-	selected, joins, releases, err := l.diff(ctx, c)
-	if err != nil || len(joins) == 0 && len(releases) == 0 {
+	d, err := l.diff(ctx, project, c)
+	if err != nil || d.none() {
 		return err
 	}
+	selected, joins, releases := d.selected, d.joins, d.releases
 	refs, err := l.references.refs.List(ctx, key)
 	if err != nil {
 		return err
@@ -229,6 +283,9 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 		provider, cluster, _ := strings.Cut(k, "/")
 		changes = append(changes, &corev1.LabelChange{Time: timestamppb.Now(), ClusterProvider: provider, ClusterName: cluster,
 			Change: what, Reason: fmt.Sprintf("cluster %s %s: %s", k, what, reason)})
+	}
+	for _, k := range d.refused {
+		change(k, labelRefused, "it carries "+labelWords(labels)+", but "+d.why[k])
 	}
 	err = func() error {
 		for _, k := range joins {
@@ -262,8 +319,8 @@ func (l *Labels) follow(ctx context.Context, project, lc string, c *corev1.Logic
 				return err
 			}
 		}
-		if len(changes) == 0 {
-			return nil
+		if len(joins) == 0 && len(releases) == 0 {
+			return nil // refusals only: the clusters stay as they are
 		}
 		if err := l.facts.tellLocked(ctx, project, lc); err != nil {
 			l.log.Warn("tell the services a logical cloud's clusters; the reconcile will", zap.String("logical_cloud", key), zap.Error(err))

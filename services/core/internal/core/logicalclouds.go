@@ -113,6 +113,9 @@ type Settings struct {
 	// service mesh enabled (DCM_MAX_MESHES_PER_PROJECT, meshlimit.go); 0
 	// is no maximum.
 	MaxMeshes int
+	// ClusterSets admits the clusters each project may use (clustersets.go);
+	// nil: sets on st with no default set.
+	ClusterSets *ClusterSets
 }
 
 // NewLogicalClouds opens the collections on st and wires the parts.
@@ -134,7 +137,11 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 	refs := store.NewRecords(st, ClusterReferencesCollection, "cluster reference",
 		func() *corev1.ClusterReference { return &corev1.ClusterReference{} })
 	facts := &Facts{clouds: reader.clouds, refs: refs, locks: locks, peers: peers.Facts, log: log}
-	references := &References{cloudReader: reader, refs: refs,
+	sets := set.ClusterSets
+	if sets == nil {
+		sets = NewClusterSets(st, peers.Rsync, peers.RsyncInternal, "", log)
+	}
+	references := &References{cloudReader: reader, refs: refs, sets: sets,
 		kvs:   store.NewRecords(st, KvPairsCollection, "kv pair", func() *corev1.StoredKvPair { return &corev1.StoredKvPair{} }),
 		rsync: peers.RsyncInternal, facts: facts, log: log}
 	meshes := &Meshes{clouds: reader.clouds, meshLocks: meshLocks, rsync: peers.RsyncInternal, meshInternal: peers.MeshInternal, log: log,
@@ -326,6 +333,9 @@ func (s *Clouds) create(ctx context.Context, project string, p *plan, first func
 			return err
 		}
 		selected = resp.GetClusters()
+		if err := s.references.sets.checkSelected(ctx, project, selected); err != nil {
+			return err
+		}
 		for _, sc := range selected {
 			// Referenced because of the labels: released when it loses one
 			// (labels.go).

@@ -12,25 +12,39 @@ import (
 	"github.com/dcm-project/dcm/platform/store"
 )
 
-// Projects serves CoreService: the projects every logical cloud, token and role is scoped to.
+// Projects serves CoreService: the projects every logical cloud, token and
+// role is scoped to, and (its part ClusterSets) the cluster sets bound to
+// them.
 type Projects struct {
-	corev1.UnimplementedCoreServiceServer
+	unimplementedCore
+	*ClusterSets
 	projects *store.Records[*corev1.Project]
 	clouds   *store.Records[*corev1.LogicalCloud]
 }
 
-// NewProjects opens the project and logical-cloud collections on st.
-func NewProjects(st *store.Store) *Projects {
-	return &Projects{projects: projectRecords(st), clouds: cloudRecords(st)}
+// unimplementedCore answers the RPCs no part serves; one level down, so
+// that the parts' methods, one level up, win.
+type unimplementedCore struct {
+	corev1.UnimplementedCoreServiceServer
+}
+
+// NewProjects opens the project and logical-cloud collections on st; sets
+// serves the cluster sets.
+func NewProjects(st *store.Store, sets *ClusterSets) *Projects {
+	return &Projects{ClusterSets: sets, projects: projectRecords(st), clouds: cloudRecords(st)}
 }
 
 // Register serves the API on r.
 func (s *Projects) Register(r grpc.ServiceRegistrar) { corev1.RegisterCoreServiceServer(r, s) }
 
-// CreateProject implements corev1.CoreServiceServer.
+// CreateProject implements corev1.CoreServiceServer. The default cluster
+// set, if there is one, is bound to the new project once it is stored; if
+// that fails, the project is removed again.
 func (s *Projects) CreateProject(ctx context.Context, req *corev1.CreateProjectRequest) (*corev1.CreateProjectResponse, error) {
 	p := &corev1.Project{Metadata: req.GetMetadata()}
-	if err := s.projects.Create(ctx, p.GetMetadata().GetName(), "", p); err != nil {
+	if err := s.projects.CreateChecked(ctx, p.GetMetadata().GetName(), "", p, func(ctx context.Context) error {
+		return s.bindDefault(ctx, p.GetMetadata().GetName())
+	}); err != nil {
 		return nil, err
 	}
 	return &corev1.CreateProjectResponse{Project: p}, nil
@@ -88,6 +102,12 @@ func (s *Projects) DeleteProject(ctx context.Context, req *corev1.DeleteProjectR
 		err = errs.Because(errs.ReasonReferenced, "project %q still has logical clouds (%s): delete them first", name, strings.Join(names, ", "))
 	}
 	if err != nil {
+		if uerr := s.projects.Unmark(context.WithoutCancel(ctx), name); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
+		return nil, err
+	}
+	if err := s.unbindAll(ctx, name); err != nil {
 		if uerr := s.projects.Unmark(context.WithoutCancel(ctx), name); uerr != nil {
 			return nil, errors.Join(err, uerr)
 		}

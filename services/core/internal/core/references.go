@@ -30,7 +30,9 @@ type References struct {
 	kvs   *store.Records[*corev1.StoredKvPair]
 	rsync rsyncv1.RsyncInternalServiceClient
 	facts *Facts
-	log   *zap.Logger
+	// sets admits the clusters a project may use (clustergate.go).
+	sets *ClusterSets
+	log  *zap.Logger
 }
 
 // addReference stores a cluster reference, then checks that both the
@@ -44,6 +46,11 @@ func (s *References) addReference(ctx context.Context, project, lc string, ref *
 	id := store.Key(parent, ref.GetClusterProvider(), ref.GetClusterName())
 	owner := rolloutOwner(project, lc)
 	return s.refs.CreateChecked(ctx, id, parent, ref, func(ctx context.Context) error {
+		// The project's cluster sets, read after the record is written:
+		// an unbinding marks its binding before it looks for references.
+		if err := s.sets.check(ctx, project, "cluster-name", ref.GetClusterProvider(), ref.GetClusterName()); err != nil {
+			return err
+		}
 		// Hold first, then check the logical cloud: if it is live here, its
 		// deletion's mark comes later, so the cascade's release comes after
 		// this hold and removes it.
@@ -485,8 +492,8 @@ func (s *References) holdAll(ctx context.Context) (int, error) {
 }
 
 // targets are the logical cloud's clusters: its cluster references, and
-// the registered clusters that carry all of its cluster labels (seed 002),
-// ordered by provider and name.
+// the registered clusters that carry all of its cluster labels (seed 002)
+// and that the project's cluster sets admit, ordered by provider and name.
 func (s *References) targets(ctx context.Context, project, lc string, c *corev1.LogicalCloud) ([]target, error) {
 	refs, err := s.refs.List(ctx, store.Key(project, lc))
 	if err != nil {
@@ -501,8 +508,18 @@ func (s *References) targets(ctx context.Context, project, lc string, c *corev1.
 		if err != nil {
 			return nil, err
 		}
+		g, err := s.sets.gate(ctx, project)
+		if err != nil {
+			return nil, err
+		}
 		for _, sc := range resp.GetClusters() {
-			out = append(out, target{sc.GetProvider(), sc.GetName(), ""})
+			ok, err := g.admits(ctx, sc.GetProvider(), sc.GetName())
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, target{sc.GetProvider(), sc.GetName(), ""})
+			}
 		}
 	}
 	// Stable: a cluster both referenced and selected keeps its reference.

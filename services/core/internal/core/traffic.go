@@ -287,6 +287,9 @@ func (t *TrafficRollouts) GetTrafficIntentGroupStatus(ctx context.Context, req *
 // renderAndSubmit tells the traffic service what core holds of the
 // group's logical cloud and submits what it renders.
 func (t *TrafficRollouts) renderAndSubmit(ctx context.Context, g groupRef, lc string, update bool) (int64, error) {
+	if err := checkIntentClusters(ctx, t.traffic, t.references.sets, g); err != nil {
+		return 0, err
+	}
 	c, err := t.reader.versioned(ctx, g.project, lc)
 	if errs.Code(err) == codes.NotFound {
 		return 0, errs.Because(errs.ReasonWrongState, "logical cloud %q of traffic intent group %q does not exist (any more)", lc, g.group)
