@@ -22,8 +22,12 @@ const KlogName = "klog"
 const klogMaxV = 2
 
 var (
-	klogOnce   sync.Once
-	klogFlags  *flag.FlagSet
+	klogOnce  sync.Once
+	klogFlags *flag.FlagSet
+	// klogSetMu serializes RouteKlog's writes of klogFlags: FlagSet.Set
+	// records the flag as set in a map, and programs of one test binary
+	// start at once.
+	klogSetMu  sync.Mutex
 	klogTarget atomic.Pointer[zap.Logger]
 )
 
@@ -53,6 +57,8 @@ func RouteKlog(l *zap.Logger) {
 	}
 	// klog checks its verbosity before calling the sink: V(n) above it
 	// costs nothing. Set is safe while others log.
+	klogSetMu.Lock()
+	defer klogSetMu.Unlock()
 	_ = klogFlags.Set("v", v)
 }
 

@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 )
@@ -127,4 +130,25 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 		lines = append(lines, m)
 	}
 	return lines
+}
+
+// TestRouteKlogConcurrently routes klog from many goroutines at once, as
+// the programs of one test binary do when they start together (run with
+// -race, or it crashes with "concurrent map writes" without the lock).
+func TestRouteKlogConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := zap.NewNop()
+			if i%2 == 0 { // at debug: the verbosity set differs
+				l = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.DebugLevel))
+			}
+			for range 200 {
+				RouteKlog(l)
+			}
+		}()
+	}
+	wg.Wait()
 }
