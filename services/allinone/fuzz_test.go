@@ -35,12 +35,13 @@ import (
 
 // The parents every fuzzed body hangs under, made before the fuzzing starts.
 const (
-	fzProject  = "fz"
-	fzLC       = "fz-lc"    // a standard logical cloud, never applied
-	fzVerbsLC  = "fz-verbs" // the one the lifecycle verbs run on
-	fzProvider = "fz-cp"
-	fzCluster  = "fz-cl"  // referenced by fz-lc
-	fzCluster2 = "fz-cl2" // free, for a cluster reference to take
+	fzProject    = "fz"
+	fzLC         = "fz-lc"    // a standard logical cloud, never applied
+	fzVerbsLC    = "fz-verbs" // the one the lifecycle verbs run on
+	fzProvider   = "fz-cp"
+	fzCluster    = "fz-cl"  // referenced by fz-lc
+	fzCluster2   = "fz-cl2" // free, for a cluster reference to take
+	fzClusterSet = "fz-set" // bound to no project: its spec may be fuzzed
 )
 
 // fzKubeconfig is a kubeconfig DCM accepts (nothing dials it).
@@ -141,6 +142,10 @@ var fuzzRoutes = append([]fuzzRoute{
 	{"cluster.create", "POST", "/v2/cluster-providers/{provider}/clusters", "/v2/cluster-providers/" + fzProvider + "/clusters",
 		under("/v2/cluster-providers/"+fzProvider+"/clusters", "metadata", "name")},
 	{"cluster.update", "PUT", "/v2/cluster-providers/{provider}/clusters/{name}", "/v2/cluster-providers/" + fzProvider + "/clusters/" + fzCluster, nil},
+	{"clusterset.create", "POST", "/v2/cluster-sets", "/v2/cluster-sets", under("/v2/cluster-sets", "metadata", "name")},
+	{"clusterset.update", "PUT", "/v2/cluster-sets/{name}", "/v2/cluster-sets/" + fzClusterSet, nil},
+	{"binding.create", "POST", "/v2/projects/{project}/cluster-set-bindings", "/v2/projects/" + fzProject + "/cluster-set-bindings",
+		under("/v2/projects/"+fzProject+"/cluster-set-bindings", "cluster-set")},
 	{"root.create", "POST", "/v2/cadist/roots", "/v2/cadist/roots", under("/v2/cadist/roots", "metadata", "name")},
 	// core's since it creates the logical cloud: delete that, and its
 	// control plane record goes with it.
@@ -262,6 +267,12 @@ var fuzzSeeds = append([]struct{ route, query, body string }{
 	{"quota.create", "", `{"metadata":{"name":"q"},"spec":{"cpu":1e999,"memory":-0,"pods":"1e18Ei","x":null,"y":{"z":1}}}`},
 	{"permission.create", "", `{"permission-name":"p","apiGroups":null,"resources":[""],"verbs":[null]}`},
 	{"cluster.create", "", `{"metadata":{"name":"c"},"spec":{"kubeconfig":"{{{","labels":[""]}}`},
+	{"clusterset.create", "", `{"metadata":{"name":"eu-sites"},"spec":{"clusters":[{"cluster-provider":"fz-cp","cluster-name":"fz-cl"}],"cluster-labels":["edge"]}}`},
+	{"clusterset.create", "", `{"metadata":{"name":"all"},"spec":{"all-clusters":true,"cluster-provider":"fz-cp"}}`},
+	{"clusterset.update", "", `{"metadata":{"name":"fz-set"},"spec":{"cluster-provider":"fz-cp"}}`},
+	{"clusterset.update", "", `{"metadata":{"name":"other"},"spec":{}}`},
+	{"binding.create", "", `{"cluster-set":"fz-set"}`},
+	{"binding.create", "", `{"cluster-set":"Bad_Name"}`},
 	{"token.create", "", `{"subject":"x","role":"admin","ttl":"-1h"}`},
 	{"token.create", "", `{"subject":"x","role":"reader","ttl":"9999999h"}`},
 	{"root.create", "", `{"metadata":{"name":"r"},"certificate":"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----","privateKey":"-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----"}`},
@@ -360,6 +371,7 @@ func FuzzRESTBodies(f *testing.F) {
 		r.want(201, "POST", "/v2/cluster-providers/"+fzProvider+"/clusters", mustJSON(map[string]any{
 			"metadata": map[string]string{"name": c}, "spec": map[string]any{"kubeconfig": fzKubeconfig, "labels": []string{"edge"}}}))
 	}
+	r.want(201, "POST", "/v2/cluster-sets", `{"metadata":{"name":"`+fzClusterSet+`"},"spec":{"cluster-labels":["edge"]}}`)
 	for lc, ns := range map[string]string{fzLC: "fz-ns", fzVerbsLC: "fz-verbs-ns"} {
 		r.want(201, "POST", "/v2/projects/"+fzProject+"/logical-clouds", `{"metadata":{"name":"`+lc+`"},
 			"spec":{"namespace":"`+ns+`","user":{"user-name":"fz-user"}}}`)
