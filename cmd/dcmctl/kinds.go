@@ -42,7 +42,7 @@ var kinds = []*kind{
 		Columns: [][2]string{{"DESCRIPTION", "metadata.description"}}},
 	{Name: "Cluster", Aliases: []string{"clusters", "cluster"},
 		Create: "/dcm.rsync.v1.RsyncService/CreateCluster", NameKeys: []string{"metadata.name"},
-		Columns: [][2]string{{"SERVER", "status.server"}, {"LABELS", "spec.labels"}}},
+		Columns: [][2]string{{"SERVER", "status.server"}, {"LABELS", "spec.labels"}, {"STATE", "status.state"}, {"LAST-SEEN", "status.last-seen"}}},
 	{Name: "LogicalCloud", Aliases: []string{"logical-clouds", "logical-cloud", "logicalcloud", "lc"},
 		Create:   "/dcm.core.v1.LogicalCloudService/CreateLogicalCloud",
 		NameKeys: []string{"metadata.name", "name"},
