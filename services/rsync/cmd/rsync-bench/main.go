@@ -51,7 +51,12 @@ func run() error {
 	runs := flag.Int("runs", 5, "runs on the real clusters (the median is reported)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.StringVar(&memprofile, "memprofile", "", "write a heap profile to this file once the first rollout converged")
+	probeClusters := flag.Int("probe-clusters", 0, "probe this many simulated clusters (cluster health) beside the rollout to -clusters of them, and compare the rollout's convergence with and without the probes (health.go); 0: the usual benchmark")
+	probeInterval := flag.Duration("probe-interval", 30*time.Second, "with -probe-clusters: the probe interval (DCM_CLUSTER_PROBE_INTERVAL)")
 	flag.Parse()
+	if *probeClusters > 0 {
+		return benchHealth(*clusters, *probeClusters, *probeInterval, *runs, *latency, *failures)
+	}
 	if *child != "" {
 		return runChild(*child, *clusters, *latency, *failures)
 	}

@@ -208,7 +208,9 @@ func (h *Health) Run(ctx context.Context) error {
 				h.log.Warn("cluster health: list the registry", zap.Error(err))
 			}
 		}
-		for _, key := range h.due(registered) {
+		dueKeys := h.due(registered)
+		h.preload(ctx)
+		for _, key := range dueKeys {
 			select {
 			case work <- key:
 			case <-ctx.Done():
@@ -245,9 +247,11 @@ func (h *Health) due(registered []string) []string {
 	for key := range held {
 		p := h.known[key]
 		if p == nil {
-			// First seen: spread the first probes over an interval.
-			p = &probed{state: HealthUnknown, due: now.Add(rand.N(h.cfg.Interval/2 + 1))}
+			// First seen: spread the first probes over half an interval,
+			// none due before preload read the records.
+			p = &probed{state: HealthUnknown, due: now.Add(1 + rand.N(h.cfg.Interval/2+1))}
 			h.known[key] = p
+			continue
 		}
 		if !p.inflight && !now.Before(p.due) {
 			p.inflight = true
@@ -257,10 +261,59 @@ func (h *Health) due(registered []string) []string {
 	return out
 }
 
+// preload reads every health record in one store command when clusters
+// were newly taken up (this replica started, or took shards over), rather
+// than one read per cluster at its first probe.
+func (h *Health) preload(ctx context.Context) {
+	h.mu.Lock()
+	need := false
+	for _, p := range h.known {
+		if !p.loaded && !p.inflight {
+			need = true
+			break
+		}
+	}
+	h.mu.Unlock()
+	if !need {
+		return
+	}
+	items, err := h.records.All(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("cluster health: read the records", zap.Error(err))
+		}
+		return // each is read at its probe
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, it := range items {
+		if p := h.known[it.ID]; p != nil && !p.loaded && !p.inflight {
+			p.rec, p.version = it.Msg, it.Version
+		}
+	}
+	for _, p := range h.known {
+		if !p.inflight {
+			p.loaded = true
+		}
+	}
+}
+
 // probe probes one cluster and records the result.
 func (h *Health) probe(ctx context.Context, key string) {
 	provider, cluster, _ := strings.Cut(key, "/")
 	state, version, perr := h.ask(ctx, provider, cluster)
+	h.mu.Lock()
+	p := h.known[key]
+	// Ready as this replica last saw it, or as stored (a shard taken over).
+	wasReady := p != nil && (p.state == HealthReady || p.state == HealthUnknown && p.loaded && p.rec.GetState() == HealthReady)
+	h.mu.Unlock()
+	if state == HealthUnreachable && wasReady && ctx.Err() == nil {
+		// One dropped connection does not make a Ready cluster
+		// Unreachable: ask again at once.
+		h.Probes.Add(1)
+		probesTotal.WithLabelValues(state).Inc()
+		state, version, perr = h.ask(ctx, provider, cluster)
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -274,7 +327,7 @@ func (h *Health) probe(ctx context.Context, key string) {
 	h.Probes.Add(1)
 	probesTotal.WithLabelValues(state).Inc()
 	h.mu.Lock()
-	p := h.known[key]
+	p = h.known[key]
 	h.mu.Unlock()
 	if p == nil {
 		return // no longer ours
