@@ -129,10 +129,9 @@ type probed struct {
 	inflight bool
 	state    string // in memory, Unknown before the first probe
 	// rec is the stored record as last read or written (nil: none or not
-	// read yet), at version; loaded says it was read.
-	rec     *rsyncv1.StoredClusterHealth
-	version int64
-	loaded  bool
+	// read yet); loaded says it was read.
+	rec    *rsyncv1.StoredClusterHealth
+	loaded bool
 }
 
 // NewHealth makes the prober of e's clusters; registered lists the
@@ -208,7 +207,14 @@ func (h *Health) Run(ctx context.Context) error {
 				h.log.Warn("cluster health: list the registry", zap.Error(err))
 			}
 		}
-		dueKeys := h.due(registered)
+		dueKeys, gone := h.due(registered)
+		for _, key := range gone {
+			// Deleted from the registry (which deletes its record): a
+			// probe in flight meanwhile may have written it again.
+			if err := h.records.Delete(ctx, key); err != nil && errs.Code(err) != codes.NotFound && ctx.Err() == nil {
+				h.log.Debug("cluster health: delete", zap.String("cluster", key), zap.Error(err))
+			}
+		}
 		h.preload(ctx)
 		for _, key := range dueKeys {
 			select {
@@ -226,10 +232,13 @@ func (h *Health) Run(ctx context.Context) error {
 }
 
 // due updates the clusters this replica probes (registered and of its
-// shards) and returns those whose probe is due, marking them in flight.
-func (h *Health) due(registered []string) []string {
+// shards) and returns those whose probe is due, marking them in flight,
+// and those it probed that are no longer registered.
+func (h *Health) due(registered []string) (due, gone []string) {
 	held := make(map[string]bool, len(registered))
+	registeredSet := make(map[string]bool, len(registered))
 	for _, key := range registered {
+		registeredSet[key] = true
 		provider, cluster, _ := strings.Cut(key, "/")
 		if h.engine.Holds(provider, cluster) {
 			held[key] = true
@@ -241,9 +250,11 @@ func (h *Health) due(registered []string) []string {
 	for key := range h.known {
 		if !held[key] {
 			delete(h.known, key) // deregistered, or its shard is another replica's now
+			if !registeredSet[key] {
+				gone = append(gone, key)
+			}
 		}
 	}
-	var out []string
 	for key := range held {
 		p := h.known[key]
 		if p == nil {
@@ -255,10 +266,10 @@ func (h *Health) due(registered []string) []string {
 		}
 		if !p.inflight && !now.Before(p.due) {
 			p.inflight = true
-			out = append(out, key)
+			due = append(due, key)
 		}
 	}
-	return out
+	return due, gone
 }
 
 // preload reads every health record in one store command when clusters
@@ -288,7 +299,7 @@ func (h *Health) preload(ctx context.Context) {
 	defer h.mu.Unlock()
 	for _, it := range items {
 		if p := h.known[it.ID]; p != nil && !p.loaded && !p.inflight {
-			p.rec, p.version = it.Msg, it.Version
+			p.rec = it.Msg
 		}
 	}
 	for _, p := range h.known {
@@ -383,7 +394,7 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 		cur, err := h.records.Get(ctx, id)
 		switch {
 		case err == nil:
-			p.rec, p.version = cur.Msg, cur.Version
+			p.rec = cur.Msg
 		case errs.Code(err) == codes.NotFound:
 			p.rec = nil
 		default:
@@ -414,20 +425,16 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 	if perr != nil {
 		next.LastError = perr.Error()
 	}
-	var err error
-	if p.rec == nil {
-		err = h.records.Create(ctx, id, provider, next)
-	} else {
-		err = h.records.Update(ctx, id, p.version, next)
-	}
+	// Put: no version check (a store-wide scan on the embedded store);
+	// one replica holds the shard, and a write lost to a shard moving
+	// is overwritten at the new holder's next change or refresh.
+	err := h.records.Put(ctx, id, provider, next)
 	reason := "refresh"
 	if changed {
 		reason = "change"
 	}
 	if err != nil {
 		healthWrites.WithLabelValues(reason, "error").Inc()
-		// Another replica wrote it (a shard moved): read it again next time.
-		p.loaded = false
 		if ctx.Err() == nil {
 			h.log.Debug("cluster health: write", zap.String("cluster", id), zap.Error(err))
 		}
@@ -437,11 +444,6 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 	h.Writes.Add(1)
 	if changed {
 		h.log.Info("cluster health changed", zap.String("cluster", id), zap.String("from", p.rec.GetState()), zap.String("to", state))
-	}
-	if p.rec == nil {
-		p.version = 1 // Create's
-	} else {
-		p.version++ // Update's
 	}
 	p.rec = next
 }

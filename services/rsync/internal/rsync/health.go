@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,6 +26,40 @@ type healthView struct {
 	// cfg is the probes' configuration (zero: probing is off and every
 	// cluster shows Unknown).
 	cfg engine.HealthConfig
+	// downs are the clusters last read down (Unreachable or
+	// Unauthorized), by "provider/cluster", read at downAt (downNow).
+	mu     sync.Mutex
+	downs  map[string]string
+	downAt time.Time
+}
+
+// downNow is the clusters that are down, as read from the store at most
+// an interval (at most 5 s) ago: a rollout status is read often, and the
+// records of every cluster are read at once (one command), not per
+// status.
+func (hv *healthView) downNow(ctx context.Context) (map[string]string, error) {
+	if hv.cfg.Interval <= 0 {
+		return nil, nil // nothing probed: nothing known down
+	}
+	hv.mu.Lock()
+	defer hv.mu.Unlock()
+	if hv.downs != nil && time.Since(hv.downAt) < min(hv.cfg.Interval, 5*time.Second) {
+		return hv.downs, nil
+	}
+	items, err := hv.records.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	downs := map[string]string{}
+	for _, it := range items {
+		switch st := hv.cfg.Shown(it.Msg, now).GetState(); st {
+		case engine.HealthUnreachable, engine.HealthUnauthorized:
+			downs[it.ID] = st
+		}
+	}
+	hv.downs, hv.downAt = downs, now
+	return downs, nil
 }
 
 // ProbeClusters sets up the cluster health probes (docs/fleet.md
@@ -103,27 +138,28 @@ func checkState(state string) error {
 }
 
 // withHealthNamed sets the health of the clusters of a rollout status
-// that are down (Unreachable or Unauthorized), so that a status names
-// them as such rather than only as retrying. A status read fails only
-// with the rollout's own errors: health that cannot be read is left out.
+// that are not done and are down (Unreachable or Unauthorized), so that a
+// status names them as such rather than only as retrying. A status read
+// fails only with the rollout's own errors: health that cannot be read is
+// left out.
 func (hv *healthView) withHealthNamed(ctx context.Context, st *rsyncv1.RolloutStatus) {
-	var providers []string
-	for _, c := range st.GetClusters() {
-		if c.GetState() != rsyncv1.State_STATE_APPLIED && c.GetState() != rsyncv1.State_STATE_DELETED && !slices.Contains(providers, c.GetProvider()) {
-			providers = append(providers, c.GetProvider())
+	open := func(c *rsyncv1.RolloutClusterStatus) bool {
+		switch c.GetState() {
+		case rsyncv1.State_STATE_PENDING, rsyncv1.State_STATE_RETRYING, rsyncv1.State_STATE_FAILED:
+			return true
 		}
+		return false
 	}
-	if len(providers) == 0 {
+	if !slices.ContainsFunc(st.GetClusters(), open) {
 		return
 	}
-	m, err := hv.under(ctx, providers)
+	downs, err := hv.downNow(ctx)
 	if err != nil {
 		return
 	}
 	for _, c := range st.GetClusters() {
-		switch s := stateOf(m, store.Key(c.GetProvider(), c.GetCluster())); s {
-		case engine.HealthUnreachable, engine.HealthUnauthorized:
-			c.Health = s
+		if open(c) {
+			c.Health = downs[store.Key(c.GetProvider(), c.GetCluster())]
 		}
 	}
 }

@@ -147,7 +147,7 @@ func TestClusterHealthOnRealClusters(t *testing.T) {
 	t.Cleanup(func() { _ = kc.StartAPIServer(context.Background()) }) // already running: an error, ignored
 	stopped := time.Now()
 	down := waitState(t, c, "alive", engine.HealthUnreachable, 2*probeInterval)
-	t.Logf("Unreachable %s after the API server stopped (interval %s)", time.Since(stopped).Round(time.Millisecond), probeInterval)
+	t.Logf("Unreachable %s after the API server stopped (interval %s): %v", time.Since(stopped).Round(time.Millisecond), probeInterval, down.GetStatus())
 	require.True(t, down.GetStatus().GetSince().AsTime().After(st.GetSince().AsTime()), "since is the change's time")
 	require.Equal(t, st.GetLastSeen().AsTime(), down.GetStatus().GetLastSeen().AsTime(), "last seen is the last Ready probe's")
 	require.NotEmpty(t, down.GetStatus().GetLastError())
