@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
-	"github.com/dcm-project/dcm/platform/secrets"
-	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 )
 
@@ -28,20 +25,11 @@ func benchHealth(n, probed int, interval time.Duration, runs int, latency time.D
 	if n > probed {
 		return fmt.Errorf("-clusters %d: at most -probe-clusters (%d): the rollout's clusters are among the probed ones", n, probed)
 	}
-	dir, err := os.MkdirTemp("", "rsync-bench-health-")
+	st, _, closeStore, err := openStore()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	kr, err := secrets.ParseKeyring(secrets.NewKeyLine("bench"))
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(store.Config{Database: "bench", DataDir: dir, Keyring: kr}, zap.NewNop())
-	if err != nil {
-		return err
-	}
-	defer st.Close(context.Background())
+	defer closeStore()
 	sims := engine.SimulatedClusters{}
 	for i := range probed {
 		sims[fmt.Sprintf("sim/c%05d", i)] = &engine.Simulated{Latency: latency, FailureRate: failures}

@@ -17,9 +17,6 @@ import (
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/pki"
-	"github.com/dcm-project/dcm/platform/server"
-	"github.com/dcm-project/dcm/platform/server/servertest"
-	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
 	"github.com/dcm-project/dcm/services/rsync/internal/rsync"
 )
@@ -31,19 +28,9 @@ const probeInterval = 2 * time.Second
 // probes running every probeInterval.
 func serveProbing(t *testing.T) client {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
-		s := rsync.New(st, engine.Config{RetryBase: 100 * time.Millisecond, RetryMax: time.Second}, zap.NewNop())
+	return serveWithEngine(t, func(s *rsync.Service) {
 		s.ProbeClusters(engine.HealthConfig{Interval: probeInterval}, zap.NewNop())
-		go func() { done <- s.Run(ctx) }()
-		return []server.Service{s}
 	})
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	return newClient(conn)
 }
 
 // withUser is the kubeconfig of kc's API server (its CA) with user as its
