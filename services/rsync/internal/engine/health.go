@@ -158,6 +158,17 @@ func (e *Engine) Holds(provider, cluster string) bool {
 	return e.shards.active(shardOf(clusterKey(provider, cluster), e.shards.n)) != nil
 }
 
+// heldShards is the shards this replica holds, and how many shards there are.
+func (e *Engine) heldShards() (map[int]bool, int) {
+	e.board.mu.Lock()
+	defer e.board.mu.Unlock()
+	out := make(map[int]bool, len(e.shards.held))
+	for i := range e.shards.held {
+		out[i] = true
+	}
+	return out, e.shards.n
+}
+
 // Counts is how many of the clusters this replica probes are in each state.
 func (h *Health) Counts() map[string]int {
 	h.mu.Lock()
@@ -235,12 +246,12 @@ func (h *Health) Run(ctx context.Context) error {
 // shards) and returns those whose probe is due, marking them in flight,
 // and those it probed that are no longer registered.
 func (h *Health) due(registered []string) (due, gone []string) {
+	shards, n := h.engine.heldShards() // one lock of the engine's, not one per cluster
 	held := make(map[string]bool, len(registered))
 	registeredSet := make(map[string]bool, len(registered))
 	for _, key := range registered {
 		registeredSet[key] = true
-		provider, cluster, _ := strings.Cut(key, "/")
-		if h.engine.Holds(provider, cluster) {
+		if shards[shardOf(key, n)] {
 			held[key] = true
 		}
 	}
@@ -258,9 +269,11 @@ func (h *Health) due(registered []string) (due, gone []string) {
 	for key := range held {
 		p := h.known[key]
 		if p == nil {
-			// First seen: spread the first probes over half an interval,
-			// none due before preload read the records.
-			p = &probed{state: HealthUnknown, due: now.Add(1 + rand.N(h.cfg.Interval/2+1))}
+			// First seen: spread the first probes over an interval (a
+			// replica that starts or takes shards over probes at the
+			// steady rate at once), none due before preload read the
+			// records.
+			p = &probed{state: HealthUnknown, due: now.Add(1 + rand.N(h.cfg.Interval))}
 			h.known[key] = p
 			continue
 		}
