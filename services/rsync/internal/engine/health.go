@@ -210,7 +210,7 @@ func (h *Health) Run(ctx context.Context) error {
 	var listed time.Time
 	var registered []string
 	for {
-		if time.Since(listed) >= min(h.cfg.Interval, 5*time.Second) {
+		if time.Since(listed) >= max(h.cfg.Interval, time.Second) { // the registry: every cluster record
 			keys, err := h.registered(ctx)
 			if err == nil {
 				registered, listed = keys, time.Now()
