@@ -418,7 +418,7 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 	}
 	now := time.Now()
 	changed := p.rec.GetState() != state
-	if !changed && now.Sub(p.rec.GetChecked().AsTime()) < h.cfg.RecordEvery {
+	if !changed && now.Sub(p.rec.GetChecked().AsTime()) < h.refreshAfter(id) {
 		return
 	}
 	next := &rsyncv1.StoredClusterHealth{Provider: provider, Cluster: cluster, State: state, Checked: timestamppb.New(now)}
@@ -459,6 +459,16 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 		h.log.Info("cluster health changed", zap.String("cluster", id), zap.String("from", p.rec.GetState()), zap.String("to", state))
 	}
 	p.rec = next
+}
+
+// refreshAfter is how old the record of cluster id may grow before an
+// unchanged state is written again: between half RecordEvery and all of
+// it, fixed per cluster, so that records written together (a first
+// round) are not all written again together.
+func (h *Health) refreshAfter(id string) time.Duration {
+	const parts = 1024
+	f := time.Duration(shardOf(id, parts))
+	return h.cfg.RecordEvery/2 + h.cfg.RecordEvery/2*f/parts
 }
 
 // Shown is a stored record as readers show it (nil: never probed):
