@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/services/rsync/internal/engine"
@@ -107,6 +109,21 @@ func benchHealth(n, probed int, interval time.Duration, runs int, latency time.D
 	firstRound := h.Writes.Load()
 	stop()
 	fmt.Printf("  first round: %d probes, %d records written (one per cluster)\n", h.Probes.Load(), firstRound)
+	// A fleet probed for a while: each record last written at a random
+	// point of its refresh period, so that they come due for their
+	// refresh at the steady rate while the rollouts run (the first round
+	// wrote them all at once).
+	now := time.Now()
+	for _, k := range all {
+		provider, name, _ := strings.Cut(k, "/")
+		at := timestamppb.New(now.Add(-rand.N(cfg.RefreshAfter(k))))
+		rec := &rsyncv1.StoredClusterHealth{Provider: provider, Cluster: name, State: engine.HealthReady,
+			Since: at, LastSeen: at, Checked: at, ServerVersion: "v0.0.0-simulated"}
+		if err := records.Put(ctx, k, provider, rec); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("  records aged: each last written at a random point of its refresh period, as in a steady fleet (%s)\n", time.Since(now).Round(time.Second))
 
 	var without, with []time.Duration
 	var probes, writes int64

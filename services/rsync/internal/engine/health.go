@@ -418,7 +418,7 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 	}
 	now := time.Now()
 	changed := p.rec.GetState() != state
-	if !changed && now.Sub(p.rec.GetChecked().AsTime()) < h.refreshAfter(id) {
+	if !changed && now.Sub(p.rec.GetChecked().AsTime()) < h.cfg.RefreshAfter(id) {
 		return
 	}
 	next := &rsyncv1.StoredClusterHealth{Provider: provider, Cluster: cluster, State: state, Checked: timestamppb.New(now)}
@@ -461,14 +461,15 @@ func (h *Health) record(ctx context.Context, provider, cluster string, p *probed
 	p.rec = next
 }
 
-// refreshAfter is how old the record of cluster id may grow before an
+// RefreshAfter is how old the record of cluster id may grow before an
 // unchanged state is written again: between half RecordEvery and all of
 // it, fixed per cluster, so that records written together (a first
 // round) are not all written again together.
-func (h *Health) refreshAfter(id string) time.Duration {
+func (c HealthConfig) RefreshAfter(id string) time.Duration {
+	c.defaults()
 	const parts = 1024
 	f := time.Duration(shardOf(id, parts))
-	return h.cfg.RecordEvery/2 + h.cfg.RecordEvery/2*f/parts
+	return c.RecordEvery/2 + c.RecordEvery/2*f/parts
 }
 
 // Shown is a stored record as readers show it (nil: never probed):
