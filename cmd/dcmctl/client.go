@@ -209,12 +209,15 @@ func (c *client) sendHeader(req *http.Request) ([]byte, http.Header, error) {
 
 // list reads every page of a collection (page-size 1000, following the
 // Next-Page-Token header); wrapper is the key of the array in a wrapped
-// answer ("" for a bare array).
-func (c *client) list(path, wrapper string) ([]any, error) {
+// answer ("" for a bare array); filter adds query parameters (state).
+func (c *client) list(path, wrapper string, filter url.Values) ([]any, error) {
 	items := []any{}
 	token := ""
 	for {
 		q := url.Values{"page-size": {"1000"}}
+		for k, v := range filter {
+			q[k] = v
+		}
 		if token != "" {
 			q.Set("page-token", token)
 		}

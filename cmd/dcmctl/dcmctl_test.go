@@ -473,3 +473,44 @@ func TestSettledReadsTheProjectsStatus(t *testing.T) {
 		t.Errorf("settled %v, %v: want true", settled, err)
 	}
 }
+
+// TestGetClustersShowsHealth: get clusters shows each cluster's health
+// state and last-seen, and --state asks the gateway for that state only.
+func TestGetClustersShowsHealth(t *testing.T) {
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.Query().Get("state"))
+		_, _ = w.Write([]byte(`[{"metadata":{"name":"c1"},"spec":{"labels":["edge"]},
+ "status":{"server":"https://10.0.0.1:6443","state":"Unreachable","since":"2026-11-27T21:00:00Z","last-seen":"2026-11-27T20:59:30Z"}},
+ {"metadata":{"name":"c2"},"status":{"state":"Unknown"}}]`))
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	c := &Config{CurrentContext: "anonymous", Contexts: map[string]*Context{"anonymous": {Server: srv.URL}}}
+	if err := c.save(path); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetArgs([]string{"--config", path, "get", "clusters", "--provider", "edge", "--state", "Unreachable"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME SERVER LABELS STATE LAST-SEEN" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "c1 https://10.0.0.1:6443 edge Unreachable 2026-11-27T20:59:30Z" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "c2 <none> <none> Unknown <none>" {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if len(queries) != 1 || queries[0] != "Unreachable" {
+		t.Errorf("state asked: %q", queries)
+	}
+	root = newRoot()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"--config", path, "get", "projects", "--state", "Ready"})
+	if err := root.Execute(); err == nil {
+		t.Error("--state accepted for projects")
+	}
+}

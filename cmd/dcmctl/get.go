@@ -44,12 +44,13 @@ func kindNames(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirec
 
 func getCmd(g *globals) *cobra.Command {
 	var p parentFlags
-	var output string
+	var output, state string
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME]",
 		Short: "list resources of a kind, or show one (table, yaml or json)",
 		Example: `  dcmctl get projects
   dcmctl get clusters --provider edge
+  dcmctl get clusters --provider edge --state Unreachable
   dcmctl get logical-clouds -p proj1 -o yaml
   dcmctl get cluster-references -p proj1 -l lc-1
   dcmctl get cluster-quota quota-1 -p proj1 -l lc-1 -o json`,
@@ -63,6 +64,13 @@ func getCmd(g *globals) *cobra.Command {
 			coll, err := k.collection(p.values())
 			if err != nil {
 				return fmt.Errorf("%w: give it with its flag (dcmctl get --help)", err)
+			}
+			filter := url.Values{}
+			if state != "" {
+				if k.Name != "Cluster" || len(args) == 2 {
+					return fmt.Errorf("--state filters a list of clusters only")
+				}
+				filter.Set("state", state)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -79,7 +87,7 @@ func getCmd(g *globals) *cobra.Command {
 				}
 				items = []any{v}
 			} else {
-				if items, err = c.list(coll, k.Wrapper); err != nil {
+				if items, err = c.list(coll, k.Wrapper, filter); err != nil {
 					return err
 				}
 				if output != "table" {
@@ -91,6 +99,7 @@ func getCmd(g *globals) *cobra.Command {
 	}
 	p.add(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
+	cmd.Flags().StringVar(&state, "state", "", "clusters whose health is this state: Ready, Unreachable, Unauthorized or Unknown")
 	return cmd
 }
 

@@ -42,7 +42,7 @@ var kinds = []*kind{
 		Columns: [][2]string{{"DESCRIPTION", "metadata.description"}}},
 	{Name: "Cluster", Aliases: []string{"clusters", "cluster"},
 		Create: "/dcm.rsync.v1.RsyncService/CreateCluster", NameKeys: []string{"metadata.name"},
-		Columns: [][2]string{{"SERVER", "status.server"}, {"LABELS", "spec.labels"}}},
+		Columns: [][2]string{{"SERVER", "status.server"}, {"LABELS", "spec.labels"}, {"STATE", "status.state"}, {"LAST-SEEN", "status.last-seen"}}},
 	{Name: "ClusterSet", Aliases: []string{"cluster-sets", "cluster-set", "clusterset"},
 		Create: "/dcm.core.v1.CoreService/CreateClusterSet", NameKeys: []string{"metadata.name"},
 		Columns: [][2]string{{"ALL-CLUSTERS", "spec.all-clusters"}, {"CLUSTERS", "spec.clusters"}, {"LABELS", "spec.cluster-labels"}, {"PROVIDER", "spec.cluster-provider"}}},

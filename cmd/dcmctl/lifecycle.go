@@ -409,7 +409,7 @@ func tokenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items, err := c.list(path, "")
+			items, err := c.list(path, "", nil)
 			if err != nil {
 				return err
 			}

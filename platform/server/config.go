@@ -93,6 +93,10 @@ type Config struct {
 	RsyncShards         int           `env:"DCM_RSYNC_SHARDS" flag:"rsync-shards" default:"64" usage:"how many shards the clusters are split into among resource synchronizer replicas (the same for every replica of a store)"`
 	RsyncLeaseTTL       time.Duration `env:"DCM_RSYNC_LEASE_TTL" flag:"rsync-lease-ttl" default:"8s" usage:"how long a replica's lease on a shard of clusters lasts unrenewed: a dead replica's clusters are taken over within it; renewed every fifth of it"`
 
+	// Cluster health probes (the resource synchronizer, docs/fleet.md).
+	ClusterProbeInterval    time.Duration `env:"DCM_CLUSTER_PROBE_INTERVAL" flag:"cluster-probe-interval" default:"30s" usage:"how often the resource synchronizer probes each registered cluster's API server (GET /readyz with the cluster's own credentials, from the replica holding its shard; each probe is jittered by up to a tenth of it) for the cluster's status.state (docs/fleet.md); 0 disables probing and every cluster shows Unknown"`
+	ClusterProbeConcurrency int           `env:"DCM_CLUSTER_PROBE_CONCURRENCY" flag:"cluster-probe-concurrency" default:"32" usage:"how many cluster probes one resource synchronizer replica runs at once (apart from DCM_RSYNC_CONCURRENCY, so probes never hold a rollout's slot)"`
+
 	// TLS. With the three files unset, a local CA and certificates are made
 	// under DataDir/pki on first start and used from then on.
 	TLSCAFile    string `env:"DCM_TLS_CA_FILE" flag:"tls-ca-file" usage:"PEM CA bundle client and peer certificates must chain to (empty, with the next two: the local PKI under <data dir>/pki/, made on first start)"`

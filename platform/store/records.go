@@ -479,3 +479,20 @@ func fromBSON(raw bson.Raw, msg proto.Message) error {
 // Key joins the names on a record's path (project, logical cloud, name...)
 // into its id. Names are DNS-1123 labels, so "/" cannot occur in them.
 func Key(names ...string) string { return strings.Join(names, "/") }
+
+// Put stores msg under id (under parent) whether or not id exists, with
+// no version check: one update by _id alone, which the embedded store
+// serves from its index (an Update, conditional on the version, reads the
+// whole collection there). For records a single writer owns, such as
+// those of a shard lease holder, where a lost race costs nothing.
+func (r *Records[M]) Put(ctx context.Context, id, parent string, msg M) error {
+	body, err := toBSON(msg)
+	if err != nil {
+		return err
+	}
+	_, err = r.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: parent}, {Key: "body", Value: body}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}},
+		options.UpdateOne().SetUpsert(true))
+	return mapErr("put "+r.kind, err)
+}

@@ -43,6 +43,7 @@ func Build(_ context.Context, env *app.Env) ([]server.Service, server.Options, e
 		ForceConflicts: cfg.RsyncForceConflicts,
 		Replica:        replica, Shards: cfg.RsyncShards, LeaseTTL: cfg.RsyncLeaseTTL,
 	}, env.Log.Named("engine"))
+	s.ProbeClusters(engine.HealthConfig{Interval: cfg.ClusterProbeInterval, Concurrency: cfg.ClusterProbeConcurrency}, env.Log.Named("health"))
 	return []server.Service{s}, server.Options{
 		Background: []func(context.Context) error{s.Run},
 		// SubmitRollout repeats each cluster's manifests: a mesh-enabled

@@ -1316,7 +1316,10 @@ type ClusterStatus struct {
 	// drift lists the latest changes made on the cluster, by someone other
 	// than DCM, to the objects DCM applied there (newest last, at most 20),
 	// and whether each was repaired (the desired state applied again).
-	Drift         []*Drift `protobuf:"bytes,8,rep,name=drift,proto3" json:"drift,omitempty"`
+	Drift []*Drift `protobuf:"bytes,8,rep,name=drift,proto3" json:"drift,omitempty"`
+	// health is the cluster's health when it is down (Unreachable or
+	// Unauthorized, as rsync last probed it); empty otherwise.
+	Health        string `protobuf:"bytes,9,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1405,6 +1408,13 @@ func (x *ClusterStatus) GetDrift() []*Drift {
 		return x.Drift
 	}
 	return nil
+}
+
+func (x *ClusterStatus) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
 }
 
 // Drift is one change made on a cluster to an object DCM applied.
@@ -2172,7 +2182,7 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"\bclusters\x18\t \x03(\v2\x1a.dcm.core.v1.ClusterStatusR\bclusters\x12>\n" +
 	"\rlabel_changes\x18\n" +
 	" \x03(\v2\x18.dcm.core.v1.LabelChangeR\rlabel-changes\x122\n" +
-	"\arollout\x18\x15 \x01(\v2\x18.dcm.core.v1.RolloutWaveR\arollout\"\xa6\x02\n" +
+	"\arollout\x18\x15 \x01(\v2\x18.dcm.core.v1.RolloutWaveR\arollout\"\xbe\x02\n" +
 	"\rClusterStatus\x12*\n" +
 	"\x10cluster_provider\x18\x01 \x01(\tR\x10cluster-provider\x12\"\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\fcluster-name\x12\x14\n" +
@@ -2183,7 +2193,8 @@ const file_dcm_core_v1_lifecycle_proto_rawDesc = "" +
 	"last_error\x18\x06 \x01(\tR\n" +
 	"last-error\x129\n" +
 	"\tresources\x18\a \x03(\v2\x1b.dcm.core.v1.ResourceStatusR\tresources\x12(\n" +
-	"\x05drift\x18\b \x03(\v2\x12.dcm.core.v1.DriftR\x05drift\"\x9e\x02\n" +
+	"\x05drift\x18\b \x03(\v2\x12.dcm.core.v1.DriftR\x05drift\x12\x16\n" +
+	"\x06health\x18\t \x01(\tR\x06health\"\x9e\x02\n" +
 	"\x05Drift\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
 	"\vapi_version\x18\x02 \x01(\tR\n" +

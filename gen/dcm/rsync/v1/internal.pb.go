@@ -12,6 +12,7 @@ import (
 	_ "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -79,7 +80,7 @@ func (x ClusterChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ClusterChange_Kind.Descriptor instead.
 func (ClusterChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{7, 0}
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{8, 0}
 }
 
 // HoldClusterRequest names the cluster and who holds it.
@@ -358,6 +359,120 @@ func (x *StoredHold) GetCluster() string {
 	return ""
 }
 
+// StoredClusterHealth is the latest probe result of a cluster (collection
+// rsync_cluster_health, id "<provider>/<cluster>"), written by the replica
+// holding the cluster's shard when the state changes and at most every
+// few minutes otherwise.
+type StoredClusterHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the cluster's provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// cluster is the cluster's name.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// state is Ready, Unreachable, Unauthorized or Unknown.
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// since is when state last changed.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// last_seen is when a probe last succeeded.
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// last_error is the latest failed probe's error.
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// server_version is the API server's /version as of the last change to Ready.
+	ServerVersion string `protobuf:"bytes,7,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	// checked is when this record was last written from a probe: readers
+	// show Unknown once it is older than a few write periods (no replica
+	// probes the cluster).
+	Checked       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=checked,proto3" json:"checked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredClusterHealth) Reset() {
+	*x = StoredClusterHealth{}
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredClusterHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredClusterHealth) ProtoMessage() {}
+
+func (x *StoredClusterHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredClusterHealth.ProtoReflect.Descriptor instead.
+func (*StoredClusterHealth) Descriptor() ([]byte, []int) {
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StoredClusterHealth) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *StoredClusterHealth) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *StoredClusterHealth) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StoredClusterHealth) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *StoredClusterHealth) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *StoredClusterHealth) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *StoredClusterHealth) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
+func (x *StoredClusterHealth) GetChecked() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Checked
+	}
+	return nil
+}
+
 // WatchClustersRequest is empty: every cluster of every provider is
 // watched.
 type WatchClustersRequest struct {
@@ -368,7 +483,7 @@ type WatchClustersRequest struct {
 
 func (x *WatchClustersRequest) Reset() {
 	*x = WatchClustersRequest{}
-	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[5]
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +495,7 @@ func (x *WatchClustersRequest) String() string {
 func (*WatchClustersRequest) ProtoMessage() {}
 
 func (x *WatchClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[5]
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +508,7 @@ func (x *WatchClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClustersRequest.ProtoReflect.Descriptor instead.
 func (*WatchClustersRequest) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{5}
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{6}
 }
 
 // WatchClustersResponse is the registry now (initial) or what changed in
@@ -411,7 +526,7 @@ type WatchClustersResponse struct {
 
 func (x *WatchClustersResponse) Reset() {
 	*x = WatchClustersResponse{}
-	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[6]
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +538,7 @@ func (x *WatchClustersResponse) String() string {
 func (*WatchClustersResponse) ProtoMessage() {}
 
 func (x *WatchClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[6]
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +551,7 @@ func (x *WatchClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClustersResponse.ProtoReflect.Descriptor instead.
 func (*WatchClustersResponse) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{6}
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchClustersResponse) GetInitial() bool {
@@ -472,7 +587,7 @@ type ClusterChange struct {
 
 func (x *ClusterChange) Reset() {
 	*x = ClusterChange{}
-	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[7]
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +599,7 @@ func (x *ClusterChange) String() string {
 func (*ClusterChange) ProtoMessage() {}
 
 func (x *ClusterChange) ProtoReflect() protoreflect.Message {
-	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[7]
+	mi := &file_dcm_rsync_v1_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +612,7 @@ func (x *ClusterChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterChange.ProtoReflect.Descriptor instead.
 func (*ClusterChange) Descriptor() ([]byte, []int) {
-	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{7}
+	return file_dcm_rsync_v1_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterChange) GetKind() ClusterChange_Kind {
@@ -539,7 +654,7 @@ var File_dcm_rsync_v1_internal_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdcm/rsync/v1/internal.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1adcm/rsync/v1/rollout.proto\x1a\x1adcm/rsync/v1/service.proto\x1a\x18dcm/types/v1/rules.proto\"\x7f\n" +
+	"\x1bdcm/rsync/v1/internal.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1adcm/rsync/v1/rollout.proto\x1a\x1adcm/rsync/v1/service.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x7f\n" +
 	"\x12HoldClusterRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12#\n" +
 	"\acluster\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\acluster\x12\x1d\n" +
@@ -555,7 +670,17 @@ const file_dcm_rsync_v1_internal_proto_rawDesc = "" +
 	"StoredHold\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
-	"\acluster\x18\x03 \x01(\tR\acluster\"\x16\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\"\xc8\x02\n" +
+	"\x13StoredClusterHealth\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x127\n" +
+	"\tlast_seen\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12%\n" +
+	"\x0eserver_version\x18\a \x01(\tR\rserverVersion\x124\n" +
+	"\achecked\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\achecked\"\x16\n" +
 	"\x14WatchClustersRequest\"h\n" +
 	"\x15WatchClustersResponse\x12\x18\n" +
 	"\ainitial\x18\x01 \x01(\bR\ainitial\x125\n" +
@@ -615,7 +740,7 @@ func file_dcm_rsync_v1_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_dcm_rsync_v1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dcm_rsync_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_dcm_rsync_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_dcm_rsync_v1_internal_proto_goTypes = []any{
 	(ClusterChange_Kind)(0),                // 0: dcm.rsync.v1.ClusterChange.Kind
 	(*HoldClusterRequest)(nil),             // 1: dcm.rsync.v1.HoldClusterRequest
@@ -623,88 +748,93 @@ var file_dcm_rsync_v1_internal_proto_goTypes = []any{
 	(*ReleaseClustersRequest)(nil),         // 3: dcm.rsync.v1.ReleaseClustersRequest
 	(*ReleaseClustersResponse)(nil),        // 4: dcm.rsync.v1.ReleaseClustersResponse
 	(*StoredHold)(nil),                     // 5: dcm.rsync.v1.StoredHold
-	(*WatchClustersRequest)(nil),           // 6: dcm.rsync.v1.WatchClustersRequest
-	(*WatchClustersResponse)(nil),          // 7: dcm.rsync.v1.WatchClustersResponse
-	(*ClusterChange)(nil),                  // 8: dcm.rsync.v1.ClusterChange
-	(*SelectClustersRequest)(nil),          // 9: dcm.rsync.v1.SelectClustersRequest
-	(*SubmitRolloutRequest)(nil),           // 10: dcm.rsync.v1.SubmitRolloutRequest
-	(*UpdateRolloutRequest)(nil),           // 11: dcm.rsync.v1.UpdateRolloutRequest
-	(*DeleteRolloutRequest)(nil),           // 12: dcm.rsync.v1.DeleteRolloutRequest
-	(*StopRolloutRequest)(nil),             // 13: dcm.rsync.v1.StopRolloutRequest
-	(*ResumeRolloutRequest)(nil),           // 14: dcm.rsync.v1.ResumeRolloutRequest
-	(*RollbackRolloutRequest)(nil),         // 15: dcm.rsync.v1.RollbackRolloutRequest
-	(*GetRolloutStatusRequest)(nil),        // 16: dcm.rsync.v1.GetRolloutStatusRequest
-	(*GetRolloutStatesRequest)(nil),        // 17: dcm.rsync.v1.GetRolloutStatesRequest
-	(*WatchRolloutStatusRequest)(nil),      // 18: dcm.rsync.v1.WatchRolloutStatusRequest
-	(*GetCertificateRequest)(nil),          // 19: dcm.rsync.v1.GetCertificateRequest
-	(*RenewCertificateRequest)(nil),        // 20: dcm.rsync.v1.RenewCertificateRequest
-	(*GetResourceQuotaStatusRequest)(nil),  // 21: dcm.rsync.v1.GetResourceQuotaStatusRequest
-	(*GetClusterConnectionRequest)(nil),    // 22: dcm.rsync.v1.GetClusterConnectionRequest
-	(*GetServiceAccountTokenRequest)(nil),  // 23: dcm.rsync.v1.GetServiceAccountTokenRequest
-	(*GetObjectOwnersRequest)(nil),         // 24: dcm.rsync.v1.GetObjectOwnersRequest
-	(*SelectClustersResponse)(nil),         // 25: dcm.rsync.v1.SelectClustersResponse
-	(*SubmitRolloutResponse)(nil),          // 26: dcm.rsync.v1.SubmitRolloutResponse
-	(*UpdateRolloutResponse)(nil),          // 27: dcm.rsync.v1.UpdateRolloutResponse
-	(*DeleteRolloutResponse)(nil),          // 28: dcm.rsync.v1.DeleteRolloutResponse
-	(*StopRolloutResponse)(nil),            // 29: dcm.rsync.v1.StopRolloutResponse
-	(*ResumeRolloutResponse)(nil),          // 30: dcm.rsync.v1.ResumeRolloutResponse
-	(*RollbackRolloutResponse)(nil),        // 31: dcm.rsync.v1.RollbackRolloutResponse
-	(*GetRolloutStatusResponse)(nil),       // 32: dcm.rsync.v1.GetRolloutStatusResponse
-	(*GetRolloutStatesResponse)(nil),       // 33: dcm.rsync.v1.GetRolloutStatesResponse
-	(*WatchRolloutStatusResponse)(nil),     // 34: dcm.rsync.v1.WatchRolloutStatusResponse
-	(*GetCertificateResponse)(nil),         // 35: dcm.rsync.v1.GetCertificateResponse
-	(*RenewCertificateResponse)(nil),       // 36: dcm.rsync.v1.RenewCertificateResponse
-	(*GetResourceQuotaStatusResponse)(nil), // 37: dcm.rsync.v1.GetResourceQuotaStatusResponse
-	(*GetClusterConnectionResponse)(nil),   // 38: dcm.rsync.v1.GetClusterConnectionResponse
-	(*GetServiceAccountTokenResponse)(nil), // 39: dcm.rsync.v1.GetServiceAccountTokenResponse
-	(*GetObjectOwnersResponse)(nil),        // 40: dcm.rsync.v1.GetObjectOwnersResponse
+	(*StoredClusterHealth)(nil),            // 6: dcm.rsync.v1.StoredClusterHealth
+	(*WatchClustersRequest)(nil),           // 7: dcm.rsync.v1.WatchClustersRequest
+	(*WatchClustersResponse)(nil),          // 8: dcm.rsync.v1.WatchClustersResponse
+	(*ClusterChange)(nil),                  // 9: dcm.rsync.v1.ClusterChange
+	(*timestamppb.Timestamp)(nil),          // 10: google.protobuf.Timestamp
+	(*SelectClustersRequest)(nil),          // 11: dcm.rsync.v1.SelectClustersRequest
+	(*SubmitRolloutRequest)(nil),           // 12: dcm.rsync.v1.SubmitRolloutRequest
+	(*UpdateRolloutRequest)(nil),           // 13: dcm.rsync.v1.UpdateRolloutRequest
+	(*DeleteRolloutRequest)(nil),           // 14: dcm.rsync.v1.DeleteRolloutRequest
+	(*StopRolloutRequest)(nil),             // 15: dcm.rsync.v1.StopRolloutRequest
+	(*ResumeRolloutRequest)(nil),           // 16: dcm.rsync.v1.ResumeRolloutRequest
+	(*RollbackRolloutRequest)(nil),         // 17: dcm.rsync.v1.RollbackRolloutRequest
+	(*GetRolloutStatusRequest)(nil),        // 18: dcm.rsync.v1.GetRolloutStatusRequest
+	(*GetRolloutStatesRequest)(nil),        // 19: dcm.rsync.v1.GetRolloutStatesRequest
+	(*WatchRolloutStatusRequest)(nil),      // 20: dcm.rsync.v1.WatchRolloutStatusRequest
+	(*GetCertificateRequest)(nil),          // 21: dcm.rsync.v1.GetCertificateRequest
+	(*RenewCertificateRequest)(nil),        // 22: dcm.rsync.v1.RenewCertificateRequest
+	(*GetResourceQuotaStatusRequest)(nil),  // 23: dcm.rsync.v1.GetResourceQuotaStatusRequest
+	(*GetClusterConnectionRequest)(nil),    // 24: dcm.rsync.v1.GetClusterConnectionRequest
+	(*GetServiceAccountTokenRequest)(nil),  // 25: dcm.rsync.v1.GetServiceAccountTokenRequest
+	(*GetObjectOwnersRequest)(nil),         // 26: dcm.rsync.v1.GetObjectOwnersRequest
+	(*SelectClustersResponse)(nil),         // 27: dcm.rsync.v1.SelectClustersResponse
+	(*SubmitRolloutResponse)(nil),          // 28: dcm.rsync.v1.SubmitRolloutResponse
+	(*UpdateRolloutResponse)(nil),          // 29: dcm.rsync.v1.UpdateRolloutResponse
+	(*DeleteRolloutResponse)(nil),          // 30: dcm.rsync.v1.DeleteRolloutResponse
+	(*StopRolloutResponse)(nil),            // 31: dcm.rsync.v1.StopRolloutResponse
+	(*ResumeRolloutResponse)(nil),          // 32: dcm.rsync.v1.ResumeRolloutResponse
+	(*RollbackRolloutResponse)(nil),        // 33: dcm.rsync.v1.RollbackRolloutResponse
+	(*GetRolloutStatusResponse)(nil),       // 34: dcm.rsync.v1.GetRolloutStatusResponse
+	(*GetRolloutStatesResponse)(nil),       // 35: dcm.rsync.v1.GetRolloutStatesResponse
+	(*WatchRolloutStatusResponse)(nil),     // 36: dcm.rsync.v1.WatchRolloutStatusResponse
+	(*GetCertificateResponse)(nil),         // 37: dcm.rsync.v1.GetCertificateResponse
+	(*RenewCertificateResponse)(nil),       // 38: dcm.rsync.v1.RenewCertificateResponse
+	(*GetResourceQuotaStatusResponse)(nil), // 39: dcm.rsync.v1.GetResourceQuotaStatusResponse
+	(*GetClusterConnectionResponse)(nil),   // 40: dcm.rsync.v1.GetClusterConnectionResponse
+	(*GetServiceAccountTokenResponse)(nil), // 41: dcm.rsync.v1.GetServiceAccountTokenResponse
+	(*GetObjectOwnersResponse)(nil),        // 42: dcm.rsync.v1.GetObjectOwnersResponse
 }
 var file_dcm_rsync_v1_internal_proto_depIdxs = []int32{
-	8,  // 0: dcm.rsync.v1.WatchClustersResponse.changes:type_name -> dcm.rsync.v1.ClusterChange
-	0,  // 1: dcm.rsync.v1.ClusterChange.kind:type_name -> dcm.rsync.v1.ClusterChange.Kind
-	9,  // 2: dcm.rsync.v1.RsyncInternalService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
-	6,  // 3: dcm.rsync.v1.RsyncInternalService.WatchClusters:input_type -> dcm.rsync.v1.WatchClustersRequest
-	10, // 4: dcm.rsync.v1.RsyncInternalService.SubmitRollout:input_type -> dcm.rsync.v1.SubmitRolloutRequest
-	11, // 5: dcm.rsync.v1.RsyncInternalService.UpdateRollout:input_type -> dcm.rsync.v1.UpdateRolloutRequest
-	12, // 6: dcm.rsync.v1.RsyncInternalService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
-	13, // 7: dcm.rsync.v1.RsyncInternalService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
-	14, // 8: dcm.rsync.v1.RsyncInternalService.ResumeRollout:input_type -> dcm.rsync.v1.ResumeRolloutRequest
-	15, // 9: dcm.rsync.v1.RsyncInternalService.RollbackRollout:input_type -> dcm.rsync.v1.RollbackRolloutRequest
-	16, // 10: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
-	17, // 11: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
-	18, // 12: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
-	19, // 13: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
-	20, // 14: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
-	21, // 15: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
-	22, // 16: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
-	23, // 17: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
-	24, // 18: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
-	1,  // 19: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
-	3,  // 20: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
-	25, // 21: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
-	7,  // 22: dcm.rsync.v1.RsyncInternalService.WatchClusters:output_type -> dcm.rsync.v1.WatchClustersResponse
-	26, // 23: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
-	27, // 24: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
-	28, // 25: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
-	29, // 26: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
-	30, // 27: dcm.rsync.v1.RsyncInternalService.ResumeRollout:output_type -> dcm.rsync.v1.ResumeRolloutResponse
-	31, // 28: dcm.rsync.v1.RsyncInternalService.RollbackRollout:output_type -> dcm.rsync.v1.RollbackRolloutResponse
-	32, // 29: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
-	33, // 30: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
-	34, // 31: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
-	35, // 32: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
-	36, // 33: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
-	37, // 34: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
-	38, // 35: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
-	39, // 36: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
-	40, // 37: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
-	2,  // 38: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
-	4,  // 39: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
-	21, // [21:40] is the sub-list for method output_type
-	2,  // [2:21] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	10, // 0: dcm.rsync.v1.StoredClusterHealth.since:type_name -> google.protobuf.Timestamp
+	10, // 1: dcm.rsync.v1.StoredClusterHealth.last_seen:type_name -> google.protobuf.Timestamp
+	10, // 2: dcm.rsync.v1.StoredClusterHealth.checked:type_name -> google.protobuf.Timestamp
+	9,  // 3: dcm.rsync.v1.WatchClustersResponse.changes:type_name -> dcm.rsync.v1.ClusterChange
+	0,  // 4: dcm.rsync.v1.ClusterChange.kind:type_name -> dcm.rsync.v1.ClusterChange.Kind
+	11, // 5: dcm.rsync.v1.RsyncInternalService.SelectClusters:input_type -> dcm.rsync.v1.SelectClustersRequest
+	7,  // 6: dcm.rsync.v1.RsyncInternalService.WatchClusters:input_type -> dcm.rsync.v1.WatchClustersRequest
+	12, // 7: dcm.rsync.v1.RsyncInternalService.SubmitRollout:input_type -> dcm.rsync.v1.SubmitRolloutRequest
+	13, // 8: dcm.rsync.v1.RsyncInternalService.UpdateRollout:input_type -> dcm.rsync.v1.UpdateRolloutRequest
+	14, // 9: dcm.rsync.v1.RsyncInternalService.DeleteRollout:input_type -> dcm.rsync.v1.DeleteRolloutRequest
+	15, // 10: dcm.rsync.v1.RsyncInternalService.StopRollout:input_type -> dcm.rsync.v1.StopRolloutRequest
+	16, // 11: dcm.rsync.v1.RsyncInternalService.ResumeRollout:input_type -> dcm.rsync.v1.ResumeRolloutRequest
+	17, // 12: dcm.rsync.v1.RsyncInternalService.RollbackRollout:input_type -> dcm.rsync.v1.RollbackRolloutRequest
+	18, // 13: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:input_type -> dcm.rsync.v1.GetRolloutStatusRequest
+	19, // 14: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:input_type -> dcm.rsync.v1.GetRolloutStatesRequest
+	20, // 15: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:input_type -> dcm.rsync.v1.WatchRolloutStatusRequest
+	21, // 16: dcm.rsync.v1.RsyncInternalService.GetCertificate:input_type -> dcm.rsync.v1.GetCertificateRequest
+	22, // 17: dcm.rsync.v1.RsyncInternalService.RenewCertificate:input_type -> dcm.rsync.v1.RenewCertificateRequest
+	23, // 18: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:input_type -> dcm.rsync.v1.GetResourceQuotaStatusRequest
+	24, // 19: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:input_type -> dcm.rsync.v1.GetClusterConnectionRequest
+	25, // 20: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:input_type -> dcm.rsync.v1.GetServiceAccountTokenRequest
+	26, // 21: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:input_type -> dcm.rsync.v1.GetObjectOwnersRequest
+	1,  // 22: dcm.rsync.v1.RsyncInternalService.HoldCluster:input_type -> dcm.rsync.v1.HoldClusterRequest
+	3,  // 23: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:input_type -> dcm.rsync.v1.ReleaseClustersRequest
+	27, // 24: dcm.rsync.v1.RsyncInternalService.SelectClusters:output_type -> dcm.rsync.v1.SelectClustersResponse
+	8,  // 25: dcm.rsync.v1.RsyncInternalService.WatchClusters:output_type -> dcm.rsync.v1.WatchClustersResponse
+	28, // 26: dcm.rsync.v1.RsyncInternalService.SubmitRollout:output_type -> dcm.rsync.v1.SubmitRolloutResponse
+	29, // 27: dcm.rsync.v1.RsyncInternalService.UpdateRollout:output_type -> dcm.rsync.v1.UpdateRolloutResponse
+	30, // 28: dcm.rsync.v1.RsyncInternalService.DeleteRollout:output_type -> dcm.rsync.v1.DeleteRolloutResponse
+	31, // 29: dcm.rsync.v1.RsyncInternalService.StopRollout:output_type -> dcm.rsync.v1.StopRolloutResponse
+	32, // 30: dcm.rsync.v1.RsyncInternalService.ResumeRollout:output_type -> dcm.rsync.v1.ResumeRolloutResponse
+	33, // 31: dcm.rsync.v1.RsyncInternalService.RollbackRollout:output_type -> dcm.rsync.v1.RollbackRolloutResponse
+	34, // 32: dcm.rsync.v1.RsyncInternalService.GetRolloutStatus:output_type -> dcm.rsync.v1.GetRolloutStatusResponse
+	35, // 33: dcm.rsync.v1.RsyncInternalService.GetRolloutStates:output_type -> dcm.rsync.v1.GetRolloutStatesResponse
+	36, // 34: dcm.rsync.v1.RsyncInternalService.WatchRolloutStatus:output_type -> dcm.rsync.v1.WatchRolloutStatusResponse
+	37, // 35: dcm.rsync.v1.RsyncInternalService.GetCertificate:output_type -> dcm.rsync.v1.GetCertificateResponse
+	38, // 36: dcm.rsync.v1.RsyncInternalService.RenewCertificate:output_type -> dcm.rsync.v1.RenewCertificateResponse
+	39, // 37: dcm.rsync.v1.RsyncInternalService.GetResourceQuotaStatus:output_type -> dcm.rsync.v1.GetResourceQuotaStatusResponse
+	40, // 38: dcm.rsync.v1.RsyncInternalService.GetClusterConnection:output_type -> dcm.rsync.v1.GetClusterConnectionResponse
+	41, // 39: dcm.rsync.v1.RsyncInternalService.GetServiceAccountToken:output_type -> dcm.rsync.v1.GetServiceAccountTokenResponse
+	42, // 40: dcm.rsync.v1.RsyncInternalService.GetObjectOwners:output_type -> dcm.rsync.v1.GetObjectOwnersResponse
+	2,  // 41: dcm.rsync.v1.RsyncInternalService.HoldCluster:output_type -> dcm.rsync.v1.HoldClusterResponse
+	4,  // 42: dcm.rsync.v1.RsyncInternalService.ReleaseClusters:output_type -> dcm.rsync.v1.ReleaseClustersResponse
+	24, // [24:43] is the sub-list for method output_type
+	5,  // [5:24] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_internal_proto_init() }
@@ -720,7 +850,7 @@ func file_dcm_rsync_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_rsync_v1_internal_proto_rawDesc), len(file_dcm_rsync_v1_internal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

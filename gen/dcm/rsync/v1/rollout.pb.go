@@ -1616,7 +1616,10 @@ type RolloutClusterStatus struct {
 	Resources []*ResourceStatus `protobuf:"bytes,8,rep,name=resources,proto3" json:"resources,omitempty"`
 	// drift lists the latest changes made on the cluster to objects rsync
 	// applied (newest last, at most 20), and whether each was repaired.
-	Drift         []*Drift `protobuf:"bytes,9,rep,name=drift,proto3" json:"drift,omitempty"`
+	Drift []*Drift `protobuf:"bytes,9,rep,name=drift,proto3" json:"drift,omitempty"`
+	// health is the cluster's health (docs/fleet.md "Cluster health") when
+	// it is down: Unreachable or Unauthorized; empty otherwise.
+	Health        string `protobuf:"bytes,10,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1712,6 +1715,13 @@ func (x *RolloutClusterStatus) GetDrift() []*Drift {
 		return x.Drift
 	}
 	return nil
+}
+
+func (x *RolloutClusterStatus) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
 }
 
 // Drift is one change made on a cluster, by someone other than rsync, to
@@ -3496,7 +3506,7 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\x05total\x18\b \x01(\x05R\x05total\x12>\n" +
 	"\bclusters\x18\t \x03(\v2\".dcm.rsync.v1.RolloutClusterStatusR\bclusters\x129\n" +
 	"\bprogress\x18\n" +
-	" \x01(\v2\x1d.dcm.rsync.v1.RolloutProgressR\bprogress\"\xc9\x02\n" +
+	" \x01(\v2\x1d.dcm.rsync.v1.RolloutProgressR\bprogress\"\xe1\x02\n" +
 	"\x14RolloutClusterStatus\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12)\n" +
@@ -3509,7 +3519,9 @@ const file_dcm_rsync_v1_rollout_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12:\n" +
 	"\tresources\x18\b \x03(\v2\x1c.dcm.rsync.v1.ResourceStatusR\tresources\x12)\n" +
-	"\x05drift\x18\t \x03(\v2\x13.dcm.rsync.v1.DriftR\x05drift\"\x9e\x02\n" +
+	"\x05drift\x18\t \x03(\v2\x13.dcm.rsync.v1.DriftR\x05drift\x12\x16\n" +
+	"\x06health\x18\n" +
+	" \x01(\tR\x06health\"\x9e\x02\n" +
 	"\x05Drift\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
 	"\vapi_version\x18\x02 \x01(\tR\n" +

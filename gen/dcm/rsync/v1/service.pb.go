@@ -13,6 +13,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -694,8 +695,23 @@ type ClusterStatus struct {
 	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
 	// kubeconfig_fingerprint is "sha256:" and the hex SHA-256 of the kubeconfig.
 	KubeconfigFingerprint string `protobuf:"bytes,2,opt,name=kubeconfig_fingerprint,json=kubeconfig-fingerprint,proto3" json:"kubeconfig_fingerprint,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// state is the cluster's health as the replica holding its shard last
+	// probed it (GET /readyz with its own credentials, docs/fleet.md
+	// "Cluster health"): Ready, Unreachable, Unauthorized or Unknown
+	// (not probed yet, probing is off, or no probe result lately).
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// since is when state last changed.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// last_seen is when a probe last succeeded (coarse: written at most
+	// every few minutes while the state holds).
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_seen,json=last-seen,proto3" json:"last_seen,omitempty"`
+	// last_error is the latest failed probe's error.
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=last-error,proto3" json:"last_error,omitempty"`
+	// server_version is the API server's version (/version) as of the
+	// last change to Ready.
+	ServerVersion string `protobuf:"bytes,7,opt,name=server_version,json=server-version,proto3" json:"server_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -738,6 +754,41 @@ func (x *ClusterStatus) GetServer() string {
 func (x *ClusterStatus) GetKubeconfigFingerprint() string {
 	if x != nil {
 		return x.KubeconfigFingerprint
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
 	}
 	return ""
 }
@@ -957,7 +1008,10 @@ type ListClustersRequest struct {
 	// page_token continues the list after the page whose next_page_token it
 	// is (opaque); empty starts at the first item. A token of another list
 	// (other parent or filter) is refused.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	// state, when set, selects the clusters whose health (status.state) is
+	// it: Ready, Unreachable, Unauthorized or Unknown.
+	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,6 +1070,13 @@ func (x *ListClustersRequest) GetPageSize() int32 {
 func (x *ListClustersRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListClustersRequest) GetState() string {
+	if x != nil {
+		return x.State
 	}
 	return ""
 }
@@ -1429,7 +1490,7 @@ var File_dcm_rsync_v1_service_proto protoreflect.FileDescriptor
 
 const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\"M\n" +
+	"\x1adcm/rsync/v1/service.proto\x12\fdcm.rsync.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1adcm/access/v1/access.proto\x1a\x1bdcm/types/v1/metadata.proto\x1a\x18dcm/types/v1/rules.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"M\n" +
 	"\x0fClusterProvider\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x16.dcm.types.v1.MetadataB\x06\xbaH\x03\xc8\x01\x01R\bmetadata\"p\n" +
 	"\x1cCreateClusterProviderRequest\x12P\n" +
@@ -1465,10 +1526,17 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"kubeconfig\x18\x01 \x01(\tR\n" +
 	"kubeconfig\x12V\n" +
 	"\x06labels\x18\x02 \x03(\tB>\xbaH;\x92\x018\x10@\x18\x01\"2r0\x10\x01\x18?2*^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$R\x06labels\x12&\n" +
-	"\x0eallow_insecure\x18\x03 \x01(\bR\x0eallow-insecure\"_\n" +
+	"\x0eallow_insecure\x18\x03 \x01(\bR\x0eallow-insecure\"\xa9\x02\n" +
 	"\rClusterStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x126\n" +
-	"\x16kubeconfig_fingerprint\x18\x02 \x01(\tR\x16kubeconfig-fingerprint\"v\n" +
+	"\x16kubeconfig_fingerprint\x18\x02 \x01(\tR\x16kubeconfig-fingerprint\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x128\n" +
+	"\tlast_seen\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tlast-seen\x12\x1e\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\n" +
+	"last-error\x12&\n" +
+	"\x0eserver_version\x18\a \x01(\tR\x0eserver-version\"v\n" +
 	"\x14CreateClusterRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x127\n" +
 	"\acluster\x18\x02 \x01(\v2\x15.dcm.rsync.v1.ClusterB\x06\xbaH\x03\xc8\x01\x01R\acluster\"H\n" +
@@ -1478,14 +1546,15 @@ const file_dcm_rsync_v1_service_proto_rawDesc = "" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\x04name\"E\n" +
 	"\x12GetClusterResponse\x12/\n" +
-	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"\xac\x01\n" +
+	"\acluster\x18\x01 \x01(\v2\x15.dcm.rsync.v1.ClusterR\acluster\"\xcb\x01\n" +
 	"\x13ListClustersRequest\x12%\n" +
 	"\bprovider\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\bprovider\x12\x1d\n" +
 	"\x05label\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18?R\x05label\x12%\n" +
 	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\tpage-size\x12(\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\n" +
-	"page-token\"s\n" +
+	"page-token\x12\x1d\n" +
+	"\x05state\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x18?R\x05state\"s\n" +
 	"\x14ListClustersResponse\x121\n" +
 	"\bclusters\x18\x01 \x03(\v2\x15.dcm.rsync.v1.ClusterR\bclusters\x12(\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token\"\x95\x01\n" +
@@ -1564,6 +1633,7 @@ var file_dcm_rsync_v1_service_proto_goTypes = []any{
 	(*SelectClustersResponse)(nil),        // 25: dcm.rsync.v1.SelectClustersResponse
 	(*SelectedCluster)(nil),               // 26: dcm.rsync.v1.SelectedCluster
 	(*v1.Metadata)(nil),                   // 27: dcm.types.v1.Metadata
+	(*timestamppb.Timestamp)(nil),         // 28: google.protobuf.Timestamp
 }
 var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	27, // 0: dcm.rsync.v1.ClusterProvider.metadata:type_name -> dcm.types.v1.Metadata
@@ -1576,38 +1646,40 @@ var file_dcm_rsync_v1_service_proto_depIdxs = []int32{
 	27, // 7: dcm.rsync.v1.Cluster.metadata:type_name -> dcm.types.v1.Metadata
 	12, // 8: dcm.rsync.v1.Cluster.spec:type_name -> dcm.rsync.v1.ClusterSpec
 	13, // 9: dcm.rsync.v1.Cluster.status:type_name -> dcm.rsync.v1.ClusterStatus
-	11, // 10: dcm.rsync.v1.CreateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
-	11, // 11: dcm.rsync.v1.CreateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
-	11, // 12: dcm.rsync.v1.GetClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
-	11, // 13: dcm.rsync.v1.ListClustersResponse.clusters:type_name -> dcm.rsync.v1.Cluster
-	11, // 14: dcm.rsync.v1.UpdateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
-	11, // 15: dcm.rsync.v1.UpdateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
-	26, // 16: dcm.rsync.v1.SelectClustersResponse.clusters:type_name -> dcm.rsync.v1.SelectedCluster
-	1,  // 17: dcm.rsync.v1.RsyncService.CreateClusterProvider:input_type -> dcm.rsync.v1.CreateClusterProviderRequest
-	3,  // 18: dcm.rsync.v1.RsyncService.GetClusterProvider:input_type -> dcm.rsync.v1.GetClusterProviderRequest
-	5,  // 19: dcm.rsync.v1.RsyncService.ListClusterProviders:input_type -> dcm.rsync.v1.ListClusterProvidersRequest
-	9,  // 20: dcm.rsync.v1.RsyncService.UpdateClusterProvider:input_type -> dcm.rsync.v1.UpdateClusterProviderRequest
-	7,  // 21: dcm.rsync.v1.RsyncService.DeleteClusterProvider:input_type -> dcm.rsync.v1.DeleteClusterProviderRequest
-	14, // 22: dcm.rsync.v1.RsyncService.CreateCluster:input_type -> dcm.rsync.v1.CreateClusterRequest
-	16, // 23: dcm.rsync.v1.RsyncService.GetCluster:input_type -> dcm.rsync.v1.GetClusterRequest
-	18, // 24: dcm.rsync.v1.RsyncService.ListClusters:input_type -> dcm.rsync.v1.ListClustersRequest
-	20, // 25: dcm.rsync.v1.RsyncService.UpdateCluster:input_type -> dcm.rsync.v1.UpdateClusterRequest
-	22, // 26: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
-	2,  // 27: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
-	4,  // 28: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
-	6,  // 29: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
-	10, // 30: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
-	8,  // 31: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
-	15, // 32: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
-	17, // 33: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
-	19, // 34: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
-	21, // 35: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
-	23, // 36: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
-	27, // [27:37] is the sub-list for method output_type
-	17, // [17:27] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	28, // 10: dcm.rsync.v1.ClusterStatus.since:type_name -> google.protobuf.Timestamp
+	28, // 11: dcm.rsync.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	11, // 12: dcm.rsync.v1.CreateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 13: dcm.rsync.v1.CreateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 14: dcm.rsync.v1.GetClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 15: dcm.rsync.v1.ListClustersResponse.clusters:type_name -> dcm.rsync.v1.Cluster
+	11, // 16: dcm.rsync.v1.UpdateClusterRequest.cluster:type_name -> dcm.rsync.v1.Cluster
+	11, // 17: dcm.rsync.v1.UpdateClusterResponse.cluster:type_name -> dcm.rsync.v1.Cluster
+	26, // 18: dcm.rsync.v1.SelectClustersResponse.clusters:type_name -> dcm.rsync.v1.SelectedCluster
+	1,  // 19: dcm.rsync.v1.RsyncService.CreateClusterProvider:input_type -> dcm.rsync.v1.CreateClusterProviderRequest
+	3,  // 20: dcm.rsync.v1.RsyncService.GetClusterProvider:input_type -> dcm.rsync.v1.GetClusterProviderRequest
+	5,  // 21: dcm.rsync.v1.RsyncService.ListClusterProviders:input_type -> dcm.rsync.v1.ListClusterProvidersRequest
+	9,  // 22: dcm.rsync.v1.RsyncService.UpdateClusterProvider:input_type -> dcm.rsync.v1.UpdateClusterProviderRequest
+	7,  // 23: dcm.rsync.v1.RsyncService.DeleteClusterProvider:input_type -> dcm.rsync.v1.DeleteClusterProviderRequest
+	14, // 24: dcm.rsync.v1.RsyncService.CreateCluster:input_type -> dcm.rsync.v1.CreateClusterRequest
+	16, // 25: dcm.rsync.v1.RsyncService.GetCluster:input_type -> dcm.rsync.v1.GetClusterRequest
+	18, // 26: dcm.rsync.v1.RsyncService.ListClusters:input_type -> dcm.rsync.v1.ListClustersRequest
+	20, // 27: dcm.rsync.v1.RsyncService.UpdateCluster:input_type -> dcm.rsync.v1.UpdateClusterRequest
+	22, // 28: dcm.rsync.v1.RsyncService.DeleteCluster:input_type -> dcm.rsync.v1.DeleteClusterRequest
+	2,  // 29: dcm.rsync.v1.RsyncService.CreateClusterProvider:output_type -> dcm.rsync.v1.CreateClusterProviderResponse
+	4,  // 30: dcm.rsync.v1.RsyncService.GetClusterProvider:output_type -> dcm.rsync.v1.GetClusterProviderResponse
+	6,  // 31: dcm.rsync.v1.RsyncService.ListClusterProviders:output_type -> dcm.rsync.v1.ListClusterProvidersResponse
+	10, // 32: dcm.rsync.v1.RsyncService.UpdateClusterProvider:output_type -> dcm.rsync.v1.UpdateClusterProviderResponse
+	8,  // 33: dcm.rsync.v1.RsyncService.DeleteClusterProvider:output_type -> dcm.rsync.v1.DeleteClusterProviderResponse
+	15, // 34: dcm.rsync.v1.RsyncService.CreateCluster:output_type -> dcm.rsync.v1.CreateClusterResponse
+	17, // 35: dcm.rsync.v1.RsyncService.GetCluster:output_type -> dcm.rsync.v1.GetClusterResponse
+	19, // 36: dcm.rsync.v1.RsyncService.ListClusters:output_type -> dcm.rsync.v1.ListClustersResponse
+	21, // 37: dcm.rsync.v1.RsyncService.UpdateCluster:output_type -> dcm.rsync.v1.UpdateClusterResponse
+	23, // 38: dcm.rsync.v1.RsyncService.DeleteCluster:output_type -> dcm.rsync.v1.DeleteClusterResponse
+	29, // [29:39] is the sub-list for method output_type
+	19, // [19:29] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_dcm_rsync_v1_service_proto_init() }

@@ -107,6 +107,9 @@ func StartWith(t testing.TB, o Options) *Stack {
 		"-http-addr", "127.0.0.1:0",
 		"-data-dir", dataDir,
 		"-log-level", "warn",
+		// No cluster health probes unless a test asks (Args): tests
+		// register clusters at addresses nothing answers on.
+		"-cluster-probe-interval", "0",
 	}
 	args = append(args, o.Args...)
 	if uri := os.Getenv("DCM_TEST_MONGO_URI"); uri != "" {

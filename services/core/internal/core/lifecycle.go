@@ -178,10 +178,14 @@ func statusView(project, lc, phase string, rs *rsyncv1.RolloutStatus) *corev1.Lo
 	for _, c := range rs.GetClusters() {
 		cs := &corev1.ClusterStatus{
 			ClusterProvider: c.GetProvider(), ClusterName: c.GetCluster(), State: stateName(c.GetState()),
-			Ready: c.GetReady(), Total: c.GetTotal(), LastError: hidden(project, c.GetLastError()),
+			Ready: c.GetReady(), Total: c.GetTotal(), LastError: hidden(project, c.GetLastError()), Health: c.GetHealth(),
 		}
 		if cs.GetLastError() != "" {
-			out.LastErrors = append(out.LastErrors, c.GetProvider()+"/"+c.GetCluster()+": "+cs.GetLastError())
+			name := c.GetProvider() + "/" + c.GetCluster()
+			if h := c.GetHealth(); h != "" {
+				name += " (" + h + ")" // down: rsync's probes say so
+			}
+			out.LastErrors = append(out.LastErrors, name+": "+cs.GetLastError())
 		}
 		for _, r := range c.GetResources() {
 			cs.Resources = append(cs.Resources, &corev1.ResourceStatus{

@@ -51,7 +51,12 @@ func run() error {
 	runs := flag.Int("runs", 5, "runs on the real clusters (the median is reported)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.StringVar(&memprofile, "memprofile", "", "write a heap profile to this file once the first rollout converged")
+	probeClusters := flag.Int("probe-clusters", 0, "probe this many simulated clusters (cluster health) beside the rollout to -clusters of them, and compare the rollout's convergence with and without the probes (health.go); 0: the usual benchmark")
+	probeInterval := flag.Duration("probe-interval", 30*time.Second, "with -probe-clusters: the probe interval (DCM_CLUSTER_PROBE_INTERVAL)")
 	flag.Parse()
+	if *probeClusters > 0 {
+		return benchHealth(*clusters, *probeClusters, *probeInterval, *runs, *latency, *failures)
+	}
 	if *child != "" {
 		return runChild(*child, *clusters, *latency, *failures)
 	}
@@ -114,21 +119,11 @@ func keys(m engine.SimulatedClusters) []string {
 // bench applies set to every cluster runs times (deleting in between) and
 // prints the figures.
 func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine.Config, runs int, topo topology) error {
-	dir, err := os.MkdirTemp("", "rsync-bench-")
+	st, keyLine, closeStore, err := openStore()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	keyLine := secrets.NewKeyLine("bench")
-	kr, err := secrets.ParseKeyring(keyLine)
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(store.Config{Database: "bench", DataDir: dir, Keyring: kr}, zap.NewNop())
-	if err != nil {
-		return err
-	}
-	defer st.Close(context.Background())
+	defer closeStore()
 	cfg.Replica = "bench-0"
 	e := engine.New(st, conn, cfg, zap.NewNop())
 	children, err := topo.start(st.ClientURI(), keyLine)
@@ -210,6 +205,28 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 	fmt.Printf("  deleted everything, status saved: %s (median)\n", del.Round(time.Millisecond))
 	fmt.Printf("  peak RSS of this process (engine, embedded store, stand-ins): %s\n", peakRSS())
 	return nil
+}
+
+// openStore opens an embedded store in a new directory, with its keyring
+// line (for child replicas); closeStore closes it and removes the directory.
+func openStore() (st *store.Store, keyLine string, closeStore func(), err error) {
+	dir, err := os.MkdirTemp("", "rsync-bench-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	keyLine = secrets.NewKeyLine("bench")
+	kr, err := secrets.ParseKeyring(keyLine)
+	if err == nil {
+		st, err = store.Open(store.Config{Database: "bench", DataDir: dir, Keyring: kr}, zap.NewNop())
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	return st, keyLine, func() {
+		st.Close(context.Background())
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 // memprofile is the -memprofile flag.

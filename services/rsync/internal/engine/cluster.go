@@ -109,6 +109,8 @@ func Retryable(err error) bool {
 type Kube struct {
 	dyn    dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
+	// disc reaches the API server's non-resource paths (probe.go).
+	disc discovery.DiscoveryInterface
 }
 
 // NewKube connects to the cluster of an admin kubeconfig.
@@ -129,7 +131,7 @@ func NewKube(kubeconfig []byte) (*Kube, error) {
 	if err != nil {
 		return nil, Terminal(err)
 	}
-	return &Kube{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &Kube{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), disc: dc}, nil
 }
 
 // resource maps gvk to its REST resource, scoped to namespace if the kind

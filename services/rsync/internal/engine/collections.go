@@ -17,8 +17,11 @@ const (
 	StampsCollection = "rollout_stamps"
 	// LeaseCollection holds the replicas' leases of the shards.
 	LeaseCollection = "rsync_leases"
+	// HealthCollection holds each registered cluster's latest probe
+	// result (health.go).
+	HealthCollection = "rsync_cluster_health"
 )
 
 // Collections are the store collections of the constants above: the
 // resource synchronizer's database user needs each of them (docs/store.md).
-var Collections = []string{RolloutsCollection, ClusterStatesCollection, StampsCollection, LeaseCollection}
+var Collections = []string{RolloutsCollection, ClusterStatesCollection, StampsCollection, LeaseCollection, HealthCollection}

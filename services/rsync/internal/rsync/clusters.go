@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -51,11 +52,21 @@ func (rg *registry) GetCluster(ctx context.Context, req *rsyncv1.GetClusterReque
 	if err != nil {
 		return nil, err
 	}
-	return &rsyncv1.GetClusterResponse{Cluster: shown(ctx, c.Msg)}, nil
+	h, err := rg.health.one(ctx, req.GetProvider(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &rsyncv1.GetClusterResponse{Cluster: withHealth(ctx, shown(ctx, c.Msg), h)}, nil
 }
 
-// ListClusters implements rsyncv1.RsyncServiceServer.
+// ListClusters implements rsyncv1.RsyncServiceServer. With a state
+// filter, the pages of the registry are read until one holds clusters in
+// that state (or is the last), so a page may hold fewer than page-size
+// clusters; its next-page-token continues after the last cluster read.
 func (rg *registry) ListClusters(ctx context.Context, req *rsyncv1.ListClustersRequest) (*rsyncv1.ListClustersResponse, error) {
+	if err := checkState(req.GetState()); err != nil {
+		return nil, err
+	}
 	if _, err := rg.providers.Get(ctx, req.GetProvider()); err != nil {
 		return nil, err
 	}
@@ -63,14 +74,27 @@ func (rg *registry) ListClusters(ctx context.Context, req *rsyncv1.ListClustersR
 	if l := req.GetLabel(); l != "" {
 		page.Match = map[string]string{"spec.labels": l} // one of the labels
 	}
-	cs, next, err := rg.clusters.ListPage(ctx, req.GetProvider(), page)
+	health, err := rg.health.under(ctx, []string{req.GetProvider()})
 	if err != nil {
 		return nil, err
 	}
-	for i, c := range cs {
-		cs[i] = shown(ctx, c)
+	var out []*rsyncv1.Cluster
+	for {
+		cs, next, err := rg.clusters.ListPage(ctx, req.GetProvider(), page)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			key := store.Key(req.GetProvider(), c.GetMetadata().GetName())
+			if s := req.GetState(); s == "" || stateOf(health, key) == s {
+				out = append(out, withHealth(ctx, shown(ctx, c), health[key]))
+			}
+		}
+		if len(out) > 0 || next == "" {
+			return &rsyncv1.ListClustersResponse{Clusters: out, NextPageToken: next}, nil
+		}
+		page.Token = next
 	}
-	return &rsyncv1.ListClustersResponse{Clusters: cs, NextPageToken: next}, nil
 }
 
 // UpdateCluster implements rsyncv1.RsyncServiceServer. The name is the
@@ -140,6 +164,9 @@ func (rg *registry) DeleteCluster(ctx context.Context, req *rsyncv1.DeleteCluste
 		return nil, err
 	}
 	if err := rg.clusters.Delete(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := rg.health.records.Delete(ctx, id); err != nil && errs.Code(err) != codes.NotFound {
 		return nil, err
 	}
 	rg.changes.changed()

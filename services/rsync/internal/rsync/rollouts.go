@@ -64,6 +64,7 @@ func (ro *rollouts) GetRolloutStatus(ctx context.Context, req *rsyncv1.GetRollou
 	if err != nil {
 		return nil, err
 	}
+	ro.health.withHealthNamed(ctx, st)
 	return &rsyncv1.GetRolloutStatusResponse{Status: st}, nil
 }
 
@@ -79,6 +80,7 @@ func (ro *rollouts) GetRolloutStates(ctx context.Context, req *rsyncv1.GetRollou
 // WatchRolloutStatus implements rsyncv1.RsyncInternalServiceServer.
 func (ro *rollouts) WatchRolloutStatus(req *rsyncv1.WatchRolloutStatusRequest, stream rsyncv1.RsyncInternalService_WatchRolloutStatusServer) error {
 	return ro.engine.Watch(stream.Context(), req.GetOwner(), req.GetUntilSettled(), func(st *rsyncv1.RolloutStatus) error {
+		ro.health.withHealthNamed(stream.Context(), st)
 		return stream.Send(&rsyncv1.WatchRolloutStatusResponse{Status: st})
 	})
 }

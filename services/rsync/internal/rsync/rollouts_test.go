@@ -43,13 +43,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serveWithEngine serves the rsync API with its engine running.
-func serveWithEngine(t *testing.T) client {
+// serveWithEngine serves the rsync API with its engine running; setup,
+// if given, is called on the service before it runs.
+func serveWithEngine(t *testing.T, setup ...func(*rsync.Service)) client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	conn := servertest.Serve(t, func(st *store.Store) []server.Service {
 		s := rsync.New(st, engine.Config{RetryBase: 100 * time.Millisecond, RetryMax: time.Second}, zap.NewNop())
+		for _, f := range setup {
+			f(s)
+		}
 		go func() { done <- s.Run(ctx) }()
 		return []server.Service{s}
 	})

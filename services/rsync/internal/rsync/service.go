@@ -30,6 +30,9 @@ type Service struct {
 	*readbacks
 	unimplemented
 	engine *engine.Engine
+	// prober probes the clusters of this replica's shards (health.go);
+	// nil until ProbeClusters.
+	prober *engine.Health
 }
 
 // unimplemented answers the RPCs no part implements. It is embedded a
@@ -54,11 +57,14 @@ type registry struct {
 	// RegistryPoll is how often a cluster watch reads the registry for
 	// other replicas' changes (DefaultRegistryPoll when 0).
 	RegistryPoll time.Duration
+	// health reads the clusters' probe results (health.go).
+	health *healthView
 }
 
 // rollouts serves the rollouts through the engine.
 type rollouts struct {
 	engine *engine.Engine
+	health *healthView
 }
 
 // readbacks reads what registered clusters hold (issued and renewed
@@ -82,18 +88,34 @@ func New(st *store.Store, cfg engine.Config, log *zap.Logger) *Service {
 		clusters: store.NewRecords(st, ClustersCollection, "cluster", func() *rsyncv1.Cluster { return &rsyncv1.Cluster{} }),
 		holds:    store.NewRecords(st, HoldsCollection, "cluster hold", func() *rsyncv1.StoredHold { return &rsyncv1.StoredHold{} }),
 	}
+	reg.health = &healthView{records: engine.HealthRecords(st)}
 	conn := &connector{clusters: reg.clusters, cache: map[string]cachedClient{}}
 	eng := engine.New(st, conn, cfg, log)
 	return &Service{
 		registry:  reg,
-		rollouts:  &rollouts{engine: eng},
+		rollouts:  &rollouts{engine: eng, health: reg.health},
 		readbacks: &readbacks{clusters: reg.clusters, connector: conn, engine: eng, log: log},
 		engine:    eng,
 	}
 }
 
-// Run runs the engine until ctx ends (a server background loop).
-func (s *Service) Run(ctx context.Context) error { return s.engine.Run(ctx) }
+// Run runs the engine, and the cluster probes if ProbeClusters set them
+// up, until ctx ends (a server background loop).
+func (s *Service) Run(ctx context.Context) error {
+	if s.prober == nil {
+		return s.engine.Run(ctx)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		_ = s.prober.Run(pctx)
+		close(done)
+	}()
+	err := s.engine.Run(ctx)
+	cancel()
+	<-done
+	return err
+}
 
 // Register serves the public and the internal API on r.
 func (s *Service) Register(r grpc.ServiceRegistrar) {
