@@ -406,18 +406,14 @@ func ownerName(owner string) string {
 	return strconv.Quote(owner)
 }
 
-// submitAs hands rendered resources to the resource synchronizer as a new
-// rollout, or as an update of the existing one. Either falls back to the
+// submitStaged hands rendered resources to the resource synchronizer as a
+// new rollout, or as an update of the existing one, with a rollout strategy
+// (nil: every cluster at once; rollout.go). Either falls back to the
 // other, so that a rollout submitted just before this program stopped
 // (its phase unsaved) is taken over rather than refused. It serves any
-// rollout owner (a logical cloud's, a traffic intent group's), whose namespaced objects may go in the Namespaces of
-// host besides its own (a traffic group's logical cloud; "": none).
-func (s *rollouts) submitAs(ctx context.Context, owner, host string, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
-	return s.submitStaged(ctx, owner, host, nil, clusters, update)
-}
-
-// submitStaged is submitAs with a rollout strategy (nil: every cluster at
-// once; rollout.go).
+// rollout owner (a logical cloud's, a traffic intent group's), whose
+// namespaced objects may go in the Namespaces of host besides its own (a
+// traffic group's logical cloud; "": none).
 func (s *rollouts) submitStaged(ctx context.Context, owner, host string, st *rsyncv1.RolloutStrategy, clusters []*rsyncv1.ClusterResources, update bool) (int64, error) {
 	if !update {
 		resp, err := s.rsync.SubmitRollout(ctx, &rsyncv1.SubmitRolloutRequest{Owner: owner, HostOwner: host, Clusters: clusters, Strategy: st})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,9 @@ func benchHealth(n, probed int, interval time.Duration, runs int, latency time.D
 	go func() { done <- e.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "engine:", err)
+		}
 	}()
 	for !e.Holds("sim", "c00000") { // the first lease tick
 		time.Sleep(10 * time.Millisecond)

@@ -414,9 +414,6 @@ func (a *api) known(ctx context.Context, ownerID string, fresh bool) error {
 	return nil
 }
 
-// status summarizes o, per cluster and resource. Called with mu held.
-func (o *owner) status() *rsyncv1.RolloutStatus { return o.statusOf(true) }
-
 // summary is o's status without its clusters (state, settled, counts):
 // nothing of the resources is copied. Called with mu held.
 func (o *owner) summary() *rsyncv1.RolloutStatus { return o.statusOf(false) }
