@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -39,15 +38,8 @@ func benchHealth(n, probed int, interval time.Duration, runs int, latency time.D
 	}
 	all := keys(sims)
 	e := engine.New(st, sims, engine.Config{Replica: "bench-0"}, zap.NewNop())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "engine:", err)
-		}
-	}()
+	defer runEngine(e)()
+	ctx := context.Background()
 	for !e.Holds("sim", "c00000") { // the first lease tick
 		time.Sleep(10 * time.Millisecond)
 	}

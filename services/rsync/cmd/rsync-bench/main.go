@@ -131,15 +131,8 @@ func bench(conn engine.Connector, clusterKeys []string, set []string, cfg engine
 		return err
 	}
 	defer children.stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "engine:", err)
-		}
-	}()
+	defer runEngine(e)()
+	ctx := context.Background()
 
 	var targets []*rsyncv1.ClusterResources
 	for _, k := range clusterKeys {
@@ -346,4 +339,18 @@ func csrManifest() (string, error) {
 		return "", err
 	}
 	return kube.CSRManifest("tenant-user", csr, nil), nil
+}
+
+// runEngine runs e until the returned stop is called; stop waits for it
+// to end.
+func runEngine(e *engine.Engine) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "engine:", err)
+		}
+	}
 }
