@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -113,30 +114,7 @@ func lcVerbCmd(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if force {
-				path += "?force=true"
-			}
-			b, err := c.do("POST", path, nil, nil)
-			if err != nil {
-				return err
-			}
-			if output != "" {
-				var v any
-				if err := json.Unmarshal(b, &v); err != nil {
-					return err
-				}
-				return printValue(cmd.OutOrStdout(), output, v)
-			}
-			var st lcStatus
-			if err := json.Unmarshal(b, &st); err != nil {
-				return fmt.Errorf("%s: %w", verb, err)
-			}
-			say(cmd.OutOrStdout(), "%s\n", st.summary())
-			return nil
+			return postVerb(g, cmd.OutOrStdout(), verb, path, nil, force, output, &lcStatus{})
 		},
 	}
 	cmd.Flags().StringVarP(&project, "project", "p", "", "project")
@@ -145,6 +123,41 @@ func lcVerbCmd(g *globals, verb string) *cobra.Command {
 		cmd.Flags().BoolVar(&force, "force", false, "end the terminate for clusters that are gone")
 	}
 	return cmd
+}
+
+// postVerb POSTs a lifecycle verb to path (?force=true when force) and
+// prints the status it answers: whole with output (-o), else the summary
+// line of st, which it is read into.
+func postVerb(g *globals, out io.Writer, verb, path string, header http.Header, force bool, output string,
+	st interface{ summary() string }) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	if force {
+		path += "?force=true"
+	}
+	b, err := c.do("POST", path, nil, header)
+	if err != nil {
+		return err
+	}
+	if output != "" {
+		return printJSON(out, output, b)
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	say(out, "%s\n", st.summary())
+	return nil
+}
+
+// printJSON prints the JSON answer b as output (yaml or json) says.
+func printJSON(out io.Writer, output string, b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	return printValue(out, output, v)
 }
 
 func lcStatusCmd(g *globals) *cobra.Command {

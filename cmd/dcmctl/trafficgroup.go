@@ -98,30 +98,7 @@ func tgVerbCmd(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if force {
-				path += "?force=true"
-			}
-			b, err := c.do("POST", path, nil, dcmHeader)
-			if err != nil {
-				return err
-			}
-			if output != "" {
-				var v any
-				if err := json.Unmarshal(b, &v); err != nil {
-					return err
-				}
-				return printValue(cmd.OutOrStdout(), output, v)
-			}
-			var st tgStatus
-			if err := json.Unmarshal(b, &st); err != nil {
-				return fmt.Errorf("%s: %w", verb, err)
-			}
-			say(cmd.OutOrStdout(), "%s\n", st.summary())
-			return nil
+			return postVerb(g, cmd.OutOrStdout(), verb, path, dcmHeader, force, output, &tgStatus{})
 		},
 	}
 	f.add(cmd)
@@ -171,11 +148,7 @@ TerminateFailed), Paused, Created (never applied), or --timeout passed.`,
 					return err
 				}
 				if output != "" {
-					var v any
-					if err := json.Unmarshal(b, &v); err != nil {
-						return err
-					}
-					return printValue(out, output, v)
+					return printJSON(out, output, b)
 				}
 				var s tgStatus
 				if err := json.Unmarshal(b, &s); err != nil {

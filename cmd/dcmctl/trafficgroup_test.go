@@ -60,11 +60,7 @@ func (s *tgServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // exit code (0: no error, 1: an error or exitError{1}) and the error.
 func tgRun(t *testing.T, srv *httptest.Server, args ...string) (string, int, error) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	c := &Config{CurrentContext: "anonymous", Contexts: map[string]*Context{"anonymous": {Server: srv.URL}}}
-	if err := c.save(path); err != nil {
-		t.Fatal(err)
-	}
+	path := anonymousConfig(t, srv.URL)
 	var out strings.Builder
 	root := newRoot()
 	root.SetOut(&out)
@@ -78,6 +74,18 @@ func tgRun(t *testing.T, srv *httptest.Server, args ...string) (string, int, err
 		code = 1
 	}
 	return out.String(), code, err
+}
+
+// anonymousConfig is a config file whose context is server without a
+// credential.
+func anonymousConfig(t *testing.T, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	c := &Config{CurrentContext: "anonymous", Contexts: map[string]*Context{"anonymous": {Server: server}}}
+	if err := c.save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 var tgURL = []string{"-p", "p", "--app", "bookinfo", "--version", "v1"}
