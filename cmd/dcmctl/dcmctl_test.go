@@ -485,11 +485,7 @@ func TestGetClustersShowsHealth(t *testing.T) {
  {"metadata":{"name":"c2"},"status":{"state":"Unknown"}}]`))
 	}))
 	defer srv.Close()
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	c := &Config{CurrentContext: "anonymous", Contexts: map[string]*Context{"anonymous": {Server: srv.URL}}}
-	if err := c.save(path); err != nil {
-		t.Fatal(err)
-	}
+	path := anonymousConfig(t, srv.URL)
 	var out strings.Builder
 	root := newRoot()
 	root.SetOut(&out)

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -112,30 +114,7 @@ func lcVerbCmd(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if force {
-				path += "?force=true"
-			}
-			b, err := c.do("POST", path, nil, nil)
-			if err != nil {
-				return err
-			}
-			if output != "" {
-				var v any
-				if err := json.Unmarshal(b, &v); err != nil {
-					return err
-				}
-				return printValue(cmd.OutOrStdout(), output, v)
-			}
-			var st lcStatus
-			if err := json.Unmarshal(b, &st); err != nil {
-				return fmt.Errorf("%s: %w", verb, err)
-			}
-			say(cmd.OutOrStdout(), "%s\n", st.summary())
-			return nil
+			return postVerb(g, cmd.OutOrStdout(), verb, path, nil, force, output, &lcStatus{})
 		},
 	}
 	cmd.Flags().StringVarP(&project, "project", "p", "", "project")
@@ -144,6 +123,41 @@ func lcVerbCmd(g *globals, verb string) *cobra.Command {
 		cmd.Flags().BoolVar(&force, "force", false, "end the terminate for clusters that are gone")
 	}
 	return cmd
+}
+
+// postVerb POSTs a lifecycle verb to path (?force=true when force) and
+// prints the status it answers: whole with output (-o), else the summary
+// line of st, which it is read into.
+func postVerb(g *globals, out io.Writer, verb, path string, header http.Header, force bool, output string,
+	st interface{ summary() string }) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	if force {
+		path += "?force=true"
+	}
+	b, err := c.do("POST", path, nil, header)
+	if err != nil {
+		return err
+	}
+	if output != "" {
+		return printJSON(out, output, b)
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	say(out, "%s\n", st.summary())
+	return nil
+}
+
+// printJSON prints the JSON answer b as output (yaml or json) says.
+func printJSON(out io.Writer, output string, b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	return printValue(out, output, v)
 }
 
 func lcStatusCmd(g *globals) *cobra.Command {
@@ -217,8 +231,13 @@ func bar(ready, total, width int) string {
 // render is the view of a status: a summary line, then a line per cluster
 // (with a bar on a terminal) and its last error.
 func render(s *lcStatus, tty bool) string {
+	return s.summary() + "\n" + renderBody(s, tty)
+}
+
+// renderBody is a status's view under its summary line: the rollout wave
+// and a line per cluster (a logical cloud's and a traffic group's alike).
+func renderBody(s *lcStatus, tty bool) string {
 	var b strings.Builder
-	b.WriteString(s.summary() + "\n")
 	if s.Rollout != nil && s.Rollout.Total > 0 {
 		b.WriteString(s.Rollout.line() + "\n")
 	}
@@ -241,7 +260,7 @@ func render(s *lcStatus, tty bool) string {
 }
 
 // watchStatus follows GET .../status?watch=true (st is .../status) to its end.
-func watchStatus(c *client, st string, out interface{ Write([]byte) (int, error) }, tty bool) error {
+func watchStatus(c *client, st string, out io.Writer, tty bool) error {
 	req, err := c.request("GET", st+"?watch=true", nil, nil)
 	if err != nil {
 		return err
@@ -259,7 +278,7 @@ func watchStatus(c *client, st string, out interface{ Write([]byte) (int, error)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var last lcStatus
-	drawn, prev := 0, ""
+	v := &viewer{out: out, tty: tty}
 	for sc.Scan() {
 		var line struct {
 			Result *lcStatus `json:"result"`
@@ -276,34 +295,54 @@ func watchStatus(c *client, st string, out interface{ Write([]byte) (int, error)
 			continue
 		}
 		last = *line.Result
-		view := render(&last, tty)
-		switch {
-		case tty:
-			if drawn > 0 {
-				say(out, "\x1b[%dA\x1b[J", drawn) // up over the last view, clear to the end
-			}
-			say(out, "%s", view)
-			drawn = strings.Count(view, "\n")
-		case view != prev:
-			say(out, "%s", view)
-		}
-		prev = view
+		v.show(render(&last, tty))
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
-	switch last.State {
-	case "Instantiated", "Terminated":
+	return outcome(out, last.LogicalCloud, last.State, "Instantiated")
+}
+
+// viewer shows the successive views of a watched status: on a terminal
+// each is drawn over the one before, otherwise a view is printed when it
+// changed.
+type viewer struct {
+	out   io.Writer
+	tty   bool
+	drawn int
+	prev  string
+}
+
+func (v *viewer) show(view string) {
+	switch {
+	case v.tty:
+		if v.drawn > 0 {
+			say(v.out, "\x1b[%dA\x1b[J", v.drawn) // up over the last view, clear to the end
+		}
+		say(v.out, "%s", view)
+		v.drawn = strings.Count(view, "\n")
+	case view != v.prev:
+		say(v.out, "%s", view)
+	}
+	v.prev = view
+}
+
+// outcome is how a watch of name ended in state: nil when it is ok (the
+// applied state of its kind) or Terminated, else a line saying why and
+// exit code 1.
+func outcome(out io.Writer, name, state, ok string) error {
+	switch state {
+	case ok, "Terminated":
 		return nil
 	case "":
 		return fmt.Errorf("watch ended without a status")
 	}
-	if strings.HasSuffix(last.State, "Failed") {
-		say(out, "%s failed\n", last.LogicalCloud)
-	} else if last.State == "Paused" {
-		say(out, "%s paused: too many clusters failed; resume or rollback\n", last.LogicalCloud)
+	if strings.HasSuffix(state, "Failed") {
+		say(out, "%s failed\n", name)
+	} else if state == "Paused" {
+		say(out, "%s paused: too many clusters failed; resume or rollback\n", name)
 	} else {
-		say(out, "%s did not settle: %s\n", last.LogicalCloud, last.State)
+		say(out, "%s did not settle: %s\n", name, state)
 	}
 	return exitError{1}
 }

@@ -67,7 +67,7 @@ context's credential. A credential is sent over https:// only.`,
 	root.PersistentFlags().StringVar(&g.config, "config", "", "config file (default $DCMCTL_CONFIG, else ~/.config/dcm/config.yaml)")
 	root.PersistentFlags().StringVar(&g.context, "context", "", "context of the config file to use (default its current-context)")
 	root.AddCommand(loginCmd(g), applyCmd(g), diffCmd(g), deleteCmd(g), getCmd(g),
-		logicalCloudCmd(g), kubeconfigCmd(g), tokenCmd(g), proxyCmd(g), completionCmd())
+		logicalCloudCmd(g), trafficGroupCmd(g), kubeconfigCmd(g), tokenCmd(g), proxyCmd(g), completionCmd())
 	return root
 }
 

@@ -119,6 +119,16 @@ func TestCommandRoutes(t *testing.T) {
 			t.Errorf("URL %q, want %q", c[0], c[1])
 		}
 	}
+	tg := &tgFlags{project: "proj 1", app: "book/info", version: "v1"}
+	tgBase := "/v2/projects/proj%201/rb/book%2Finfo/v1/traffic-intent-groups/g%201"
+	for verb, rpc := range tgVerbs {
+		if u, err := tg.url("POST", rpc, "g 1"); err != nil || u != tgBase+"/"+verb {
+			t.Errorf("traffic-group %s: URL %q, %v, want %q", verb, u, err, tgBase+"/"+verb)
+		}
+	}
+	if u, err := tg.url("GET", rpcTGStatus, "g 1"); err != nil || u != tgBase+"/status" {
+		t.Errorf("traffic-group status: URL %q, %v", u, err)
+	}
 	if _, err := lcURL("POST", lcVerbs["apply"], "", "lc", nil); err == nil || !strings.Contains(err.Error(), "-p") {
 		t.Errorf("no project: %v, want the -p error", err)
 	}

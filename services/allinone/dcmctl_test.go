@@ -279,6 +279,19 @@ func TestDcmctl(t *testing.T) {
 		var lc map[string]any
 		require.NoError(t, json.Unmarshal([]byte(d.ok("get", "lc", "ctl-lc2", "-p", "ctl", "-o", "json")), &lc))
 		require.Equal(t, []any{"edge"}, lc["spec"].(map[string]any)["cluster-labels"], "seed 002's selector")
+		// the group's lifecycle verbs (an apply that goes through needs a
+		// mesh logical cloud: TestProgressiveTrafficGroupOnRealClusters, over REST)
+		tg := []string{"g", "-p", "ctl", "--app", "bookinfo", "--version", "v1"}
+		require.Equal(t, "ctl/bookinfo/v1/g: Created 0/0\n", d.ok(append([]string{"traffic-group", "status"}, tg...)...))
+		_, errOut, code := d.run("", append([]string{"traffic-group", "apply"}, tg...)...)
+		require.Equal(t, 1, code)
+		require.Equal(t, []string{`error: FailedPrecondition: logical cloud "ctl-lc" is Created: traffic intents apply to an instantiated logical cloud (WRONG_STATE) [HTTP 409]`}, lines(errOut))
+		_, errOut, code = d.run("", append([]string{"traffic-group", "terminate"}, tg...)...)
+		require.Equal(t, 1, code)
+		require.Contains(t, errOut, `traffic intent group "g" is Created: terminate needs it to be`)
+		out, _, code := d.run("", append([]string{"traffic-group", "status", "--watch"}, tg...)...)
+		require.Equal(t, 1, code)
+		require.Equal(t, "ctl/bookinfo/v1/g: Created 0/0\ng is not applied\n", out)
 		require.Equal(t, []string{"IntraClusterIntent/m1 deleted", "TrafficIntentGroup/g deleted", "LogicalCloud/ctl-lc2 deleted"},
 			lines(d.ok("delete", "-f", f)))
 	})
