@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -43,7 +44,8 @@ func (rg *registry) CreateCluster(ctx context.Context, req *rsyncv1.CreateCluste
 		return nil, err
 	}
 	rg.changes.changed()
-	return &rsyncv1.CreateClusterResponse{Cluster: stored}, nil
+	// Never probed yet: Unknown, as a GET answers now.
+	return &rsyncv1.CreateClusterResponse{Cluster: withHealth(ctx, stored, rg.health.cfg.Shown(nil, time.Now()))}, nil
 }
 
 // GetCluster implements rsyncv1.RsyncServiceServer.
@@ -134,11 +136,16 @@ func (rg *registry) UpdateCluster(ctx context.Context, req *rsyncv1.UpdateCluste
 		next.Status = statusOf(server, kc)
 		secrets = append(secrets, store.Secret{Name: kubeconfigSecret, Value: []byte(kc)})
 	}
+	// Read before the write: a failed read leaves the cluster unchanged.
+	h, err := rg.health.one(ctx, req.GetProvider(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
 	if err := rg.clusters.Update(ctx, id, cur.Version, next, secrets...); err != nil {
 		return nil, err
 	}
 	rg.changes.changed()
-	return &rsyncv1.UpdateClusterResponse{Cluster: next}, nil
+	return &rsyncv1.UpdateClusterResponse{Cluster: withHealth(ctx, next, h)}, nil
 }
 
 // DeleteCluster implements rsyncv1.RsyncServiceServer. A cluster that an
