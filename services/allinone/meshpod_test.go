@@ -23,7 +23,12 @@ import (
 // passes) and istiod, signing with DCM's cacerts, writes the
 // istio-ca-root-cert ConfigMap in the logical cloud's workload namespace
 // holding DCM's root for that logical cloud, the root the cadist URL
-// serves.
+// serves. A pod of that namespace asking for the grpc-agent injection
+// template is injected by that istiod with pilot-agent (the proxyv2 image
+// make images builds, without Envoy), becomes Ready, and the certificate
+// the agent writes for proxyless gRPC names the pod's ServiceAccount
+// (spiffe://<trust domain>/ns/<ns>/sa/<sa>), signed by DCM's intermediate
+// for the cluster and verifying to the cadist root.
 func TestMeshIstiodRunsOnANode(t *testing.T) {
 	h := kubetest.ForTestsWithNodes(t, 1)
 	c := h.Clusters[0]
@@ -45,17 +50,17 @@ func TestMeshIstiodRunsOnANode(t *testing.T) {
 	rev := meshRevision(t, r, "ip-mesh", "im")
 	istioNS, workloadNS := "im-istio-system", "im-ns"
 
-	deploy := "deployment/istiod-" + rev
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Available", deploy, "-n", istioNS, "--timeout=180s"); err != nil {
-		// What the pod shows, for the next one to read.
-		for _, args := range [][]string{
-			{"get", "deployment,replicaset,pods,events", "-n", istioNS, "-o", "wide"},
-			{"describe", "pods", "-n", istioNS},
-			{"logs", deploy, "-n", istioNS, "--tail=60"},
-		} {
+	// show logs what the pods show, for the next one to read.
+	show := func(cmds ...[]string) {
+		for _, args := range cmds {
 			out, _ := c.Kubectl(ctx, args...)
 			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 		}
+	}
+	deploy := "deployment/istiod-" + rev
+	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Available", deploy, "-n", istioNS, "--timeout=180s"); err != nil {
+		show([]string{"get", "deployment,replicaset,pods,events", "-n", istioNS, "-o", "wide"},
+			[]string{"describe", "pods", "-n", istioNS}, []string{"logs", deploy, "-n", istioNS, "--tail=60"})
 		t.Fatalf("istiod does not become Available: %v", err)
 	}
 
@@ -92,13 +97,7 @@ func TestMeshIstiodRunsOnANode(t *testing.T) {
 	image := c.MustKubectl(ctx, t, "get", "pod", "app", "-n", workloadNS, "-o", `jsonpath={.spec.containers[?(@.name=="istio-proxy")].image}`)
 	require.Equal(t, "docker.io/istio/proxyv2:1.31.0", image, "the injector set the agent's image")
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/app", "-n", workloadNS, "--timeout=120s"); err != nil {
-		for _, args := range [][]string{
-			{"describe", "pod", "app", "-n", workloadNS},
-			{"logs", "app", "-c", "istio-proxy", "-n", workloadNS, "--tail=60"},
-		} {
-			out, _ := c.Kubectl(ctx, args...)
-			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-		}
+		show([]string{"describe", "pod", "app", "-n", workloadNS}, []string{"logs", "app", "-c", "istio-proxy", "-n", workloadNS, "--tail=60"})
 		t.Fatalf("the injected pod is not Ready: %v", err)
 	}
 	file := func(name string) []byte {
