@@ -87,7 +87,7 @@ k8s-bins:
 istio-bins:
 	$(CLUSTERS) build-istio
 
-## images: an OCI image tarball per program (dcm.local/<program>), pause, agnhost and CoreDNS (test/coredns, the test clusters' kube-dns) into bin/images, for ctr images import (docs/images.md); rewrites only what changed
+## images: an OCI image tarball per program (dcm.local/<program>), pause, agnhost, CoreDNS (test/coredns, the test clusters' kube-dns) and Istio's pilot and proxyv2 (test/istio, into bin/images/istio) into bin/images, for ctr images import (docs/images.md); rewrites only what changed
 images:
 	cd $(REPO)/test/images && GOWORK=off $(GO) run ./cmd/dcm-images -root $(REPO)
 	cd $(REPO)/test/coredns && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(REPO)/bin/images/bin/coredns .

@@ -433,7 +433,12 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		// credential.
 		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 			"--kubelet-client-certificate="+c.file("admin.crt"), "--kubelet-client-key="+c.file("admin.key"),
-			"--kubelet-preferred-address-types=InternalIP")
+			"--kubelet-preferred-address-types=InternalIP",
+			// The API server runs on the host, outside the node's network
+			// namespace where kube-proxy routes Service addresses: it calls
+			// webhooks (istiod's injector) at a ready endpoint of their
+			// Service, a pod address the host routes to the node (plumb).
+			"--enable-aggregator-routing=true")
 	}
 	var err error
 	c.apiserver, err = c.h.spawn(c.file("kube-apiserver.log"), filepath.Join(c.h.opts.BinDir, "kube-apiserver"), args...)

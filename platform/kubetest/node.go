@@ -248,10 +248,8 @@ func (n *node) start(ctx context.Context, images []string) error {
 	}); err != nil {
 		return err
 	}
-	for _, img := range images {
-		if err := run(ctx, "ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--no-unpack=false", img); err != nil {
-			return fmt.Errorf("%s: load %s: %w", n.name, img, err)
-		}
+	if err := n.load(ctx, images); err != nil {
+		return err
 	}
 	netns := "--net=/run/netns/" + n.netns
 	if n.kubelet, err = h.spawn(n.file("kubelet.log"), "nsenter", netns, filepath.Join(h.opts.BinDir, "kubelet"),
@@ -612,6 +610,27 @@ func (c *Cluster) KubectlAs(ctx context.Context, kubeconfig string, args ...stri
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// load imports image tarballs into the node's containerd (namespace k8s.io,
+// the kubelet's).
+func (n *node) load(ctx context.Context, images []string) error {
+	for _, img := range images {
+		if err := run(ctx, "ctr", "--address", n.file("containerd.sock"), "-n", "k8s.io", "images", "import", "--no-unpack=false", img); err != nil {
+			return fmt.Errorf("%s: load %s: %w", n.name, img, err)
+		}
+	}
+	return nil
+}
+
+// LoadImages imports image tarballs into the cluster's node, beside those
+// it started with: the images only some tests run (Istio's, IstioImages).
+// Importing an image the node has is harmless. An error without a node.
+func (c *Cluster) LoadImages(ctx context.Context, images ...string) error {
+	if c.node == nil {
+		return fmt.Errorf("kubetest: cluster %s has no node to load images into", c.Name)
+	}
+	return c.node.load(ctx, images)
 }
 
 // Node is the cluster's node's name, or "" without one.

@@ -100,6 +100,23 @@ func TestImages(root string) ([]string, error) {
 	return filepath.Glob(filepath.Join(dir, "*.tar"))
 }
 
+// IstioImages are the tarballs of Istio's images `make images` writes to
+// root/bin/images/istio (istiod's pilot and the agent's proxyv2, named as
+// the charts DCM renders name them; docs/images.md), which a test running
+// a mesh loads with Cluster.LoadImages; an error saying to run make images
+// when one is missing.
+func IstioImages(root string) ([]string, error) {
+	var out []string
+	for _, name := range []string{"pilot", "proxyv2"} {
+		p := filepath.Join(root, "bin", "images", "istio", name+".tar")
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kubetest: the image %s is not built (make images): %w", p, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // StopShared stops the clusters ForTests and ForTestsWithNodes started,
 // if any, and removes their files.
 func StopShared() {

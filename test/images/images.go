@@ -38,7 +38,7 @@ const (
 )
 
 // schema changes every key when the way an image is made changes.
-const schema = "dcm-images/2"
+const schema = "dcm-images/3"
 
 // spec is one image: its refs, files and configuration.
 type spec struct {
@@ -151,6 +151,16 @@ func BuildAll(ctx context.Context, root, out string, log io.Writer) error {
 	}
 	specs = append(specs, agnhost)
 	_, _ = fmt.Fprintf(log, "built pause and agnhost (k8s.io/kubernetes %s) in %s\n", k8s.version, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	istio, err := buildIstio(ctx, root, binDir)
+	if err != nil {
+		return err
+	}
+	specs = append(specs, istio...)
+	if err := os.MkdirAll(filepath.Join(out, IstioDir), 0o755); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(log, "built pilot-discovery and pilot-agent (test/istio) in %s\n", time.Since(start).Round(time.Millisecond))
 
 	for _, s := range specs {
 		start := time.Now()

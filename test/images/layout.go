@@ -76,7 +76,8 @@ type entry struct {
 
 // baseLayer holds what a static program needs from a distribution: the CA
 // bundle, the user and group 65532 (and root, for tools that look up uid
-// 0), hosts resolution through DNS, and a /tmp. No shell, no package. Its
+// 0; istio-proxy, 1337, whom Istio's images run as), hosts resolution
+// through DNS, and a /tmp. No shell, no package. Its
 // times are the epoch's whatever the commit, so that every image has the
 // same blob and a node stores it once.
 func baseLayer() (v1.Layer, error) {
@@ -84,12 +85,12 @@ func baseLayer() (v1.Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the CA bundle (Debian: apt-get install ca-certificates): %w", err)
 	}
-	u := strconv.Itoa(UID)
+	u, i := strconv.Itoa(UID), strconv.Itoa(IstioUID)
 	return layer(time.Unix(0, 0).UTC(), []entry{
 		{Path: "/etc", Mode: 0o755, Dir: true},
-		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:" + u + ":\n")},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:" + u + ":\nistio-proxy:x:" + i + ":\n")},
 		{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
-		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:" + u + ":" + u + ":nonroot:/home/nonroot:/sbin/nologin\n")},
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:" + u + ":" + u + ":nonroot:/home/nonroot:/sbin/nologin\nistio-proxy:x:" + i + ":" + i + ":istio-proxy:/:/sbin/nologin\n")},
 		{Path: "/etc/ssl", Mode: 0o755, Dir: true},
 		{Path: "/etc/ssl/certs", Mode: 0o755, Dir: true},
 		{Path: CABundle, Mode: 0o644, Data: ca},
