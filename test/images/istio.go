@@ -33,7 +33,10 @@ const (
 // proxyless templates (grpc-agent), not the sidecar one.
 func buildIstio(ctx context.Context, root, binDir string) ([]spec, error) {
 	dir := filepath.Join(root, "test", "istio")
-	if err := goBuild(ctx, dir, []string{"GOWORK=off"}, "-trimpath", "-ldflags=-s -w", "-o", binDir+"/",
+	// No -trimpath: with the flags of `make istio-bins` (istiotest.Build)
+	// the compiled packages are shared with that build, so a cold run
+	// compiles Istio's dependency tree once, not twice.
+	if err := goBuild(ctx, dir, []string{"GOWORK=off"}, "-ldflags=-s -w", "-o", binDir+"/",
 		"istio.io/istio/pilot/cmd/pilot-discovery", "istio.io/istio/pilot/cmd/pilot-agent"); err != nil {
 		return nil, err
 	}
