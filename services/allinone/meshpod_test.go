@@ -47,6 +47,14 @@ func TestMeshIstiodRunsOnANode(t *testing.T) {
 	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`","loadbalancer-ip":"192.0.2.1"}`)
 	r.want(202, "POST", lc+"/apply", "")
 	r.settle(lc, "Instantiated")
+	// The node is shared with the tests after this one: the logical cloud
+	// is terminated as a tenant's would be, and its istiod and pods go
+	// with its namespaces (left running, they held the node's CPU and
+	// memory, and a later test's pods stayed Pending).
+	t.Cleanup(func() {
+		r.want(202, "POST", lc+"/terminate", "")
+		r.settle(lc, "Terminated")
+	})
 	rev := meshRevision(t, r, "ip-mesh", "im")
 	istioNS, workloadNS := "im-istio-system", "im-ns"
 
