@@ -52,7 +52,7 @@ func (rp *replicas) sweep(ctx context.Context) {
 		if o != nil {
 			st := o.summary()
 			switch {
-			case !st.GetSettled() || st.GetState() != rsyncv1.State_STATE_DELETED || rp.saver.pending(o):
+			case !st.GetSettled() || st.GetState() != rsyncv1.State_STATE_DELETED || !rp.saver.saved(o):
 				o.deletedAt = time.Time{}
 			case o.deletedAt.IsZero():
 				o.deletedAt = time.Now()

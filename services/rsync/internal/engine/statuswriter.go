@@ -171,28 +171,12 @@ func (w *statusWriter) run(stop <-chan struct{}) {
 	}
 }
 
-// pending says whether a state of o is queued or being written. Called
-// with tasks held.
-func (w *statusWriter) pending(o *owner) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.current != nil {
-		return true
-	}
-	for t := range w.queued {
-		if t.owner == o {
-			return true
-		}
-	}
-	return false
-}
-
 // saved says whether every state of o this replica queued for the store
 // is written: what it shows of its own clusters is then what the other
 // replicas read of them, and a status is not reported settled before
 // that (api.report), or one replica could answer a settled rollout that
-// another, reading the store a moment later, still shows under way.
-// Called with tasks held.
+// another, reading the store a moment later, still shows under way; nor
+// is a deleted rollout purged (purge.go). Called with tasks held.
 func (w *statusWriter) saved(o *owner) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
