@@ -125,7 +125,7 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 		kubectl("-n", "dcm", "run", "as-"+as, "--image="+agnhost(t), "--image-pull-policy=IfNotPresent",
 			"--labels=app.kubernetes.io/name=dcm-"+as, "--restart=Never", "--override-type=strategic", "--overrides="+restrictedOverrides("as-"+as), "--command", "--", "/agnhost", "pause")
 	}
-	kubectl("-n", "dcm", "wait", "--for=condition=Ready", "pod/as-gateway", "pod/as-user", "--timeout=2m")
+	c1.MustWait(ctx, t, "dcm", "--for=condition=Ready", "pod/as-gateway", "pod/as-user", "--timeout=2m")
 	connect := func(from, to string) error {
 		_, err := c1.Kubectl(ctx, "-n", "dcm", "exec", "as-"+from, "--", "/agnhost", "connect", to, "--timeout=5s")
 		return err
@@ -293,8 +293,7 @@ func nodeNetns(t *testing.T, c *kubetest.Cluster) string {
 // events and the logs of those not ready.
 func dumpPods(t *testing.T, ctx context.Context, c *kubetest.Cluster, ns string) {
 	t.Helper()
-	out, _ := c.Kubectl(ctx, "-n", ns, "get", "pods,events", "-o", "wide")
-	t.Logf("pods and events:\n%s", out)
+	t.Logf("%s", c.Explain(ctx, ns))
 	names, _ := c.Kubectl(ctx, "-n", ns, "get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}")
 	for _, p := range strings.Fields(names) {
 		out, _ := c.Kubectl(ctx, "-n", ns, "logs", p, "--tail=30")

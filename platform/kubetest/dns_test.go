@@ -24,7 +24,7 @@ func TestDNSResolvesServices(t *testing.T) {
 	kubectl("run", "server", "-n", "dns-a", "--image="+agnhost, "--image-pull-policy=Never", "--port=8080", "--expose",
 		"--", "netexec", "--http-port=8080")
 	kubectl("run", "client", "-n", "dns-a", "--image="+agnhost, "--image-pull-policy=Never", "--", "pause")
-	kubectl("wait", "--for=condition=Ready", "pod", "--all", "-n", "dns-a", "--timeout=120s")
+	c.MustWait(ctx, t, "dns-a", "--for=condition=Ready", "pod", "--all", "--timeout=120s")
 	connect := func(to string) error {
 		_, err := c.Kubectl(ctx, "exec", "-n", "dns-a", "client", "--", "/agnhost", "connect", to, "--timeout=5s")
 		return err

@@ -41,7 +41,7 @@ func TestNodeRunsPodsAndEnforcesNetworkPolicy(t *testing.T) {
 	kubectl("run", "server", "-n", "np-a", "--image="+agnhost, "--image-pull-policy=Never", "--port=8080", "--expose",
 		"--", "netexec", "--http-port=8080")
 	for _, ns := range []string{"np-a", "np-b"} {
-		kubectl("wait", "--for=condition=Ready", "pod", "--all", "-n", ns, "--timeout=120s")
+		c.MustWait(ctx, t, ns, "--for=condition=Ready", "pod", "--all", "--timeout=120s")
 	}
 	require.Equal(t, c.Node(), kubectl("get", "pod", "server", "-n", "np-a", "-o", "jsonpath={.spec.nodeName}"))
 	server := kubectl("get", "pod", "server", "-n", "np-a", "-o", "jsonpath={.status.podIP}") + ":8080"
@@ -99,8 +99,7 @@ func TestDeadHarnessIsCleanedUp(t *testing.T) {
 	c := dead.Clusters[0]
 	_, err = c.Kubectl(ctx, "run", "left", "--image="+agnhost, "--image-pull-policy=Never", "--", "pause")
 	require.NoError(t, err)
-	_, err = c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/left", "--timeout=120s")
-	require.NoError(t, err)
+	c.MustWait(ctx, t, "default", "--for=condition=Ready", "pod/left", "--timeout=120s")
 	n := c.node
 	pids := cgroupPIDs(n.cgroup)
 	require.NotEmpty(t, pids, "the node's programs and the pod run in its cgroup")

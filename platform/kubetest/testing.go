@@ -143,3 +143,59 @@ func (c *Cluster) MustKubectl(ctx context.Context, tb testing.TB, args ...string
 	}
 	return strings.TrimSpace(out)
 }
+
+// MustWait runs `kubectl wait` in namespace ns with args (e.g.
+// "--for=condition=Ready", "pod", "--all", "--timeout=120s") and, when it
+// fails, fails tb with what the cluster shows (Explain), so that a pod
+// that never became Ready says why in the test's output.
+func (c *Cluster) MustWait(ctx context.Context, tb testing.TB, ns string, args ...string) {
+	tb.Helper()
+	if _, err := c.Kubectl(ctx, append([]string{"wait", "-n", ns}, args...)...); err != nil {
+		tb.Fatalf("%v\n%s", err, c.Explain(ctx, ns))
+	}
+}
+
+// Explain is what a test that waited in vain for pods of namespace ns
+// shows: the node's conditions, taints and allocated resources, the
+// namespace's pods and events, and the last warnings and errors of the
+// node's kubelet and containerd (eviction, sandbox and image failures).
+func (c *Cluster) Explain(ctx context.Context, ns string) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"describe", "nodes"},
+		{"get", "pods,events", "-n", ns, "-o", "wide"},
+		{"describe", "pods", "-n", ns},
+	} {
+		out, err := c.Kubectl(ctx, args...)
+		if err != nil {
+			out += err.Error()
+		}
+		fmt.Fprintf(&b, "--- kubectl %s:\n%s\n", strings.Join(args, " "), out)
+	}
+	if c.node != nil {
+		for _, name := range []string{"kubelet.log", "containerd.log"} {
+			fmt.Fprintf(&b, "--- the last warnings and errors of %s:\n%s\n", name, lastProblems(c.node.file(name), 30))
+		}
+	}
+	return b.String()
+}
+
+// lastProblems is the last n lines of a klog or logrus log that are
+// warnings or errors.
+func lastProblems(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "E") || strings.HasPrefix(l, "W") ||
+			strings.Contains(l, "level=error") || strings.Contains(l, "level=warning") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -69,8 +69,7 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 		}
 	}
 	for _, lc := range lcs {
-		_, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod", "--all", "-n", ns[lc], "--timeout=120s")
-		require.NoError(t, err, "the tenant's pods run")
+		c.MustWait(ctx, t, ns[lc], "--for=condition=Ready", "pod", "--all", "--timeout=120s")
 	}
 	server := map[string]string{}
 	for _, lc := range lcs {
@@ -169,7 +168,7 @@ func TestMeshNetworkPoliciesOnANode(t *testing.T) {
 		kubectl("apply", "-f", f)
 	}
 	for _, p := range pods {
-		kubectl("wait", "--for=condition=Ready", "pod/"+p.name, "-n", p.ns, "--timeout=120s")
+		c.MustWait(ctx, t, p.ns, "--for=condition=Ready", "pod/"+p.name, "--timeout=120s")
 	}
 	istiod := kubectl("get", "pod", "fake-istiod", "-n", istioNS, "-o", "jsonpath={.status.podIP}") + ":15012"
 	connect := func(ns string) error {
@@ -226,7 +225,7 @@ func TestTenantDeploymentRunsUnderQuota(t *testing.T) {
 		"--", "/agnhost", "netexec", "--http-port=8080")
 	require.NoError(t, err, "the tenant creates a Deployment")
 	_, err = c.KubectlAs(ctx, kc, "-n", "wd-ns", "wait", "--for=condition=Ready", "pod", "-l", "app=web", "--timeout=2m")
-	require.NoError(t, err, "its pods run on the node")
+	require.NoError(t, err, "its pods run on the node\n%s", c.Explain(ctx, "wd-ns"))
 	out, err := c.KubectlAs(ctx, kc, "-n", "wd-ns", "get", "pods", "-l", "app=web",
 		"-o", `jsonpath={range .items[*]}{.status.phase} {.spec.containers[0].resources.requests.cpu} {.spec.containers[0].resources.limits.memory}{"\n"}{end}`)
 	require.NoError(t, err)
