@@ -199,7 +199,9 @@ func TestREADMEWalkthrough(t *testing.T) {
 	defer cancel()
 	err = shell(ctx, script2.String(), term2).Run()
 	out := term2.String()
-	require.NoError(t, err, "terminal 2:\n%s\nterminal 1 (make run):\n%s", out, tail(term1.String(), 40))
+	if err != nil {
+		t.Fatalf("terminal 2: %v\n%s\nterminal 1 (make run):\n%s\n%s", err, out, tail(term1.String(), 40), clusterOneShows(dir, env))
+	}
 	t.Logf("terminal 2:\n%s", out)
 
 	// What the README's comments promise, in the order it promises it.
@@ -241,6 +243,23 @@ func TestREADMEWalkthrough(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the kubeconfig holds a private key")
 	_, err = os.Stat(filepath.Join(dir, ".dcm", "clusters", "pids"))
 	require.ErrorIs(t, err, os.ErrNotExist, "make clusters-down stopped the clusters")
+}
+
+// clusterOneShows is what cluster-1 of make clusters shows when a block
+// failed: its node (conditions, taints, allocated resources), ns-1's pods
+// and the cluster's events, and the last lines of its kubelet's log.
+func clusterOneShows(dir string, env []string) string {
+	var b strings.Builder
+	kc := filepath.Join(dir, ".dcm", "clusters", "cluster-1.kubeconfig")
+	for _, args := range [][]string{{"describe", "nodes"}, {"get", "pods", "-n", "ns-1", "-o", "wide"}, {"get", "events", "-A"}} {
+		cmd := exec.Command(filepath.Join(dir, "bin", "k8s", "kubectl"), append([]string{"--kubeconfig=" + kc}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		fmt.Fprintf(&b, "--- cluster-1: kubectl %s (%v):\n%s\n", strings.Join(args, " "), err, out)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, ".dcm", "clusters", "cluster-1", "node", "kubelet.log"))
+	fmt.Fprintf(&b, "--- cluster-1's kubelet log (%v):\n%s\n", err, tail(string(log), 30))
+	return b.String()
 }
 
 // tail is the last n lines of s.
