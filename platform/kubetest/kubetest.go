@@ -213,6 +213,7 @@ func (h *Harness) saveNodeState() error {
 		// `make clusters` exits; its clusters live as long as their etcd.
 		st.Owner = h.etcd.pid()
 	}
+	st.OwnerStart, _ = processStart(st.Owner)
 	for _, c := range h.Clusters {
 		if c.node != nil {
 			st.Netns = append(st.Netns, c.node.netns)

@@ -64,16 +64,70 @@ func (n network) prefix() string { return "10." + strconv.Itoa(200+n.Slot) }
 // nodeState is what teardown needs, kept in <dir>/nodes.json so that `make
 // clusters-down` and a later harness (after a killed test) can clean up.
 type nodeState struct {
-	Owner   int      `json:"owner"`
-	Net     network  `json:"net"`
-	Netns   []string `json:"netns"`
-	Links   []string `json:"links"`
-	Cgroups []string `json:"cgroups"`
-	Dirs    []string `json:"dirs"`
+	Owner int `json:"owner"`
+	// OwnerStart is the owner's start time (/proc/<pid>/stat, field 22):
+	// a pid the kernel has given to another process since is not the
+	// owner, so its harness is dead.
+	OwnerStart uint64   `json:"ownerStart,omitempty"`
+	Net        network  `json:"net"`
+	Netns      []string `json:"netns"`
+	Links      []string `json:"links"`
+	Cgroups    []string `json:"cgroups"`
+	Dirs       []string `json:"dirs"`
 }
 
 // slotFile records which harness holds slot k (its nodes.json).
 func slotFile(k int) string { return fmt.Sprintf("/run/dcm-kubetest/slot-%d", k) }
+
+// machineLock serializes, across every process of the machine, the sweep
+// of dead harnesses with the claim of a slot and every teardown. Without
+// it two harnesses starting at once (test binaries of several packages,
+// make clusters) both tore down the same dead harness, and the later of
+// the two, working from the names of its slot (cgroup root, network
+// namespace, veth, bridge), killed the node of the harness that had
+// claimed the slot in between: its pods died with exit code 137 and its
+// new pods never became Ready.
+func machineLock() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(slotFile(0)), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(slotFile(0)), "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("kubetest: lock %s: %w", f.Name(), err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// ownerAlive says whether the harness of st still has its owner.
+func ownerAlive(st nodeState) bool {
+	if !Alive(st.Owner) {
+		return false
+	}
+	start, ok := processStart(st.Owner)
+	return st.OwnerStart == 0 || !ok || start == st.OwnerStart
+}
+
+// processStart is pid's start time in clock ticks since boot.
+func processStart(pid int) (uint64, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	f := strings.Fields(rest) // from field 3, the state
+	if len(f) < 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	return v, err == nil
+}
 
 // claimNetwork first tears down what every harness whose owner died left
 // on the machine (any slot: a killed test binary's nodes), then takes the
@@ -90,17 +144,19 @@ func claimNetwork(ctx context.Context, stateFile string) (network, error) {
 	if _, err := os.Stat(filepath.Join(cniBinDir, "ptp")); err != nil {
 		return network{}, fmt.Errorf("kubetest: nodes need the CNI plugins in %s (apt-get install containernetworking-plugins): %w", cniBinDir, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(slotFile(0)), 0o700); err != nil {
+	unlock, err := machineLock()
+	if err != nil {
 		return network{}, err
 	}
+	defer unlock()
 	for k := range maxSlots {
 		data, err := os.ReadFile(slotFile(k))
 		if err != nil {
 			continue
 		}
 		state := strings.TrimSpace(string(data))
-		if st, err := readNodeState(state); err == nil && !Alive(st.Owner) {
-			teardownState(state)
+		if st, err := readNodeState(state); err == nil && !ownerAlive(st) {
+			teardownLocked(state)
 		}
 	}
 	for k := range maxSlots {
@@ -466,10 +522,30 @@ conntrack: {maxPerCore: 0}
 // teardownState removes what the nodes of the harness whose nodes.json is
 // at path left on the machine: every process in their cgroups (pods,
 // containerd, its shims), their mounts, cgroups and network namespaces,
-// and the harness's bridge.
+// and the harness's bridge; under the machine lock.
 func teardownState(path string) {
+	unlock, err := machineLock()
+	if err != nil {
+		return
+	}
+	defer unlock()
+	teardownLocked(path)
+}
+
+// teardownLocked is teardownState for a caller holding the machine lock.
+// The names of a node's cgroup, network namespace and links are its
+// slot's: when the slot is another harness's now (this one's teardown was
+// cut short after its bridge went), only its own mounts and state go.
+func teardownLocked(path string) {
 	st, err := readNodeState(path)
 	if err != nil {
+		return
+	}
+	if data, err := os.ReadFile(slotFile(st.Net.Slot)); err == nil && strings.TrimSpace(string(data)) != path {
+		for _, d := range st.Dirs {
+			unmountUnder(d)
+		}
+		_ = os.Remove(path)
 		return
 	}
 	for _, cg := range st.Cgroups {
@@ -491,9 +567,7 @@ func teardownState(path string) {
 	}
 	if st.Net.Bridge != "" {
 		_ = run(ctx, "ip", "link", "del", st.Net.Bridge)
-		if data, err := os.ReadFile(slotFile(st.Net.Slot)); err == nil && strings.TrimSpace(string(data)) == path {
-			_ = os.Remove(slotFile(st.Net.Slot))
-		}
+		_ = os.Remove(slotFile(st.Net.Slot))
 	}
 	_ = os.Remove(path)
 }

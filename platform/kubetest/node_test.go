@@ -112,6 +112,8 @@ func TestDeadHarnessIsCleanedUp(t *testing.T) {
 	require.NoError(t, err)
 	st.Owner = gone.Process.Pid
 	require.NoError(t, writeJSON(dead.stateFile, st))
+	deadState, err := os.ReadFile(dead.stateFile)
+	require.NoError(t, err)
 
 	// The next harness to start tears it down, whichever slot it takes
 	// (it may take the dead one's, and with it the slot's names: cgroup
@@ -131,6 +133,23 @@ func TestDeadHarnessIsCleanedUp(t *testing.T) {
 		require.NoFileExists(t, "/run/netns/"+n.netns, "the dead node's network namespace")
 		require.Error(t, run(ctx, "ip", "link", "show", dead.net.Bridge), "the dead harness's bridge")
 		require.NoFileExists(t, slotFile(dead.net.Slot))
+	}
+
+	// A second sweeper that read the dead harness's state before the first
+	// tore it down (two harnesses starting at once) would tear it down
+	// again: when its slot is the next harness's now, the names are the
+	// same (cgroup root, network namespace, veth, bridge) and that node
+	// must not be touched (before the fix, its pods died with 137).
+	if next.net.Slot == dead.net.Slot {
+		require.NoError(t, os.WriteFile(dead.stateFile, deadState, 0o600))
+		teardownState(dead.stateFile)
+		require.NoFileExists(t, dead.stateFile, "the stale state is gone")
+		require.NoError(t, next.Clusters[0].node.exited(), "the next harness's node programs run")
+		require.NoError(t, run(ctx, "ip", "link", "show", next.net.Bridge), "the next harness's bridge is there")
+		require.FileExists(t, "/run/netns/"+next.Clusters[0].node.netns)
+		require.NoError(t, next.Clusters[0].node.ready(ctx))
+	} else {
+		t.Logf("the next harness took slot %d, not the dead one's %d: the stale teardown is not tried", next.net.Slot, dead.net.Slot)
 	}
 
 	next.Stop()
