@@ -417,6 +417,16 @@ func (s *Server) StopFerretDB() {
 	}
 }
 
+// PostgresPID is the process id of PostgreSQL's postmaster; 0 when stopped.
+func (s *Server) PostgresPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pg == nil {
+		return 0
+	}
+	return s.pg.Process.Pid
+}
+
 // Addr is FerretDB's TLS address.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.st.Port)) }
 
