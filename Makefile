@@ -128,13 +128,14 @@ test-store-server:
 
 # What test-store-server runs, with DCM_TEST_MONGO_URI set by dcm-store:
 # the store's conformance, lease and race-across-programs tests and the
-# store server's own, core's locks, rsync's and traffic's replicas, and
-# the whole-program replica tests.
+# store server's own, core's locks, rsync's and traffic's replicas and
+# its engine with a store server of its own killed mid-apply, and the
+# whole-program replica tests.
 store-server-suites:
 	@test -n "$${DCM_TEST_MONGO_URI:-}" || { echo "run by make test-store-server"; exit 1; }
 	$(GO) test -count=1 -timeout 20m $(MODULE)/platform/store/...
 	$(GO) test -count=1 -timeout 20m -run 'Locks' $(MODULE)/services/core/internal/core/
-	$(GO) test -count=1 -timeout 20m -run 'Replica|Settled' $(MODULE)/services/rsync/internal/engine/
+	$(GO) test -count=1 -timeout 20m -run 'Replica|Settled|StoreServerKilled' $(MODULE)/services/rsync/internal/engine/
 	$(GO) test -count=1 -timeout 20m -run 'Replica' $(MODULE)/services/traffic/internal/dns/
 	$(GO) test -count=1 -timeout 20m -run 'Replica' $(MODULE)/services/allinone/
 

@@ -15,30 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/dcm-project/dcm/platform/store/storeserver"
+	"github.com/dcm-project/dcm/platform/store/storetest"
 )
-
-// startServer starts a store server of the test's own in a fresh
-// directory, for the users given. It needs PostgreSQL installed, so it
-// runs only under make test-store-server (DCM_TEST_STORE_SERVER=1).
-func startServer(t *testing.T, users []storeserver.User) *storeserver.Server {
-	t.Helper()
-	if os.Getenv("DCM_TEST_STORE_SERVER") == "" {
-		t.Skip("starts PostgreSQL: run by make test-store-server (DCM_TEST_STORE_SERVER=1)")
-	}
-	// Not t.TempDir: PostgreSQL's user must traverse the path when the
-	// tests run as root, and TempDir's parent is 0700.
-	dir, err := os.MkdirTemp("", "dcm-store-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o711))
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := storeserver.New(storeserver.Config{Dir: filepath.Join(dir, "server"), Users: users})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	require.NoError(t, s.Start(ctx))
-	t.Cleanup(s.Stop)
-	return s
-}
 
 func connect(t *testing.T, s *storeserver.Server, role string) *mongo.Database {
 	t.Helper()
@@ -57,7 +35,7 @@ func connect(t *testing.T, s *storeserver.Server, role string) *mongo.Database {
 func TestServiceUsersHoldOnlyTheirCollections(t *testing.T) {
 	users := []storeserver.User{{Service: "core", Collections: []string{"projects", "tokens"}},
 		{Service: "rsync", Collections: []string{"clusters"}}}
-	s := startServer(t, users)
+	s := storetest.Server(t, users)
 	ctx := context.Background()
 	insert := func(db *mongo.Database, coll, id string) error {
 		_, err := db.Collection(coll).InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "version", Value: int64(1)}, {Key: "body", Value: "b"}})
