@@ -206,7 +206,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -272,7 +272,9 @@ func (s *Server) initdb() error {
 	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(pwFile)
+	// The password file goes whatever initdb did; its removal failing
+	// leaves a 0600 file in a 0700 directory.
+	defer func() { _ = os.Remove(pwFile) }()
 	if err := s.chown(pwFile); err != nil {
 		return err
 	}
@@ -310,7 +312,7 @@ func (s *Server) StartPostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }() // the child holds its own descriptor
 	cmd := s.pgCommand("postgres", "-D", filepath.Join(s.cfg.Dir, pgDir),
 		"-c", "listen_addresses=127.0.0.1", "-c", "port="+strconv.Itoa(s.st.PGPort),
 		"-c", "unix_socket_directories="+filepath.Join(s.cfg.Dir, runDir),
@@ -471,9 +473,9 @@ func (s *Server) Provision(ctx context.Context) error {
 			quoteIdent(r), quoteLiteral(r))
 		fmt.Fprintf(&roles, "ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE PASSWORD %s;\n", quoteIdent(r), quoteLiteral(pw))
 	}
-	roles.WriteString(fmt.Sprintf("REVOKE CREATE ON SCHEMA public FROM PUBLIC;\nREVOKE ALL ON DATABASE %s FROM PUBLIC;\n", quoteIdent(s.cfg.Database)))
+	fmt.Fprintf(&roles, "REVOKE CREATE ON SCHEMA public FROM PUBLIC;\nREVOKE ALL ON DATABASE %s FROM PUBLIC;\n", quoteIdent(s.cfg.Database))
 	for _, r := range s.roles()[1:] {
-		roles.WriteString(fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s;\n", quoteIdent(s.cfg.Database), quoteIdent(r)))
+		fmt.Fprintf(&roles, "GRANT CONNECT ON DATABASE %s TO %s;\n", quoteIdent(s.cfg.Database), quoteIdent(r))
 	}
 	if err := s.psql(ctx, s.cfg.Database, guardSQL+roles.String()); err != nil {
 		return err
