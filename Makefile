@@ -21,6 +21,7 @@ CLUSTERS   := $(GO) run $(MODULE)/platform/kubetest/cmd/dcm-clusters
 # service mesh installs it with Istio's CRDs (the traffic controller's DNS
 # provider intents write DNSEndpoints).
 GENERATED  := gen services/gateway/internal/openapi docs/configuration.md docs/security.md docs/store.md \
+	platform/store/storeserver/users_gen.go \
 	cmd/dcmctl/routes_gen.go \
 	services/servicemesh/internal/render/crds/dnsendpoints.externaldns.k8s.io.yaml
 
@@ -47,7 +48,8 @@ CLUSTERS_DIR ?= $(or $(DCM_DATA_DIR),.dcm)/clusters
 
 .DEFAULT_GOAL := help
 .PHONY: help grpcurl run check-ports build test test-unit test-all generate check-generated lint breaking clean \
-	k8s-bins istio-bins images clusters clusters-down bench-rsync bench-lifecycle bench-rest fuzz
+	k8s-bins istio-bins images clusters clusters-down bench-rsync bench-lifecycle bench-rest fuzz \
+	store-server test-store-server store-server-suites
 
 ## help: list the targets and what they do
 help:
@@ -113,6 +115,30 @@ bench-lifecycle: k8s-bins
 bench-rest:
 	$(GO) run ./services/allinone/cmd/rest-bench -out docs/benchmarks.md $(BENCHFLAGS)
 
+## store-server: a store server that replicas on many machines share: PostgreSQL (Debian's, a cluster of its own on loopback) and FerretDB over TLS, a user per service; prints the URI files (docs/store.md, "The store server")
+store-server:
+	$(GO) build -o $(BIN)/dcm-store $(MODULE)/platform/store/cmd/dcm-store
+	$(BIN)/dcm-store -dir $(or $(DCM_DATA_DIR),.dcm)/store-server
+
+## test-store-server: the store, lease and replica suites against a store server of their own (FerretDB on PostgreSQL, each replica with its own connection; not in make test)
+test-store-server:
+	$(GO) build -o $(BIN)/dcm-store $(MODULE)/platform/store/cmd/dcm-store
+	dir=$$(mktemp -d /tmp/dcm-store-test.XXXXXX); chmod 0711 $$dir; trap 'rm -rf $$dir' EXIT; \
+		$(BIN)/dcm-store -dir $$dir/server -- $(MAKE) --no-print-directory -k store-server-suites
+
+# What test-store-server runs, with DCM_TEST_MONGO_URI set by dcm-store:
+# the store's conformance, lease and race-across-programs tests and the
+# store server's own, core's locks, rsync's and traffic's replicas and
+# its engine with a store server of its own killed mid-apply, and the
+# whole-program replica tests.
+store-server-suites:
+	@test -n "$${DCM_TEST_MONGO_URI:-}" || { echo "run by make test-store-server"; exit 1; }
+	$(GO) test -count=1 -timeout 20m $(MODULE)/platform/store/...
+	$(GO) test -count=1 -timeout 20m -run 'Locks' $(MODULE)/services/core/internal/core/
+	$(GO) test -count=1 -timeout 20m -run 'Replica|Settled|StoreServerKilled' $(MODULE)/services/rsync/internal/engine/
+	$(GO) test -count=1 -timeout 20m -run 'Replica' $(MODULE)/services/traffic/internal/dns/
+	$(GO) test -count=1 -timeout 20m -run 'Replica' $(MODULE)/services/allinone/
+
 ## fuzz: every fuzz target for FUZZTIME each (default 10m; make fuzz FUZZTIME=30s), one after another; a finding fails (not in make test, which runs their seeds)
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
@@ -132,7 +158,7 @@ generate: $(BUF)
 	$(BUF) generate
 	$(GO) run ./platform/server/cmd/confdoc docs/configuration.md
 	$(GO) run ./platform/server/cmd/calltable docs/security.md
-	$(GO) run ./services/allinone/cmd/storedoc docs/store.md
+	$(GO) run ./services/allinone/cmd/storedoc docs/store.md platform/store/storeserver/users_gen.go
 	$(GO) run ./services/gateway/cmd/emcodoc docs/emco.md
 	$(GO) run ./platform/server/cmd/routetable cmd/dcmctl/routes_gen.go
 	dir=$$(GOFLAGS=-mod=mod $(GO) mod download -json sigs.k8s.io/external-dns@v0.22.0 | grep -o '"Dir": *"[^"]*"' | cut -d'"' -f4); \

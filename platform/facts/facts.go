@@ -10,7 +10,6 @@ import (
 	"context"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
@@ -30,8 +29,13 @@ func Open(st *store.Store, service string) *Facts {
 		func() *typesv1.LogicalCloudFacts { return &typesv1.LogicalCloudFacts{} })}
 }
 
-// Put stores f, replacing what was stored of its logical cloud; putting
-// the same facts again changes nothing. A project or name missing is
+// Put stores f, replacing what was stored of its logical cloud: one
+// upsert by _id (store.Records.Put), not a read and then an insert or an
+// update. Core is the one writer of the facts and tells a live logical
+// cloud's facts under its transition lock, as it removes them
+// (docs/logical-clouds.md, "Told once"), so the last put is the one that
+// must stay and there is no version to compare. Putting the same facts
+// again stores the same document. A project or name missing is
 // InvalidArgument.
 func (x *Facts) Put(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 	if f.GetProject() == "" {
@@ -40,27 +44,7 @@ func (x *Facts) Put(ctx context.Context, f *typesv1.LogicalCloudFacts) error {
 	if f.GetName() == "" {
 		return errs.Invalid("facts.name", "is required")
 	}
-	id := store.Key(f.GetProject(), f.GetName())
-	for {
-		cur, err := x.recs.Get(ctx, id)
-		switch {
-		case errs.Code(err) == codes.NotFound:
-			err = x.recs.Create(ctx, id, f.GetProject(), f)
-			if errs.Code(err) == codes.AlreadyExists {
-				continue // another tell got there first: replace its facts
-			}
-			return err
-		case err != nil:
-			return err
-		case proto.Equal(cur.Msg, f):
-			return nil
-		}
-		err = x.recs.Update(ctx, id, cur.Version, f)
-		if errs.Code(err) == codes.Aborted || errs.Code(err) == codes.NotFound {
-			continue // changed or deleted meanwhile: read again
-		}
-		return err
-	}
+	return x.recs.Put(ctx, store.Key(f.GetProject(), f.GetName()), f.GetProject(), f)
 }
 
 // Delete forgets logical cloud lc of project; forgetting one not known is

@@ -115,18 +115,22 @@ func TestConcurrentConditionalUpdatesOneWinner(t *testing.T) {
 }
 
 // TestConcurrentIncrementsAcrossClients checks at the wire level, with a
-// client (and connection pool) per writer, that no $inc is lost.
+// client (and connection pool) per writer, that no $inc is lost: each
+// either lands or is refused as a write conflict (the store server's
+// version guard, platform/store/storeserver), and a refused one is sent
+// again. Like every DCM write, each $inc raises the document's version.
 func TestConcurrentIncrementsAcrossClients(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := storetest.Open(t)
 	coll := s.Database().Collection("counters")
-	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "c"}, {Key: "n", Value: 0}})
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "c"}, {Key: "n", Value: 0}, {Key: "version", Value: int64(1)}})
 	require.NoError(t, err)
 
 	uri := s.ClientURI()
 	const writers, each = 8, 20
 	var wg sync.WaitGroup
+	var refused atomic.Int32
 	for range writers {
 		c, err := mongo.Connect(options.Client().ApplyURI(uri))
 		require.NoError(t, err)
@@ -136,19 +140,29 @@ func TestConcurrentIncrementsAcrossClients(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				if _, err := cc.UpdateOne(ctx, bson.D{{Key: "_id", Value: "c"}},
-					bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
-					t.Errorf("inc: %v", err)
+				for attempt := 0; ; attempt++ {
+					_, err := cc.UpdateOne(ctx, bson.D{{Key: "_id", Value: "c"}},
+						bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}, {Key: "version", Value: int64(1)}}}})
+					if err == nil {
+						break
+					}
+					if !store.IsWriteConflict(err) || attempt == 1000 {
+						t.Errorf("inc: %v", err)
+						return
+					}
+					refused.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	var doc struct {
-		N int `bson:"n"`
+		N       int   `bson:"n"`
+		Version int64 `bson:"version"`
 	}
 	require.NoError(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "c"}}).Decode(&doc))
-	require.Equal(t, writers*each, doc.N)
+	require.Equal(t, writers*each, doc.N, "%d increments were refused and sent again", refused.Load())
+	require.EqualValues(t, 1+writers*each, doc.Version)
 }
 
 // TestStoreOutageIsUnavailable takes the embedded backend down: calls fail

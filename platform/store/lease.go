@@ -191,11 +191,21 @@ type Held struct {
 }
 
 // Hold acquires name for holder (as Acquire) and renews it every third of
-// ttl until Release.
+// ttl until Release. It inserts first: a held lease is a lock that Release
+// deletes, so it is usually absent, and the unique _id decides between
+// two holders; only when one is there (held, expired, or this holder's)
+// is it read and taken as Acquire takes it.
 func (l *Leases) Hold(ctx context.Context, name, holder string, ttl time.Duration) (*Held, error) {
-	lease, err := l.Acquire(ctx, name, holder, ttl)
-	if err != nil {
-		return nil, err
+	doc := leaseDoc{ID: name, Holder: holder, Epoch: 1, Expires: l.now().Add(ttl).UnixMilli(), Version: 1}
+	lease := doc.lease()
+	_, err := l.coll.InsertOne(ctx, doc)
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		if lease, err = l.Acquire(ctx, name, holder, ttl); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, mapErr("acquire lease", err)
 	}
 	lost := make(chan struct{})
 	h := &Held{Lease: lease, Lost: lost, stop: make(chan struct{}), done: make(chan struct{}), cur: lease, l: l}

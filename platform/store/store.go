@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,8 +196,26 @@ func mapErr(op string, err error) error {
 		return err
 	case mongo.IsNetworkError(err), mongo.IsTimeout(err), isServerSelection(err):
 		return errs.Unavailable(fmt.Errorf("%s: %w", op, err), "store unavailable, retry later")
+	case IsWriteConflict(err):
+		return errs.Aborted("%s: another writer changed it first; read it again and retry", op)
 	}
 	return errs.Internal(fmt.Errorf("%s: %w", op, err), "store error")
+}
+
+// writeConflictText starts the message with which the store server
+// (platform/store/storeserver, FerretDB on PostgreSQL) refuses an update
+// that does not raise a versioned document's version: the loser of a race
+// between writers that read the same version.
+const writeConflictText = "dcm: write conflict"
+
+// IsWriteConflict reports whether err is the store server's refusal of an
+// update that lost a race (writeConflictText). FerretDB reports it as an
+// InternalError whose message carries PostgreSQL's. MongoDB and the
+// embedded store never send it: their conditional updates match nothing
+// instead.
+func IsWriteConflict(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && strings.Contains(se.Error(), writeConflictText)
 }
 
 func isServerSelection(err error) bool {

@@ -74,7 +74,7 @@ func (s *ControlPlanes) createMeshCloud(ctx context.Context, req *corev1.CreateM
 	if customCA(req) {
 		first = func(ctx context.Context) error { return s.setControlPlaneCA(ctx, req) }
 	}
-	if err := s.lcs.create(ctx, req.GetProject(), p, first); err != nil {
+	if _, err := s.lcs.create(ctx, req.GetProject(), p, first); err != nil {
 		return nil, err
 	}
 	return s.meshAnswer(ctx, req.GetProject(), proto.CloneOf(p.lc), createdMessage(p)), nil

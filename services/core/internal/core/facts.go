@@ -38,10 +38,12 @@ import (
 //     facts again (Reconcile): a service that missed a tell, was down, or
 //     runs on a store made before the facts existed converges.
 //
-// A tell of a live logical cloud's facts outside its create holds the
-// logical cloud's transition lock and reads the record under it, as does
-// every removal (DeleteLogicalCloud, abandon, the cleanup loop): a stale
-// put can never land after a removal forgot the facts.
+// Every tell of a live logical cloud's facts holds the logical cloud's
+// transition lock, as does every removal (DeleteLogicalCloud, abandon,
+// the cleanup loop): a stale put can never land after a removal forgot the
+// facts. A tell outside its create reads the record under the lock; the
+// create's first tell holds it from before the insert and tells the
+// record it stored (tellNew).
 
 // FactsPeer is a program serving the facts contract
 // (dcm.facts.v1.LogicalCloudFactsInternalService, platform/facts), named by
@@ -161,6 +163,19 @@ func (s *Facts) tellLocked(ctx context.Context, project, lc string) error {
 		return err
 	}
 	return s.tell(ctx, factsOf(project, c.Msg, clusters))
+}
+
+// tellNew tells every service the facts of logical cloud c of project,
+// just stored by a caller that has held its transition lock since before
+// the insert: the record cannot have changed, so it is not read again;
+// the references are (one added between the insert and this tell is in
+// the facts).
+func (s *Facts) tellNew(ctx context.Context, project string, c *corev1.LogicalCloud) error {
+	clusters, err := s.clustersOf(ctx, project, c.GetMetadata().GetName())
+	if err != nil {
+		return err
+	}
+	return s.tell(ctx, factsOf(project, c, clusters))
 }
 
 // tellDeleting tells every service that logical cloud lc of project is

@@ -247,9 +247,15 @@ func (s *cloudReader) cloud(ctx context.Context, project, lc string) (*corev1.Lo
 // in their services. If any of that fails, what was made is removed again
 // (retried in the background if a service is down) and the error returned.
 func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogicalCloudRequest) (*corev1.CreateLogicalCloudResponse, error) {
-	if req.GetName() != "" && req.GetMetadata() == nil && req.GetSpec() == nil {
-		// Seed 002's flat body naming an existing logical cloud adds its
-		// users (docs/logical-clouds.md, "Users").
+	// Seed 002's flat body naming an existing logical cloud adds its
+	// users (docs/logical-clouds.md, "Users"). Whether it exists is read
+	// first only where a create would call another service before its
+	// insert (cluster-labels select clusters); otherwise the insert tells
+	// (its unique id), and the record is read only when it is taken or
+	// when the body is no create's.
+	flat := req.GetName() != "" && req.GetMetadata() == nil && req.GetSpec() == nil
+	readFirst := flat && req.GetClusterLabels() != ""
+	if readFirst {
 		cur, err := s.cloud(ctx, req.GetProject(), req.GetName())
 		switch {
 		case err == nil:
@@ -258,9 +264,21 @@ func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogic
 			return nil, err
 		}
 	}
+	// existing answers a flat body's request for logical cloud cur when it
+	// exists, as addedUsers; otherwise err, the create's answer, stands.
+	existing := func(err error) (*corev1.CreateLogicalCloudResponse, error) {
+		if !flat || readFirst {
+			return nil, err
+		}
+		cur, cerr := s.clouds.Get(ctx, store.Key(req.GetProject(), req.GetName()))
+		if cerr != nil {
+			return nil, err
+		}
+		return s.addedUsers(ctx, req, cur.Msg)
+	}
 	p, err := planCreate(req, grants{Tenancy: s.tenancy, mayGrant: server.MayGrant(ctx)})
 	if err != nil {
-		return nil, err
+		return existing(err)
 	}
 	if err := s.checkCARoot(ctx, req.GetProject(), p.lc.GetSpec().GetCaRoot()); err != nil {
 		return nil, err
@@ -277,7 +295,10 @@ func (s *Clouds) CreateLogicalCloud(ctx context.Context, req *corev1.CreateLogic
 		}
 		defer release()
 	}
-	if err := s.create(ctx, req.GetProject(), p, nil); err != nil {
+	if taken, err := s.create(ctx, req.GetProject(), p, nil); err != nil {
+		if taken {
+			return existing(err)
+		}
 		return nil, err
 	}
 	name := p.lc.GetMetadata().GetName()
@@ -322,19 +343,25 @@ func createdMessage(p *plan) string {
 // the other services. first, if given, runs once the record is stored and
 // before the parts are made (a check of another service that must pass for
 // the logical cloud to stay). If anything fails, what was made is removed
-// again (retried in the background if a service is down).
-func (s *Clouds) create(ctx context.Context, project string, p *plan, first func(context.Context) error) error {
+// again (retried in the background if a service is down); taken says the
+// failure was the id being taken (AlreadyExists from the insert).
+//
+// The logical cloud's transition lock is held from before the insert to
+// the first tell of its facts: every removal takes it before it marks
+// the record, so nothing can have changed the record meanwhile, and the
+// facts are told from the record as planned, not read again.
+func (s *Clouds) create(ctx context.Context, project string, p *plan, first func(context.Context) error) (taken bool, err error) {
 	name := p.lc.GetMetadata().GetName()
 	p.lc.Lifecycle = &corev1.Lifecycle{Phase: phaseCreated}
 	var selected []*rsyncv1.SelectedCluster
 	if len(p.labels) > 0 {
 		resp, err := s.rsync.SelectClusters(ctx, &rsyncv1.SelectClustersRequest{Labels: p.labels})
 		if err != nil {
-			return err
+			return false, err
 		}
 		selected = resp.GetClusters()
 		if err := s.references.sets.checkSelected(ctx, project, selected); err != nil {
-			return err
+			return false, err
 		}
 		for _, sc := range selected {
 			// Referenced because of the labels: released when it loses one
@@ -342,20 +369,9 @@ func (s *Clouds) create(ctx context.Context, project string, p *plan, first func
 			p.lc.Lifecycle.LabelledClusters = append(p.lc.Lifecycle.LabelledClusters, clusterKey(sc.GetProvider(), sc.GetName()))
 		}
 	}
-	err := s.clouds.CreateChecked(ctx, store.Key(project, name), project, p.lc, func(ctx context.Context) error {
-		_, err := s.projects.Get(ctx, project)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if first != nil {
-		err = first(ctx)
-	}
-	if err == nil {
-		// Told before the parts are made: the services check them against
-		// the facts (facts.go).
-		err = s.facts.retell(ctx, project, name)
+	stored, err := s.storeAndTell(ctx, project, p.lc, first)
+	if !stored {
+		return errs.Code(err) == codes.AlreadyExists, err
 	}
 	if err == nil {
 		err = s.createParts(ctx, project, p, selected)
@@ -365,9 +381,36 @@ func (s *Clouds) create(ctx context.Context, project string, p *plan, first func
 	}
 	if err != nil {
 		s.abandon(ctx, project, name)
-		return err
+		return false, err
 	}
-	return nil
+	return false, nil
+}
+
+// storeAndTell stores new logical cloud lc of project, runs first (if
+// given) and tells the services its facts (facts.go: before the parts
+// are made, which the services check against them), all under the
+// logical cloud's transition lock. stored says whether the record was
+// stored: if it was and err is not nil, the caller abandons it.
+func (s *Clouds) storeAndTell(ctx context.Context, project string, lc *corev1.LogicalCloud, first func(context.Context) error) (stored bool, err error) {
+	name := lc.GetMetadata().GetName()
+	lctx, unlock, err := s.locks.lock(ctx, store.Key(project, name), fmt.Sprintf("logical cloud %q", name))
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	err = s.clouds.CreateChecked(lctx, store.Key(project, name), project, lc, func(ctx context.Context) error {
+		_, err := s.projects.Get(ctx, project)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if first != nil {
+		if err := first(lctx); err != nil {
+			return true, err
+		}
+	}
+	return true, s.facts.tellNew(lctx, project, lc)
 }
 
 // createParts makes what the plan puts in the other services, in order.
@@ -465,13 +508,18 @@ func (s *Clouds) shown(ctx context.Context, project string, cs ...*corev1.Logica
 }
 
 // ListLogicalClouds implements corev1.LogicalCloudServiceServer.
+// The project is read only for an empty page (to answer 404 for a
+// project that is not there): logical clouds listed under it say that it
+// is, since a project is deleted only once it has none (projects.go).
 func (s *Clouds) ListLogicalClouds(ctx context.Context, req *corev1.ListLogicalCloudsRequest) (*corev1.ListLogicalCloudsResponse, error) {
-	if _, err := s.projects.Get(ctx, req.GetProject()); err != nil {
-		return nil, err
-	}
 	cs, next, err := s.clouds.ListPage(ctx, req.GetProject(), store.PageOf(req))
 	if err != nil {
 		return nil, err
+	}
+	if len(cs) == 0 {
+		if _, err := s.projects.Get(ctx, req.GetProject()); err != nil {
+			return nil, err
+		}
 	}
 	s.shown(ctx, req.GetProject(), cs...)
 	return &corev1.ListLogicalCloudsResponse{LogicalClouds: cs, NextPageToken: next}, nil

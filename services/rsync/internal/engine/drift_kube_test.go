@@ -70,20 +70,31 @@ func driftsOf(st *rsyncv1.RolloutStatus) map[string]*rsyncv1.Drift {
 
 func driftCount(t *testing.T, kind, result string) float64 {
 	t.Helper()
+	return counterValue(t, "dcm_rsync_drift_total", map[string]string{"kind": kind, "result": result})
+}
+
+// counterValue is the value of counter name's series with labels (all of
+// them equal; others may be set), 0 when there is none.
+func counterValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() != "dcm_rsync_drift_total" {
+		if mf.GetName() != name {
 			continue
 		}
+	metrics:
 		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
+			have := map[string]string{}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				have[l.GetName()] = l.GetValue()
 			}
-			if labels["kind"] == kind && labels["result"] == result {
-				return m.GetCounter().GetValue()
+			for k, v := range labels {
+				if have[k] != v {
+					continue metrics
+				}
 			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
