@@ -83,6 +83,11 @@ func identity(p *peer.Peer) string {
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
+		// The insecure credentials (xDS credentials fall back to them
+		// when istiod sends no TLS) say "insecure".
+		if p.AuthInfo.AuthType() == "insecure" {
+			return "plaintext"
+		}
 		return "auth:" + p.AuthInfo.AuthType()
 	}
 	if len(ti.State.PeerCertificates) == 0 {
@@ -100,6 +105,9 @@ func serve(args []string) error {
 	port := fs.Int("port", 8080, "port to listen on (all addresses): the Service's target port")
 	_ = fs.Parse(args)
 
+	if err := waitForBootstrap(time.Minute); err != nil {
+		return err
+	}
 	creds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
 	if err != nil {
 		return fmt.Errorf("xds server credentials: %w", err)
@@ -142,6 +150,28 @@ func serve(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// waitForBootstrap waits until the file GRPC_XDS_BOOTSTRAP names exists,
+// for at most d: the injector puts the application container before
+// pilot-agent, so the kubelet may start the server before the agent has
+// written the bootstrap (it would exit, and restart with a back-off).
+func waitForBootstrap(d time.Duration) error {
+	file := os.Getenv("GRPC_XDS_BOOTSTRAP")
+	if file == "" {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	for {
+		_, err := os.Stat(file)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no xDS bootstrap after %s: %w", d, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func call(args []string) error {
