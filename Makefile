@@ -89,11 +89,13 @@ k8s-bins:
 istio-bins:
 	$(CLUSTERS) build-istio
 
-## images: an OCI image tarball per program (dcm.local/<program>), pause, agnhost, CoreDNS (test/coredns, the test clusters' kube-dns) and Istio's pilot and proxyv2 (test/istio, into bin/images/istio) into bin/images, for ctr images import (docs/images.md); rewrites only what changed
+## images: an OCI image tarball per program (dcm.local/<program>), pause, agnhost, CoreDNS (test/coredns, the test clusters' kube-dns), the tests' proxyless gRPC echo (test/grpcecho) and Istio's pilot and proxyv2 (test/istio, into bin/images/istio) into bin/images, for ctr images import (docs/images.md); rewrites only what changed
 images:
 	cd $(REPO)/test/images && GOWORK=off $(GO) run ./cmd/dcm-images -root $(REPO)
 	cd $(REPO)/test/coredns && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(REPO)/bin/images/bin/coredns .
 	cd $(REPO)/test/images && GOWORK=off $(GO) run ./cmd/dcm-images -binary $(REPO)/bin/images/bin/coredns -ref dcm.local/coredns:latest -out $(REPO)/bin/images/coredns.tar
+	cd $(REPO)/test/grpcecho && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(REPO)/bin/images/bin/grpcecho .
+	cd $(REPO)/test/images && GOWORK=off $(GO) run ./cmd/dcm-images -binary $(REPO)/bin/images/bin/grpcecho -ref dcm.local/grpcecho:latest -out $(REPO)/bin/images/grpcecho.tar
 
 ## clusters: start N local Kubernetes clusters (etcd, kube-apiserver, kube-controller-manager; with NODES=1, the default, a scheduler and a node each, the images of make images loaded)
 clusters: $(if $(filter 0,$(NODES)),,images)

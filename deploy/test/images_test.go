@@ -114,6 +114,8 @@ func TestBuiltImages(t *testing.T) {
 		"agnhost": {Ref: agnhostRef, Entrypoint: "/agnhost", UID: 65532, CA: true},
 		// The test clusters' kube-dns (test/coredns, platform/kubetest/dns.go).
 		"coredns": {Ref: "dcm.local/coredns:latest", Entrypoint: "/usr/local/bin/coredns", UID: 65532, CA: true},
+		// The mesh tests' proxyless gRPC workload (test/grpcecho).
+		"grpcecho": {Ref: "dcm.local/grpcecho:latest", Entrypoint: "/usr/local/bin/grpcecho", UID: 65532, CA: true},
 		// Istio's, from test/istio, as the rendered charts name them; kept
 		// apart from what every test node loads (docs/images.md).
 		"istio/pilot":   {Ref: "docker.io/istio/pilot:1.31.0", Entrypoint: "/usr/local/bin/pilot-discovery", UID: 1337, CA: true},

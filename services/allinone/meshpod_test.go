@@ -1,7 +1,6 @@
 package allinone_test
 
 import (
-	"context"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/dcm-project/dcm/platform/kubetest"
 )
 
 // TestMeshIstiodRunsOnANode: a mesh logical cloud applied through the
@@ -30,47 +27,13 @@ import (
 // (spiffe://<trust domain>/ns/<ns>/sa/<sa>), signed by DCM's intermediate
 // for the cluster and verifying to the cadist root.
 func TestMeshIstiodRunsOnANode(t *testing.T) {
-	h := kubetest.ForTestsWithNodes(t, 1)
-	c := h.Clusters[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	root, err := kubetest.RepoRoot()
-	require.NoError(t, err)
-	images, err := kubetest.IstioImages(root)
-	require.NoError(t, err)
-	require.NoError(t, c.LoadImages(ctx, images...))
-
+	h, c, ctx := istioNode(t, 8*time.Minute)
 	e := startTenantsOn(t, h, "ip-mesh")
-	r := e.admin
-	lc := "/v2/projects/ip-mesh/logical-clouds/im"
-	r.want(201, "POST", "/v2/projects/ip-mesh/logical-clouds", meshBody("im"))
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`","loadbalancer-ip":"192.0.2.1"}`)
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
-	// The node is shared with the tests after this one: the logical cloud
-	// is terminated as a tenant's would be, and its istiod and pods go
-	// with its namespaces (left running, they held the node's CPU and
-	// memory, and a later test's pods stayed Pending).
-	t.Cleanup(func() {
-		r.want(202, "POST", lc+"/terminate", "")
-		r.settle(lc, "Terminated")
-	})
-	rev := meshRevision(t, r, "ip-mesh", "im")
-	istioNS, workloadNS := "im-istio-system", "im-ns"
-
-	// show logs what the pods show, for the next one to read.
-	show := func(cmds ...[]string) {
-		for _, args := range cmds {
-			out, _ := c.Kubectl(ctx, args...)
-			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-		}
-	}
-	deploy := "deployment/istiod-" + rev
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Available", deploy, "-n", istioNS, "--timeout=180s"); err != nil {
-		show([]string{"get", "deployment,replicaset,pods,events", "-n", istioNS, "-o", "wide"},
-			[]string{"describe", "pods", "-n", istioNS}, []string{"logs", deploy, "-n", istioNS, "--tail=60"})
-		t.Fatalf("istiod does not become Available: %v", err)
-	}
+	m := startMeshOnNode(ctx, t, e, c, "ip-mesh", "im", "192.0.2.1")
+	r := m.r
+	deploy := "deployment/istiod-" + meshRevision(t, r, "ip-mesh", "im")
+	istioNS, workloadNS := m.istioNS, m.workloadNS
+	show := m.show
 
 	var bundle struct {
 		RootCert string `json:"root-cert"`
@@ -78,6 +41,7 @@ func TestMeshIstiodRunsOnANode(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", "/v1/cadist/projects/ip-mesh/logicalclouds/im/clusters/"+c.Name, "")), &bundle))
 	require.NotEmpty(t, bundle.RootCert)
 	var written string
+	var err error
 	eventually(t, "istiod writes istio-ca-root-cert in the workload namespace", func() bool {
 		written, err = c.Kubectl(ctx, "get", "configmap", "istio-ca-root-cert", "-n", workloadNS, "-o", `jsonpath={.data.root-cert\.pem}`)
 		return err == nil && written != ""
@@ -105,7 +69,7 @@ func TestMeshIstiodRunsOnANode(t *testing.T) {
 	image := c.MustKubectl(ctx, t, "get", "pod", "app", "-n", workloadNS, "-o", `jsonpath={.spec.containers[?(@.name=="istio-proxy")].image}`)
 	require.Equal(t, "docker.io/istio/proxyv2:1.31.0", image, "the injector set the agent's image")
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/app", "-n", workloadNS, "--timeout=120s"); err != nil {
-		show([]string{"describe", "pod", "app", "-n", workloadNS}, []string{"logs", "app", "-c", "istio-proxy", "-n", workloadNS, "--tail=60"})
+		show(ctx, []string{"describe", "pod", "app", "-n", workloadNS}, []string{"logs", "app", "-c", "istio-proxy", "-n", workloadNS, "--tail=60"})
 		t.Fatalf("the injected pod is not Ready: %v", err)
 	}
 	file := func(name string) []byte {
