@@ -541,7 +541,7 @@ func teardownLocked(path string) {
 	if err != nil {
 		return
 	}
-	if data, err := os.ReadFile(slotFile(st.Net.Slot)); err == nil && strings.TrimSpace(string(data)) != path {
+	if data, err := os.ReadFile(slotFile(st.Net.Slot)); err == nil && !samePath(strings.TrimSpace(string(data)), path) {
 		for _, d := range st.Dirs {
 			unmountUnder(d)
 		}
@@ -570,6 +570,17 @@ func teardownLocked(path string) {
 		_ = os.Remove(slotFile(st.Net.Slot))
 	}
 	_ = os.Remove(path)
+}
+
+// samePath says whether a and b name the same file: make clusters and
+// make clusters-down may name the state by a relative and an absolute path.
+func samePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // killCgroup kills every process under cgroup root cg (pids hierarchy)

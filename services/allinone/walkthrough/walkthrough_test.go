@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -243,6 +244,24 @@ func TestREADMEWalkthrough(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the kubeconfig holds a private key")
 	_, err = os.Stat(filepath.Join(dir, ".dcm", "clusters", "pids"))
 	require.ErrorIs(t, err, os.ErrNotExist, "make clusters-down stopped the clusters")
+	require.Empty(t, processesUnder(filepath.Join(dir, ".dcm", "clusters")), "make clusters-down left no node program (containerd, kubelet, pods)")
+}
+
+// processesUnder lists the processes whose command line names a path
+// under dir (the nodes' containerd and kubelet name their files there).
+func processesUnder(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), dir+"/") {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
 }
 
 // clusterOneShows is what cluster-1 of make clusters shows when a block
