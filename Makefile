@@ -80,6 +80,7 @@ test: check-generated lint breaking test-all
 ## test-all: every Go test, integration tests against real clusters included
 test-all: k8s-bins istio-bins images
 	$(GO) test -count=1 -timeout 30m $(PKGS)
+	cd $(REPO)/test/grpcecho && GOWORK=off $(GO) test -count=1 ./...
 
 ## k8s-bins: build kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet, kube-proxy (test/k8s) and kube-router (test/kube-router) into bin/k8s
 k8s-bins:

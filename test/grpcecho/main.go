@@ -118,20 +118,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("xds server: %w", err)
 	}
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "dcm.test.grpcecho.Echo",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Echo", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			p, _ := peer.FromContext(ctx)
-			who := identity(p)
-			fmt.Printf("call from %s: %q\n", who, in.GetValue())
-			return wrapperspb.String("client=" + who + " echo=" + in.GetValue()), nil
-		}}},
-	}, struct{}{})
+	register(srv)
 	// Istio names the inbound listener after the address listened on
 	// (xds.istio.io/grpc/lds/inbound/0.0.0.0:<port>) and finds the
 	// workload's Service by that port.
@@ -150,6 +137,41 @@ func serve(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// register adds the echo service to s.
+func register(s grpc.ServiceRegistrar) {
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "dcm.test.grpcecho.Echo",
+		HandlerType: (*any)(nil),
+		Methods:     []grpc.MethodDesc{{MethodName: "Echo", Handler: echoHandler}},
+	}, struct{}{})
+}
+
+// echoHandler decodes the request and runs echo through the server's
+// interceptors: the xds server's RBAC (the AuthorizationPolicies istiod
+// sends) is one, and a handler that does not call the interceptor it is
+// given skips it (every call was allowed).
+func echoHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	in := new(wrapperspb.StringValue)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return echo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: method}
+	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return echo(ctx, req.(*wrapperspb.StringValue))
+	})
+}
+
+// echo answers with the identity the server saw.
+func echo(ctx context.Context, in *wrapperspb.StringValue) (any, error) {
+	p, _ := peer.FromContext(ctx)
+	who := identity(p)
+	fmt.Printf("call from %s: %q\n", who, in.GetValue())
+	return wrapperspb.String("client=" + who + " echo=" + in.GetValue()), nil
 }
 
 // waitForBootstrap waits until the file GRPC_XDS_BOOTSTRAP names exists,
