@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
@@ -186,12 +187,12 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 			require.NotEmpty(t, sec.Data[k], "%s: cacerts %s", lc, k)
 		}
 		intermediates[lc] = string(sec.Data["ca-cert.pem"])
-		// Seed 004's deny-all, installed with the mesh: an empty spec
-		// (Istio: an ALLOW policy matching nothing) in the workloads'
-		// namespace, none in the gateways'.
+		// Seed 004's deny-all, installed with the mesh: an ALLOW policy
+		// matching nothing in the workloads' namespace, none in the
+		// gateways'.
 		spec, ok := denyAll(t, cl, lc+"-ns")
 		require.True(t, ok, "%s: the deny-all AuthorizationPolicy is in its namespace", lc)
-		require.Empty(t, spec, "an empty spec")
+		require.Equal(t, kube.DenyAllPolicySpec(), spec, "the rule no certificate matches")
 		_, ok = denyAll(t, cl, lc+"-istio-system")
 		require.False(t, ok, "no deny-all in the istio namespace")
 

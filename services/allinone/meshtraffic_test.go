@@ -2,6 +2,7 @@ package allinone_test
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,11 +55,17 @@ type meshNode struct {
 // later test's pods stayed Pending).
 func startMeshOnNode(ctx context.Context, t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP string) *meshNode {
 	t.Helper()
+	return startMeshOnNodeWith(ctx, t, e, c, project, lc, lbIP, meshBody(lc))
+}
+
+// startMeshOnNodeWith is startMeshOnNode with the logical cloud's body.
+func startMeshOnNodeWith(ctx context.Context, t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP, body string) *meshNode {
+	t.Helper()
 	r := e.admin
 	m := &meshNode{t: t, c: c, r: r, project: project, lc: lc,
 		path:    "/v2/projects/" + project + "/logical-clouds/" + lc,
 		istioNS: lc + "-istio-system", workloadNS: lc + "-ns", trustDomain: lc + "." + project + ".dcm.local"}
-	r.want(201, "POST", "/v2/projects/"+project+"/logical-clouds", meshBody(lc))
+	r.want(201, "POST", "/v2/projects/"+project+"/logical-clouds", body)
 	r.want(201, "POST", m.path+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`","loadbalancer-ip":"`+lbIP+`"}`)
 	r.want(202, "POST", m.path+"/apply", "")
 	r.settle(m.path, "Instantiated")
@@ -92,7 +99,10 @@ func (m *meshNode) spiffe(sa string) string {
 // ServiceAccount sa (created here), labelled app: name, injected with
 // Istio's grpc-agent template (pilot-agent beside it, no Envoy), with
 // the security context Pod Security's restricted level asks for and small
-// requests (the node is shared), and waits until it is Ready. The
+// requests for both containers (the node is shared: without its own, the
+// agent got the logical cloud's LimitRange default, 100m, and with two
+// istiods on the node the fifth pod did not fit), and waits until it is
+// Ready. The
 // injector puts the application before the agent whatever the order
 // here, so grpcecho serve waits for the xDS bootstrap the agent writes.
 func (m *meshNode) echoPod(ctx context.Context, name, sa string, port int, args ...string) {
@@ -115,7 +125,8 @@ func (m *meshNode) echoPod(ctx context.Context, name, sa string, port int, args 
 	    "securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}},
 	    "containers":[
 	      {"name":"istio-proxy","image":"auto","imagePullPolicy":"IfNotPresent",
-	       "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"runAsUser":1337,"runAsGroup":1337}},
+	       "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"runAsUser":1337,"runAsGroup":1337},
+	       "resources":{"requests":{"cpu":"10m","memory":"48Mi"},"limits":{"cpu":"300m","memory":"256Mi"}}},
 	      {"name":"app","image":%q,"imagePullPolicy":"Never","args":[%s],"ports":%s,
 	       "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}},
 	       "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"200m","memory":"64Mi"}}}]}}`,
@@ -163,30 +174,47 @@ func (m *meshNode) callUntil(ctx context.Context, wants []string, from string, f
 	}
 }
 
+// certFile is a file of the agent's proxyless certificates in pod from
+// (read with grpcecho cat: the image has no shell), parsed.
+func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certificate {
+	m.t.Helper()
+	out := m.c.MustKubectl(ctx, m.t, "exec", pod, "-c", "app", "-n", m.workloadNS, "--", "/usr/local/bin/grpcecho", "cat", "/var/lib/istio/data/"+name)
+	return pemCerts(m.t, []byte(out))
+}
+
 // TestMeshTrafficMutualTLSAndPolicy: proxyless gRPC workloads (the
 // project's grpcecho, injected with Istio's grpc-agent template) in a mesh
 // logical cloud on a cluster with a node, configured by nothing but the
 // istiod DCM runs and an intracluster traffic intent applied through the
 // REST API. The intent names client-a as echo's client with mutual TLS:
-// client-a's calls succeed over mutual TLS, each side seeing the other's
-// SPIFFE ID in DCM's trust domain; client-b (another ServiceAccount) is
-// refused PERMISSION_DENIED by the AuthorizationPolicy DCM rendered; a
-// plaintext call (client-a without xDS credentials, through xDS and
-// straight to the pod's address) is refused under the STRICT
-// PeerAuthentication DCM rendered. Without the mesh (no intent applied,
-// or istiod not configuring the workloads) the plaintext and client-b
-// calls would succeed, and the test fails.
+//   - client-a's calls succeed over mutual TLS, each side seeing the
+//     other's SPIFFE ID in DCM's trust domain;
+//   - before any intent, the mesh's deny-all refuses every call
+//     (PERMISSION_DENIED);
+//   - client-b (another ServiceAccount) is refused PERMISSION_DENIED by the
+//     AuthorizationPolicy DCM rendered;
+//   - a plaintext call (client-a without xDS credentials, through xDS and
+//     straight to the pod's address) is refused under the STRICT
+//     PeerAuthentication DCM rendered;
+//   - a second mesh logical cloud of the project on the same cluster,
+//     which the first lets in by network policy (allow-ingress-from), cannot
+//     call echo: not through its own istiod (which does not know echo), not
+//     in plaintext, and not with its workload's own certificate presented
+//     straight to echo's pod (mutual TLS completes, the policy refuses);
+//   - after POST .../ca/rotate and .../update, istiod signs with the new
+//     intermediate: a new workload's certificate chains through it to the
+//     root, and calls keep working between old and new certificates.
 //
-// It fails today at its third step (client-b's calls succeed over mutual
-// TLS, docs/mesh.md "What is proven and what is not"), so make test does
-// not run it until that is mended: DCM_TEST_MESH_TRAFFIC=1 does.
+// Without the mesh (no intent applied, or istiod not configuring the
+// workloads) the plaintext, client-b and second logical cloud's calls
+// would succeed, and the test fails.
 func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
-	if os.Getenv("DCM_TEST_MESH_TRAFFIC") == "" {
-		t.Skip("fails today: the AuthorizationPolicy DCM renders does not refuse another ServiceAccount at a proxyless server (issue 35, docs/mesh.md); DCM_TEST_MESH_TRAFFIC=1 runs it")
-	}
-	h, c, ctx := istioNode(t, 12*time.Minute)
+	h, c, ctx := istioNode(t, 20*time.Minute)
 	e := startTenantsOn(t, h, "mt-proj")
-	m := startMeshOnNode(ctx, t, e, c, "mt-proj", "mt", "192.0.2.31")
+	// The other logical cloud first: mt names it in allow-ingress-from.
+	other := startMeshOnNode(ctx, t, e, c, "mt-proj", "mto", "192.0.2.32")
+	m := startMeshOnNodeWith(ctx, t, e, c, "mt-proj", "mt", "192.0.2.31",
+		`{"metadata": {"name": "mt"}, "spec": {"namespace": "mt-ns", "service-mesh": {"enabled": true}, "allow-ingress-from": ["mto"]}}`)
 	r := m.r
 
 	// The server: echo behind the Service echo (port = target port 8080,
@@ -198,10 +226,11 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	target := "xds:///echo." + m.workloadNS + ".svc.cluster.local:8080"
 	podIP := strings.TrimSpace(m.c.MustKubectl(ctx, t, "get", "pod", "echo", "-n", m.workloadNS, "-o", "jsonpath={.status.podIP}"))
 	require.NotEmpty(t, podIP)
+	direct := "passthrough:///" + podIP + ":8080"
 
-	// Before any intent: what the mesh alone does to a proxyless server
-	// (docs/mesh.md, "What is proven and what is not").
-	before := m.callUntil(ctx, []string{"OK ", "FAIL code=PermissionDenied"}, "client-b", target)
+	// Before any intent: the mesh's deny-all closes the namespace, for
+	// proxyless servers too (kube.DenyAllPolicySpec).
+	before := m.callUntil(ctx, []string{"FAIL code=PermissionDenied"}, "client-b", target)
 	t.Logf("before the intent, client-b -> echo: %s", before)
 
 	base := "/v2/projects/mt-proj/rb/echo/v1/"
@@ -220,7 +249,7 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	// one to read (registered after the terminate: runs before it).
 	t.Cleanup(func() {
 		if t.Failed() {
-			m.show(context.Background(), []string{"get", "authorizationpolicies,peerauthentications,destinationrules", "-n", m.workloadNS, "-o", "yaml"},
+			m.show(context.Background(), []string{"get", "authorizationpolicies,peerauthentications,destinationrules,networkpolicies", "-n", m.workloadNS, "-o", "yaml"},
 				[]string{"logs", "deployment/istiod-" + meshRevision(t, r, "mt-proj", "mt"), "-n", m.istioNS, "--tail=80"},
 				[]string{"logs", "echo", "-c", "app", "-n", m.workloadNS, "--tail=40"})
 		}
@@ -239,11 +268,84 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	// straight to the pod.
 	got = m.callUntil(ctx, []string{"FAIL code=Unavailable"}, "client-a", "-plaintext", target)
 	t.Logf("client-a plaintext -> echo: %s", got)
-	got = m.callUntil(ctx, []string{"FAIL code=Unavailable"}, "client-a", "-plaintext", "passthrough:///"+podIP+":8080")
+	got = m.callUntil(ctx, []string{"FAIL code=Unavailable"}, "client-a", "-plaintext", direct)
 	t.Logf("client-a plaintext -> %s:8080: %s", podIP, got)
 	// And the named client still passes (the refusals are not the server
 	// gone).
 	require.True(t, strings.HasPrefix(m.call(ctx, "client-a", target), "OK "), "client-a after the refusals")
 	logs := m.c.MustKubectl(ctx, t, "logs", "echo", "-c", "app", "-n", m.workloadNS)
 	require.Contains(t, logs, "call from "+m.spiffe("client-a"), "the server saw client-a's identity")
+	require.NotContains(t, logs, "call from "+m.spiffe("client-b"), "client-b's calls never reached the handler")
+
+	t.Run("another logical cloud", func(t *testing.T) {
+		// The same ServiceAccount name as the allowed client, in the other
+		// logical cloud's namespace and trust domain.
+		outer := other.t
+		other.t = t
+		defer func() { other.t = outer }()
+		other.echoPod(ctx, "intruder", "client-a", 0, "idle")
+		// Its istiod does not watch mt-ns: no route to echo at all.
+		got := other.call(ctx, "intruder", target)
+		require.True(t, strings.HasPrefix(got, "FAIL "), "through its own istiod: %s", got)
+		t.Logf("mto/intruder -> %s: %s", target, got)
+		// Plaintext straight to the pod: mt-ns lets mto-ns in by network
+		// policy, STRICT refuses it at the handshake.
+		got = other.call(ctx, "intruder", "-plaintext", direct)
+		require.True(t, strings.HasPrefix(got, "FAIL code=Unavailable"), "plaintext from mto: %s", got)
+		// Its own workload certificate, straight to the pod: the
+		// handshake completes (the project's logical clouds share its
+		// root), the server sees mto's identity and echo's policy, which
+		// names only client-a of mt-ns, refuses it.
+		id := other.certFile(ctx, "intruder", "cert-chain.pem")[0].URIs[0].String()
+		require.Equal(t, other.spiffe("client-a"), id, "the intruder's own identity, in mto's trust domain")
+		got = other.callUntil(ctx, []string{"FAIL code=PermissionDenied"}, "intruder", "-certs", "/var/lib/istio/data", direct)
+		t.Logf("mto/intruder with its certificate -> %s:8080: %s", podIP, got)
+		logs := m.c.MustKubectl(ctx, t, "logs", "echo", "-c", "app", "-n", m.workloadNS)
+		require.NotContains(t, logs, "call from "+id, "mto's calls never reached the handler")
+	})
+
+	t.Run("rotation", func(t *testing.T) {
+		before := r.bundle("mt-proj", "mt", c.Name)
+		start := time.Now()
+		r.want(200, "POST", m.path+"/ca/rotate", `{}`)
+		r.want(202, "POST", m.path+"/update", "")
+		r.settle(m.path, "Instantiated")
+		after := r.bundle("mt-proj", "mt", c.Name)
+		require.NotEqual(t, before.CaCert, after.CaCert, "a new intermediate")
+		require.Equal(t, before.RootCert, after.RootCert, "under the same root")
+		// The kubelet updates istiod's cacerts volume, istiod reloads it.
+		deploy := "deployment/istiod-" + meshRevision(t, r, "mt-proj", "mt")
+		deadline := time.Now().Add(4 * time.Minute)
+		for {
+			out, _ := m.c.Kubectl(ctx, "logs", deploy, "-n", m.istioNS)
+			if strings.Contains(out, "Istiod has detected the newly added intermediate CA") {
+				t.Logf("rotate, update and istiod's reload of the kubelet's refreshed cacerts volume: %s", time.Since(start).Round(time.Second))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("istiod did not reload the rotated cacerts in 4 minutes")
+			}
+			time.Sleep(2 * time.Second)
+		}
+		// A workload started now gets its certificate from the new
+		// intermediate.
+		outer := m.t
+		m.t = t
+		defer func() { m.t = outer }()
+		m.echoPod(ctx, "client-a2", "client-a", 0, "idle")
+		chain := m.certFile(ctx, "client-a2", "cert-chain.pem")
+		newInter := pemCerts(t, []byte(after.CaCert))[0]
+		require.NoError(t, chain[0].CheckSignatureFrom(newInter), "client-a2's certificate is signed by the new intermediate")
+		_, err := chain[0].Verify(x509.VerifyOptions{Roots: pool(t, after.RootCert), Intermediates: pool(t, after.CaCert),
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		require.NoError(t, err, "and chains to the root")
+		oldChain := m.certFile(ctx, "client-a", "cert-chain.pem")
+		require.NoError(t, oldChain[0].CheckSignatureFrom(pemCerts(t, []byte(before.CaCert))[0]), "client-a still holds its first certificate")
+		// Calls keep working: the new certificate to echo's old one, and
+		// the old to the old.
+		got := m.callUntil(ctx, []string{"OK "}, "client-a2", target)
+		require.Equal(t, "OK server="+m.spiffe("echo")+" client="+m.spiffe("client-a")+" echo=hello", got)
+		require.True(t, strings.HasPrefix(m.call(ctx, "client-a", target), "OK "), "client-a after the rotation")
+		require.True(t, strings.HasPrefix(m.call(ctx, "client-b", target), "FAIL code=PermissionDenied"), "client-b after the rotation")
+	})
 }

@@ -11,11 +11,17 @@
 //	    an xds.NewGRPCServer with xDS server credentials (plaintext when
 //	    istiod sends no TLS): each call is answered with the identity the
 //	    server saw, "client=<spiffe id>" or "client=plaintext".
-//	grpcecho call [-plaintext] [-timeout 10s] TARGET
+//	grpcecho call [-plaintext | -certs DIR] [-timeout 10s] TARGET
 //	    one call to TARGET (xds:///<svc>.<ns>.svc.cluster.local:<port>, or any
-//	    gRPC target) with xDS client credentials (insecure with -plaintext);
+//	    gRPC target) with xDS client credentials (insecure with -plaintext;
+//	    with -certs, mutual TLS from the agent's files in DIR whatever istiod
+//	    says: cert-chain.pem and key.pem presented, the server's chain
+//	    verified to root-cert.pem, its name not checked);
 //	    prints "OK server=<spiffe id or plaintext> <answer>" and exits 0, or
 //	    "FAIL code=<gRPC code> message=<message>" and exits 1.
+//	grpcecho cat FILE
+//	    FILE's content on standard output (the image has no shell): a test
+//	    reads the agent's certificates with it.
 //	grpcecho idle
 //	    nothing until SIGTERM: the main process of a client pod, in which a
 //	    test runs grpcecho call with kubectl exec.
@@ -23,12 +29,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -57,6 +66,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "call":
 		err = call(os.Args[2:])
+	case "cat":
+		err = cat(os.Args[2:])
 	case "idle":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		<-ctx.Done()
@@ -71,7 +82,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: grpcecho serve -port N | grpcecho call [-plaintext] [-timeout D] TARGET | grpcecho idle")
+	fmt.Fprintln(os.Stderr, "usage: grpcecho serve -port N | grpcecho call [-plaintext | -certs DIR] [-timeout D] TARGET | grpcecho cat FILE | grpcecho idle")
 	os.Exit(2)
 }
 
@@ -199,6 +210,7 @@ func waitForBootstrap(d time.Duration) error {
 func call(args []string) error {
 	fs := flag.NewFlagSet("call", flag.ExitOnError)
 	plaintext := fs.Bool("plaintext", false, "no TLS at all, whatever istiod says (insecure credentials)")
+	certs := fs.String("certs", "", "mutual TLS from the agent's files in this directory (cert-chain.pem, key.pem, root-cert.pem), not from xDS")
 	timeout := fs.Duration("timeout", 10*time.Second, "deadline of the call, connecting included")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
@@ -206,7 +218,14 @@ func call(args []string) error {
 	}
 	target := fs.Arg(0)
 	var creds credentials.TransportCredentials = insecure.NewCredentials()
-	if !*plaintext {
+	switch {
+	case *certs != "":
+		tc, err := filesTLS(*certs)
+		if err != nil {
+			return fmt.Errorf("code=InvalidArgument message=%q", err.Error())
+		}
+		creds = credentials.NewTLS(tc)
+	case !*plaintext:
 		var err error
 		creds, err = xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
 		if err != nil {
@@ -228,4 +247,61 @@ func call(args []string) error {
 	}
 	fmt.Printf("OK server=%s %s\n", identity(&p), out.GetValue())
 	return nil
+}
+
+// filesTLS is a client's mutual TLS from the files pilot-agent writes for
+// proxyless gRPC in dir: its certificate chain and key, and the server's
+// chain verified to the roots of root-cert.pem. The server's name is not
+// checked (its certificate names a SPIFFE ID, no host): a test calls a
+// workload of another logical cloud with the certificate of its own.
+func filesTLS(dir string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert-chain.pem"), filepath.Join(dir, "key.pem"))
+	if err != nil {
+		return nil, err
+	}
+	pemRoots, err := os.ReadFile(filepath.Join(dir, "root-cert.pem"))
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pemRoots) {
+		return nil, fmt.Errorf("no certificate in %s", filepath.Join(dir, "root-cert.pem"))
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		MinVersion:   tls.VersionTLS12,
+		// The chain is verified below, without a host name.
+		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyPeerCertificate
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 {
+				return errors.New("the server sent no certificate")
+			}
+			chain := make([]*x509.Certificate, len(raw))
+			for i, der := range raw {
+				c, err := x509.ParseCertificate(der)
+				if err != nil {
+					return err
+				}
+				chain[i] = c
+			}
+			inter := x509.NewCertPool()
+			for _, c := range chain[1:] {
+				inter.AddCert(c)
+			}
+			_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+			return err
+		},
+	}, nil
+}
+
+func cat(args []string) error {
+	if len(args) != 1 {
+		usage()
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(b)
+	return err
 }

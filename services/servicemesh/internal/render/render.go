@@ -201,15 +201,15 @@ func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, err
 		return nil, err
 	}
 	// Seed 004's deny-all "during istio installation": in the workload
-	// namespace an AuthorizationPolicy with an empty spec, which Istio
-	// reads as an ALLOW policy that matches nothing, so its workloads take
-	// no request (from inside or outside the mesh) until a traffic
-	// intent's ALLOW policy names the clients: Istio allows what any ALLOW
-	// policy matches. The Istio namespace has none: its gateways carry
-	// the traffic intents route.
+	// namespace an ALLOW AuthorizationPolicy that matches nothing
+	// (kube.DenyAllPolicySpec), so its workloads, Envoy's and proxyless
+	// gRPC's, take no request (from inside or outside the mesh) until a
+	// traffic intent's ALLOW policy names the clients: Istio allows what
+	// any ALLOW policy matches. The Istio namespace has none: its gateways
+	// carry the traffic intents route.
 	if in.WorkloadNamespace != "" {
 		if err := add(kube.Manifest("security.istio.io/v1", "AuthorizationPolicy", kube.Meta{Name: DenyAllPolicy, Namespace: in.WorkloadNamespace, Labels: labels},
-			map[string]any{"spec": map[string]any{}})); err != nil {
+			map[string]any{"spec": kube.DenyAllPolicySpec()})); err != nil {
 			return nil, err
 		}
 	}

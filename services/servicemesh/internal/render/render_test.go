@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/goldentest"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/services/servicemesh/internal/render"
 )
 
@@ -150,7 +151,7 @@ func TestRenderTwoClusters(t *testing.T) {
 				require.Equal(t, render.DenyAllPolicy, o.Metadata.Name)
 				require.Equal(t, "lc1-ns", o.Metadata.Namespace, "the workloads' namespace, never the gateways'")
 				require.Equal(t, "security.istio.io/v1", o.raw["apiVersion"])
-				require.Equal(t, map[string]any{}, o.raw["spec"], "an empty spec: an ALLOW policy that matches nothing")
+				require.Equal(t, kube.DenyAllPolicySpec(), o.raw["spec"], "an ALLOW policy that matches nothing, proxyless servers included")
 			case "Gateway":
 				require.Equal(t, render.CrossNetworkGateway, o.Metadata.Name)
 				require.Contains(t, m.JSON, `"selector":{"app":"istio-eastwestgateway","dcm.io/logical-cloud":"lc1","dcm.io/project":"p1","istio":"eastwestgateway"}`)

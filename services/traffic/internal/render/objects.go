@@ -128,7 +128,7 @@ func (b *builder) exportTo() []any {
 func (b *builder) groupObjects() {
 	g := owner{kind: KindGroup}
 	deny := &object{apiVersion: securityV1, kind: "AuthorizationPolicy", name: groupName(b.in.Group, "deny-all"),
-		rank: rankDenyAll, owner: g, spec: map[string]any{}}
+		rank: rankDenyAll, owner: g, spec: kube.DenyAllPolicySpec()}
 	mtls := &object{apiVersion: securityV1, kind: "PeerAuthentication", name: groupName(b.in.Group, "mtls"),
 		rank: rankPeerAuthentication, owner: g, spec: map[string]any{"mtls": map[string]any{"mode": "STRICT"}}}
 	for c := range b.objects {
