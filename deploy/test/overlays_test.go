@@ -41,7 +41,8 @@ import (
 
 // overlays are the installations deploy/ offers, with the replicas each
 // runs of a program (production: core and the stateless services 2,
-// rsync 3; docs/lifecycle.md and docs/rsync.md, "Replicas").
+// rsync 3; docs/lifecycle.md and docs/rsync.md, "Replicas"; store-server:
+// production's on a store server, core and rsync 2, the others 1).
 var overlays = map[string]func(program string) int32{
 	"dev": func(string) int32 { return 1 },
 	"production": func(p string) int32 {
@@ -50,7 +51,17 @@ var overlays = map[string]func(program string) int32{
 		}
 		return 2
 	},
+	"store-server": func(p string) int32 {
+		if p == "core" || p == "rsync" {
+			return 2
+		}
+		return 1
+	},
 }
+
+// sharedStore says whether an overlay's replicas share a store (every
+// overlay but dev, whose programs each embed their own).
+func sharedStore(overlay string) bool { return overlay != "dev" }
 
 // repo is the repository's root, from this package's directory.
 var repo = filepath.Join("..", "..")
@@ -471,7 +482,7 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				require.True(t, ok, "%s: DCM_DATA_DIR %s is a mounted emptyDir", name, get(env, "DCM_DATA_DIR"))
 				require.False(t, dataDir.ReadOnly)
 				require.Contains(t, mounts, "/tmp", name)
-				if overlay == "production" && prog != "gateway" {
+				if sharedStore(overlay) && prog != "gateway" {
 					// The replicas share a MongoDB: its URI, with this
 					// service's own user, from a Secret; its own keys.
 					m, ok := mountOf(env["DCM_MONGO_URI_FILE"])
