@@ -68,8 +68,8 @@ var repo = filepath.Join("..", "..")
 
 // object is one object an overlay builds.
 type object struct {
-	Kind, Name string
-	YAML       []byte
+	Kind, Name, Namespace string
+	YAML                  []byte
 }
 
 // build runs kustomize (its Go API, as kubectl apply -k does) on an
@@ -84,7 +84,7 @@ func build(t *testing.T, overlay string) []object {
 	for _, r := range m.Resources() {
 		b, err := r.AsYAML()
 		require.NoError(t, err)
-		out = append(out, object{Kind: r.GetKind(), Name: r.GetName(), YAML: b})
+		out = append(out, object{Kind: r.GetKind(), Name: r.GetName(), Namespace: r.GetNamespace(), YAML: b})
 	}
 	return out
 }
@@ -336,6 +336,13 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 			}
 			require.Len(t, namespaces, 1)
 			ns := namespaces[0]
+			for _, o := range objs {
+				if o.Kind != "Namespace" {
+					// Every kind here is namespaced: one left out of the
+					// overlay's namespace would go nowhere.
+					require.Equal(t, ns, o.Namespace, "%s %s is in the Namespace %s", o.Kind, o.Name, ns)
+				}
+			}
 			for k := range config {
 				require.True(t, all[k], "dcm-config sets %s, which no program reads (server.Config)", k)
 				require.False(t, secret[k], "%s is a secret: give it as a file", k)

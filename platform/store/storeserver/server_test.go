@@ -120,7 +120,7 @@ func TestHostIsAnAddressOfThisMachine(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ host, want string }{
 		{"localhost", "not a name"},
-		{"192.0.2.1", "no address of this machine"}, // TEST-NET-1
+		{"203.0.113.77", "no address of this machine"}, // TEST-NET-3
 		{"10.255.255.254:27017", "not a name"},
 	} {
 		t.Run(tc.host, func(t *testing.T) {
