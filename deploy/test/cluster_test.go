@@ -295,6 +295,27 @@ func (r *restClient) want(code int, method, path, body string) string {
 	return out
 }
 
+// waitFor polls GET path until it answers code, for up to wait.
+func (r *restClient) waitFor(code int, path string, wait time.Duration) {
+	r.t.Helper()
+	start := time.Now()
+	for deadline := start.Add(wait); ; {
+		status, body := r.do("GET", path, "")
+		if status == code {
+			r.t.Logf("GET %s answered %d after %s", path, code, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("GET %s: %d, not %d, after %s: %s", path, status, code, wait, body)
+		}
+		select {
+		case <-r.ctx.Done():
+			r.t.Fatal(r.ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // lcStatus is the part of GET .../status the tests read.
 type lcStatus struct {
 	State      string   `json:"state"`

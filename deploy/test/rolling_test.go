@@ -54,6 +54,10 @@ func TestStoreServerOverlayRollingRestarts(t *testing.T) {
 	deployOverlay(t, ctx, c1, "store-server")
 
 	api := gatewayClient(t, ctx, c1, token)
+	// The Deployments are Available before kube-dns answers for every
+	// headless Service's new endpoints (a lookup of dcm-rsync failed once
+	// right after, 503): wait until the registry, rsync's, answers.
+	api.waitFor(200, "/v2/cluster-providers", time.Minute)
 	registerCluster(t, api, c2)
 	api.want(201, "POST", "/v2/projects", `{"metadata":{"name":"roll"}}`)
 	// generations: what each logical cloud was given (1: applied; 2:
