@@ -75,7 +75,7 @@ func TestStoreServerOverlayRollingRestarts(t *testing.T) {
 	}
 
 	// Core's pods replaced while applies go on: two before the restart,
-	// one more every 3 s until its rollout is done.
+	// one as it starts and one more every 2 s until its rollout is done.
 	apply()
 	apply()
 	restart(t, ctx, c1, "core", apply)
@@ -111,13 +111,26 @@ func TestStoreServerOverlayRollingRestarts(t *testing.T) {
 		require.Equal(t, gen, st.Generation, "%s: its rollout submitted once per apply or update", name)
 		require.Equal(t, st.Total, st.Ready, name)
 		require.Len(t, st.Clusters, 1, name)
-		var want []string
+		var want, deleted []string
 		for _, r := range st.Clusters[0].Resources {
-			require.Equal(t, "applied", r.State, "%s: %s %s", name, r.Kind, r.Name)
-			want = append(want, r.Kind+"/"+r.Name)
+			switch r.State {
+			case "applied":
+				want = append(want, r.Kind+"/"+r.Name)
+			case "deleted": // what an update no longer renders
+				deleted = append(deleted, r.Kind+"/"+r.Name)
+			default:
+				t.Fatalf("%s: %s %s is %s", name, r.Kind, r.Name, r.State)
+			}
 		}
 		have := labelledOn(t, ctx, c2, "roll", name)
-		require.ElementsMatch(t, want, have, "%s: on %s, what its status lists, each once", name, c2.Name)
+		require.ElementsMatch(t, want, have, "%s: on %s, what its status lists as applied, each once", name, c2.Name)
+		if gen == 1 {
+			require.Empty(t, deleted, "%s: applied once, nothing removed", name)
+		} else {
+			// lc-1's update: its own quota replaces the default one
+			// (rendered only while a logical cloud has none).
+			require.Equal(t, []string{"ResourceQuota/default"}, deleted, "%s: what its update removed", name)
+		}
 		for _, kind := range []string{"Namespace", "Role", "RoleBinding", "ResourceQuota", "LimitRange", "NetworkPolicy", "CertificateSigningRequest"} {
 			require.True(t, slices.ContainsFunc(have, func(o string) bool { return strings.HasPrefix(o, kind+"/") }), "%s: a %s on %s", name, kind, c2.Name)
 		}
@@ -133,8 +146,8 @@ func TestStoreServerOverlayRollingRestarts(t *testing.T) {
 }
 
 // restart runs `kubectl rollout restart` of program's Deployment and waits
-// for its rollout, calling during() every 3 s until it is done; it checks
-// that every pod of the program was replaced.
+// for its rollout, calling during() at once and every 2 s until it is
+// done; it checks that every pod of the program was replaced.
 func restart(t *testing.T, ctx context.Context, c *kubetest.Cluster, program string, during func()) {
 	t.Helper()
 	pods := func() []string {
@@ -150,7 +163,8 @@ func restart(t *testing.T, ctx context.Context, c *kubetest.Cluster, program str
 		_, err := c.Kubectl(ctx, "-n", "dcm", "rollout", "status", "deployment/dcm-"+program, "--timeout=10m")
 		done <- err
 	}()
-	calls := 0
+	during()
+	calls := 1
 	for waiting := true; waiting; {
 		select {
 		case err := <-done:
@@ -159,7 +173,7 @@ func restart(t *testing.T, ctx context.Context, c *kubetest.Cluster, program str
 			}
 			require.NoError(t, err, "rollout of dcm-%s", program)
 			waiting = false
-		case <-time.After(3 * time.Second):
+		case <-time.After(2 * time.Second):
 			during()
 			calls++
 		}
