@@ -552,6 +552,20 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 					require.Equal(t, "https", probe.HTTPGet.Port.String(), name)
 				}
 
+				// A stopping pod keeps serving a while out of its Service's
+				// endpoints and DNS, so that its clients find the new
+				// replicas first (TestStoreServerOverlayRollingRestarts
+				// failed calls without it), and has time left to stop.
+				require.NotNil(t, c.Lifecycle, "%s: a preStop pause", name)
+				require.NotNil(t, c.Lifecycle.PreStop, "%s: a preStop pause", name)
+				require.NotNil(t, c.Lifecycle.PreStop.Sleep, "%s: a preStop sleep (no shell in the image)", name)
+				grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+				if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+					grace = *g
+				}
+				require.Positive(t, c.Lifecycle.PreStop.Sleep.Seconds, name)
+				require.Less(t, 2*c.Lifecycle.PreStop.Sleep.Seconds, grace, "%s: the pause leaves the program time to stop", name)
+
 				// Its Service: the program's ports, by name.
 				svc, ok := services[name]
 				require.True(t, ok, "a Service for %s", name)

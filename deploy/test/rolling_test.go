@@ -145,9 +145,10 @@ func TestStoreServerOverlayRollingRestarts(t *testing.T) {
 	t.Logf("%d logical clouds, every one Instantiated; the test took %s", len(generations), time.Since(begin).Round(time.Second))
 }
 
-// restart runs `kubectl rollout restart` of program's Deployment and waits
-// for its rollout, calling during() at once and every 2 s until it is
-// done; it checks that every pod of the program was replaced.
+// restart runs `kubectl rollout restart` of program's Deployment, calling
+// during() at once and every 2 s until its rollout is done and its old
+// pods are gone (each stops after its preStop pause, once the rollout is
+// done); it checks that every pod of the program was replaced.
 func restart(t *testing.T, ctx context.Context, c *kubetest.Cluster, program string, during func()) {
 	t.Helper()
 	pods := func() []string {
@@ -164,35 +165,32 @@ func restart(t *testing.T, ctx context.Context, c *kubetest.Cluster, program str
 		done <- err
 	}()
 	during()
-	calls := 1
-	for waiting := true; waiting; {
+	calls, rolled := 1, time.Duration(0)
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
 		select {
 		case err := <-done:
 			if err != nil {
 				dumpPods(t, ctx, c, "dcm")
 			}
 			require.NoError(t, err, "rollout of dcm-%s", program)
-			waiting = false
+			rolled = time.Since(start)
 		case <-time.After(2 * time.Second):
 			during()
 			calls++
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
 		}
-	}
-	t.Logf("dcm-%s: rollout restart done in %s, %d logical clouds applied during it", program, time.Since(start).Round(time.Second), calls)
-	// Old pods may still be terminating: wait until only new ones are left.
-	for deadline := time.Now().Add(2 * time.Minute); ; {
 		now := pods()
-		if !slices.ContainsFunc(now, func(p string) bool { return slices.Contains(before, p) }) || time.Now().After(deadline) {
+		if rolled > 0 && !slices.ContainsFunc(now, func(p string) bool { return slices.Contains(before, p) }) || time.Now().After(deadline) {
+			require.NotZero(t, rolled, "the rollout of dcm-%s is done", program)
 			require.Len(t, now, len(before), "dcm-%s keeps its replicas", program)
 			for _, p := range now {
 				require.NotContains(t, before, p, "dcm-%s: every pod replaced", program)
 			}
+			t.Logf("dcm-%s: rollout restart done in %s, its old pods gone after %s; %d logical clouds applied meanwhile",
+				program, rolled.Round(time.Second), time.Since(start).Round(time.Second), calls)
 			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(time.Second):
 		}
 	}
 }
