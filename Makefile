@@ -123,8 +123,8 @@ store-server:
 	$(GO) build -o $(BIN)/dcm-store $(MODULE)/platform/store/cmd/dcm-store
 	$(BIN)/dcm-store -dir $(or $(DCM_DATA_DIR),.dcm)/store-server
 
-## test-store-server: the store, lease and replica suites against a store server of their own (FerretDB on PostgreSQL, each replica with its own connection; not in make test)
-test-store-server:
+## test-store-server: the store, lease and replica suites against a store server of their own (FerretDB on PostgreSQL, each replica with its own connection), and DCM's store-server overlay rolling-restarted on a local cluster (not in make test)
+test-store-server: k8s-bins images
 	$(GO) build -o $(BIN)/dcm-store $(MODULE)/platform/store/cmd/dcm-store
 	dir=$$(mktemp -d /tmp/dcm-store-test.XXXXXX); chmod 0711 $$dir; trap 'rm -rf $$dir' EXIT; \
 		$(BIN)/dcm-store -dir $$dir/server -- $(MAKE) --no-print-directory -k store-server-suites
@@ -133,7 +133,9 @@ test-store-server:
 # the store's conformance, lease and race-across-programs tests and the
 # store server's own, core's locks, rsync's and traffic's replicas and
 # its engine with a store server of its own killed mid-apply, and the
-# whole-program replica tests.
+# whole-program replica tests; then the store-server overlay on a local
+# cluster against a store server on its bridge, core and rsync
+# rolling-restarted mid-apply (deploy/test, its own store server).
 store-server-suites:
 	@test -n "$${DCM_TEST_MONGO_URI:-}" || { echo "run by make test-store-server"; exit 1; }
 	$(GO) test -count=1 -timeout 20m $(MODULE)/platform/store/...
@@ -141,6 +143,7 @@ store-server-suites:
 	$(GO) test -count=1 -timeout 20m -run 'Replica|Settled|StoreServerKilled' $(MODULE)/services/rsync/internal/engine/
 	$(GO) test -count=1 -timeout 20m -run 'Replica' $(MODULE)/services/traffic/internal/dns/
 	$(GO) test -count=1 -timeout 20m -run 'Replica' $(MODULE)/services/allinone/
+	$(GO) test -count=1 -timeout 30m -run 'TestStoreServerOverlayRollingRestarts' $(MODULE)/deploy/test/
 
 ## fuzz: every fuzz target for FUZZTIME each (default 10m; make fuzz FUZZTIME=30s), one after another; a finding fails (not in make test, which runs their seeds)
 fuzz:

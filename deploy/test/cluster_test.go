@@ -41,76 +41,10 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	defer cancel()
 	kubectl := func(args ...string) string { return c1.MustKubectl(ctx, t, args...) }
 
-	require.NoError(t, c1.StartDNS(ctx), "kube-dns on %s", c1.Name)
-	for _, f := range certManagerCRDs(t) {
-		// Server-side: the CRDs are too big for the last-applied annotation.
-		kubectl("apply", "--server-side", "-f", f)
-	}
-	for _, crd := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
-		// kubectl wait fails at once while the CRD has no conditions yet.
-		var err error
-		for deadline := time.Now().Add(time.Minute); ; {
-			if _, err = c1.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=10s"); err == nil || time.Now().After(deadline) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		require.NoError(t, err, "CRD %s Established", crd)
-	}
-
+	prepareCluster(t, ctx, c1)
 	// docs/deploy.md, "Dev".
-	kubectl("create", "namespace", "dcm")
-	secret := make([]byte, 32)
-	_, err := rand.Read(secret)
-	require.NoError(t, err)
-	token := "dcm_admin_" + hex.EncodeToString(secret)
-	kubectl("-n", "dcm", "create", "secret", "generic", "dcm-admin-token", "--from-literal=token="+token)
-	overlay, err := filepath.Abs(filepath.Join(repo, "deploy", "overlays", "dev"))
-	require.NoError(t, err)
-	kubectl("apply", "-k", overlay)
-	// cert-manager's controller does not run here (package certs says
-	// why): its Secrets, as it would write them.
-	secrets, err := certs.Issue(ctx, c1.Kubectl, "dcm")
-	require.NoError(t, err)
-	require.Len(t, secrets, len(programs(t))+2, "the CA, a certificate per program and the gateway's HTTPS one")
-
-	start := time.Now()
-	if _, err := c1.Kubectl(ctx, "-n", "dcm", "wait", "--for=condition=Available", "deployment", "--all", "--timeout=5m"); err != nil {
-		dumpPods(t, ctx, c1, "dcm")
-		t.Fatalf("the dev overlay's Deployments: %v", err)
-	}
-	t.Logf("every Deployment Available %s after the Secrets", time.Since(start).Round(time.Second))
-	var deps struct {
-		Items []struct {
-			Metadata struct{ Name string }
-			Status   struct{ Replicas, ReadyReplicas, AvailableReplicas int }
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(kubectl("-n", "dcm", "get", "deployments", "-o", "json")), &deps))
-	require.Len(t, deps.Items, len(programs(t)), "a Deployment per program")
-	for _, d := range deps.Items {
-		require.Equal(t, 1, d.Status.ReadyReplicas, "%s: its pod passes its readiness probe", d.Metadata.Name)
-	}
-
-	var pods struct {
-		Items []struct {
-			Metadata struct{ Name string }
-			Status   struct {
-				PodIP             string `json:"podIP"`
-				ContainerStatuses []struct{ RestartCount int }
-			}
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(kubectl("-n", "dcm", "get", "pods", "-o", "json")), &pods))
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			require.Zero(t, cs.RestartCount, "%s: its liveness probe passes", p.Metadata.Name)
-		}
-	}
+	token := adminToken(t, ctx, c1)
+	deployOverlay(t, ctx, c1, "dev")
 
 	// The overlay's NetworkPolicies, enforced by kube-router: a pod that
 	// the policies take for the gateway reaches core's gRPC port (only the
@@ -136,77 +70,176 @@ func TestDevOverlayRunsAndDrivesACluster(t *testing.T) {
 	require.NoError(t, connect("user", podIP("rsync")+":8080"), "rsync's HTTPS port is open to all")
 	kubectl("-n", "dcm", "delete", "pod", "as-gateway", "as-user", "--wait=false")
 
-	// The REST API through the gateway's Service, from the node's network
-	// namespace (kube-proxy's rules there), over HTTPS with the dev CA.
-	gatewayIP := strings.TrimSpace(kubectl("-n", "dcm", "get", "service", "dcm-gateway", "-o", "jsonpath={.spec.clusterIP}"))
-	caB64 := kubectl("-n", "dcm", "get", "secret", "dcm-ca", "-o", "jsonpath={.data.ca\\.crt}")
-	caPEM, err := base64.StdEncoding.DecodeString(caB64)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	require.NoError(t, os.WriteFile(caFile, caPEM, 0o600))
-	api := &restClient{t: t, ctx: ctx, netns: nodeNetns(t, c1), ca: caFile, ip: gatewayIP, token: token}
-
+	api := gatewayClient(t, ctx, c1, token)
 	status, body := api.do("GET", "/v2/projects", "")
 	require.Equal(t, 200, status, "%s", body)
-
-	// cluster-2, registered with its kubeconfig: its API server's address
-	// on the host's bridge, which rsync's pod reaches (egress is open).
-	status, body = api.do("POST", "/v2/cluster-providers", `{"metadata":{"name":"local"}}`)
-	require.Equal(t, 201, status, "%s", body)
-	reg, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c2.Name}, "spec": map[string]any{"kubeconfig": string(c2.Kubeconfig)}})
-	require.NoError(t, err)
-	status, body = api.do("POST", "/v2/cluster-providers/local/clusters", string(reg))
-	require.Equal(t, 201, status, "%s", body)
-	require.Contains(t, body, c2.Server, "the registry read cluster-2's server from its kubeconfig")
-
-	status, body = api.do("POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
-	require.Equal(t, 201, status, "%s", body)
+	registerCluster(t, api, c2)
+	api.want(201, "POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
 	lc := "/v2/projects/proj1/logical-clouds/lc-1"
-	status, body = api.do("POST", "/v2/projects/proj1/logical-clouds", `{"metadata":{"name":"lc-1"},
-	  "spec":{"namespace":"deploy-ns-1","user":{"user-name":"user-1","user-permissions":[
-	    {"permission-name":"configmaps","apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","create"]}]}}}`)
-	require.Equal(t, 201, status, "%s", body)
-	status, body = api.do("POST", lc+"/cluster-references", `{"cluster-provider":"local","cluster-name":"`+c2.Name+`"}`)
-	require.Equal(t, 201, status, "%s", body)
-	status, body = api.do("POST", lc+"/apply", "")
-	require.Equal(t, 202, status, "%s", body)
+	api.want(201, "POST", "/v2/projects/proj1/logical-clouds", tenantCloud("lc-1", "deploy-ns-1"))
+	api.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"local","cluster-name":"`+c2.Name+`"}`)
+	api.want(202, "POST", lc+"/apply", "")
+	api.settle(lc, 3*time.Minute)
+	tenantWorks(t, ctx, api, c2, lc, "deploy-ns-1")
+}
 
-	var state string
-	for deadline := time.Now().Add(3 * time.Minute); ; {
-		status, body = api.do("GET", lc+"/status", "")
-		require.Equal(t, 200, status, "%s", body)
-		var st struct {
-			State      string   `json:"state"`
-			LastErrors []string `json:"last-errors"`
+// prepareCluster gives c what DCM's overlays need of it: kube-dns, and
+// cert-manager's CRDs, established.
+func prepareCluster(t *testing.T, ctx context.Context, c *kubetest.Cluster) {
+	t.Helper()
+	require.NoError(t, c.StartDNS(ctx), "kube-dns on %s", c.Name)
+	for _, f := range certManagerCRDs(t) {
+		// Server-side: the CRDs are too big for the last-applied annotation.
+		c.MustKubectl(ctx, t, "apply", "--server-side", "-f", f)
+	}
+	for _, crd := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
+		// kubectl wait fails at once while the CRD has no conditions yet.
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; {
+			if _, err = c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=10s"); err == nil || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
-		require.NoError(t, json.Unmarshal([]byte(body), &st), "%s", body)
-		if state = st.State; state == "Instantiated" || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(time.Second):
+		require.NoError(t, err, "CRD %s Established", crd)
+	}
+}
+
+// adminToken creates the Namespace dcm and the admin token's Secret
+// (docs/deploy.md, "Dev") and returns the token.
+func adminToken(t *testing.T, ctx context.Context, c *kubetest.Cluster) string {
+	t.Helper()
+	c.MustKubectl(ctx, t, "create", "namespace", "dcm")
+	secret := make([]byte, 32)
+	_, err := rand.Read(secret)
+	require.NoError(t, err)
+	token := "dcm_admin_" + hex.EncodeToString(secret)
+	c.MustKubectl(ctx, t, "-n", "dcm", "create", "secret", "generic", "dcm-admin-token", "--from-literal=token="+token)
+	return token
+}
+
+// deployOverlay runs `kubectl apply -k deploy/overlays/<overlay>`, writes
+// the Certificates' Secrets (package certs: cert-manager's controller is
+// not run) and waits until every Deployment is Available with the
+// overlay's replicas Ready (their readiness probes passing) and no
+// container restarted (their liveness probes passing).
+func deployOverlay(t *testing.T, ctx context.Context, c *kubetest.Cluster, overlay string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join(repo, "deploy", "overlays", overlay))
+	require.NoError(t, err)
+	c.MustKubectl(ctx, t, "apply", "-k", dir)
+	secrets, err := certs.Issue(ctx, c.Kubectl, "dcm")
+	require.NoError(t, err)
+	require.Len(t, secrets, len(programs(t))+2, "the CA, a certificate per program and the gateway's HTTPS one")
+
+	start := time.Now()
+	if _, err := c.Kubectl(ctx, "-n", "dcm", "wait", "--for=condition=Available", "deployment", "--all", "--timeout=5m"); err != nil {
+		dumpPods(t, ctx, c, "dcm")
+		t.Fatalf("the %s overlay's Deployments: %v", overlay, err)
+	}
+	t.Logf("every Deployment Available %s after the Secrets", time.Since(start).Round(time.Second))
+	var deps struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct{ Replicas, ReadyReplicas, AvailableReplicas int32 }
 		}
 	}
-	require.Equal(t, "Instantiated", state, "the logical cloud on %s: %s", c2.Name, body)
+	require.NoError(t, json.Unmarshal([]byte(c.MustKubectl(ctx, t, "-n", "dcm", "get", "deployments", "-o", "json")), &deps))
+	require.Len(t, deps.Items, len(programs(t)), "a Deployment per program")
+	for _, d := range deps.Items {
+		want := overlays[overlay](strings.TrimPrefix(d.Metadata.Name, "dcm-"))
+		require.Equal(t, want, d.Status.ReadyReplicas, "%s: its pods pass their readiness probe", d.Metadata.Name)
+	}
+	requireNoRestarts(t, ctx, c)
+}
 
-	status, kc := api.do("GET", lc+"/cluster-references/"+c2.Name+"/kubeconfig", "")
-	require.Equal(t, 200, status, "%s", kc)
-	require.Contains(t, kc, "server: "+c2.Server)
-	kcFile := filepath.Join(dir, "lc-1.kubeconfig")
+// requireNoRestarts fails if a container of a DCM pod has restarted (its
+// liveness probe failed, or it exited).
+func requireNoRestarts(t *testing.T, ctx context.Context, c *kubetest.Cluster) {
+	t.Helper()
+	for name, restarts := range dcmPods(t, ctx, c) {
+		require.Zero(t, restarts, "%s: its liveness probe passes, it never exited", name)
+	}
+}
+
+// dcmPods are the pods of the namespace dcm, with their containers'
+// restarts.
+func dcmPods(t *testing.T, ctx context.Context, c *kubetest.Cluster) map[string]int {
+	t.Helper()
+	var pods struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				ContainerStatuses []struct{ RestartCount int }
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.MustKubectl(ctx, t, "-n", "dcm", "get", "pods", "-o", "json")), &pods))
+	out := map[string]int{}
+	for _, p := range pods.Items {
+		out[p.Metadata.Name] = 0
+		for _, cs := range p.Status.ContainerStatuses {
+			out[p.Metadata.Name] += cs.RestartCount
+		}
+	}
+	return out
+}
+
+// gatewayClient reaches the REST API through the gateway's Service, from
+// c's node's network namespace (kube-proxy's rules there), over HTTPS
+// verified against the CA the overlay made in the cluster.
+func gatewayClient(t *testing.T, ctx context.Context, c *kubetest.Cluster, token string) *restClient {
+	t.Helper()
+	gatewayIP := strings.TrimSpace(c.MustKubectl(ctx, t, "-n", "dcm", "get", "service", "dcm-gateway", "-o", "jsonpath={.spec.clusterIP}"))
+	caPEM, err := base64.StdEncoding.DecodeString(c.MustKubectl(ctx, t, "-n", "dcm", "get", "secret", "dcm-ca", "-o", "jsonpath={.data.ca\\.crt}"))
+	require.NoError(t, err)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, caPEM, 0o600))
+	return &restClient{t: t, ctx: ctx, netns: nodeNetns(t, c), ca: caFile, ip: gatewayIP, token: token}
+}
+
+// registerCluster registers c under the provider local with its
+// kubeconfig: its API server's address on the host's bridge, which
+// rsync's pods reach (egress is open).
+func registerCluster(t *testing.T, api *restClient, c *kubetest.Cluster) {
+	t.Helper()
+	api.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"local"}}`)
+	reg, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c.Name}, "spec": map[string]any{"kubeconfig": string(c.Kubeconfig)}})
+	require.NoError(t, err)
+	body := api.want(201, "POST", "/v2/cluster-providers/local/clusters", string(reg))
+	require.Contains(t, body, c.Server, "the registry read %s's server from its kubeconfig", c.Name)
+}
+
+// tenantCloud is a logical cloud in namespace ns with a user allowed to
+// get, list and create ConfigMaps there.
+func tenantCloud(name, ns string) string {
+	return `{"metadata":{"name":"` + name + `"},"spec":{"namespace":"` + ns + `","user":{"user-name":"user-1","user-permissions":[
+	  {"permission-name":"configmaps","apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","create"]}]}}}`
+}
+
+// tenantWorks reads logical cloud lc's kubeconfig for cluster c and uses
+// it there: the tenant may create ConfigMaps (and does, in namespace ns)
+// but not Secrets.
+func tenantWorks(t *testing.T, ctx context.Context, api *restClient, c *kubetest.Cluster, lc, ns string) {
+	t.Helper()
+	kc := api.want(200, "GET", lc+"/cluster-references/"+c.Name+"/kubeconfig", "")
+	require.Contains(t, kc, "server: "+c.Server)
+	kcFile := filepath.Join(t.TempDir(), "tenant.kubeconfig")
 	require.NoError(t, os.WriteFile(kcFile, []byte(kc), 0o600))
-	out, err := c2.KubectlAs(ctx, kcFile, "auth", "can-i", "create", "configmaps")
+	out, err := c.KubectlAs(ctx, kcFile, "auth", "can-i", "create", "configmaps")
 	require.NoError(t, err)
-	require.Equal(t, "yes", strings.TrimSpace(out))
-	out, _ = c2.KubectlAs(ctx, kcFile, "auth", "can-i", "create", "secrets")
+	require.Equal(t, "yes", strings.TrimSpace(out), "%s's tenant", lc)
+	out, _ = c.KubectlAs(ctx, kcFile, "auth", "can-i", "create", "secrets")
 	require.Equal(t, "no", strings.TrimSpace(out), "the tenant has the permissions it was given, no more")
-	_, err = c2.KubectlAs(ctx, kcFile, "create", "configmap", "from-the-tenant", "--from-literal=k=v")
+	_, err = c.KubectlAs(ctx, kcFile, "create", "configmap", "from-the-tenant", "--from-literal=k=v")
 	require.NoError(t, err)
-	out, err = c2.Kubectl(ctx, "-n", "deploy-ns-1", "get", "configmap", "from-the-tenant", "-o", "jsonpath={.data.k}")
+	out, err = c.Kubectl(ctx, "-n", ns, "get", "configmap", "from-the-tenant", "-o", "jsonpath={.data.k}")
 	require.NoError(t, err)
-	require.Equal(t, "v", out, "the tenant's ConfigMap is in its namespace on %s", c2.Name)
+	require.Equal(t, "v", out, "the tenant's ConfigMap is in its namespace on %s", c.Name)
 }
 
 // restrictedOverrides makes kubectl run's pod (its container is named
@@ -252,6 +285,75 @@ type restClient struct {
 	t                    *testing.T
 	ctx                  context.Context
 	netns, ca, ip, token string
+}
+
+// want calls the API and requires the answer's status.
+func (r *restClient) want(code int, method, path, body string) string {
+	r.t.Helper()
+	status, out := r.do(method, path, body)
+	require.Equal(r.t, code, status, "%s %s: %s", method, path, out)
+	return out
+}
+
+// waitFor polls GET path until it answers code, for up to wait.
+func (r *restClient) waitFor(code int, path string, wait time.Duration) {
+	r.t.Helper()
+	start := time.Now()
+	for deadline := start.Add(wait); ; {
+		status, body := r.do("GET", path, "")
+		if status == code {
+			r.t.Logf("GET %s answered %d after %s", path, code, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("GET %s: %d, not %d, after %s: %s", path, status, code, wait, body)
+		}
+		select {
+		case <-r.ctx.Done():
+			r.t.Fatal(r.ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// lcStatus is the part of GET .../status the tests read.
+type lcStatus struct {
+	State      string   `json:"state"`
+	Ready      int      `json:"ready"`
+	Total      int      `json:"total"`
+	Generation int64    `json:"generation,string"`
+	LastErrors []string `json:"last-errors"`
+	Clusters   []struct {
+		Name      string `json:"cluster-name"`
+		Resources []struct {
+			Kind  string `json:"kind"`
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"resources"`
+	} `json:"clusters"`
+}
+
+// settle polls logical cloud lc's status until it is Instantiated, for up
+// to wait.
+func (r *restClient) settle(lc string, wait time.Duration) lcStatus {
+	r.t.Helper()
+	var st lcStatus
+	var body string
+	for deadline := time.Now().Add(wait); ; {
+		body = r.want(200, "GET", lc+"/status", "")
+		st = lcStatus{}
+		require.NoError(r.t, json.Unmarshal([]byte(body), &st), "%s", body)
+		if st.State == "Instantiated" || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-r.ctx.Done():
+			r.t.Fatal(r.ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	require.Equal(r.t, "Instantiated", st.State, "%s: %s", lc, body)
+	return st
 }
 
 func (r *restClient) do(method, path, body string) (int, string) {

@@ -41,7 +41,8 @@ import (
 
 // overlays are the installations deploy/ offers, with the replicas each
 // runs of a program (production: core and the stateless services 2,
-// rsync 3; docs/lifecycle.md and docs/rsync.md, "Replicas").
+// rsync 3; docs/lifecycle.md and docs/rsync.md, "Replicas"; store-server:
+// production's on a store server, core and rsync 2, the others 1).
 var overlays = map[string]func(program string) int32{
 	"dev": func(string) int32 { return 1 },
 	"production": func(p string) int32 {
@@ -50,15 +51,25 @@ var overlays = map[string]func(program string) int32{
 		}
 		return 2
 	},
+	"store-server": func(p string) int32 {
+		if p == "core" || p == "rsync" {
+			return 2
+		}
+		return 1
+	},
 }
+
+// sharedStore says whether an overlay's replicas share a store (every
+// overlay but dev, whose programs each embed their own).
+func sharedStore(overlay string) bool { return overlay != "dev" }
 
 // repo is the repository's root, from this package's directory.
 var repo = filepath.Join("..", "..")
 
 // object is one object an overlay builds.
 type object struct {
-	Kind, Name string
-	YAML       []byte
+	Kind, Name, Namespace string
+	YAML                  []byte
 }
 
 // build runs kustomize (its Go API, as kubectl apply -k does) on an
@@ -73,7 +84,7 @@ func build(t *testing.T, overlay string) []object {
 	for _, r := range m.Resources() {
 		b, err := r.AsYAML()
 		require.NoError(t, err)
-		out = append(out, object{Kind: r.GetKind(), Name: r.GetName(), YAML: b})
+		out = append(out, object{Kind: r.GetKind(), Name: r.GetName(), Namespace: r.GetNamespace(), YAML: b})
 	}
 	return out
 }
@@ -325,6 +336,13 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 			}
 			require.Len(t, namespaces, 1)
 			ns := namespaces[0]
+			for _, o := range objs {
+				if o.Kind != "Namespace" {
+					// Every kind here is namespaced: one left out of the
+					// overlay's namespace would go nowhere.
+					require.Equal(t, ns, o.Namespace, "%s %s is in the Namespace %s", o.Kind, o.Name, ns)
+				}
+			}
 			for k := range config {
 				require.True(t, all[k], "dcm-config sets %s, which no program reads (server.Config)", k)
 				require.False(t, secret[k], "%s is a secret: give it as a file", k)
@@ -471,7 +489,7 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 				require.True(t, ok, "%s: DCM_DATA_DIR %s is a mounted emptyDir", name, get(env, "DCM_DATA_DIR"))
 				require.False(t, dataDir.ReadOnly)
 				require.Contains(t, mounts, "/tmp", name)
-				if overlay == "production" && prog != "gateway" {
+				if sharedStore(overlay) && prog != "gateway" {
 					// The replicas share a MongoDB: its URI, with this
 					// service's own user, from a Secret; its own keys.
 					m, ok := mountOf(env["DCM_MONGO_URI_FILE"])
@@ -533,6 +551,20 @@ func TestOverlaysMatchTheCode(t *testing.T) {
 					require.Equal(t, corev1.URISchemeHTTPS, probe.HTTPGet.Scheme, name)
 					require.Equal(t, "https", probe.HTTPGet.Port.String(), name)
 				}
+
+				// A stopping pod keeps serving a while out of its Service's
+				// endpoints and DNS, so that its clients find the new
+				// replicas first (TestStoreServerOverlayRollingRestarts
+				// failed calls without it), and has time left to stop.
+				require.NotNil(t, c.Lifecycle, "%s: a preStop pause", name)
+				require.NotNil(t, c.Lifecycle.PreStop, "%s: a preStop pause", name)
+				require.NotNil(t, c.Lifecycle.PreStop.Sleep, "%s: a preStop sleep (no shell in the image)", name)
+				grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+				if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+					grace = *g
+				}
+				require.Positive(t, c.Lifecycle.PreStop.Sleep.Seconds, name)
+				require.Less(t, 2*c.Lifecycle.PreStop.Sleep.Seconds, grace, "%s: the pause leaves the program time to stop", name)
 
 				// Its Service: the program's ports, by name.
 				svc, ok := services[name]

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/dns"
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/dcm-project/dcm/platform/pki"
@@ -28,6 +29,21 @@ import (
 // mesh's control planes, Istio's CRDs: docs/rsync.md, "Message sizes").
 // The resource synchronizer's server takes requests of this size too.
 const MaxRecvMsgSize = 64 << 20
+
+// MinResolutionInterval is how soon a client may look its peers' name up
+// again (gRPC's DNS resolver waits 30 s by default). A client re-resolves
+// when a peer's connection fails; a rolling restart replaces every replica
+// of a headless Service in a few seconds, so with 30 s a client held only
+// the addresses of pods that had gone, and every call failed (Unavailable,
+// "connection refused": TestStoreServerOverlayRollingRestarts in
+// deploy/test) until its next lookup.
+const MinResolutionInterval = time.Second
+
+func init() {
+	// gRPC asks for it at startup, before any channel: this package's
+	// init runs before any program dials through it.
+	dns.SetMinResolutionInterval(MinResolutionInterval)
+}
 
 // Dial returns a lazily connecting client for addr, over mutual TLS with
 // t, or in plaintext when t is nil (only where DCM_INSECURE_GRPC allows it).

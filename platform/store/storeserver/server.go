@@ -45,6 +45,10 @@ type Config struct {
 	Dir string
 	// Database is the MongoDB database the services use ("dcm").
 	Database string
+	// Host is the address FerretDB listens on, an IP address of this
+	// machine; "" is 127.0.0.1. Its certificate names it (and the
+	// loopback names). PostgreSQL stays on loopback whatever it is.
+	Host string
 	// Users are the services and their collections (Users, generated from
 	// each service's declared collections).
 	Users []User
@@ -98,6 +102,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Database == "" {
 		cfg.Database = "dcm"
 	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if err := localAddress(cfg.Host); err != nil {
+		return nil, err
+	}
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -124,6 +134,25 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// localAddress refuses a host that is not an IP address of one of this
+// machine's interfaces: the server listens only where this machine is.
+func localAddress(host string) error {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return fmt.Errorf("store server: host %q: an IP address of this machine, not a name", host)
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("store server: host %s: list this machine's addresses: %w", host, err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return nil
+		}
+	}
+	return fmt.Errorf("store server: host %s is no address of this machine's interfaces", host)
 }
 
 func findPGBin(dir string) (string, error) {
@@ -165,10 +194,10 @@ func (s *Server) prepare() error {
 			return fmt.Errorf("store server: %s: %w", stateFile, err)
 		}
 	case errors.Is(err, os.ErrNotExist):
-		if s.st.PGPort, err = freePort(); err != nil {
+		if s.st.PGPort, err = freePort("127.0.0.1"); err != nil {
 			return err
 		}
-		if s.st.Port, err = freePort(); err != nil {
+		if s.st.Port, err = freePort(s.cfg.Host); err != nil {
 			return err
 		}
 		b, _ := json.Marshal(s.st)
@@ -201,8 +230,8 @@ func (s *Server) roles() []string {
 	return out
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -210,19 +239,22 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// tlsFiles makes a CA and FerretDB's server certificate for the loopback
-// addresses, once.
+// tlsFiles makes a CA and FerretDB's server certificate for Host and the
+// loopback names, once; again (a new CA: clients must read ca.crt anew)
+// when a start with another Host finds a certificate that does not name it.
 func (s *Server) tlsFiles() error {
 	dir := filepath.Join(s.cfg.Dir, tlsDir)
-	if _, err := os.Stat(filepath.Join(dir, "server.key")); err == nil {
-		return nil
+	if b, err := os.ReadFile(filepath.Join(dir, "server.crt")); err == nil {
+		if c, err := pki.ParseCertificates(string(b)); err == nil && len(c) == 1 && c[0].VerifyHostname(s.cfg.Host) == nil {
+			return nil
+		}
 	}
 	ca, err := pki.NewCA("dcm store server CA", 5*365*24*time.Hour)
 	if err != nil {
 		return err
 	}
 	cert, key, err := ca.Issue(pki.Request{Identity: pki.Identity{Subject: "dcm-store"},
-		Hosts: []string{"127.0.0.1", "localhost"}, Server: true, NotAfter: time.Now().Add(5 * 365 * 24 * time.Hour)})
+		Hosts: hosts(s.cfg.Host), Server: true, NotAfter: time.Now().Add(5 * 365 * 24 * time.Hour)})
 	if err != nil {
 		return err
 	}
@@ -232,6 +264,14 @@ func (s *Server) tlsFiles() error {
 		}
 	}
 	return nil
+}
+
+func hosts(host string) []string {
+	out := []string{"127.0.0.1", "localhost"}
+	if host != "127.0.0.1" {
+		out = append(out, host)
+	}
+	return out
 }
 
 // CAFile is the CA certificate clients verify the server with.
@@ -429,8 +469,8 @@ func (s *Server) PostgresPID() int {
 	return s.pg.Process.Pid
 }
 
-// Addr is FerretDB's TLS address.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.st.Port)) }
+// Addr is FerretDB's TLS address, on Host.
+func (s *Server) Addr() string { return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.st.Port)) }
 
 // Start starts PostgreSQL and FerretDB and provisions the users (Provision).
 func (s *Server) Start(ctx context.Context) error {

@@ -112,3 +112,23 @@ func TestServiceUsersHoldOnlyTheirCollections(t *testing.T) {
 		}
 	}
 }
+
+// TestHostIsAnAddressOfThisMachine: FerretDB listens only on an IP address
+// of this machine's interfaces; a name or another machine's address is
+// refused before anything is made (no PostgreSQL needed).
+func TestHostIsAnAddressOfThisMachine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ host, want string }{
+		{"localhost", "not a name"},
+		{"203.0.113.77", "no address of this machine"}, // TEST-NET-3
+		{"10.255.255.254:27017", "not a name"},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "server")
+			_, err := storeserver.New(storeserver.Config{Dir: dir, Host: tc.host})
+			require.ErrorContains(t, err, tc.want)
+			_, statErr := os.Stat(dir)
+			require.True(t, os.IsNotExist(statErr), "nothing made for a refused host")
+		})
+	}
+}

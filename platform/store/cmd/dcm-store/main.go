@@ -3,7 +3,9 @@
 // its own on loopback and FerretDB over TLS in front of it, with a user
 // per service holding only its collections. It prints the URI files (each
 // 0600; give one to each service as DCM_MONGO_URI_FILE) and serves until
-// interrupted. `make store-server` runs it on .dcm/store-server.
+// interrupted. `make store-server` runs it on .dcm/store-server. -host
+// puts FerretDB on another address of this machine (the bridge of the
+// local clusters, for their pods: docs/deploy.md).
 //
 // With a command after the flags it starts the server, runs the command
 // with DCM_TEST_MONGO_URI set to the administrator's URI (the environment,
@@ -33,11 +35,12 @@ import (
 func main() {
 	dir := flag.String("dir", filepath.Join(".dcm", "store-server"), "the server's directory: PostgreSQL's data, TLS files, passwords, URI files")
 	db := flag.String("database", "dcm", "the MongoDB database the services use")
+	host := flag.String("host", "127.0.0.1", "the IP address of this machine FerretDB listens on (its certificate names it), e.g. a local cluster's bridge address for its pods; PostgreSQL stays on loopback")
 	pgBin := flag.String("pg-bin", "", "directory of PostgreSQL's programs (default: Debian's newest /usr/lib/postgresql/*/bin)")
 	pgUser := flag.String("pg-user", "postgres", "the system user PostgreSQL runs as when this runs as root")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	code, err := run(storeserver.Config{Dir: *dir, Database: *db, Users: storeserver.Users, PGBin: *pgBin, PGUser: *pgUser, Log: log}, flag.Args())
+	code, err := run(storeserver.Config{Dir: *dir, Database: *db, Host: *host, Users: storeserver.Users, PGBin: *pgBin, PGUser: *pgUser, Log: log}, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dcm-store:", err)
 		os.Exit(1)
