@@ -488,6 +488,10 @@ clusterDomain: cluster.local
 clusterDNS: [%[7]s]
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
+# How often the kubelet syncs each pod, and so how soon a changed Secret
+# or ConfigMap reaches the pods' volumes (default 1m): a rotated cacerts
+# reaches istiod's volume within it.
+syncFrequency: 15s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "50Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}

@@ -55,11 +55,15 @@ type meshNode struct {
 // later test's pods stayed Pending).
 func startMeshOnNode(ctx context.Context, t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP string) *meshNode {
 	t.Helper()
-	return startMeshOnNodeWith(ctx, t, e, c, project, lc, lbIP, meshBody(lc))
+	m := beginMeshOnNode(t, e, c, project, lc, lbIP, meshBody(lc))
+	m.ready(ctx)
+	return m
 }
 
-// startMeshOnNodeWith is startMeshOnNode with the logical cloud's body.
-func startMeshOnNodeWith(ctx context.Context, t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP, body string) *meshNode {
+// beginMeshOnNode creates logical cloud lc of project from body, on c,
+// and applies it, without waiting: ready waits. Two begun one after the
+// other start together.
+func beginMeshOnNode(t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP, body string) *meshNode {
 	t.Helper()
 	r := e.admin
 	m := &meshNode{t: t, c: c, r: r, project: project, lc: lc,
@@ -68,18 +72,23 @@ func startMeshOnNodeWith(ctx context.Context, t *testing.T, e *tenants, c *kubet
 	r.want(201, "POST", "/v2/projects/"+project+"/logical-clouds", body)
 	r.want(201, "POST", m.path+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`","loadbalancer-ip":"`+lbIP+`"}`)
 	r.want(202, "POST", m.path+"/apply", "")
-	r.settle(m.path, "Instantiated")
 	t.Cleanup(func() {
 		r.want(202, "POST", m.path+"/terminate", "")
 		r.settle(m.path, "Terminated")
 	})
-	deploy := "deployment/istiod-" + meshRevision(t, r, project, lc)
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Available", deploy, "-n", m.istioNS, "--timeout=180s"); err != nil {
+	return m
+}
+
+// ready waits until m is Instantiated and its istiod Available.
+func (m *meshNode) ready(ctx context.Context) {
+	m.t.Helper()
+	m.r.settle(m.path, "Instantiated")
+	deploy := "deployment/istiod-" + meshRevision(m.t, m.r, m.project, m.lc)
+	if _, err := m.c.Kubectl(ctx, "wait", "--for=condition=Available", deploy, "-n", m.istioNS, "--timeout=180s"); err != nil {
 		m.show(ctx, []string{"get", "deployment,replicaset,pods,events", "-n", m.istioNS, "-o", "wide"},
 			[]string{"logs", deploy, "-n", m.istioNS, "--tail=60"})
-		t.Fatalf("istiod of %s does not become Available: %v", lc, err)
+		m.t.Fatalf("istiod of %s does not become Available: %v", m.lc, err)
 	}
-	return m
 }
 
 // show logs what kubectl shows, for the next one to read.
@@ -105,7 +114,7 @@ func (m *meshNode) spiffe(sa string) string {
 // Ready. The
 // injector puts the application before the agent whatever the order
 // here, so grpcecho serve waits for the xDS bootstrap the agent writes.
-func (m *meshNode) echoPod(ctx context.Context, name, sa string, port int, args ...string) {
+func (m *meshNode) startEchoPod(ctx context.Context, name, sa string, port int, args ...string) {
 	m.t.Helper()
 	if _, err := m.c.Kubectl(ctx, "get", "serviceaccount", sa, "-n", m.workloadNS); err != nil {
 		m.c.MustKubectl(ctx, m.t, "create", "serviceaccount", sa, "-n", m.workloadNS)
@@ -132,11 +141,25 @@ func (m *meshNode) echoPod(ctx context.Context, name, sa string, port int, args 
 	       "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"200m","memory":"64Mi"}}}]}}`,
 		name, m.workloadNS, name, sa, grpcEcho, strings.Join(quoted, ","), ports)), 0o600))
 	m.c.MustKubectl(ctx, m.t, "apply", "-f", f)
-	if _, err := m.c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/"+name, "-n", m.workloadNS, "--timeout=120s"); err != nil {
-		m.show(ctx, []string{"describe", "pod", name, "-n", m.workloadNS},
-			[]string{"logs", name, "-c", "istio-proxy", "-n", m.workloadNS, "--tail=60"},
-			[]string{"logs", name, "-c", "app", "-n", m.workloadNS, "--tail=60"})
-		m.t.Fatalf("pod %s is not Ready: %v", name, err)
+}
+
+// echoPod starts an echo pod (startEchoPod) and waits until it is Ready.
+func (m *meshNode) echoPod(ctx context.Context, name, sa string, port int, args ...string) {
+	m.t.Helper()
+	m.startEchoPod(ctx, name, sa, port, args...)
+	m.waitPods(ctx, name)
+}
+
+// waitPods waits until the pods of the workload namespace are Ready.
+func (m *meshNode) waitPods(ctx context.Context, names ...string) {
+	m.t.Helper()
+	for _, name := range names {
+		if _, err := m.c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/"+name, "-n", m.workloadNS, "--timeout=120s"); err != nil {
+			m.show(ctx, []string{"describe", "pod", name, "-n", m.workloadNS},
+				[]string{"logs", name, "-c", "istio-proxy", "-n", m.workloadNS, "--tail=60"},
+				[]string{"logs", name, "-c", "app", "-n", m.workloadNS, "--tail=60"})
+			m.t.Fatalf("pod %s is not Ready: %v", name, err)
+		}
 	}
 }
 
@@ -211,18 +234,26 @@ func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certi
 func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	h, c, ctx := istioNode(t, 20*time.Minute)
 	e := startTenantsOn(t, h, "mt-proj")
-	// The other logical cloud first: mt names it in allow-ingress-from.
-	other := startMeshOnNode(ctx, t, e, c, "mt-proj", "mto", "192.0.2.32")
-	m := startMeshOnNodeWith(ctx, t, e, c, "mt-proj", "mt", "192.0.2.31",
+	// The other logical cloud first (mt names it in allow-ingress-from);
+	// both start together.
+	other := beginMeshOnNode(t, e, c, "mt-proj", "mto", "192.0.2.32", meshBody("mto"))
+	m := beginMeshOnNode(t, e, c, "mt-proj", "mt", "192.0.2.31",
 		`{"metadata": {"name": "mt"}, "spec": {"namespace": "mt-ns", "service-mesh": {"enabled": true}, "allow-ingress-from": ["mto"]}}`)
+	m.ready(ctx)
+	other.ready(ctx)
 	r := m.r
 
 	// The server: echo behind the Service echo (port = target port 8080,
-	// the port the AuthorizationPolicy names), as ServiceAccount echo.
-	m.echoPod(ctx, "echo", "echo", 8080, "serve", "-port", "8080")
+	// the port the AuthorizationPolicy names), as ServiceAccount echo; the
+	// clients, and the other logical cloud's, start with it.
+	m.startEchoPod(ctx, "echo", "echo", 8080, "serve", "-port", "8080")
 	m.c.MustKubectl(ctx, t, "create", "service", "clusterip", "echo", "--tcp=8080:8080", "-n", m.workloadNS)
-	m.echoPod(ctx, "client-a", "client-a", 0, "idle")
-	m.echoPod(ctx, "client-b", "client-b", 0, "idle")
+	m.startEchoPod(ctx, "client-a", "client-a", 0, "idle")
+	m.startEchoPod(ctx, "client-b", "client-b", 0, "idle")
+	// The same ServiceAccount name as the allowed client, in the other
+	// logical cloud's namespace and trust domain.
+	other.startEchoPod(ctx, "intruder", "client-a", 0, "idle")
+	m.waitPods(ctx, "echo", "client-a", "client-b")
 	target := "xds:///echo." + m.workloadNS + ".svc.cluster.local:8080"
 	podIP := strings.TrimSpace(m.c.MustKubectl(ctx, t, "get", "pod", "echo", "-n", m.workloadNS, "-o", "jsonpath={.status.podIP}"))
 	require.NotEmpty(t, podIP)
@@ -278,12 +309,10 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	require.NotContains(t, logs, "call from "+m.spiffe("client-b"), "client-b's calls never reached the handler")
 
 	t.Run("another logical cloud", func(t *testing.T) {
-		// The same ServiceAccount name as the allowed client, in the other
-		// logical cloud's namespace and trust domain.
 		outer := other.t
 		other.t = t
 		defer func() { other.t = outer }()
-		other.echoPod(ctx, "intruder", "client-a", 0, "idle")
+		other.waitPods(ctx, "intruder")
 		// Its istiod does not watch mt-ns: no route to echo at all.
 		got := other.call(ctx, "intruder", target)
 		require.True(t, strings.HasPrefix(got, "FAIL "), "through its own istiod: %s", got)
