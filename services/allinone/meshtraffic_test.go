@@ -197,6 +197,39 @@ func (m *meshNode) callUntil(ctx context.Context, wants []string, from string, f
 	}
 }
 
+// checkIstiodAndAgent: m's istiod, running as a pod from the image make
+// images builds of the pinned Istio (loaded into the node, never pulled),
+// signs with DCM's cacerts and writes DCM's root for the logical cloud,
+// the root the cadist URL serves, to istio-ca-root-cert in the workload
+// namespace; it injected pod with the agent's image (proxyv2, without
+// Envoy), and the certificate the agent wrote for proxyless gRPC names
+// the pod's ServiceAccount, is signed by DCM's intermediate for the
+// cluster and verifies to that root.
+func (m *meshNode) checkIstiodAndAgent(ctx context.Context, pod string) {
+	t := m.t
+	t.Helper()
+	b := m.r.bundle(m.project, m.lc, m.c.Name)
+	require.NotEmpty(t, b.RootCert)
+	var written string
+	eventually(t, "istiod writes istio-ca-root-cert in the workload namespace", func() bool {
+		out, err := m.c.Kubectl(ctx, "get", "configmap", "istio-ca-root-cert", "-n", m.workloadNS, "-o", `jsonpath={.data.root-cert\.pem}`)
+		written = out
+		return err == nil && out != ""
+	})
+	require.Equal(t, strings.TrimSpace(b.RootCert), strings.TrimSpace(written), "istiod's root is DCM's root of the logical cloud")
+	logs := m.c.MustKubectl(ctx, t, "logs", "deployment/istiod-"+meshRevision(t, m.r, m.project, m.lc), "-n", m.istioNS)
+	require.Contains(t, logs, "Using istiod file format for signing ca files", "istiod signs with the cacerts Secret")
+	image := m.c.MustKubectl(ctx, t, "get", "pod", pod, "-n", m.workloadNS, "-o", `jsonpath={.spec.containers[?(@.name=="istio-proxy")].image}`)
+	require.Equal(t, "docker.io/istio/proxyv2:1.31.0", image, "the injector set the agent's image")
+	leaf := m.certFile(ctx, pod, "cert-chain.pem")[0]
+	sa := m.c.MustKubectl(ctx, t, "get", "pod", pod, "-n", m.workloadNS, "-o", "jsonpath={.spec.serviceAccountName}")
+	require.Len(t, leaf.URIs, 1, "subject %s, issuer %s", leaf.Subject, leaf.Issuer)
+	require.Equal(t, m.spiffe(sa), leaf.URIs[0].String())
+	require.NoError(t, leaf.CheckSignatureFrom(pemCerts(t, []byte(b.CaCert))[0]), "the agent's certificate is signed by DCM's intermediate for the cluster")
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool(t, b.RootCert), Intermediates: pool(t, b.CaCert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	require.NoError(t, err, "and chains to the root the cadist URL serves")
+}
+
 // certFile is a file of the agent's proxyless certificates in pod from
 // (read with grpcecho cat: the image has no shell), parsed.
 func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certificate {
@@ -209,7 +242,9 @@ func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certi
 // project's grpcecho, injected with Istio's grpc-agent template) in a mesh
 // logical cloud on a cluster with a node, configured by nothing but the
 // istiod DCM runs and an intracluster traffic intent applied through the
-// REST API. The intent names client-a as echo's client with mutual TLS:
+// REST API. Its istiod runs as a pod and signs the agents' certificates
+// under DCM's intermediate (checkIstiodAndAgent). The intent names
+// client-a as echo's client with mutual TLS:
 //   - client-a's calls succeed over mutual TLS, each side seeing the
 //     other's SPIFFE ID in DCM's trust domain;
 //   - before any intent, the mesh's deny-all refuses every call
@@ -254,6 +289,7 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	// logical cloud's namespace and trust domain.
 	other.startEchoPod(ctx, "intruder", "client-a", 0, "idle")
 	m.waitPods(ctx, "echo", "client-a", "client-b")
+	m.checkIstiodAndAgent(ctx, "client-a")
 	target := "xds:///echo." + m.workloadNS + ".svc.cluster.local:8080"
 	podIP := strings.TrimSpace(m.c.MustKubectl(ctx, t, "get", "pod", "echo", "-n", m.workloadNS, "-o", "jsonpath={.status.podIP}"))
 	require.NotEmpty(t, podIP)
