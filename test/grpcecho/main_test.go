@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +25,9 @@ func TestEchoRunsTheServersInterceptors(t *testing.T) {
 		want codes.Code
 	}{{"allowed", false, codes.OK}, {"refused", true, codes.PermissionDenied}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var seen string
+			var seen atomic.Value
 			srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-				seen = info.FullMethod
+				seen.Store(info.FullMethod)
 				if tc.deny {
 					return nil, status.Error(codes.PermissionDenied, "RBAC: denied")
 				}
@@ -51,8 +52,8 @@ func TestEchoRunsTheServersInterceptors(t *testing.T) {
 			if got := status.Code(err); got != tc.want {
 				t.Fatalf("code %s (%v), want %s", got, err, tc.want)
 			}
-			if seen != method {
-				t.Fatalf("interceptor saw method %q, want %q", seen, method)
+			if got, _ := seen.Load().(string); got != method {
+				t.Fatalf("interceptor saw method %q, want %q", got, method)
 			}
 			if tc.want == codes.OK && out.GetValue() != "client=plaintext echo=hello" {
 				t.Fatalf("answer %q", out.GetValue())
