@@ -245,10 +245,10 @@ func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certi
 // REST API. Its istiod runs as a pod and signs the agents' certificates
 // under DCM's intermediate (checkIstiodAndAgent). The intent names
 // client-a as echo's client with mutual TLS:
-//   - client-a's calls succeed over mutual TLS, each side seeing the
-//     other's SPIFFE ID in DCM's trust domain;
 //   - before any intent, the mesh's deny-all refuses every call
 //     (PERMISSION_DENIED);
+//   - client-a's calls succeed over mutual TLS, each side seeing the
+//     other's SPIFFE ID in DCM's trust domain;
 //   - client-b (another ServiceAccount) is refused PERMISSION_DENIED by the
 //     AuthorizationPolicy DCM rendered;
 //   - a plaintext call (client-a without xDS credentials, through xDS and
