@@ -47,22 +47,13 @@ type meshNode struct {
 	trustDomain         string
 }
 
-// startMeshOnNode applies a mesh logical cloud lc of project (a project of
-// e) to c and waits for its istiod to be Available. The node is shared
-// with the tests after this one: the logical cloud is terminated at
-// cleanup as a tenant's would be, and its istiod and pods go with its
-// namespaces (left running, they held the node's CPU and memory, and a
-// later test's pods stayed Pending).
-func startMeshOnNode(ctx context.Context, t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP string) *meshNode {
-	t.Helper()
-	m := beginMeshOnNode(t, e, c, project, lc, lbIP, meshBody(lc))
-	m.ready(ctx)
-	return m
-}
-
-// beginMeshOnNode creates logical cloud lc of project from body, on c,
-// and applies it, without waiting: ready waits. Two begun one after the
-// other start together.
+// beginMeshOnNode creates logical cloud lc of project (a project of e)
+// from body, on c, and applies it, without waiting: ready waits. Two
+// begun one after the other start together. The node is shared with the
+// tests after this one: the logical cloud is terminated at cleanup as a
+// tenant's would be, and its istiod and pods go with its namespaces (left
+// running, they held the node's CPU and memory, and a later test's pods
+// stayed Pending).
 func beginMeshOnNode(t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP, body string) *meshNode {
 	t.Helper()
 	r := e.admin
