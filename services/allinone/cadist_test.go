@@ -17,6 +17,7 @@ import (
 
 	cadistv1 "github.com/dcm-project/dcm/gen/dcm/cadist/v1"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -41,12 +42,12 @@ func TestCADistribution(t *testing.T) {
 	s := stacktest.Start(t)
 	ctx := context.Background()
 
-	code, b := call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"r1"},"projects":["p1"]}`)
+	code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"r1"},"projects":["p1"]}`)
 	require.Equal(t, 201, code, "%s", b)
 	require.Equal(t, "generating", decode(t, b).(map[string]any)["state"])
 	var root map[string]any
 	require.Eventually(t, func() bool {
-		code, b := call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/r1", "")
+		code, b := apitest.Call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/r1", "")
 		require.Equal(t, 200, code, "%s", b)
 		root = decode(t, b).(map[string]any)
 		return root["state"] == "ready"
@@ -64,10 +65,10 @@ func TestCADistribution(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rootCert.IsCA)
 
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"bad"},"certificate":"not pem"}`)
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"bad"},"certificate":"not pem"}`)
 	require.Equal(t, 400, code)
 	require.Equal(t, "certificate", decode(t, b).(map[string]any)["field"])
-	require.Equal(t, 404, first(call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/bad", "")), "nothing stored")
+	require.Equal(t, 404, first(apitest.Call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/bad", "")), "nothing stored")
 
 	dial := func(creds grpc.DialOption) *grpc.ClientConn {
 		conn, err := grpc.NewClient(s.GRPC, creds)
@@ -96,7 +97,7 @@ func TestCADistribution(t *testing.T) {
 	require.Equal(t, codes.PermissionDenied, status.Code(err))
 
 	bundleURL := s.URL + "/v1/cadist/projects/p1/logicalclouds/lc1/clusters/c1"
-	code, b = call(t, s.Admin, "GET", bundleURL, "")
+	code, b = apitest.Call(t, s.Admin, "GET", bundleURL, "")
 	require.Equal(t, 200, code, "%s", b)
 	require.NotContains(t, string(b), "PRIVATE KEY")
 	bundle := decode(t, b).(map[string]any)
@@ -112,41 +113,41 @@ func TestCADistribution(t *testing.T) {
 	code, _, fromURL := getTyped(t, s.Admin, s.URL+bundle["root-cert-url"].(string))
 	require.Equal(t, 200, code)
 	require.Equal(t, bundle["root-cert"], string(fromURL))
-	require.Equal(t, 200, first(call(t, s.Admin, "GET", bundleURL+"?cluster-provider=edge", "")))
-	require.Equal(t, 404, first(call(t, s.Admin, "GET", bundleURL+"?cluster-provider=other", "")))
+	require.Equal(t, 200, first(apitest.Call(t, s.Admin, "GET", bundleURL+"?cluster-provider=edge", "")))
+	require.Equal(t, 404, first(apitest.Call(t, s.Admin, "GET", bundleURL+"?cluster-provider=other", "")))
 
 	// A project's admin reads its own bundles only.
 	p1Admin := s.Issue(t, pki.Identity{Subject: "alice", Role: pki.RoleProjectAdmin, Project: "p1"}, year)
 	p2Admin := s.Issue(t, pki.Identity{Subject: "bob", Role: pki.RoleProjectAdmin, Project: "p2"}, year)
-	require.Equal(t, 200, first(call(t, s.Client(&p1Admin), "GET", bundleURL, "")))
-	require.Equal(t, 403, first(call(t, s.Client(&p2Admin), "GET", bundleURL, "")))
+	require.Equal(t, 200, first(apitest.Call(t, s.Client(&p1Admin), "GET", bundleURL, "")))
+	require.Equal(t, 403, first(apitest.Call(t, s.Client(&p2Admin), "GET", bundleURL, "")))
 
 	// Rotation to a second root: both trusted, the new one first.
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"r2"},"shared":true}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"r2"},"shared":true}`)))
 	require.Eventually(t, func() bool {
-		_, b := call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/r2", "")
+		_, b := apitest.Call(t, s.Admin, "GET", s.URL+"/v2/cadist/roots/r2", "")
 		return decode(t, b).(map[string]any)["state"] == "ready"
 	}, 30*time.Second, 50*time.Millisecond)
 	rotateURL := s.URL + "/v2/projects/p1/logical-clouds/lc1/ca/rotate"
-	code, b = call(t, s.Client(&p2Admin), "POST", rotateURL, `{"root":"r2"}`)
+	code, b = apitest.Call(t, s.Client(&p2Admin), "POST", rotateURL, `{"root":"r2"}`)
 	require.Equal(t, 403, code, "%s", b)
-	code, b = call(t, s.Admin, "POST", rotateURL, `{"root":"nope"}`)
+	code, b = apitest.Call(t, s.Admin, "POST", rotateURL, `{"root":"nope"}`)
 	require.Equal(t, 400, code, "%s", b)
 	require.Equal(t, "root", decode(t, b).(map[string]any)["field"])
-	code, b = call(t, s.Client(&p1Admin), "POST", rotateURL, `{"root":"r2"}`)
+	code, b = apitest.Call(t, s.Client(&p1Admin), "POST", rotateURL, `{"root":"r2"}`)
 	require.Equal(t, 200, code, "%s", b)
 	require.NotContains(t, string(b), "PRIVATE KEY")
 	rotated := decode(t, b).(map[string]any)
 	require.Equal(t, "r2", rotated["ca"].(map[string]any)["root"])
 	require.Equal(t, "r1", rotated["ca"].(map[string]any)["previous-root"])
-	code, b = call(t, s.Admin, "GET", bundleURL, "")
+	code, b = apitest.Call(t, s.Admin, "GET", bundleURL, "")
 	require.Equal(t, 200, code)
 	bundle = decode(t, b).(map[string]any)
 	require.Equal(t, []any{"r2", "r1"}, bundle["trusted-roots"])
 	require.NotEqual(t, want.GetSerial(), bundle["serial"])
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/projects/p1/logical-clouds/no-mesh/ca/rotate", `{}`)
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects/p1/logical-clouds/no-mesh/ca/rotate", `{}`)
 	require.Equal(t, 409, code, "%s", b)
-	require.Equal(t, 409, first(call(t, s.Admin, "DELETE", s.URL+"/v2/cadist/roots/r2", "")), "r2 signs a live intermediate")
+	require.Equal(t, 409, first(apitest.Call(t, s.Admin, "DELETE", s.URL+"/v2/cadist/roots/r2", "")), "r2 signs a live intermediate")
 
 	// Core purges a deleted logical cloud's intermediates; the service mesh service may not.
 	purge := &cadistv1.PurgeLogicalCloudRequest{Project: "p1", LogicalCloud: "lc1"}
@@ -154,5 +155,5 @@ func TestCADistribution(t *testing.T) {
 	require.Equal(t, codes.PermissionDenied, status.Code(err))
 	_, err = cadistv1.NewCaDistInternalServiceClient(as("core")).PurgeLogicalCloud(ctx, purge)
 	require.NoError(t, err)
-	require.Equal(t, 404, first(call(t, s.Admin, "GET", bundleURL, "")))
+	require.Equal(t, 404, first(apitest.Call(t, s.Admin, "GET", bundleURL, "")))
 }

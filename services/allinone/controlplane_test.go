@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -43,12 +44,12 @@ func jsonOf(t *testing.T, v any) string {
 func TestControlPlaneBody(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	admin := newREST(t, s)
-	admin.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	admin.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p2"}}`)
-	paOf := func(project string) *rest {
+	admin := apitest.NewREST(t, s)
+	admin.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	admin.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p2"}}`)
+	paOf := func(project string) *apitest.REST {
 		cert := s.Issue(t, pki.Identity{Subject: "pa-" + project, Role: pki.RoleProjectAdmin, Project: project}, time.Now().Add(time.Hour))
-		return &rest{t: t, c: s.Client(&cert), base: s.URL}
+		return &apitest.REST{T: t, C: s.Client(&cert), Base: s.URL}
 	}
 	r := paOf("p1")
 	const lcs = "/v2/projects/p1/logical-clouds"
@@ -58,33 +59,33 @@ func TestControlPlaneBody(t *testing.T) {
 	  "user": {"name": "user-2", "type": "certificate", "certificate": ` + jsonOf(t, csrPEM(t, "p1", "logical-cloud-1", "user-2")) + `,
 	    "permissions": {"apiGroups": ["stable.example.com"], "resources": ["secrets", "pods"], "verbs": ["get", "watch", "list", "create"]},
 	    "quota": {"cpu": "200", "memory": "300Gi", "pods": "200", "dummy/dummyResource": 30}}}`
-	got := decodeMap(t, r.want(201, "POST", lcs+"/control-plane", seed))
+	got := decodeMap(t, r.Want(201, "POST", lcs+"/control-plane", seed))
 	require.Equal(t, "logical-cloud-1", got["name"])
 	require.Equal(t, "user-2", got["user"])
 	require.Equal(t, "logical cloud and associated user successfully created", got["message"])
-	lc := decodeMap(t, r.want(200, "GET", lcs+"/logical-cloud-1", ""))
+	lc := decodeMap(t, r.Want(200, "GET", lcs+"/logical-cloud-1", ""))
 	spec := lc["spec"].(map[string]any)
 	require.Equal(t, map[string]any{"enabled": true, "namespace": "logical-cloud-1-istio-system"}, spec["service-mesh"])
 	require.Equal(t, "logical-cloud-1", spec["namespace"])
 	require.Equal(t, "user-2", spec["user"].(map[string]any)["user-name"])
-	require.Contains(t, r.want(200, "GET", lcs+"/logical-cloud-1/user/user-2", ""), "BEGIN CERTIFICATE REQUEST")
-	r.is(200, "GET", lcs+"/logical-cloud-1/user-permissions", "", `[{"permission-name":"user-2","namespace":"logical-cloud-1",
+	require.Contains(t, r.Want(200, "GET", lcs+"/logical-cloud-1/user/user-2", ""), "BEGIN CERTIFICATE REQUEST")
+	r.Is(200, "GET", lcs+"/logical-cloud-1/user-permissions", "", `[{"permission-name":"user-2","namespace":"logical-cloud-1",
 		"apiGroups":["stable.example.com"],"resources":["secrets","pods"],"verbs":["get","watch","list","create"],"metadata":null,"users":["user-2"]}]`)
-	r.is(200, "GET", lcs+"/logical-cloud-1/cluster-quotas", "", `[{"metadata":{"name":"user-2-quota","description":"quota of user user-2","userData1":"","userData2":""},
+	r.Is(200, "GET", lcs+"/logical-cloud-1/cluster-quotas", "", `[{"metadata":{"name":"user-2-quota","description":"quota of user user-2","userData1":"","userData2":""},
 		"spec":{"cpu":"200","memory":"300Gi","pods":"200","dummy/dummyResource":"30"}`+quotaTail("user-2-quota", "user-2")+`}]`)
-	r.want(404, "GET", lcs+"/logical-cloud-1/control-plane", "") // cadist's intermediates: no record
+	r.Want(404, "GET", lcs+"/logical-cloud-1/control-plane", "") // cadist's intermediates: no record
 	// Again with a user: the logical cloud exists (the seed's other route adds users).
-	r.want(409, "POST", lcs+"/control-plane", seed)
+	r.Want(409, "POST", lcs+"/control-plane", seed)
 
 	// An existing logical cloud without a mesh: turned on, conditionally.
-	r.want(201, "POST", lcs, `{"name": "lc-2"}`)
-	got = decodeMap(t, r.want(201, "POST", lcs+"/control-plane", `{"name": "lc-2", "namespace": "lc-2-mesh", "ca-cert": "", "ca-key": "", "root-cert": "", "cert-chain": ""}`))
+	r.Want(201, "POST", lcs, `{"name": "lc-2"}`)
+	got = decodeMap(t, r.Want(201, "POST", lcs+"/control-plane", `{"name": "lc-2", "namespace": "lc-2-mesh", "ca-cert": "", "ca-key": "", "root-cert": "", "cert-chain": ""}`))
 	require.Equal(t, "service mesh enabled on the logical cloud", got["message"])
-	spec = decodeMap(t, r.want(200, "GET", lcs+"/lc-2", ""))["spec"].(map[string]any)
+	spec = decodeMap(t, r.Want(200, "GET", lcs+"/lc-2", ""))["spec"].(map[string]any)
 	require.Equal(t, map[string]any{"enabled": true, "namespace": "lc-2-mesh"}, spec["service-mesh"])
 	require.Equal(t, "lc-2", spec["user"].(map[string]any)["user-name"], "its user kept")
 	// Its own workload namespace is not a control plane's.
-	require.Contains(t, r.want(400, "POST", lcs+"/control-plane", `{"name": "lc-2", "namespace": "lc-2"}`), `"field":"namespace"`)
+	require.Contains(t, r.Want(400, "POST", lcs+"/control-plane", `{"name": "lc-2", "namespace": "lc-2"}`), `"field":"namespace"`)
 
 	// A CA of its own: kept by the service mesh service, its key never answered.
 	ca := ownCA(t)
@@ -92,11 +93,11 @@ func TestControlPlaneBody(t *testing.T) {
 	for k, v := range ca {
 		body[k] = v
 	}
-	r.want(201, "POST", lcs+"/control-plane", jsonOf(t, body))
-	cp := decodeMap(t, r.want(200, "GET", lcs+"/lc-3/control-plane", ""))
+	r.Want(201, "POST", lcs+"/control-plane", jsonOf(t, body))
+	cp := decodeMap(t, r.Want(200, "GET", lcs+"/lc-3/control-plane", ""))
 	require.Equal(t, true, cp["custom-ca"])
 	require.Empty(t, cp["ca-key"])
-	require.True(t, decodeMap(t, r.want(200, "GET", lcs+"/lc-3", ""))["spec"].(map[string]any)["service-mesh"].(map[string]any)["enabled"].(bool))
+	require.True(t, decodeMap(t, r.Want(200, "GET", lcs+"/lc-3", ""))["spec"].(map[string]any)["service-mesh"].(map[string]any)["enabled"].(bool))
 
 	// A bad CA: 400 naming the field, and no logical cloud left.
 	for _, tc := range []struct {
@@ -112,17 +113,17 @@ func TestControlPlaneBody(t *testing.T) {
 			b[k] = v
 		}
 		tc.edit(b)
-		require.Contains(t, r.want(400, "POST", lcs+"/control-plane", jsonOf(t, b)), `"field":"`+tc.field+`"`, tc.name)
-		r.want(404, "GET", lcs+"/lc-bad", "")
-		r.want(404, "GET", lcs+"/lc-bad/control-plane", "")
+		require.Contains(t, r.Want(400, "POST", lcs+"/control-plane", jsonOf(t, b)), `"field":"`+tc.field+`"`, tc.name)
+		r.Want(404, "GET", lcs+"/lc-bad", "")
+		r.Want(404, "GET", lcs+"/lc-bad/control-plane", "")
 	}
-	require.NotContains(t, r.want(200, "GET", lcs, ""), "lc-bad")
+	require.NotContains(t, r.Want(200, "GET", lcs, ""), "lc-bad")
 	// For an existing logical cloud a bad CA changes nothing either.
-	r.want(201, "POST", lcs, `{"name": "lc-5"}`)
-	require.Contains(t, r.want(400, "POST", lcs+"/control-plane", jsonOf(t, map[string]any{"name": "lc-5", "ca-cert": ca["ca-cert"]})), `"field":"ca-key"`)
-	require.Contains(t, r.want(200, "GET", lcs+"/lc-5", ""), `"service-mesh":null`)
+	r.Want(201, "POST", lcs, `{"name": "lc-5"}`)
+	require.Contains(t, r.Want(400, "POST", lcs+"/control-plane", jsonOf(t, map[string]any{"name": "lc-5", "ca-cert": ca["ca-cert"]})), `"field":"ca-key"`)
+	require.Contains(t, r.Want(200, "GET", lcs+"/lc-5", ""), `"service-mesh":null`)
 
 	// A project-admin of another project: 403, nothing made.
-	paOf("p2").want(403, "POST", lcs+"/control-plane", strings.Replace(seed, "logical-cloud-1", "lc-6", 1))
-	r.want(404, "GET", lcs+"/lc-6", "")
+	paOf("p2").Want(403, "POST", lcs+"/control-plane", strings.Replace(seed, "logical-cloud-1", "lc-6", 1))
+	r.Want(404, "GET", lcs+"/lc-6", "")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -127,20 +128,20 @@ func TestDashboardQueriesExistInMetrics(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	stack := stacktest.StartWith(t, stacktest.Options{Args: []string{"-metrics-addr", "127.0.0.1:0"}})
 	require.NotEmpty(t, stack.Server.MetricsAddr(), "the metrics listener is on")
-	r := newREST(t, stack)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"dash"}}`)
+	r := apitest.NewREST(t, stack)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"dash"}}`)
 	lc := "/v2/projects/dash/logical-clouds/lc-dash"
-	r.want(201, "POST", "/v2/projects/dash/logical-clouds", `{"metadata":{"name":"lc-dash"},"spec":{"namespace":"dash-ns"}}`)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+h.Clusters[0].Name+`"}`)
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
-	r.want(404, "GET", "/v2/projects/dash/logical-clouds/missing", "")
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Want(201, "POST", "/v2/projects/dash/logical-clouds", `{"metadata":{"name":"lc-dash"},"spec":{"namespace":"dash-ns"}}`)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+h.Clusters[0].Name+`"}`)
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
+	r.Want(404, "GET", "/v2/projects/dash/logical-clouds/missing", "")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 
 	// No client certificate, no token, no TLS.
-	code, scraped := call(t, &http.Client{Timeout: 30 * time.Second}, "GET", "http://"+stack.Server.MetricsAddr()+"/metrics", "")
+	code, scraped := apitest.Call(t, &http.Client{Timeout: 30 * time.Second}, "GET", "http://"+stack.Server.MetricsAddr()+"/metrics", "")
 	require.Equal(t, http.StatusOK, code, "%s", scraped)
 	series := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(scraped))

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -64,18 +65,18 @@ func plain(t *testing.T, method, u, body, token string) (int, string) {
 	if token != "" {
 		c = &http.Client{Transport: bearer(token)}
 	}
-	code, b := call(t, c, method, u, body)
+	code, b := apitest.Call(t, c, method, u, body)
 	return code, string(b)
 }
 
 // firstWatched reads the first message of a status watch stream.
-func firstWatched(t *testing.T, body io.Reader) *lcStatus {
+func firstWatched(t *testing.T, body io.Reader) *apitest.LCStatus {
 	t.Helper()
 	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 16<<20)
 	require.True(t, sc.Scan(), "a first status before the watch ends: %v", sc.Err())
 	var line struct {
-		Result *lcStatus `json:"result"`
+		Result *apitest.LCStatus `json:"result"`
 	}
 	require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
 	require.NotNil(t, line.Result, "%s", sc.Text())
@@ -155,12 +156,12 @@ func TestDcmctlProxy(t *testing.T) {
 		down := h.Clusters[2]
 		down.StopAPIServer()
 		t.Cleanup(func() { require.NoError(t, down.StartAPIServer(context.Background())) })
-		r := newREST(t, s)
-		registerHarness(t, r, h)
+		r := apitest.NewREST(t, s)
+		apitest.RegisterHarness(t, r, h)
 		lc := "/v2/projects/px/logical-clouds/lc-w"
-		r.want(201, "POST", "/v2/projects/px/logical-clouds", `{"metadata":{"name":"lc-w"},"spec":{"namespace":"proxy-watch"}}`)
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
-		r.want(202, "POST", lc+"/apply", "")
+		r.Want(201, "POST", "/v2/projects/px/logical-clouds", `{"metadata":{"name":"lc-w"},"spec":{"namespace":"proxy-watch"}}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
+		r.Want(202, "POST", lc+"/apply", "")
 
 		base := d.startProxy(nil)
 		// The logical cloud never settles (its cluster is down), so the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
 )
@@ -50,7 +51,7 @@ func TestDevOverlayTopology(t *testing.T) {
 	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-core-addr", strings.Join(addrs[core.Name], ","), "-http-addr", "127.0.0.1:0",
 		"-http-tls-cert-file", f.HTTPCert, "-http-tls-key-file", f.HTTPKey)
 	client := adminClient(t, dir, gw.Env.TLS.Pool())
-	r := &rest{t: t, c: client, base: "https://" + gw.Server.HTTPAddr()}
+	r := &apitest.REST{T: t, C: client, Base: "https://" + gw.Server.HTTPAddr()}
 
 	// Clusters (rsync), a project (core), a logical cloud with its
 	// namespace, users, permissions and quota (core, namespace, user,
@@ -58,34 +59,34 @@ func TestDevOverlayTopology(t *testing.T) {
 	// (cadist), a token (core's AuthService), a rewrap (every program).
 	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile))
 	require.NoError(t, err)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	kc, _ := kubeconfig(t, ca, "https://127.0.0.1:1") // never dialed
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
 	require.NoError(t, err)
-	r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
-	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
-	r.want(200, "GET", lc+"/users", "")
-	r.want(201, "POST", lc+"/user-permissions", `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`)
-	r.want(200, "GET", lc+"/user-permissions/permission-3", "")
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q1"},"spec":{"cpu":"4"}}`)
-	r.want(200, "GET", lc+"/cluster-quotas/q1", "")
-	r.want(200, "GET", "/v2/cadist/roots", "")
-	r.want(201, "POST", "/v2/auth/tokens", `{"subject":"alice","role":"reader","project":"p1"}`)
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	r.Is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	r.Want(200, "GET", lc+"/users", "")
+	r.Want(201, "POST", lc+"/user-permissions", `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`)
+	r.Want(200, "GET", lc+"/user-permissions/permission-3", "")
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q1"},"spec":{"cpu":"4"}}`)
+	r.Want(200, "GET", lc+"/cluster-quotas/q1", "")
+	r.Want(200, "GET", "/v2/cadist/roots", "")
+	r.Want(201, "POST", "/v2/auth/tokens", `{"subject":"alice","role":"reader","project":"p1"}`)
 	// Key rotation: the gateway reaches every program's KeyService, each
 	// with its own keyring.
-	r.want(200, "POST", "/v2/admin/keys/rewrap", `{}`)
+	r.Want(200, "POST", "/v2/admin/keys/rewrap", `{}`)
 
 	// Deletion: core purges the parts from namespace, user and quota and
 	// releases the reference in rsync.
-	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/c1", "")
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/c1", "")
+	r.Want(204, "DELETE", lc, "")
 	require.Eventually(t, func() bool {
-		code, _ := call(t, client, "GET", r.base+lc, "")
+		code, _ := apitest.Call(t, client, "GET", r.Base+lc, "")
 		return code == 404
 	}, 30*time.Second, 100*time.Millisecond)
-	r.want(204, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+	r.Want(204, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
 }

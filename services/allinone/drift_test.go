@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -17,17 +18,17 @@ import (
 // deleted, repaired) and the Role is back.
 func TestDriftShownAndRepaired(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
-	r := newREST(t, stacktest.Start(t))
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"drift"}}`)
+	r := apitest.NewREST(t, stacktest.Start(t))
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"drift"}}`)
 	lc := "/v2/projects/drift/logical-clouds/lc-d"
-	r.want(201, "POST", "/v2/projects/drift/logical-clouds", `{"metadata": {"name": "lc-d"}, "spec": {"namespace": "drift-ns",
+	r.Want(201, "POST", "/v2/projects/drift/logical-clouds", `{"metadata": {"name": "lc-d"}, "spec": {"namespace": "drift-ns",
 	  "user": {"user-name": "robot", "type": "token", "user-permissions": [
 	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}}}`)
 	c := h.Clusters[0]
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 
 	ctx := context.Background()
 	cs := adminOf(t, c)
@@ -43,13 +44,13 @@ func TestDriftShownAndRepaired(t *testing.T) {
 		Deleted  bool   `json:"deleted"`
 		Repaired bool   `json:"repaired"`
 	}
-	eventually(t, "the deleted Role is listed as drift, repaired, and back on the cluster", func() bool {
+	apitest.Eventually(t, "the deleted Role is listed as drift, repaired, and back on the cluster", func() bool {
 		var st struct {
 			Clusters []struct {
 				Drift []drift `json:"drift"`
 			} `json:"clusters"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 		for _, cl := range st.Clusters {
 			for _, d := range cl.Drift {
 				if d.Kind == "Role" && d.Name == role && d.Deleted && d.Repaired {
@@ -60,7 +61,7 @@ func TestDriftShownAndRepaired(t *testing.T) {
 		}
 		return false
 	})
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
-	r.want(204, "DELETE", lc, "")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
+	r.Want(204, "DELETE", lc, "")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -69,8 +70,8 @@ func TestMultipartClusterRegistration(t *testing.T) {
 	t.Parallel()
 	logs := &syncBuffer{}
 	s := stacktest.StartWith(t, stacktest.Options{Logs: logs, Args: []string{"-log-level", "debug"}})
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"emco-provider"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"emco-provider"}}`)
 	const clusters = "/v2/cluster-providers/emco-provider/clusters"
 
 	// Loopback where nothing listens: nothing is reached for.
@@ -80,7 +81,7 @@ func TestMultipartClusterRegistration(t *testing.T) {
 	secret := strings.TrimSpace(strings.Split(strings.Split(kc, "client-key-data: ")[1], "\n")[0])
 
 	t.Run("registered", func(t *testing.T) {
-		r := newREST(t, s)
+		r := apitest.NewREST(t, s)
 		code, body := postForm(t, s.Admin, s.URL+clusters,
 			formPart{"metadata", `{"metadata":{"name":"mp-1","description":"registered by form","userData1":"a","userData2":"b"},"spec":{"labels":["edge","sriov"]}}`},
 			formPart{"file", kc})
@@ -89,8 +90,8 @@ func TestMultipartClusterRegistration(t *testing.T) {
 			"spec":{"kubeconfig":"","labels":["edge","sriov"],"allow-insecure":false},
 			"status":{"server":"https://127.0.0.1:1/x","kubeconfig-fingerprint":"` + fingerprint + `",` + unknownHealth + `}}`
 		require.JSONEq(t, want, body)
-		r.is(200, "GET", clusters+"/mp-1", "", want)
-		require.Contains(t, r.want(200, "GET", clusters+"?label=sriov", ""), `"mp-1"`)
+		r.Is(200, "GET", clusters+"/mp-1", "", want)
+		require.Contains(t, r.Want(200, "GET", clusters+"?label=sriov", ""), `"mp-1"`)
 
 		// As emcoctl sends it: metadata only, the file part first.
 		code, body = postForm(t, s.Admin, s.URL+clusters, formPart{"file", kc}, formPart{"metadata", `{"metadata":{"name":"mp-2"}}`})
@@ -104,7 +105,7 @@ func TestMultipartClusterRegistration(t *testing.T) {
 				Fingerprint string `json:"kubeconfig-fingerprint"`
 			} `json:"status"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", clusters+"/mp-2", "")), &got))
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", clusters+"/mp-2", "")), &got))
 		require.Equal(t, []string{}, got.Spec.Labels)
 		require.Empty(t, got.Spec.Kubeconfig)
 		require.Equal(t, fingerprint, got.Status.Fingerprint)
@@ -157,12 +158,12 @@ func TestMultipartClusterRegistration(t *testing.T) {
 			require.Equal(t, tc.field, e.Field, body)
 			require.Contains(t, e.Message, tc.msg)
 			require.NotContains(t, body, secret)
-			r := newREST(t, s)
+			r := apitest.NewREST(t, s)
 			if tc.cluster != "" {
-				r.want(404, "GET", clusters+"/"+tc.cluster, "")
+				r.Want(404, "GET", clusters+"/"+tc.cluster, "")
 			}
 			var names []string
-			for _, c := range decodeClusters(t, r.want(200, "GET", clusters, "")) {
+			for _, c := range decodeClusters(t, r.Want(200, "GET", clusters, "")) {
 				names = append(names, c.Metadata.Name)
 			}
 			require.ElementsMatch(t, []string{"mp-1", "mp-2"}, names, "nothing more is stored")
@@ -179,10 +180,10 @@ func TestMultipartClusterRegistration(t *testing.T) {
 		code, body := postForm(t, tenant, s.URL+clusters, parts...)
 		require.Equal(t, 403, code, body)
 	}
-	r.want(404, "GET", clusters+"/mp-9", "")
+	r.Want(404, "GET", clusters+"/mp-9", "")
 
 	// The kubeconfig's credentials are in no answer and no log line.
-	list := r.want(200, "GET", clusters, "")
+	list := r.Want(200, "GET", clusters, "")
 	require.Contains(t, list, `"mp-1"`)
 	for _, needle := range []string{secret, key} {
 		require.NotContains(t, list, needle)
@@ -214,8 +215,8 @@ func decodeClusters(t *testing.T, body string) []struct {
 func TestMultipartClusterUpdate(t *testing.T) {
 	t.Parallel()
 	s := stacktest.StartWith(t, stacktest.Options{})
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"emco-provider"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"emco-provider"}}`)
 	const clusters = "/v2/cluster-providers/emco-provider/clusters"
 	fingerprint := func(kc string) string {
 		sum := sha256.Sum256([]byte(kc))
@@ -235,7 +236,7 @@ func TestMultipartClusterUpdate(t *testing.T) {
 		"spec":{"kubeconfig":"","labels":["edge"],"allow-insecure":false},
 		"status":{"server":"https://127.0.0.1:1/two","kubeconfig-fingerprint":"` + fingerprint(kc2) + `",` + unknownHealth + `}}`
 	require.JSONEq(t, updated, body)
-	r.is(200, "GET", clusters+"/mp-u", "", updated)
+	r.Is(200, "GET", clusters+"/mp-u", "", updated)
 
 	// Without a file part the stored kubeconfig stays.
 	code, body = sendForm(t, s.Admin, "PUT", s.URL+clusters+"/mp-u", formPart{"metadata", `{"metadata":{"name":"mp-u","description":"again"}}`})
@@ -266,14 +267,14 @@ func TestMultipartClusterUpdate(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal([]byte(body), &e), body)
 			require.Equal(t, tc.field, e.Field, body)
-			newREST(t, s).is(200, "GET", clusters+"/mp-u", "", kept)
+			apitest.NewREST(t, s).Is(200, "GET", clusters+"/mp-u", "", kept)
 		})
 	}
 
 	pa := s.Issue(t, pki.Identity{Subject: "pa-mpu", Role: pki.RoleProjectAdmin, Project: "p1"}, time.Now().Add(time.Hour))
 	code, body = sendForm(t, s.Client(&pa), "PUT", s.URL+clusters+"/mp-u", formPart{"metadata", `{"metadata":{"name":"mp-u","description":"tenant"}}`})
 	require.Equal(t, 403, code, body)
-	r.is(200, "GET", clusters+"/mp-u", "", kept)
+	r.Is(200, "GET", clusters+"/mp-u", "", kept)
 }
 
 // unknownHealth is the status fields of a cluster never probed (the test

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -52,16 +53,16 @@ type emcoStatusAnswer struct {
 func TestEMCOStatusQuery(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"emst"}}`)
+	r := apitest.NewREST(t, s)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"emst"}}`)
 	lc := "/v2/projects/emst/logical-clouds/lc-st"
-	r.want(201, "POST", "/v2/projects/emst/logical-clouds", `{"metadata": {"name": "lc-st"}, "spec": {"namespace": "emco-st-ns",
+	r.Want(201, "POST", "/v2/projects/emst/logical-clouds", `{"metadata": {"name": "lc-st"}, "spec": {"namespace": "emco-st-ns",
 	  "user": {"user-name": "robot", "type": "token", "user-permissions": [
 	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}}}`)
 	c1, c2 := h.Clusters[0].Name, h.Clusters[1].Name
 	for _, c := range []string{c1, c2} {
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c+`"}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c+`"}`)
 	}
 
 	emco := func(code int, query string) string {
@@ -82,8 +83,8 @@ func TestEMCOStatusQuery(t *testing.T) {
 	require.JSONEq(t, `{"project":"emst","name":"lc-st","states":{"statusctxid":"","actions":[{"state":"Created","instance":"","revision":0}]}}`, emco(200, ""))
 	require.JSONEq(t, `{"project":"emst","name":"lc-st","clustersByApp":[]}`, emco(200, "?clusters"))
 
-	r.want(202, "POST", lc+"/instantiate", "")
-	r.settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/instantiate", "")
+	r.Settle(lc, "Instantiated")
 	var dcm struct {
 		Generation string `json:"generation"`
 		Total      int    `json:"total"`
@@ -227,10 +228,10 @@ func TestEMCOStatusQuery(t *testing.T) {
 	require.Equal(t, 501, code, b)
 	require.Contains(t, b, "DCM's resource synchronizer is built in")
 
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 	a = read("?status=deployed")
 	require.Equal(t, "Terminated", a.DeployedStatus)
 	require.Equal(t, "Terminated", a.States.Actions[0].State)
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc, "")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -175,13 +176,13 @@ func TestEMCOSuiteStatusesWithDefaultDialect(t *testing.T) {
 // test cluster), in the project's own request shapes.
 func emcoSetup(t *testing.T, s *stacktest.Stack, h *kubetest.Harness) {
 	t.Helper()
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"provider1"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"provider1"}}`)
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "cluster1"},
 		"spec": map[string]any{"kubeconfig": string(h.Clusters[0].Kubeconfig)}})
 	require.NoError(t, err)
-	r.want(201, "POST", "/v2/cluster-providers/provider1/clusters", string(body))
+	r.Want(201, "POST", "/v2/cluster-providers/provider1/clusters", string(body))
 }
 
 // replayEMCO sends emcoCases in order, each a subtest (a failed case does
@@ -343,10 +344,10 @@ func dialectCall(t *testing.T, s *stacktest.Stack, dialect, method, path, body s
 // status read in the project's dialect, whatever the gateway's default).
 func waitEMCOState(t *testing.T, s *stacktest.Stack, lc, state string) {
 	t.Helper()
-	eventually(t, lc+" is "+state, func() bool {
+	apitest.Eventually(t, lc+" is "+state, func() bool {
 		code, _, b := dialectCall(t, s, "dcm", "GET", lc+"/status", "")
 		require.Equal(t, 200, code, "GET %s/status: %s", lc, b)
-		var st lcStatus
+		var st apitest.LCStatus
 		require.NoError(t, json.Unmarshal([]byte(b), &st), b)
 		return st.State == state
 	})
@@ -359,9 +360,9 @@ func waitEMCOState(t *testing.T, s *stacktest.Stack, lc, state string) {
 func TestEMCORoundTrip(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
+	r := apitest.NewREST(t, s)
 	registerClusters(t, s, r)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"rt"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"rt"}}`)
 	base := "/v2/projects/rt/logical-clouds"
 
 	// want sends in a dialect, requires the status and the answer's

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -18,9 +19,9 @@ import (
 func TestEMCOKeysAsEMCODecodes(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
+	r := apitest.NewREST(t, s)
 	registerClusters(t, s, r)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"keys"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"keys"}}`)
 	base := "/v2/projects/keys/logical-clouds"
 	lc := base + "/lc-keys"
 
@@ -47,7 +48,7 @@ func TestEMCOKeysAsEMCODecodes(t *testing.T) {
 	require.Contains(t, answer, `"field":"Metadata"`, "the project's dialect names the first unknown field")
 	ignored, _ := send(201, "emco", "POST", base, lcBody)
 	require.Equal(t, "spec.color, tenant", ignored)
-	got := decodeObject(t, r.want(200, "GET", lc, ""))
+	got := decodeObject(t, r.Want(200, "GET", lc, ""))
 	require.Equal(t, map[string]any{"name": "lc-keys", "description": "", "userData1": "u1", "userData2": ""}, got["metadata"])
 	spec := asObject(t, got["spec"])
 	require.Equal(t, "ns-keys", spec["namespace"])
@@ -61,14 +62,14 @@ func TestEMCOKeysAsEMCODecodes(t *testing.T) {
 	ignored, _ = send(201, "emco", "POST", lc+"/cluster-references", refBody)
 	require.Equal(t, "spec.site", ignored)
 	require.JSONEq(t, `{"metadata":{"name":"ref-c1","description":"","userData1":"","userData2":""},"cluster-provider":"edge","cluster-name":"c1","loadbalancer-ip":"10.0.0.2"}`,
-		r.want(200, "GET", lc+"/cluster-references/ref-c1", ""))
+		r.Want(200, "GET", lc+"/cluster-references/ref-c1", ""))
 
 	permBody := `{"METADATA":{"name":"perm-keys"},"Spec":{"Namespace":"ns-keys","apigroups":[""],"resources":["pods"],"VERBS":["get"],"scope":"all"}}`
 	_, answer = send(400, "dcm", "POST", lc+"/user-permissions", permBody)
 	require.Contains(t, answer, `"field":"METADATA"`)
 	ignored, _ = send(201, "emco", "POST", lc+"/user-permissions", permBody)
 	require.Equal(t, "spec.scope", ignored)
-	perm := decodeObject(t, r.want(200, "GET", lc+"/user-permissions/perm-keys", ""))
+	perm := decodeObject(t, r.Want(200, "GET", lc+"/user-permissions/perm-keys", ""))
 	require.Equal(t, "perm-keys", perm["permission-name"])
 	require.Equal(t, []any{"get"}, perm["verbs"])
 	require.Equal(t, []any{"pods"}, perm["resources"])
@@ -79,5 +80,5 @@ func TestEMCOKeysAsEMCODecodes(t *testing.T) {
 	require.Contains(t, answer, `"field":"NAME"`)
 	ignored, _ = send(201, "emco", "POST", lc+"/cluster-quotas", quota)
 	require.Equal(t, "owner", ignored)
-	require.Equal(t, map[string]any{"pods": "5"}, decodeObject(t, r.want(200, "GET", lc+"/cluster-quotas/q-keys", ""))["spec"])
+	require.Equal(t, map[string]any{"pods": "5"}, decodeObject(t, r.Want(200, "GET", lc+"/cluster-quotas/q-keys", ""))["spec"])
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -50,7 +51,7 @@ func TestClusterEndpoints(t *testing.T) {
 		}
 		return kc
 	}
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)))
 	for i, tc := range []struct {
 		name   string
 		server string
@@ -84,7 +85,7 @@ func TestClusterEndpoints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("c%d", i)
 			body := fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"kubeconfig":%q,"allow-insecure":%t}}`, name, config(tc.server, tc.extra), tc.allow)
-			code, b := call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters", body)
+			code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters", body)
 			require.Equal(t, tc.want, code, "%s", b)
 			if tc.want != 400 {
 				require.Equal(t, tc.allow, decode(t, b).(map[string]any)["spec"].(map[string]any)["allow-insecure"])
@@ -94,7 +95,7 @@ func TestClusterEndpoints(t *testing.T) {
 			require.Equal(t, tc.field, e["field"], "%s", b)
 			require.Contains(t, e["message"], tc.says)
 			// The same kubeconfig is refused on update of a good cluster.
-			code, b = call(t, s.Admin, "PUT", s.URL+"/v2/cluster-providers/edge/clusters/c0",
+			code, b = apitest.Call(t, s.Admin, "PUT", s.URL+"/v2/cluster-providers/edge/clusters/c0",
 				fmt.Sprintf(`{"metadata":{"name":"c0"},"spec":{"kubeconfig":%q,"allow-insecure":%t}}`, config(tc.server, tc.extra), tc.allow))
 			require.Equal(t, 400, code, "%s", b)
 			require.Equal(t, tc.field, decode(t, b).(map[string]any)["field"])
@@ -103,11 +104,11 @@ func TestClusterEndpoints(t *testing.T) {
 
 	// allow-insecure cannot be turned off under a kubeconfig that needs it;
 	// with a kubeconfig that does not, it can.
-	code, b := call(t, s.Admin, "PUT", s.URL+"/v2/cluster-providers/edge/clusters/c3",
+	code, b := apitest.Call(t, s.Admin, "PUT", s.URL+"/v2/cluster-providers/edge/clusters/c3",
 		`{"metadata":{"name":"c3"},"spec":{"allow-insecure":false}}`)
 	require.Equal(t, 400, code, "%s", b)
 	require.Equal(t, "spec.allow-insecure", decode(t, b).(map[string]any)["field"])
-	code, b = call(t, s.Admin, "PUT", s.URL+"/v2/cluster-providers/edge/clusters/c3",
+	code, b = apitest.Call(t, s.Admin, "PUT", s.URL+"/v2/cluster-providers/edge/clusters/c3",
 		fmt.Sprintf(`{"metadata":{"name":"c3"},"spec":{"kubeconfig":%q}}`, config("https://"+trap, "")))
 	require.Equal(t, 200, code, "%s", b)
 	require.Equal(t, false, decode(t, b).(map[string]any)["spec"].(map[string]any)["allow-insecure"])

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -23,19 +24,19 @@ import (
 func TestForcedTerminate(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"forced"}}`)
+	r := apitest.NewREST(t, s)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"forced"}}`)
 	lc := "/v2/projects/forced/logical-clouds/lc-f"
-	r.want(201, "POST", "/v2/projects/forced/logical-clouds", `{"metadata": {"name": "lc-f"}, "spec": {"namespace": "forced-ns",
+	r.Want(201, "POST", "/v2/projects/forced/logical-clouds", `{"metadata": {"name": "lc-f"}, "spec": {"namespace": "forced-ns",
 	  "user": {"user-name": "robot", "type": "token", "user-permissions": [
 	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}}}`)
 	up, down := h.Clusters[0], h.Clusters[1]
 	for _, c := range []*kubetest.Cluster{up, down} {
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
 	}
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 
 	down.StopAPIServer()
 	restarted := false
@@ -44,9 +45,9 @@ func TestForcedTerminate(t *testing.T) {
 			_ = down.StartAPIServer(context.Background())
 		}
 	}()
-	r.want(202, "POST", lc+"/terminate", "")
-	eventually(t, "terminate is done on "+up.Name+" and retrying on "+down.Name, func() bool {
-		st := r.status(lc)
+	r.Want(202, "POST", lc+"/terminate", "")
+	apitest.Eventually(t, "terminate is done on "+up.Name+" and retrying on "+down.Name, func() bool {
+		st := r.Status(lc)
 		states := map[string]string{}
 		for _, c := range st.Clusters {
 			states[c.Name] = c.State
@@ -55,12 +56,12 @@ func TestForcedTerminate(t *testing.T) {
 	})
 
 	cert := s.Issue(t, pki.Identity{Subject: "pa-forced", Role: pki.RoleProjectAdmin, Project: "forced"}, time.Now().Add(time.Hour))
-	pa := &rest{t: t, c: s.Client(&cert), base: s.URL}
-	require.Contains(t, pa.want(403, "POST", lc+"/terminate?force=true", ""), "force")
-	require.Equal(t, "Terminating", r.status(lc).State, "refused: nothing changed")
+	pa := &apitest.REST{T: t, C: s.Client(&cert), Base: s.URL}
+	require.Contains(t, pa.Want(403, "POST", lc+"/terminate?force=true", ""), "force")
+	require.Equal(t, "Terminating", r.Status(lc).State, "refused: nothing changed")
 
-	r.want(202, "POST", lc+"/terminate?force=true", "")
-	st := r.settle(lc, "Terminated")
+	r.Want(202, "POST", lc+"/terminate?force=true", "")
+	st := r.Settle(lc, "Terminated")
 	orphans := 0
 	for _, c := range st.Clusters {
 		switch c.Name {
@@ -86,13 +87,13 @@ func TestForcedTerminate(t *testing.T) {
 
 	// Applied again, the logical cloud takes its objects back; terminated
 	// normally, everything goes; then it can be deleted.
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
-	eventually(t, "the namespace is gone from "+down.Name, func() bool {
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
+	apitest.Eventually(t, "the namespace is gone from "+down.Name, func() bool {
 		_, err := adminOf(t, down).CoreV1().Namespaces().Get(context.Background(), "forced-ns", metav1.GetOptions{})
 		return err != nil
 	})
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc, "")
 }

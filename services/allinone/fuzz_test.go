@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -364,24 +365,24 @@ func FuzzRESTBodies(f *testing.F) {
 	}
 	logs := &panicWatch{}
 	s := stacktest.StartWith(f, stacktest.Options{Logs: logs})
-	r := newREST(f, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+fzProject+`"}}`)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"`+fzProvider+`"}}`)
+	r := apitest.NewREST(f, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+fzProject+`"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"`+fzProvider+`"}}`)
 	for _, c := range []string{fzCluster, fzCluster2} {
-		r.want(201, "POST", "/v2/cluster-providers/"+fzProvider+"/clusters", mustJSON(map[string]any{
+		r.Want(201, "POST", "/v2/cluster-providers/"+fzProvider+"/clusters", mustJSON(map[string]any{
 			"metadata": map[string]string{"name": c}, "spec": map[string]any{"kubeconfig": fzKubeconfig, "labels": []string{"edge"}}}))
 	}
-	r.want(201, "POST", "/v2/cluster-sets", `{"metadata":{"name":"`+fzClusterSet+`"},"spec":{"cluster-labels":["edge"]}}`)
+	r.Want(201, "POST", "/v2/cluster-sets", `{"metadata":{"name":"`+fzClusterSet+`"},"spec":{"cluster-labels":["edge"]}}`)
 	for lc, ns := range map[string]string{fzLC: "fz-ns", fzVerbsLC: "fz-verbs-ns"} {
-		r.want(201, "POST", "/v2/projects/"+fzProject+"/logical-clouds", `{"metadata":{"name":"`+lc+`"},
+		r.Want(201, "POST", "/v2/projects/"+fzProject+"/logical-clouds", `{"metadata":{"name":"`+lc+`"},
 			"spec":{"namespace":"`+ns+`","user":{"user-name":"fz-user"}}}`)
 	}
-	r.want(201, "POST", fzLCPath+"/cluster-references", `{"cluster-provider":"`+fzProvider+`","cluster-name":"`+fzCluster+`"}`)
-	r.want(201, "POST", fzLCPath+"/kv-pairs", `{"metadata":{"name":"fz-kv"},"spec":{"kv":[{"a":"b"}]}}`)
-	r.want(201, "POST", fzLCPath+"/user-permissions", `{"permission-name":"fz-perm","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
-	r.want(201, "POST", fzLCPath+"/cluster-quotas", `{"metadata":{"name":"fz-q"},"spec":{"cpu":"1"}}`)
+	r.Want(201, "POST", fzLCPath+"/cluster-references", `{"cluster-provider":"`+fzProvider+`","cluster-name":"`+fzCluster+`"}`)
+	r.Want(201, "POST", fzLCPath+"/kv-pairs", `{"metadata":{"name":"fz-kv"},"spec":{"kv":[{"a":"b"}]}}`)
+	r.Want(201, "POST", fzLCPath+"/user-permissions", `{"permission-name":"fz-perm","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`)
+	r.Want(201, "POST", fzLCPath+"/cluster-quotas", `{"metadata":{"name":"fz-q"},"spec":{"cpu":"1"}}`)
 	// The group the traffic intent routes hang under.
-	r.want(201, "POST", "/v2/project/"+fzProject+fzTrafficApp+"/traffic-intent-groups",
+	r.Want(201, "POST", "/v2/project/"+fzProject+fzTrafficApp+"/traffic-intent-groups",
 		`{"name":"`+fzTrafficGroup+`","logical-cloud":"`+fzLC+`"}`)
 	c := s.Client(nil)
 	f.Cleanup(func() {

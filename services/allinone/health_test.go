@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -22,8 +23,8 @@ import (
 // parallel: it stops a shared cluster's API server, and restarts it.
 func TestClusterHealthOverREST(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
-	r := newREST(t, stacktest.StartWith(t, stacktest.Options{Args: []string{"-cluster-probe-interval", "1s"}}))
-	registerHarness(t, r, h)
+	r := apitest.NewREST(t, stacktest.StartWith(t, stacktest.Options{Args: []string{"-cluster-probe-interval", "1s"}}))
+	apitest.RegisterHarness(t, r, h)
 	type cluster struct {
 		Metadata struct {
 			Name string `json:"name"`
@@ -33,7 +34,7 @@ func TestClusterHealthOverREST(t *testing.T) {
 	get := func(name string) cluster {
 		t.Helper()
 		var c cluster
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", "/v2/cluster-providers/edge/clusters/"+name, "")), &c))
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", "/v2/cluster-providers/edge/clusters/"+name, "")), &c))
 		return c
 	}
 	waitState := func(name, want string) cluster {
@@ -55,24 +56,24 @@ func TestClusterHealthOverREST(t *testing.T) {
 		}
 	}
 	var list []cluster
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", "/v2/cluster-providers/edge/clusters?state=Ready", "")), &list))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", "/v2/cluster-providers/edge/clusters?state=Ready", "")), &list))
 	require.Len(t, list, 3)
-	require.Equal(t, "[]", strings.TrimSpace(r.want(200, "GET", "/v2/cluster-providers/edge/clusters?state=Unreachable", "")))
-	require.Contains(t, r.want(400, "GET", "/v2/cluster-providers/edge/clusters?state=Nope", ""), `"state"`)
+	require.Equal(t, "[]", strings.TrimSpace(r.Want(200, "GET", "/v2/cluster-providers/edge/clusters?state=Unreachable", "")))
+	require.Contains(t, r.Want(400, "GET", "/v2/cluster-providers/edge/clusters?state=Nope", ""), `"state"`)
 
 	down := h.Clusters[2]
 	down.StopAPIServer()
 	t.Cleanup(func() { _ = down.StartAPIServer(context.Background()) }) // running already: an error, ignored
 	waitState(down.Name, "Unreachable")
-	require.Contains(t, r.want(200, "GET", "/v2/cluster-providers/edge/clusters?state=Unreachable", ""), `"`+down.Name+`"`)
+	require.Contains(t, r.Want(200, "GET", "/v2/cluster-providers/edge/clusters?state=Unreachable", ""), `"`+down.Name+`"`)
 
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"health"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"health"}}`)
 	lc := "/v2/projects/health/logical-clouds/lc-h"
-	r.want(201, "POST", "/v2/projects/health/logical-clouds", `{"metadata": {"name": "lc-h"}, "spec": {"namespace": "health-ns",
+	r.Want(201, "POST", "/v2/projects/health/logical-clouds", `{"metadata": {"name": "lc-h"}, "spec": {"namespace": "health-ns",
 	  "user": {"user-name": "robot", "type": "token", "user-permissions": [
 	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}}}`)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
-	r.want(202, "POST", lc+"/apply", "")
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
+	r.Want(202, "POST", lc+"/apply", "")
 	type view struct {
 		LastErrors []string `json:"last-errors"`
 		Clusters   []struct {
@@ -84,7 +85,7 @@ func TestClusterHealthOverREST(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var v view
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &v))
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &v))
 		if len(v.Clusters) == 1 && v.Clusters[0].Health == "Unreachable" && len(v.LastErrors) == 1 {
 			require.Equal(t, "retrying", v.Clusters[0].State)
 			require.Contains(t, v.LastErrors[0], "edge/"+down.Name+" (Unreachable): ")
@@ -96,8 +97,8 @@ func TestClusterHealthOverREST(t *testing.T) {
 
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	waitState(down.Name, "Ready")
-	r.settle(lc, "Instantiated")
+	r.Settle(lc, "Instantiated")
 	var v view
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &v))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &v))
 	require.Empty(t, v.Clusters[0].Health)
 }

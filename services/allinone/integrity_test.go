@@ -15,6 +15,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 	"github.com/dcm-project/dcm/services/quota"
 )
@@ -24,10 +25,10 @@ import (
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
+	r := apitest.NewREST(t, s)
 	registerClusters(t, s, r)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
 	lcs := "/v2/projects/p1/logical-clouds"
 	perm := func(extra string) string {
@@ -119,13 +120,13 @@ func TestBadInput(t *testing.T) {
 	snapshot := func() map[string]string {
 		out := map[string]string{}
 		for _, p := range reads {
-			out[p] = r.want(200, "GET", p, "")
+			out[p] = r.Want(200, "GET", p, "")
 		}
 		return out
 	}
 	before := snapshot()
 	for _, c := range cases {
-		got, body := call(t, s.Admin, c.method, s.URL+c.path, c.body)
+		got, body := apitest.Call(t, s.Admin, c.method, s.URL+c.path, c.body)
 		require.Equal(t, 400, got, "%s %s %s: %s", c.method, c.path, c.body, body)
 		var e struct{ Field, Message string }
 		require.NoError(t, json.Unmarshal(body, &e))
@@ -133,7 +134,7 @@ func TestBadInput(t *testing.T) {
 		require.NotEmpty(t, e.Message)
 	}
 	require.Equal(t, before, snapshot(), "nothing was stored")
-	r.want(404, "GET", lcs+"/lc-x", "")
+	r.Want(404, "GET", lcs+"/lc-x", "")
 }
 
 // TestParentsMustExist: every sub-resource of a missing project or
@@ -141,8 +142,8 @@ func TestBadInput(t *testing.T) {
 func TestParentsMustExist(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	for _, lc := range []string{"/v2/projects/nope/logical-clouds/lc-1", "/v2/projects/p1/logical-clouds/nope"} {
 		for _, c := range []struct{ method, sub, body string }{
 			{"GET", "", ""}, {"PUT", "", `{"metadata":{"name":"` + lc[strings.LastIndex(lc, "/")+1:] + `"}}`}, {"DELETE", "", ""},
@@ -155,11 +156,11 @@ func TestParentsMustExist(t *testing.T) {
 			{"GET", "/cluster-quotas", ""}, {"POST", "/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`}, {"GET", "/cluster-quotas/default", ""},
 			{"GET", "/kv-pairs", ""}, {"POST", "/kv-pairs", `{"metadata":{"name":"kv"}}`},
 		} {
-			r.want(404, c.method, lc+c.sub, c.body)
+			r.Want(404, c.method, lc+c.sub, c.body)
 		}
 	}
-	r.want(404, "GET", "/v2/projects/nope/logical-clouds", "")
-	r.want(404, "POST", "/v2/projects/nope/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
+	r.Want(404, "GET", "/v2/projects/nope/logical-clouds", "")
+	r.Want(404, "POST", "/v2/projects/nope/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
 }
 
 // TestConcurrentWrites: 50 distinct permissions posted at once all land;
@@ -167,9 +168,9 @@ func TestParentsMustExist(t *testing.T) {
 func TestConcurrentWrites(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
 
 	parallel := func(n int, req func(i int) (string, string, string)) map[int]int {
@@ -181,7 +182,7 @@ func TestConcurrentWrites(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				m, p, b := req(i)
-				got, body := call(t, s.Admin, m, s.URL+p, b)
+				got, body := apitest.Call(t, s.Admin, m, s.URL+p, b)
 				if got != 201 && got != 409 && got != 200 && got != 202 {
 					t.Errorf("%s %s: %d %s", m, p, got, body)
 				}
@@ -198,7 +199,7 @@ func TestConcurrentWrites(t *testing.T) {
 	})
 	require.Equal(t, map[int]int{201: 50}, got)
 	var perms []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/user-permissions", "")), &perms))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/user-permissions", "")), &perms))
 	require.Len(t, perms, 50, "every permission landed")
 
 	for _, path := range []string{lc + "/user-permissions", lc + "/kv-pairs", lc + "/cluster-quotas", "/v2/projects/p1/logical-clouds"} {
@@ -220,34 +221,34 @@ func TestConcurrentWrites(t *testing.T) {
 	})
 	require.Positive(t, got[200])
 	require.Equal(t, 20, got[200]+got[409], "%v", got)
-	require.Contains(t, r.want(200, "GET", lc+"/kv-pairs/same", ""), "writer-")
+	require.Contains(t, r.Want(200, "GET", lc+"/kv-pairs/same", ""), "writer-")
 
 	// Concurrent lifecycle calls: one apply wins, the others are told the
 	// state that forbids them. (The clusters are unreachable: the rollout
 	// retries, which is all this needs.)
 	registerClusters(t, s, r)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
 	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/apply", "" })
 	require.Equal(t, map[int]int{202: 1, 409: 5}, got)
-	r.want(200, "PUT", lc, `{"metadata":{"name":"lc-1","description":"edited while applying"}}`)
+	r.Want(200, "PUT", lc, `{"metadata":{"name":"lc-1","description":"edited while applying"}}`)
 	var st struct {
 		State      string `json:"state"`
 		Generation int64  `json:"generation,string"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, "Instantiating", st.State)
 	applied := st.Generation
 	// The logical cloud's GET speaks the status's words: the phase asked
 	// for, and the state now.
-	require.Regexp(t, `"lifecycle":\{"phase":"Instantiated",.*"state":"Instantiat(ing|ed)"[,}]`, r.want(200, "GET", lc, ""))
+	require.Regexp(t, `"lifecycle":\{"phase":"Instantiated",.*"state":"Instantiat(ing|ed)"[,}]`, r.Want(200, "GET", lc, ""))
 	// Concurrent terminates: one wins; the others find it already being
 	// terminated (409), and the rollout's deletion is asked for once.
 	got = parallel(6, func(int) (string, string, string) { return "POST", lc + "/terminate", "" })
 	require.Equal(t, map[int]int{202: 1, 409: 5}, got)
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, "Terminating", st.State)
 	require.Equal(t, applied+1, st.Generation, "one deletion")
-	require.Contains(t, r.want(409, "POST", lc+"/apply", ""), "is Terminating")
+	require.Contains(t, r.Want(409, "POST", lc+"/apply", ""), "is Terminating")
 }
 
 // TestCascadeRetriesWhileServiceIsDown runs the quota service as its own
@@ -290,33 +291,33 @@ func TestCascadeRetriesWhileServiceIsDown(t *testing.T) {
 	}
 	stopQuota := startQuota()
 
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","resources":{"cpu":"4"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","resources":{"cpu":"4"}}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	require.Contains(t, r.want(200, "GET", lc+"/cluster-quotas", ""), `"resources"`)
+	require.Contains(t, r.Want(200, "GET", lc+"/cluster-quotas", ""), `"resources"`)
 
 	stopQuota()
-	r.want(503, "GET", lc+"/cluster-quotas", "")
-	r.want(204, "DELETE", lc, "")
-	r.want(404, "GET", lc, "")
-	r.is(200, "GET", "/v2/projects/p1/logical-clouds", "", `[]`)
-	require.Contains(t, r.want(409, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`), "still being deleted")
-	require.Contains(t, r.want(409, "DELETE", "/v2/projects/p1", ""), "lc-1", "the project waits for the removal too")
+	r.Want(503, "GET", lc+"/cluster-quotas", "")
+	r.Want(204, "DELETE", lc, "")
+	r.Want(404, "GET", lc, "")
+	r.Is(200, "GET", "/v2/projects/p1/logical-clouds", "", `[]`)
+	require.Contains(t, r.Want(409, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`), "still being deleted")
+	require.Contains(t, r.Want(409, "DELETE", "/v2/projects/p1", ""), "lc-1", "the project waits for the removal too")
 	time.Sleep(time.Second) // several cleanup rounds fail meanwhile
-	r.want(409, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
+	r.Want(409, "POST", "/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
 
 	defer startQuota()()
 	require.Eventually(t, func() bool {
-		code, _ := call(t, s.Admin, "POST", s.URL+"/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
+		code, _ := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects/p1/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
 		return code == 201
 	}, 20*time.Second, 100*time.Millisecond, "the removal completes once the quota service is back")
 	var quotas []map[string]any
 	require.Eventually(t, func() bool { // the gateway's own connection may still be backing off
-		code, _ := call(t, s.Admin, "GET", s.URL+lc+"/cluster-quotas", "")
+		code, _ := apitest.Call(t, s.Admin, "GET", s.URL+lc+"/cluster-quotas", "")
 		return code == 200
 	}, 10*time.Second, 100*time.Millisecond)
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/cluster-quotas", "")), &quotas))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/cluster-quotas", "")), &quotas))
 	require.Len(t, quotas, 1)
 	require.Equal(t, "default", quotas[0]["metadata"].(map[string]any)["name"], "the old logical cloud's quota did not outlive it")
 }

@@ -23,6 +23,7 @@ import (
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -141,15 +142,15 @@ func TestInternalServicesOnTheWholeProgram(t *testing.T) {
 func TestReferencesHeldAfterRestart(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
+	r := apitest.NewREST(t, s)
 	kc, _ := kubeconfig(t, s.CA, "https://127.0.0.1:1") // never dialed
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]string{"kubeconfig": kc}})
 	require.NoError(t, err)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
-	r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p"}}`)
-	r.want(201, "POST", "/v2/projects/p/logical-clouds", `{"metadata":{"name":"lc"}}`)
-	r.want(201, "POST", "/v2/projects/p/logical-clouds/lc/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p"}}`)
+	r.Want(201, "POST", "/v2/projects/p/logical-clouds", `{"metadata":{"name":"lc"}}`)
+	r.Want(201, "POST", "/v2/projects/p/logical-clouds/lc/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
 
 	// Forget the hold, as a store from before holds would not have it.
 	conn, err := grpc.NewClient(s.GRPC, serviceCreds(t, s))
@@ -162,10 +163,10 @@ func TestReferencesHeldAfterRestart(t *testing.T) {
 
 	logs := &syncBuffer{}
 	s = stacktest.StartWith(t, stacktest.Options{DataDir: s.DataDir, Logs: logs, Args: []string{"-log-level", "info"}})
-	r = newREST(t, s)
-	eventually(t, "core holds the referenced clusters again", func() bool {
+	r = apitest.NewREST(t, s)
+	apitest.Eventually(t, "core holds the referenced clusters again", func() bool {
 		return strings.Contains(logs.String(), "referenced clusters held in rsync")
 	})
 	require.Contains(t, logs.String(), `"references":1`)
-	require.Contains(t, r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", ""), `"reason":"REFERENCED"`)
+	require.Contains(t, r.Want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", ""), `"reason":"REFERENCED"`)
 }

@@ -23,38 +23,12 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
-	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
-// tenants is the whole program on the shared test clusters, with an admin
-// REST client and a project-admin one per project.
-type tenants struct {
-	t     *testing.T
-	s     *stacktest.Stack
-	admin *rest
-	h     *kubetest.Harness
-}
-
-func startTenants(t *testing.T, projects ...string) *tenants {
-	return startTenantsOn(t, kubetest.ForTests(t, 3), projects...)
-}
-
-// startTenantsOn is startTenants on the clusters of h.
-func startTenantsOn(t *testing.T, h *kubetest.Harness, projects ...string) *tenants {
-	s := stacktest.Start(t)
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	for _, p := range projects {
-		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+p+`"}}`)
-	}
-	return &tenants{t: t, s: s, admin: r, h: h}
-}
-
-// projectAdmin is a REST client with the project-admin role of project.
-func (e *tenants) projectAdmin(project string) *rest {
-	cert := e.s.Issue(e.t, pki.Identity{Subject: "pa-" + project, Role: pki.RoleProjectAdmin, Project: project}, time.Now().Add(time.Hour))
-	return &rest{t: e.t, c: e.s.Client(&cert), base: e.s.URL}
+func startTenants(t *testing.T, projects ...string) *apitest.Tenants {
+	return apitest.StartTenantsOn(t, kubetest.ForTests(t, 3), projects...)
 }
 
 // admin client of a test cluster.
@@ -64,23 +38,6 @@ func adminOf(t testing.TB, c *kubetest.Cluster) *kubernetes.Clientset {
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	return cs
-}
-
-// tenantLC creates a standard logical cloud with one certificate user and
-// a permission on ConfigMaps, referencing the clusters, and applies it.
-func (e *tenants) tenantLC(project, lc, ns, user string, clusters ...string) string {
-	path := "/v2/projects/" + project + "/logical-clouds/" + lc
-	e.admin.want(201, "POST", "/v2/projects/"+project+"/logical-clouds", fmt.Sprintf(`{
-	  "metadata": {"name": %q},
-	  "spec": {"namespace": %q, "user": {"user-name": %q, "user-permissions": [
-	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "delete"]},
-	    {"permission-name": "pods", "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create"]},
-	    {"permission-name": "quota", "apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "list"]}
-	  ]}}}`, lc, ns, user))
-	for _, c := range clusters {
-		e.admin.want(201, "POST", path+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c+`"}`)
-	}
-	return path
 }
 
 // canI asks the cluster, as the kubeconfig's user, whether it may verb
@@ -149,17 +106,17 @@ func certOf(t testing.TB, kc []byte) *x509.Certificate {
 func TestTenantIsolationOnSharedCluster(t *testing.T) {
 	e := startTenants(t, "ta", "tb", "tc", "team", "team-x")
 	ctx := context.Background()
-	c1 := adminOf(t, e.h.Clusters[0])
-	a := e.tenantLC("ta", "lc", "iso-a", "bob", "cluster-1")
-	b := e.tenantLC("tb", "lc", "iso-b", "bob", "cluster-1")
+	c1 := adminOf(t, e.H.Clusters[0])
+	a := e.TenantLC("ta", "lc", "iso-a", "bob", "cluster-1")
+	b := e.TenantLC("tb", "lc", "iso-b", "bob", "cluster-1")
 	for _, lc := range []string{a, b} {
-		e.admin.want(202, "POST", lc+"/apply", "")
+		e.Admin.Want(202, "POST", lc+"/apply", "")
 	}
 	for _, lc := range []string{a, b} {
-		e.admin.settle(lc, "Instantiated")
+		e.Admin.Settle(lc, "Instantiated")
 	}
-	kA := e.admin.kubeconfig(a + "/cluster-references/cluster-1/kubeconfig")
-	kB := e.admin.kubeconfig(b + "/cluster-references/cluster-1/kubeconfig")
+	kA := e.Admin.Kubeconfig(a + "/cluster-references/cluster-1/kubeconfig")
+	kB := e.Admin.Kubeconfig(b + "/cluster-references/cluster-1/kubeconfig")
 	csA, nsA := clientFor(t, kA)
 	csB, nsB := clientFor(t, kB)
 	require.Equal(t, []string{"iso-a", "iso-b"}, []string{nsA, nsB})
@@ -199,10 +156,10 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		require.False(t, canI(t, csA, "delete", "namespaces", ""))
 		require.False(t, canI(t, csA, "delete", "namespaces", nsA))
 		// An empty quota body still bounds the namespace with the default's limits.
-		e.admin.want(201, "POST", a+"/cluster-quotas", `{"metadata":{"name":"empty"},"spec":{}}`)
-		e.admin.want(202, "POST", a+"/update", "")
-		e.admin.settle(a, "Instantiated")
-		eventually(t, "the empty quota is on the cluster", func() bool {
+		e.Admin.Want(201, "POST", a+"/cluster-quotas", `{"metadata":{"name":"empty"},"spec":{}}`)
+		e.Admin.Want(202, "POST", a+"/update", "")
+		e.Admin.Settle(a, "Instantiated")
+		apitest.Eventually(t, "the empty quota is on the cluster", func() bool {
 			q, err := c1.CoreV1().ResourceQuotas(nsA).Get(ctx, "empty", metav1.GetOptions{})
 			return err == nil && q.Spec.Hard.Cpu().String() == "8" && q.Spec.Hard.Memory().String() == "32Gi" && q.Spec.Hard.Pods().String() == "100"
 		})
@@ -238,12 +195,12 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 
 	t.Run("a token user gets a bound token that expires", func(t *testing.T) {
 		tok := "/v2/projects/tc/logical-clouds/tok"
-		e.admin.want(201, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"tok"},"spec":{"namespace":"iso-tok",
+		e.Admin.Want(201, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"tok"},"spec":{"namespace":"iso-tok",
 		  "user":{"user-name":"robot","type":"token","user-permissions":[{"permission-name":"cm","apiGroups":[""],"resources":["configmaps"],"verbs":["list"]}]}}}`)
-		e.admin.want(201, "POST", tok+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)
-		e.admin.want(202, "POST", tok+"/apply", "")
-		e.admin.settle(tok, "Instantiated")
-		kc := e.admin.kubeconfig(tok + "/cluster-references/cluster-3/kubeconfig")
+		e.Admin.Want(201, "POST", tok+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)
+		e.Admin.Want(202, "POST", tok+"/apply", "")
+		e.Admin.Settle(tok, "Instantiated")
+		kc := e.Admin.Kubeconfig(tok + "/cluster-references/cluster-3/kubeconfig")
 		cfg, err := clientcmd.Load(kc)
 		require.NoError(t, err)
 		var token string
@@ -255,35 +212,35 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		cs, ns := clientFor(t, kc)
 		_, err = cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		secrets, err := adminOf(t, e.h.Clusters[2]).CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		secrets, err := adminOf(t, e.H.Clusters[2]).CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		for _, sec := range secrets.Items {
 			require.NotEqual(t, corev1.SecretTypeServiceAccountToken, sec.Type, "no legacy token Secret: %s", sec.Name)
 		}
-		e.admin.want(202, "POST", tok+"/terminate", "")
-		e.admin.settle(tok, "Terminated")
+		e.Admin.Want(202, "POST", tok+"/terminate", "")
+		e.Admin.Settle(tok, "Terminated")
 	})
 
 	before := snapshot(t, c1, nsA)
 
 	t.Run("a third tenant cannot take a held namespace", func(t *testing.T) {
-		c := e.tenantLC("tc", "lc", "iso-a", "bob", "cluster-2")
+		c := e.TenantLC("tc", "lc", "iso-a", "bob", "cluster-2")
 		// Free on cluster-2: applied there.
-		e.admin.want(202, "POST", c+"/apply", "")
-		e.admin.settle(c, "Instantiated")
+		e.Admin.Want(202, "POST", c+"/apply", "")
+		e.Admin.Settle(c, "Instantiated")
 		// cluster-1 holds iso-a for ta: the update is refused, without
 		// naming the other tenant's project (an admin finds it in the log).
-		e.admin.want(201, "POST", c+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-		msg := e.admin.want(409, "POST", c+"/update", "")
+		e.Admin.Want(201, "POST", c+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+		msg := e.Admin.Want(409, "POST", c+"/update", "")
 		require.Contains(t, msg, `namespace \"iso-a\" on cluster edge/cluster-1 belongs to another project`)
 		require.NotContains(t, msg, `\"ta\"`)
 		require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, msg)["reason"])
 		require.Equal(t, before, snapshot(t, c1, nsA))
-		e.admin.want(202, "POST", c+"/terminate", "")
-		e.admin.settle(c, "Terminated")
+		e.Admin.Want(202, "POST", c+"/terminate", "")
+		e.Admin.Settle(c, "Terminated")
 		require.Equal(t, before, snapshot(t, c1, nsA), "ta's namespace is untouched by tc's terminate")
 		// Applying again, with cluster-1 referenced from the start: 409 as well.
-		msg = e.admin.want(409, "POST", c+"/apply", "")
+		msg = e.Admin.Want(409, "POST", c+"/apply", "")
 		require.Contains(t, msg, `belongs to another project`)
 		require.NotContains(t, msg, `\"ta\"`)
 		require.Equal(t, before, snapshot(t, c1, nsA))
@@ -301,34 +258,34 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 			require.NoError(t, err)
 		}
 		hand := snapshot(t, c1, "iso-handmade")
-		c := e.tenantLC("tc", "hand", "iso-handmade", "carol", "cluster-1")
-		msg := e.admin.want(409, "POST", c+"/apply", "")
+		c := e.TenantLC("tc", "hand", "iso-handmade", "carol", "cluster-1")
+		msg := e.Admin.Want(409, "POST", c+"/apply", "")
 		require.Contains(t, msg, `already exists on cluster edge/cluster-1 and was not made by DCM`)
 		require.Equal(t, "NOT_MANAGED", decodeMap(t, msg)["reason"])
 		require.Equal(t, hand, snapshot(t, c1, "iso-handmade"))
-		e.admin.want(204, "DELETE", c, "")
+		e.Admin.Want(204, "DELETE", c, "")
 		require.Equal(t, hand, snapshot(t, c1, "iso-handmade"))
 	})
 
 	t.Run("the cluster's own namespaces are refused at create", func(t *testing.T) {
 		for ns, field := range map[string]string{"kube-system": "spec.namespace", "default": "spec.namespace", "kube-public": "spec.namespace", "cert-manager-system": "spec.namespace"} {
-			body := e.admin.want(400, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"grab"},"spec":{"namespace":"`+ns+`"}}`)
+			body := e.Admin.Want(400, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"grab"},"spec":{"namespace":"`+ns+`"}}`)
 			require.Equal(t, field, decodeMap(t, body)["field"], ns)
 		}
-		e.admin.want(400, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"default"}}`)
-		e.admin.want(400, "POST", "/v2/projects/tc/logical-clouds", `{"name":"kube-node-lease"}`)
-		e.admin.want(404, "GET", "/v2/projects/tc/logical-clouds/grab", "")
+		e.Admin.Want(400, "POST", "/v2/projects/tc/logical-clouds", `{"metadata":{"name":"default"}}`)
+		e.Admin.Want(400, "POST", "/v2/projects/tc/logical-clouds", `{"name":"kube-node-lease"}`)
+		e.Admin.Want(404, "GET", "/v2/projects/tc/logical-clouds/grab", "")
 	})
 
 	t.Run("names that collide as text do not collide", func(t *testing.T) {
-		x := e.tenantLC("team", "x-prod", "iso-x", "u", "cluster-1")
-		y := e.tenantLC("team-x", "prod", "iso-y", "u", "cluster-1")
+		x := e.TenantLC("team", "x-prod", "iso-x", "u", "cluster-1")
+		y := e.TenantLC("team-x", "prod", "iso-y", "u", "cluster-1")
 		for _, lc := range []string{x, y} {
-			e.admin.want(202, "POST", lc+"/apply", "")
-			e.admin.settle(lc, "Instantiated")
+			e.Admin.Want(202, "POST", lc+"/apply", "")
+			e.Admin.Settle(lc, "Instantiated")
 		}
-		kX := e.admin.kubeconfig(x + "/cluster-references/cluster-1/kubeconfig")
-		kY := e.admin.kubeconfig(y + "/cluster-references/cluster-1/kubeconfig")
+		kX := e.Admin.Kubeconfig(x + "/cluster-references/cluster-1/kubeconfig")
+		kY := e.Admin.Kubeconfig(y + "/cluster-references/cluster-1/kubeconfig")
 		require.NotEqual(t, certOf(t, kX).Subject.CommonName, certOf(t, kY).Subject.CommonName)
 		csX, _ := clientFor(t, kX)
 		csY, _ := clientFor(t, kY)
@@ -339,35 +296,35 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 		require.NoError(t, use(csX, "iso-x"))
 		require.NoError(t, use(csY, "iso-y"))
 		// x-prod terminates: team-x/prod's CSR, bindings and kubeconfig stay.
-		e.admin.want(202, "POST", x+"/terminate", "")
-		e.admin.settle(x, "Terminated")
+		e.Admin.Want(202, "POST", x+"/terminate", "")
+		e.Admin.Settle(x, "Terminated")
 		require.NoError(t, use(csY, "iso-y"))
-		e.admin.kubeconfig(y + "/cluster-references/cluster-1/kubeconfig")
-		require.NotEmpty(t, leftOn(t, e.h.Clusters[0], "team-x", "prod"))
+		e.Admin.Kubeconfig(y + "/cluster-references/cluster-1/kubeconfig")
+		require.NotEmpty(t, leftOn(t, e.H.Clusters[0], "team-x", "prod"))
 		// And the other way round, after x-prod is applied again.
-		e.admin.want(202, "POST", x+"/apply", "")
-		e.admin.settle(x, "Instantiated")
-		e.admin.want(202, "POST", y+"/terminate", "")
-		e.admin.settle(y, "Terminated")
-		kX = e.admin.kubeconfig(x + "/cluster-references/cluster-1/kubeconfig")
+		e.Admin.Want(202, "POST", x+"/apply", "")
+		e.Admin.Settle(x, "Instantiated")
+		e.Admin.Want(202, "POST", y+"/terminate", "")
+		e.Admin.Settle(y, "Terminated")
+		kX = e.Admin.Kubeconfig(x + "/cluster-references/cluster-1/kubeconfig")
 		csX, _ = clientFor(t, kX)
 		require.NoError(t, use(csX, "iso-x"))
-		e.admin.want(202, "POST", x+"/terminate", "")
-		e.admin.settle(x, "Terminated")
+		e.Admin.Want(202, "POST", x+"/terminate", "")
+		e.Admin.Settle(x, "Terminated")
 	})
 
 	t.Run("tb's terminate leaves ta alone", func(t *testing.T) {
-		e.admin.want(202, "POST", b+"/terminate", "")
-		e.admin.settle(b, "Terminated")
-		require.Empty(t, leftOn(t, e.h.Clusters[0], "tb", "lc"))
+		e.Admin.Want(202, "POST", b+"/terminate", "")
+		e.Admin.Settle(b, "Terminated")
+		require.Empty(t, leftOn(t, e.H.Clusters[0], "tb", "lc"))
 		require.Equal(t, before, snapshot(t, c1, nsA))
-		e.admin.want(204, "DELETE", b+"/cluster-providers/edge/cluster-references/cluster-1", "")
+		e.Admin.Want(204, "DELETE", b+"/cluster-providers/edge/cluster-references/cluster-1", "")
 	})
 	t.Run("deleting a cluster from the registry touches no tenant object", func(t *testing.T) {
 		// ta is on cluster-1; its reference is dropped (no update), so the
 		// registry lets the cluster go: whatever it answers, ta's objects stay.
-		e.admin.want(204, "DELETE", a+"/cluster-providers/edge/cluster-references/cluster-1", "")
-		code, body := call(t, e.admin.c, "DELETE", e.admin.base+"/v2/cluster-providers/edge/clusters/cluster-1", "")
+		e.Admin.Want(204, "DELETE", a+"/cluster-providers/edge/cluster-references/cluster-1", "")
+		code, body := apitest.Call(t, e.Admin.C, "DELETE", e.Admin.Base+"/v2/cluster-providers/edge/clusters/cluster-1", "")
 		require.Contains(t, []int{204, 409}, code, "%s", body)
 		require.Equal(t, before, snapshot(t, c1, nsA))
 		_, err := csA.CoreV1().ConfigMaps(nsA).Get(ctx, "mine", metav1.GetOptions{})
@@ -387,10 +344,10 @@ func TestTenantIsolationOnSharedCluster(t *testing.T) {
 func TestGrantsOnlyAnAdminMakes(t *testing.T) {
 	t.Parallel()
 	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-max-quota", "cpu=16,pods=100"}})
-	admin := newREST(t, s)
-	admin.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pa"}}`)
-	e := &tenants{t: t, s: s, admin: admin}
-	pa := e.projectAdmin("pa")
+	admin := apitest.NewREST(t, s)
+	admin.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"pa"}}`)
+	e := &apitest.Tenants{T: t, S: s, Admin: admin}
+	pa := e.ProjectAdmin("pa")
 	lcs := "/v2/projects/pa/logical-clouds"
 	for _, c := range []struct{ body, field, says string }{
 		{`{"metadata":{"name":"p1"},"spec":{"level":"privileged"}}`, "spec.level", `only an admin may create a logical cloud at level \"privileged\"`},
@@ -398,15 +355,15 @@ func TestGrantsOnlyAnAdminMakes(t *testing.T) {
 		{`{"metadata":{"name":"p1"},"spec":{"level":"0"}}`, "spec.level", "only an admin"},
 		{`{"name":"p1","resources":{"cpu":"32"}}`, "resources.cpu", "exceeds this installation's maximum 16"},
 	} {
-		body := pa.want(403, "POST", lcs, c.body)
+		body := pa.Want(403, "POST", lcs, c.body)
 		require.Equal(t, c.field, decodeMap(t, body)["field"], c.body)
 		require.Contains(t, body, c.says)
 	}
-	pa.want(404, "GET", lcs+"/p1", "")
+	pa.Want(404, "GET", lcs+"/p1", "")
 	// The admin may do all of it.
-	admin.want(201, "POST", lcs, `{"metadata":{"name":"priv"},"spec":{"level":"privileged","pod-security":"privileged"}}`)
-	admin.want(201, "POST", lcs, `{"metadata":{"name":"ops"},"spec":{"level":"admin"}}`)
-	admin.want(201, "POST", lcs, `{"name":"big","resources":{"cpu":"32"}}`)
+	admin.Want(201, "POST", lcs, `{"metadata":{"name":"priv"},"spec":{"level":"privileged","pod-security":"privileged"}}`)
+	admin.Want(201, "POST", lcs, `{"metadata":{"name":"ops"},"spec":{"level":"admin"}}`)
+	admin.Want(201, "POST", lcs, `{"name":"big","resources":{"cpu":"32"}}`)
 	// In the admin's privileged logical cloud, a project-admin may grant in
 	// its namespace only.
 	priv := lcs + "/priv"
@@ -414,24 +371,24 @@ func TestGrantsOnlyAnAdminMakes(t *testing.T) {
 		{`{"permission-name":"all","apiGroups":["*"],"resources":["*"],"verbs":["*"]}`, "namespace"},
 		{`{"permission-name":"ks","namespace":"kube-system","apiGroups":[""],"resources":["secrets"],"verbs":["get"]}`, "namespace"},
 	} {
-		body := pa.want(403, "POST", priv+"/user-permissions", c.body)
+		body := pa.Want(403, "POST", priv+"/user-permissions", c.body)
 		require.Equal(t, c.field, decodeMap(t, body)["field"])
 		require.Contains(t, body, "only an admin may grant")
 	}
-	pa.want(201, "POST", priv+"/user-permissions", `{"permission-name":"own","namespace":"priv","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`)
-	admin.want(201, "POST", priv+"/user-permissions", `{"permission-name":"all","apiGroups":["*"],"resources":["*"],"verbs":["*"]}`)
+	pa.Want(201, "POST", priv+"/user-permissions", `{"permission-name":"own","namespace":"priv","apiGroups":[""],"resources":["pods"],"verbs":["list"]}`)
+	admin.Want(201, "POST", priv+"/user-permissions", `{"permission-name":"all","apiGroups":["*"],"resources":["*"],"verbs":["*"]}`)
 	// Pod security: privileged is an admin's choice, and never at standard.
-	pa.want(200, "PUT", priv, `{"metadata":{"name":"priv"},"spec":{"pod-security":"baseline"}}`)
-	pa.want(403, "PUT", priv, `{"metadata":{"name":"priv"},"spec":{"pod-security":"privileged"}}`)
-	admin.want(200, "PUT", priv, `{"metadata":{"name":"priv"},"spec":{"pod-security":"privileged"}}`)
-	body := pa.want(400, "POST", lcs, `{"metadata":{"name":"std"},"spec":{"pod-security":"privileged"}}`)
+	pa.Want(200, "PUT", priv, `{"metadata":{"name":"priv"},"spec":{"pod-security":"baseline"}}`)
+	pa.Want(403, "PUT", priv, `{"metadata":{"name":"priv"},"spec":{"pod-security":"privileged"}}`)
+	admin.Want(200, "PUT", priv, `{"metadata":{"name":"priv"},"spec":{"pod-security":"privileged"}}`)
+	body := pa.Want(400, "POST", lcs, `{"metadata":{"name":"std"},"spec":{"pod-security":"privileged"}}`)
 	require.Contains(t, body, "needs level privileged")
-	pa.want(201, "POST", lcs, `{"metadata":{"name":"std"},"spec":{"pod-security":"restricted"}}`)
-	require.Contains(t, pa.want(200, "GET", lcs+"/std", ""), `"pod-security":"restricted"`)
+	pa.Want(201, "POST", lcs, `{"metadata":{"name":"std"},"spec":{"pod-security":"restricted"}}`)
+	require.Contains(t, pa.Want(200, "GET", lcs+"/std", ""), `"pod-security":"restricted"`)
 	// Quotas over the maximum, through the quota service.
-	pa.want(403, "POST", lcs+"/std/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"17"}}`)
-	pa.want(201, "POST", lcs+"/std/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"16"}}`)
-	admin.want(200, "PUT", lcs+"/std/cluster-quotas/q", `{"metadata":{"name":"q"},"spec":{"cpu":"64"}}`)
+	pa.Want(403, "POST", lcs+"/std/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"17"}}`)
+	pa.Want(201, "POST", lcs+"/std/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"16"}}`)
+	admin.Want(200, "PUT", lcs+"/std/cluster-quotas/q", `{"metadata":{"name":"q"},"spec":{"cpu":"64"}}`)
 	// Escalation at standard level, for anyone: 400 naming the rule.
 	for _, c := range []struct{ body, field, says string }{
 		{`{"permission-name":"e1","apiGroups":["rbac.authorization.k8s.io"],"resources":["roles"],"verbs":["escalate"]}`, "verbs[0]", "escalate"},
@@ -444,13 +401,13 @@ func TestGrantsOnlyAnAdminMakes(t *testing.T) {
 		{`{"permission-name":"e8","apiGroups":[""],"resources":["limitranges"],"verbs":["create"]}`, "resources[0]", "limitranges"},
 		{`{"permission-name":"e9","apiGroups":[""],"resources":["*"],"verbs":["delete"]}`, "resources[0]", "list the resources"},
 	} {
-		for _, who := range []*rest{pa, admin} {
-			body := who.want(400, "POST", lcs+"/std/user-permissions", c.body)
+		for _, who := range []*apitest.REST{pa, admin} {
+			body := who.Want(400, "POST", lcs+"/std/user-permissions", c.body)
 			require.Equal(t, c.field, decodeMap(t, body)["field"], c.body)
 			require.Contains(t, body, c.says)
 		}
 	}
-	require.Equal(t, "[]", strings.TrimSpace(pa.want(200, "GET", lcs+"/std/user-permissions", "")), "nothing refused was stored")
+	require.Equal(t, "[]", strings.TrimSpace(pa.Want(200, "GET", lcs+"/std/user-permissions", "")), "nothing refused was stored")
 }
 
 // TestCSRSubjectRules: a CSR a user brings must name exactly the identity
@@ -458,8 +415,8 @@ func TestGrantsOnlyAnAdminMakes(t *testing.T) {
 func TestCSRSubjectRules(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"cs"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"cs"}}`)
 	csr := func(cn string, orgs ...string) string {
 		p, _, err := kube.NewCSR(cn, orgs...)
 		require.NoError(t, err)
@@ -475,15 +432,15 @@ func TestCSRSubjectRules(t *testing.T) {
 		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "lc"},
 			"spec": map[string]any{"user": map[string]string{"user-name": "bob", "certificate": pemText}}})
 		require.NoError(t, err)
-		got := r.want(400, "POST", "/v2/projects/cs/logical-clouds", string(body))
+		got := r.Want(400, "POST", "/v2/projects/cs/logical-clouds", string(body))
 		require.Equal(t, "spec.user.certificate", decodeMap(t, got)["field"], name)
 		require.Contains(t, got, "CN=dcm:cs:lc:bob", name)
 	}
-	r.want(404, "GET", "/v2/projects/cs/logical-clouds/lc", "")
+	r.Want(404, "GET", "/v2/projects/cs/logical-clouds/lc", "")
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "lc"},
 		"spec": map[string]any{"user": map[string]string{"user-name": "bob", "certificate": csr("dcm:cs:lc:bob", "dcm:cs:lc")}}})
 	require.NoError(t, err)
-	r.want(201, "POST", "/v2/projects/cs/logical-clouds", string(body))
+	r.Want(201, "POST", "/v2/projects/cs/logical-clouds", string(body))
 }
 
 func decodeMap(t testing.TB, body string) map[string]any {
@@ -516,13 +473,13 @@ func jwtExpiry(t testing.TB, token string) time.Time {
 func TestKubeconfigRenewsCertificate(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-cert-lifetime", "10m", "-cert-renew-percent", "10"}})
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"renew"}}`)
-	e := &tenants{t: t, s: s, admin: r, h: h}
-	lc := e.tenantLC("renew", "lc", "renew-ns", "eve", "cluster-2")
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r := apitest.NewREST(t, s)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"renew"}}`)
+	e := &apitest.Tenants{T: t, S: s, Admin: r, H: h}
+	lc := e.TenantLC("renew", "lc", "renew-ns", "eve", "cluster-2")
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 	ctx := context.Background()
 	c2 := adminOf(t, h.Clusters[1])
 	csr, err := c2.CertificatesV1().CertificateSigningRequests().Get(ctx, "dcm.renew.lc.eve", metav1.GetOptions{})
@@ -531,7 +488,7 @@ func TestKubeconfigRenewsCertificate(t *testing.T) {
 
 	var serials []string
 	for range 3 {
-		kc := r.kubeconfig(lc + "/cluster-references/cluster-2/kubeconfig")
+		kc := r.Kubeconfig(lc + "/cluster-references/cluster-2/kubeconfig")
 		c := certOf(t, kc)
 		require.Equal(t, "dcm:renew:lc:eve", c.Subject.CommonName)
 		require.Equal(t, []string{"dcm:renew:lc"}, c.Subject.Organization)
@@ -548,8 +505,8 @@ func TestKubeconfigRenewsCertificate(t *testing.T) {
 	for _, c := range list.Items {
 		require.Empty(t, c.Annotations["dcm.io/renews"], "renewal request %s was deleted", c.Name)
 	}
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 }
 
 // mustCert wraps a PEM certificate in a one-user kubeconfig for certOf.

@@ -28,26 +28,9 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/kubetest/istiotest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
-
-// meshBundle is the part of the REST bundle the tests read.
-type meshBundle struct {
-	CaCert       string   `json:"ca-cert"`
-	CertChain    string   `json:"cert-chain"`
-	RootCert     string   `json:"root-cert"`
-	Root         string   `json:"root"`
-	TrustedRoots []string `json:"trusted-roots"`
-	TrustDomain  string   `json:"trust-domain"`
-}
-
-func (r *rest) bundle(project, lc, cluster string) meshBundle {
-	r.t.Helper()
-	var b meshBundle
-	require.NoError(r.t, json.Unmarshal([]byte(r.want(200, "GET",
-		"/v1/cadist/projects/"+project+"/logicalclouds/"+lc+"/clusters/"+cluster, "")), &b))
-	return b
-}
 
 // deploymentEnv is what the kubelet would give istiod from the
 // istiod-<rev> Deployment DCM applied: the discovery container's literal
@@ -110,15 +93,6 @@ func workloadCSR(t testing.TB) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
-func pool(t testing.TB, pemText string) *x509.CertPool {
-	t.Helper()
-	p := x509.NewCertPool()
-	for _, c := range pemCerts(t, []byte(pemText)) {
-		p.AddCert(c)
-	}
-	return p
-}
-
 // rootCertCM is root-cert.pem of istio-ca-root-cert in ns ("" if absent).
 func rootCertCM(t testing.TB, cs *kubernetes.Clientset, ns string) string {
 	t.Helper()
@@ -145,8 +119,8 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	began := time.Now()
 	h := kubetest.ForTests(t, 3)
 	stack := stacktest.Start(t)
-	r := newREST(t, stack)
-	registerHarness(t, r, h)
+	r := apitest.NewREST(t, stack)
+	apitest.RegisterHarness(t, r, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	shared, second := h.Clusters[0], h.Clusters[1]
@@ -154,13 +128,13 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 
 	// A root of the project's own (the project's default root).
 	rootReady := func(name string) {
-		eventually(t, "root "+name+" is ready", func() bool {
-			return decodeMap(t, r.want(200, "GET", "/v2/cadist/roots/"+name, ""))["state"] == "ready"
+		apitest.Eventually(t, "root "+name+" is ready", func() bool {
+			return decodeMap(t, r.Want(200, "GET", "/v2/cadist/roots/"+name, ""))["state"] == "ready"
 		})
 	}
-	r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh"},"projects":["pi"]}`)
+	r.Want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh"},"projects":["pi"]}`)
 	rootReady("corp-mesh")
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pi"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"pi"}}`)
 
 	type plane struct {
 		lc, ns, istioNS string
@@ -168,7 +142,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		clusters        []*kubetest.Cluster
 		user            *kubernetes.Clientset
 		istiod          *istiotest.Istiod
-		bundle          meshBundle
+		bundle          apitest.MeshBundle
 	}
 	planes := []*plane{
 		{lc: "ia", ns: "ia-ns", istioNS: "ia-istio-system", clusters: []*kubetest.Cluster{shared, second}},
@@ -178,23 +152,23 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	for k, p := range planes {
 		// The user may make ServiceAccounts in the logical cloud's
 		// namespace: the workload's identity is the logical cloud's own.
-		r.want(201, "POST", "/v2/projects/pi/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},
+		r.Want(201, "POST", "/v2/projects/pi/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},
 		  "spec":{"namespace":%q,"service-mesh":{"enabled":true},"user":{"user-name":"dev","user-permissions":[
 		    {"permission-name":"sa","apiGroups":[""],"resources":["serviceaccounts"],"verbs":["get","create"]}]}}}`, p.lc, p.ns))
 		for i, c := range p.clusters {
-			r.want(201, "POST", base+p.lc+"/cluster-references",
+			r.Want(201, "POST", base+p.lc+"/cluster-references",
 				fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 10*(k+2)+i+1))
 		}
-		r.want(202, "POST", base+p.lc+"/apply", "")
+		r.Want(202, "POST", base+p.lc+"/apply", "")
 	}
 	for _, p := range planes {
-		st := r.settle(base+p.lc, "Instantiated")
+		st := r.Settle(base+p.lc, "Instantiated")
 		require.Equal(t, st.Total, st.Ready, "%s: every object applied: %+v", p.lc, st)
-		p.bundle = r.bundle("pi", p.lc, shared.Name)
-		p.rev = meshRevision(t, r, "pi", p.lc)
+		p.bundle = r.Bundle("pi", p.lc, shared.Name)
+		p.rev = apitest.MeshRevision(t, r, "pi", p.lc)
 		require.Equal(t, "corp-mesh", p.bundle.Root)
 		require.Equal(t, p.lc+".pi.dcm.local", p.bundle.TrustDomain)
-		p.user, _ = clientFor(t, r.kubeconfig(base+p.lc+"/cluster-references/"+shared.Name+"/kubeconfig"))
+		p.user, _ = clientFor(t, r.Kubeconfig(base+p.lc+"/cluster-references/"+shared.Name+"/kubeconfig"))
 		_, err := p.user.CoreV1().ServiceAccounts(p.ns).Create(ctx,
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 		require.NoError(t, err, "%s's user makes a ServiceAccount in its namespace", p.lc)
@@ -202,7 +176,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	t.Logf("2 logical clouds applied and Instantiated %s after the start", time.Since(began).Round(100*time.Millisecond))
 	ia, ib := planes[0], planes[1]
 	require.NotEqual(t, ia.bundle.CaCert, ib.bundle.CaCert, "an intermediate per logical cloud")
-	require.NotEqual(t, ia.bundle.CaCert, r.bundle("pi", "ia", second.Name).CaCert, "an intermediate per cluster")
+	require.NotEqual(t, ia.bundle.CaCert, r.Bundle("pi", "ia", second.Name).CaCert, "an intermediate per cluster")
 
 	istiodKubeconfig := map[string]string{}
 	for _, p := range planes {
@@ -251,7 +225,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		own, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: "istio.io/rev=" + ia.rev})
 		require.NoError(t, err)
 		require.NotEmpty(t, own.Items)
-		eventually(t, "ia's istiod patched its injector's caBundle", func() bool {
+		apitest.Eventually(t, "ia's istiod patched its injector's caBundle", func() bool {
 			w, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, own.Items[0].Name, metav1.GetOptions{})
 			require.NoError(t, err)
 			return len(w.Webhooks) > 0 && len(w.Webhooks[0].ClientConfig.CABundle) > 0
@@ -268,7 +242,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		chainPEM, err := istiotest.RequestCertificate(ctx, d.SecureGRPCAddr, roots,
 			"istiod-"+p.rev+"."+p.istioNS+".svc", token, workloadCSR(t))
 		require.NoError(t, err, "%s on %s: CreateCertificate", p.lc, c.Name)
-		return pemCerts(t, []byte(strings.Join(chainPEM, "")))
+		return apitest.PEMCerts(t, []byte(strings.Join(chainPEM, "")))
 	}
 	issue := func(p *plane, roots *x509.CertPool) []*x509.Certificate {
 		t.Helper()
@@ -298,31 +272,31 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			require.Equal(t, map[string]string{"dcm.io/project": "pi", "dcm.io/logical-cloud": p.lc},
 				mesh.DiscoverySelectors[0].MatchLabels)
 
-			chain := issue(p, pool(t, p.bundle.RootCert))
+			chain := issue(p, apitest.Pool(t, p.bundle.RootCert))
 			leaf := chain[0]
 			require.Len(t, leaf.URIs, 1)
 			want := fmt.Sprintf("spiffe://%s/ns/%s/sa/app", p.bundle.TrustDomain, p.ns)
 			require.Equal(t, want, leaf.URIs[0].String())
-			inter := pemCerts(t, []byte(p.bundle.CaCert))[0]
+			inter := apitest.PEMCerts(t, []byte(p.bundle.CaCert))[0]
 			require.True(t, chain[1].Equal(inter), "issued by the bundle's ca-cert, the cluster's intermediate")
-			_, err = leaf.Verify(x509.VerifyOptions{Roots: pool(t, p.bundle.RootCert), Intermediates: pool(t, p.bundle.CaCert),
+			_, err = leaf.Verify(x509.VerifyOptions{Roots: apitest.Pool(t, p.bundle.RootCert), Intermediates: apitest.Pool(t, p.bundle.CaCert),
 				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 			require.NoError(t, err, "the leaf chains to the intermediate and the bundle's root-cert")
 			leaves[p.lc] = leaf
 			t.Logf("%s: %s, issuer %q serial %x", p.lc, want, leaf.Issuer.String(), inter.SerialNumber)
 
 			// istiod publishes the root in its own namespaces only.
-			eventually(t, "istio-ca-root-cert in "+p.ns, func() bool { return rootCertCM(t, admin, p.ns) == p.bundle.RootCert })
+			apitest.Eventually(t, "istio-ca-root-cert in "+p.ns, func() bool { return rootCertCM(t, admin, p.ns) == p.bundle.RootCert })
 		})
 	}
-	require.Error(t, leaves["ia"].CheckSignatureFrom(pemCerts(t, []byte(ib.bundle.CaCert))[0]), "ia's leaf is not ib's intermediate's")
-	require.Error(t, leaves["ib"].CheckSignatureFrom(pemCerts(t, []byte(ia.bundle.CaCert))[0]), "ib's leaf is not ia's intermediate's")
+	require.Error(t, leaves["ia"].CheckSignatureFrom(apitest.PEMCerts(t, []byte(ib.bundle.CaCert))[0]), "ia's leaf is not ib's intermediate's")
+	require.Error(t, leaves["ib"].CheckSignatureFrom(apitest.PEMCerts(t, []byte(ia.bundle.CaCert))[0]), "ib's leaf is not ia's intermediate's")
 	require.Empty(t, rootCertCM(t, admin, "default"), "no istiod selects default")
 	require.Empty(t, rootCertCM(t, admin, "kube-system"), "no istiod selects kube-system")
 
 	t.Run("ia on "+second.Name, func(t *testing.T) {
 		// ia's other cluster: its own control plane, its own intermediate.
-		user, _ := clientFor(t, r.kubeconfig(base+"ia/cluster-references/"+second.Name+"/kubeconfig"))
+		user, _ := clientFor(t, r.Kubeconfig(base+"ia/cluster-references/"+second.Name+"/kubeconfig"))
 		_, err := user.CoreV1().ServiceAccounts(ia.ns).Create(ctx,
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -333,12 +307,12 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			Revision: ia.rev, Namespace: ia.istioNS, ClusterID: clusterID, Env: env,
 			Kubeconfig: serviceAccountKubeconfig(ctx, t, second, ia.istioNS, "istiod-"+ia.rev)})
 		t.Logf("istiod ia on %s: ready %s after exec", second.Name, d.Started.Round(10*time.Millisecond))
-		b := r.bundle("pi", "ia", second.Name)
-		chain := issueOn(second, d, ia, pool(t, b.RootCert))
+		b := r.Bundle("pi", "ia", second.Name)
+		chain := issueOn(second, d, ia, apitest.Pool(t, b.RootCert))
 		require.Equal(t, "spiffe://ia.pi.dcm.local/ns/ia-ns/sa/app", chain[0].URIs[0].String(), "one trust domain on both clusters")
-		require.True(t, chain[1].Equal(pemCerts(t, []byte(b.CaCert))[0]), "issued by %s's intermediate", second.Name)
-		require.False(t, chain[1].Equal(pemCerts(t, []byte(ia.bundle.CaCert))[0]), "not %s's", shared.Name)
-		_, err = chain[0].Verify(x509.VerifyOptions{Roots: pool(t, ia.bundle.RootCert), Intermediates: pool(t, b.CaCert),
+		require.True(t, chain[1].Equal(apitest.PEMCerts(t, []byte(b.CaCert))[0]), "issued by %s's intermediate", second.Name)
+		require.False(t, chain[1].Equal(apitest.PEMCerts(t, []byte(ia.bundle.CaCert))[0]), "not %s's", shared.Name)
+		_, err = chain[0].Verify(x509.VerifyOptions{Roots: apitest.Pool(t, ia.bundle.RootCert), Intermediates: apitest.Pool(t, b.CaCert),
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		require.NoError(t, err, "the same root as on %s", shared.Name)
 		log := d.LogTail(100000)
@@ -348,16 +322,16 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	})
 
 	t.Run("rotation", func(t *testing.T) {
-		r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh-2"},"shared":true}`)
+		r.Want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"corp-mesh-2"},"shared":true}`)
 		rootReady("corp-mesh-2")
-		r.want(200, "POST", base+"ia/ca/rotate", `{"root":"corp-mesh-2"}`)
+		r.Want(200, "POST", base+"ia/ca/rotate", `{"root":"corp-mesh-2"}`)
 		start := time.Now()
-		r.want(202, "POST", base+"ia/update", "")
-		st := r.settle(base+"ia", "Instantiated")
+		r.Want(202, "POST", base+"ia/update", "")
+		st := r.Settle(base+"ia", "Instantiated")
 		require.Equal(t, st.Total, st.Ready, "%+v", st)
-		b := r.bundle("pi", "ia", shared.Name)
+		b := r.Bundle("pi", "ia", shared.Name)
 		require.Equal(t, []string{"corp-mesh-2", "corp-mesh"}, b.TrustedRoots, "the overlap")
-		require.Len(t, pemCerts(t, []byte(b.RootCert)), 2)
+		require.Len(t, apitest.PEMCerts(t, []byte(b.RootCert)), 2)
 		require.NotEqual(t, ia.bundle.CaCert, b.CaCert, "a new intermediate")
 		sec, err := admin.CoreV1().Secrets(ia.istioNS).Get(ctx, "cacerts", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -367,26 +341,26 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 
 		start = time.Now()
 		require.NoError(t, ia.istiod.ReloadCACerts(ctx, shared))
-		inter := pemCerts(t, []byte(b.CaCert))[0]
-		newRoot := pemCerts(t, []byte(b.RootCert))[0]
-		eventually(t, "ia's istiod signs with the new intermediate", func() bool {
-			return issue(ia, pool(t, b.RootCert))[1].Equal(inter)
+		inter := apitest.PEMCerts(t, []byte(b.CaCert))[0]
+		newRoot := apitest.PEMCerts(t, []byte(b.RootCert))[0]
+		apitest.Eventually(t, "ia's istiod signs with the new intermediate", func() bool {
+			return issue(ia, apitest.Pool(t, b.RootCert))[1].Equal(inter)
 		})
-		chain := issue(ia, pool(t, b.RootCert))
+		chain := issue(ia, apitest.Pool(t, b.RootCert))
 		only := x509.NewCertPool()
 		only.AddCert(newRoot)
-		_, err = chain[0].Verify(x509.VerifyOptions{Roots: only, Intermediates: pool(t, b.CaCert),
+		_, err = chain[0].Verify(x509.VerifyOptions{Roots: only, Intermediates: apitest.Pool(t, b.CaCert),
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		require.NoError(t, err, "the new leaf chains to the new root")
-		eventually(t, "istio-ca-root-cert in ia-ns holds both roots", func() bool { return rootCertCM(t, admin, ia.ns) == b.RootCert })
+		apitest.Eventually(t, "istio-ca-root-cert in ia-ns holds both roots", func() bool { return rootCertCM(t, admin, ia.ns) == b.RootCert })
 		t.Logf("rotation: rotate+update+settle %s; istiod signs with the new intermediate (serial %x) %s after the reload",
 			updated.Round(10*time.Millisecond), inter.SerialNumber, time.Since(start).Round(10*time.Millisecond))
 		// ib's namespace still holds ib's root alone: ia's istiod, which now
 		// publishes two roots, does not select it.
 		require.Equal(t, ib.bundle.RootCert, rootCertCM(t, admin, ib.ns))
-		require.Len(t, pemCerts(t, []byte(rootCertCM(t, admin, ib.ns))), 1)
+		require.Len(t, apitest.PEMCerts(t, []byte(rootCertCM(t, admin, ib.ns))), 1)
 		// ib is untouched.
-		require.True(t, issue(ib, pool(t, ib.bundle.RootCert))[1].Equal(pemCerts(t, []byte(ib.bundle.CaCert))[0]))
+		require.True(t, issue(ib, apitest.Pool(t, ib.bundle.RootCert))[1].Equal(apitest.PEMCerts(t, []byte(ib.bundle.CaCert))[0]))
 	})
 
 	// istiod loaded the CA from DCM's Secret, and the rendered RBAC let it
@@ -404,16 +378,16 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 	require.NotEmpty(t, istioCRDs(t, shared))
 	require.NotEmpty(t, istioCRDs(t, second))
 	terminating := time.Now()
-	r.want(202, "POST", base+"ib/terminate", "")
-	r.settle(base+"ib", "Terminated")
+	r.Want(202, "POST", base+"ib/terminate", "")
+	r.Settle(base+"ib", "Terminated")
 	require.NotEmpty(t, istioCRDs(t, shared), "the CRDs stay while ia uses the cluster")
-	r.want(202, "POST", base+"ia/terminate", "")
-	r.settle(base+"ia", "Terminated")
+	r.Want(202, "POST", base+"ia/terminate", "")
+	r.Settle(base+"ia", "Terminated")
 	for _, c := range []*kubetest.Cluster{shared, second} {
 		cs, _ := clientFor(t, c.Kubeconfig)
 		for _, p := range planes {
 			require.Empty(t, leftOn(t, c, "pi", p.lc), "nothing of %s left on %s", p.lc, c.Name)
-			eventually(t, p.istioNS+" deleted on "+c.Name, func() bool {
+			apitest.Eventually(t, p.istioNS+" deleted on "+c.Name, func() bool {
 				_, err := cs.CoreV1().Namespaces().Get(ctx, p.istioNS, metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
 			})
@@ -421,7 +395,7 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, deps.Items)
 		}
-		eventually(t, "the Istio CRDs deleted on "+c.Name, func() bool { return len(istioCRDs(t, c)) == 0 })
+		apitest.Eventually(t, "the Istio CRDs deleted on "+c.Name, func() bool { return len(istioCRDs(t, c)) == 0 })
 		mutating, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		validating, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})

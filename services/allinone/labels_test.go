@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 	"github.com/dcm-project/dcm/services/core"
 )
@@ -25,10 +26,10 @@ type labelChanges struct {
 
 // labelReasons are a logical cloud's label changes as "change cluster:
 // reason".
-func (r *rest) labelReasons(lc string) []string {
-	r.t.Helper()
+func labelReasons(r *apitest.REST, lc string) []string {
+	r.T.Helper()
 	var st labelChanges
-	require.NoError(r.t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.NoError(r.T, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 	var out []string
 	for _, c := range st.LabelChanges {
 		out = append(out, c.Change+" "+c.Provider+"/"+c.Cluster+": "+c.Reason)
@@ -39,7 +40,7 @@ func (r *rest) labelReasons(lc string) []string {
 // putClusterLabels registers cluster c under provider edge with labels
 // (POST), or changes the labels of a registered one (PUT, the kubeconfig
 // kept).
-func putClusterLabels(t *testing.T, r *rest, c *kubetest.Cluster, register bool, labels ...string) {
+func putClusterLabels(t *testing.T, r *apitest.REST, c *kubetest.Cluster, register bool, labels ...string) {
 	t.Helper()
 	spec := map[string]any{"labels": append([]string{}, labels...)}
 	if register {
@@ -48,10 +49,10 @@ func putClusterLabels(t *testing.T, r *rest, c *kubetest.Cluster, register bool,
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c.Name}, "spec": spec})
 	require.NoError(t, err)
 	if register {
-		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+		r.Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
 		return
 	}
-	r.want(200, "PUT", "/v2/cluster-providers/edge/clusters/"+c.Name, string(body))
+	r.Want(200, "PUT", "/v2/cluster-providers/edge/clusters/"+c.Name, string(body))
 }
 
 // kindsOn are the kinds of the logical cloud's objects on cluster c.
@@ -80,23 +81,23 @@ func kindsOn(t *testing.T, c *kubetest.Cluster, project, lc string) []string {
 // status names both changes with their reasons.
 func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 	h := kubetest.ForTests(t, 2)
-	r := newREST(t, stacktest.Start(t))
+	r := apitest.NewREST(t, stacktest.Start(t))
 	c1, c2 := h.Clusters[0], h.Clusters[1]
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	putClusterLabels(t, r, c1, true, "edge-site")
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"follow"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"follow"}}`)
 	flat := func(name, extra string) string {
 		return `{"name":"` + name + `","cluster-labels":"edge-site",` + extra + `
 		  "resources":{"cpu":"4","memory":"8Gi","pods":"20"},
 		  "user":{"name":"user-1","permissions":{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list"]}}}`
 	}
 	follows, fixed := "/v2/projects/follow/logical-clouds/lc-follows", "/v2/projects/follow/logical-clouds/lc-fixed"
-	r.want(201, "POST", "/v2/projects/follow/logical-clouds", flat("lc-follows", ""))
-	r.want(201, "POST", "/v2/projects/follow/logical-clouds", flat("lc-fixed", `"follow-labels":false,`))
-	require.Contains(t, r.want(200, "GET", fixed, ""), `"follow-labels":false`)
+	r.Want(201, "POST", "/v2/projects/follow/logical-clouds", flat("lc-follows", ""))
+	r.Want(201, "POST", "/v2/projects/follow/logical-clouds", flat("lc-fixed", `"follow-labels":false,`))
+	require.Contains(t, r.Want(200, "GET", fixed, ""), `"follow-labels":false`)
 	for _, lc := range []string{follows, fixed} {
-		r.want(202, "POST", lc+"/apply", "")
-		r.settle(lc, "Instantiated")
+		r.Want(202, "POST", lc+"/apply", "")
+		r.Settle(lc, "Instantiated")
 	}
 	want := []string{"limitranges", "namespaces", "networkpolicies", "resourcequotas", "rolebindings", "roles"}
 	on1 := kindsOn(t, c1, "follow", "lc-follows")
@@ -105,32 +106,32 @@ func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 
 	// cluster-2 registered with the label: no update call.
 	putClusterLabels(t, r, c2, true, "edge-site")
-	eventually(t, "lc-follows is on cluster-2", func() bool {
+	apitest.Eventually(t, "lc-follows is on cluster-2", func() bool {
 		return slices.Equal(kindsOn(t, c2, "follow", "lc-follows"), on1)
 	})
-	r.settle(follows, "Instantiated")
-	require.Contains(t, r.want(200, "GET", follows+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
-	require.Contains(t, r.labelReasons(follows), "joined edge/"+c2.Name+": cluster edge/"+c2.Name+" joined: it carries label edge-site")
+	r.Settle(follows, "Instantiated")
+	require.Contains(t, r.Want(200, "GET", follows+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
+	require.Contains(t, labelReasons(r, follows), "joined edge/"+c2.Name+": cluster edge/"+c2.Name+" joined: it carries label edge-site")
 	// The registry change reached both logical clouds in the same pass:
 	// the one not following stays on cluster-1 only.
 	require.Empty(t, leftOn(t, c2, "follow", "lc-fixed"), "follow-labels false: no rollout without an update")
-	require.Empty(t, r.labelReasons(fixed))
-	require.NotContains(t, r.want(200, "GET", fixed+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
+	require.Empty(t, labelReasons(r, fixed))
+	require.NotContains(t, r.Want(200, "GET", fixed+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
 	// ... until POST .../update, which selects by label as it always did.
-	r.want(202, "POST", fixed+"/update", "")
-	r.settle(fixed, "Instantiated")
+	r.Want(202, "POST", fixed+"/update", "")
+	r.Settle(fixed, "Instantiated")
 	require.Equal(t, kindsOn(t, c1, "follow", "lc-fixed"), kindsOn(t, c2, "follow", "lc-fixed"))
 
 	// cluster-2 loses the label: lc-follows is released from it.
 	putClusterLabels(t, r, c2, false, "other")
-	eventually(t, "lc-follows has left cluster-2", func() bool { return len(leftOn(t, c2, "follow", "lc-follows")) == 0 })
-	r.settle(follows, "Instantiated")
+	apitest.Eventually(t, "lc-follows has left cluster-2", func() bool { return len(leftOn(t, c2, "follow", "lc-follows")) == 0 })
+	r.Settle(follows, "Instantiated")
 	require.Equal(t, on1, kindsOn(t, c1, "follow", "lc-follows"), "cluster-1 keeps it")
-	require.NotContains(t, r.want(200, "GET", follows+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
+	require.NotContains(t, r.Want(200, "GET", follows+"/cluster-references", ""), `"cluster-name":"`+c2.Name+`"`)
 	require.Equal(t, []string{
 		"joined edge/" + c2.Name + ": cluster edge/" + c2.Name + " joined: it carries label edge-site",
 		"released edge/" + c2.Name + ": cluster edge/" + c2.Name + " released: it no longer carries label edge-site",
-	}, r.labelReasons(follows))
+	}, labelReasons(r, follows))
 
 	// cluster-2 labelled again: lc-follows joins it again, and its
 	// reference holds it in the registry. With that reference removed by
@@ -138,36 +139,36 @@ func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 	// releases it, for that reason. (What is on a cluster deleted from
 	// the registry stays there: DCM no longer reaches it.)
 	putClusterLabels(t, r, c2, false, "edge-site")
-	eventually(t, "lc-follows is on cluster-2 again", func() bool {
+	apitest.Eventually(t, "lc-follows is on cluster-2 again", func() bool {
 		return slices.Equal(kindsOn(t, c2, "follow", "lc-follows"), on1)
 	})
-	r.settle(follows, "Instantiated")
-	held := r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/"+c2.Name, "")
+	r.Settle(follows, "Instantiated")
+	held := r.Want(409, "DELETE", "/v2/cluster-providers/edge/clusters/"+c2.Name, "")
 	require.Contains(t, held, "follow/lc-follows")
-	r.want(204, "DELETE", follows+"/cluster-references/"+c2.Name, "")
-	r.want(204, "DELETE", "/v2/cluster-providers/edge/clusters/"+c2.Name, "")
+	r.Want(204, "DELETE", follows+"/cluster-references/"+c2.Name, "")
+	r.Want(204, "DELETE", "/v2/cluster-providers/edge/clusters/"+c2.Name, "")
 	released := "released edge/" + c2.Name + ": cluster edge/" + c2.Name + " released: it was deleted from the registry"
-	eventually(t, "lc-follows releases the deleted cluster", func() bool { return slices.Contains(r.labelReasons(follows), released) })
-	st := r.settle(follows, "Instantiated")
+	apitest.Eventually(t, "lc-follows releases the deleted cluster", func() bool { return slices.Contains(labelReasons(r, follows), released) })
+	st := r.Settle(follows, "Instantiated")
 	for _, c := range st.Clusters {
 		if c.Name == c2.Name {
 			require.Equal(t, "orphaned", c.State, "what may remain on the deleted cluster is shown: %+v", st)
 		}
 	}
-	require.Len(t, r.labelReasons(follows), 4)
+	require.Len(t, labelReasons(r, follows), 4)
 
 	// Turned on (or off) by a PUT of spec.follow-labels; refused, naming
 	// the field, for a logical cloud with no cluster-labels.
-	require.Contains(t, r.want(200, "PUT", fixed, `{"metadata":{"name":"lc-fixed"},"spec":{"follow-labels":true}}`), `"follow-labels":true`)
-	r.want(201, "POST", "/v2/projects/follow/logical-clouds", `{"metadata":{"name":"lc-spec"}}`)
-	bad := r.want(400, "PUT", "/v2/projects/follow/logical-clouds/lc-spec", `{"metadata":{"name":"lc-spec"},"spec":{"follow-labels":true}}`)
+	require.Contains(t, r.Want(200, "PUT", fixed, `{"metadata":{"name":"lc-fixed"},"spec":{"follow-labels":true}}`), `"follow-labels":true`)
+	r.Want(201, "POST", "/v2/projects/follow/logical-clouds", `{"metadata":{"name":"lc-spec"}}`)
+	bad := r.Want(400, "PUT", "/v2/projects/follow/logical-clouds/lc-spec", `{"metadata":{"name":"lc-spec"},"spec":{"follow-labels":true}}`)
 	require.Equal(t, "spec.follow-labels", decodeMap(t, bad)["field"], bad)
-	require.Contains(t, r.want(400, "POST", "/v2/projects/follow/logical-clouds", `{"name":"lc-nolabels","follow-labels":false}`), `"field":"follow-labels"`)
+	require.Contains(t, r.Want(400, "POST", "/v2/projects/follow/logical-clouds", `{"name":"lc-nolabels","follow-labels":false}`), `"field":"follow-labels"`)
 
 	for _, lc := range []string{follows, fixed} {
-		r.want(202, "POST", lc+"/terminate", "")
-		r.settle(lc, "Terminated")
-		r.want(204, "DELETE", lc, "")
+		r.Want(202, "POST", lc+"/terminate", "")
+		r.Settle(lc, "Terminated")
+		r.Want(204, "DELETE", lc, "")
 	}
 }
 
@@ -178,12 +179,12 @@ func TestClustersByLabelFollowTheRegistry(t *testing.T) {
 func appliedByLabel(t *testing.T, s *replicated) string {
 	t.Helper()
 	r := s.gw[2]
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	registerEdge(t, s, "c1")
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name":"lc-1","cluster-labels":"edge"}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	r.want(202, "POST", lc+"/apply", "")
+	r.Want(202, "POST", lc+"/apply", "")
 	return lc
 }
 
@@ -194,7 +195,7 @@ func registerEdge(t *testing.T, s *replicated, name string) {
 	kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/"+name)
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": name}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
 	require.NoError(t, err)
-	s.gw[2].want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	s.gw[2].Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
 }
 
 // TestClustersByLabelOneCoreReplicaActs: two core replicas on one store
@@ -211,11 +212,11 @@ func TestClustersByLabelOneCoreReplicaActs(t *testing.T) {
 	require.Equal(t, int64(1), gen)
 
 	registerEdge(t, s, "c2")
-	eventually(t, "c2 joins lc-1", func() bool { _, gen := s.state(t, lc); return gen > 1 })
+	apitest.Eventually(t, "c2 joins lc-1", func() bool { _, gen := s.state(t, lc); return gen > 1 })
 	// The replica that did not act either found the lock taken (and
 	// skipped) or, after it, c2 recorded (and had nothing to do).
-	eventually(t, "the join is recorded", func() bool { return len(r.labelReasons(lc)) > 0 })
-	require.Equal(t, []string{"joined edge/c2: cluster edge/c2 joined: it carries label edge"}, r.labelReasons(lc))
+	apitest.Eventually(t, "the join is recorded", func() bool { return len(labelReasons(r, lc)) > 0 })
+	require.Equal(t, []string{"joined edge/c2: cluster edge/c2 joined: it carries label edge"}, labelReasons(r, lc))
 	_, gen = s.state(t, lc)
 	require.Equal(t, int64(2), gen, "the rollout was updated once")
 }
@@ -239,13 +240,13 @@ func TestClustersByLabelConvergeAfterCoreRestart(t *testing.T) {
 	registerEdge(t, s, "c2") // rsync's: no core is told
 	s.restart[core.Name][0]()
 	r = s.gw[0] // core replica 0's gateway: replica 1 stays down
-	eventually(t, "c2 joins lc-1 after the restart", func() bool {
-		return slices.Contains(r.labelReasons(lc), "joined edge/c2: cluster edge/c2 joined: it carries label edge")
+	apitest.Eventually(t, "c2 joins lc-1 after the restart", func() bool {
+		return slices.Contains(labelReasons(r, lc), "joined edge/c2: cluster edge/c2 joined: it carries label edge")
 	})
-	require.Contains(t, r.want(200, "GET", lc+"/cluster-references", ""), `"cluster-name":"c2"`)
+	require.Contains(t, r.Want(200, "GET", lc+"/cluster-references", ""), `"cluster-name":"c2"`)
 	var st struct {
 		Generation int64 `json:"generation,string"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, int64(2), st.Generation, "rolled out to c2")
 }

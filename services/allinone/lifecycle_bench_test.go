@@ -8,6 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 )
 
 // BenchmarkApplyToUsableKubeconfigs measures, on 3 real clusters, the
@@ -25,17 +27,17 @@ func BenchmarkApplyToUsableKubeconfigs(b *testing.B) {
 		b.StopTimer()
 		name := fmt.Sprintf("lc-%d", i)
 		lc := "/v2/projects/bench/logical-clouds/" + name
-		r.want(201, "POST", "/v2/projects/bench/logical-clouds", `{"metadata":{"name":"`+name+`"},"spec":{"user":{"user-name":"u",
+		r.Want(201, "POST", "/v2/projects/bench/logical-clouds", `{"metadata":{"name":"`+name+`"},"spec":{"user":{"user-name":"u",
 		  "user-permissions":[{"permission-name":"cm","apiGroups":[""],"resources":["configmaps"],"verbs":["list"]}]}}}`)
 		for _, c := range h.Clusters {
-			r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
+			r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
 		}
 		b.StartTimer()
 		start := time.Now()
-		r.want(202, "POST", lc+"/apply", "")
+		r.Want(202, "POST", lc+"/apply", "")
 		for _, c := range h.Clusters {
 			for {
-				code, kc := call(b, r.c, "GET", r.base+lc+"/cluster-references/"+c.Name+"/kubeconfig", "")
+				code, kc := apitest.Call(b, r.C, "GET", r.Base+lc+"/cluster-references/"+c.Name+"/kubeconfig", "")
 				if code == 200 {
 					cs, ns := clientFor(b, kc)
 					if _, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err == nil {
@@ -47,9 +49,9 @@ func BenchmarkApplyToUsableKubeconfigs(b *testing.B) {
 		}
 		took = append(took, time.Since(start))
 		b.StopTimer()
-		r.want(202, "POST", lc+"/terminate", "")
-		r.settle(lc, "Terminated")
-		r.want(204, "DELETE", lc, "")
+		r.Want(202, "POST", lc+"/terminate", "")
+		r.Settle(lc, "Terminated")
+		r.Want(204, "DELETE", lc, "")
 		b.StartTimer()
 	}
 	b.StopTimer()

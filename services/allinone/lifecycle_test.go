@@ -1,16 +1,12 @@
 package allinone_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +19,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -35,110 +32,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// registerHarness registers the test clusters under provider "edge", each
-// labelled "harness".
-func registerHarness(t testing.TB, r *rest, h *kubetest.Harness) {
-	t.Helper()
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
-	for _, c := range h.Clusters {
-		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c.Name},
-			"spec": map[string]any{"kubeconfig": string(c.Kubeconfig), "labels": []string{"harness"}}})
-		require.NoError(t, err)
-		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
-	}
-}
-
 // onHarness starts the whole program with the test clusters registered and
 // a project made.
-func onHarness(t testing.TB, project string) (*rest, *kubetest.Harness) {
+func onHarness(t testing.TB, project string) (*apitest.REST, *kubetest.Harness) {
 	t.Helper()
 	h := kubetest.ForTests(t, 3)
-	r := newREST(t, stacktest.Start(t))
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+project+`"}}`)
+	r := apitest.NewREST(t, stacktest.Start(t))
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+project+`"}}`)
 	return r, h
-}
-
-// lcStatus is the part of GET .../status the tests read.
-type lcStatus struct {
-	State      string   `json:"state"`
-	Stopped    bool     `json:"stopped"`
-	Ready      int      `json:"ready"`
-	Total      int      `json:"total"`
-	LastErrors []string `json:"last-errors"`
-	Clusters   []struct {
-		Provider  string `json:"cluster-provider"`
-		Name      string `json:"cluster-name"`
-		State     string `json:"state"`
-		Ready     int    `json:"ready"`
-		Total     int    `json:"total"`
-		LastError string `json:"last-error"`
-		Resources []struct {
-			Kind      string `json:"kind"`
-			Name      string `json:"name"`
-			State     string `json:"state"`
-			Attempts  int    `json:"attempts"`
-			LastError string `json:"last-error"`
-		} `json:"resources"`
-	} `json:"clusters"`
-}
-
-func (r *rest) status(lc string) lcStatus {
-	r.t.Helper()
-	var st lcStatus
-	require.NoError(r.t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
-	return st
-}
-
-// watch reads GET .../status?watch=true to its end and returns every
-// status it streamed.
-func (r *rest) watch(lc string) []lcStatus {
-	r.t.Helper()
-	req, err := http.NewRequest("GET", r.base+lc+"/status?watch=true", nil)
-	require.NoError(r.t, err)
-	c := *r.c
-	c.Timeout = 3 * time.Minute
-	resp, err := c.Do(req)
-	require.NoError(r.t, err)
-	defer func() { _ = resp.Body.Close() }()
-	require.Equal(r.t, 200, resp.StatusCode)
-	var out []lcStatus
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var line struct {
-			Result *lcStatus       `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		require.NoError(r.t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
-		require.Nil(r.t, line.Error, "the watch failed: %s", line.Error)
-		out = append(out, *line.Result)
-	}
-	require.NoError(r.t, sc.Err())
-	require.NotEmpty(r.t, out)
-	return out
-}
-
-// settle watches until the logical cloud settles and requires the state.
-func (r *rest) settle(lc, want string) lcStatus {
-	r.t.Helper()
-	all := r.watch(lc)
-	last := all[len(all)-1]
-	require.Equal(r.t, want, last.State, "%+v", last)
-	return last
-}
-
-// kubeconfig reads a kubeconfig and requires it to be YAML.
-func (r *rest) kubeconfig(path string) []byte {
-	r.t.Helper()
-	resp, err := r.c.Get(r.base + path)
-	require.NoError(r.t, err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(r.t, err)
-	require.Equal(r.t, 200, resp.StatusCode, "GET %s: %s", path, b)
-	require.Equal(r.t, "application/yaml", resp.Header.Get("Content-Type"))
-	return b
 }
 
 func clientFor(t testing.TB, kubeconfig []byte) (*kubernetes.Clientset, string) {
@@ -205,18 +107,6 @@ func count(t testing.TB, h *kubetest.Harness, project, lc string) map[string]int
 	return out
 }
 
-// eventually polls f until it holds or a minute has gone.
-func eventually(t testing.TB, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 const lifeLC = `{
   "metadata": {"name": "lc-1", "description": "logical cloud for the finance department"},
   "spec": {
@@ -240,31 +130,31 @@ const lifeLC = `{
 func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	r, h := onHarness(t, "life")
 	lc := "/v2/projects/life/logical-clouds/lc-1"
-	r.want(201, "POST", "/v2/projects/life/logical-clouds", lifeLC)
+	r.Want(201, "POST", "/v2/projects/life/logical-clouds", lifeLC)
 
 	// Nothing to do before it is applied; no clusters yet is refused.
-	r.want(409, "POST", lc+"/update", "")
-	r.want(409, "POST", lc+"/terminate", "")
-	r.want(404, "GET", lc+"/cluster-references/cluster-1/kubeconfig", "")
-	r.want(409, "GET", lc+"/quota-usage", "")
-	require.Contains(t, r.want(409, "POST", lc+"/apply", ""), "no clusters")
-	require.Equal(t, "Created", r.status(lc).State)
+	r.Want(409, "POST", lc+"/update", "")
+	r.Want(409, "POST", lc+"/terminate", "")
+	r.Want(404, "GET", lc+"/cluster-references/cluster-1/kubeconfig", "")
+	r.Want(409, "GET", lc+"/quota-usage", "")
+	require.Contains(t, r.Want(409, "POST", lc+"/apply", ""), "no clusters")
+	require.Equal(t, "Created", r.Status(lc).State)
 
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-	r.want(201, "POST", lc+"/cluster-providers/edge/cluster-references", `{"cluster-name":"cluster-2"}`)
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-1"},"spec":{"configmaps":3,"requests.cpu":"2"}}`)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+	r.Want(201, "POST", lc+"/cluster-providers/edge/cluster-references", `{"cluster-name":"cluster-2"}`)
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-1"},"spec":{"configmaps":3,"requests.cpu":"2"}}`)
 
-	var applied lcStatus
-	require.NoError(t, json.Unmarshal([]byte(r.want(202, "POST", lc+"/apply", "")), &applied))
+	var applied apitest.LCStatus
+	require.NoError(t, json.Unmarshal([]byte(r.Want(202, "POST", lc+"/apply", "")), &applied))
 	require.Contains(t, []string{"Instantiating", "Instantiated"}, applied.State)
-	again := r.want(409, "POST", lc+"/instantiate", "")
+	again := r.Want(409, "POST", lc+"/instantiate", "")
 	require.Contains(t, again, `is Instantiat`)
 	require.Equal(t, "WRONG_STATE", decodeMap(t, again)["reason"], "a reason clients branch on")
-	gone := r.want(409, "DELETE", lc, "")
+	gone := r.Want(409, "DELETE", lc, "")
 	require.Contains(t, gone, "terminate it")
 	require.Equal(t, "WRONG_STATE", decodeMap(t, gone)["reason"])
 
-	st := r.settle(lc, "Instantiated")
+	st := r.Settle(lc, "Instantiated")
 	require.Len(t, st.Clusters, 2)
 	require.Equal(t, st.Total, st.Ready)
 	// namespace, its 2 NetworkPolicies, quota, LimitRange, CSR, 2 roles
@@ -279,16 +169,16 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 
 	// Quota admission refuses objects until the cluster has computed the
 	// quota's status: wait for it, as a user would.
-	eventually(t, "both clusters report the quota", func() bool {
-		return strings.Count(r.want(200, "GET", lc+"/quota-usage", ""), `"requests.cpu":"2"`) == 2
+	apitest.Eventually(t, "both clusters report the quota", func() bool {
+		return strings.Count(r.Want(200, "GET", lc+"/quota-usage", ""), `"requests.cpu":"2"`) == 2
 	})
 
 	// The kubeconfigs work and are confined.
-	kc1 := r.kubeconfig(lc + "/cluster-references/cluster-1/kubeconfig")
-	require.Equal(t, kc1, r.kubeconfig(lc+"/cluster-providers/edge/cluster-references/cluster-1/kubeconfig"))
+	kc1 := r.Kubeconfig(lc + "/cluster-references/cluster-1/kubeconfig")
+	require.Equal(t, kc1, r.Kubeconfig(lc+"/cluster-providers/edge/cluster-references/cluster-1/kubeconfig"))
 	ctx := context.Background()
 	for _, name := range []string{"cluster-1", "cluster-2"} {
-		cs, ns := clientFor(t, r.kubeconfig(lc+"/cluster-references/"+name+"/kubeconfig"))
+		cs, ns := clientFor(t, r.Kubeconfig(lc+"/cluster-references/"+name+"/kubeconfig"))
 		require.Equal(t, "life-ns", ns)
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("made-by-user"), metav1.CreateOptions{})
 		require.NoError(t, err, "create a configmap in the namespace on %s", name)
@@ -301,7 +191,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 		_, err = cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		require.True(t, apierrors.IsForbidden(err), "secrets are granted in stable.example.com only: %v", err)
 	}
-	r.want(404, "GET", lc+"/cluster-references/cluster-3/kubeconfig", "")
+	r.Want(404, "GET", lc+"/cluster-references/cluster-3/kubeconfig", "")
 
 	// The quota is enforced: 3 configmaps, one of which the loop above made.
 	cs1, _ := clientFor(t, kc1)
@@ -328,8 +218,8 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 			Used map[string]string `json:"used"`
 		} `json:"total"`
 	}
-	eventually(t, "the quota usage shows 3 + 1 configmaps", func() bool {
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/quota-usage", "")), &usage))
+	apitest.Eventually(t, "the quota usage shows 3 + 1 configmaps", func() bool {
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/quota-usage", "")), &usage))
 		return usage.Total.Used["configmaps"] == "4"
 	})
 	require.Len(t, usage.Clusters, 2)
@@ -345,7 +235,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 	// Quota usage shows what was applied, not what is desired: a quota
 	// added since (no /update) is not there, one removed since still is.
 	quotaNames := func() []string {
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/quota-usage", "")), &usage))
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/quota-usage", "")), &usage))
 		var names []string
 		for _, c := range usage.Clusters {
 			require.Empty(t, c.Error)
@@ -355,41 +245,41 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 		}
 		return names
 	}
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-2"},"spec":{"pods":"5"}}`)
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-2"},"spec":{"pods":"5"}}`)
 	require.Equal(t, []string{"cluster-1/quota-1", "cluster-2/quota-1"}, quotaNames(), "quota-2 is not applied yet")
-	r.want(204, "DELETE", lc+"/cluster-quotas/quota-1", "")
+	r.Want(204, "DELETE", lc+"/cluster-quotas/quota-1", "")
 	require.Equal(t, []string{"cluster-1/quota-1", "cluster-2/quota-1"}, quotaNames(), "quota-1 is still applied")
 	// Back as it was, for the update below.
-	r.want(204, "DELETE", lc+"/cluster-quotas/quota-2", "")
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-1"},"spec":{"configmaps":3,"requests.cpu":"2"}}`)
+	r.Want(204, "DELETE", lc+"/cluster-quotas/quota-2", "")
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"quota-1"},"spec":{"configmaps":3,"requests.cpu":"2"}}`)
 
 	// Update: cluster-3 in, cluster-2 out, a permission changed.
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)
-	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/cluster-2", "")
-	r.want(200, "PUT", lc+"/user-permissions/permission-2",
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-3"}`)
+	r.Want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/cluster-2", "")
+	r.Want(200, "PUT", lc+"/user-permissions/permission-2",
 		`{"permission-name":"permission-2","apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","create","delete"]}`)
-	r.want(202, "POST", lc+"/update", "")
-	st = r.settle(lc, "Instantiated")
-	eventually(t, "cluster-2 is emptied", func() bool { return count(t, h, "life", "lc-1")["cluster-2"] == 0 })
+	r.Want(202, "POST", lc+"/update", "")
+	st = r.Settle(lc, "Instantiated")
+	apitest.Eventually(t, "cluster-2 is emptied", func() bool { return count(t, h, "life", "lc-1")["cluster-2"] == 0 })
 	require.Equal(t, map[string]int{"cluster-1": 10, "cluster-2": 0, "cluster-3": 10}, count(t, h, "life", "lc-1"))
-	cs3, _ := clientFor(t, r.kubeconfig(lc+"/cluster-references/cluster-3/kubeconfig"))
+	cs3, _ := clientFor(t, r.Kubeconfig(lc+"/cluster-references/cluster-3/kubeconfig"))
 	_, err = cs3.CoreV1().ConfigMaps("life-ns").Create(ctx, configMap("on-3"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, cs3.CoreV1().ConfigMaps("life-ns").Delete(ctx, "on-3", metav1.DeleteOptions{}), "delete is granted now")
-	r.want(404, "GET", lc+"/cluster-references/cluster-2/kubeconfig", "")
+	r.Want(404, "GET", lc+"/cluster-references/cluster-2/kubeconfig", "")
 	require.Equal(t, []string{"cluster-1/quota-1", "cluster-3/quota-1"}, quotaNames(), "the emptied cluster-2 has no quota applied")
 
 	// Stop, then terminate: everything goes, from every cluster.
-	r.want(202, "POST", lc+"/stop", "")
-	var term lcStatus
-	require.NoError(t, json.Unmarshal([]byte(r.want(202, "POST", lc+"/terminate", "")), &term))
+	r.Want(202, "POST", lc+"/stop", "")
+	var term apitest.LCStatus
+	require.NoError(t, json.Unmarshal([]byte(r.Want(202, "POST", lc+"/terminate", "")), &term))
 	require.Contains(t, []string{"Terminating", "Terminated"}, term.State)
-	r.settle(lc, "Terminated")
+	r.Settle(lc, "Terminated")
 	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "life", "lc-1"))
-	r.want(409, "GET", lc+"/cluster-references/cluster-1/kubeconfig", "")
-	r.want(409, "POST", lc+"/terminate", "")
-	r.want(204, "DELETE", lc, "")
-	r.want(404, "GET", lc+"/status", "")
+	r.Want(409, "GET", lc+"/cluster-references/cluster-1/kubeconfig", "")
+	r.Want(409, "POST", lc+"/terminate", "")
+	r.Want(204, "DELETE", lc, "")
+	r.Want(404, "GET", lc+"/status", "")
 }
 
 // TestLogicalCloudClusterDownDuringApply applies a privileged logical
@@ -399,7 +289,7 @@ func TestLogicalCloudLifecycleOnRealClusters(t *testing.T) {
 func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	r, h := onHarness(t, "down")
 	lc := "/v2/projects/down/logical-clouds/lc-2"
-	r.want(201, "POST", "/v2/projects/down/logical-clouds", `{
+	r.Want(201, "POST", "/v2/projects/down/logical-clouds", `{
 	  "metadata": {"name": "lc-2"},
 	  "spec": {"namespace": "down-ns", "level": "privileged",
 	    "user": {"user-name": "robot", "type": "token", "user-permissions": [
@@ -407,7 +297,7 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	      {"permission-name": "pods", "namespace": "down-ns", "apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
 	    ]}}}`)
 	for _, c := range h.Clusters {
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
 	}
 
 	down := h.Clusters[2]
@@ -418,9 +308,9 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 			_ = down.StartAPIServer(context.Background())
 		}
 	}()
-	r.want(202, "POST", lc+"/apply", "")
-	eventually(t, down.Name+" is retrying", func() bool {
-		st := r.status(lc)
+	r.Want(202, "POST", lc+"/apply", "")
+	apitest.Eventually(t, down.Name+" is retrying", func() bool {
+		st := r.Status(lc)
 		for _, c := range st.Clusters {
 			if c.Name == down.Name && c.State == "retrying" && c.LastError != "" {
 				require.Equal(t, "Instantiating", st.State)
@@ -429,19 +319,19 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 		}
 		return false
 	})
-	st := r.status(lc)
+	st := r.Status(lc)
 	require.NotEmpty(t, st.LastErrors)
 	require.Contains(t, strings.Join(st.LastErrors, "\n"), down.Name)
 	// Tenants read a short cause, not the client's error with the API
 	// server's address (docs/security.md "Errors to tenants").
 	addr := strings.TrimPrefix(down.Server, "https://")
 	require.Contains(t, strings.Join(st.LastErrors, "\n"), "unreachable")
-	body := r.want(200, "GET", lc+"/status", "")
+	body := r.Want(200, "GET", lc+"/status", "")
 	require.NotContains(t, body, addr)
 	require.NotContains(t, body, "dial tcp")
 	// The clusters that are up get it all meanwhile.
-	eventually(t, "the clusters that are up are done", func() bool {
-		st := r.status(lc)
+	apitest.Eventually(t, "the clusters that are up are done", func() bool {
+		st := r.Status(lc)
 		for _, c := range st.Clusters {
 			if c.Name != down.Name && c.Ready != c.Total {
 				return false
@@ -450,14 +340,14 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 		return st.State == "Instantiating"
 	})
 	// No kubeconfig can be made for a cluster that cannot be reached.
-	body = r.want(503, "GET", lc+"/cluster-references/"+down.Name+"/kubeconfig", "")
+	body = r.Want(503, "GET", lc+"/cluster-references/"+down.Name+"/kubeconfig", "")
 	require.Contains(t, body, down.Name)
 	require.NotContains(t, body, addr)
 	require.Contains(t, body, "unreachable")
 
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
-	st = r.settle(lc, "Instantiated")
+	st = r.Settle(lc, "Instantiated")
 	// namespace, its 2 NetworkPolicies, default quota, LimitRange,
 	// ServiceAccount (no token Secret), ClusterRole, ClusterRoleBinding,
 	// Role, RoleBinding
@@ -467,8 +357,8 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range h.Clusters {
 		var kc []byte
-		eventually(t, "the token controller fills the token on "+c.Name, func() bool {
-			code, b := call(t, r.c, "GET", r.base+lc+"/cluster-references/"+c.Name+"/kubeconfig", "")
+		apitest.Eventually(t, "the token controller fills the token on "+c.Name, func() bool {
+			code, b := apitest.Call(t, r.C, "GET", r.Base+lc+"/cluster-references/"+c.Name+"/kubeconfig", "")
 			kc = b
 			return code == 200
 		})
@@ -490,9 +380,9 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 	// Terminating, and terminating again is the way out (it resumes).
 	down.StopAPIServer()
 	restarted = false
-	r.want(202, "POST", lc+"/terminate", "")
-	eventually(t, "terminate is retrying on "+down.Name, func() bool {
-		st := r.status(lc)
+	r.Want(202, "POST", lc+"/terminate", "")
+	apitest.Eventually(t, "terminate is retrying on "+down.Name, func() bool {
+		st := r.Status(lc)
 		for _, c := range st.Clusters {
 			if c.Name == down.Name && c.State == "retrying" {
 				require.Equal(t, "Terminating", st.State)
@@ -501,15 +391,15 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 		}
 		return false
 	})
-	r.want(202, "POST", lc+"/stop", "")
-	require.Equal(t, "Terminating", r.status(lc).State)
-	r.want(409, "DELETE", lc, "")
-	r.want(202, "POST", lc+"/terminate", "")
+	r.Want(202, "POST", lc+"/stop", "")
+	require.Equal(t, "Terminating", r.Status(lc).State)
+	r.Want(409, "DELETE", lc, "")
+	r.Want(202, "POST", lc+"/terminate", "")
 	require.NoError(t, down.StartAPIServer(context.Background()))
 	restarted = true
-	r.settle(lc, "Terminated")
+	r.Settle(lc, "Terminated")
 	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "down", "lc-2"))
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc, "")
 }
 
 // TestAdminLogicalCloudLifecycle applies an admin logical cloud: it spans
@@ -518,15 +408,15 @@ func TestLogicalCloudClusterDownDuringApply(t *testing.T) {
 func TestAdminLogicalCloudLifecycle(t *testing.T) {
 	r, h := onHarness(t, "adm")
 	lc := "/v2/projects/adm/logical-clouds/ops"
-	r.want(201, "POST", "/v2/projects/adm/logical-clouds", `{"metadata":{"name":"ops"},"spec":{"level":"admin"}}`)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-	r.want(202, "POST", lc+"/apply", "")
-	st := r.settle(lc, "Instantiated")
+	r.Want(201, "POST", "/v2/projects/adm/logical-clouds", `{"metadata":{"name":"ops"},"spec":{"level":"admin"}}`)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+	r.Want(202, "POST", lc+"/apply", "")
+	st := r.Settle(lc, "Instantiated")
 	require.Zero(t, st.Total)
 	require.Equal(t, map[string]int{"cluster-1": 0, "cluster-2": 0, "cluster-3": 0}, count(t, h, "adm", "ops"))
-	require.Contains(t, r.want(409, "GET", lc+"/cluster-references/cluster-1/kubeconfig", ""), "admin")
-	r.want(409, "GET", lc+"/quota-usage", "")
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
-	r.want(204, "DELETE", lc, "")
+	require.Contains(t, r.Want(409, "GET", lc+"/cluster-references/cluster-1/kubeconfig", ""), "admin")
+	r.Want(409, "GET", lc+"/quota-usage", "")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
+	r.Want(204, "DELETE", lc, "")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/server/servertest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -80,13 +81,13 @@ func TestBodyCap(t *testing.T) {
 	after := heapAlloc()
 	require.Less(t, int64(after)-int64(before), int64(64<<20), "heap grew from %d to %d bytes", before, after)
 
-	code, _ := call(t, s.Admin, "GET", base+"/big", "")
+	code, _ := apitest.Call(t, s.Admin, "GET", base+"/big", "")
 	require.Equal(t, 404, code, "the refused project was not made")
 
 	// Just under the cap: the same object padded with whitespace is served.
 	obj := `{"metadata":{"name":"padded"}}`
 	padded := obj + strings.Repeat(" ", limit-len(obj)-1)
-	code, b := call(t, s.Admin, "POST", base, padded)
+	code, b := apitest.Call(t, s.Admin, "POST", base, padded)
 	require.Equal(t, 201, code, "%.200s", b)
 }
 

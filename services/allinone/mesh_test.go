@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -64,26 +64,8 @@ func denyAll(t testing.TB, c *kubetest.Cluster, ns string) (map[string]any, bool
 	return spec, true
 }
 
-// pemCerts parses every certificate of a PEM bundle.
-func pemCerts(t testing.TB, text []byte) []*x509.Certificate {
-	t.Helper()
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, text = pem.Decode(text)
-		if b == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		require.NoError(t, err)
-		out = append(out, c)
-	}
-	require.NotEmpty(t, out)
-	return out
-}
-
 // meshSpec reads a logical cloud's spec.service-mesh and spec.ca-root.
-func meshSpec(t testing.TB, r *rest, lc string) (out struct {
+func meshSpec(t testing.TB, r *apitest.REST, lc string) (out struct {
 	ServiceMesh struct {
 		Enabled   bool   `json:"enabled"`
 		Namespace string `json:"namespace"`
@@ -94,27 +76,9 @@ func meshSpec(t testing.TB, r *rest, lc string) (out struct {
 	var body struct {
 		Spec json.RawMessage `json:"spec"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc, "")), &body))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc, "")), &body))
 	require.NoError(t, json.Unmarshal(body.Spec, &out))
 	return out
-}
-
-// meshRevision is a logical cloud's Istio revision, as its service mesh
-// document (GET .../service-mesh) tells it.
-func meshRevision(t testing.TB, r *rest, project, lc string) string {
-	t.Helper()
-	var doc struct {
-		Revision string `json:"revision"`
-	}
-	body := r.want(200, "GET", "/v2/projects/"+project+"/logical-clouds/"+lc+"/service-mesh", "")
-	require.NoError(t, json.Unmarshal([]byte(body), &doc))
-	require.NotEmpty(t, doc.Revision, body)
-	return doc.Revision
-}
-
-// meshBody is a seed 000 logical cloud with its own service mesh.
-func meshBody(name string) string {
-	return fmt.Sprintf(`{"metadata": {"name": %q}, "spec": {"namespace": "%s-ns", "service-mesh": {"enabled": true}}}`, name, name)
 }
 
 // TestMeshLogicalCloudsShareCluster: two mesh-enabled logical clouds on one
@@ -127,17 +91,17 @@ func meshBody(name string) string {
 func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	stack := stacktest.Start(t)
-	r := newREST(t, stack)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pm"}}`)
+	r := apitest.NewREST(t, stack)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"pm"}}`)
 	cl := h.Clusters[0]
 	ctx := context.Background()
 	cs, _ := clientFor(t, cl.Kubeconfig)
 	base := "/v2/projects/pm/logical-clouds/"
 	names := []string{"ma", "mb"}
 	for i, lc := range names {
-		r.want(201, "POST", "/v2/projects/pm/logical-clouds", meshBody(lc))
-		r.want(201, "POST", base+lc+"/cluster-references",
+		r.Want(201, "POST", "/v2/projects/pm/logical-clouds", apitest.MeshBody(lc))
+		r.Want(201, "POST", base+lc+"/cluster-references",
 			fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"10.0.0.%d"}`, cl.Name, i+1))
 		require.True(t, meshSpec(t, r, base+lc).ServiceMesh.Enabled)
 	}
@@ -146,7 +110,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	codes := make(chan string, len(names))
 	for _, lc := range names {
 		go func() { // no require off the test's goroutine
-			resp, err := r.c.Post(r.base+base+lc+"/apply", "application/json", nil)
+			resp, err := r.C.Post(r.Base+base+lc+"/apply", "application/json", nil)
 			if err != nil {
 				codes <- lc + " " + err.Error()
 				return
@@ -162,9 +126,9 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	}
 	intermediates := map[string]string{}
 	for _, lc := range names {
-		st := r.settle(base+lc, "Instantiated")
+		st := r.Settle(base+lc, "Instantiated")
 		require.Equal(t, st.Total, st.Ready, "the API server accepted every object: %+v", st)
-		raw := r.want(200, "GET", base+lc+"/status", "")
+		raw := r.Want(200, "GET", base+lc+"/status", "")
 		require.Contains(t, raw, `"name":"cacerts"`, "the sensitive Secret is listed")
 		require.NotContains(t, raw, "PRIVATE KEY")
 		require.NotContains(t, raw, "ca-key")
@@ -178,7 +142,7 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 
 		ns, err := cs.CoreV1().Namespaces().Get(ctx, lc+"-ns", metav1.GetOptions{})
 		require.NoError(t, err)
-		rev := meshRevision(t, r, "pm", lc)
+		rev := apitest.MeshRevision(t, r, "pm", lc)
 		require.Regexp(t, "^"+lc+"-[0-9a-f]{8}$", rev, "the logical cloud's name and a hash of project and name")
 		require.Equal(t, rev, ns.Labels["istio.io/rev"], "sidecar injection by the logical cloud's revision")
 		sec, err := cs.CoreV1().Secrets(lc+"-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
@@ -201,13 +165,13 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 			CaCert   string `json:"ca-cert"`
 			RootCert string `json:"root-cert"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", "/v1/cadist/projects/pm/logicalclouds/"+lc+"/clusters/"+cl.Name, "")), &bundle))
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", "/v1/cadist/projects/pm/logicalclouds/"+lc+"/clusters/"+cl.Name, "")), &bundle))
 		require.Equal(t, bundle.CaCert, string(sec.Data["ca-cert.pem"]), "the cluster holds the bundle's intermediate")
 		roots := x509.NewCertPool()
-		for _, c := range pemCerts(t, []byte(bundle.RootCert)) {
+		for _, c := range apitest.PEMCerts(t, []byte(bundle.RootCert)) {
 			roots.AddCert(c)
 		}
-		inter := pemCerts(t, sec.Data["ca-cert.pem"])[0]
+		inter := apitest.PEMCerts(t, sec.Data["ca-cert.pem"])[0]
 		require.True(t, inter.IsCA)
 		_, err = inter.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		require.NoError(t, err, "%s: intermediate chains to the bundle's root", lc)
@@ -225,13 +189,13 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 
 	// A third logical cloud whose Istio namespace is mb's workload
 	// namespace is refused before anything is submitted (409, named).
-	r.want(201, "POST", "/v2/projects/pm/logical-clouds", `{"metadata":{"name":"mc"},"spec":{"service-mesh":{"enabled":true,"namespace":"mb-ns"}}}`)
-	r.want(201, "POST", base+"mc/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q}`, cl.Name))
-	taken := r.want(409, "POST", base+"mc/apply", "")
+	r.Want(201, "POST", "/v2/projects/pm/logical-clouds", `{"metadata":{"name":"mc"},"spec":{"service-mesh":{"enabled":true,"namespace":"mb-ns"}}}`)
+	r.Want(201, "POST", base+"mc/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q}`, cl.Name))
+	taken := r.Want(409, "POST", base+"mc/apply", "")
 	require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, taken)["reason"], taken)
 	require.Contains(t, taken, "mb-ns")
-	require.Equal(t, "Created", r.status(base+"mc").State)
-	r.want(204, "DELETE", base+"mc", "")
+	require.Equal(t, "Created", r.Status(base+"mc").State)
+	r.Want(204, "DELETE", base+"mc", "")
 
 	// rsync's records hold no key (the cacerts manifests are sealed).
 	for _, coll := range []string{"rollouts", "rollout_clusters"} {
@@ -247,14 +211,14 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 	}
 
 	// Terminate one: its control plane and cacerts go, the CRDs stay.
-	r.want(202, "POST", base+"ma/terminate", "")
-	r.settle(base+"ma", "Terminated")
+	r.Want(202, "POST", base+"ma/terminate", "")
+	r.Settle(base+"ma", "Terminated")
 	_, err := cs.CoreV1().Secrets("ma-istio-system").Get(ctx, "cacerts", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "ma's cacerts: %v", err)
 	_, err = cs.CoreV1().Namespaces().Get(ctx, "ma-istio-system", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "ma's istio namespace: %v", err)
 	require.Empty(t, leftOn(t, cl, "pm", "ma"), "nothing of ma's left")
-	eventually(t, "ma's deny-all is removed", func() bool { _, ok := denyAll(t, cl, "ma-ns"); return !ok })
+	apitest.Eventually(t, "ma's deny-all is removed", func() bool { _, ok := denyAll(t, cl, "ma-ns"); return !ok })
 	_, ok := denyAll(t, cl, "mb-ns")
 	require.True(t, ok, "mb's deny-all is untouched")
 	require.Equal(t, crds, istioCRDs(t, cl), "the CRDs stay while mb uses the cluster")
@@ -263,11 +227,11 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 
 	// mb's mesh off (PUT, then update): its control plane and the CRDs go
 	// (it was their last user), its namespace loses the revision label.
-	r.want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":false}}}`)
-	r.want(202, "POST", base+"mb/update", "")
-	r.settle(base+"mb", "Instantiated")
-	eventually(t, "the Istio CRDs are deleted with their last user's mesh", func() bool { return len(istioCRDs(t, cl)) == 0 })
-	eventually(t, "mb's istio namespace is deleted", func() bool {
+	r.Want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":false}}}`)
+	r.Want(202, "POST", base+"mb/update", "")
+	r.Settle(base+"mb", "Instantiated")
+	apitest.Eventually(t, "the Istio CRDs are deleted with their last user's mesh", func() bool { return len(istioCRDs(t, cl)) == 0 })
+	apitest.Eventually(t, "mb's istio namespace is deleted", func() bool {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "mb-istio-system", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -279,34 +243,34 @@ func TestMeshLogicalCloudsShareCluster(t *testing.T) {
 
 	// On again: the CRDs come back under the cluster's owner (a moment
 	// after their deletion the join may be 409 STILL_DELETING: retried).
-	r.want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":true}}}`)
-	eventually(t, "mb's update is taken", func() bool {
-		got, body := call(t, r.c, "POST", r.base+base+"mb/update", "")
+	r.Want(200, "PUT", base+"mb", `{"metadata":{"name":"mb"},"spec":{"service-mesh":{"enabled":true}}}`)
+	apitest.Eventually(t, "mb's update is taken", func() bool {
+		got, body := apitest.Call(t, r.C, "POST", r.Base+base+"mb/update", "")
 		if got == 409 && strings.Contains(string(body), "STILL_DELETING") {
 			return false
 		}
 		require.Equal(t, 202, got, "%s", body)
 		return true
 	})
-	r.settle(base+"mb", "Instantiated")
+	r.Settle(base+"mb", "Instantiated")
 	require.Equal(t, crds, istioCRDs(t, cl))
 
 	// Terminate the other: the CRDs go too.
-	r.want(202, "POST", base+"mb/terminate", "")
-	r.settle(base+"mb", "Terminated")
-	eventually(t, "the Istio CRDs are deleted", func() bool { return len(istioCRDs(t, cl)) == 0 })
+	r.Want(202, "POST", base+"mb/terminate", "")
+	r.Settle(base+"mb", "Terminated")
+	apitest.Eventually(t, "the Istio CRDs are deleted", func() bool { return len(istioCRDs(t, cl)) == 0 })
 
 	// Delete: the cascade purges the service mesh and CA records.
 	for _, lc := range names {
-		r.want(204, "DELETE", base+lc, "")
-		r.want(404, "GET", "/v1/cadist/projects/pm/logicalclouds/"+lc+"/clusters/"+cl.Name, "")
+		r.Want(204, "DELETE", base+lc, "")
+		r.Want(404, "GET", "/v1/cadist/projects/pm/logicalclouds/"+lc+"/clusters/"+cl.Name, "")
 	}
 }
 
 // TestMeshRefusals: bodies that cannot have a mesh are 400 naming the field.
 func TestMeshRefusals(t *testing.T) {
-	r := newREST(t, stacktest.Start(t))
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pr"}}`)
+	r := apitest.NewREST(t, stacktest.Start(t))
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"pr"}}`)
 	lcs := "/v2/projects/pr/logical-clouds"
 	for _, c := range []struct{ body, field string }{
 		{`{"metadata":{"name":"adm"},"spec":{"level":"admin","service-mesh":{"enabled":true}}}`, "spec.service-mesh"},
@@ -315,17 +279,17 @@ func TestMeshRefusals(t *testing.T) {
 		{`{"metadata":{"name":"m1"},"spec":{"service-mesh":{"enabled":true,"namespace":"istio-system"}}}`, "spec.service-mesh.namespace"},
 		{`{"metadata":{"name":"` + strings.Repeat("m", 55) + `"},"spec":{"service-mesh":{"enabled":true}}}`, "spec.service-mesh.namespace"},
 	} {
-		body := r.want(400, "POST", lcs, c.body)
+		body := r.Want(400, "POST", lcs, c.body)
 		require.Equal(t, c.field, decodeMap(t, body)["field"], "%s: %s", c.body, body)
 	}
 	// PUT turns the mesh on (from the next update) and names a root (one
 	// of the project's: docs/mesh.md).
-	r.want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"},"projects":["pr"]}`)
-	r.want(201, "POST", lcs, `{"metadata":{"name":"m2"},"spec":{"namespace":"m2-ns"}}`)
-	r.want(200, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true},"ca-root":"r1"}}`)
+	r.Want(201, "POST", "/v2/cadist/roots", `{"metadata":{"name":"r1"},"projects":["pr"]}`)
+	r.Want(201, "POST", lcs, `{"metadata":{"name":"m2"},"spec":{"namespace":"m2-ns"}}`)
+	r.Want(200, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true},"ca-root":"r1"}}`)
 	got := meshSpec(t, r, lcs+"/m2")
 	require.True(t, got.ServiceMesh.Enabled)
 	require.Equal(t, "r1", got.CaRoot)
-	body := r.want(400, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true,"namespace":"m2-ns"}}}`)
+	body := r.Want(400, "PUT", lcs+"/m2", `{"metadata":{"name":"m2"},"spec":{"service-mesh":{"enabled":true,"namespace":"m2-ns"}}}`)
 	require.Equal(t, "spec.service-mesh.namespace", decodeMap(t, body)["field"])
 }

@@ -20,6 +20,7 @@ import (
 	servicemeshv1 "github.com/dcm-project/dcm/gen/dcm/servicemesh/v1"
 	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 )
 
 // zoneAttack is issue 29's loadbalancer-ip: protovalidate's string.ip
@@ -34,16 +35,16 @@ const zoneAttack = "fe80::1%x\"\n  externalIPs: [\"203.0.113.7\"]\n  sessionAffi
 // stored; plain addresses still are.
 func TestLoadBalancerIPZoneRefused(t *testing.T) {
 	e := startTenants(t, "pz")
-	pa := e.projectAdmin("pz")
-	cl := e.h.Clusters[0].Name
+	pa := e.ProjectAdmin("pz")
+	cl := e.H.Clusters[0].Name
 	base := "/v2/projects/pz/logical-clouds/"
-	pa.want(201, "POST", "/v2/projects/pz/logical-clouds", meshBody("zl"))
+	pa.Want(201, "POST", "/v2/projects/pz/logical-clouds", apitest.MeshBody("zl"))
 	lc := base + "zl"
 	attack, err := json.Marshal(zoneAttack)
 	require.NoError(t, err)
 	refused := func(method, path, body, field string) {
 		t.Helper()
-		b := pa.want(400, method, path, body)
+		b := pa.Want(400, method, path, body)
 		require.Equal(t, field, decodeMap(t, b)["field"], "%s %s: %s", method, path, b)
 	}
 	for _, ip := range []string{string(attack), `"fe80::1%eth0"`, `"10.0.0.1%x"`} {
@@ -54,16 +55,16 @@ func TestLoadBalancerIPZoneRefused(t *testing.T) {
 		refused("POST", lc+"/cluster-references",
 			fmt.Sprintf(`{"metadata":{"name":"ref-z"},"spec":{"clusterProvider":"edge","cluster":%q,"loadBalancerIP":%s}}`, cl, ip), "spec.loadBalancerIP")
 	}
-	require.Contains(t, pa.want(200, "GET", lc+"/cluster-references", ""), `"cluster-references":[]`, "nothing stored")
+	require.Contains(t, pa.Want(200, "GET", lc+"/cluster-references", ""), `"cluster-references":[]`, "nothing stored")
 
-	pa.want(201, "POST", lc+"/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"fe80::1"}`, cl))
+	pa.Want(201, "POST", lc+"/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"fe80::1"}`, cl))
 	for _, path := range []string{lc + "/cluster-references/" + cl, lc + "/cluster-providers/edge/cluster-references/" + cl} {
 		refused("PUT", path, fmt.Sprintf(`{"loadbalancer-ip":%s}`, attack), "loadbalancer-ip")
 		refused("PUT", path, fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"loadBalancerIP":%s}}`, cl, attack), "spec.loadBalancerIP")
 	}
-	got := pa.want(200, "GET", lc+"/cluster-references/"+cl, "")
+	got := pa.Want(200, "GET", lc+"/cluster-references/"+cl, "")
 	require.Contains(t, got, `"loadbalancer-ip":"fe80::1"`, "the stored address is unchanged")
-	pa.want(200, "PUT", lc+"/cluster-references/"+cl, `{"loadbalancer-ip":"2001:db8::7"}`)
+	pa.Want(200, "PUT", lc+"/cluster-references/"+cl, `{"loadbalancer-ip":"2001:db8::7"}`)
 }
 
 // revisionOf is render.Revision's formula (the service mesh service's
@@ -137,10 +138,10 @@ func selects(t *testing.T, sel *metav1.LabelSelector, lbls map[string]string) bo
 //     before anything is applied.
 func TestMeshTenantsOnOneCluster(t *testing.T) {
 	e := startTenants(t, "ta", "tb", "tc")
-	cl := e.h.Clusters[0]
+	cl := e.H.Clusters[0]
 	cs := adminOf(t, cl)
 	ctx := context.Background()
-	r := e.admin
+	r := e.Admin
 	mesh := func(project, lc, istioNS string) string {
 		t.Helper()
 		path := "/v2/projects/" + project + "/logical-clouds/" + lc
@@ -148,37 +149,37 @@ func TestMeshTenantsOnOneCluster(t *testing.T) {
 		if istioNS != "" {
 			sm = fmt.Sprintf(`{"enabled":true,"namespace":%q}`, istioNS)
 		}
-		r.want(201, "POST", "/v2/projects/"+project+"/logical-clouds",
+		r.Want(201, "POST", "/v2/projects/"+project+"/logical-clouds",
 			fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"%s-%s","service-mesh":%s}}`, lc, project, lc, sm))
-		r.want(201, "POST", path+"/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q}`, cl.Name))
+		r.Want(201, "POST", path+"/cluster-references", fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q}`, cl.Name))
 		return path
 	}
 
 	a := mesh("ta", "same", "")
-	r.want(202, "POST", a+"/apply", "")
-	st := r.settle(a, "Instantiated")
+	r.Want(202, "POST", a+"/apply", "")
+	st := r.Settle(a, "Instantiated")
 	require.Equal(t, st.Total, st.Ready, "%+v", st)
-	revA := meshRevision(t, r, "ta", "same")
+	revA := apitest.MeshRevision(t, r, "ta", "same")
 	require.Equal(t, revisionOf("ta", "same"), revA)
 
 	// The second with the default istio namespace: 409 before anything.
-	pb := e.projectAdmin("tb")
+	pb := e.ProjectAdmin("tb")
 	b := mesh("tb", "same", "")
-	taken := pb.want(409, "POST", b+"/apply", "")
+	taken := pb.Want(409, "POST", b+"/apply", "")
 	require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, taken)["reason"], taken)
 	require.Contains(t, taken, "same-istio-system")
 	require.Contains(t, taken, "another project")
 	require.NotContains(t, taken, `\"ta\"`, "the holder's project is not named to another tenant")
-	require.Equal(t, "Created", r.status(b).State)
+	require.Equal(t, "Created", r.Status(b).State)
 	require.Empty(t, leftOn(t, cl, "tb", "same"), "nothing of tb's applied")
-	r.want(204, "DELETE", b, "")
+	r.Want(204, "DELETE", b, "")
 
 	// With its own istio namespace: its own revision, applied.
 	b = mesh("tb", "same", "tb-mesh")
-	r.want(202, "POST", b+"/apply", "")
-	st = r.settle(b, "Instantiated")
+	r.Want(202, "POST", b+"/apply", "")
+	st = r.Settle(b, "Instantiated")
 	require.Equal(t, st.Total, st.Ready, "%+v", st)
-	revB := meshRevision(t, r, "tb", "same")
+	revB := apitest.MeshRevision(t, r, "tb", "same")
 	require.Equal(t, revisionOf("tb", "same"), revB)
 	require.NotEqual(t, revA, revB)
 
@@ -230,7 +231,7 @@ func TestMeshTenantsOnOneCluster(t *testing.T) {
 	create := func(ns string) (*corev1.Pod, error) {
 		var p *corev1.Pod
 		var err error
-		eventually(t, "the default ServiceAccount of "+ns, func() bool {
+		apitest.Eventually(t, "the default ServiceAccount of "+ns, func() bool {
 			p, err = cs.CoreV1().Pods(ns).Create(ctx, pod(ns), metav1.CreateOptions{})
 			return err == nil || !strings.Contains(err.Error(), "serviceaccount")
 		})
@@ -254,10 +255,10 @@ func TestMeshTenantsOnOneCluster(t *testing.T) {
 	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: claim}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	c := mesh("tc", "same", "tc-mesh")
-	held := r.want(409, "POST", c+"/apply", "")
+	held := r.Want(409, "POST", c+"/apply", "")
 	require.Equal(t, "NOT_MANAGED", decodeMap(t, held)["reason"], held)
 	require.Contains(t, held, claim)
-	require.Equal(t, "Created", r.status(c).State)
+	require.Equal(t, "Created", r.Status(c).State)
 	require.Empty(t, leftOn(t, cl, "tc", "same"), "nothing of tc's applied")
 	_, err = cs.CoreV1().Namespaces().Get(ctx, "tc-mesh", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "tc's istio namespace: %v", err)
@@ -268,18 +269,18 @@ func TestMeshTenantsOnOneCluster(t *testing.T) {
 	// claim is that tenant's: 409 before anything is applied, and the
 	// message does not name the other project. (The document is written as
 	// an older program wrote it, with ta's revision.)
-	meshStore, err := e.s.Env.Store.For("servicemesh")
+	meshStore, err := e.S.Env.Store.For("servicemesh")
 	require.NoError(t, err)
 	docs := store.NewRecords(meshStore, "service_meshes", "service mesh", func() *servicemeshv1.ServiceMesh { return &servicemeshv1.ServiceMesh{} })
 	d := mesh("tc", "legacy", "tc-legacy-mesh")
 	require.NoError(t, docs.Create(ctx, store.Key("tc", "legacy"), "tc",
 		&servicemeshv1.ServiceMesh{Project: "tc", LogicalCloud: "legacy", Revision: revA, IstioNamespace: "tc-legacy-mesh"}))
-	held = e.projectAdmin("tc").want(409, "POST", d+"/apply", "")
+	held = e.ProjectAdmin("tc").Want(409, "POST", d+"/apply", "")
 	require.Equal(t, "OWNED_BY_OTHER", decodeMap(t, held)["reason"], held)
 	require.Contains(t, held, "dcm.mesh.revision."+revA)
 	require.Contains(t, held, "another project")
 	require.NotContains(t, held, `\"ta\"`)
-	require.Equal(t, "Created", r.status(d).State)
+	require.Equal(t, "Created", r.Status(d).State)
 	require.Empty(t, leftOn(t, cl, "tc", "legacy"), "nothing of tc's applied")
 	require.Len(t, dcmWebhooks(t, cs), 4, "no webhook of tc's")
 }

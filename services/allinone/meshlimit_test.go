@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -22,11 +23,11 @@ import (
 func TestMeshLimitPerProject(t *testing.T) {
 	t.Parallel()
 	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-max-meshes-per-project", "2"}})
-	admin := newREST(t, s)
-	paOf := func(project string) *rest {
-		admin.want(201, "POST", "/v2/projects", fmt.Sprintf(`{"metadata":{"name":%q}}`, project))
+	admin := apitest.NewREST(t, s)
+	paOf := func(project string) *apitest.REST {
+		admin.Want(201, "POST", "/v2/projects", fmt.Sprintf(`{"metadata":{"name":%q}}`, project))
 		cert := s.Issue(t, pki.Identity{Subject: "pa-" + project, Role: pki.RoleProjectAdmin, Project: project}, time.Now().Add(time.Hour))
-		return &rest{t: t, c: s.Client(&cert), base: s.URL}
+		return &apitest.REST{T: t, C: s.Client(&cert), Base: s.URL}
 	}
 	r := paOf("ml1")
 	const lcs = "/v2/projects/ml1/logical-clouds"
@@ -42,29 +43,29 @@ func TestMeshLimitPerProject(t *testing.T) {
 		require.Contains(t, body, `"field":"spec.service-mesh"`)
 		t.Logf("refused: %s", strings.TrimSpace(body))
 	}
-	r.want(201, "POST", lcs, mesh("m1"))
-	r.want(201, "POST", lcs, mesh("m2"))
+	r.Want(201, "POST", lcs, mesh("m1"))
+	r.Want(201, "POST", lcs, mesh("m2"))
 	// Create: the third is refused and not stored.
-	refused(r.want(409, "POST", lcs, mesh("m3")))
-	r.want(404, "GET", lcs+"/m3", "")
+	refused(r.Want(409, "POST", lcs, mesh("m3")))
+	r.Want(404, "GET", lcs+"/m3", "")
 	// A logical cloud without the mesh is fine; turning it on is not.
-	r.want(201, "POST", lcs, `{"metadata":{"name":"plain"},"spec":{"namespace":"plain-ns"}}`)
-	refused(r.want(409, "PUT", lcs+"/plain", `{"metadata":{"name":"plain"},"spec":{"service-mesh":{"enabled":true}}}`))
-	require.NotContains(t, r.want(200, "GET", lcs+"/plain", ""), `"enabled":true`)
+	r.Want(201, "POST", lcs, `{"metadata":{"name":"plain"},"spec":{"namespace":"plain-ns"}}`)
+	refused(r.Want(409, "PUT", lcs+"/plain", `{"metadata":{"name":"plain"},"spec":{"service-mesh":{"enabled":true}}}`))
+	require.NotContains(t, r.Want(200, "GET", lcs+"/plain", ""), `"enabled":true`)
 	// An update of a logical cloud that has the mesh already is fine.
-	r.want(200, "PUT", lcs+"/m1", `{"metadata":{"name":"m1"},"spec":{"service-mesh":{"enabled":true}}}`)
+	r.Want(200, "PUT", lcs+"/m1", `{"metadata":{"name":"m1"},"spec":{"service-mesh":{"enabled":true}}}`)
 	// Seed 002's control-plane body: a new logical cloud, an existing one.
-	refused(r.want(409, "POST", lcs+"/control-plane", `{"name":"m4","namespace":"m4-istio-system"}`))
-	r.want(404, "GET", lcs+"/m4", "")
-	refused(r.want(409, "POST", lcs+"/control-plane", `{"name":"plain","namespace":"plain-istio-system"}`))
-	require.NotContains(t, r.want(200, "GET", lcs+"/plain", ""), `"enabled":true`)
+	refused(r.Want(409, "POST", lcs+"/control-plane", `{"name":"m4","namespace":"m4-istio-system"}`))
+	r.Want(404, "GET", lcs+"/m4", "")
+	refused(r.Want(409, "POST", lcs+"/control-plane", `{"name":"plain","namespace":"plain-istio-system"}`))
+	require.NotContains(t, r.Want(200, "GET", lcs+"/plain", ""), `"enabled":true`)
 
 	// Per project: another project has its own places.
 	other := paOf("ml2")
-	other.want(201, "POST", "/v2/projects/ml2/logical-clouds", mesh("m1"))
+	other.Want(201, "POST", "/v2/projects/ml2/logical-clouds", mesh("m1"))
 
 	// Deleting a mesh logical cloud frees its place.
-	r.want(204, "DELETE", lcs+"/m2", "")
-	r.want(200, "PUT", lcs+"/plain", `{"metadata":{"name":"plain"},"spec":{"service-mesh":{"enabled":true}}}`)
-	refused(r.want(409, "POST", lcs, mesh("m5")))
+	r.Want(204, "DELETE", lcs+"/m2", "")
+	r.Want(200, "PUT", lcs+"/plain", `{"metadata":{"name":"plain"},"spec":{"service-mesh":{"enabled":true}}}`)
+	refused(r.Want(409, "POST", lcs, mesh("m5")))
 }

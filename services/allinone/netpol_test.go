@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 )
 
 // netpolLC is a standard logical cloud body whose user may read network
@@ -59,12 +60,12 @@ func policies(t testing.TB, cs *kubernetes.Clientset, ns string) map[string]*net
 func TestNetworkPolicies(t *testing.T) {
 	e := startTenants(t, "na", "nb")
 	ctx := context.Background()
-	c1, c2 := adminOf(t, e.h.Clusters[0]), adminOf(t, e.h.Clusters[1])
-	pa := e.projectAdmin("na")
+	c1, c2 := adminOf(t, e.H.Clusters[0]), adminOf(t, e.H.Clusters[1])
+	pa := e.ProjectAdmin("na")
 	lcs := "/v2/projects/na/logical-clouds"
 	a, sib, b := lcs+"/a", lcs+"/sib", "/v2/projects/nb/logical-clouds/b"
-	e.admin.want(201, "POST", "/v2/projects/nb/logical-clouds", netpolLC("b", "np-b", ""))
-	pa.want(201, "POST", lcs, netpolLC("sib", "np-sib", ""))
+	e.Admin.Want(201, "POST", "/v2/projects/nb/logical-clouds", netpolLC("b", "np-b", ""))
+	pa.Want(201, "POST", lcs, netpolLC("sib", "np-sib", ""))
 
 	t.Run("bad references are 400 or 403, naming the entry, with nothing stored", func(t *testing.T) {
 		for _, c := range []struct {
@@ -79,36 +80,36 @@ func TestNetworkPolicies(t *testing.T) {
 			{`["nb/b"]`, "spec.allow-ingress-from[0]", 403, "only an admin"},
 			{`["nb/ghost"]`, "spec.allow-ingress-from[0]", 403, "only an admin"},
 		} {
-			body := pa.want(c.code, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": `+c.refs+`,`))
+			body := pa.Want(c.code, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": `+c.refs+`,`))
 			require.Equal(t, c.field, decodeMap(t, body)["field"], c.refs)
 			require.Contains(t, body, c.says, c.refs)
-			pa.want(404, "GET", a, "")
+			pa.Want(404, "GET", a, "")
 		}
-		e.admin.want(201, "POST", lcs, `{"metadata":{"name":"adm"},"spec":{"level":"admin"}}`)
-		body := pa.want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["adm"],`))
+		e.Admin.Want(201, "POST", lcs, `{"metadata":{"name":"adm"},"spec":{"level":"admin"}}`)
+		body := pa.Want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["adm"],`))
 		require.Equal(t, "spec.allow-ingress-from[0]", decodeMap(t, body)["field"])
 		require.Contains(t, body, "at level admin: it has no namespace")
-		body = e.admin.want(400, "POST", lcs, `{"metadata":{"name":"adm2"},"spec":{"level":"admin","allow-ingress-from":["sib"]}}`)
+		body = e.Admin.Want(400, "POST", lcs, `{"metadata":{"name":"adm2"},"spec":{"level":"admin","allow-ingress-from":["sib"]}}`)
 		require.Equal(t, "spec.allow-ingress-from", decodeMap(t, body)["field"], "an admin logical cloud has no namespace to open")
-		e.admin.want(404, "GET", lcs+"/adm2", "")
-		e.admin.want(204, "DELETE", lcs+"/adm", "")
-		pa.want(404, "GET", a, "")
-		body = e.admin.want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["nb/ghost"],`))
+		e.Admin.Want(404, "GET", lcs+"/adm2", "")
+		e.Admin.Want(204, "DELETE", lcs+"/adm", "")
+		pa.Want(404, "GET", a, "")
+		body = e.Admin.Want(400, "POST", lcs, netpolLC("a", "np-a", `"allow-ingress-from": ["nb/ghost"],`))
 		require.Equal(t, "spec.allow-ingress-from[0]", decodeMap(t, body)["field"], "an admin names a logical cloud that exists")
-		e.admin.want(404, "GET", a, "")
-		body = pa.want(400, "POST", lcs, `{"metadata":{"name":"w"},"spec":{"user":{"user-permissions":[
+		e.Admin.Want(404, "GET", a, "")
+		body = pa.Want(400, "POST", lcs, `{"metadata":{"name":"w"},"spec":{"user":{"user-permissions":[
 		  {"permission-name":"np","apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["get","delete"]}]}}}`)
 		require.Equal(t, "spec.user.user-permissions[0].resources[0]", decodeMap(t, body)["field"], "no tenant is granted a write on network policies")
-		pa.want(404, "GET", lcs+"/w", "")
+		pa.Want(404, "GET", lcs+"/w", "")
 	})
 
-	pa.want(201, "POST", lcs, netpolLC("a", "np-a", ""))
+	pa.Want(201, "POST", lcs, netpolLC("a", "np-a", ""))
 	for _, lc := range []string{a, b} {
-		e.admin.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-		e.admin.want(202, "POST", lc+"/apply", "")
+		e.Admin.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+		e.Admin.Want(202, "POST", lc+"/apply", "")
 	}
 	for _, lc := range []string{a, b} {
-		e.admin.settle(lc, "Instantiated")
+		e.Admin.Settle(lc, "Instantiated")
 	}
 
 	t.Run("the policies on the cluster", func(t *testing.T) {
@@ -147,7 +148,7 @@ func TestNetworkPolicies(t *testing.T) {
 	})
 
 	t.Run("the tenant reads them and cannot change or delete them", func(t *testing.T) {
-		cs, ns := clientFor(t, e.admin.kubeconfig(a+"/cluster-references/cluster-1/kubeconfig"))
+		cs, ns := clientFor(t, e.Admin.Kubeconfig(a+"/cluster-references/cluster-1/kubeconfig"))
 		require.Equal(t, "np-a", ns)
 		list, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
@@ -167,64 +168,64 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 		require.Equal(t, []string{"np-a"}, ingressFrom(t, policies(t, c1, "np-a")["dcm-ingress"]), "unchanged")
 		// A permission that would let it write them is refused too.
-		body := pa.want(400, "POST", a+"/user-permissions", `{"permission-name":"np-w","apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["patch"]}`)
+		body := pa.Want(400, "POST", a+"/user-permissions", `{"permission-name":"np-w","apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["patch"]}`)
 		require.Equal(t, "resources[0]", decodeMap(t, body)["field"])
 	})
 
 	t.Run("opening ingress reaches the cluster on update", func(t *testing.T) {
-		body := pa.want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["na/sib"]}}`)
+		body := pa.Want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["na/sib"]}}`)
 		require.Contains(t, body, `"allow-ingress-from":["sib"]`, "a reference into the own project is stored by name")
-		body = pa.want(403, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","nb/b"]}}`)
+		body = pa.Want(403, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","nb/b"]}}`)
 		require.Equal(t, "spec.allow-ingress-from[1]", decodeMap(t, body)["field"])
-		body = pa.want(400, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","gone"]}}`)
+		body = pa.Want(400, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","gone"]}}`)
 		require.Equal(t, "spec.allow-ingress-from[1]", decodeMap(t, body)["field"])
-		require.Contains(t, pa.want(200, "GET", a, ""), `"allow-ingress-from":["sib"]`, "the refused PUTs stored nothing")
+		require.Contains(t, pa.Want(200, "GET", a, ""), `"allow-ingress-from":["sib"]`, "the refused PUTs stored nothing")
 
-		pa.want(202, "POST", a+"/update", "")
-		pa.settle(a, "Instantiated")
+		pa.Want(202, "POST", a+"/update", "")
+		pa.Settle(a, "Instantiated")
 		// sib has no cluster yet: its namespace is named all the same.
-		eventually(t, "dcm-ingress admits sib's namespace", func() bool {
+		apitest.Eventually(t, "dcm-ingress admits sib's namespace", func() bool {
 			return slices.Equal([]string{"np-a", "np-sib"}, ingressFrom(t, policies(t, c1, "np-a")["dcm-ingress"]))
 		})
 
 		// An admin opens a to another project's logical cloud; the project
 		// admin may send the GET's body back with it.
-		e.admin.want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","nb/b"]}}`)
-		pa.want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","nb/b"]}}`)
-		pa.want(202, "POST", a+"/update", "")
-		pa.settle(a, "Instantiated")
-		eventually(t, "dcm-ingress admits b's namespace", func() bool {
+		e.Admin.Want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","nb/b"]}}`)
+		pa.Want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{"allow-ingress-from":["sib","nb/b"]}}`)
+		pa.Want(202, "POST", a+"/update", "")
+		pa.Settle(a, "Instantiated")
+		apitest.Eventually(t, "dcm-ingress admits b's namespace", func() bool {
 			return slices.Equal([]string{"np-a", "np-sib", "np-b"}, ingressFrom(t, policies(t, c1, "np-a")["dcm-ingress"]))
 		})
 	})
 
 	t.Run("a named logical cloud cannot be deleted", func(t *testing.T) {
-		body := pa.want(409, "DELETE", sib, "")
+		body := pa.Want(409, "DELETE", sib, "")
 		require.Equal(t, "REFERENCED", decodeMap(t, body)["reason"])
 		require.Contains(t, body, "spec.allow-ingress-from of a")
-		pa.want(200, "GET", sib, "")
+		pa.Want(200, "GET", sib, "")
 	})
 
 	t.Run("a mesh logical cloud admits its Istio namespace", func(t *testing.T) {
 		m := lcs + "/m"
-		e.admin.want(201, "POST", lcs, `{"metadata":{"name":"m"},"spec":{"namespace":"np-m","service-mesh":{"enabled":true},"allow-ingress-from":["a"]}}`)
-		e.admin.want(201, "POST", m+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-2"}`)
-		e.admin.want(202, "POST", m+"/apply", "")
-		e.admin.settle(m, "Instantiated")
+		e.Admin.Want(201, "POST", lcs, `{"metadata":{"name":"m"},"spec":{"namespace":"np-m","service-mesh":{"enabled":true},"allow-ingress-from":["a"]}}`)
+		e.Admin.Want(201, "POST", m+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-2"}`)
+		e.Admin.Want(202, "POST", m+"/apply", "")
+		e.Admin.Settle(m, "Instantiated")
 		ps := policies(t, c2, "np-m")
 		require.Equal(t, []string{"np-m", "m-istio-system", "np-a"}, ingressFrom(t, ps["dcm-ingress"]))
 		require.Contains(t, fmt.Sprint(ps["dcm-egress"].Spec.Egress), "m-istio-system", "egress to its own mesh")
-		e.admin.want(202, "POST", m+"/terminate", "")
-		e.admin.settle(m, "Terminated")
-		e.admin.want(204, "DELETE", m, "")
+		e.Admin.Want(202, "POST", m+"/terminate", "")
+		e.Admin.Settle(m, "Terminated")
+		e.Admin.Want(204, "DELETE", m, "")
 	})
 
 	t.Run("after terminate no policy is left", func(t *testing.T) {
 		for _, lc := range []string{a, b} {
-			e.admin.want(202, "POST", lc+"/terminate", "")
+			e.Admin.Want(202, "POST", lc+"/terminate", "")
 		}
 		for _, lc := range []string{a, b} {
-			e.admin.settle(lc, "Terminated")
+			e.Admin.Settle(lc, "Terminated")
 		}
 		for _, cs := range []*kubernetes.Clientset{c1, c2} {
 			for _, p := range []string{"na", "nb"} {
@@ -235,16 +236,16 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 		// Terminated, b is still named by a: an admin sees by whom, b's
 		// project admin does not.
-		body := e.admin.want(409, "DELETE", b, "")
+		body := e.Admin.Want(409, "DELETE", b, "")
 		require.Equal(t, "REFERENCED", decodeMap(t, body)["reason"])
 		require.Contains(t, body, "na/a", "an admin sees the other project's referrer")
-		body = e.projectAdmin("nb").want(409, "DELETE", b, "")
+		body = e.ProjectAdmin("nb").Want(409, "DELETE", b, "")
 		require.Contains(t, body, "1 of other projects")
 		require.NotContains(t, body, "na/a")
-		e.admin.want(200, "GET", b, "")
+		e.Admin.Want(200, "GET", b, "")
 		// Once a no longer names them, sib and b may go.
-		pa.want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{}}`)
-		pa.want(204, "DELETE", sib, "")
-		e.admin.want(204, "DELETE", b, "")
+		pa.Want(200, "PUT", a, `{"metadata":{"name":"a"},"spec":{}}`)
+		pa.Want(204, "DELETE", sib, "")
+		e.Admin.Want(204, "DELETE", b, "")
 	})
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/dcm/platform/kube"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 )
 
 // TestNamespaceAdminPermission: EMCO's standard logical cloud grants
@@ -27,22 +28,22 @@ import (
 // more than it holds, or act outside the namespace.
 func TestNamespaceAdminPermission(t *testing.T) {
 	e := startTenants(t, "na")
-	pa := e.projectAdmin("na")
+	pa := e.ProjectAdmin("na")
 	ctx := context.Background()
 	lc := "/v2/projects/na/logical-clouds/everything"
 	// The project's dialect: "*" in the logical cloud's body.
-	pa.want(201, "POST", "/v2/projects/na/logical-clouds", `{"metadata":{"name":"everything"},
+	pa.Want(201, "POST", "/v2/projects/na/logical-clouds", `{"metadata":{"name":"everything"},
 	  "spec":{"namespace":"na-all","user":{"user-name":"user-1","user-permissions":[
 	    {"permission-name":"all","apiGroups":["*"],"resources":["*"],"verbs":["*"]}]}}}`)
 	// EMCO's dialect: the permission of EMCO's example, as emcoctl sends it.
-	pa.want(201, "POST", lc+"/user-permissions",
+	pa.Want(201, "POST", lc+"/user-permissions",
 		`{"metadata":{"name":"standard-permission"},"spec":{"namespace":"na-all","apiGroups":["*"],"resources":["*"],"verbs":["*"]}}`)
-	pa.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-	pa.want(202, "POST", lc+"/apply", "")
-	pa.settle(lc, "Instantiated")
+	pa.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+	pa.Want(202, "POST", lc+"/apply", "")
+	pa.Settle(lc, "Instantiated")
 
-	c1 := adminOf(t, e.h.Clusters[0])
-	cs, ns := clientFor(t, pa.kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"))
+	c1 := adminOf(t, e.H.Clusters[0])
+	cs, ns := clientFor(t, pa.Kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"))
 	require.Equal(t, "na-all", ns)
 	for _, name := range []string{"all", "standard-permission"} {
 		role, err := c1.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
@@ -58,7 +59,7 @@ func TestNamespaceAdminPermission(t *testing.T) {
 			Name: "c", Image: "registry.invalid/app:1",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": resource.MustParse("100m"), "memory": resource.MustParse("64Mi")}},
 		}}}}
-		eventually(t, "the tenant creates a pod (once the quota's status is computed)", func() bool {
+		apitest.Eventually(t, "the tenant creates a pod (once the quota's status is computed)", func() bool {
 			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			return err == nil
 		})

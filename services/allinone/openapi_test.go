@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -314,35 +315,35 @@ func TestOpenAPIAgainstServer(t *testing.T) {
 
 	// One call of each kind answers the status documented, with real
 	// records; errors of a few operations, for real.
-	r := newREST(t, s)
+	r := apitest.NewREST(t, s)
 	op := func(verb, path string) apiOp {
 		o, ok := doc.Paths[path][verb]
 		require.True(t, ok, "%s %s is documented", verb, path)
 		return o
 	}
 	projects := op("post", "/v2/projects")
-	r.want(projects.success(t), "POST", "/v2/projects", `{"metadata":{"name":"oa"}}`)
+	r.Want(projects.success(t), "POST", "/v2/projects", `{"metadata":{"name":"oa"}}`)
 	require.Equal(t, 201, projects.success(t))
-	r.want(op("get", "/v2/projects/{project}").success(t), "GET", "/v2/projects/oa", "")
+	r.Want(op("get", "/v2/projects/{project}").success(t), "GET", "/v2/projects/oa", "")
 	registerClusters(t, s, r)
 	lcs := "/v2/projects/oa/logical-clouds"
-	r.want(op("post", "/v2/projects/{project}/logical-clouds").success(t), "POST", lcs, `{"metadata":{"name":"lc"}}`)
-	r.want(op("post", "/v2/projects/{project}/logical-clouds/{logical-cloud}/cluster-references").success(t),
+	r.Want(op("post", "/v2/projects/{project}/logical-clouds").success(t), "POST", lcs, `{"metadata":{"name":"lc"}}`)
+	r.Want(op("post", "/v2/projects/{project}/logical-clouds/{logical-cloud}/cluster-references").success(t),
 		"POST", lcs+"/lc/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
 	apply := op("post", "/v2/projects/{project}/logical-clouds/{logical-cloud}/apply")
 	require.Equal(t, 202, apply.success(t))
-	r.want(apply.success(t), "POST", lcs+"/lc/apply", "")
+	r.Want(apply.success(t), "POST", lcs+"/lc/apply", "")
 	del := op("delete", "/v2/cluster-providers/{provider}/clusters/{name}")
 	require.Equal(t, 204, del.success(t))
-	require.Empty(t, r.want(del.success(t), "DELETE", "/v2/cluster-providers/edge/clusters/c3", ""))
+	require.Empty(t, r.Want(del.success(t), "DELETE", "/v2/cluster-providers/edge/clusters/c3", ""))
 
-	code, b := call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"oa2"},"no-such-key":1}`)
+	code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"oa2"},"no-such-key":1}`)
 	require.Equal(t, "no-such-key", requireErrorBody(t, doc, projects, code, b)["field"])
 	require.Equal(t, 400, code)
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"oa"}}`)
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"oa"}}`)
 	require.Equal(t, 409, code)
 	requireErrorBody(t, doc, projects, code, b)
-	code, b = call(t, s.Admin, "GET", s.URL+"/v2/projects/oa-missing", "")
+	code, b = apitest.Call(t, s.Admin, "GET", s.URL+"/v2/projects/oa-missing", "")
 	require.Equal(t, 404, code)
 	requireErrorBody(t, doc, op("get", "/v2/projects/{project}"), code, b)
 	code, b = do(t, s.Client(nil), "", "GET", s.URL+"/v2/projects", "")

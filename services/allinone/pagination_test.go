@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -119,8 +120,8 @@ func TestPaginationREST(t *testing.T) {
 	require.Len(t, names(t, body), 250, "over the maximum (1000): clamped, not refused")
 	require.Empty(t, tok)
 
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects/p-000/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects/p-000/logical-clouds", `{"metadata":{"name":"lc-1"}}`)
 	_, _, projectsTok := page(t, s.Admin, base+"?page-size=1")
 	for _, c := range []struct{ query, field string }{
 		{"page-size=-1", "page-size"},
@@ -142,7 +143,7 @@ func TestPaginationREST(t *testing.T) {
 	// the body as well.
 	lc := "/v2/projects/p-000/logical-clouds/lc-1"
 	for i := range 5 {
-		r.want(201, "POST", lc+"/kv-pairs", fmt.Sprintf(`{"metadata":{"name":"kv-%d"},"spec":{"kv":[{"a":"b"}]}}`, i))
+		r.Want(201, "POST", lc+"/kv-pairs", fmt.Sprintf(`{"metadata":{"name":"kv-%d"},"spec":{"kv":[{"a":"b"}]}}`, i))
 	}
 	code, body, tok = page(t, s.Admin, s.URL+lc+"/kv-pairs?page-size=2")
 	require.Equal(t, 200, code, "%s", body)

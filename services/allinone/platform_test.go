@@ -22,6 +22,7 @@ import (
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/services/allinone"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -126,10 +127,10 @@ func TestHealthMetricsAndOpenAPI(t *testing.T) {
 func TestTwoInstancesSideBySide(t *testing.T) {
 	t.Parallel()
 	a, b := stacktest.Start(t), stacktest.Start(t)
-	require.Equal(t, 201, first(call(t, a.Admin, "POST", a.URL+"/v2/projects", `{"metadata":{"name":"only-in-a"}}`)))
-	code, _ := call(t, b.Admin, "GET", b.URL+"/v2/projects/only-in-a", "")
+	require.Equal(t, 201, first(apitest.Call(t, a.Admin, "POST", a.URL+"/v2/projects", `{"metadata":{"name":"only-in-a"}}`)))
+	code, _ := apitest.Call(t, b.Admin, "GET", b.URL+"/v2/projects/only-in-a", "")
 	require.Equal(t, 404, code, "separate stores")
-	code, _ = call(t, a.Admin, "GET", a.URL+"/v2/projects/only-in-a", "")
+	code, _ = apitest.Call(t, a.Admin, "GET", a.URL+"/v2/projects/only-in-a", "")
 	require.Equal(t, 200, code)
 }
 
@@ -143,6 +144,6 @@ func TestOneProgramPerDataDir(t *testing.T) {
 	_, err := app.Start(ctx, allinone.Name, []string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
 		"-data-dir", a.DataDir, "-log-level", "error"}, true, allinone.Build, app.LogTo(io.Discard))
 	require.ErrorContains(t, err, fmt.Sprintf("in use by pid %d", os.Getpid()))
-	code, _ := call(t, a.Admin, "GET", a.URL+"/v2/projects", "")
+	code, _ := apitest.Call(t, a.Admin, "GET", a.URL+"/v2/projects", "")
 	require.Equal(t, 200, code, "the first program still serves")
 }

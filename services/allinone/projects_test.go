@@ -3,8 +3,6 @@ package allinone_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -12,26 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
-
-// call makes one REST request as c and returns the status and the raw body.
-func call(t testing.TB, c *http.Client, method, url, body string) (int, []byte) {
-	t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, r)
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, b
-}
 
 func decode(t *testing.T, b []byte) any {
 	t.Helper()
@@ -45,55 +26,55 @@ func TestProjectsREST(t *testing.T) {
 	s := stacktest.Start(t)
 	base := s.URL + "/v2/projects"
 
-	code, body := call(t, s.Admin, "GET", base, "")
+	code, body := apitest.Call(t, s.Admin, "GET", base, "")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `[]`, string(body), "no projects yet")
 
-	code, body = call(t, s.Admin, "POST", base, `{"metadata":{"name":"p1","description":"finance","userData1":"a","userData2":"b"}}`)
+	code, body = apitest.Call(t, s.Admin, "POST", base, `{"metadata":{"name":"p1","description":"finance","userData1":"a","userData2":"b"}}`)
 	require.Equal(t, 201, code, "%s", body)
 	require.JSONEq(t, `{"metadata":{"name":"p1","description":"finance","userData1":"a","userData2":"b"}}`, string(body))
 
-	code, _ = call(t, s.Admin, "POST", base, `{"metadata":{"name":"p0"}}`)
+	code, _ = apitest.Call(t, s.Admin, "POST", base, `{"metadata":{"name":"p0"}}`)
 	require.Equal(t, 201, code)
 
-	code, body = call(t, s.Admin, "GET", base+"/p1", "")
+	code, body = apitest.Call(t, s.Admin, "GET", base+"/p1", "")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"metadata":{"name":"p1","description":"finance","userData1":"a","userData2":"b"}}`, string(body))
 
-	code, body = call(t, s.Admin, "GET", base, "")
+	code, body = apitest.Call(t, s.Admin, "GET", base, "")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `[{"metadata":{"name":"p0","description":"","userData1":"","userData2":""}},
 		{"metadata":{"name":"p1","description":"finance","userData1":"a","userData2":"b"}}]`, string(body))
 
-	code, body = call(t, s.Admin, "POST", base, `{"metadata":{"name":"p1"}}`)
+	code, body = apitest.Call(t, s.Admin, "POST", base, `{"metadata":{"name":"p1"}}`)
 	require.Equal(t, 409, code, "duplicate: %s", body)
 	require.Equal(t, "AlreadyExists", decode(t, body).(map[string]any)["status"])
 
-	code, body = call(t, s.Admin, "PUT", base+"/p1", `{"metadata":{"name":"p1","description":"payroll"}}`)
+	code, body = apitest.Call(t, s.Admin, "PUT", base+"/p1", `{"metadata":{"name":"p1","description":"payroll"}}`)
 	require.Equal(t, 200, code, "%s", body)
 	require.JSONEq(t, `{"metadata":{"name":"p1","description":"payroll","userData1":"","userData2":""}}`, string(body))
-	_, body = call(t, s.Admin, "GET", base+"/p1", "")
+	_, body = apitest.Call(t, s.Admin, "GET", base+"/p1", "")
 	require.Contains(t, string(body), "payroll")
 
-	code, body = call(t, s.Admin, "PUT", base+"/p1", `{"metadata":{"name":"p2"}}`)
+	code, body = apitest.Call(t, s.Admin, "PUT", base+"/p1", `{"metadata":{"name":"p2"}}`)
 	require.Equal(t, 400, code)
 	require.Equal(t, "metadata.name", decode(t, body).(map[string]any)["field"])
 
-	code, _ = call(t, s.Admin, "PUT", base+"/nope", `{"metadata":{"name":"nope"}}`)
+	code, _ = apitest.Call(t, s.Admin, "PUT", base+"/nope", `{"metadata":{"name":"nope"}}`)
 	require.Equal(t, 404, code)
 
-	code, body = call(t, s.Admin, "DELETE", base+"/p1", "")
+	code, body = apitest.Call(t, s.Admin, "DELETE", base+"/p1", "")
 	require.Equal(t, 204, code)
 	require.Empty(t, body)
-	code, body = call(t, s.Admin, "GET", base+"/p1", "")
+	code, body = apitest.Call(t, s.Admin, "GET", base+"/p1", "")
 	require.Equal(t, 404, code)
 	require.JSONEq(t, `{"code":404,"status":"NotFound","message":"project \"p1\" not found"}`, string(body))
-	code, _ = call(t, s.Admin, "DELETE", base+"/p1", "")
+	code, _ = apitest.Call(t, s.Admin, "DELETE", base+"/p1", "")
 	require.Equal(t, 404, code)
 
-	code, _ = call(t, s.Admin, "PATCH", base+"/p0", `{}`)
+	code, _ = apitest.Call(t, s.Admin, "PATCH", base+"/p0", `{}`)
 	require.Equal(t, 405, code)
-	code, _ = call(t, s.Admin, "GET", s.URL+"/v2/nothing-here", "")
+	code, _ = apitest.Call(t, s.Admin, "GET", s.URL+"/v2/nothing-here", "")
 	require.Equal(t, 404, code)
 }
 
@@ -101,7 +82,7 @@ func TestProjectsBadInput(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
 	base := s.URL + "/v2/projects"
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", base, `{"metadata":{"name":"keep"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", base, `{"metadata":{"name":"keep"}}`)))
 
 	long := strings.Repeat("a", 64)
 	cases := []struct {
@@ -130,7 +111,7 @@ func TestProjectsBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, body := call(t, s.Admin, c.method, base+c.path, c.body)
+			code, body := apitest.Call(t, s.Admin, c.method, base+c.path, c.body)
 			require.Equal(t, 400, code, "%s", body)
 			e := decode(t, body).(map[string]any)
 			require.Equal(t, c.field, e["field"], "%s", body)
@@ -138,7 +119,7 @@ func TestProjectsBadInput(t *testing.T) {
 			require.NotEmpty(t, e["message"])
 		})
 	}
-	code, body := call(t, s.Admin, "GET", base, "")
+	code, body := apitest.Call(t, s.Admin, "GET", base, "")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `[{"metadata":{"name":"keep","description":"","userData1":"","userData2":""}}]`, string(body), "nothing else was stored")
 }
@@ -180,7 +161,7 @@ func TestProjectsConcurrentCreate(t *testing.T) {
 func TestProjectsConcurrentUpdate(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
 	const n = 12
 	type result struct {
 		code int
@@ -193,7 +174,7 @@ func TestProjectsConcurrentUpdate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			desc := "writer-" + string(rune('a'+i))
-			code, _ := call(t, s.Admin, "PUT", s.URL+"/v2/projects/p", `{"metadata":{"name":"p","description":"`+desc+`"}}`)
+			code, _ := apitest.Call(t, s.Admin, "PUT", s.URL+"/v2/projects/p", `{"metadata":{"name":"p","description":"`+desc+`"}}`)
 			results <- result{code, desc}
 		}()
 	}
@@ -207,7 +188,7 @@ func TestProjectsConcurrentUpdate(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, winners)
-	_, body := call(t, s.Admin, "GET", s.URL+"/v2/projects/p", "")
+	_, body := apitest.Call(t, s.Admin, "GET", s.URL+"/v2/projects/p", "")
 	stored := decode(t, body).(map[string]any)["metadata"].(map[string]any)["description"]
 	require.Contains(t, winners, stored, "the stored value is one that was acknowledged")
 	if len(winners) > 1 {
@@ -224,18 +205,18 @@ func TestStoreOutage(t *testing.T) {
 	if emb == nil {
 		t.Skip("outage is injected into the embedded store only")
 	}
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
 	emb.StopBackend()
-	code, body := call(t, s.Admin, "GET", s.URL+"/v2/projects/p", "")
+	code, body := apitest.Call(t, s.Admin, "GET", s.URL+"/v2/projects/p", "")
 	require.Equal(t, 503, code, "%s", body)
 	require.Equal(t, "Unavailable", decode(t, body).(map[string]any)["status"])
-	code, _ = call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"q"}}`)
+	code, _ = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"q"}}`)
 	require.Equal(t, 503, code)
 
 	require.NoError(t, emb.StartBackend())
 	require.Eventually(t, func() bool {
-		code, _ := call(t, s.Admin, "GET", s.URL+"/v2/projects/p", "")
+		code, _ := apitest.Call(t, s.Admin, "GET", s.URL+"/v2/projects/p", "")
 		return code == 200
 	}, 30*time.Second, 200*time.Millisecond)
-	require.Equal(t, 404, first(call(t, s.Admin, "GET", s.URL+"/v2/projects/q", "")), "the create during the outage left nothing")
+	require.Equal(t, 404, first(apitest.Call(t, s.Admin, "GET", s.URL+"/v2/projects/q", "")), "the create during the outage left nothing")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/cadist"
 	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
@@ -42,7 +43,7 @@ func lockName(project, lc string) string { return "lc/" + store.Key(project, lc)
 // and one through every replica of each service (address lists).
 type replicated struct {
 	addrs  map[string][]string // gRPC addresses by program name
-	gw     [3]*rest            // core 0, core 1, every replica
+	gw     [3]*apitest.REST    // core 0, core 1, every replica
 	store  *store.Store        // the shared store, as the first program opened it
 	stops  map[string][]func() // a replica's stop, by program name
 	client *http.Client
@@ -104,7 +105,7 @@ func startReplicated(t *testing.T) *replicated {
 		if s.client == nil {
 			s.client = adminClient(t, dir, gw.Env.TLS.Pool())
 		}
-		s.gw[i] = &rest{t: t, c: s.client, base: "https://" + gw.Server.HTTPAddr()}
+		s.gw[i] = &apitest.REST{T: t, C: s.client, Base: "https://" + gw.Server.HTTPAddr()}
 	}
 	return s
 }
@@ -115,17 +116,17 @@ func startReplicated(t *testing.T) *replicated {
 func (s *replicated) cloudOnUnreachableCluster(t *testing.T, name string) string {
 	t.Helper()
 	r := s.gw[2]
-	if code, _ := call(t, s.client, "GET", r.base+"/v2/projects/p1", ""); code == 404 {
-		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-		r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	if code, _ := apitest.Call(t, s.client, "GET", r.Base+"/v2/projects/p1", ""); code == 404 {
+		r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+		r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 		kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1/c1")
 		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc}})
 		require.NoError(t, err)
-		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+		r.Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
 	}
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"ns-%s"}}`, name, name))
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"ns-%s"}}`, name, name))
 	lc := "/v2/projects/p1/logical-clouds/" + name
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
 	return lc
 }
 
@@ -136,7 +137,7 @@ func (s *replicated) state(t *testing.T, lc string) (string, int64) {
 		State      string `json:"state"`
 		Generation int64  `json:"generation,string"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(s.gw[2].want(200, "GET", lc+"/status", "")), &st))
+	require.NoError(t, json.Unmarshal([]byte(s.gw[2].Want(200, "GET", lc+"/status", "")), &st))
 	return st.State, st.Generation
 }
 
@@ -156,7 +157,7 @@ func (s *replicated) race(t *testing.T, method, path string) []answer {
 	var wg sync.WaitGroup
 	for i := range out {
 		wg.Go(func() {
-			code, b := call(t, s.client, method, s.gw[i].base+path, "")
+			code, b := apitest.Call(t, s.client, method, s.gw[i].Base+path, "")
 			out[i].code = code
 			if code != 202 {
 				var e struct {
@@ -230,7 +231,7 @@ func TestCoreReplicaDiedHoldingTheLock(t *testing.T) {
 	require.NoError(t, err)
 
 	for i := range 2 {
-		code, b := call(t, s.client, "POST", s.gw[i].base+lc+"/apply", "")
+		code, b := apitest.Call(t, s.client, "POST", s.gw[i].Base+lc+"/apply", "")
 		if time.Now().After(dead.Expires) {
 			t.Skip("the dead replica's lease expired before the calls were made: the machine is too slow for this check")
 		}
@@ -243,7 +244,7 @@ func TestCoreReplicaDiedHoldingTheLock(t *testing.T) {
 
 	// Once the lease expired, the next apply proceeds.
 	require.Eventually(t, func() bool {
-		code, _ := call(t, s.client, "POST", s.gw[1].base+lc+"/apply", "")
+		code, _ := apitest.Call(t, s.client, "POST", s.gw[1].Base+lc+"/apply", "")
 		return code == 202
 	}, 30*time.Second, 200*time.Millisecond)
 	state, _ = s.state(t, lc)
@@ -265,15 +266,15 @@ func TestStatelessReplicasBehindTheGateway(t *testing.T) {
 	calls := func(round int) {
 		t.Helper()
 		// gateway -> user -> core (the parent check), user's reads.
-		r.want(201, "POST", lc+"/user-permissions", fmt.Sprintf(`{"permission-name":"perm-%d","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`, round))
-		r.want(200, "GET", lc+"/users", "")
+		r.Want(201, "POST", lc+"/user-permissions", fmt.Sprintf(`{"permission-name":"perm-%d","apiGroups":[""],"resources":["pods"],"verbs":["get"]}`, round))
+		r.Want(200, "GET", lc+"/users", "")
 		// gateway -> namespace -> core (parent check and references).
-		r.want(200, "GET", lc+"/namespaces", "")
+		r.Want(200, "GET", lc+"/namespaces", "")
 		// gateway -> core -> namespace, user (a logical cloud's parts).
 		name := fmt.Sprintf("lc-b%d", round)
-		r.want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"ns-%s","user":{"user-name":"u","type":"certificate"}}}`, name, name))
-		r.want(200, "GET", "/v2/projects/p1/logical-clouds/"+name+"/user/u", "")
-		r.want(204, "DELETE", "/v2/projects/p1/logical-clouds/"+name, "")
+		r.Want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"namespace":"ns-%s","user":{"user-name":"u","type":"certificate"}}}`, name, name))
+		r.Want(200, "GET", "/v2/projects/p1/logical-clouds/"+name+"/user/u", "")
+		r.Want(204, "DELETE", "/v2/projects/p1/logical-clouds/"+name, "")
 	}
 	for round := range 4 {
 		calls(round)

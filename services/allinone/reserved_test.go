@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -14,18 +15,18 @@ import (
 // shape and even for an admin; names that only look alike stay free.
 func TestReservedAddOnNamespaces(t *testing.T) {
 	t.Parallel()
-	r := newREST(t, stacktest.Start(t))
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r := apitest.NewREST(t, stacktest.Start(t))
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	base := "/v2/projects/p1/logical-clouds"
 	for _, ns := range []string{"ingress-nginx", "cert-manager", "monitoring", "argocd", "flux-system", "metallb-system",
 		"gatekeeper-system", "istio-system", "kyverno", "external-secrets", "velero", "openshift-monitoring", "cilium-secrets"} {
-		body := r.want(400, "POST", base, `{"metadata":{"name":"lc"},"spec":{"namespace":"`+ns+`"}}`)
+		body := r.Want(400, "POST", base, `{"metadata":{"name":"lc"},"spec":{"namespace":"`+ns+`"}}`)
 		require.Contains(t, body, `"field":"spec.namespace"`, ns)
 		require.Contains(t, body, ns, ns)
-		r.want(404, "GET", base+"/lc", "")
-		require.Contains(t, r.want(400, "POST", base, `{"name":"`+ns+`"}`), `"field":"name"`, ns)
-		r.want(404, "GET", base+"/"+ns, "")
+		r.Want(404, "GET", base+"/lc", "")
+		require.Contains(t, r.Want(400, "POST", base, `{"name":"`+ns+`"}`), `"field":"name"`, ns)
+		r.Want(404, "GET", base+"/"+ns, "")
 	}
-	r.want(201, "POST", base, `{"metadata":{"name":"lc"},"spec":{"namespace":"monitoring-team-a"}}`)
-	r.want(201, "POST", base, `{"name":"my-argocd"}`)
+	r.Want(201, "POST", base, `{"metadata":{"name":"lc"},"spec":{"namespace":"monitoring-team-a"}}`)
+	r.Want(201, "POST", base, `{"name":"my-argocd"}`)
 }

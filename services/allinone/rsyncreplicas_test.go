@@ -22,6 +22,7 @@ import (
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/cadist"
 	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
@@ -124,12 +125,12 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 		}
 	}
 	gw := start(gateway.Name, gateway.Build, false, "-grpc-addr", "", "-http-addr", "127.0.0.1:0", "-core-addr", strings.Join(addrs[core.Name], ","))
-	r := &rest{t: t, base: "https://" + gw.Server.HTTPAddr(), c: adminClient(t, filepath.Join(data, "pki"), gw.Env.TLS.Pool())}
+	r := &apitest.REST{T: t, Base: "https://" + gw.Server.HTTPAddr(), C: adminClient(t, filepath.Join(data, "pki"), gw.Env.TLS.Pool())}
 
 	// The replicas split the shards; the victim works the most clusters.
 	leases := store.NewLeases(st, "rsync_leases")
 	var holders map[int]string
-	eventually(t, "the shards split among the three rsync replicas", func() bool {
+	apitest.Eventually(t, "the shards split among the three rsync replicas", func() bool {
 		list, err := leases.List(context.Background())
 		require.NoError(t, err)
 		holders = map[int]string{}
@@ -154,30 +155,30 @@ func TestRsyncReplicaKilledUnderTheSuite(t *testing.T) {
 		}
 	}
 
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"scale"}}`)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"scale"}}`)
 	lc := "/v2/projects/scale/logical-clouds/lc-k"
-	r.want(201, "POST", "/v2/projects/scale/logical-clouds", `{"metadata": {"name": "lc-k"}, "spec": {"namespace": "scale-ns",
+	r.Want(201, "POST", "/v2/projects/scale/logical-clouds", `{"metadata": {"name": "lc-k"}, "spec": {"namespace": "scale-ns",
 	  "user": {"user-name": "dev", "user-permissions": [
 	    {"permission-name": "cm", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}}}`)
 	for _, c := range h.Clusters {
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`"}`)
 	}
-	r.want(202, "POST", lc+"/apply", "")
+	r.Want(202, "POST", lc+"/apply", "")
 	require.NoError(t, kids[victim].Process.Kill())
 	_ = kids[victim].Wait()
 	killed := time.Now()
-	t.Logf("killed %s (working %d of the 3 clusters) right after apply; state then: %s", victim, works[victim], r.status(lc).State)
-	st1 := r.settle(lc, "Instantiated")
+	t.Logf("killed %s (working %d of the 3 clusters) right after apply; state then: %s", victim, works[victim], r.Status(lc).State)
+	st1 := r.Settle(lc, "Instantiated")
 	t.Logf("Instantiated %v after the kill", time.Since(killed).Round(time.Millisecond))
 	require.Equal(t, 3, len(st1.Clusters))
 	for _, c := range h.Clusters {
 		_, err := adminOf(t, c).CoreV1().Namespaces().Get(context.Background(), "scale-ns", metav1.GetOptions{})
 		require.NoError(t, err, c.Name)
 	}
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
-	r.want(204, "DELETE", lc, "")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
+	r.Want(204, "DELETE", lc, "")
 }
 
 // shardOf is the resource synchronizer's shard of a cluster (its 64

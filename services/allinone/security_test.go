@@ -30,6 +30,7 @@ import (
 	"github.com/dcm-project/dcm/platform/secrets"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -72,7 +73,7 @@ func do(t *testing.T, c *http.Client, token, method, url, body string) (int, []b
 // mint has the admin issue a token and returns it.
 func mint(t *testing.T, s *stacktest.Stack, body string) string {
 	t.Helper()
-	code, b := call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", body)
+	code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", body)
 	require.Equal(t, 201, code, "%s", b)
 	tok, _ := decode(t, b).(map[string]any)["token"].(string)
 	require.NotEmpty(t, tok)
@@ -86,7 +87,7 @@ func TestUnauthenticated(t *testing.T) {
 	// More failures from one address than DCM_AUTH_FAILURE_BURST allows
 	// (authlimit_test.go): here each must be a 401.
 	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-auth-failure-burst", "1000"}})
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"p"}}`)))
 	year := time.Now().Add(365 * 24 * time.Hour)
 	expiredCert := s.Issue(t, pki.Identity{Subject: "old", Role: pki.RoleAdmin}, time.Now().Add(-time.Minute))
 	other, err := pki.NewCA("elsewhere", time.Hour)
@@ -101,7 +102,7 @@ func TestUnauthenticated(t *testing.T) {
 	require.NoError(t, err)
 
 	revoked := mint(t, s, `{"subject":"gone","role":"admin"}`)
-	code, b := call(t, s.Admin, "GET", s.URL+"/v2/auth/tokens", "")
+	code, b := apitest.Call(t, s.Admin, "GET", s.URL+"/v2/auth/tokens", "")
 	require.Equal(t, 200, code)
 	var revokedID string
 	for _, tok := range decode(t, b).([]any) {
@@ -110,7 +111,7 @@ func TestUnauthenticated(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, revokedID)
-	require.Equal(t, 204, first(call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+revokedID, "")))
+	require.Equal(t, 204, first(apitest.Call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+revokedID, "")))
 	expiring := mint(t, s, `{"subject":"brief","role":"admin","ttl":"1s"}`)
 	good := mint(t, s, `{"subject":"ok","role":"admin"}`)
 	require.Equal(t, 200, first(do(t, s.Client(nil), good, "GET", s.URL+"/v2/projects/p", "")))
@@ -280,7 +281,7 @@ type authWho struct {
 func authStack(t *testing.T, logs io.Writer) (*stacktest.Stack, map[string][]authWho) {
 	s := stacktest.StartWith(t, stacktest.Options{Logs: logs})
 	for _, p := range []string{"a", "b"} {
-		require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"`+p+`"}}`)))
+		require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"`+p+`"}}`)))
 	}
 	year := time.Now().Add(365 * 24 * time.Hour)
 	cert := func(id pki.Identity) *http.Client { c := s.Issue(t, id, year); return s.Client(&c) }
@@ -339,8 +340,8 @@ func TestClusterConnectionForAdminsOnly(t *testing.T) {
 	s, roles := authStack(t, nil)
 	const apiServer = "https://192.0.2.10:6443"
 	kc, _ := kubeconfig(t, s.CA, apiServer)
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"e"}}`)))
-	code, b := call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/e/clusters", jsonOf(t, map[string]any{
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"e"}}`)))
+	code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/e/clusters", jsonOf(t, map[string]any{
 		"metadata": map[string]any{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}}))
 	require.Equal(t, 201, code, "%s", b)
 	for role, ws := range roles {
@@ -488,7 +489,7 @@ func TestCallerMetadataNotForwarded(t *testing.T) {
 func TestTokens(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"a"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"a"}}`)))
 	for _, c := range []struct{ body, field string }{
 		{`{"subject":"x","role":"root"}`, "role"},
 		{`{"subject":"","role":"reader"}`, "subject"},
@@ -501,11 +502,11 @@ func TestTokens(t *testing.T) {
 		{`{"subject":"x","role":"reader","ttl":"forever"}`, "ttl"},
 		{`{"subject":"x","role":"reader","extra":1}`, "extra"},
 	} {
-		code, b := call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", c.body)
+		code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", c.body)
 		require.Equal(t, 400, code, "%s: %s", c.body, b)
 		require.Equal(t, c.field, decode(t, b).(map[string]any)["field"], "%s: %s", c.body, b)
 	}
-	code, b := call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", `{"subject":"ci@example.com","role":"project-admin","project":"a","ttl":"1h"}`)
+	code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/auth/tokens", `{"subject":"ci@example.com","role":"project-admin","project":"a","ttl":"1h"}`)
 	require.Equal(t, 201, code, "%s", b)
 	created := decode(t, b).(map[string]any)
 	tok := created["token"].(string)
@@ -514,15 +515,15 @@ func TestTokens(t *testing.T) {
 	require.Equal(t, "a", info["project"])
 	require.NotEmpty(t, info["expireTime"])
 
-	code, b = call(t, s.Admin, "GET", s.URL+"/v2/auth/tokens", "")
+	code, b = apitest.Call(t, s.Admin, "GET", s.URL+"/v2/auth/tokens", "")
 	require.Equal(t, 200, code)
 	require.Len(t, decode(t, b).([]any), 1, "only the minted token: the bootstrap one is a file")
 	require.NotContains(t, string(b), strings.Split(tok, "_")[2], "the list never shows a token's secret")
 
 	require.Equal(t, 200, first(do(t, s.Client(nil), tok, "PUT", s.URL+"/v2/projects/a", `{"metadata":{"name":"a","description":"by token"}}`)))
-	require.Equal(t, 204, first(call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+info["id"].(string), "")))
+	require.Equal(t, 204, first(apitest.Call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+info["id"].(string), "")))
 	require.Equal(t, 401, first(do(t, s.Client(nil), tok, "GET", s.URL+"/v2/projects/a", "")), "revoked at once")
-	require.Equal(t, 404, first(call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+info["id"].(string), "")))
+	require.Equal(t, 404, first(apitest.Call(t, s.Admin, "DELETE", s.URL+"/v2/auth/tokens/"+info["id"].(string), "")))
 }
 
 // TestBootstrapFiles: the first start writes the local CA, certificates,
@@ -569,8 +570,8 @@ func TestInsecureHTTP(t *testing.T) {
 func TestInsecureGRPCProgram(t *testing.T) {
 	t.Parallel()
 	s := stacktest.StartWith(t, stacktest.Options{Args: []string{"-insecure-grpc=true"}})
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"plain"}}`)))
-	require.Equal(t, 200, first(call(t, s.Admin, "GET", s.URL+"/v2/projects/plain", "")))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/projects", `{"metadata":{"name":"plain"}}`)))
+	require.Equal(t, 200, first(apitest.Call(t, s.Admin, "GET", s.URL+"/v2/projects/plain", "")))
 	conn, err := client.Dial(s.GRPC, nil)
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
@@ -627,29 +628,29 @@ func TestSecretsAtRest(t *testing.T) {
 	_, _ = rootCert, rootKey
 	jsonStr := func(v string) string { return fmt.Sprintf("%q", v) }
 
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)))
-	code, b := call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters",
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)))
+	code, b := apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters",
 		`{"metadata":{"name":"c1"},"spec":{"kubeconfig":`+jsonStr(kc)+`,"labels":["edge"]}}`)
 	require.Equal(t, 201, code, "%s", b)
 	require.NotContains(t, string(b), "client-key-data")
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots",
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots",
 		`{"metadata":{"name":"imported"},"certificate":`+jsonStr(string(pki.CertPEM(importedCA.Cert.Raw)))+`,"privateKey":`+jsonStr(string(importedKey))+`}`)
 	require.Equal(t, 201, code, "%s", b)
-	require.Equal(t, 201, first(call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"generated"}}`)))
+	require.Equal(t, 201, first(apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cadist/roots", `{"metadata":{"name":"generated"}}`)))
 	// A refused kubeconfig is not echoed either.
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters",
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/cluster-providers/edge/clusters",
 		`{"metadata":{"name":"c2"},"spec":{"kubeconfig":`+jsonStr(strings.Replace(kc, "current-context: admin@edge", "current-context: nope", 1))+`}}`)
 	require.Equal(t, 400, code)
 	require.Equal(t, "spec.kubeconfig", decode(t, b).(map[string]any)["field"])
 	require.NotContains(t, string(b), "LS0t", "no base64 PEM in the error")
 
 	for _, path := range []string{"/v2/cluster-providers/edge/clusters/c1", "/v2/cluster-providers/edge/clusters", "/v2/cadist/roots", "/v2/cadist/roots/imported"} {
-		code, b := call(t, s.Admin, "GET", s.URL+path, "")
+		code, b := apitest.Call(t, s.Admin, "GET", s.URL+path, "")
 		require.Equal(t, 200, code)
 		require.NotContains(t, string(b), "PRIVATE KEY", path)
 		require.NotContains(t, string(b), "client-key-data", path)
 	}
-	code, b = call(t, s.Admin, "GET", s.URL+"/v2/cluster-providers/edge/clusters/c1", "")
+	code, b = apitest.Call(t, s.Admin, "GET", s.URL+"/v2/cluster-providers/edge/clusters/c1", "")
 	require.Equal(t, 200, code)
 	st := decode(t, b).(map[string]any)["status"].(map[string]any)
 	require.Equal(t, "https://10.0.0.1:6443", st["server"])
@@ -664,10 +665,10 @@ func TestSecretsAtRest(t *testing.T) {
 	ring := filepath.Join(t.TempDir(), "keyring")
 	require.NoError(t, os.WriteFile(ring, []byte(secrets.NewKeyLine("k2")+string(oldRing)), 0o600))
 	s = stacktest.StartWith(t, stacktest.Options{DataDir: dir, Logs: logs, Args: []string{"-log-level", "debug", "-kek-file", ring}})
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/admin/keys/rewrap", `{}`)
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/admin/keys/rewrap", `{}`)
 	require.Equal(t, 200, code, "%s", b)
 	require.JSONEq(t, `{"keyId":"k2","records":3,"values":3,"unchanged":0}`, string(b))
-	code, b = call(t, s.Admin, "POST", s.URL+"/v2/admin/keys/rewrap", `{}`)
+	code, b = apitest.Call(t, s.Admin, "POST", s.URL+"/v2/admin/keys/rewrap", `{}`)
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"keyId":"k2","records":0,"values":0,"unchanged":3}`, string(b))
 	s.Stop()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -348,14 +349,14 @@ func TestSeedBodiesRepaired(t *testing.T) {
 func TestSeedRequestsReplay(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"proj1"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	for i, c := range []struct{ name, labels string }{{"c1", `["abc","xyz"]`}, {"c2", `["abc"]`}} {
 		body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": c.name},
 			"spec": map[string]any{"kubeconfig": string(h.Clusters[i].Kubeconfig), "labels": json.RawMessage(c.labels)}})
 		require.NoError(t, err)
-		r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+		r.Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
 	}
 	var sent, outOfScope int
 	var pending []string
@@ -379,7 +380,7 @@ func TestSeedRequestsReplay(t *testing.T) {
 		if q.waitFor != "" {
 			waitEMCOState(t, s, "/v2/projects/proj1/logical-clouds/lc-1", q.waitFor)
 		}
-		code, got := call(t, s.Admin, q.method, s.URL+path, seedBody(t, q))
+		code, got := apitest.Call(t, s.Admin, q.method, s.URL+path, seedBody(t, q))
 		t.Logf("%s → %d %.300s", name, code, got)
 		ok := t.Run(strconv.Itoa(q.line)+"_"+q.seed, func(t *testing.T) {
 			require.Equal(t, q.status, code, "%s: %s (waits on: %s)", name, got, q.pending)
@@ -414,33 +415,33 @@ func TestSeedRequestsReplay(t *testing.T) {
 	}
 	// Beyond the pages: a page's text sent unrepaired is a 400 that says
 	// where it stops being JSON.
-	body := r.want(400, "POST", "/v2/projects/proj1/logical-clouds", seed000Line106)
+	body := r.Want(400, "POST", "/v2/projects/proj1/logical-clouds", seed000Line106)
 	t.Logf("seed 000's body as written → 400 %s", body)
 	require.Contains(t, body, `"field":"body"`)
 	require.Contains(t, body, "(line 3, column 17)")
 	// Seed 004's group names no logical cloud, so it
 	// cannot be applied until it is given one (once, by PUT).
 	group := "/v2/project/proj1/rb/rb1/v1/traffic-intent-groups/john"
-	body = r.want(409, "POST", group+"/apply", "")
+	body = r.Want(409, "POST", group+"/apply", "")
 	require.Contains(t, body, `"reason":"WRONG_STATE"`)
 	require.Contains(t, body, "names no logical cloud: set its logical-cloud")
 	// Terminate is refused as for any group never applied.
-	require.Contains(t, r.want(409, "POST", group+"/terminate", ""), `is Created: terminate needs it to be`)
-	r.is(200, "PUT", group, `{"name": "john", "description": "Traffic intent groups", "logical-cloud": "lc-1"}`,
+	require.Contains(t, r.Want(409, "POST", group+"/terminate", ""), `is Created: terminate needs it to be`)
+	r.Is(200, "PUT", group, `{"name": "john", "description": "Traffic intent groups", "logical-cloud": "lc-1"}`,
 		`{"metadata":{"name":"john","description":"Traffic intent groups","userData1":"","userData2":""},"name":"john","description":"Traffic intent groups","logical-cloud":"lc-1","applied":false,"rollout":null}`)
-	require.Contains(t, r.want(200, "GET", group+"/status", ""), `"logical-cloud":"lc-1"`)
-	require.Contains(t, r.want(400, "PUT", group, `{"logical-cloud": "lc-token"}`), "never changes")
-	r.want(204, "DELETE", group, "")
+	require.Contains(t, r.Want(200, "GET", group+"/status", ""), `"logical-cloud":"lc-1"`)
+	require.Contains(t, r.Want(400, "PUT", group, `{"logical-cloud": "lc-token"}`), "never changes")
+	r.Want(204, "DELETE", group, "")
 	// Seed 000's kubeconfig (line 189), asked again now that lc-1 is
 	// applied: the user's, in its namespace.
-	kc := r.want(200, "GET", "/v2/projects/proj1/logical-clouds/lc-1/cluster-references/c1/kubeconfig", "")
+	kc := r.Want(200, "GET", "/v2/projects/proj1/logical-clouds/lc-1/cluster-references/c1/kubeconfig", "")
 	require.Contains(t, kc, "namespace: ns-1")
 	require.Contains(t, kc, "client-certificate-data")
 	// What seed 000's DELETE asked for, as the 409 says: terminate first.
 	lc := "/v2/projects/proj1/logical-clouds/lc-1"
-	r.want(202, "POST", lc+"/terminate", "")
+	r.Want(202, "POST", lc+"/terminate", "")
 	waitEMCOState(t, s, lc, "Terminated")
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc, "")
 
 	for _, p := range pending {
 		t.Logf("PENDING: %s", p)

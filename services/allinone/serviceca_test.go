@@ -15,6 +15,7 @@ import (
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
 	"github.com/dcm-project/dcm/platform/pki"
 	"github.com/dcm-project/dcm/platform/server/servertest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -43,7 +44,7 @@ func TestServiceCAPinned(t *testing.T) {
 		require.NoError(t, err)
 		pair, err := tls.X509KeyPair(c, k)
 		require.NoError(t, err)
-		code, _ := call(t, s.Client(&pair), "GET", s.URL+"/v2/cluster-providers", "")
+		code, _ := apitest.Call(t, s.Client(&pair), "GET", s.URL+"/v2/cluster-providers", "")
 		return certCreds(t, s, pair), code
 	}
 	foreignCore, rest := cert(operators, pki.Identity{Subject: "core", Role: pki.RoleService})

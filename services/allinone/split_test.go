@@ -20,6 +20,7 @@ import (
 	userv1 "github.com/dcm-project/dcm/gen/dcm/user/v1"
 	"github.com/dcm-project/dcm/platform/client"
 	"github.com/dcm-project/dcm/platform/pki"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/core"
 	"github.com/dcm-project/dcm/services/gateway"
 	"github.com/dcm-project/dcm/services/quota"
@@ -105,7 +106,7 @@ func (s *split) dialAs(t *testing.T, program, as string) *grpc.ClientConn {
 func TestSplitPrograms(t *testing.T) {
 	t.Parallel()
 	s := startSplit(t)
-	r := &rest{t: t, c: s.client, base: s.gwURL}
+	r := &apitest.REST{T: t, C: s.client, Base: s.gwURL}
 
 	// Each program is who its certificate says.
 	for _, name := range []string{core.Name, user.Name, rsync.Name, gateway.Name} {
@@ -115,34 +116,34 @@ func TestSplitPrograms(t *testing.T) {
 	}
 
 	// Clusters (gateway -> rsync), a project (gateway -> core).
-	r.want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers", `{"metadata":{"name":"edge"}}`)
 	kc, _ := kubeconfig(t, s.ca, "https://127.0.0.1:1") // never dialed
 	body, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c1"}, "spec": map[string]any{"kubeconfig": kc, "labels": []string{"edge"}}})
 	require.NoError(t, err)
-	r.want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/cluster-providers/edge/clusters", string(body))
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 
 	// A logical cloud: core -> namespace, user (internal and permissions), quota.
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
-	r.want(200, "GET", lc, "")
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", lc1)
+	r.Want(200, "GET", lc, "")
 	// namespace -> core (GetLogicalCloud, ListClusterReferences).
-	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
-	r.want(200, "GET", lc+"/users", "")
+	r.Is(200, "GET", lc+"/namespaces", "", `{"clusters":[],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	r.Want(200, "GET", lc+"/users", "")
 	// References: core -> rsync (holds).
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
-	r.is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
-	r.want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"c1"}`)
+	r.Is(200, "GET", lc+"/namespaces", "", `{"clusters":["edge/c1"],"namespaces":[{"name":"ns-1","labels":{"dcm.io/project":"p1","dcm.io/logical-cloud":"lc-1"}}]}`)
+	r.Want(409, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
 	// user -> core, quota -> core.
-	r.want(201, "POST", lc+"/user-permissions", `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`)
-	r.want(200, "GET", lc+"/user-permissions/permission-3", "")
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q1"},"spec":{"cpu":"4"}}`)
-	r.want(200, "GET", lc+"/cluster-quotas/q1", "")
+	r.Want(201, "POST", lc+"/user-permissions", `{"permission-name":"permission-3","apiGroups":["apps"],"resources":["deployments"],"verbs":["get"]}`)
+	r.Want(200, "GET", lc+"/user-permissions/permission-3", "")
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q1"},"spec":{"cpu":"4"}}`)
+	r.Want(200, "GET", lc+"/cluster-quotas/q1", "")
 	// The CA roots (gateway -> cadist).
-	r.want(200, "GET", "/v2/cadist/roots", "")
+	r.Want(200, "GET", "/v2/cadist/roots", "")
 
 	// A token (gateway -> core's AuthService, then Authenticate per request).
-	code, b := call(t, s.client, "POST", s.gwURL+"/v2/auth/tokens", `{"subject":"alice","role":"reader","project":"p1"}`)
+	code, b := apitest.Call(t, s.client, "POST", s.gwURL+"/v2/auth/tokens", `{"subject":"alice","role":"reader","project":"p1"}`)
 	require.Equal(t, 201, code, "%s", b)
 	tok, _ := decode(t, b).(map[string]any)["token"].(string)
 	require.NotEmpty(t, tok)
@@ -151,7 +152,7 @@ func TestSplitPrograms(t *testing.T) {
 	require.Equal(t, 200, code, "%s", b)
 
 	// Key rotation: gateway -> every program's KeyService.
-	r.want(200, "POST", "/v2/admin/keys/rewrap", `{}`)
+	r.Want(200, "POST", "/v2/admin/keys/rewrap", `{}`)
 
 	// The gateway's own identity reaches none of core's: not the users'
 	// private keys. Core's does.
@@ -165,11 +166,11 @@ func TestSplitPrograms(t *testing.T) {
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "one service is not another's caller unless named: %v", err)
 
 	// Deletion: core -> namespace, user, quota purges and rsync releases.
-	r.want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/c1", "")
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc+"/cluster-providers/edge/cluster-references/c1", "")
+	r.Want(204, "DELETE", lc, "")
 	require.Eventually(t, func() bool {
-		code, _ := call(t, s.client, "GET", s.gwURL+lc, "")
+		code, _ := apitest.Call(t, s.client, "GET", s.gwURL+lc, "")
 		return code == 404
 	}, 30*time.Second, 100*time.Millisecond)
-	r.want(204, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
+	r.Want(204, "DELETE", "/v2/cluster-providers/edge/clusters/c1", "")
 }

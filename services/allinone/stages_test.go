@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -72,7 +73,7 @@ func deny(t *testing.T, c *kubetest.Cluster, name, group, version, resource, exp
 		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	eventually(t, "the policy "+name+" is enforced", func() bool { return enforced(cfg) })
+	apitest.Eventually(t, "the policy "+name+" is enforced", func() bool { return enforced(cfg) })
 }
 
 // denyTier makes cluster c refuse namespace ns labelled tier=v2.
@@ -118,23 +119,23 @@ func TestProgressiveUpdateOnRealClusters(t *testing.T) {
 		"spec.rollout.soak":            `{"strategy": "progressive", "soak": "forever"}`,
 		"spec.rollout.max-failures":    `{"strategy": "progressive", "max-failures": -1}`,
 	} {
-		b := r.want(400, "POST", "/v2/projects/stages/logical-clouds",
+		b := r.Want(400, "POST", "/v2/projects/stages/logical-clouds",
 			`{"metadata": {"name": "stg"}, "spec": {"namespace": "stg-ns", "rollout": `+rollout+`}}`)
 		require.Contains(t, b, field)
-		r.want(404, "GET", lc, "")
+		r.Want(404, "GET", lc, "")
 	}
-	r.want(201, "POST", "/v2/projects/stages/logical-clouds",
+	r.Want(201, "POST", "/v2/projects/stages/logical-clouds",
 		`{"metadata": {"name": "stg"}, "spec": {"namespace": "stg-ns", "rollout": {"strategy": "progressive", "max-concurrency": "1", "max-failures": 0, "soak": "0s"}}}`)
 	for _, c := range h.Clusters {
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider": "edge", "cluster-name": "`+c.Name+`"}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider": "edge", "cluster-name": "`+c.Name+`"}`)
 	}
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 	var st stagedStatus
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 	require.Equal(t, 3, st.Rollout.Wave, "one cluster per wave")
 	require.Equal(t, 3, st.Rollout.Admitted)
-	b := r.want(409, "POST", lc+"/resume", "")
+	b := r.Want(409, "POST", lc+"/resume", "")
 	require.Contains(t, b, "is Instantiated")
 	require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
 
@@ -144,10 +145,10 @@ func TestProgressiveUpdateOnRealClusters(t *testing.T) {
 		byName[c.Name] = c
 	}
 	denyTier(t, byName["cluster-2"], "stg-ns")
-	r.want(200, "PUT", lc, `{"metadata": {"name": "stg"}, "spec": {"labels": {"tier": "v2"}, "rollout": {"strategy": "progressive", "max-concurrency": "1", "max-failures": 0, "soak": "0s"}}}`)
-	r.want(202, "POST", lc+"/update", "")
-	r.settle(lc, "Paused")
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/status", "")), &st))
+	r.Want(200, "PUT", lc, `{"metadata": {"name": "stg"}, "spec": {"labels": {"tier": "v2"}, "rollout": {"strategy": "progressive", "max-concurrency": "1", "max-failures": 0, "soak": "0s"}}}`)
+	r.Want(202, "POST", lc+"/update", "")
+	r.Settle(lc, "Paused")
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/status", "")), &st))
 	require.True(t, st.Rollout.Paused)
 	require.Equal(t, []string{"edge/cluster-2"}, st.Rollout.Failed)
 	require.Equal(t, 2, st.Rollout.Admitted)
@@ -156,17 +157,17 @@ func TestProgressiveUpdateOnRealClusters(t *testing.T) {
 	require.Equal(t, "", tierOf(t, byName["cluster-2"], "stg-ns"), "refused")
 	require.Equal(t, "", tierOf(t, byName["cluster-3"], "stg-ns"), "never reached: the previous generation")
 
-	r.want(202, "POST", lc+"/rollback", "")
-	r.settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/rollback", "")
+	r.Settle(lc, "Instantiated")
 	for name, c := range byName {
 		require.Equal(t, "", tierOf(t, c, "stg-ns"), "%s holds the previous generation", name)
 	}
-	b = r.want(409, "POST", lc+"/rollback", "")
+	b = r.Want(409, "POST", lc+"/rollback", "")
 	require.Contains(t, b, "no previous generation")
 	require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
 
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 }
 
 // TestTrafficGroupRolloutStrategy: a traffic intent group carries a
@@ -175,31 +176,31 @@ func TestProgressiveUpdateOnRealClusters(t *testing.T) {
 // the group is not paused, in both URL spellings.
 func TestTrafficGroupRolloutStrategy(t *testing.T) {
 	t.Parallel()
-	r := newREST(t, stacktest.Start(t))
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"tg"}}`)
-	r.want(201, "POST", "/v2/projects/tg/logical-clouds", `{"metadata":{"name":"lc"}}`)
+	r := apitest.NewREST(t, stacktest.Start(t))
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"tg"}}`)
+	r.Want(201, "POST", "/v2/projects/tg/logical-clouds", `{"metadata":{"name":"lc"}}`)
 	const app = "/v2/projects/tg/rb/app/v1/traffic-intent-groups"
 	field := func(body string) string {
 		t.Helper()
-		f, _ := decodeMap(t, r.want(400, "POST", app, body))["field"].(string)
+		f, _ := decodeMap(t, r.Want(400, "POST", app, body))["field"].(string)
 		return f
 	}
 	require.Equal(t, "rollout.max-concurrency", field(`{"name":"g","logical-cloud":"lc","rollout":{"strategy":"progressive","max-concurrency":"150%"}}`))
 	require.Equal(t, "rollout.strategy", field(`{"name":"g","logical-cloud":"lc","rollout":{"strategy":"sometimes"}}`))
-	r.want(404, "GET", app+"/g", "")
-	r.want(201, "POST", app, `{"name":"g","logical-cloud":"lc","rollout":{"strategy":"progressive","max-concurrency":"50%","max-failures":1,"soak":"1m"}}`)
-	g := decodeMap(t, r.want(200, "GET", app+"/g", ""))
+	r.Want(404, "GET", app+"/g", "")
+	r.Want(201, "POST", app, `{"name":"g","logical-cloud":"lc","rollout":{"strategy":"progressive","max-concurrency":"50%","max-failures":1,"soak":"1m"}}`)
+	g := decodeMap(t, r.Want(200, "GET", app+"/g", ""))
 	require.Equal(t, map[string]any{"strategy": "progressive", "max-concurrency": "50%", "max-failures": float64(1), "soak": "1m", "order-by-label": ""},
 		g["rollout"])
-	b := r.want(400, "PUT", app+"/g", `{"name":"g","rollout":{"strategy":"progressive","soak":"48h"}}`)
+	b := r.Want(400, "PUT", app+"/g", `{"name":"g","rollout":{"strategy":"progressive","soak":"48h"}}`)
 	require.Equal(t, "rollout.soak", decodeMap(t, b)["field"])
-	require.Equal(t, "1m", decodeMap(t, r.want(200, "GET", app+"/g", ""))["rollout"].(map[string]any)["soak"], "nothing stored")
-	r.want(200, "PUT", app+"/g", `{"name":"g","rollout":{"strategy":"all"}}`)
-	require.Equal(t, "all", decodeMap(t, r.want(200, "GET", app+"/g", ""))["rollout"].(map[string]any)["strategy"])
+	require.Equal(t, "1m", decodeMap(t, r.Want(200, "GET", app+"/g", ""))["rollout"].(map[string]any)["soak"], "nothing stored")
+	r.Want(200, "PUT", app+"/g", `{"name":"g","rollout":{"strategy":"all"}}`)
+	require.Equal(t, "all", decodeMap(t, r.Want(200, "GET", app+"/g", ""))["rollout"].(map[string]any)["strategy"])
 
 	for _, path := range []string{app + "/g", "/v2/project/tg/rb/app/v1/traffic-intent-sets/g"} {
 		for _, verb := range []string{"resume", "rollback"} {
-			b := r.want(409, "POST", path+"/"+verb, "")
+			b := r.Want(409, "POST", path+"/"+verb, "")
 			require.Contains(t, b, `is Created`)
 			require.Equal(t, "WRONG_STATE", decodeMap(t, b)["reason"])
 		}
@@ -236,27 +237,27 @@ var serviceEntries = schema.GroupVersionResource{Group: "networking.istio.io", V
 func TestProgressiveTrafficGroupOnRealClusters(t *testing.T) {
 	r, h := onHarness(t, "pst")
 	lc := "/v2/projects/pst/logical-clouds/mall"
-	r.want(201, "POST", "/v2/projects/pst/logical-clouds", meshBody("mall"))
+	r.Want(201, "POST", "/v2/projects/pst/logical-clouds", apitest.MeshBody("mall"))
 	byName := map[string]*kubetest.Cluster{}
 	for _, c := range h.Clusters {
 		byName[c.Name] = c
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider": "edge", "cluster-name": "`+c.Name+`"}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider": "edge", "cluster-name": "`+c.Name+`"}`)
 	}
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 
 	base := "/v2/projects/pst/rb/mall/v1/"
 	group := base + "traffic-intent-groups/g"
-	r.want(201, "POST", base+"traffic-intent-groups",
+	r.Want(201, "POST", base+"traffic-intent-groups",
 		`{"name": "g", "logical-cloud": "mall", "rollout": {"strategy": "progressive", "max-concurrency": "1", "soak": "0s"}}`)
 	outbound := func(host string) string {
 		return `{"description": "details reads books", "connectivityResource": [{"details": {"name": "details", "application": "mall",
 			"egressgateway": "false", "mutualTLS": "true", "port": "9080", "serviceMesh": "istio",
 			"clientServices": [{"clientServiceName": "` + host + `", "protocol": "HTTPS", "type": "external"}]}}]}`
 	}
-	r.want(201, "POST", base+"intent/g/connectivity/external/outbound", outbound("books.example.org"))
-	r.want(202, "POST", group+"/apply", "")
-	r.settleTraffic(group, "Applied")
+	r.Want(201, "POST", base+"intent/g/connectivity/external/outbound", outbound("books.example.org"))
+	r.Want(202, "POST", group+"/apply", "")
+	r.SettleTraffic(group, "Applied")
 	for name, c := range byName {
 		require.Equal(t, []string{"books.example.org"}, serviceEntryHosts(t, c, "mall-ns", "g"), name)
 	}
@@ -274,11 +275,11 @@ func TestProgressiveTrafficGroupOnRealClusters(t *testing.T) {
 			_, err = dyn.Resource(serviceEntries).Namespace("mall-ns").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return apierrors.IsInvalid(err)
 		})
-	r.want(200, "PUT", base+"intent/g/connectivity/external/outbound/details", outbound("blocked.example.org"))
-	r.want(202, "POST", group+"/update", "")
+	r.Want(200, "PUT", base+"intent/g/connectivity/external/outbound/details", outbound("blocked.example.org"))
+	r.Want(202, "POST", group+"/update", "")
 	var st stagedStatus
-	eventually(t, "the group pauses", func() bool {
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", group+"/status", "")), &st))
+	apitest.Eventually(t, "the group pauses", func() bool {
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", group+"/status", "")), &st))
 		return st.State == "Paused"
 	})
 	require.Equal(t, []string{"edge/cluster-2"}, st.Rollout.Failed)
@@ -289,13 +290,13 @@ func TestProgressiveTrafficGroupOnRealClusters(t *testing.T) {
 	require.NotContains(t, serviceEntryHosts(t, byName["cluster-2"], "mall-ns", "g"), "blocked.example.org", "refused")
 	require.Equal(t, []string{"books.example.org"}, serviceEntryHosts(t, byName["cluster-3"], "mall-ns", "g"), "never reached")
 
-	r.want(202, "POST", group+"/rollback", "")
-	r.settleTraffic(group, "Applied")
+	r.Want(202, "POST", group+"/rollback", "")
+	r.SettleTraffic(group, "Applied")
 	for name, c := range byName {
 		require.Equal(t, []string{"books.example.org"}, serviceEntryHosts(t, c, "mall-ns", "g"), name)
 	}
-	r.want(202, "POST", group+"/terminate", "")
-	r.settleTraffic(group, "Terminated")
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Want(202, "POST", group+"/terminate", "")
+	r.SettleTraffic(group, "Terminated")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 }

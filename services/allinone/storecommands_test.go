@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/store"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -55,34 +56,34 @@ func leastCommands(t *testing.T, op func(i int)) uint64 {
 // raise it to pass.
 func TestListPageStoreCommands(t *testing.T) {
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	cloud := func(name string) string {
 		return fmt.Sprintf(`{"name": %q, "user": [{"name": "u", "type": "certificate",
 		  "permissions": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}]}`, name)
 	}
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p2"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p2"}}`)
 	const clouds = 40
 	for i := range clouds {
-		r.want(201, "POST", "/v2/projects/p1/logical-clouds", cloud(fmt.Sprintf("lc-%02d", i)))
+		r.Want(201, "POST", "/v2/projects/p1/logical-clouds", cloud(fmt.Sprintf("lc-%02d", i)))
 	}
 	got := map[string]uint64{
 		"list page": leastCommands(t, func(int) {
-			body := r.want(200, "GET", "/v2/projects/p1/logical-clouds?page-size=100", "")
+			body := r.Want(200, "GET", "/v2/projects/p1/logical-clouds?page-size=100", "")
 			require.Contains(t, body, `"lc-39"`)
 		}),
 		"empty list page": leastCommands(t, func(int) {
-			body := r.want(200, "GET", "/v2/projects/p2/logical-clouds", "")
+			body := r.Want(200, "GET", "/v2/projects/p2/logical-clouds", "")
 			require.NotContains(t, body, `"lc-`)
 		}),
 		"get": leastCommands(t, func(int) {
-			r.want(200, "GET", "/v2/projects/p1/logical-clouds/lc-07", "")
+			r.Want(200, "GET", "/v2/projects/p1/logical-clouds/lc-07", "")
 		}),
 		"create": leastCommands(t, func(i int) {
-			r.want(201, "POST", "/v2/projects/p1/logical-clouds", cloud(fmt.Sprintf("new-%d", i)))
+			r.Want(201, "POST", "/v2/projects/p1/logical-clouds", cloud(fmt.Sprintf("new-%d", i)))
 		}),
 	}
-	r.want(404, "GET", "/v2/projects/p3/logical-clouds", "")
+	r.Want(404, "GET", "/v2/projects/p3/logical-clouds", "")
 	budget := map[string]uint64{"list page": 2, "empty list page": 2, "get": 2, "create": 17}
 	for op, n := range got {
 		t.Logf("%s (%d logical clouds): %d store commands", op, clouds, n)

@@ -22,6 +22,7 @@ import (
 	"github.com/dcm-project/dcm/platform/app"
 	"github.com/dcm-project/dcm/platform/server"
 	"github.com/dcm-project/dcm/services/allinone"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -117,10 +118,10 @@ func TestChildrenNeverAskCore(t *testing.T) {
 	t.Parallel()
 	c := &rpcCounts{n: map[string]int{}}
 	s := stacktest.StartWith(t, stacktest.Options{Build: c.build})
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
 	c.reset()
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name": "lc-1", "resources": {"cpu": "4"},
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name": "lc-1", "resources": {"cpu": "4"},
 	  "user": [{"name": "user-1", "type": "certificate",
 	            "permissions": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
 	                            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}]}`)
@@ -129,10 +130,10 @@ func TestChildrenNeverAskCore(t *testing.T) {
 	require.Equal(t, map[string]int{"CreateLogicalCloud": 1}, coreCalls(create), "no service asked core back")
 
 	for i := 2; i <= 5; i++ {
-		r.want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"name": "lc-%d", "user": [{"name": "u", "type": "certificate"}]}`, i))
+		r.Want(201, "POST", "/v2/projects/p1/logical-clouds", fmt.Sprintf(`{"name": "lc-%d", "user": [{"name": "u", "type": "certificate"}]}`, i))
 	}
 	c.reset()
-	body := r.want(200, "GET", "/v2/projects/p1/logical-clouds", "")
+	body := r.Want(200, "GET", "/v2/projects/p1/logical-clouds", "")
 	list := c.reset()
 	t.Logf("one list page (5 logical clouds): %d calls%s", total(list), show(list))
 	require.Contains(t, body, `"permission-name"`, "the page shows the permissions")
@@ -154,34 +155,34 @@ func TestFactsReconcile(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	s := stacktest.StartWith(t, stacktest.Options{DataDir: dataDir})
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
-	r.want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name": "lc-1", "resources": {"cpu": "4"}, "user": [{"name": "user-1", "type": "certificate"}]}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"p1"}}`)
+	r.Want(201, "POST", "/v2/projects/p1/logical-clouds", `{"name": "lc-1", "resources": {"cpu": "4"}, "user": [{"name": "user-1", "type": "certificate"}]}`)
 	lc := "/v2/projects/p1/logical-clouds/lc-1"
-	r.want(200, "GET", lc+"/cluster-quotas", "")
+	r.Want(200, "GET", lc+"/cluster-quotas", "")
 	forget := func(s *stacktest.Stack, service string) {
 		res, err := s.Env.Store.Database().Collection(service+"_logical_clouds").DeleteOne(context.Background(), bson.D{{Key: "_id", Value: "p1/lc-1"}})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, res.DeletedCount, "the %s service kept the facts", service)
 	}
 	forget(s, "quota")
-	r.want(404, "GET", lc+"/cluster-quotas", "")
-	r.want(404, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`)
-	r.want(200, "GET", lc+"/users", "") // the others kept theirs
+	r.Want(404, "GET", lc+"/cluster-quotas", "")
+	r.Want(404, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`)
+	r.Want(200, "GET", lc+"/users", "") // the others kept theirs
 
 	// Restarted, core tells every logical cloud's facts again.
 	s.Stop()
 	s = stacktest.StartWith(t, stacktest.Options{DataDir: dataDir, Args: []string{"-facts-interval", "200ms"}})
-	r = newREST(t, s)
+	r = apitest.NewREST(t, s)
 	converged := func(path string) {
 		t.Helper()
 		require.Eventually(t, func() bool {
-			code, _ := call(t, s.Admin, "GET", s.URL+path, "")
+			code, _ := apitest.Call(t, s.Admin, "GET", s.URL+path, "")
 			return code == 200
 		}, 20*time.Second, 50*time.Millisecond, "GET %s never answered 200", path)
 	}
 	converged(lc + "/cluster-quotas")
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`)
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"q"},"spec":{"cpu":"1"}}`)
 
 	// And while it runs, every DCM_FACTS_INTERVAL.
 	forget(s, "user")

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -144,12 +145,12 @@ func TestOneTraceFromRESTToEachCluster(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	logs := &syncBuffer{}
 	s := stacktest.StartWith(t, stacktest.Options{Logs: logs, Args: []string{"-log-level", "info"}})
-	r := newREST(t, s)
-	registerHarness(t, r, h)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"traced"}}`)
+	r := apitest.NewREST(t, s)
+	apitest.RegisterHarness(t, r, h)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"traced"}}`)
 	lc := "/v2/projects/traced/logical-clouds/lc-traced"
-	r.want(201, "POST", "/v2/projects/traced/logical-clouds", traceLC)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+h.Clusters[0].Name+`"}`)
+	r.Want(201, "POST", "/v2/projects/traced/logical-clouds", traceLC)
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+h.Clusters[0].Name+`"}`)
 
 	const reqID = "traced-apply-1"
 	req, err := http.NewRequest("POST", s.URL+lc+"/apply", nil)
@@ -159,9 +160,9 @@ func TestOneTraceFromRESTToEachCluster(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, 202, resp.StatusCode)
-	r.settle(lc, "Instantiated")
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 	s.Stop() // flushes the batched spans
 
 	// The REST span of the apply starts the trace.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -92,10 +93,10 @@ func TestTrafficAPI(t *testing.T) {
 	t.Parallel()
 	logs := &syncBuffer{}
 	s := stacktest.StartWith(t, stacktest.Options{Logs: logs, Args: []string{"-log-level", "debug"}})
-	r := newREST(t, s)
+	r := apitest.NewREST(t, s)
 	for _, p := range []string{"a", "b"} {
-		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+p+`"}}`)
-		r.want(201, "POST", "/v2/projects/"+p+"/logical-clouds", `{"metadata":{"name":"lc-`+p+`"}}`)
+		r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"`+p+`"}}`)
+		r.Want(201, "POST", "/v2/projects/"+p+"/logical-clouds", `{"metadata":{"name":"lc-`+p+`"}}`)
 	}
 	const (
 		old = "/v2/project/a/rb/app/v1"  // the seed's spelling
@@ -103,31 +104,31 @@ func TestTrafficAPI(t *testing.T) {
 	)
 	field := func(code int, method, path, body string) string {
 		t.Helper()
-		f, _ := decodeMap(t, r.want(code, method, path, body))["field"].(string)
+		f, _ := decodeMap(t, r.Want(code, method, path, body))["field"].(string)
 		return f
 	}
 	// count is the length of a list answer (a JSON array).
 	count := func(path string) int {
 		t.Helper()
-		items, ok := decode(t, []byte(r.want(200, "GET", path, ""))).([]any)
+		items, ok := decode(t, []byte(r.Want(200, "GET", path, ""))).([]any)
 		require.True(t, ok, path)
 		return len(items)
 	}
 
 	// Groups: the logical cloud must be one of the URL's project.
 	require.Equal(t, "logical-cloud", field(400, "POST", old+"/traffic-intent-groups", `{"name":"g","logical-cloud":"nope"}`))
-	require.Contains(t, r.want(400, "POST", old+"/traffic-intent-groups", `{"name":"g","logical-cloud":"lc-b"}`), `not a logical cloud of project \"a\"`)
+	require.Contains(t, r.Want(400, "POST", old+"/traffic-intent-groups", `{"name":"g","logical-cloud":"lc-b"}`), `not a logical cloud of project \"a\"`)
 	require.Equal(t, "name", field(400, "POST", old+"/traffic-intent-groups", `{"name":"g","metadata":{"name":"h"},"logical-cloud":"lc-a"}`))
-	r.want(201, "POST", old+"/traffic-intent-groups", `{"name":"g","description":"Traffic intent groups","logical-cloud":"lc-a","applied":true}`)
-	g := decodeMap(t, r.want(200, "GET", new+"/traffic-intent-sets/g", ""))
+	r.Want(201, "POST", old+"/traffic-intent-groups", `{"name":"g","description":"Traffic intent groups","logical-cloud":"lc-a","applied":true}`)
+	g := decodeMap(t, r.Want(200, "GET", new+"/traffic-intent-sets/g", ""))
 	require.Equal(t, "g", g["metadata"].(map[string]any)["name"])
 	require.Equal(t, "Traffic intent groups", g["description"])
 	require.Equal(t, false, g["applied"], "output only")
 	require.Equal(t, 1, count(new+"/traffic-intent-groups"))
 
 	// The seed's bodies, posted in one spelling and read in the other.
-	r.want(201, "POST", old+"/traffic-intent-groups/g/intraclusterservice", seedIntracluster)
-	ic := decodeMap(t, r.want(200, "GET", new+"/intent/g/connectivity/intracluster/microservice01", ""))
+	r.Want(201, "POST", old+"/traffic-intent-groups/g/intraclusterservice", seedIntracluster)
+	ic := decodeMap(t, r.Want(200, "GET", new+"/intent/g/connectivity/intracluster/microservice01", ""))
 	res := ic["connectivityResource"].([]any)[0].(map[string]any)
 	require.Equal(t, "microservice01", res["id"])
 	require.Equal(t, true, res["mutualTLS"])
@@ -136,17 +137,17 @@ func TestTrafficAPI(t *testing.T) {
 	require.Len(t, cs, 2)
 	require.Equal(t, "intracluster", cs[1].(map[string]any)["type"])
 
-	r.want(201, "POST", old+"/intent/g/connectivity/intercluster", seedIntercluster)
-	inter := decodeMap(t, r.want(200, "GET", new+"/traffic-intent-groups/g/interclusterservice/johndoe", ""))
+	r.Want(201, "POST", old+"/intent/g/connectivity/intercluster", seedIntercluster)
+	inter := decodeMap(t, r.Want(200, "GET", new+"/traffic-intent-groups/g/interclusterservice/johndoe", ""))
 	require.Equal(t, "sleep01", inter["inboundservicename"])
 	require.Equal(t, true, inter["loadbalancing"])
 
-	r.want(201, "POST", new+"/traffic-intent-groups/g/externaloutboundaccess", seedOutbound)
-	out := decodeMap(t, r.want(200, "GET", old+"/intent/g/connectivity/external/outbound/microservice01", ""))
+	r.Want(201, "POST", new+"/traffic-intent-groups/g/externaloutboundaccess", seedOutbound)
+	out := decodeMap(t, r.Want(200, "GET", old+"/intent/g/connectivity/external/outbound/microservice01", ""))
 	require.Len(t, out["connectivityResource"], 2)
 
-	r.want(201, "POST", new+"/intent/g/connectivity/external/inbound", inbound)
-	r.want(200, "GET", old+"/traffic-intent-sets/g/externalinboundaccess/microservice01", "")
+	r.Want(201, "POST", new+"/intent/g/connectivity/external/inbound", inbound)
+	r.Want(200, "GET", old+"/traffic-intent-sets/g/externalinboundaccess/microservice01", "")
 
 	// The seed's DNS provider is AWS's: refused by this build.
 	f := field(400, "POST", old+"/intent/g/connectivity/dnsproviders", seedDNSAWS)
@@ -158,8 +159,8 @@ func TestTrafficAPI(t *testing.T) {
 	allowList := `{"servers":["192.0.2.53:53"],"zones":["example.com"]}`
 	code, body := do(t, s.Client(nil), pa, "PUT", s.URL+"/v2/projects/a/dns-allow-list", allowList)
 	require.Equal(t, 403, code, body)
-	r.want(404, "GET", "/v2/projects/a/dns-allow-list", "")
-	al := decodeMap(t, r.want(200, "PUT", "/v2/projects/a/dns-allow-list", allowList))
+	r.Want(404, "GET", "/v2/projects/a/dns-allow-list", "")
+	al := decodeMap(t, r.Want(200, "PUT", "/v2/projects/a/dns-allow-list", allowList))
 	require.Equal(t, []any{"192.0.2.53:53"}, al["servers"])
 	require.NotEmpty(t, al["resourceVersion"])
 	code, body = do(t, s.Client(nil), pa, "GET", s.URL+"/v2/projects/a/dns-allow-list", "")
@@ -182,17 +183,17 @@ func TestTrafficAPI(t *testing.T) {
 	code, body = do(t, s.Client(nil), pa, "POST", s.URL+old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136)
 	require.Equal(t, 201, code, body)
 	require.Regexp(t, `"txt-owner-id":"dcm-[0-9a-f]{32}"`, body, "the derived owner id is answered")
-	r.want(204, "DELETE", old+"/traffic-intent-groups/g/dnsproviders/microservice01", "")
-	r.want(201, "POST", old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136)
+	r.Want(204, "DELETE", old+"/traffic-intent-groups/g/dnsproviders/microservice01", "")
+	r.Want(201, "POST", old+"/traffic-intent-groups/g/dnsproviders", dnsRFC2136)
 	for _, path := range []string{new + "/intent/g/connectivity/dnsproviders/microservice01", old + "/traffic-intent-groups/g/dnsproviders/microservice01",
 		new + "/intent/g/connectivity/dnsproviders"} {
-		body := r.want(200, "GET", path, "")
+		body := r.Want(200, "GET", path, "")
 		require.NotContains(t, body, tsigSecret, path)
 		require.Contains(t, body, `"credential-keys":["rfc2136-tsig-secret"]`, path)
 	}
 	// An update without credentials keeps them.
-	r.want(200, "PUT", new+"/intent/g/connectivity/dnsproviders/microservice01", strings.Replace(dnsRFC2136, `"rfc2136-tsig-secret": "`+tsigSecret+`"`, "", 1))
-	require.Contains(t, r.want(200, "GET", old+"/intent/g/connectivity/dnsproviders/microservice01", ""), `"credential-keys":["rfc2136-tsig-secret"]`)
+	r.Want(200, "PUT", new+"/intent/g/connectivity/dnsproviders/microservice01", strings.Replace(dnsRFC2136, `"rfc2136-tsig-secret": "`+tsigSecret+`"`, "", 1))
+	require.Contains(t, r.Want(200, "GET", old+"/intent/g/connectivity/dnsproviders/microservice01", ""), `"credential-keys":["rfc2136-tsig-secret"]`)
 
 	// Refusals name the field and store nothing.
 	intra := new + "/intent/g/connectivity/intracluster"
@@ -210,12 +211,12 @@ func TestTrafficAPI(t *testing.T) {
 		field(400, "POST", outPath, `{"name":"y","connectivityResource":[{"id":"m","name":"m","port":80,"clientServices":[{"clientServiceName":"not_an_fqdn"}]}]}`))
 	require.Equal(t, 1, count(outPath))
 	require.Equal(t, 1, count(old+"/intent/g/connectivity/dnsproviders"))
-	r.want(404, "POST", new+"/intent/nope/connectivity/intracluster", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`)
+	r.Want(404, "POST", new+"/intent/nope/connectivity/intracluster", `{"connectivityResource":[{"id":"m","name":"m","port":80}]}`)
 
 	// Updates keep the name.
 	require.Equal(t, "name", field(400, "PUT", intra+"/microservice01", `{"name":"other","connectivityResource":[{"id":"m","name":"m","port":80}]}`))
-	r.want(200, "PUT", old+"/traffic-intent-groups/g/intraclusterservice/microservice01", `{"description":"new","connectivityResource":[{"id":"m","name":"m","port":80,"protocol":"grpc"}]}`)
-	require.Contains(t, r.want(200, "GET", intra+"/microservice01", ""), `"protocol":"GRPC"`)
+	r.Want(200, "PUT", old+"/traffic-intent-groups/g/intraclusterservice/microservice01", `{"description":"new","connectivityResource":[{"id":"m","name":"m","port":80,"protocol":"grpc"}]}`)
+	require.Contains(t, r.Want(200, "GET", intra+"/microservice01", ""), `"protocol":"GRPC"`)
 
 	// Another project's admin reaches none of it, in either spelling.
 	tok := mint(t, s, `{"subject":"pb","role":"project-admin","project":"b"}`)
@@ -233,11 +234,11 @@ func TestTrafficAPI(t *testing.T) {
 	require.Equal(t, 200, code, "its own project")
 
 	// Deleting the group takes its intents along.
-	r.want(204, "DELETE", old+"/intent/g/connectivity/intercluster/johndoe", "")
-	r.want(404, "GET", new+"/traffic-intent-groups/g/interclusterservice/johndoe", "")
-	r.want(204, "DELETE", new+"/traffic-intent-groups/g", "")
-	r.want(404, "GET", old+"/traffic-intent-groups/g", "")
-	r.want(201, "POST", old+"/traffic-intent-groups", `{"metadata":{"name":"g"},"logical-cloud":"lc-a"}`)
+	r.Want(204, "DELETE", old+"/intent/g/connectivity/intercluster/johndoe", "")
+	r.Want(404, "GET", new+"/traffic-intent-groups/g/interclusterservice/johndoe", "")
+	r.Want(204, "DELETE", new+"/traffic-intent-groups/g", "")
+	r.Want(404, "GET", old+"/traffic-intent-groups/g", "")
+	r.Want(201, "POST", old+"/traffic-intent-groups", `{"metadata":{"name":"g"},"logical-cloud":"lc-a"}`)
 	require.Equal(t, 0, count(intra))
 	require.Equal(t, 0, count(old+"/traffic-intent-groups/g/dnsproviders"))
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -19,24 +20,24 @@ import (
 func TestTrafficGroupsPurgedWithTheirLogicalCloud(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"a"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"a"}}`)
 	for _, lc := range []string{"lc-a", "lc-keep"} {
-		r.want(201, "POST", "/v2/projects/a/logical-clouds", `{"metadata":{"name":"`+lc+`"}}`)
+		r.Want(201, "POST", "/v2/projects/a/logical-clouds", `{"metadata":{"name":"`+lc+`"}}`)
 	}
 	const app = "/v2/projects/a/rb/app/v1"
-	r.want(201, "POST", app+"/traffic-intent-groups", `{"name":"g1","logical-cloud":"lc-a"}`)
-	r.want(201, "POST", app+"/traffic-intent-groups/g1/intraclusterservice", seedIntracluster)
-	r.want(201, "POST", "/v2/projects/a/rb/other/v2/traffic-intent-groups", `{"name":"g2","logical-cloud":"lc-a"}`)
-	r.want(201, "POST", app+"/traffic-intent-groups", `{"name":"kept","logical-cloud":"lc-keep"}`)
+	r.Want(201, "POST", app+"/traffic-intent-groups", `{"name":"g1","logical-cloud":"lc-a"}`)
+	r.Want(201, "POST", app+"/traffic-intent-groups/g1/intraclusterservice", seedIntracluster)
+	r.Want(201, "POST", "/v2/projects/a/rb/other/v2/traffic-intent-groups", `{"name":"g2","logical-cloud":"lc-a"}`)
+	r.Want(201, "POST", app+"/traffic-intent-groups", `{"name":"kept","logical-cloud":"lc-keep"}`)
 
-	r.want(204, "DELETE", "/v2/projects/a/logical-clouds/lc-a", "")
-	r.want(201, "POST", "/v2/projects/a/logical-clouds", `{"metadata":{"name":"lc-a"}}`)
+	r.Want(204, "DELETE", "/v2/projects/a/logical-clouds/lc-a", "")
+	r.Want(201, "POST", "/v2/projects/a/logical-clouds", `{"metadata":{"name":"lc-a"}}`)
 
-	r.want(404, "GET", app+"/traffic-intent-groups/g1", "")
-	r.want(404, "GET", "/v2/projects/a/rb/other/v2/traffic-intent-groups/g2", "")
-	r.want(200, "GET", app+"/traffic-intent-groups/kept", "")
-	groups, ok := decode(t, []byte(r.want(200, "GET", app+"/traffic-intent-groups", ""))).([]any)
+	r.Want(404, "GET", app+"/traffic-intent-groups/g1", "")
+	r.Want(404, "GET", "/v2/projects/a/rb/other/v2/traffic-intent-groups/g2", "")
+	r.Want(200, "GET", app+"/traffic-intent-groups/kept", "")
+	groups, ok := decode(t, []byte(r.Want(200, "GET", app+"/traffic-intent-groups", ""))).([]any)
 	require.True(t, ok)
 	require.Len(t, groups, 1, "only the other logical cloud's group is left")
 
@@ -52,5 +53,5 @@ func TestTrafficGroupsPurgedWithTheirLogicalCloud(t *testing.T) {
 	require.Zero(t, count("traffic_intracluster_intents", bson.D{}), "nor their intents")
 
 	// The name is free again under the new logical cloud.
-	r.want(201, "POST", app+"/traffic-intent-groups", `{"name":"g1","logical-cloud":"lc-a"}`)
+	r.Want(201, "POST", app+"/traffic-intent-groups", `{"name":"g1","logical-cloud":"lc-a"}`)
 }

@@ -2,13 +2,11 @@ package allinone_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/dcm-project/dcm/platform/kubetest"
 	"github.com/dcm-project/dcm/platform/kubetest/bindtest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
@@ -66,48 +65,6 @@ func withKind(objs []string, resource, kind string) []string {
 	return out
 }
 
-// trafficStatus is the part of a group's GET .../status the tests read.
-type trafficStatus struct {
-	State      string   `json:"state"`
-	Ready      int      `json:"ready"`
-	Total      int      `json:"total"`
-	LastErrors []string `json:"last-errors"`
-	Clusters   []struct {
-		Name      string `json:"cluster-name"`
-		State     string `json:"state"`
-		Resources []struct {
-			Kind  string `json:"kind"`
-			Name  string `json:"name"`
-			State string `json:"state"`
-		} `json:"resources"`
-	} `json:"clusters"`
-	DNS []struct {
-		ExternalName string   `json:"externalName"`
-		State        string   `json:"state"`
-		LastError    string   `json:"last-error"`
-		Records      []string `json:"records"`
-		Clusters     []string `json:"clusters"`
-	} `json:"dns"`
-}
-
-// settleTraffic polls a group's status until it is in state want with
-// every object at its goal.
-func (r *rest) settleTraffic(group, want string) trafficStatus {
-	r.t.Helper()
-	var st trafficStatus
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		require.NoError(r.t, json.Unmarshal([]byte(r.want(200, "GET", group+"/status", "")), &st))
-		if st.State == want && st.Ready == st.Total {
-			return st
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("group %s did not become %s: %+v", group, want, st)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // bookinfo is docs/walkthrough.md's traffic example: the seed's intents for Istio's
 // bookinfo application on a two-cluster logical cloud.
 func bookinfoIntents(dns *bindtest.Server) map[string]string {
@@ -149,31 +106,31 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 	h := kubetest.ForTests(t, 3)
 	dns := bindtest.Start(t)
 	stack := stacktest.StartWith(t, stacktest.Options{Args: []string{"-dns-interval", "500ms"}})
-	r := newREST(t, stack)
-	registerHarness(t, r, h)
+	r := apitest.NewREST(t, stack)
+	apitest.RegisterHarness(t, r, h)
 	c1, c2 := h.Clusters[0], h.Clusters[1]
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"pt"}}`)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"pt"}}`)
 	lc := "/v2/projects/pt/logical-clouds/shop"
-	r.want(201, "POST", "/v2/projects/pt/logical-clouds", meshBody("shop"))
+	r.Want(201, "POST", "/v2/projects/pt/logical-clouds", apitest.MeshBody("shop"))
 	for i, c := range []*kubetest.Cluster{c1, c2} {
-		r.want(201, "POST", lc+"/cluster-references",
+		r.Want(201, "POST", lc+"/cluster-references",
 			fmt.Sprintf(`{"cluster-provider":"edge","cluster-name":%q,"loadbalancer-ip":"192.0.2.%d"}`, c.Name, 11+i))
 	}
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 
 	base := "/v2/project/pt/rb/bookinfo/v1/"
 	group := base + "traffic-intent-groups/bookinfo"
-	r.want(201, "POST", base+"traffic-intent-groups", `{"name": "bookinfo", "description": "bookinfo traffic", "logical-cloud": "shop"}`)
+	r.Want(201, "POST", base+"traffic-intent-groups", `{"name": "bookinfo", "description": "bookinfo traffic", "logical-cloud": "shop"}`)
 	// The operator lets the project use the test's BIND (on loopback: a
 	// literal address listed is admitted).
-	r.want(200, "PUT", "/v2/projects/pt/dns-allow-list", fmt.Sprintf(`{"servers":["127.0.0.1:%d"],"zones":["example.com"]}`, dns.Port))
+	r.Want(200, "PUT", "/v2/projects/pt/dns-allow-list", fmt.Sprintf(`{"servers":["127.0.0.1:%d"],"zones":["example.com"]}`, dns.Port))
 	for path, body := range bookinfoIntents(dns) {
 		body = strings.NewReplacer("CLUSTER1", c1.Name, "CLUSTER2", c2.Name).Replace(body)
-		r.want(201, "POST", base+path, body)
+		r.Want(201, "POST", base+path, body)
 	}
-	r.want(202, "POST", group+"/apply", "")
-	st := r.settleTraffic(group, "Applied")
+	r.Want(202, "POST", group+"/apply", "")
+	st := r.SettleTraffic(group, "Applied")
 	require.Len(t, st.Clusters, 2)
 
 	on1, on2 := trafficOn(t, c1, "bookinfo"), trafficOn(t, c2, "bookinfo")
@@ -191,25 +148,25 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 	require.NotEmpty(t, withKind(on2, "authorizationpolicies", "intercluster"), "ratings allows reviews: %v", on2)
 
 	// The DNS round trip: a real DNS query answers both clusters.
-	eventually(t, "BIND answers bookinfo.example.com with both clusters", func() bool {
+	apitest.Eventually(t, "BIND answers bookinfo.example.com with both clusters", func() bool {
 		got := dns.Lookup(t, "bookinfo.example.com", "A")
 		slices.Sort(got)
 		return slices.Equal(got, []string{"192.0.2.11", "192.0.2.12"})
 	})
-	raw := r.want(200, "GET", group+"/status", "")
+	raw := r.Want(200, "GET", group+"/status", "")
 	require.NotContains(t, raw, dns.Secret, "the TSIG secret is never shown")
-	require.NotContains(t, r.want(200, "GET", base+"intent/bookinfo/connectivity/dnsproviders/productpage", ""), dns.Secret)
+	require.NotContains(t, r.Want(200, "GET", base+"intent/bookinfo/connectivity/dnsproviders/productpage", ""), dns.Secret)
 
 	// The logical cloud stays while the group is applied.
-	held := r.want(409, "POST", lc+"/terminate", "")
+	held := r.Want(409, "POST", lc+"/terminate", "")
 	require.Equal(t, "REFERENCED", decodeMap(t, held)["reason"], held)
 	// An applied group is not deleted.
-	r.want(409, "DELETE", group, "")
+	r.Want(409, "DELETE", group, "")
 
 	// Remove the intra-cluster intent, update: its objects go, the rest stay.
-	r.want(204, "DELETE", base+"traffic-intent-groups/bookinfo/intraclusterservice/reviews", "")
-	r.want(202, "POST", group+"/update", "")
-	r.settleTraffic(group, "Applied")
+	r.Want(204, "DELETE", base+"traffic-intent-groups/bookinfo/intraclusterservice/reviews", "")
+	r.Want(202, "POST", group+"/update", "")
+	r.SettleTraffic(group, "Applied")
 	for _, c := range []*kubetest.Cluster{c1, c2} {
 		objs := trafficOn(t, c, "bookinfo")
 		require.Empty(t, withKind(objs, "authorizationpolicies", "intracluster"), "%s: %v", c.Name, objs)
@@ -218,16 +175,16 @@ func TestTrafficIntentsOnClusters(t *testing.T) {
 	}
 
 	// Terminate: nothing left on the clusters, nothing in the zone.
-	r.want(202, "POST", group+"/terminate", "")
-	r.settleTraffic(group, "Terminated")
+	r.Want(202, "POST", group+"/terminate", "")
+	r.SettleTraffic(group, "Terminated")
 	require.Empty(t, trafficOn(t, c1, "bookinfo"))
 	require.Empty(t, trafficOn(t, c2, "bookinfo"))
-	eventually(t, "BIND no longer answers bookinfo.example.com", func() bool {
+	apitest.Eventually(t, "BIND no longer answers bookinfo.example.com", func() bool {
 		return len(dns.Lookup(t, "bookinfo.example.com", "A")) == 0
 	})
-	r.want(204, "DELETE", group, "")
-	r.want(202, "POST", lc+"/terminate", "")
-	r.settle(lc, "Terminated")
+	r.Want(204, "DELETE", group, "")
+	r.Want(202, "POST", lc+"/terminate", "")
+	r.Settle(lc, "Terminated")
 	// Deleting the logical cloud takes core's record of the group with it.
-	r.want(204, "DELETE", lc, "")
+	r.Want(204, "DELETE", lc, "")
 }

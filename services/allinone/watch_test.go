@@ -13,13 +13,14 @@ import (
 
 	"github.com/dcm-project/dcm/platform/errs"
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 	"github.com/dcm-project/dcm/services/allinone/internal/stacktest"
 )
 
 // openWatches reads the gauge of status watches core serves.
 func openWatches(t *testing.T, s *stacktest.Stack) string {
 	t.Helper()
-	code, b := call(t, s.Admin, "GET", s.URL+"/metrics", "")
+	code, b := apitest.Call(t, s.Admin, "GET", s.URL+"/metrics", "")
 	require.Equal(t, 200, code)
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "dcm_core_status_watches_open "); ok {
@@ -39,22 +40,22 @@ func TestWatchBounds(t *testing.T) {
 	down.StopAPIServer()
 	t.Cleanup(func() { require.NoError(t, down.StartAPIServer(context.Background())) })
 
-	start := func(t *testing.T, args ...string) (*stacktest.Stack, *rest, string) {
+	start := func(t *testing.T, args ...string) (*stacktest.Stack, *apitest.REST, string) {
 		s := stacktest.StartWith(t, stacktest.Options{Args: args})
-		r := newREST(t, s)
-		registerHarness(t, r, h)
-		r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"watch"}}`)
+		r := apitest.NewREST(t, s)
+		apitest.RegisterHarness(t, r, h)
+		r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"watch"}}`)
 		lc := "/v2/projects/watch/logical-clouds/lc-w"
-		r.want(201, "POST", "/v2/projects/watch/logical-clouds", `{"metadata":{"name":"lc-w"},"spec":{"namespace":"watch-ns"}}`)
-		r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
-		r.want(202, "POST", lc+"/apply", "")
+		r.Want(201, "POST", "/v2/projects/watch/logical-clouds", `{"metadata":{"name":"lc-w"},"spec":{"namespace":"watch-ns"}}`)
+		r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+down.Name+`"}`)
+		r.Want(202, "POST", lc+"/apply", "")
 		return s, r, lc
 	}
 
 	t.Run("ends at its maximum", func(t *testing.T) {
 		_, r, lc := start(t, "-watch-max", "3s", "-http-write-timeout", "1s")
 		began := time.Now()
-		all := r.watch(lc) // requires 200, no error line, a clean end
+		all := r.Watch(lc) // requires 200, no error line, a clean end
 		require.GreaterOrEqual(t, time.Since(began), 3*time.Second, "it ended at the maximum, not at the write timeout")
 		require.Equal(t, "Instantiating", all[len(all)-1].State, "it never settled: %+v", all[len(all)-1])
 	})
@@ -63,7 +64,7 @@ func TestWatchBounds(t *testing.T) {
 		s, r, lc := start(t, "-max-watches", "2")
 		open := func(c *http.Client, token string) (*http.Response, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
-			req, err := http.NewRequestWithContext(ctx, "GET", r.base+lc+"/status?watch=true", nil)
+			req, err := http.NewRequestWithContext(ctx, "GET", r.Base+lc+"/status?watch=true", nil)
 			require.NoError(t, err)
 			if token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
@@ -91,7 +92,7 @@ func TestWatchBounds(t *testing.T) {
 
 		// A watch that ends gives its slot back.
 		stop()
-		eventually(t, "the slot is given back", func() bool {
+		apitest.Eventually(t, "the slot is given back", func() bool {
 			resp, cancel := open(s.Admin, "")
 			if resp.StatusCode == 200 {
 				return true
@@ -105,9 +106,9 @@ func TestWatchBounds(t *testing.T) {
 		s, r, lc := start(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, "GET", r.base+lc+"/status?watch=true", nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", r.Base+lc+"/status?watch=true", nil)
 		require.NoError(t, err)
-		c := *r.c
+		c := *r.C
 		c.Timeout = 0
 		resp, err := c.Do(req)
 		require.NoError(t, err)
@@ -117,7 +118,7 @@ func TestWatchBounds(t *testing.T) {
 
 		cancel()
 		_ = resp.Body.Close()
-		eventually(t, "the server-side watch ended", func() bool { return openWatches(t, s) == "0" })
+		apitest.Eventually(t, "the server-side watch ended", func() bool { return openWatches(t, s) == "0" })
 	})
 }
 
@@ -129,8 +130,8 @@ func TestWatchBounds(t *testing.T) {
 func TestWatchErrors(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t)
-	r := newREST(t, s)
-	r.want(201, "POST", "/v2/projects", `{"metadata":{"name":"we"}}`)
+	r := apitest.NewREST(t, s)
+	r.Want(201, "POST", "/v2/projects", `{"metadata":{"name":"we"}}`)
 	for _, tc := range []struct {
 		name, lc string
 		code     int
@@ -143,10 +144,10 @@ func TestWatchErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := "/v2/projects/we/logical-clouds/" + tc.lc + "/status"
-			code, plain := call(t, s.Admin, "GET", s.URL+base, "")
+			code, plain := apitest.Call(t, s.Admin, "GET", s.URL+base, "")
 			require.Equal(t, tc.code, code, "GET %s: %s", base, plain)
 			for _, watch := range []string{base + "?watch=true", base + "/watch"} {
-				code, b := call(t, s.Admin, "GET", s.URL+watch, "")
+				code, b := apitest.Call(t, s.Admin, "GET", s.URL+watch, "")
 				require.Equal(t, tc.code, code, "GET %s: %s", watch, b)
 				require.JSONEq(t, string(plain), string(b), "GET %s answers as GET %s", watch, base)
 				var body errs.Body

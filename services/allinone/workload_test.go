@@ -10,20 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// quotaUsage is the part of GET .../quota-usage the tests read.
-type quotaUsage struct {
-	Clusters []struct {
-		Name   string `json:"cluster-name"`
-		Quotas []struct {
-			Name string            `json:"name"`
-			Hard map[string]string `json:"hard"`
-			Used map[string]string `json:"used"`
-		} `json:"quotas"`
-		Error string `json:"error"`
-	} `json:"clusters"`
-}
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
+)
 
 // TestTenantWorkloadUnderQuota: a logical cloud's LimitRange gives a pod
 // that states no requests or limits its container defaults (the logical
@@ -38,16 +27,16 @@ type quotaUsage struct {
 func TestTenantWorkloadUnderQuota(t *testing.T) {
 	e := startTenants(t, "wl")
 	ctx := context.Background()
-	c1 := adminOf(t, e.h.Clusters[0])
+	c1 := adminOf(t, e.H.Clusters[0])
 	lc := "/v2/projects/wl/logical-clouds/lc"
-	e.admin.want(201, "POST", "/v2/projects/wl/logical-clouds", `{
+	e.Admin.Want(201, "POST", "/v2/projects/wl/logical-clouds", `{
 	  "metadata": {"name": "lc"},
 	  "spec": {"namespace": "wl-ns", "user": {"user-name": "ann", "user-permissions": [
 	    {"permission-name": "pods", "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete"]},
 	    {"permission-name": "read-limits", "apiGroups": [""], "resources": ["limitranges", "resourcequotas"], "verbs": ["get", "list", "watch"]}
 	  ]}}}`)
-	e.admin.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-	e.admin.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"compute"},"spec":{"requests.cpu":"1","limits.memory":"1Gi","pods":4}}`)
+	e.Admin.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+	e.Admin.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"compute"},"spec":{"requests.cpu":"1","limits.memory":"1Gi","pods":4}}`)
 
 	// The installation's defaults (cpu 100m/500m, memory 128Mi/256Mi),
 	// then the logical cloud's own laid over them.
@@ -56,16 +45,16 @@ func TestTenantWorkloadUnderQuota(t *testing.T) {
 		DefaultRequest map[string]string `json:"default-request"`
 		Source         string            `json:"source"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(e.admin.want(200, "GET", lc+"/container-defaults", "")), &cd))
+	require.NoError(t, json.Unmarshal([]byte(e.Admin.Want(200, "GET", lc+"/container-defaults", "")), &cd))
 	require.Equal(t, "installation", cd.Source)
 	require.Equal(t, map[string]string{"cpu": "500m", "memory": "256Mi"}, cd.Default)
 	require.Equal(t, map[string]string{"cpu": "100m", "memory": "128Mi"}, cd.DefaultRequest)
-	require.NoError(t, json.Unmarshal([]byte(e.admin.want(200, "PUT", lc+"/container-defaults",
+	require.NoError(t, json.Unmarshal([]byte(e.Admin.Want(200, "PUT", lc+"/container-defaults",
 		`{"default":{"memory":"300Mi"},"default-request":{"cpu":"150m"}}`)), &cd))
 	require.Equal(t, "logical-cloud", cd.Source)
 	require.Equal(t, map[string]string{"cpu": "500m", "memory": "300Mi"}, cd.Default)
 	require.Equal(t, map[string]string{"cpu": "150m", "memory": "128Mi"}, cd.DefaultRequest)
-	stored := e.admin.want(200, "GET", lc+"/container-defaults", "")
+	stored := e.Admin.Want(200, "GET", lc+"/container-defaults", "")
 
 	t.Run("a default above the quota is refused, naming the field", func(t *testing.T) {
 		for _, bad := range []struct{ body, field, says string }{
@@ -74,31 +63,31 @@ func TestTenantWorkloadUnderQuota(t *testing.T) {
 			{`{"default-request":{"memory":"512Mi"}}`, "default-request.memory", "above the default memory limit 256Mi"},
 			{`{"default":{"cpu":"a lot"}}`, "default.cpu", "not a Kubernetes quantity"},
 		} {
-			body := e.admin.want(400, "PUT", lc+"/container-defaults", bad.body)
+			body := e.Admin.Want(400, "PUT", lc+"/container-defaults", bad.body)
 			require.Equal(t, bad.field, decodeMap(t, body)["field"], body)
 			require.Contains(t, body, bad.says)
-			require.Equal(t, stored, e.admin.want(200, "GET", lc+"/container-defaults", ""), "nothing stored")
+			require.Equal(t, stored, e.Admin.Want(200, "GET", lc+"/container-defaults", ""), "nothing stored")
 		}
 		// A quota that leaves no room for one container with the defaults.
-		body := e.admin.want(400, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"tiny"},"spec":{"limits.memory":"256Mi"}}`)
+		body := e.Admin.Want(400, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"tiny"},"spec":{"limits.memory":"256Mi"}}`)
 		require.Equal(t, "spec.limits.memory", decodeMap(t, body)["field"], body)
-		e.admin.want(404, "GET", lc+"/cluster-quotas/tiny", "")
+		e.Admin.Want(404, "GET", lc+"/cluster-quotas/tiny", "")
 	})
 
-	e.admin.want(202, "POST", lc+"/apply", "")
-	e.admin.settle(lc, "Instantiated")
+	e.Admin.Want(202, "POST", lc+"/apply", "")
+	e.Admin.Settle(lc, "Instantiated")
 	// Quota admission refuses pods until the cluster has computed the
 	// quota's status: wait for it, as a user would.
 	usage := func() map[string]string {
-		var u quotaUsage
-		require.NoError(t, json.Unmarshal([]byte(e.admin.want(200, "GET", lc+"/quota-usage", "")), &u))
+		var u apitest.QuotaUsage
+		require.NoError(t, json.Unmarshal([]byte(e.Admin.Want(200, "GET", lc+"/quota-usage", "")), &u))
 		require.Len(t, u.Clusters, 1)
 		require.Empty(t, u.Clusters[0].Error)
 		require.Len(t, u.Clusters[0].Quotas, 1)
 		require.Equal(t, "compute", u.Clusters[0].Quotas[0].Name)
 		return u.Clusters[0].Quotas[0].Used
 	}
-	eventually(t, "the cluster reports the quota", func() bool { return usage()["pods"] == "0" })
+	apitest.Eventually(t, "the cluster reports the quota", func() bool { return usage()["pods"] == "0" })
 
 	lr, err := c1.CoreV1().LimitRanges("wl-ns").Get(ctx, "container-defaults", metav1.GetOptions{})
 	require.NoError(t, err, "the LimitRange is on the cluster")
@@ -107,7 +96,7 @@ func TestTenantWorkloadUnderQuota(t *testing.T) {
 	require.Equal(t, "300Mi", ptrString(lr.Spec.Limits[0].Default.Memory()))
 	require.Equal(t, "150m", ptrString(lr.Spec.Limits[0].DefaultRequest.Cpu()))
 
-	cs, ns := clientFor(t, e.admin.kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"))
+	cs, ns := clientFor(t, e.Admin.Kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"))
 	require.Equal(t, "wl-ns", ns)
 
 	t.Run("the tenant reads its LimitRange but may not change it", func(t *testing.T) {
@@ -139,7 +128,7 @@ func TestTenantWorkloadUnderQuota(t *testing.T) {
 		require.Equal(t, "128Mi", ptrString(res.Requests.Memory()))
 		require.Equal(t, "500m", ptrString(res.Limits.Cpu()))
 		require.Equal(t, "300Mi", ptrString(res.Limits.Memory()))
-		eventually(t, "quota-usage shows the pod", func() bool {
+		apitest.Eventually(t, "quota-usage shows the pod", func() bool {
 			u := usage()
 			return u["pods"] == "1" && u["requests.cpu"] == "150m" && u["limits.memory"] == "300Mi"
 		})
@@ -170,10 +159,10 @@ func TestTenantWorkloadUnderQuota(t *testing.T) {
 		require.Contains(t, err.Error(), "securityContext.privileged=true")
 	})
 
-	e.admin.want(202, "POST", lc+"/terminate", "")
-	e.admin.settle(lc, "Terminated")
-	require.Empty(t, leftOn(t, e.h.Clusters[0], "wl", "lc"), "nothing of the logical cloud is left")
-	eventually(t, "no LimitRange is left in the namespace", func() bool {
+	e.Admin.Want(202, "POST", lc+"/terminate", "")
+	e.Admin.Settle(lc, "Terminated")
+	require.Empty(t, leftOn(t, e.H.Clusters[0], "wl", "lc"), "nothing of the logical cloud is left")
+	apitest.Eventually(t, "no LimitRange is left in the namespace", func() bool {
 		l, err := c1.CoreV1().LimitRanges("wl-ns").List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		return len(l.Items) == 0

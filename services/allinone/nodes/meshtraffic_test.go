@@ -1,4 +1,4 @@
-package allinone_test
+package nodes_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 )
 
 // grpcEcho is the tests' proxyless gRPC workload (test/grpcecho), built
@@ -40,7 +41,7 @@ func istioNode(t *testing.T, d time.Duration) (*kubetest.Harness, *kubetest.Clus
 type meshNode struct {
 	t                   *testing.T
 	c                   *kubetest.Cluster
-	r                   *rest
+	r                   *apitest.REST
 	project, lc         string
 	path                string
 	istioNS, workloadNS string
@@ -54,18 +55,18 @@ type meshNode struct {
 // tenant's would be, and its istiod and pods go with its namespaces (left
 // running, they held the node's CPU and memory, and a later test's pods
 // stayed Pending).
-func beginMeshOnNode(t *testing.T, e *tenants, c *kubetest.Cluster, project, lc, lbIP, body string) *meshNode {
+func beginMeshOnNode(t *testing.T, e *apitest.Tenants, c *kubetest.Cluster, project, lc, lbIP, body string) *meshNode {
 	t.Helper()
-	r := e.admin
+	r := e.Admin
 	m := &meshNode{t: t, c: c, r: r, project: project, lc: lc,
 		path:    "/v2/projects/" + project + "/logical-clouds/" + lc,
 		istioNS: lc + "-istio-system", workloadNS: lc + "-ns", trustDomain: lc + "." + project + ".dcm.local"}
-	r.want(201, "POST", "/v2/projects/"+project+"/logical-clouds", body)
-	r.want(201, "POST", m.path+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`","loadbalancer-ip":"`+lbIP+`"}`)
-	r.want(202, "POST", m.path+"/apply", "")
+	r.Want(201, "POST", "/v2/projects/"+project+"/logical-clouds", body)
+	r.Want(201, "POST", m.path+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"`+c.Name+`","loadbalancer-ip":"`+lbIP+`"}`)
+	r.Want(202, "POST", m.path+"/apply", "")
 	t.Cleanup(func() {
-		r.want(202, "POST", m.path+"/terminate", "")
-		r.settle(m.path, "Terminated")
+		r.Want(202, "POST", m.path+"/terminate", "")
+		r.Settle(m.path, "Terminated")
 	})
 	return m
 }
@@ -73,8 +74,8 @@ func beginMeshOnNode(t *testing.T, e *tenants, c *kubetest.Cluster, project, lc,
 // ready waits until m is Instantiated and its istiod Available.
 func (m *meshNode) ready(ctx context.Context) {
 	m.t.Helper()
-	m.r.settle(m.path, "Instantiated")
-	deploy := "deployment/istiod-" + meshRevision(m.t, m.r, m.project, m.lc)
+	m.r.Settle(m.path, "Instantiated")
+	deploy := "deployment/istiod-" + apitest.MeshRevision(m.t, m.r, m.project, m.lc)
 	if _, err := m.c.Kubectl(ctx, "wait", "--for=condition=Available", deploy, "-n", m.istioNS, "--timeout=180s"); err != nil {
 		m.show(ctx, []string{"get", "deployment,replicaset,pods,events", "-n", m.istioNS, "-o", "wide"},
 			[]string{"logs", deploy, "-n", m.istioNS, "--tail=60"})
@@ -199,16 +200,16 @@ func (m *meshNode) callUntil(ctx context.Context, wants []string, from string, f
 func (m *meshNode) checkIstiodAndAgent(ctx context.Context, pod string) {
 	t := m.t
 	t.Helper()
-	b := m.r.bundle(m.project, m.lc, m.c.Name)
+	b := m.r.Bundle(m.project, m.lc, m.c.Name)
 	require.NotEmpty(t, b.RootCert)
 	var written string
-	eventually(t, "istiod writes istio-ca-root-cert in the workload namespace", func() bool {
+	apitest.Eventually(t, "istiod writes istio-ca-root-cert in the workload namespace", func() bool {
 		out, err := m.c.Kubectl(ctx, "get", "configmap", "istio-ca-root-cert", "-n", m.workloadNS, "-o", `jsonpath={.data.root-cert\.pem}`)
 		written = out
 		return err == nil && out != ""
 	})
 	require.Equal(t, strings.TrimSpace(b.RootCert), strings.TrimSpace(written), "istiod's root is DCM's root of the logical cloud")
-	logs := m.c.MustKubectl(ctx, t, "logs", "deployment/istiod-"+meshRevision(t, m.r, m.project, m.lc), "-n", m.istioNS)
+	logs := m.c.MustKubectl(ctx, t, "logs", "deployment/istiod-"+apitest.MeshRevision(t, m.r, m.project, m.lc), "-n", m.istioNS)
 	require.Contains(t, logs, "Using istiod file format for signing ca files", "istiod signs with the cacerts Secret")
 	image := m.c.MustKubectl(ctx, t, "get", "pod", pod, "-n", m.workloadNS, "-o", `jsonpath={.spec.containers[?(@.name=="istio-proxy")].image}`)
 	require.Equal(t, "docker.io/istio/proxyv2:1.31.0", image, "the injector set the agent's image")
@@ -216,8 +217,8 @@ func (m *meshNode) checkIstiodAndAgent(ctx context.Context, pod string) {
 	sa := m.c.MustKubectl(ctx, t, "get", "pod", pod, "-n", m.workloadNS, "-o", "jsonpath={.spec.serviceAccountName}")
 	require.Len(t, leaf.URIs, 1, "subject %s, issuer %s", leaf.Subject, leaf.Issuer)
 	require.Equal(t, m.spiffe(sa), leaf.URIs[0].String())
-	require.NoError(t, leaf.CheckSignatureFrom(pemCerts(t, []byte(b.CaCert))[0]), "the agent's certificate is signed by DCM's intermediate for the cluster")
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool(t, b.RootCert), Intermediates: pool(t, b.CaCert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	require.NoError(t, leaf.CheckSignatureFrom(apitest.PEMCerts(t, []byte(b.CaCert))[0]), "the agent's certificate is signed by DCM's intermediate for the cluster")
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: apitest.Pool(t, b.RootCert), Intermediates: apitest.Pool(t, b.CaCert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	require.NoError(t, err, "and chains to the root the cadist URL serves")
 }
 
@@ -226,7 +227,7 @@ func (m *meshNode) checkIstiodAndAgent(ctx context.Context, pod string) {
 func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certificate {
 	m.t.Helper()
 	out := m.c.MustKubectl(ctx, m.t, "exec", pod, "-c", "app", "-n", m.workloadNS, "--", "/usr/local/bin/grpcecho", "cat", "/var/lib/istio/data/"+name)
-	return pemCerts(m.t, []byte(out))
+	return apitest.PEMCerts(m.t, []byte(out))
 }
 
 // TestMeshTrafficMutualTLSAndPolicy: proxyless gRPC workloads (the
@@ -259,10 +260,10 @@ func (m *meshNode) certFile(ctx context.Context, pod, name string) []*x509.Certi
 // would succeed, and the test fails.
 func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	h, c, ctx := istioNode(t, 20*time.Minute)
-	e := startTenantsOn(t, h, "mt-proj")
+	e := apitest.StartTenantsOn(t, h, "mt-proj")
 	// The other logical cloud first (mt names it in allow-ingress-from);
 	// both start together.
-	other := beginMeshOnNode(t, e, c, "mt-proj", "mto", "192.0.2.32", meshBody("mto"))
+	other := beginMeshOnNode(t, e, c, "mt-proj", "mto", "192.0.2.32", apitest.MeshBody("mto"))
 	m := beginMeshOnNode(t, e, c, "mt-proj", "mt", "192.0.2.31",
 		`{"metadata": {"name": "mt"}, "spec": {"namespace": "mt-ns", "service-mesh": {"enabled": true}, "allow-ingress-from": ["mto"]}}`)
 	m.ready(ctx)
@@ -293,22 +294,22 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 
 	base := "/v2/projects/mt-proj/rb/echo/v1/"
 	group := base + "traffic-intent-groups/echo"
-	r.want(201, "POST", base+"traffic-intent-groups", `{"name": "echo", "description": "client-a calls echo", "logical-cloud": "mt"}`)
-	r.want(201, "POST", group+"/intraclusterservice", `{"description": "client-a calls echo over mutual TLS",
+	r.Want(201, "POST", base+"traffic-intent-groups", `{"name": "echo", "description": "client-a calls echo", "logical-cloud": "mt"}`)
+	r.Want(201, "POST", group+"/intraclusterservice", `{"description": "client-a calls echo over mutual TLS",
 		"connectivityResource": [{"echo": {"name": "echo", "mutualTLS": "true", "port": "8080", "protocol": "GRPC",
 			"clientServices": [{"clientServiceName": "client-a", "protocol": "GRPC"}]}}]}`)
-	r.want(202, "POST", group+"/apply", "")
-	r.settleTraffic(group, "Applied")
+	r.Want(202, "POST", group+"/apply", "")
+	r.SettleTraffic(group, "Applied")
 	t.Cleanup(func() {
-		r.want(202, "POST", group+"/terminate", "")
-		r.settleTraffic(group, "Terminated")
+		r.Want(202, "POST", group+"/terminate", "")
+		r.SettleTraffic(group, "Terminated")
 	})
 	// On failure, what istiod was given and what it said, for the next
 	// one to read (registered after the terminate: runs before it).
 	t.Cleanup(func() {
 		if t.Failed() {
 			m.show(context.Background(), []string{"get", "authorizationpolicies,peerauthentications,destinationrules,networkpolicies", "-n", m.workloadNS, "-o", "yaml"},
-				[]string{"logs", "deployment/istiod-" + meshRevision(t, r, "mt-proj", "mt"), "-n", m.istioNS, "--tail=80"},
+				[]string{"logs", "deployment/istiod-" + apitest.MeshRevision(t, r, "mt-proj", "mt"), "-n", m.istioNS, "--tail=80"},
 				[]string{"logs", "echo", "-c", "app", "-n", m.workloadNS, "--tail=40"})
 		}
 	})
@@ -361,16 +362,16 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 	})
 
 	t.Run("rotation", func(t *testing.T) {
-		before := r.bundle("mt-proj", "mt", c.Name)
+		before := r.Bundle("mt-proj", "mt", c.Name)
 		start := time.Now()
-		r.want(200, "POST", m.path+"/ca/rotate", `{}`)
-		r.want(202, "POST", m.path+"/update", "")
-		r.settle(m.path, "Instantiated")
-		after := r.bundle("mt-proj", "mt", c.Name)
+		r.Want(200, "POST", m.path+"/ca/rotate", `{}`)
+		r.Want(202, "POST", m.path+"/update", "")
+		r.Settle(m.path, "Instantiated")
+		after := r.Bundle("mt-proj", "mt", c.Name)
 		require.NotEqual(t, before.CaCert, after.CaCert, "a new intermediate")
 		require.Equal(t, before.RootCert, after.RootCert, "under the same root")
 		// The kubelet updates istiod's cacerts volume, istiod reloads it.
-		deploy := "deployment/istiod-" + meshRevision(t, r, "mt-proj", "mt")
+		deploy := "deployment/istiod-" + apitest.MeshRevision(t, r, "mt-proj", "mt")
 		deadline := time.Now().Add(4 * time.Minute)
 		for {
 			out, _ := m.c.Kubectl(ctx, "logs", deploy, "-n", m.istioNS)
@@ -390,13 +391,13 @@ func TestMeshTrafficMutualTLSAndPolicy(t *testing.T) {
 		defer func() { m.t = outer }()
 		m.echoPod(ctx, "client-a2", "client-a", 0, "idle")
 		chain := m.certFile(ctx, "client-a2", "cert-chain.pem")
-		newInter := pemCerts(t, []byte(after.CaCert))[0]
+		newInter := apitest.PEMCerts(t, []byte(after.CaCert))[0]
 		require.NoError(t, chain[0].CheckSignatureFrom(newInter), "client-a2's certificate is signed by the new intermediate")
-		_, err := chain[0].Verify(x509.VerifyOptions{Roots: pool(t, after.RootCert), Intermediates: pool(t, after.CaCert),
+		_, err := chain[0].Verify(x509.VerifyOptions{Roots: apitest.Pool(t, after.RootCert), Intermediates: apitest.Pool(t, after.CaCert),
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		require.NoError(t, err, "and chains to the root")
 		oldChain := m.certFile(ctx, "client-a", "cert-chain.pem")
-		require.NoError(t, oldChain[0].CheckSignatureFrom(pemCerts(t, []byte(before.CaCert))[0]), "client-a still holds its first certificate")
+		require.NoError(t, oldChain[0].CheckSignatureFrom(apitest.PEMCerts(t, []byte(before.CaCert))[0]), "client-a still holds its first certificate")
 		// Calls keep working: the new certificate to echo's old one, and
 		// the old to the old.
 		got := m.callUntil(ctx, []string{"OK "}, "client-a2", target)

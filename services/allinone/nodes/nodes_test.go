@@ -1,4 +1,4 @@
-package allinone_test
+package nodes_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dcm-project/dcm/platform/kubetest"
+	"github.com/dcm-project/dcm/services/allinone/internal/apitest"
 )
 
 // agnhost is Kubernetes' e2e helper image, as make images builds it.
@@ -27,20 +28,20 @@ const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 // project still does not. After terminate, none of the tenant's policies,
 // pods or namespace is left.
 func TestTenantNetworkIsolationOnANode(t *testing.T) {
-	e := startTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "net-a", "net-b")
-	c, r := e.h.Clusters[0], e.admin
-	a := e.tenantLC("net-a", "web", "net-a-web", "alice", "cluster-1")
-	sib := e.tenantLC("net-a", "jobs", "net-a-jobs", "alice", "cluster-1")
-	b := e.tenantLC("net-b", "web", "net-b-web", "bob", "cluster-1")
+	e := apitest.StartTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "net-a", "net-b")
+	c, r := e.H.Clusters[0], e.Admin
+	a := e.TenantLC("net-a", "web", "net-a-web", "alice", "cluster-1")
+	sib := e.TenantLC("net-a", "jobs", "net-a-jobs", "alice", "cluster-1")
+	b := e.TenantLC("net-b", "web", "net-b-web", "bob", "cluster-1")
 	lcs := []string{a, sib, b}
 	for _, lc := range lcs {
 		// Reading DCM's policies takes a permission that grants it;
 		// writing them none can grant (below level privileged).
-		r.want(201, "POST", lc+"/user-permissions", `{"permission-name":"netpol","apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["get","list","watch"]}`)
-		r.want(202, "POST", lc+"/apply", "")
+		r.Want(201, "POST", lc+"/user-permissions", `{"permission-name":"netpol","apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["get","list","watch"]}`)
+		r.Want(202, "POST", lc+"/apply", "")
 	}
 	for _, lc := range lcs {
-		r.settle(lc, "Instantiated")
+		r.Settle(lc, "Instantiated")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -51,7 +52,7 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 	kubeconfigs := map[string]string{}
 	for _, lc := range lcs {
 		p := filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(lc, "/v2/projects/"), "/", "-")+".kubeconfig")
-		require.NoError(t, os.WriteFile(p, r.kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"), 0o600))
+		require.NoError(t, os.WriteFile(p, r.Kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"), 0o600))
 		kubeconfigs[lc] = p
 	}
 	tenant := func(lc string, args ...string) (string, error) {
@@ -86,7 +87,7 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 	// refusal, then require the allowed paths.
 	refused := func(from, to string) {
 		t.Helper()
-		eventually(t, from+" is refused by "+to, func() bool { return connect(from, to) != nil })
+		apitest.Eventually(t, from+" is refused by "+to, func() bool { return connect(from, to) != nil })
 	}
 	refused(a, b)
 	refused(b, a)
@@ -107,20 +108,20 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 
 	// web opens ingress from its sibling jobs.
 	var lc map[string]any
-	require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", a, "")), &lc))
+	require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", a, "")), &lc))
 	lc["spec"].(map[string]any)["allow-ingress-from"] = []string{"jobs"}
 	body, err := json.Marshal(lc)
 	require.NoError(t, err)
-	r.want(200, "PUT", a, string(body))
-	r.want(202, "POST", a+"/update", "")
-	r.settle(a, "Instantiated")
-	eventually(t, "the opened sibling connects", func() bool { return connect(sib, a) == nil })
+	r.Want(200, "PUT", a, string(body))
+	r.Want(202, "POST", a+"/update", "")
+	r.Settle(a, "Instantiated")
+	apitest.Eventually(t, "the opened sibling connects", func() bool { return connect(sib, a) == nil })
 	require.Error(t, connect(b, a), "the other project still does not")
 
 	// Terminated, nothing of the tenant is left.
-	r.want(202, "POST", a+"/terminate", "")
-	r.settle(a, "Terminated")
-	eventually(t, "the namespace, its pods, policies and LimitRange go", func() bool {
+	r.Want(202, "POST", a+"/terminate", "")
+	r.Settle(a, "Terminated")
+	apitest.Eventually(t, "the namespace, its pods, policies and LimitRange go", func() bool {
 		out, err := c.Kubectl(ctx, "get", "namespace", ns[a], "--ignore-not-found", "-o", "name")
 		return err == nil && strings.TrimSpace(out) == ""
 	})
@@ -139,14 +140,14 @@ func TestTenantNetworkIsolationOnANode(t *testing.T) {
 // namespace's ResourceQuota, sized for istiod and its gateways, is raised
 // by the cluster admin to make room for it and a client.
 func TestMeshNetworkPoliciesOnANode(t *testing.T) {
-	e := startTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "np-mesh")
-	c, r := e.h.Clusters[0], e.admin
+	e := apitest.StartTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "np-mesh")
+	c, r := e.H.Clusters[0], e.Admin
 	lc := "/v2/projects/np-mesh/logical-clouds/mm"
-	r.want(201, "POST", "/v2/projects/np-mesh/logical-clouds", meshBody("mm"))
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1","loadbalancer-ip":"192.0.2.1"}`)
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
-	rev := meshRevision(t, r, "np-mesh", "mm")
+	r.Want(201, "POST", "/v2/projects/np-mesh/logical-clouds", apitest.MeshBody("mm"))
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1","loadbalancer-ip":"192.0.2.1"}`)
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
+	rev := apitest.MeshRevision(t, r, "np-mesh", "mm")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	kubectl := func(args ...string) string { return c.MustKubectl(ctx, t, args...) }
@@ -175,7 +176,7 @@ func TestMeshNetworkPoliciesOnANode(t *testing.T) {
 		_, err := c.Kubectl(ctx, "exec", "-n", ns, "client", "--", "/agnhost", "connect", istiod, "--timeout=3s")
 		return err
 	}
-	eventually(t, "a pod of another namespace is refused at istiod's CA port", func() bool { return connect(outsider) != nil })
+	apitest.Eventually(t, "a pod of another namespace is refused at istiod's CA port", func() bool { return connect(outsider) != nil })
 	require.NoError(t, connect(workloadNS), "the logical cloud's own workload namespace reaches it")
 }
 
@@ -195,31 +196,31 @@ func podJSON(ns, name, labels, args string) string {
 // node its pods run with the LimitRange's defaults, and quota-usage shows
 // what the running pods take.
 func TestTenantDeploymentRunsUnderQuota(t *testing.T) {
-	e := startTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "wd")
-	c, r := e.h.Clusters[0], e.admin
+	e := apitest.StartTenantsOn(t, kubetest.ForTestsWithNodes(t, 1), "wd")
+	c, r := e.H.Clusters[0], e.Admin
 	lc := "/v2/projects/wd/logical-clouds/lc"
-	r.want(201, "POST", "/v2/projects/wd/logical-clouds", `{
+	r.Want(201, "POST", "/v2/projects/wd/logical-clouds", `{
 	  "metadata": {"name": "lc"},
 	  "spec": {"namespace": "wd-ns", "user": {"user-name": "ann", "user-permissions": [
 	    {"permission-name": "apps", "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "create"]},
 	    {"permission-name": "pods", "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
 	  ]}}}`)
-	r.want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
-	r.want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"compute"},"spec":{"requests.cpu":"1","limits.memory":"1Gi","pods":4}}`)
-	r.want(202, "POST", lc+"/apply", "")
-	r.settle(lc, "Instantiated")
+	r.Want(201, "POST", lc+"/cluster-references", `{"cluster-provider":"edge","cluster-name":"cluster-1"}`)
+	r.Want(201, "POST", lc+"/cluster-quotas", `{"metadata":{"name":"compute"},"spec":{"requests.cpu":"1","limits.memory":"1Gi","pods":4}}`)
+	r.Want(202, "POST", lc+"/apply", "")
+	r.Settle(lc, "Instantiated")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	kc := filepath.Join(t.TempDir(), "ann.kubeconfig")
-	require.NoError(t, os.WriteFile(kc, r.kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"), 0o600))
+	require.NoError(t, os.WriteFile(kc, r.Kubeconfig(lc+"/cluster-references/cluster-1/kubeconfig"), 0o600))
 	usage := func() map[string]string {
-		var u quotaUsage
-		require.NoError(t, json.Unmarshal([]byte(r.want(200, "GET", lc+"/quota-usage", "")), &u))
+		var u apitest.QuotaUsage
+		require.NoError(t, json.Unmarshal([]byte(r.Want(200, "GET", lc+"/quota-usage", "")), &u))
 		require.Len(t, u.Clusters, 1)
 		require.Len(t, u.Clusters[0].Quotas, 1)
 		return u.Clusters[0].Quotas[0].Used
 	}
-	eventually(t, "the cluster reports the quota", func() bool { return usage()["pods"] == "0" })
+	apitest.Eventually(t, "the cluster reports the quota", func() bool { return usage()["pods"] == "0" })
 
 	_, err := c.KubectlAs(ctx, kc, "-n", "wd-ns", "create", "deployment", "web", "--image="+agnhost, "--replicas=2",
 		"--", "/agnhost", "netexec", "--http-port=8080")
@@ -230,7 +231,7 @@ func TestTenantDeploymentRunsUnderQuota(t *testing.T) {
 		"-o", `jsonpath={range .items[*]}{.status.phase} {.spec.containers[0].resources.requests.cpu} {.spec.containers[0].resources.limits.memory}{"\n"}{end}`)
 	require.NoError(t, err)
 	require.Equal(t, "Running 100m 256Mi\nRunning 100m 256Mi", strings.TrimSpace(out), "the installation's container defaults")
-	eventually(t, "quota-usage shows the two running pods", func() bool {
+	apitest.Eventually(t, "quota-usage shows the two running pods", func() bool {
 		u := usage()
 		return u["pods"] == "2" && u["requests.cpu"] == "200m" && u["limits.memory"] == "512Mi"
 	})
