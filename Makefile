@@ -77,9 +77,9 @@ build:
 ## test: everything CI runs: generated code up to date, lint, breaking check, all tests
 test: check-generated lint breaking test-all
 
-## test-all: every Go test, integration tests against real clusters included
+## test-all: every Go test, integration tests against real clusters included, and those that start a store server of their own (PostgreSQL: DCM_TEST_STORE_SERVER=1)
 test-all: k8s-bins istio-bins images
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+	DCM_TEST_STORE_SERVER=1 $(GO) test -count=1 -timeout 30m $(PKGS)
 	cd $(REPO)/test/grpcecho && GOWORK=off $(GO) test -count=1 ./...
 
 ## k8s-bins: build kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet, kube-proxy (test/k8s) and kube-router (test/kube-router) into bin/k8s
@@ -114,9 +114,10 @@ bench-rsync:
 bench-lifecycle: k8s-bins
 	$(GO) test -run '^$$' -bench ApplyToUsableKubeconfigs -benchtime 10x -count 1 ./services/allinone/
 
-## bench-rest: the REST data API through the gateway (HTTPS, bearer token, embedded store): logical clouds created, read, listed, deleted at 1 and 8 clients beside a no-store ceiling; writes the table into docs/benchmarks.md
+## bench-rest: the REST data API through the gateway (HTTPS, bearer token): logical clouds created, read, listed, deleted at 1 and 8 clients beside a no-store ceiling, on the embedded store, then on a store server (PostgreSQL); writes both tables into docs/benchmarks.md
 bench-rest:
-	$(GO) run ./services/allinone/cmd/rest-bench -out docs/benchmarks.md $(BENCHFLAGS)
+	$(GO) run ./services/allinone/cmd/rest-bench -store embedded -out docs/benchmarks.md $(BENCHFLAGS)
+	$(GO) run ./services/allinone/cmd/rest-bench -store server -out docs/benchmarks.md $(BENCHFLAGS)
 
 ## store-server: a store server that replicas on many machines share: PostgreSQL (Debian's, a cluster of its own on loopback) and FerretDB over TLS, a user per service; prints the URI files (docs/store.md, "The store server")
 store-server:

@@ -13,12 +13,12 @@ import (
 // Server starts a store server of the test's own (PostgreSQL and FerretDB,
 // platform/store/storeserver) in a fresh directory, for users, stopped when
 // the test ends: for a test that stops or kills it. It needs PostgreSQL
-// installed, so it runs only under make test-store-server
-// (DCM_TEST_STORE_SERVER=1) and skips the test otherwise.
+// installed, so it runs only where make test and make test-store-server
+// say it may (DCM_TEST_STORE_SERVER=1) and skips the test otherwise.
 func Server(t testing.TB, users []storeserver.User) *storeserver.Server {
 	t.Helper()
 	if os.Getenv("DCM_TEST_STORE_SERVER") == "" {
-		t.Skip("starts PostgreSQL: run by make test-store-server (DCM_TEST_STORE_SERVER=1)")
+		t.Skip("starts PostgreSQL: run by make test or make test-store-server (DCM_TEST_STORE_SERVER=1)")
 	}
 	// Not t.TempDir: PostgreSQL's user must traverse the path when the
 	// tests run as root, and TempDir's parent is 0700.

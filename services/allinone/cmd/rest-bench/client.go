@@ -15,9 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/store"
 )
 
 // project is the benchmark's project; the token is its project-admin's.
@@ -254,23 +253,15 @@ type counts map[string]float64
 var monitoring = map[string]bool{"hello": true, "isMaster": true, "ismaster": true, "ping": true,
 	"query": true, "endSessions": true, "buildInfo": true}
 
-// commands reads the serializer's counter (dcm_store_commands_total).
+// commands are the store commands the driver has sent in this process,
+// by command name (store.CommandsSent: any store), its own monitoring left
+// out.
 func commands() counts {
 	out := counts{}
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "dcm_store_commands_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "command" && !monitoring[l.GetValue()] {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
+	for k, n := range store.CommandsSent() {
+		name, _, _ := strings.Cut(k, " ")
+		if !monitoring[name] {
+			out[name] += float64(n)
 		}
 	}
 	return out

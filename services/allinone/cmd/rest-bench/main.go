@@ -1,13 +1,16 @@
 // Command rest-bench measures the REST data API (`make bench-rest`): the
-// all-in-one program on loopback with its embedded store, reached as a user
+// all-in-one program on loopback with its embedded store (-store embedded)
+// or on a store server of its own (-store server: FerretDB on PostgreSQL
+// over TLS, platform/store/storeserver, the all-in-one's user), reached as a user
 // reaches it (HTTPS, a bearer token the token service issued), creating,
 // reading, listing and deleting logical clouds with one user and one quota
 // each, at 1 and 8 clients. Beside each operation it measures a ceiling in
 // the same run: the same GET through the same gateway and gRPC path,
 // answered by a handler that touches no store (ceiling.go). It reports
 // requests per second, p50 and p99 latency, and the store commands each
-// request cost (counted by the embedded store's serializer), and writes
-// the table into docs/benchmarks.md ("REST data API").
+// request cost (the commands the driver sent, store.CommandsSent), and
+// writes the table into docs/benchmarks.md ("REST data API"), a section
+// per store.
 //
 // It is a program rather than a `go test -bench`: it reports several
 // operations, client counts and a ceiling as one table from one run, and
@@ -21,10 +24,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"time"
 
 	"github.com/dcm-project/dcm/platform/app"
+	"github.com/dcm-project/dcm/platform/store/storeserver"
 	"github.com/dcm-project/dcm/services/allinone"
 )
 
@@ -41,15 +46,40 @@ func run() error {
 	out := flag.String("out", "docs/benchmarks.md", "write the table into this file's \"REST data API\" section (empty: print only)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measurements to this file")
 	profileOnly := flag.String("profile-only", "", "profile only the first measurement of this operation and clients, e.g. get/8 (create, ceiling, get, list, delete; empty: all)")
+	kind := flag.String("store", storeEmbedded, "the store: embedded (FerretDB on SQLite in the program) or server (a store server of the benchmark's own: PostgreSQL, and FerretDB over TLS)")
 	flag.Parse()
+	if *kind != storeEmbedded && *kind != storeServer {
+		return fmt.Errorf("-store: %q is neither %s nor %s", *kind, storeEmbedded, storeServer)
+	}
+	if os.Getenv("DCM_MONGO_URI") != "" || os.Getenv("DCM_MONGO_URI_FILE") != "" {
+		return fmt.Errorf("the benchmark chooses its store (-store): unset DCM_MONGO_URI and DCM_MONGO_URI_FILE")
+	}
 
+	// Not os.MkdirTemp's 0700 directory alone: PostgreSQL's user must
+	// traverse the path when the benchmark runs as root.
 	dir, err := os.MkdirTemp("", "rest-bench-")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if *kind == storeServer {
+		srv, err := storeserver.New(storeserver.Config{Dir: filepath.Join(dir, "store-server"), Users: storeserver.Users})
+		if err != nil {
+			return err
+		}
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		defer srv.Stop()
+		if err := os.Setenv("DCM_MONGO_URI_FILE", srv.URIFile(storeserver.AllInOneRole)); err != nil {
+			return err
+		}
+	}
 	p, err := app.Start(ctx, allinone.Name, []string{
 		"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-data-dir", dir, "-log-level", "warn",
 	}, true, build, app.LogTo(noAudit{os.Stderr}))
@@ -60,8 +90,8 @@ func run() error {
 		cancel()
 		_ = p.Wait()
 	}()
-	if p.Env.Store.Embedded() == nil {
-		return fmt.Errorf("the benchmark runs on the embedded store (unset DCM_MONGO_URI)")
+	if (p.Env.Store.Embedded() != nil) != (*kind == storeEmbedded) {
+		return fmt.Errorf("the program is not on the %s store", *kind)
 	}
 	c, err := newClient(ctx, p)
 	if err != nil {
@@ -116,12 +146,12 @@ func run() error {
 		return err
 	}
 	pprof.StopCPUProfile()
-	text := table(rows, background, loaded, *clouds)
+	text := table(*kind, rows, background, loaded, *clouds)
 	fmt.Println(text)
 	if *out == "" {
 		return nil
 	}
-	return writeSection(*out, text)
+	return writeSection(*out, *kind, text)
 }
 
 // noAudit passes the program's log lines on but for the audit log's,

@@ -65,7 +65,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 
 // table is the markdown of the rows, each as a share of the ceiling at
 // the same number of clients.
-func table(rows []row, background, loaded idleLoad, clouds int) string {
+func table(kind string, rows []row, background, loaded idleLoad, clouds int) string {
 	ceil := map[int]float64{}
 	for _, r := range rows {
 		if strings.HasPrefix(r.what, "ceiling") {
@@ -73,8 +73,8 @@ func table(rows []row, background, loaded idleLoad, clouds int) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Command: `make bench-rest` (`go run ./services/allinone/cmd/rest-bench`), %s, %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	fmt.Fprintf(&b, "Store: %s. Command: `make bench-rest` (`go run ./services/allinone/cmd/rest-bench -store %s`), %s, %s.\n\n",
+		storeNames[kind], kind, time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
 	b.WriteString("| operation | clients | requests | req/s | p50 | p99 | of the ceiling | CPU per request | store commands per request |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
@@ -110,26 +110,60 @@ func machine() string {
 	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
+// The stores the benchmark runs on (-store).
+const (
+	storeEmbedded = "embedded"
+	storeServer   = "server"
+)
+
+var storeNames = map[string]string{
+	storeEmbedded: "the embedded store (FerretDB on SQLite, in the program, behind its serializer)",
+	storeServer: "a store server (PostgreSQL, and FerretDB over TLS on loopback, as the all-in-one's user; " +
+		"FerretDB runs in the benchmark's process, so its CPU is in CPU per request, PostgreSQL's is not)",
+}
+
 const (
 	sectionTitle = "## REST data API: `make bench-rest`"
-	beginMark    = "<!-- rest-bench:begin (written by make bench-rest) -->"
 	endMark      = "<!-- rest-bench:end -->"
 )
 
-// writeSection puts text between the markers of the REST data API
-// section of the file at path, adding the section at the end if the file
-// has none. What surrounds the markers is left as it is.
-func writeSection(path, text string) error {
+// beginMark opens the table of one store's run.
+func beginMark(kind string) string {
+	if kind == storeEmbedded {
+		return "<!-- rest-bench:begin (written by make bench-rest) -->"
+	}
+	return "<!-- rest-bench:begin " + kind + " (written by make bench-rest) -->"
+}
+
+// writeSection puts text between the markers of store kind's table in the
+// REST data API section of the file at path. A table not there yet goes
+// after the embedded store's, or at the end with the section's title.
+// What surrounds the markers is left as it is.
+func writeSection(path, kind, text string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	doc := string(b)
-	block := beginMark + "\n" + text + endMark
-	i, j := strings.Index(doc, beginMark), strings.Index(doc, endMark)
+	begin := beginMark(kind)
+	block := begin + "\n" + text + endMark
+	i := strings.Index(doc, begin)
+	j := -1
+	if i >= 0 {
+		j = strings.Index(doc[i:], endMark)
+	}
 	switch {
-	case i >= 0 && j > i:
-		doc = doc[:i] + block + doc[j+len(endMark):]
+	case j > 0:
+		doc = doc[:i] + block + doc[i+j+len(endMark):]
+	case kind != storeEmbedded && strings.Contains(doc, beginMark(storeEmbedded)):
+		// Beside the embedded store's table, after it.
+		e := strings.Index(doc, beginMark(storeEmbedded))
+		k := strings.Index(doc[e:], endMark)
+		if k < 0 {
+			return fmt.Errorf("%s: the embedded store's table has no end mark", path)
+		}
+		at := e + k + len(endMark)
+		doc = doc[:at] + "\n\n" + block + doc[at:]
 	default:
 		doc = strings.TrimRight(doc, "\n") + "\n\n" + sectionTitle + "\n\n" + block + "\n"
 	}
