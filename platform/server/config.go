@@ -45,6 +45,11 @@ type Config struct {
 	// follow their cluster-labels (docs/logical-clouds.md "Clusters by
 	// label"), besides the registry changes rsync streams.
 	LabelsInterval time.Duration `env:"DCM_LABELS_INTERVAL" flag:"labels-interval" default:"1m" usage:"how often core compares every logical cloud that follows its cluster-labels with the cluster registry, besides acting on each registry change rsync streams (a change missed while core was down or disconnected converges). Read by core"`
+	// MeshPeersInterval paces core's remote secrets: each cluster's istiod
+	// of a mesh logical cloud on several clusters reads the others'
+	// endpoints with a token of their reader (docs/mesh.md "Across
+	// clusters").
+	MeshPeersInterval time.Duration `env:"DCM_MESH_PEERS_INTERVAL" flag:"mesh-peers-interval" default:"30s" usage:"how often core gives every cluster of an Instantiated mesh logical cloud on several clusters a remote secret of each other cluster (a kubeconfig with a token of its istio-reader-service-account, renewed at half its 24h life), once their readers are applied. Read by core"`
 	// TokenLifetime is how long the ServiceAccount token in a token user's
 	// kubeconfig lasts (core asks rsync for a fresh one per kubeconfig).
 	TokenLifetime time.Duration `env:"DCM_TOKEN_LIFETIME" flag:"token-lifetime" default:"24h" usage:"lifetime of the bound ServiceAccount token (TokenRequest API) in a token user's kubeconfig, 10m to 720h. Read by core"`

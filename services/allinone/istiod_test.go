@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -113,9 +115,12 @@ func rootCertCM(t testing.TB, cs *kubernetes.Clientset, ns string) string {
 // user created) that chains to the REST bundle's intermediate and root;
 // discovery selectors keep each to its own namespaces; ia's istiod on its
 // second cluster signs with that cluster's intermediate under the same root;
-// a rotation to a new root reaches istiod through /update; terminate removes
-// everything.
+// each of ia's clusters gets a remote secret of the other, with which ia's
+// istiod on cluster-1 reads cluster-2's endpoints (and only with the
+// reader's rights), sealed in rsync's records; a rotation to a new root
+// reaches istiod through /update; terminate removes everything.
 func TestIstiodOnDCMObjects(t *testing.T) {
+	t.Setenv("DCM_MESH_PEERS_INTERVAL", "1s")
 	began := time.Now()
 	h := kubetest.ForTests(t, 3)
 	stack := stacktest.Start(t)
@@ -319,6 +324,86 @@ func TestIstiodOnDCMObjects(t *testing.T) {
 		require.Contains(t, log, "cacerts Secret found in config cluster")
 		require.NotContains(t, log, "forbidden")
 		d.Stop()
+	})
+
+	t.Run("remote secrets", func(t *testing.T) {
+		// Each cluster of ia gets a remote secret of the other (core's
+		// MeshPeers, every DCM_MESH_PEERS_INTERVAL: 1s here); ib, on one
+		// cluster, none. With it, ia's istiod on cluster-1 reads
+		// cluster-2 as istio-reader-service-account and sees its
+		// endpoints.
+		admin2, _ := clientFor(t, second.Kubeconfig)
+		remote := func(cs *kubernetes.Clientset, ns, of string) *corev1.Secret {
+			var got *corev1.Secret
+			apitest.Eventually(t, "a remote secret of "+of+" in "+ns, func() bool {
+				sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "istio-remote-secret-"+of, metav1.GetOptions{})
+				got = sec
+				return err == nil
+			})
+			require.Equal(t, "true", got.Labels["istio/multiCluster"])
+			require.Equal(t, of, got.Annotations["networking.istio.io/cluster"])
+			require.Len(t, got.Data, 1)
+			return got
+		}
+		id1, id2 := "edge-"+shared.Name, "edge-"+second.Name
+		on1 := remote(admin, ia.istioNS, id2)
+		remote(admin2, ia.istioNS, id1)
+		for _, ns := range []string{ib.istioNS, ia.ns, ib.ns} {
+			list, err := admin.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "istio/multiCluster=true"})
+			require.NoError(t, err)
+			require.Empty(t, list.Items, "no remote secret in %s", ns)
+		}
+
+		// The kubeconfig reads cluster-2 and nothing more: the reader's
+		// ClusterRole.
+		reader, _ := clientFor(t, on1.Data[id2])
+		require.True(t, canI(t, reader, "list", "pods", ""), "the reader lists pods")
+		require.True(t, canI(t, reader, "watch", "services", ""), "the reader watches services")
+		require.False(t, canI(t, reader, "get", "secrets", ia.istioNS), "the reader reads no Secret")
+		require.False(t, canI(t, reader, "create", "configmaps", ia.ns), "the reader writes nothing")
+
+		// An endpoint on cluster-2 only, as its endpoints controller would
+		// write it (no node runs the pod).
+		port, proto, portName := int32(7070), corev1.ProtocolTCP, "grpc"
+		_, err := admin2.CoreV1().Services(ia.ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "peer"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: port}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = admin2.DiscoveryV1().EndpointSlices(ia.ns).Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "peer-1", Labels: map[string]string{discoveryv1.LabelServiceName: "peer"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.99.0.7"}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		apitest.Eventually(t, "ia's istiod on "+shared.Name+" syncs "+id2, func() bool {
+			b, err := ia.istiod.Get(ctx, "/debug/clusterz")
+			return err == nil && strings.Contains(string(b), `"`+id2+`"`) && strings.Contains(string(b), "synced")
+		})
+		apitest.Eventually(t, "ia's istiod on "+shared.Name+" sees "+id2+"'s endpoint", func() bool {
+			b, err := ia.istiod.Get(ctx, "/debug/endpointShardz")
+			return err == nil && strings.Contains(string(b), "peer.ia-ns.svc.cluster.local") && strings.Contains(string(b), "10.99.0.7")
+		})
+		b, err := ib.istiod.Get(ctx, "/debug/endpointShardz")
+		require.NoError(t, err)
+		require.NotContains(t, string(b), "10.99.0.7", "ib's istiod reads no other cluster")
+
+		// rsync's records hold no token: the remote secrets are sealed.
+		token := string(on1.Data[id2])
+		_, tok, ok := strings.Cut(token, "token: ")
+		require.True(t, ok)
+		tok, _, _ = strings.Cut(tok, "\n")
+		require.Greater(t, len(tok), 100)
+		for _, coll := range []string{"rollouts", "rollout_clusters"} {
+			cur, err := stack.Env.Store.Database().Collection(coll).Find(ctx, bson.D{})
+			require.NoError(t, err)
+			var docs []bson.Raw
+			require.NoError(t, cur.All(ctx, &docs))
+			for _, d := range docs {
+				require.NotContains(t, d.String(), tok[:40], "%s holds a reader's token", coll)
+			}
+		}
+		require.NoError(t, admin2.CoreV1().Services(ia.ns).Delete(ctx, "peer", metav1.DeleteOptions{}))
+		require.NoError(t, admin2.DiscoveryV1().EndpointSlices(ia.ns).Delete(ctx, "peer-1", metav1.DeleteOptions{}))
 	})
 
 	t.Run("rotation", func(t *testing.T) {

@@ -91,7 +91,7 @@ func Build(ctx context.Context, env *app.Env) ([]server.Service, server.Options,
 		CertRenewPercent: cfg.CertRenewPercent, WatchMax: cfg.WatchMax, MaxMeshes: cfg.MaxMeshesPerProject, ClusterSets: sets}, env.Log.Named("logical-clouds"))
 	return []server.Service{core.NewProjects(st, sets), clouds, core.NewTrafficRollouts(clouds), core.NewTokens(st)}, server.Options{
 		Background: []func(context.Context) error{clouds.Cleanup(cfg.CleanupInterval), clouds.HoldReferences(cfg.CleanupInterval),
-			clouds.Reconcile(cfg.FactsInterval), clouds.FollowLabels(cfg.LabelsInterval)},
+			clouds.Reconcile(cfg.FactsInterval), clouds.FollowLabels(cfg.LabelsInterval), clouds.Peers.Reconcile(cfg.MeshPeersInterval)},
 		OnStop: []func(context.Context){closeAll, core.CountLogicalClouds(st, peers.RsyncInternal)}, // dcm_logical_clouds until the program stops
 	}, nil
 }

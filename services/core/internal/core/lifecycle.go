@@ -352,7 +352,11 @@ func (s *Lifecycle) rollOut(project, lc string, update bool) func(ctx context.Co
 		}
 		if was && !r.mesh.enabled {
 			// Its mesh is off: the control planes leave with this update,
-			// and their intermediates are revoked as at terminate.
+			// and their intermediates are revoked as at terminate; its
+			// remote secrets go too.
+			if err := s.deletePeers(ctx, project, lc, false); err != nil {
+				logging.FromOr(ctx, s.log).Warn("delete the remote secrets", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
+			}
 			if _, err := s.meshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
 				logging.FromOr(ctx, s.log).Warn("release control planes", zap.String("logical_cloud", store.Key(project, lc)), zap.Error(err))
 			}
@@ -474,6 +478,11 @@ func (s *Lifecycle) TerminateLogicalCloud(ctx context.Context, req *corev1.Termi
 				if _, err := s.meshInternal.ReleaseControlPlanes(ctx, &servicemeshv1.ReleaseControlPlanesRequest{Project: project, LogicalCloud: lc}); err != nil {
 					return 0, err
 				}
+			}
+			// Its remote secrets (meshpeers.go) go first: they live in
+			// the istio namespaces the rollout below deletes.
+			if err := s.deletePeers(ctx, project, lc, req.GetForce()); err != nil {
+				return 0, err
 			}
 			gen, err := s.deleteRollout(ctx, owner, state, req.GetForce())
 			if err != nil || !mesh {

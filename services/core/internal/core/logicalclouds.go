@@ -86,6 +86,8 @@ type LogicalClouds struct {
 	*Facts
 	*Users
 	*Labels
+	// Peers gives multi-cluster meshes their remote secrets (meshpeers.go).
+	Peers   *MeshPeers
 	traffic *TrafficRollouts
 }
 
@@ -176,6 +178,8 @@ func NewLogicalClouds(st *store.Store, peers Peers, set Settings, log *zap.Logge
 		Facts:      facts,
 		Labels: &Labels{cloudReader: reader, lifecycle: lifecycle, references: references, facts: facts, locks: locks,
 			rsync: peers.RsyncInternal, registry: peers.Rsync, log: log},
+		Peers: &MeshPeers{cloudReader: reader, rollouts: ro, locks: locks, log: log.Named("mesh-peers"), now: time.Now,
+			given: map[string]peersGiven{}},
 		traffic: traffic,
 	}
 }

@@ -22,11 +22,12 @@ func ownerFor(project, owner string) string {
 }
 
 // ownerProject is the project of a tenant's rollout owner id
-// ("lc/<project>/<lc>", "traffic/<project>/..."); ok false for others
-// (a cluster's Istio CRDs, "mesh/<provider>/<cluster>").
+// ("lc/<project>/<lc>", "traffic/<project>/...", a mesh's remote secrets
+// "meshpeers/<project>/<lc>"); ok false for others (a cluster's Istio
+// CRDs, "mesh/<provider>/<cluster>").
 func ownerProject(owner string) (string, bool) {
 	kind, rest, ok := strings.Cut(owner, "/")
-	if !ok || (kind != "lc" && kind != "traffic") {
+	if !ok || (kind != "lc" && kind != "traffic" && kind != "meshpeers") {
 		return "", false
 	}
 	p, _, ok := strings.Cut(rest, "/")
@@ -35,7 +36,7 @@ func ownerProject(owner string) (string, bool) {
 
 // managedBy is how the resource synchronizer names an object's holder in
 // its messages ("... is managed by lc/p2/lc1: refused").
-var managedBy = regexp.MustCompile(`managed by ((?:lc|traffic)/[a-z0-9-]+(?:/[a-z0-9.-]+)*)`)
+var managedBy = regexp.MustCompile(`managed by ((?:lc|traffic|meshpeers)/[a-z0-9-]+(?:/[a-z0-9.-]+)*)`)
 
 // hideOwners rewrites the resource synchronizer's message msg for a
 // caller of project: another project's owner id becomes "another

@@ -77,7 +77,7 @@ func TestRenderRefusesZone(t *testing.T) {
 func TestValuesAllowList(t *testing.T) {
 	in := testInput()
 	c := in.Clusters[0]
-	id := ClusterID(c.Provider, c.Cluster)
+	id := kube.MeshClusterID(c.Provider, c.Cluster)
 	rels := append([]release{{discoveryChart, "istiod-lc1", istiodValues(in, id, meshNetworks(in.Clusters))}}, gatewayReleases(in, c, id)...)
 	for _, r := range rels {
 		require.NoError(t, checkValues(r.dir, r.vals), r.name)

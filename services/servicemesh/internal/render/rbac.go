@@ -111,8 +111,10 @@ func istiodClusterRules(mutating, validating []string) []any {
 
 // readerClusterRules are istio-reader-service-account's: what another
 // cluster's istiod reads of this one for multi-primary endpoint discovery
-// (remote secrets are not rendered yet, docs/mesh.md). No Secret, no
-// ConfigMap (the remote credentials controller is off), no write.
+// (with the remote secret core gives it, docs/mesh.md "Across clusters").
+// No Secret, no ConfigMap (the remote credentials controller is off; the
+// mesh config is read in the istio namespace only, readerNamespaceRules),
+// no write.
 func readerClusterRules() []any {
 	core := []any{""}
 	return []any{
@@ -125,6 +127,17 @@ func readerClusterRules() []any {
 		ruleOf([]any{"authentication.k8s.io"}, []any{"tokenreviews"}, []any{"create"}),
 		ruleOf([]any{"authorization.k8s.io"}, []any{"subjectaccessreviews"}, []any{"create"}),
 	}
+}
+
+// ReaderRoleName is the Role of istio-reader-service-account in the istio
+// namespace of revision.
+func ReaderRoleName(revision string) string { return "dcm-istio-reader-" + revision }
+
+// readerNamespaceRules are the reader's rights in the istio namespace:
+// another cluster's istiod watches this cluster's mesh config there
+// (ConfigMap istio-<revision>, "Created mesh watcher for remote cluster").
+func readerNamespaceRules() []any {
+	return []any{ruleOf([]any{""}, []any{"configmaps"}, readVerbs)}
 }
 
 // CACertConfigMaps are the ConfigMaps istiod's namespace controller
@@ -265,6 +278,19 @@ func confine(in Input, objs []object) ([]object, error) {
 		}
 		objs = append(objs, role, binding)
 	}
+	meta := kube.Meta{Name: ReaderRoleName(in.Revision), Namespace: in.IstioNamespace, Labels: labels}
+	role, err := parseObject(kube.Manifest("rbac.authorization.k8s.io/v1", "Role", meta, map[string]any{"rules": readerNamespaceRules()}))
+	if err != nil {
+		return nil, err
+	}
+	binding, err := parseObject(kube.Manifest("rbac.authorization.k8s.io/v1", "RoleBinding", meta, map[string]any{
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta.Name},
+		"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "istio-reader-service-account", "namespace": in.IstioNamespace}},
+	}))
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, role, binding)
 	extra, err := namespaceGuards(in)
 	if err != nil {
 		return nil, err

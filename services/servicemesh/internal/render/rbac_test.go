@@ -150,8 +150,9 @@ func TestClusterRolesAllowListed(t *testing.T) {
 
 // TestNamespacedRBACStaysInTheLogicalCloud: Roles and RoleBindings are
 // only in the logical cloud's two namespaces, bind only its istio
-// namespace's ServiceAccounts, and no gateway's ServiceAccount may read
-// secrets (the istio namespace holds the CA key).
+// namespace's ServiceAccounts (istiod's; the reader's to its ConfigMaps),
+// and no gateway's ServiceAccount may read secrets (the istio namespace
+// holds the CA key).
 func TestNamespacedRBACStaysInTheLogicalCloud(t *testing.T) {
 	t.Parallel()
 	in := input("p1", "lc1", "lc1-istio-system")
@@ -176,7 +177,15 @@ func TestNamespacedRBACStaysInTheLogicalCloud(t *testing.T) {
 			for _, s := range o.raw["subjects"].([]any) {
 				sm := s.(map[string]any)
 				require.Equal(t, "ServiceAccount", sm["kind"])
-				require.Equal(t, "istiod-"+in.Revision, sm["name"], "only istiod is bound (gateways need no Kubernetes API)")
+				// Only istiod, and in the istio namespace the reader (another
+				// cluster's istiod reads the mesh config there); gateways
+				// need no Kubernetes API.
+				want := "istiod-" + in.Revision
+				if o.Metadata.Name == render.ReaderRoleName(in.Revision) {
+					want = "istio-reader-service-account"
+					require.Equal(t, in.IstioNamespace, o.Metadata.Namespace)
+				}
+				require.Equal(t, want, sm["name"])
 				ns, _ := sm["namespace"].(string)
 				require.Equal(t, in.IstioNamespace, ns)
 			}

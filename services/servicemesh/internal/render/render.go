@@ -1,12 +1,9 @@
 package render
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/dcm-project/dcm/platform/kube"
 )
@@ -89,17 +86,6 @@ type ClusterManifests struct {
 	Manifests         []Manifest
 }
 
-// ClusterID is a cluster's Istio cluster name and network: provider and
-// cluster joined, hashed down to a label value when longer than 63.
-func ClusterID(provider, cluster string) string {
-	id := provider + "-" + cluster
-	if len(id) <= 63 {
-		return id
-	}
-	sum := sha256.Sum256([]byte(provider + "/" + cluster))
-	return strings.TrimRight(id[:54], "-") + "-" + hex.EncodeToString(sum[:4])
-}
-
 // MeshID is the logical cloud's Istio mesh ID.
 func MeshID(project, lc string) string { return project + "-" + lc }
 
@@ -142,7 +128,7 @@ func isCACerts(o object) bool { return o.str("kind") == "Secret" && o.name() == 
 func meshNetworks(clusters []Cluster) map[string]any {
 	nets := map[string]any{}
 	for _, c := range clusters {
-		id := ClusterID(c.Provider, c.Cluster)
+		id := kube.MeshClusterID(c.Provider, c.Cluster)
 		n := map[string]any{"endpoints": []any{map[string]any{"fromRegistry": id}}}
 		if c.LoadBalancerIP != "" {
 			n["gateways"] = []any{map[string]any{"address": c.LoadBalancerIP, "port": EastWestPort}}
@@ -153,7 +139,7 @@ func meshNetworks(clusters []Cluster) map[string]any {
 }
 
 func clusterObjects(in Input, c Cluster, networks map[string]any) ([]object, error) {
-	id := ClusterID(c.Provider, c.Cluster)
+	id := kube.MeshClusterID(c.Provider, c.Cluster)
 	labels := kube.Labels(in.Project, in.LogicalCloud)
 	var objs []object
 	add := func(j string) error {

@@ -123,7 +123,7 @@ func (in *Internal) RenderControlPlanes(ctx context.Context, req *servicemeshv1.
 		resp.Clusters = append(resp.Clusters, cm)
 		t := req.GetClusters()[i]
 		doc.Clusters = append(doc.Clusters, &servicemeshv1.ClusterMesh{
-			ClusterProvider: c.Provider, Cluster: c.Cluster, Network: render.ClusterID(c.Provider, c.Cluster),
+			ClusterProvider: c.Provider, Cluster: c.Cluster, Network: kube.MeshClusterID(c.Provider, c.Cluster),
 			EastWestAddress: t.GetLoadbalancerIp(), BundleSerial: cas[i].serial,
 			CaCert: cas[i].ca.CACert, CertChain: cas[i].ca.CertChain, RootCert: cas[i].ca.RootCert, NotAfter: cas[i].notAfter,
 			Digest: hex.EncodeToString(one.Sum(nil)), Manifests: stored,

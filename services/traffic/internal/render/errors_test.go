@@ -9,6 +9,7 @@ import (
 
 	trafficv1 "github.com/dcm-project/dcm/gen/dcm/traffic/v1"
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 	"github.com/dcm-project/dcm/platform/kubetest/istiotest"
 	"github.com/dcm-project/dcm/services/traffic/internal/render"
 )
@@ -123,8 +124,8 @@ func TestRenderNames(t *testing.T) {
 	require.Len(t, n1, 63)
 	require.NotEqual(t, n1, n2)
 	require.Equal(t, n1, render.Name(long, long, "x"))
-	require.Equal(t, "p1-c1", render.ClusterID("p1", "c1"))
-	require.Len(t, render.ClusterID(long, long), 63)
+	require.Equal(t, "p1-c1", kube.MeshClusterID("p1", "c1"))
+	require.Len(t, kube.MeshClusterID(long, long), 63)
 
 	in := wholeGroup(t)
 	in.Group = long[:50]

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/dcm-project/dcm/platform/errs"
+	"github.com/dcm-project/dcm/platform/kube"
 )
 
 // destRule is the group's one DestinationRule for a host: Istio does not
@@ -133,7 +134,7 @@ func (b *builder) serviceEntries() error {
 				for _, p := range ports {
 					epPorts[portName(p.proto, p.number)] = EastWestPort
 				}
-				eps = append(eps, map[string]any{"address": t.Address, "network": ClusterID(t.Provider, t.Cluster), "ports": epPorts})
+				eps = append(eps, map[string]any{"address": t.Address, "network": kube.MeshClusterID(t.Provider, t.Cluster), "ports": epPorts})
 			}
 			spec["resolution"], spec["endpoints"] = resolution, eps
 		}

@@ -71,19 +71,6 @@ func GatewaySelector(project, lc, value string) map[string]string {
 	return sel
 }
 
-// ClusterID is the cluster's Istio cluster and network ID, as the service
-// mesh names it: provider-cluster, hashed when longer than 63 characters.
-// (The same rule as the service mesh renderer's ClusterID: a service may
-// not import another's internals, and both must agree.)
-func ClusterID(provider, cluster string) string {
-	id := provider + "-" + cluster
-	if len(id) <= 63 {
-		return id
-	}
-	sum := sha256.Sum256([]byte(provider + "/" + cluster))
-	return strings.TrimRight(id[:54], "-") + "-" + hex.EncodeToString(sum[:4])
-}
-
 // Name is the name of an object of an intent: group-intent-what, cut to
 // 63 characters with a hash of the whole when longer, so that it stays a
 // DNS label (Istio refers to Gateways by namespace/name) and unique.
