@@ -37,9 +37,11 @@ import (
 // its Secrets in the logical cloud's istio namespaces: host owner the
 // logical cloud's rollout), every DCM_MESH_PEERS_INTERVAL, to every
 // Instantiated mesh logical cloud with readers applied on two clusters or
-// more. A replica makes new tokens when the clusters (their readers,
-// servers, CAs) change and at half a token's life; terminate, and an
-// update that turns the mesh off, delete the rollout.
+// more (while one is not applied yet, as during an update, what was given
+// stays). A replica makes new tokens when the clusters (their readers,
+// servers, CAs) change and at half a token's life; an update that leaves
+// one cluster, terminate, and an update that turns the mesh off delete the
+// rollout.
 
 // peersTokenLifetime is the life of the tokens in the remote secrets; they
 // are renewed at half of it.
@@ -136,15 +138,20 @@ func peered(c *corev1.LogicalCloud) bool {
 // project when its clusters changed or its tokens are half through their
 // life.
 func (s *MeshPeers) peer(ctx context.Context, project, lc string) error {
-	readers, err := s.readers(ctx, project, lc)
+	listed, readers, err := s.readers(ctx, project, lc)
 	if err != nil {
 		return err
 	}
 	owner := meshPeersOwner(project, lc)
-	if len(readers) < 2 {
-		// Nothing to peer (yet, or any more: an update left one cluster).
+	if listed < 2 {
+		// Nothing to peer (any more: an update left one cluster).
 		s.forget(owner)
 		return s.deletePeers(ctx, project, lc, false)
+	}
+	if len(readers) < listed {
+		// A reader not applied yet (a first apply, or an update under
+		// way): what was given stays until every one is.
+		return nil
 	}
 	fp := fingerprint(readers)
 	s.mu.Lock()
@@ -203,32 +210,37 @@ func (s *MeshPeers) forget(owner string) {
 }
 
 // readers are the clusters of logical cloud lc whose reader ServiceAccount
-// its rollout has applied, in the rollout's cluster order.
-func (s *MeshPeers) readers(ctx context.Context, project, lc string) ([]meshReader, error) {
+// its rollout has applied, in the rollout's cluster order; listed counts
+// the clusters where the rollout applies one, in whatever state.
+func (s *MeshPeers) readers(ctx context.Context, project, lc string) (listed int, out []meshReader, err error) {
 	st, err := s.rsync.GetRolloutStatus(ctx, &rsyncv1.GetRolloutStatusRequest{Owner: rolloutOwner(project, lc)})
 	if errs.Code(err) == codes.NotFound {
-		return nil, nil
+		return 0, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if st.GetStatus().GetDeleting() {
-		return nil, nil
+		return 0, nil, nil
 	}
-	var out []meshReader
 	for _, cl := range st.GetStatus().GetClusters() {
 		for _, r := range cl.GetResources() {
-			if r.GetKind() == "ServiceAccount" && r.GetApiVersion() == "v1" && r.GetName() == readerServiceAccount &&
-				r.GetOperation() == rsyncv1.Operation_OPERATION_APPLY && r.GetState() == rsyncv1.State_STATE_APPLIED {
-				conn, err := s.rsync.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: cl.GetProvider(), Cluster: cl.GetCluster()})
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, meshReader{provider: cl.GetProvider(), cluster: cl.GetCluster(), namespace: r.GetNamespace(), conn: conn})
+			if r.GetKind() != "ServiceAccount" || r.GetApiVersion() != "v1" || r.GetName() != readerServiceAccount ||
+				r.GetOperation() != rsyncv1.Operation_OPERATION_APPLY {
+				continue
 			}
+			listed++
+			if r.GetState() != rsyncv1.State_STATE_APPLIED {
+				continue
+			}
+			conn, err := s.rsync.GetClusterConnection(ctx, &rsyncv1.GetClusterConnectionRequest{Provider: cl.GetProvider(), Cluster: cl.GetCluster()})
+			if err != nil {
+				return 0, nil, err
+			}
+			out = append(out, meshReader{provider: cl.GetProvider(), cluster: cl.GetCluster(), namespace: r.GetNamespace(), conn: conn})
 		}
 	}
-	return out, nil
+	return listed, out, nil
 }
 
 // fingerprint identifies what remote secrets of readers would say but for
