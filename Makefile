@@ -16,6 +16,14 @@ GRPCURL    := $(BIN)/grpcurl
 MODULE     := github.com/dcm-project/dcm
 PKGS       := $(MODULE)/...
 CLUSTERS   := $(GO) run $(MODULE)/platform/kubetest/cmd/dcm-clusters
+# The test packages that take minutes, slowest first: go test starts
+# packages in the order it is given them, and the run is as long as the
+# last to finish. Their tests mostly wait on real clusters (the 2 cores are
+# idle most of a run at -p 2), so TEST_P of them run at once.
+SLOW_PKGS  := $(MODULE)/services/rsync/internal/engine $(MODULE)/services/allinone \
+	$(MODULE)/services/allinone/nodes $(MODULE)/deploy/test $(MODULE)/services/allinone/walkthrough \
+	$(MODULE)/platform/kubetest $(MODULE)/services/rsync/internal/rsync
+TEST_P     ?= 3
 # What `make generate` writes; CI fails if regenerating changes it.
 # The last is external-dns's DNSEndpoint CRD, copied from its module: the
 # service mesh installs it with Istio's CRDs (the traffic controller's DNS
@@ -79,7 +87,7 @@ test: check-generated lint breaking test-all
 
 ## test-all: every Go test, integration tests against real clusters included, and those that start a store server of their own (PostgreSQL: DCM_TEST_STORE_SERVER=1)
 test-all: k8s-bins istio-bins images
-	DCM_TEST_STORE_SERVER=1 $(GO) test -count=1 -timeout 30m $(PKGS)
+	DCM_TEST_STORE_SERVER=1 $(GO) test -count=1 -timeout 30m -p $(TEST_P) $(SLOW_PKGS) $(PKGS)
 	cd $(REPO)/test/grpcecho && GOWORK=off $(GO) test -count=1 ./...
 
 ## k8s-bins: build kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet, kube-proxy (test/k8s) and kube-router (test/kube-router) into bin/k8s

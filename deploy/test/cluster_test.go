@@ -110,10 +110,21 @@ func prepareCluster(t *testing.T, ctx context.Context, c *kubetest.Cluster) {
 }
 
 // adminToken creates the Namespace dcm and the admin token's Secret
-// (docs/deploy.md, "Dev") and returns the token.
+// (docs/deploy.md, "Dev") and returns the token. When the test ends it
+// deletes the Namespace, DCM with it, and waits until it is gone: the
+// package's tests share the clusters, and the next one deploys DCM there
+// again.
 func adminToken(t *testing.T, ctx context.Context, c *kubetest.Cluster) string {
 	t.Helper()
 	c.MustKubectl(ctx, t, "create", "namespace", "dcm")
+	t.Cleanup(func() {
+		// The test's own context is done by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := c.Kubectl(ctx, "delete", "namespace", "dcm", "--wait", "--timeout=5m"); err != nil {
+			t.Errorf("removing DCM from %s: %v", c.Name, err)
+		}
+	})
 	secret := make([]byte, 32)
 	_, err := rand.Read(secret)
 	require.NoError(t, err)
