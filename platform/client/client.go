@@ -92,14 +92,15 @@ func dial(addr string, creds credentials.TransportCredentials, extra ...grpc.Dia
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		// A peer that was down is retried soon after it is back: calls
-		// fail fast (Unavailable) while the connection is backing off.
+		// fail (Unavailable) while the connection is backing off, after
+		// UnsentWait (waitUnsent).
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxRecvMsgSize)),
-		grpc.WithChainUnaryInterceptor(propagateUnary),
+		grpc.WithChainUnaryInterceptor(propagateUnary, waitUnsent),
 		grpc.WithChainStreamInterceptor(propagateStream),
 	)
 	conn, err := grpc.NewClient(target, append(opts, extra...)...)
