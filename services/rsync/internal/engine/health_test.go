@@ -121,13 +121,19 @@ func TestOnlyTheShardHolderProbes(t *testing.T) {
 
 	probedBy := map[string][]string{}
 	for name, c := range conns {
+		// The probers go on: a probe is counted by the connector as it
+		// starts and by Probes once it is done, so read Probes first. At
+		// most two calls of a cluster (a Ready one asked again) are in
+		// flight between the two reads.
+		probes := probers[name].Probes.Load()
 		counts := c.counts()
 		require.NotEmpty(t, counts, "replica %s probed nothing", name)
 		for k, n := range counts {
 			probedBy[k] = append(probedBy[k], name)
 			require.LessOrEqual(t, n, most, "%s probed %s %d times in %s", name, k, n, elapsed)
 		}
-		require.EqualValues(t, probers[name].Probes.Load(), sumOf(counts))
+		require.LessOrEqual(t, probes, int64(sumOf(counts)), "replica %s: every probe it counts was a call", name)
+		require.LessOrEqual(t, int64(sumOf(counts)), probes+int64(2*len(counts)), "replica %s: every call but those in flight is a probe it counts", name)
 	}
 	for _, k := range keys {
 		require.Len(t, probedBy[k], 1, "%s probed by %v", k, probedBy[k])
