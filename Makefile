@@ -18,8 +18,8 @@ PKGS       := $(MODULE)/...
 CLUSTERS   := $(GO) run $(MODULE)/platform/kubetest/cmd/dcm-clusters
 # The test packages that take minutes, slowest first: go test starts
 # packages in the order it is given them, and the run is as long as the
-# last to finish. Their tests mostly wait on real clusters (the 2 cores are
-# idle most of a run at -p 2), so TEST_P of them run at once.
+# last to finish. Their tests mostly wait on real clusters (at -p 2 the 2
+# cores were idle half of a run), so TEST_P of them run at once.
 SLOW_PKGS  := $(MODULE)/services/rsync/internal/engine $(MODULE)/services/allinone \
 	$(MODULE)/services/allinone/nodes $(MODULE)/deploy/test $(MODULE)/services/allinone/walkthrough \
 	$(MODULE)/platform/kubetest $(MODULE)/services/rsync/internal/rsync
