@@ -21,13 +21,20 @@ type replica struct {
 	calls atomic.Int64
 }
 
-func startReplica(t *testing.T) *replica {
+func startReplica(t *testing.T) *replica { return startReplicaOn(t, "127.0.0.1:0", nil) }
+
+// startReplicaOn is a replica on addr whose every call is answered with
+// answer (nil: the health service's own answer).
+func startReplicaOn(t *testing.T, addr string, answer error) *replica {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	r := &replica{addr: ln.Addr().String()}
 	r.srv = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		r.calls.Add(1)
+		if answer != nil {
+			return nil, answer
+		}
 		return h(ctx, req)
 	}))
 	healthpb.RegisterHealthServer(r.srv, health.NewServer())

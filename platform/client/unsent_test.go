@@ -3,14 +3,11 @@ package client
 import (
 	"context"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -25,35 +22,21 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// serveOn serves health on addr, counting the calls that reach it; answer
-// is what each call gets (nil: health's own answer).
-func serveOn(t *testing.T, addr string, answer error) *atomic.Int64 {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	require.NoError(t, err)
-	var calls atomic.Int64
-	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		calls.Add(1)
-		if answer != nil {
-			return nil, answer
-		}
-		return h(ctx, req)
-	}))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return &calls
-}
-
-func check(t *testing.T, addr string) (time.Duration, error) {
+// healthOf is a client of addr's health service.
+func healthOf(t *testing.T, addr string) healthpb.HealthClient {
 	t.Helper()
 	conn, err := Dial(addr, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
+	return healthpb.NewHealthClient(conn)
+}
+
+// check is one call of hc, and how long it took.
+func check(hc healthpb.HealthClient) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 	return time.Since(start), err
 }
 
@@ -66,16 +49,26 @@ func TestUnsentCallWaitsForAPeer(t *testing.T) {
 	t.Run("a peer comes up", func(t *testing.T) {
 		t.Parallel()
 		addr := freeAddr(t)
-		calls := make(chan *atomic.Int64, 1)
-		time.AfterFunc(500*time.Millisecond, func() { calls <- serveOn(t, addr, nil) })
-		took, err := check(t, addr)
-		require.NoError(t, err, "sent once the peer listens")
-		require.Less(t, took, UnsentWait)
-		require.Equal(t, int64(1), (<-calls).Load(), "the peer served it once")
+		type result struct {
+			took time.Duration
+			err  error
+		}
+		hc := healthOf(t, addr)
+		done := make(chan result, 1)
+		go func() {
+			took, err := check(hc)
+			done <- result{took, err}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		r := startReplicaOn(t, addr, nil)
+		got := <-done
+		require.NoError(t, got.err, "sent once the peer listens")
+		require.Less(t, got.took, UnsentWait)
+		require.Equal(t, int64(1), r.calls.Load(), "the peer served it once")
 	})
 	t.Run("the peer stays down", func(t *testing.T) {
 		t.Parallel()
-		took, err := check(t, freeAddr(t))
+		took, err := check(healthOf(t, freeAddr(t)))
 		require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 		require.Contains(t, err.Error(), "connection refused", "the first answer says why")
 		require.GreaterOrEqual(t, took, UnsentWait)
@@ -83,10 +76,10 @@ func TestUnsentCallWaitsForAPeer(t *testing.T) {
 	t.Run("the peer answers Unavailable", func(t *testing.T) {
 		t.Parallel()
 		addr := freeAddr(t)
-		calls := serveOn(t, addr, status.Error(codes.Unavailable, "the store is down"))
-		_, err := check(t, addr)
+		r := startReplicaOn(t, addr, status.Error(codes.Unavailable, "the store is down"))
+		_, err := check(healthOf(t, addr))
 		require.Equal(t, codes.Unavailable, status.Code(err))
 		require.Contains(t, err.Error(), "the store is down")
-		require.Equal(t, int64(1), calls.Load(), "a call that reached its peer is never sent again")
+		require.Equal(t, int64(1), r.calls.Load(), "a call that reached its peer is never sent again")
 	})
 }
