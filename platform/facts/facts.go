@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/errs"
@@ -78,6 +79,32 @@ func (x *Facts) Check(project, lc string) func(context.Context) error {
 		_, err := x.Parent(ctx, project, lc)
 		return err
 	}
+}
+
+// Page reads a page of the facts held, of every project, ordered by
+// project and name (core's reconcile compares them with its records).
+func (x *Facts) Page(ctx context.Context, page store.PageRequest) ([]*typesv1.LogicalCloudFacts, string, error) {
+	return x.recs.ScanPage(ctx, page)
+}
+
+// Holds answers, of the facts fs, those this copy holds as they are (the
+// same message), by "project/logical-cloud": one store command.
+func (x *Facts) Holds(ctx context.Context, fs []*typesv1.LogicalCloudFacts) (map[string]bool, error) {
+	ids := make([]string, 0, len(fs))
+	for _, f := range fs {
+		ids = append(ids, store.Key(f.GetProject(), f.GetName()))
+	}
+	held, err := x.recs.GetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(fs))
+	for i, f := range fs {
+		if h, ok := held[ids[i]]; ok && proto.Equal(h, f) {
+			out[ids[i]] = true
+		}
+	}
+	return out, nil
 }
 
 // HasAny answers whether the service was told of a logical cloud of

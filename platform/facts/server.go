@@ -2,11 +2,14 @@ package facts
 
 import (
 	"context"
+	"slices"
 
 	"google.golang.org/grpc"
 
 	factsv1 "github.com/dcm-project/dcm/gen/dcm/facts/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/server"
+	"github.com/dcm-project/dcm/platform/store"
 )
 
 // Server is the one contract by which core tells the facts
@@ -46,6 +49,29 @@ func (s *Server) DeleteLogicalCloudFacts(ctx context.Context, req *factsv1.Delet
 		}
 	}
 	return &factsv1.DeleteLogicalCloudFactsResponse{}, nil
+}
+
+// ListLogicalCloudFacts implements factsv1.LogicalCloudFactsInternalServiceServer:
+// a page of the first copy's facts, less those another copy does not
+// hold as they are (the reconcile then tells them to every copy).
+func (s *Server) ListLogicalCloudFacts(ctx context.Context, req *factsv1.ListLogicalCloudFactsRequest) (*factsv1.ListLogicalCloudFactsResponse, error) {
+	if len(s.copies) == 0 {
+		return &factsv1.ListLogicalCloudFactsResponse{}, nil
+	}
+	fs, next, err := s.copies[0].Page(ctx, store.PageOf(req))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range s.copies[1:] {
+		held, err := c.Holds(ctx, fs)
+		if err != nil {
+			return nil, err
+		}
+		fs = slices.DeleteFunc(fs, func(f *typesv1.LogicalCloudFacts) bool {
+			return !held[store.Key(f.GetProject(), f.GetName())]
+		})
+	}
+	return &factsv1.ListLogicalCloudFactsResponse{Facts: fs, NextPageToken: next}, nil
 }
 
 // Merge replaces the facts Servers among svcs, services registered on one

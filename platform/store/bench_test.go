@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	rsyncv1 "github.com/dcm-project/dcm/gen/dcm/rsync/v1"
+	typesv1 "github.com/dcm-project/dcm/gen/dcm/types/v1"
 	"github.com/dcm-project/dcm/platform/store"
 	"github.com/dcm-project/dcm/platform/store/storetest"
 )
@@ -96,5 +100,31 @@ func BenchmarkSaveAsInsert(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkListPage reads a page of 1,000 logical clouds, all of a
+// collection of 1,000: what a list of them costs at the store.
+func BenchmarkListPage(b *testing.B) {
+	st := storetest.Open(b)
+	recs := store.NewRecords(st, "bench_lcs", "logical cloud", func() *corev1.LogicalCloud { return &corev1.LogicalCloud{} })
+	ctx := context.Background()
+	for i := range 1000 {
+		lc := &corev1.LogicalCloud{
+			Metadata: &typesv1.Metadata{Name: fmt.Sprintf("lc-%05d", i), Description: "benchmark"},
+			Spec: &corev1.LogicalCloudSpec{Namespace: fmt.Sprintf("lc-%05d", i), Level: "standard", PodSecurity: "baseline",
+				User: &corev1.LogicalCloudUser{UserName: "user-1", Type: "certificate"}},
+			Lifecycle: &corev1.Lifecycle{Phase: "created", Changed: timestamppb.Now()},
+		}
+		if err := recs.Create(ctx, store.Key("p", lc.Metadata.Name), "p", lc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		out, _, err := recs.ListPage(ctx, "p", store.PageRequest{Size: 1000})
+		if err != nil || len(out) != 1000 {
+			b.Fatal(err, len(out))
+		}
 	}
 }

@@ -118,6 +118,27 @@ func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
 	return r.decode(rec)
 }
 
+// GetMany reads the live objects of ids, by id (those missing or marked
+// for deletion are not in the answer): one store command, where Get is
+// one per id. At most MaxPageSize ids.
+func (r *Records[M]) GetMany(ctx context.Context, ids []string) (map[string]M, error) {
+	if len(ids) > MaxPageSize {
+		return nil, fmt.Errorf("get %d %s records: at most %d at once", len(ids), r.kind, MaxPageSize)
+	}
+	out := make(map[string]M, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	items, err := r.find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, live})
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		out[it.ID] = it.Msg
+	}
+	return out, nil
+}
+
 // List reads every object under parent, ordered by id, but those marked
 // for deletion: for internal callers that need them all. A public list
 // answers ListPage.
@@ -196,6 +217,24 @@ const pageField = "page-token"
 // (InvalidArgument naming page-token), and whatever it holds, a page never
 // leaves parent.
 func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageRequest) ([]M, string, error) {
+	return r.page(ctx, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
+}
+
+// allParents is what a token of ScanPage is bound to in place of a parent
+// (a parent is an id, and no id holds a NUL).
+const allParents = "\x00all"
+
+// ScanPage is ListPage over the live objects of every parent, ordered by
+// id: for an internal caller that reads a whole collection a page at a
+// time (core's facts reconcile). page.Match is ignored.
+func (r *Records[M]) ScanPage(ctx context.Context, page PageRequest) ([]M, string, error) {
+	page.Match = nil
+	return r.page(ctx, bson.D{live}, allParents, page)
+}
+
+// page reads the page of the objects filter matches that page asks for,
+// with its tokens bound to parent and page.Match.
+func (r *Records[M]) page(ctx context.Context, filter bson.D, parent string, page PageRequest) ([]M, string, error) {
 	size := page.Size
 	switch {
 	case size < 0:
@@ -205,7 +244,6 @@ func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageReque
 	case size > MaxPageSize:
 		size = MaxPageSize
 	}
-	filter := bson.D{{Key: "parent", Value: parent}, live}
 	for _, k := range slices.Sorted(maps.Keys(page.Match)) {
 		filter = append(filter, bson.E{Key: "body." + k, Value: page.Match[k]})
 	}
@@ -444,7 +482,7 @@ func (r *Records[M]) Delete(ctx context.Context, id string) error {
 
 func (r *Records[M]) decode(rec record) (Versioned[M], error) {
 	msg := r.newMsg()
-	if err := fromBSON(rec.Body, msg); err != nil {
+	if err := decodeBody(rec.Body, msg); err != nil {
 		return Versioned[M]{}, errs.Internal(fmt.Errorf("decode %s %q: %w", r.kind, rec.ID, err), "store error")
 	}
 	return Versioned[M]{Msg: msg, Version: rec.Version}, nil

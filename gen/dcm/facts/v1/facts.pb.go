@@ -195,6 +195,115 @@ func (*DeleteLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
 	return file_dcm_facts_v1_facts_proto_rawDescGZIP(), []int{3}
 }
 
+// ListLogicalCloudFactsRequest asks for a page of the facts held.
+type ListLogicalCloudFactsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is at most 1000 (0: 100).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=page-size,proto3" json:"page_size,omitempty"`
+	// page_token is the next_page_token of the page before ("" for the first).
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=page-token,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLogicalCloudFactsRequest) Reset() {
+	*x = ListLogicalCloudFactsRequest{}
+	mi := &file_dcm_facts_v1_facts_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLogicalCloudFactsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLogicalCloudFactsRequest) ProtoMessage() {}
+
+func (x *ListLogicalCloudFactsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_facts_v1_facts_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLogicalCloudFactsRequest.ProtoReflect.Descriptor instead.
+func (*ListLogicalCloudFactsRequest) Descriptor() ([]byte, []int) {
+	return file_dcm_facts_v1_facts_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListLogicalCloudFactsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLogicalCloudFactsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLogicalCloudFactsResponse is a page of the facts held.
+type ListLogicalCloudFactsResponse struct {
+	state protoimpl.MessageState  `protogen:"open.v1"`
+	Facts []*v1.LogicalCloudFacts `protobuf:"bytes,1,rep,name=facts,proto3" json:"facts,omitempty"`
+	// next_page_token asks for the next page ("" on the last).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=next-page-token,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLogicalCloudFactsResponse) Reset() {
+	*x = ListLogicalCloudFactsResponse{}
+	mi := &file_dcm_facts_v1_facts_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLogicalCloudFactsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLogicalCloudFactsResponse) ProtoMessage() {}
+
+func (x *ListLogicalCloudFactsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dcm_facts_v1_facts_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLogicalCloudFactsResponse.ProtoReflect.Descriptor instead.
+func (*ListLogicalCloudFactsResponse) Descriptor() ([]byte, []int) {
+	return file_dcm_facts_v1_facts_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListLogicalCloudFactsResponse) GetFacts() []*v1.LogicalCloudFacts {
+	if x != nil {
+		return x.Facts
+	}
+	return nil
+}
+
+func (x *ListLogicalCloudFactsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_dcm_facts_v1_facts_proto protoreflect.FileDescriptor
 
 const file_dcm_facts_v1_facts_proto_rawDesc = "" +
@@ -206,10 +315,19 @@ const file_dcm_facts_v1_facts_proto_rawDesc = "" +
 	"\x1eDeleteLogicalCloudFactsRequest\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12$\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tR\rlogical-cloud\"!\n" +
-	"\x1fDeleteLogicalCloudFactsResponse2\x95\x02\n" +
+	"\x1fDeleteLogicalCloudFactsResponse\"\\\n" +
+	"\x1cListLogicalCloudFactsRequest\x12\x1c\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\tpage-size\x12\x1e\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\n" +
+	"page-token\"\x80\x01\n" +
+	"\x1dListLogicalCloudFactsResponse\x125\n" +
+	"\x05facts\x18\x01 \x03(\v2\x1f.dcm.types.v1.LogicalCloudFactsR\x05facts\x12(\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\x0fnext-page-token2\x87\x03\n" +
 	" LogicalCloudFactsInternalService\x12m\n" +
 	"\x14PutLogicalCloudFacts\x12).dcm.facts.v1.PutLogicalCloudFactsRequest\x1a*.dcm.facts.v1.PutLogicalCloudFactsResponse\x12v\n" +
-	"\x17DeleteLogicalCloudFacts\x12,.dcm.facts.v1.DeleteLogicalCloudFactsRequest\x1a-.dcm.facts.v1.DeleteLogicalCloudFactsResponse\x1a\n" +
+	"\x17DeleteLogicalCloudFacts\x12,.dcm.facts.v1.DeleteLogicalCloudFactsRequest\x1a-.dcm.facts.v1.DeleteLogicalCloudFactsResponse\x12p\n" +
+	"\x15ListLogicalCloudFacts\x12*.dcm.facts.v1.ListLogicalCloudFactsRequest\x1a+.dcm.facts.v1.ListLogicalCloudFactsResponse\x1a\n" +
 	"\xc2\xf3\x18\x06\n" +
 	"\x04coreB5Z3github.com/dcm-project/dcm/gen/dcm/facts/v1;factsv1b\x06proto3"
 
@@ -225,25 +343,30 @@ func file_dcm_facts_v1_facts_proto_rawDescGZIP() []byte {
 	return file_dcm_facts_v1_facts_proto_rawDescData
 }
 
-var file_dcm_facts_v1_facts_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_dcm_facts_v1_facts_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_dcm_facts_v1_facts_proto_goTypes = []any{
 	(*PutLogicalCloudFactsRequest)(nil),     // 0: dcm.facts.v1.PutLogicalCloudFactsRequest
 	(*PutLogicalCloudFactsResponse)(nil),    // 1: dcm.facts.v1.PutLogicalCloudFactsResponse
 	(*DeleteLogicalCloudFactsRequest)(nil),  // 2: dcm.facts.v1.DeleteLogicalCloudFactsRequest
 	(*DeleteLogicalCloudFactsResponse)(nil), // 3: dcm.facts.v1.DeleteLogicalCloudFactsResponse
-	(*v1.LogicalCloudFacts)(nil),            // 4: dcm.types.v1.LogicalCloudFacts
+	(*ListLogicalCloudFactsRequest)(nil),    // 4: dcm.facts.v1.ListLogicalCloudFactsRequest
+	(*ListLogicalCloudFactsResponse)(nil),   // 5: dcm.facts.v1.ListLogicalCloudFactsResponse
+	(*v1.LogicalCloudFacts)(nil),            // 6: dcm.types.v1.LogicalCloudFacts
 }
 var file_dcm_facts_v1_facts_proto_depIdxs = []int32{
-	4, // 0: dcm.facts.v1.PutLogicalCloudFactsRequest.facts:type_name -> dcm.types.v1.LogicalCloudFacts
-	0, // 1: dcm.facts.v1.LogicalCloudFactsInternalService.PutLogicalCloudFacts:input_type -> dcm.facts.v1.PutLogicalCloudFactsRequest
-	2, // 2: dcm.facts.v1.LogicalCloudFactsInternalService.DeleteLogicalCloudFacts:input_type -> dcm.facts.v1.DeleteLogicalCloudFactsRequest
-	1, // 3: dcm.facts.v1.LogicalCloudFactsInternalService.PutLogicalCloudFacts:output_type -> dcm.facts.v1.PutLogicalCloudFactsResponse
-	3, // 4: dcm.facts.v1.LogicalCloudFactsInternalService.DeleteLogicalCloudFacts:output_type -> dcm.facts.v1.DeleteLogicalCloudFactsResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	6, // 0: dcm.facts.v1.PutLogicalCloudFactsRequest.facts:type_name -> dcm.types.v1.LogicalCloudFacts
+	6, // 1: dcm.facts.v1.ListLogicalCloudFactsResponse.facts:type_name -> dcm.types.v1.LogicalCloudFacts
+	0, // 2: dcm.facts.v1.LogicalCloudFactsInternalService.PutLogicalCloudFacts:input_type -> dcm.facts.v1.PutLogicalCloudFactsRequest
+	2, // 3: dcm.facts.v1.LogicalCloudFactsInternalService.DeleteLogicalCloudFacts:input_type -> dcm.facts.v1.DeleteLogicalCloudFactsRequest
+	4, // 4: dcm.facts.v1.LogicalCloudFactsInternalService.ListLogicalCloudFacts:input_type -> dcm.facts.v1.ListLogicalCloudFactsRequest
+	1, // 5: dcm.facts.v1.LogicalCloudFactsInternalService.PutLogicalCloudFacts:output_type -> dcm.facts.v1.PutLogicalCloudFactsResponse
+	3, // 6: dcm.facts.v1.LogicalCloudFactsInternalService.DeleteLogicalCloudFacts:output_type -> dcm.facts.v1.DeleteLogicalCloudFactsResponse
+	5, // 7: dcm.facts.v1.LogicalCloudFactsInternalService.ListLogicalCloudFacts:output_type -> dcm.facts.v1.ListLogicalCloudFactsResponse
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_dcm_facts_v1_facts_proto_init() }
@@ -257,7 +380,7 @@ func file_dcm_facts_v1_facts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dcm_facts_v1_facts_proto_rawDesc), len(file_dcm_facts_v1_facts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	LogicalCloudFactsInternalService_PutLogicalCloudFacts_FullMethodName    = "/dcm.facts.v1.LogicalCloudFactsInternalService/PutLogicalCloudFacts"
 	LogicalCloudFactsInternalService_DeleteLogicalCloudFacts_FullMethodName = "/dcm.facts.v1.LogicalCloudFactsInternalService/DeleteLogicalCloudFacts"
+	LogicalCloudFactsInternalService_ListLogicalCloudFacts_FullMethodName   = "/dcm.facts.v1.LogicalCloudFactsInternalService/ListLogicalCloudFacts"
 )
 
 // LogicalCloudFactsInternalServiceClient is the client API for LogicalCloudFactsInternalService service.
@@ -45,6 +46,12 @@ type LogicalCloudFactsInternalServiceClient interface {
 	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
 	// at the end of its cascade); forgetting one not known is harmless.
 	DeleteLogicalCloudFacts(ctx context.Context, in *DeleteLogicalCloudFactsRequest, opts ...grpc.CallOption) (*DeleteLogicalCloudFactsResponse, error)
+	// ListLogicalCloudFacts answers a page of the facts the program holds,
+	// ordered by project and name: core's reconcile compares them with its
+	// own records and tells only those that differ. A program that serves
+	// the contract for several services (the all-in-one program) lists a
+	// logical cloud's facts only where every copy holds the same.
+	ListLogicalCloudFacts(ctx context.Context, in *ListLogicalCloudFactsRequest, opts ...grpc.CallOption) (*ListLogicalCloudFactsResponse, error)
 }
 
 type logicalCloudFactsInternalServiceClient struct {
@@ -75,6 +82,16 @@ func (c *logicalCloudFactsInternalServiceClient) DeleteLogicalCloudFacts(ctx con
 	return out, nil
 }
 
+func (c *logicalCloudFactsInternalServiceClient) ListLogicalCloudFacts(ctx context.Context, in *ListLogicalCloudFactsRequest, opts ...grpc.CallOption) (*ListLogicalCloudFactsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLogicalCloudFactsResponse)
+	err := c.cc.Invoke(ctx, LogicalCloudFactsInternalService_ListLogicalCloudFacts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogicalCloudFactsInternalServiceServer is the server API for LogicalCloudFactsInternalService service.
 // All implementations must embed UnimplementedLogicalCloudFactsInternalServiceServer
 // for forward compatibility.
@@ -97,6 +114,12 @@ type LogicalCloudFactsInternalServiceServer interface {
 	// DeleteLogicalCloudFacts forgets a deleted logical cloud (core calls it
 	// at the end of its cascade); forgetting one not known is harmless.
 	DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error)
+	// ListLogicalCloudFacts answers a page of the facts the program holds,
+	// ordered by project and name: core's reconcile compares them with its
+	// own records and tells only those that differ. A program that serves
+	// the contract for several services (the all-in-one program) lists a
+	// logical cloud's facts only where every copy holds the same.
+	ListLogicalCloudFacts(context.Context, *ListLogicalCloudFactsRequest) (*ListLogicalCloudFactsResponse, error)
 	mustEmbedUnimplementedLogicalCloudFactsInternalServiceServer()
 }
 
@@ -112,6 +135,9 @@ func (UnimplementedLogicalCloudFactsInternalServiceServer) PutLogicalCloudFacts(
 }
 func (UnimplementedLogicalCloudFactsInternalServiceServer) DeleteLogicalCloudFacts(context.Context, *DeleteLogicalCloudFactsRequest) (*DeleteLogicalCloudFactsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteLogicalCloudFacts not implemented")
+}
+func (UnimplementedLogicalCloudFactsInternalServiceServer) ListLogicalCloudFacts(context.Context, *ListLogicalCloudFactsRequest) (*ListLogicalCloudFactsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLogicalCloudFacts not implemented")
 }
 func (UnimplementedLogicalCloudFactsInternalServiceServer) mustEmbedUnimplementedLogicalCloudFactsInternalServiceServer() {
 }
@@ -171,6 +197,24 @@ func _LogicalCloudFactsInternalService_DeleteLogicalCloudFacts_Handler(srv inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogicalCloudFactsInternalService_ListLogicalCloudFacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLogicalCloudFactsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogicalCloudFactsInternalServiceServer).ListLogicalCloudFacts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogicalCloudFactsInternalService_ListLogicalCloudFacts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogicalCloudFactsInternalServiceServer).ListLogicalCloudFacts(ctx, req.(*ListLogicalCloudFactsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogicalCloudFactsInternalService_ServiceDesc is the grpc.ServiceDesc for LogicalCloudFactsInternalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -185,6 +229,10 @@ var LogicalCloudFactsInternalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteLogicalCloudFacts",
 			Handler:    _LogicalCloudFactsInternalService_DeleteLogicalCloudFacts_Handler,
+		},
+		{
+			MethodName: "ListLogicalCloudFacts",
+			Handler:    _LogicalCloudFactsInternalService_ListLogicalCloudFacts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

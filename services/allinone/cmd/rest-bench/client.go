@@ -43,7 +43,10 @@ func (p *profiler) start(what string, clients int) {
 	if p.file == nil || p.done || p.active {
 		return
 	}
-	if p.only != "" && !strings.HasPrefix(fmt.Sprintf("%s/%d", what, clients), p.only) {
+	// The operation's first word: "list of 1000" is list, "ceiling (GET,
+	// no store)" is ceiling, as -profile-only names them.
+	op, _, _ := strings.Cut(what, " ")
+	if p.only != "" && !strings.HasPrefix(fmt.Sprintf("%s/%d", op, clients), p.only) {
 		return
 	}
 	p.active = pprof.StartCPUProfile(p.file) == nil

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/dcm-project/dcm/gen/dcm/core/v1"
 	factsv1 "github.com/dcm-project/dcm/gen/dcm/facts/v1"
@@ -184,11 +185,11 @@ func (s *Facts) tellDeleting(ctx context.Context, project, lc string) error {
 	return s.tell(ctx, &typesv1.LogicalCloudFacts{Project: project, Name: lc, Deleting: true})
 }
 
-// Reconcile tells every service the facts of every live logical cloud, on
-// start and then every interval until ctx ends: idempotent puts, so that a
-// service that missed a tell (it was down, or its store predates the
-// facts) converges. A logical cloud whose lock another replica holds is
-// told on the next round.
+// Reconcile tells every service the facts of every live logical cloud
+// that it does not hold as they are, on start and then every interval
+// until ctx ends, so that a service that missed a tell (it was down, or
+// its store predates the facts) converges. A logical cloud whose lock
+// another replica holds is told on the next round.
 func (s *Facts) Reconcile(interval time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if interval <= 0 {
@@ -210,18 +211,51 @@ func (s *Facts) Reconcile(interval time.Duration) func(context.Context) error {
 }
 
 // ReconcileFacts is one round of Reconcile: how many logical clouds were
-// told, and the errors of those that were not.
+// told, and the errors of those that were not. A round reads the logical
+// clouds, their cluster references and each service's facts a page at a
+// time (ListLogicalCloudFacts), and tells (retell: under the lock, from
+// the record read again) only the logical clouds whose facts some service
+// does not hold as the records say: a few store commands a round however
+// many logical clouds there are, not eight for each. A service that
+// cannot list its facts (down, or a program from before the list) is told
+// every logical cloud, as every round did before.
 func (s *Facts) ReconcileFacts(ctx context.Context) (int, error) {
 	all, err := s.clouds.Match(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
+	refs, err := s.refs.Match(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	clusters := map[string][]string{}
+	for _, r := range refs {
+		clusters[r.Parent] = append(clusters[r.Parent], store.Key(r.Msg.GetClusterProvider(), r.Msg.GetClusterName()))
+	}
+	held := make([]map[string]*typesv1.LogicalCloudFacts, len(s.peers))
+	var g errgroup.Group
+	for i, p := range s.peers {
+		g.Go(func() error {
+			h, err := heldFacts(ctx, p.Client)
+			if err != nil {
+				s.log.Info("the facts a service holds could not be listed: every logical cloud is told it",
+					zap.String("service", p.Name), zap.Error(err))
+			}
+			held[i] = h
+			return nil
+		})
+	}
+	_ = g.Wait()
 	told := 0
 	var failed []error
 	for _, it := range all {
 		project, lc, ok := strings.Cut(it.ID, "/")
 		if it.Deleting || !ok {
 			continue // the cleanup loop tells and forgets it
+		}
+		want := factsOf(project, it.Msg, clusters[it.ID])
+		if slices.IndexFunc(held, func(h map[string]*typesv1.LogicalCloudFacts) bool { return !proto.Equal(h[it.ID], want) }) < 0 {
+			continue
 		}
 		err := s.retell(ctx, project, lc)
 		if st, ok := status.FromError(err); ok && err != nil && errs.ReasonOf(st) == errs.ReasonConcurrentUpdate {
@@ -234,6 +268,26 @@ func (s *Facts) ReconcileFacts(ctx context.Context) (int, error) {
 		told++
 	}
 	return told, errors.Join(failed...)
+}
+
+// heldFacts lists every fact a service holds, by "project/logical-cloud"
+// (nil if it cannot: then none is taken as held).
+func heldFacts(ctx context.Context, c factsv1.LogicalCloudFactsInternalServiceClient) (map[string]*typesv1.LogicalCloudFacts, error) {
+	out := map[string]*typesv1.LogicalCloudFacts{}
+	req := &factsv1.ListLogicalCloudFactsRequest{PageSize: store.MaxPageSize}
+	for {
+		resp, err := c.ListLogicalCloudFacts(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range resp.GetFacts() {
+			out[store.Key(f.GetProject(), f.GetName())] = f
+		}
+		if resp.GetNextPageToken() == "" {
+			return out, nil
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
 }
 
 // retellOrLog is retell after a change of the clusters referenced; a
