@@ -217,9 +217,14 @@ type CreateUserRequest struct {
 	// logical_cloud is the logical cloud's name.
 	LogicalCloud string `protobuf:"bytes,2,opt,name=logical_cloud,json=logical-cloud,proto3" json:"logical_cloud,omitempty"`
 	// user to store.
-	User          *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	User *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// user_permissions are permissions granted to this user alone, stored
+	// with it (a logical cloud's create: one call, and the facts read once
+	// for the user and its permissions). Each must name the user, and only
+	// the user, in users.
+	UserPermissions []*UserPermission `protobuf:"bytes,4,rep,name=user_permissions,json=user-permissions,proto3" json:"user_permissions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateUserRequest) Reset() {
@@ -269,6 +274,13 @@ func (x *CreateUserRequest) GetLogicalCloud() string {
 func (x *CreateUserRequest) GetUser() *User {
 	if x != nil {
 		return x.User
+	}
+	return nil
+}
+
+func (x *CreateUserRequest) GetUserPermissions() []*UserPermission {
+	if x != nil {
+		return x.UserPermissions
 	}
 	return nil
 }
@@ -1716,11 +1728,12 @@ const file_dcm_user_v1_service_proto_rawDesc = "" +
 	"\tresources\x18\x04 \x03(\tR\tresources\x12\x14\n" +
 	"\x05verbs\x18\x05 \x03(\tR\x05verbs\x122\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x16.dcm.types.v1.MetadataR\bmetadata\x12(\n" +
-	"\x05users\x18\a \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10d\x18\x01\"\x06r\x04\x98\xfb\x18\x01R\x05users\"\x98\x01\n" +
+	"\x05users\x18\a \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10d\x18\x01\"\x06r\x04\x98\xfb\x18\x01R\x05users\"\xe1\x01\n" +
 	"\x11CreateUserRequest\x12#\n" +
 	"\aproject\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\aproject\x12/\n" +
 	"\rlogical_cloud\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x98\xfb\x18\x01R\rlogical-cloud\x12-\n" +
-	"\x04user\x18\x03 \x01(\v2\x11.dcm.user.v1.UserB\x06\xbaH\x03\xc8\x01\x01R\x04user\";\n" +
+	"\x04user\x18\x03 \x01(\v2\x11.dcm.user.v1.UserB\x06\xbaH\x03\xc8\x01\x01R\x04user\x12G\n" +
+	"\x10user_permissions\x18\x04 \x03(\v2\x1b.dcm.user.v1.UserPermissionR\x10user-permissions\";\n" +
 	"\x12CreateUserResponse\x12%\n" +
 	"\x04user\x18\x01 \x01(\v2\x11.dcm.user.v1.UserR\x04user\"\x85\x01\n" +
 	"\x0eGetUserRequest\x12#\n" +
@@ -1871,38 +1884,39 @@ var file_dcm_user_v1_service_proto_goTypes = []any{
 var file_dcm_user_v1_service_proto_depIdxs = []int32{
 	27, // 0: dcm.user.v1.UserPermission.metadata:type_name -> dcm.types.v1.Metadata
 	0,  // 1: dcm.user.v1.CreateUserRequest.user:type_name -> dcm.user.v1.User
-	0,  // 2: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
-	0,  // 3: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
-	0,  // 4: dcm.user.v1.ListUsersResponse.users:type_name -> dcm.user.v1.User
-	1,  // 5: dcm.user.v1.CreateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 6: dcm.user.v1.CreateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 7: dcm.user.v1.GetUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 8: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
-	1,  // 9: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
-	1,  // 10: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
-	24, // 11: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
-	24, // 12: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
-	4,  // 13: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
-	6,  // 14: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
-	8,  // 15: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
-	10, // 16: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
-	12, // 17: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
-	14, // 18: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
-	16, // 19: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
-	18, // 20: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
-	5,  // 21: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
-	7,  // 22: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
-	9,  // 23: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
-	11, // 24: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
-	13, // 25: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
-	15, // 26: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
-	17, // 27: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
-	19, // 28: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	1,  // 2: dcm.user.v1.CreateUserRequest.user_permissions:type_name -> dcm.user.v1.UserPermission
+	0,  // 3: dcm.user.v1.CreateUserResponse.user:type_name -> dcm.user.v1.User
+	0,  // 4: dcm.user.v1.GetUserResponse.user:type_name -> dcm.user.v1.User
+	0,  // 5: dcm.user.v1.ListUsersResponse.users:type_name -> dcm.user.v1.User
+	1,  // 6: dcm.user.v1.CreateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 7: dcm.user.v1.CreateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 8: dcm.user.v1.GetUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 9: dcm.user.v1.ListUserPermissionsResponse.user_permissions:type_name -> dcm.user.v1.UserPermission
+	1,  // 10: dcm.user.v1.UpdateUserPermissionRequest.user_permission:type_name -> dcm.user.v1.UserPermission
+	1,  // 11: dcm.user.v1.UpdateUserPermissionResponse.user_permission:type_name -> dcm.user.v1.UserPermission
+	24, // 12: dcm.user.v1.RenderUsersResponse.users:type_name -> dcm.user.v1.RenderedUser
+	24, // 13: dcm.user.v1.GetUserCredentialsResponse.user:type_name -> dcm.user.v1.RenderedUser
+	4,  // 14: dcm.user.v1.UserService.GetUser:input_type -> dcm.user.v1.GetUserRequest
+	6,  // 15: dcm.user.v1.UserService.ListUsers:input_type -> dcm.user.v1.ListUsersRequest
+	8,  // 16: dcm.user.v1.UserService.DeleteUser:input_type -> dcm.user.v1.DeleteUserRequest
+	10, // 17: dcm.user.v1.UserService.CreateUserPermission:input_type -> dcm.user.v1.CreateUserPermissionRequest
+	12, // 18: dcm.user.v1.UserService.GetUserPermission:input_type -> dcm.user.v1.GetUserPermissionRequest
+	14, // 19: dcm.user.v1.UserService.ListUserPermissions:input_type -> dcm.user.v1.ListUserPermissionsRequest
+	16, // 20: dcm.user.v1.UserService.UpdateUserPermission:input_type -> dcm.user.v1.UpdateUserPermissionRequest
+	18, // 21: dcm.user.v1.UserService.DeleteUserPermission:input_type -> dcm.user.v1.DeleteUserPermissionRequest
+	5,  // 22: dcm.user.v1.UserService.GetUser:output_type -> dcm.user.v1.GetUserResponse
+	7,  // 23: dcm.user.v1.UserService.ListUsers:output_type -> dcm.user.v1.ListUsersResponse
+	9,  // 24: dcm.user.v1.UserService.DeleteUser:output_type -> dcm.user.v1.DeleteUserResponse
+	11, // 25: dcm.user.v1.UserService.CreateUserPermission:output_type -> dcm.user.v1.CreateUserPermissionResponse
+	13, // 26: dcm.user.v1.UserService.GetUserPermission:output_type -> dcm.user.v1.GetUserPermissionResponse
+	15, // 27: dcm.user.v1.UserService.ListUserPermissions:output_type -> dcm.user.v1.ListUserPermissionsResponse
+	17, // 28: dcm.user.v1.UserService.UpdateUserPermission:output_type -> dcm.user.v1.UpdateUserPermissionResponse
+	19, // 29: dcm.user.v1.UserService.DeleteUserPermission:output_type -> dcm.user.v1.DeleteUserPermissionResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_dcm_user_v1_service_proto_init() }

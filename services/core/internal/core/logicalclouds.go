@@ -426,12 +426,26 @@ func (s *Clouds) createParts(ctx context.Context, project string, p *plan, selec
 			return err
 		}
 	}
+	// A permission granted to one user alone is made with it (one call,
+	// the facts read once); the others once every user is there.
+	alone := func(perm *userv1.UserPermission, u *userv1.User) bool {
+		return len(perm.GetUsers()) == 1 && perm.GetUsers()[0] == u.GetName()
+	}
 	for _, u := range p.users {
-		if _, err := s.usersInternal.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u}); err != nil {
+		var with []*userv1.UserPermission
+		for _, perm := range p.perms {
+			if alone(perm, u) {
+				with = append(with, perm)
+			}
+		}
+		if _, err := s.usersInternal.CreateUser(ctx, &userv1.CreateUserRequest{Project: project, LogicalCloud: lc, User: u, UserPermissions: with}); err != nil {
 			return err
 		}
 	}
 	for _, perm := range p.perms {
+		if slices.ContainsFunc(p.users, func(u *userv1.User) bool { return alone(perm, u) }) {
+			continue
+		}
 		if _, err := s.users.CreateUserPermission(ctx, &userv1.CreateUserPermissionRequest{
 			Project: project, LogicalCloud: lc, UserPermission: perm}); err != nil {
 			return err

@@ -118,11 +118,58 @@ func (s *Service) CreateUser(ctx context.Context, req *userv1.CreateUserRequest)
 			return nil, err
 		}
 	}
+	for i, p := range req.GetUserPermissions() {
+		if len(p.GetUsers()) != 1 || p.GetUsers()[0] != u.GetName() {
+			return nil, errs.Invalid(fmt.Sprintf("user_permissions[%d].users", i), "a permission created with its user names that user alone (%q), got %q", u.GetName(), p.GetUsers())
+		}
+	}
 	parent := store.Key(project, lc)
-	if err := s.users.CreateChecked(ctx, store.Key(parent, u.GetName()), parent, u, s.exists(project, lc)); err != nil {
+	// The after-insert check reads the facts the permissions are checked
+	// against: one read for the user and its permissions.
+	var told *typesv1.LogicalCloudFacts
+	check := func(ctx context.Context) (err error) {
+		told, err = s.facts.Parent(ctx, project, lc)
+		return err
+	}
+	if err := s.users.CreateChecked(ctx, store.Key(parent, u.GetName()), parent, u, check); err != nil {
+		return nil, err
+	}
+	if err := s.createUsersPermissions(ctx, told, req.GetUserPermissions()); err != nil {
+		// Core fails the create and removes the logical cloud's records;
+		// the user and its permissions stored go at once.
+		if derr := s.users.Delete(context.WithoutCancel(ctx), store.Key(parent, u.GetName())); derr != nil && errs.Code(derr) != codes.NotFound {
+			return nil, errors.Join(err, derr)
+		}
 		return nil, err
 	}
 	return &userv1.CreateUserResponse{User: u}, nil
+}
+
+// createUsersPermissions stores permissions ps, each granted to the user
+// just stored alone, checked against facts c: CreateUserPermission
+// without its reads of the facts and of the grantee.
+func (s *Service) createUsersPermissions(ctx context.Context, c *typesv1.LogicalCloudFacts, ps []*userv1.UserPermission) error {
+	project, lc := c.GetProject(), c.GetName()
+	parent := store.Key(project, lc)
+	var made []string
+	for _, p := range ps {
+		id := store.Key(parent, p.GetPermissionName())
+		err := checkPermission(ctx, c, p)
+		if err == nil {
+			err = s.perms.CreateChecked(ctx, id, parent, p, s.exists(project, lc))
+		}
+		if err != nil {
+			// The permissions stored so far go again.
+			for _, m := range made {
+				if derr := s.perms.Delete(context.WithoutCancel(ctx), m); derr != nil && errs.Code(derr) != codes.NotFound {
+					err = errors.Join(err, derr)
+				}
+			}
+			return err
+		}
+		made = append(made, id)
+	}
+	return nil
 }
 
 // GetUser implements userv1.UserServiceServer.

@@ -334,3 +334,39 @@ func TestDeleteUserTakesItsPermissions(t *testing.T) {
 	_, err = c.DeleteUser(ctx, &userv1.DeleteUserRequest{Project: "p", LogicalCloud: "lc", Name: "alice"})
 	require.Equal(t, codes.NotFound, status.Code(err), "a user deleted is not found again")
 }
+
+// TestCreateUserWithItsPermissions: core's create sends a user with the
+// permissions granted to it alone, in one call: they are checked against
+// the facts as CreateUserPermission checks them; one the level refuses
+// fails the call and leaves neither the user nor any permission; one that
+// names another user is refused before anything is stored.
+func TestCreateUserWithItsPermissions(t *testing.T) {
+	t.Parallel()
+	c, core := serve(t)
+	ctx := context.Background()
+	core.Add("p", "lc", kube.LevelStandard, "ns")
+	perm := func(name string, users ...string) *userv1.UserPermission {
+		return &userv1.UserPermission{PermissionName: name, ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, Users: users}
+	}
+	create := func(name string, ps ...*userv1.UserPermission) error {
+		_, err := c.CreateUser(ctx, &userv1.CreateUserRequest{Project: "p", LogicalCloud: "lc", User: &userv1.User{Name: name, Type: "token"}, UserPermissions: ps})
+		return err
+	}
+	require.NoError(t, create("u", perm("pods", "u"), perm("more", "u")))
+	got, err := c.ListUserPermissions(ctx, &userv1.ListUserPermissionsRequest{Project: "p", LogicalCloud: "lc"})
+	require.NoError(t, err)
+	require.Len(t, got.GetUserPermissions(), 2)
+	require.Equal(t, "ns", got.GetUserPermissions()[0].GetNamespace(), "the namespace resolved from the facts")
+
+	err = create("v", perm("ok", "v"), &userv1.UserPermission{PermissionName: "nodes", ApiGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}, Users: []string{"v"}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "a standard logical cloud grants no cluster-wide resource: %v", err)
+	_, err = c.GetUser(ctx, &userv1.GetUserRequest{Project: "p", LogicalCloud: "lc", Name: "v"})
+	require.Equal(t, codes.NotFound, status.Code(err), "the user is not kept")
+	_, err = c.GetUserPermission(ctx, &userv1.GetUserPermissionRequest{Project: "p", LogicalCloud: "lc", Name: "ok"})
+	require.Equal(t, codes.NotFound, status.Code(err), "nor its first permission")
+
+	err = create("w", perm("shared", "w", "u"))
+	require.Equal(t, "user_permissions[0].users", errs.FieldOf(status.Convert(err)), "%v", err)
+	_, err = c.GetUser(ctx, &userv1.GetUserRequest{Project: "p", LogicalCloud: "lc", Name: "w"})
+	require.Equal(t, codes.NotFound, status.Code(err))
+}
