@@ -56,7 +56,10 @@ func TestStoreServerOverlayRollingRestarts(t *testing.T) {
 	api := gatewayClient(t, ctx, c1, token)
 	// The Deployments are Available before kube-dns answers for every
 	// headless Service's new endpoints (a lookup of dcm-rsync failed once
-	// right after, 503): wait until the registry, rsync's, answers.
+	// right after, and of dcm-user and dcm-traffic in a core's first tell
+	// of the facts: 503): wait until every DCM Service's name resolves
+	// from the node, then until the registry, rsync's, answers.
+	waitResolvable(t, ctx, c1, api.netns)
 	api.waitFor(200, "/v2/cluster-providers", time.Minute)
 	registerCluster(t, api, c2)
 	api.want(201, "POST", "/v2/projects", `{"metadata":{"name":"roll"}}`)
@@ -332,4 +335,32 @@ func storeSecrets(t *testing.T, ctx context.Context, c *kubetest.Cluster, s stor
 		require.NoError(t, os.WriteFile(keysFile, keys, 0o600))
 		c.MustKubectl(ctx, t, "-n", "dcm", "create", "secret", "generic", "dcm-kek-"+prog, "--from-file=keyring="+keysFile)
 	}
+}
+
+// waitResolvable waits (up to a minute) until the cluster DNS answers an
+// address for every Service of namespace dcm, asked from the node's
+// network namespace netns as a pod asks it (dig, at c.DNSIP()).
+func waitResolvable(t *testing.T, ctx context.Context, c *kubetest.Cluster, netns string) {
+	t.Helper()
+	names := strings.Fields(c.MustKubectl(ctx, t, "-n", "dcm", "get", "services", "-o", "jsonpath={.items[*].metadata.name}"))
+	require.NotEmpty(t, names)
+	start := time.Now()
+	for _, name := range names {
+		fqdn := name + ".dcm.svc.cluster.local"
+		for {
+			out, err := exec.CommandContext(ctx, "ip", "netns", "exec", netns, "dig", "+short", "+time=1", "+tries=1", "@"+c.DNSIP(), fqdn).CombinedOutput()
+			if err == nil && strings.TrimSpace(string(out)) != "" {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				t.Fatalf("%s does not resolve after %s: %v %s", fqdn, time.Since(start).Round(time.Second), err, out)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	t.Logf("every DCM Service's name (%d) resolves after %s", len(names), time.Since(start).Round(100*time.Millisecond))
 }

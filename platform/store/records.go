@@ -217,7 +217,7 @@ const pageField = "page-token"
 // (InvalidArgument naming page-token), and whatever it holds, a page never
 // leaves parent.
 func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageRequest) ([]M, string, error) {
-	return r.page(ctx, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
+	return listPage(ctx, r, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
 }
 
 // allParents is what a token of ScanPage is bound to in place of a parent
@@ -229,12 +229,12 @@ const allParents = "\x00all"
 // time (core's facts reconcile). page.Match is ignored.
 func (r *Records[M]) ScanPage(ctx context.Context, page PageRequest) ([]M, string, error) {
 	page.Match = nil
-	return r.page(ctx, bson.D{live}, allParents, page)
+	return listPage(ctx, r, bson.D{live}, allParents, page)
 }
 
-// page reads the page of the objects filter matches that page asks for,
-// with its tokens bound to parent and page.Match.
-func (r *Records[M]) page(ctx context.Context, filter bson.D, parent string, page PageRequest) ([]M, string, error) {
+// listPage reads the page of the objects of r filter matches that page
+// asks for, with its tokens bound to parent and page.Match.
+func listPage[M proto.Message](ctx context.Context, r *Records[M], filter bson.D, parent string, page PageRequest) ([]M, string, error) {
 	size := page.Size
 	switch {
 	case size < 0:
@@ -247,7 +247,7 @@ func (r *Records[M]) page(ctx context.Context, filter bson.D, parent string, pag
 	for _, k := range slices.Sorted(maps.Keys(page.Match)) {
 		filter = append(filter, bson.E{Key: "body." + k, Value: page.Match[k]})
 	}
-	bind := r.pageBinding(parent, page.Match)
+	bind := pageBinding(r.coll.Name(), parent, page.Match)
 	if page.Token != "" {
 		after, err := decodePageToken(page.Token, bind)
 		if err != nil {
@@ -275,9 +275,9 @@ func (r *Records[M]) page(ctx context.Context, filter bson.D, parent string, pag
 }
 
 // pageBinding is what a token is bound to: the list it was made for.
-func (r *Records[M]) pageBinding(parent string, match map[string]string) [8]byte {
+func pageBinding(collection, parent string, match map[string]string) [8]byte {
 	h := sha256.New()
-	h.Write([]byte(r.coll.Name()))
+	h.Write([]byte(collection))
 	h.Write([]byte{0})
 	h.Write([]byte(parent))
 	for _, k := range slices.Sorted(maps.Keys(match)) {
