@@ -224,6 +224,13 @@ func (s *Facts) ReconcileFacts(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !slices.ContainsFunc(all, func(it store.Item[*corev1.LogicalCloud]) bool { return !it.Deleting }) {
+		// Nothing to tell: no service is called. (A core starting on an
+		// empty store would otherwise resolve every service's name at
+		// once, before kube-dns has them all, and gRPC's resolver then
+		// backs off for seconds: the first create answered 503.)
+		return 0, nil
+	}
 	refs, err := s.refs.Match(ctx, nil)
 	if err != nil {
 		return 0, err

@@ -26,6 +26,7 @@ import (
 type factsPeer struct {
 	srv      *facts.Server
 	puts     atomic.Int64
+	lists    atomic.Int64
 	unlisted bool
 }
 
@@ -39,6 +40,7 @@ func (f *factsPeer) DeleteLogicalCloudFacts(ctx context.Context, in *factsv1.Del
 }
 
 func (f *factsPeer) ListLogicalCloudFacts(ctx context.Context, in *factsv1.ListLogicalCloudFactsRequest, _ ...grpc.CallOption) (*factsv1.ListLogicalCloudFactsResponse, error) {
+	f.lists.Add(1)
 	if f.unlisted {
 		return nil, status.Error(codes.Unimplemented, "unknown method ListLogicalCloudFacts")
 	}
@@ -61,16 +63,21 @@ func TestReconcileTellsOnlyWhatDiffers(t *testing.T) {
 	peer := &factsPeer{srv: facts.Serve(copyOf)}
 	f := &Facts{clouds: clouds, refs: refs, locks: replicaLocks(st, 0, 30*time.Second), peers: []FactsPeer{{Name: "quota", Client: peer}}, log: zap.NewNop()}
 
+	n, err := f.ReconcileFacts(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, peer.lists.Load(), "with no logical cloud no service is called")
+
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		lc := &corev1.LogicalCloud{Metadata: &typesv1.Metadata{Name: name}, Spec: &corev1.LogicalCloudSpec{Level: "standard", Namespace: name}}
 		require.NoError(t, clouds.Create(ctx, store.Key("p", name), "p", lc))
 	}
 	require.NoError(t, refs.Create(ctx, store.Key("p", "a", "edge", "c1"), store.Key("p", "a"),
 		&corev1.ClusterReference{ClusterProvider: "edge", ClusterName: "c1"}))
-	_, err := clouds.MarkDeleting(ctx, store.Key("p", "e"))
+	_, err = clouds.MarkDeleting(ctx, store.Key("p", "e"))
 	require.NoError(t, err)
 
-	n, err := f.ReconcileFacts(ctx)
+	n, err = f.ReconcileFacts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "the first round tells the four live logical clouds")
 	require.EqualValues(t, 4, peer.puts.Load())
