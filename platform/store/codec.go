@@ -159,24 +159,31 @@ func decodeList(v bson.RawValue, fd protoreflect.FieldDescriptor, l protoreflect
 		return err
 	}
 	for _, e := range vals {
-		if e.Type == bson.TypeNull {
-			return errPlain
-		}
-		if md := fd.Message(); md != nil {
-			el := l.NewElement()
-			if err := decodeInto(e, md, el.Message()); err != nil {
-				return err
-			}
-			l.Append(el)
-			continue
-		}
-		pv, err := scalar(e, fd)
+		pv, err := element(e, fd, l.NewElement)
 		if err != nil {
 			return err
 		}
 		l.Append(pv)
 	}
 	return nil
+}
+
+// element is e, an element of a list or a map's value of kind fd (a new
+// message from newMsg if fd is a message); a null is errPlain (protojson
+// refuses it there).
+func element(e bson.RawValue, fd protoreflect.FieldDescriptor, newMsg func() protoreflect.Value) (protoreflect.Value, error) {
+	if e.Type == bson.TypeNull {
+		return protoreflect.Value{}, errPlain
+	}
+	md := fd.Message()
+	if md == nil {
+		return scalar(e, fd)
+	}
+	v := newMsg()
+	if err := decodeInto(e, md, v.Message()); err != nil {
+		return protoreflect.Value{}, err
+	}
+	return v, nil
 }
 
 func decodeMap(v bson.RawValue, fd protoreflect.FieldDescriptor, mp protoreflect.Map) error {
@@ -198,19 +205,7 @@ func decodeMap(v bson.RawValue, fd protoreflect.FieldDescriptor, mp protoreflect
 		if err != nil {
 			return err
 		}
-		e := el.Value()
-		if e.Type == bson.TypeNull {
-			return errPlain
-		}
-		if md := vd.Message(); md != nil {
-			mv := mp.NewValue()
-			if err := decodeInto(e, md, mv.Message()); err != nil {
-				return err
-			}
-			mp.Set(mk, mv)
-			continue
-		}
-		pv, err := scalar(e, vd)
+		pv, err := element(el.Value(), vd, mp.NewValue)
 		if err != nil {
 			return err
 		}
