@@ -45,12 +45,12 @@ func (r *Records[M]) Versions(ctx context.Context) (map[string]int64, error) {
 func (r *Records[M]) DeleteVersion(ctx context.Context, id string, version int64) error {
 	res, err := r.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}})
 	if err != nil {
-		return mapErr("delete "+r.kind, err)
+		return wrote(ctx, r.cache, id, mapErr("delete "+r.kind, err))
 	}
 	if res.DeletedCount == 1 {
-		return nil
+		return wrote(ctx, r.cache, id, nil)
 	}
-	if _, err := r.Get(ctx, id); err != nil {
+	if _, err := getRecord(ctx, r, id); err != nil {
 		return err
 	}
 	return errs.Aborted("%s %q was changed by another request; read it again and retry", r.kind, id)

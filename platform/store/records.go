@@ -44,13 +44,19 @@ type Records[M proto.Message] struct {
 	kind   string
 	newMsg func() M
 	store  *Store
+	// cache keeps reads in memory if the collection is declared with
+	// CacheReads (cache.go); nil otherwise.
+	cache *readCache
 }
 
 // NewRecords opens collection name for objects that errors call kind.
 func NewRecords[M proto.Message](s *Store, name, kind string, newMsg func() M) *Records[M] {
 	s.own(name)
 	s.open(name)
-	return &Records[M]{coll: s.db.Collection(name), kind: kind, newMsg: newMsg, store: s}
+	if marks, ok := cached.Load(name); ok {
+		s.open(marks.(string))
+	}
+	return &Records[M]{coll: s.db.Collection(name), kind: kind, newMsg: newMsg, store: s, cache: s.base().cacheOf(name)}
 }
 
 // Versioned is an object with the version it was read at.
@@ -62,6 +68,9 @@ type Versioned[M proto.Message] struct {
 // Create stores msg under id; AlreadyExists if id is taken. Secrets, if
 // any, are sealed and stored apart from msg (see Secret).
 func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M, secrets ...Secret) error {
+	if err := grouped(r, id, parent); err != nil {
+		return err
+	}
 	body, err := toBSON(msg)
 	if err != nil {
 		return err
@@ -71,6 +80,9 @@ func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M, secre
 		return err
 	}
 	_, err = r.coll.InsertOne(ctx, record{ID: id, Parent: parent, Version: 1, Body: body, Secrets: sealed})
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return wrote(ctx, r.cache, id, mapErr("insert "+r.kind, err))
+	}
 	if mongo.IsDuplicateKeyError(err) {
 		var cur record
 		if r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&cur) == nil && cur.Deleting {
@@ -78,7 +90,27 @@ func (r *Records[M]) Create(ctx context.Context, id, parent string, msg M, secre
 		}
 		return errs.AlreadyExists("%s %q already exists", r.kind, id)
 	}
-	return mapErr("insert "+r.kind, err)
+	return wrote(ctx, r.cache, id, nil)
+}
+
+// wrote follows a write of key in c's collection that may have changed
+// it, whose error is err: the group's change mark is written (cache.go) and the write's error,
+// or else the mark's, returned.
+func wrote(ctx context.Context, c *readCache, key string, err error) error {
+	if merr := c.changed(ctx, key); err == nil {
+		return merr
+	}
+	return err
+}
+
+// grouped refuses, in a collection whose reads are kept in memory, a
+// record whose id is not in its parent's group (cache.go: a group's mark
+// covers the lists under the parents of that group).
+func grouped[M proto.Message](r *Records[M], id, parent string) error {
+	if r.cache != nil && (groupOf(parent) == "" || groupOf(id) != groupOf(parent)) {
+		return errs.Internal(fmt.Errorf("%s %q under %q: a collection whose reads are kept in memory needs ids that start with their parent's first name", r.kind, id, parent), "store error")
+	}
+	return nil
 }
 
 // CreateChecked stores msg like Create, then runs check (that the record's
@@ -107,6 +139,16 @@ func (r *Records[M]) CreateChecked(ctx context.Context, id, parent string, msg M
 // (FerretDB on SQLite) reads by primary key only for a filter that is
 // exactly {_id: <string>}, and scans the whole collection for any other.
 func (r *Records[M]) Get(ctx context.Context, id string) (Versioned[M], error) {
+	return cachedRead(ctx, r.cache, groupOf(id), "g\x00"+id, func(ctx context.Context) (Versioned[M], int, error) {
+		v, err := getRecord(ctx, r, id)
+		return v, 1, err
+	}, func(v Versioned[M]) Versioned[M] {
+		return Versioned[M]{Msg: proto.Clone(v.Msg).(M), Version: v.Version}
+	})
+}
+
+// getRecord is r's Get from the store.
+func getRecord[M proto.Message](ctx context.Context, r *Records[M], id string) (Versioned[M], error) {
 	var rec record
 	err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&rec)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && rec.Deleting) {
@@ -143,15 +185,32 @@ func (r *Records[M]) GetMany(ctx context.Context, ids []string) (map[string]M, e
 // for deletion: for internal callers that need them all. A public list
 // answers ListPage.
 func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
-	items, err := r.find(ctx, bson.D{{Key: "parent", Value: parent}, live})
-	if err != nil {
-		return nil, err
+	return cachedRead(ctx, cacheUnder(r.cache, parent), groupOf(parent), "l\x00"+parent, func(ctx context.Context) ([]M, int, error) {
+		items, err := r.find(ctx, bson.D{{Key: "parent", Value: parent}, live})
+		if err != nil {
+			return nil, 0, err
+		}
+		out := make([]M, 0, len(items))
+		for _, it := range items {
+			out = append(out, it.Msg)
+		}
+		return out, len(out), nil
+	}, cloneAll[M])
+}
+
+// cacheUnder is c for reads under parents, nil when there is
+// none or they are not of one group (cache.go).
+func cacheUnder(c *readCache, parents ...string) *readCache {
+	if c == nil || len(parents) == 0 {
+		return nil
 	}
-	out := make([]M, 0, len(items))
-	for _, it := range items {
-		out = append(out, it.Msg)
+	g := groupOf(parents[0])
+	for _, p := range parents {
+		if g == "" || groupOf(p) != g {
+			return nil
+		}
 	}
-	return out, nil
+	return c
 }
 
 // ListUnder reads every live object under each of parents in one store
@@ -161,18 +220,26 @@ func (r *Records[M]) ListUnder(ctx context.Context, parents []string) (map[strin
 	if len(parents) > MaxPageSize {
 		return nil, fmt.Errorf("list %s under %d parents: at most %d at once", r.kind, len(parents), MaxPageSize)
 	}
-	out := make(map[string][]M, len(parents))
 	if len(parents) == 0 {
-		return out, nil
+		return map[string][]M{}, nil
 	}
-	items, err := r.find(ctx, bson.D{{Key: "parent", Value: bson.D{{Key: "$in", Value: parents}}}, live})
-	if err != nil {
-		return nil, err
-	}
-	for _, it := range items {
-		out[it.Parent] = append(out[it.Parent], it.Msg)
-	}
-	return out, nil
+	return cachedRead(ctx, cacheUnder(r.cache, parents...), groupOf(parents[0]), "u\x00"+strings.Join(parents, "\x00"), func(ctx context.Context) (map[string][]M, int, error) {
+		items, err := r.find(ctx, bson.D{{Key: "parent", Value: bson.D{{Key: "$in", Value: parents}}}, live})
+		if err != nil {
+			return nil, 0, err
+		}
+		out := make(map[string][]M, len(parents))
+		for _, it := range items {
+			out[it.Parent] = append(out[it.Parent], it.Msg)
+		}
+		return out, len(items), nil
+	}, func(in map[string][]M) map[string][]M {
+		out := make(map[string][]M, len(in))
+		for p, ms := range in {
+			out[p] = cloneAll(ms)
+		}
+		return out
+	})
 }
 
 // Pages of a list (docs/conventions.md "Lists"): ordered by id, each page
@@ -217,7 +284,16 @@ const pageField = "page-token"
 // (InvalidArgument naming page-token), and whatever it holds, a page never
 // leaves parent.
 func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageRequest) ([]M, string, error) {
-	return listPage(ctx, r, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
+	type answer struct {
+		msgs []M
+		next string
+	}
+	key := fmt.Sprintf("p\x00%s\x00%d\x00%s\x00%x", parent, page.Size, page.Token, pageBinding("", "", page.Match))
+	a, err := cachedRead(ctx, cacheUnder(r.cache, parent), groupOf(parent), key, func(ctx context.Context) (answer, int, error) {
+		msgs, next, err := listPage(ctx, r, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
+		return answer{msgs, next}, len(msgs), err
+	}, func(a answer) answer { return answer{cloneAll(a.msgs), a.next} })
+	return a.msgs, a.next, err
 }
 
 // allParents is what a token of ScanPage is bound to in place of a parent
@@ -388,12 +464,12 @@ func (r *Records[M]) MarkDeleting(ctx context.Context, id string) (M, error) {
 		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: cur.Version}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}, {Key: "version", Value: cur.Version + 1}}}})
 	if err != nil {
-		return zero, mapErr("mark "+r.kind, err)
+		return zero, wrote(ctx, r.cache, id, mapErr("mark "+r.kind, err))
 	}
 	if res.MatchedCount != 1 {
 		return zero, errs.Aborted("%s %q was changed by another request; retry", r.kind, id)
 	}
-	return cur.Msg, nil
+	return cur.Msg, wrote(ctx, r.cache, id, nil)
 }
 
 // Unmark makes an object marked for deletion live again.
@@ -401,7 +477,7 @@ func (r *Records[M]) Unmark(ctx context.Context, id string) error {
 	_, err := r.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "deleting", Value: true}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: false}}}, {Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}}})
-	return mapErr("unmark "+r.kind, err)
+	return wrote(ctx, r.cache, id, mapErr("unmark "+r.kind, err))
 }
 
 // DeleteUnder removes every object under parent and reports how many went.
@@ -409,9 +485,12 @@ func (r *Records[M]) Unmark(ctx context.Context, id string) error {
 func (r *Records[M]) DeleteUnder(ctx context.Context, parent string) (int64, error) {
 	res, err := r.coll.DeleteMany(ctx, bson.D{{Key: "parent", Value: parent}})
 	if err != nil {
-		return 0, mapErr("delete "+r.kind, err)
+		return 0, wrote(ctx, r.cache, parent, mapErr("delete "+r.kind, err))
 	}
-	return res.DeletedCount, nil
+	if res.DeletedCount > 0 {
+		return res.DeletedCount, wrote(ctx, r.cache, parent, nil)
+	}
+	return 0, nil
 }
 
 // Update replaces the object if it is still at version; Aborted if another
@@ -439,12 +518,12 @@ func (r *Records[M]) Update(ctx context.Context, id string, version int64, msg M
 		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}, live},
 		bson.D{{Key: "$set", Value: set}})
 	if err != nil {
-		return mapErr("update "+r.kind, err)
+		return wrote(ctx, r.cache, id, mapErr("update "+r.kind, err))
 	}
 	if res.MatchedCount == 1 {
-		return nil
+		return wrote(ctx, r.cache, id, nil)
 	}
-	if _, err := r.Get(ctx, id); err != nil {
+	if _, err := getRecord(ctx, r, id); err != nil {
 		return err
 	}
 	return errs.Aborted("%s %q was changed by another request; read it again and retry", r.kind, id)
@@ -472,12 +551,12 @@ func (r *Records[M]) Modify(ctx context.Context, id string, change func(M) error
 func (r *Records[M]) Delete(ctx context.Context, id string) error {
 	res, err := r.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
 	if err != nil {
-		return mapErr("delete "+r.kind, err)
+		return wrote(ctx, r.cache, id, mapErr("delete "+r.kind, err))
 	}
 	if res.DeletedCount == 0 {
 		return errs.NotFound("%s %q not found", r.kind, id)
 	}
-	return nil
+	return wrote(ctx, r.cache, id, nil)
 }
 
 func (r *Records[M]) decode(rec record) (Versioned[M], error) {
@@ -524,6 +603,9 @@ func Key(names ...string) string { return strings.Join(names, "/") }
 // whole collection there). For records a single writer owns, such as
 // those of a shard lease holder, where a lost race costs nothing.
 func (r *Records[M]) Put(ctx context.Context, id, parent string, msg M) error {
+	if err := grouped(r, id, parent); err != nil {
+		return err
+	}
 	body, err := toBSON(msg)
 	if err != nil {
 		return err
@@ -532,5 +614,5 @@ func (r *Records[M]) Put(ctx context.Context, id, parent string, msg M) error {
 		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: parent}, {Key: "body", Value: body}}},
 			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}},
 		options.UpdateOne().SetUpsert(true))
-	return mapErr("put "+r.kind, err)
+	return wrote(ctx, r.cache, id, mapErr("put "+r.kind, err))
 }

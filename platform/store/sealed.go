@@ -120,7 +120,7 @@ func (s *Store) Rewrap(ctx context.Context) (Rewrapped, error) {
 			return out, mapErr("rewrap "+o.name, err)
 		}
 		for _, rec := range recs {
-			if err := rewrapRecord(ctx, o.keyring, coll, rec, &out); err != nil {
+			if err := rewrapRecord(ctx, o.keyring, coll, s.base().cacheOf(o.name), rec, &out); err != nil {
 				return out, err
 			}
 		}
@@ -131,7 +131,7 @@ func (s *Store) Rewrap(ctx context.Context) (Rewrapped, error) {
 	return out, nil
 }
 
-func rewrapRecord(ctx context.Context, keyring *secrets.Keyring, coll *mongo.Collection, rec record, out *Rewrapped) error {
+func rewrapRecord(ctx context.Context, keyring *secrets.Keyring, coll *mongo.Collection, cache *readCache, rec record, out *Rewrapped) error {
 	for attempt := 0; ; attempt++ {
 		changed, unchanged := 0, 0
 		fields := slices.Clone(rec.Secrets)
@@ -158,6 +158,10 @@ func rewrapRecord(ctx context.Context, keyring *secrets.Keyring, coll *mongo.Col
 			return mapErr("rewrap "+coll.Name(), err)
 		}
 		if res.MatchedCount == 1 {
+			// A kept read holds the version (cache.go).
+			if err := cache.changed(ctx, rec.ID); err != nil {
+				return err
+			}
 			out.Records++
 			out.Values += changed
 			out.Unchanged += unchanged

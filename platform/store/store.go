@@ -49,6 +49,9 @@ type Store struct {
 	// opened are the collections each view opened (NewRecords, NewLeases,
 	// NewStamps), by its service: what Opened reports.
 	opened map[string][]string
+	// caches are the read caches of collections declared with CacheReads,
+	// by collection (cache.go).
+	caches map[string]*readCache
 }
 
 // owned is a collection and the keyring of the view that opened it.

@@ -5,9 +5,9 @@ package storeserver
 // Users are DCM's services and the collections each declares
 // (allinone.StoreUsers), for the store server's users and grants.
 var Users = []User{
-	{Service: "core", Collections: []string{"projects", "logical_clouds", "cluster_references", "kv_pairs", "mesh_clusters", "traffic_rollouts", "tokens", "core_locks", "cluster_sets", "cluster_set_bindings"}},
+	{Service: "core", Collections: []string{"projects", "logical_clouds", "logical_clouds_marks", "cluster_references", "kv_pairs", "mesh_clusters", "traffic_rollouts", "tokens", "core_locks", "cluster_sets", "cluster_set_bindings"}},
 	{Service: "namespace", Collections: []string{"namespaces", "namespace_logical_clouds"}},
-	{Service: "user", Collections: []string{"users", "user_permissions", "user_migrations", "user_logical_clouds"}},
+	{Service: "user", Collections: []string{"users", "user_permissions", "user_permissions_marks", "user_migrations", "user_logical_clouds"}},
 	{Service: "quota", Collections: []string{"quotas", "container_defaults", "quota_logical_clouds"}},
 	{Service: "servicemesh", Collections: []string{"control_planes", "service_meshes"}},
 	{Service: "cadist", Collections: []string{"ca_roots", "ca_intermediates", "ca_logical_clouds"}},

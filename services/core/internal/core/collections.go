@@ -1,5 +1,7 @@
 package core
 
+import "github.com/dcm-project/dcm/platform/store"
+
 // The store collections the core service opens. Every store.NewRecords and
 // store.NewLeases call of the package names one of these constants, and
 // Collections lists them all: docs/store.md's database roles are generated
@@ -10,6 +12,9 @@ const (
 	ProjectsCollection = "projects"
 	// LogicalCloudsCollection holds the logical clouds.
 	LogicalCloudsCollection = "logical_clouds"
+	// LogicalCloudMarksCollection holds, per project, the change mark of
+	// its logical clouds: their reads are kept in memory (store.CacheReads).
+	LogicalCloudMarksCollection = "logical_clouds_marks"
 	// ClusterReferencesCollection holds the logical clouds' cluster references.
 	ClusterReferencesCollection = "cluster_references"
 	// KvPairsCollection holds the logical clouds' key-value pairs.
@@ -33,7 +38,12 @@ const (
 // Collections are the core service's store collections, the constants
 // above: its database user needs each of them and no other.
 var Collections = []string{
-	ProjectsCollection, LogicalCloudsCollection, ClusterReferencesCollection, KvPairsCollection,
+	ProjectsCollection, LogicalCloudsCollection, LogicalCloudMarksCollection, ClusterReferencesCollection, KvPairsCollection,
 	MeshClustersCollection, TrafficRolloutsCollection, TokensCollection, LockCollection,
 	ClusterSetsCollection, ClusterSetBindingsCollection,
 }
+
+// A page of logical clouds is the most read list (every list page and GET
+// shows them); its reads are kept in memory, checked against the project's
+// change mark (docs/store.md, "Reads kept in memory").
+func init() { store.CacheReads(LogicalCloudsCollection, LogicalCloudMarksCollection) }
