@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -126,8 +127,16 @@ func groupOf(key string) string {
 	return g
 }
 
+// everyGroup is the group of a read across the whole collection (Match,
+// Deleting, All, ScanPage): its mark is every group's (allMarks), and a
+// write of any group drops its entries.
+const everyGroup = "\x00every"
+
 // mark reads group's change mark ("" before its first write).
 func (c *readCache) mark(ctx context.Context, group string) (string, error) {
+	if group == everyGroup {
+		return c.allMarks(ctx)
+	}
 	var doc struct {
 		Mark string `bson:"mark"`
 	}
@@ -139,6 +148,32 @@ func (c *readCache) mark(ctx context.Context, group string) (string, error) {
 		return "", mapErr("read the change mark of "+c.collection, err)
 	}
 	return doc.Mark, nil
+}
+
+// allMarks reads every group's change mark, one command (a document per
+// project, small): a digest of them all. A write of any group changes it,
+// and a write that a read across groups missed landed its group's mark
+// after that group's mark was read, so the next digest differs.
+func (c *readCache) allMarks(ctx context.Context) (string, error) {
+	cur, err := c.marks.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return "", mapErr("read the change marks of "+c.collection, err)
+	}
+	var docs []struct {
+		ID   string `bson:"_id"`
+		Mark string `bson:"mark"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return "", mapErr("read the change marks of "+c.collection, err)
+	}
+	h := sha256.New()
+	for _, d := range docs {
+		h.Write([]byte(d.ID))
+		h.Write([]byte{0})
+		h.Write([]byte(d.Mark))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // changed writes a new change mark for the group of key after a write of
@@ -164,7 +199,7 @@ func (c *readCache) drop(group string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.entries {
-		if e.group == group {
+		if e.group == group || e.group == everyGroup {
 			c.held -= e.size
 			delete(c.entries, k)
 		}

@@ -64,7 +64,8 @@ func TestCachedReadsFollowOtherProcessesWrites(t *testing.T) {
 	s := storetest.Open(t)
 	reader, writer := cachedThings(s), cachedThings(otherProcess(t, s))
 
-	want := map[string]string{} // id under p/x → description
+	want := map[string]string{}   // live id under p/x → description
+	marked := map[string]string{} // id under p/x marked for deletion → description
 	check := func(step string) {
 		t.Helper()
 		var ids []string
@@ -86,6 +87,34 @@ func TestCachedReadsFollowOtherProcessesWrites(t *testing.T) {
 			under, err := reader.ListUnder(ctx, []string{"p/x", "p/y"})
 			require.NoError(t, err, step)
 			require.Equal(t, exp, nilIfEmpty(descriptions(under["p/x"])), step+": ListUnder")
+			// Reads across groups.
+			var allExp, markedExp []string
+			for id, d := range marked {
+				markedExp = append(markedExp, id[len("p/x/"):]+"="+d+" (deleting)")
+			}
+			allExp = append(slices.Clone(exp), markedExp...)
+			slices.Sort(allExp)
+			for name, read := range map[string]func() ([]store.Item[*typesv1.Metadata], error){
+				"Match":    func() ([]store.Item[*typesv1.Metadata], error) { return reader.Match(ctx, nil) },
+				"All":      func() ([]store.Item[*typesv1.Metadata], error) { return reader.All(ctx) },
+				"Children": func() ([]store.Item[*typesv1.Metadata], error) { return reader.Children(ctx, "p/x") },
+			} {
+				items, err := read()
+				require.NoError(t, err, step)
+				require.Equal(t, allExp, nilIfEmpty(itemsUnder(items, "p/x")), step+": "+name)
+			}
+			deleting, err := reader.Deleting(ctx)
+			require.NoError(t, err, step)
+			require.ElementsMatch(t, markedExp, itemsUnder(deleting, "p/x"), step+": Deleting")
+			scan, _, err := reader.ScanPage(ctx, store.PageRequest{Size: 1000})
+			require.NoError(t, err, step)
+			require.Equal(t, exp, nilIfEmpty(descriptions(scan)), step+": ScanPage")
+			many, err := reader.GetMany(ctx, []string{"p/x/a", "p/x/b", "p/x/c"})
+			require.NoError(t, err, step)
+			require.Len(t, many, len(want), step+": GetMany")
+			for id, m := range many {
+				require.Equal(t, want[id], m.GetDescription(), step+": GetMany")
+			}
 			got, err := reader.Get(ctx, "p/x/a")
 			if d, ok := want["p/x/a"]; ok {
 				require.NoError(t, err, step)
@@ -114,9 +143,11 @@ func TestCachedReadsFollowOtherProcessesWrites(t *testing.T) {
 	_, err = writer.MarkDeleting(ctx, "p/x/a")
 	require.NoError(t, err)
 	delete(want, "p/x/a")
+	marked["p/x/a"] = "2"
 	check("mark deleting")
 	require.NoError(t, writer.Unmark(ctx, "p/x/a"))
 	want["p/x/a"] = "2"
+	delete(marked, "p/x/a")
 	check("unmark")
 	require.NoError(t, writer.Delete(ctx, "p/x/a"))
 	delete(want, "p/x/a")
@@ -149,13 +180,49 @@ func TestCachedReadsFollowOtherProcessesWrites(t *testing.T) {
 	require.EqualValues(t, 1, after["find "+cachedMarks]-before["find "+cachedMarks])
 	require.EqualValues(t, 0, after["find "+cachedColl]-before["find "+cachedColl])
 
-	// Another group's writes leave this group's reads in memory.
+	// A read across groups: the marks, and nothing else, when unchanged.
+	_, err = reader.Deleting(ctx)
+	require.NoError(t, err)
+	before = store.CommandsSent()
+	_, err = reader.Deleting(ctx)
+	require.NoError(t, err)
+	after = store.CommandsSent()
+	require.EqualValues(t, 1, after["find "+cachedMarks]-before["find "+cachedMarks])
+	require.EqualValues(t, 0, after["find "+cachedColl]-before["find "+cachedColl])
+
+	// Another group's writes leave this group's reads in memory, and
+	// reads across groups show them.
 	require.NoError(t, writer.Create(ctx, "q/x/a", "q/x", thing("a", "1")))
 	before = store.CommandsSent()
 	_, _, err = reader.ListPage(ctx, "p/x", store.PageRequest{Size: 100})
 	require.NoError(t, err)
 	after = store.CommandsSent()
 	require.EqualValues(t, 0, after["find "+cachedColl]-before["find "+cachedColl])
+	all, err := reader.Match(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a=1"}, itemsUnder(all, "q/x"))
+	_, err = writer.MarkDeleting(ctx, "q/x/a")
+	require.NoError(t, err)
+	deleting, err := reader.Deleting(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a=1 (deleting)"}, itemsUnder(deleting, "q/x"))
+}
+
+// itemsUnder is what a read shows of the items under parent:
+// name=description, and whether each is being deleted.
+func itemsUnder(items []store.Item[*typesv1.Metadata], parent string) []string {
+	var out []string
+	for _, it := range items {
+		if it.Parent != parent {
+			continue
+		}
+		s := it.Msg.GetName() + "=" + it.Msg.GetDescription()
+		if it.Deleting {
+			s += " (deleting)"
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func nilIfEmpty(s []string) []string {
@@ -202,7 +269,7 @@ func TestCachedReadsAgeOut(t *testing.T) {
 	kept := time.Now()
 
 	_, err = s.Database().Collection(cachedColl).UpdateOne(ctx, bson.D{{Key: "_id", Value: "p/a"}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "body.description", Value: "2"}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "body.description", Value: "2"}}}, {Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}}})
 	require.NoError(t, err)
 	page, _, err = recs.ListPage(ctx, "p", store.PageRequest{})
 	require.NoError(t, err)
@@ -278,9 +345,15 @@ func TestCachedReadsNeverBehindAReturnedWrite(t *testing.T) {
 		require.NoError(t, err)
 		shared, err := reader.Get(ctx, "p/shared")
 		require.NoError(t, err)
-		seen := map[string]bool{}
+		// A read across groups, kept under every group's marks.
+		scanned, err := reader.Match(ctx, nil)
+		require.NoError(t, err)
+		seen, inScan := map[string]bool{}, map[string]bool{}
 		for _, m := range page {
 			seen[m.GetName()] = true
+		}
+		for _, it := range scanned {
+			inScan[it.ID] = true
 		}
 		var n int
 		_, err = fmt.Sscan(shared.Msg.GetDescription(), &n)
@@ -288,6 +361,7 @@ func TestCachedReadsNeverBehindAReturnedWrite(t *testing.T) {
 		mu.Lock()
 		for id, at := range created {
 			require.False(t, at.Before(start) && !seen[id], "read %d: %s was created before the read began and is not listed", reads, id)
+			require.False(t, at.Before(start) && !inScan[id], "read %d: %s was created before the read began and is not matched", reads, id)
 		}
 		for c, at := range counted {
 			require.False(t, at.Before(start) && n < c, "read %d: the count was %d before the read began, the read shows %d", reads, c, n)

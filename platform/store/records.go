@@ -186,7 +186,7 @@ func (r *Records[M]) GetMany(ctx context.Context, ids []string) (map[string]M, e
 // answers ListPage.
 func (r *Records[M]) List(ctx context.Context, parent string) ([]M, error) {
 	return cachedRead(ctx, cacheUnder(r.cache, parent), groupOf(parent), "l\x00"+parent, func(ctx context.Context) ([]M, int, error) {
-		items, err := r.find(ctx, bson.D{{Key: "parent", Value: parent}, live})
+		items, err := findSorted(ctx, r, bson.D{{Key: "parent", Value: parent}, live})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -224,7 +224,7 @@ func (r *Records[M]) ListUnder(ctx context.Context, parents []string) (map[strin
 		return map[string][]M{}, nil
 	}
 	return cachedRead(ctx, cacheUnder(r.cache, parents...), groupOf(parents[0]), "u\x00"+strings.Join(parents, "\x00"), func(ctx context.Context) (map[string][]M, int, error) {
-		items, err := r.find(ctx, bson.D{{Key: "parent", Value: bson.D{{Key: "$in", Value: parents}}}, live})
+		items, err := findSorted(ctx, r, bson.D{{Key: "parent", Value: bson.D{{Key: "$in", Value: parents}}}, live})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -284,16 +284,8 @@ const pageField = "page-token"
 // (InvalidArgument naming page-token), and whatever it holds, a page never
 // leaves parent.
 func (r *Records[M]) ListPage(ctx context.Context, parent string, page PageRequest) ([]M, string, error) {
-	type answer struct {
-		msgs []M
-		next string
-	}
 	key := fmt.Sprintf("p\x00%s\x00%d\x00%s\x00%x", parent, page.Size, page.Token, pageBinding("", "", page.Match))
-	a, err := cachedRead(ctx, cacheUnder(r.cache, parent), groupOf(parent), key, func(ctx context.Context) (answer, int, error) {
-		msgs, next, err := listPage(ctx, r, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
-		return answer{msgs, next}, len(msgs), err
-	}, func(a answer) answer { return answer{cloneAll(a.msgs), a.next} })
-	return a.msgs, a.next, err
+	return cachedPage(ctx, r, cacheUnder(r.cache, parent), groupOf(parent), key, bson.D{{Key: "parent", Value: parent}, live}, parent, page)
 }
 
 // allParents is what a token of ScanPage is bound to in place of a parent
@@ -305,7 +297,21 @@ const allParents = "\x00all"
 // time (core's facts reconcile). page.Match is ignored.
 func (r *Records[M]) ScanPage(ctx context.Context, page PageRequest) ([]M, string, error) {
 	page.Match = nil
-	return listPage(ctx, r, bson.D{live}, allParents, page)
+	return cachedPage(ctx, r, r.cache, everyGroup, fmt.Sprintf("s\x00%d\x00%s", page.Size, page.Token), bson.D{live}, allParents, page)
+}
+
+// cachedPage is listPage kept in memory in c (cache.go) under group and
+// key.
+func cachedPage[M proto.Message](ctx context.Context, r *Records[M], c *readCache, group, key string, filter bson.D, parent string, page PageRequest) ([]M, string, error) {
+	type answer struct {
+		msgs []M
+		next string
+	}
+	a, err := cachedRead(ctx, c, group, key, func(ctx context.Context) (answer, int, error) {
+		msgs, next, err := listPage(ctx, r, filter, parent, page)
+		return answer{msgs, next}, len(msgs), err
+	}, func(a answer) answer { return answer{cloneAll(a.msgs), a.next} })
+	return a.msgs, a.next, err
 }
 
 // listPage reads the page of the objects of r filter matches that page
@@ -425,7 +431,37 @@ func (r *Records[M]) Deleting(ctx context.Context) ([]Item[M], error) {
 	return r.find(ctx, bson.D{{Key: "deleting", Value: true}})
 }
 
+// find reads the objects filter matches, ordered by id; kept in memory
+// (cache.go) under the group of a filter whose first field is a parent,
+// under every group otherwise.
 func (r *Records[M]) find(ctx context.Context, filter bson.D) ([]Item[M], error) {
+	c, group := r.cache, everyGroup
+	if len(filter) > 0 && filter[0].Key == "parent" {
+		if p, ok := filter[0].Value.(string); ok {
+			c, group = cacheUnder(r.cache, p), groupOf(p)
+		}
+	}
+	if c == nil {
+		return findSorted(ctx, r, filter)
+	}
+	key, err := bson.MarshalExtJSON(filter, true, false)
+	if err != nil {
+		return nil, errs.Internal(err, "store error")
+	}
+	return cachedRead(ctx, c, group, "f\x00"+string(key), func(ctx context.Context) ([]Item[M], int, error) {
+		items, err := findSorted(ctx, r, filter)
+		return items, len(items), err
+	}, func(in []Item[M]) []Item[M] {
+		out := slices.Clone(in)
+		for i := range out {
+			out[i].Msg = proto.Clone(out[i].Msg).(M)
+		}
+		return out
+	})
+}
+
+// findSorted is find from the store.
+func findSorted[M proto.Message](ctx context.Context, r *Records[M], filter bson.D) ([]Item[M], error) {
 	return r.findOpts(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 }
 
