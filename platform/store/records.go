@@ -492,7 +492,7 @@ func (r *Records[M]) findOpts(ctx context.Context, filter bson.D, opts *options.
 // it, or, if it must stay after all, Unmarks it.
 func (r *Records[M]) MarkDeleting(ctx context.Context, id string) (M, error) {
 	var zero M
-	cur, err := r.Get(ctx, id)
+	cur, err := getRecord(ctx, r, id)
 	if err != nil {
 		return zero, err
 	}
@@ -565,12 +565,13 @@ func (r *Records[M]) Update(ctx context.Context, id string, version int64, msg M
 	return errs.Aborted("%s %q was changed by another request; read it again and retry", r.kind, id)
 }
 
-// Modify reads the object, applies change and writes it back conditionally
-// on the version read. A concurrent writer makes it fail with Aborted rather
+// Modify reads the object (from the store: a write does not answer from
+// memory, cache.go), applies change and writes it back conditionally on
+// the version read. A concurrent writer makes it fail with Aborted rather
 // than lose either update.
 func (r *Records[M]) Modify(ctx context.Context, id string, change func(M) error) (M, error) {
 	var zero M
-	cur, err := r.Get(ctx, id)
+	cur, err := getRecord(ctx, r, id)
 	if err != nil {
 		return zero, err
 	}

@@ -49,7 +49,8 @@ func leastCommands(t *testing.T, op func(i int)) uint64 {
 // and an empty page the project's read besides (a project that is not
 // there is 404); a GET the record and its permissions (the token is
 // cached); a create what the services' records, their after-insert checks
-// and core's tell of the facts cost. The count is the whole process's, so
+// and core's tell of the facts cost; a delete the cascade over every
+// service's records (docs/benchmarks.md lists them). The count is the whole process's, so
 // the test is not parallel (no other test runs meanwhile) and takes the
 // least of seven runs of each operation. A budget that an operation
 // exceeds fails the test: lower it when an operation gets cheaper, never
@@ -83,10 +84,14 @@ func TestListPageStoreCommands(t *testing.T) {
 			r.Want(201, "POST", "/v2/projects/p1/logical-clouds", cloud(fmt.Sprintf("new-%d", i)))
 		}),
 	}
+	// The ones just created, deleted.
+	got["delete"] = leastCommands(t, func(i int) {
+		r.Want(204, "DELETE", fmt.Sprintf("/v2/projects/p1/logical-clouds/new-%d", i), "")
+	})
 	r.Want(404, "GET", "/v2/projects/p3/logical-clouds", "")
 	// A list page and a GET read the change marks of the logical clouds and
 	// of the permissions (store.CacheReads); a create writes both marks.
-	budget := map[string]uint64{"list page": 2, "empty list page": 2, "get": 2, "create": 17}
+	budget := map[string]uint64{"list page": 2, "empty list page": 2, "get": 2, "create": 17, "delete": 37}
 	for op, n := range got {
 		t.Logf("%s (%d logical clouds): %d store commands", op, clouds, n)
 	}
